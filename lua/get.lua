@@ -1,0 +1,13 @@
+--[[
+  get: the number of events in a bucket's sliding log within the window ending now.
+
+  KEYS[1]  the bucket's sliding-log sorted set
+  ARGV[1]  now: µs since the epoch (integer); empty = read Redis TIME
+  ARGV[2]  W: the window, µs
+  Reply: { count = #{s : now - W < s <= now}, now (string, µs) }
+]]
+--- @include "common"
+
+local t = readNow(ARGV[1])
+local W = tonumber(ARGV[2])
+return { redis.call('ZCOUNT', KEYS[1], '(' .. fmt(t - W), fmt(t)), fmt(t) }

@@ -1,0 +1,89 @@
+/**
+ * Clocks, in integer microseconds since the epoch.
+ *
+ * - systemClockUs: the process clock (the memory store's live default);
+ * - Redis TIME: read inside the scripts when no time is given (one clock for all processes);
+ * - VirtualClock: replay and tests: time moves only when told, and timers fire as it passes them.
+ */
+import { performance } from 'node:perf_hooks';
+
+export function systemClockUs(): number {
+  return Math.round((performance.timeOrigin + performance.now()) * 1000);
+}
+
+/** What the engine needs of a clock: the time, and timers on that time. */
+export interface Clock {
+  /** Now in µs; undefined means "let the store decide" (Redis TIME). */
+  now(): number | undefined;
+  /** Run fn once the clock reaches `atUs` (at once if it already has); returns a canceller. */
+  setTimer(atUs: number, fn: () => void): () => void;
+}
+
+/** The real clock: timers are real timers, unref'd so held calls never keep a process alive. */
+export class SystemClock implements Clock {
+  /** With `storeTime`, now() is undefined so the store uses its own clock (Redis TIME). */
+  constructor(private readonly storeTime = false) {}
+  now(): number | undefined {
+    return this.storeTime ? undefined : systemClockUs();
+  }
+  setTimer(atUs: number, fn: () => void): () => void {
+    const delayMs = Math.max(0, (atUs - systemClockUs()) / 1000);
+    const timer = setTimeout(fn, delayMs);
+    timer.unref();
+    return () => clearTimeout(timer);
+  }
+}
+
+interface Timer {
+  at: number;
+  seq: number;
+  fn: () => void;
+}
+
+/** A clock that only moves when told to; timers due are run in time order as it advances. */
+export class VirtualClock implements Clock {
+  private t: number;
+  private timers: Timer[] = [];
+  private seq = 0;
+
+  constructor(startUs = 0) {
+    this.t = startUs;
+  }
+
+  now(): number {
+    return this.t;
+  }
+
+  setTimer(atUs: number, fn: () => void): () => void {
+    const timer: Timer = { at: atUs, seq: this.seq++, fn };
+    // keep timers sorted by (at, seq): most are appended at the end
+    let i = this.timers.length;
+    while (i > 0 && (this.timers[i - 1]!.at > atUs)) i--;
+    this.timers.splice(i, 0, timer);
+    if (atUs <= this.t) queueMicrotask(() => this.runDue());
+    return () => {
+      const j = this.timers.indexOf(timer);
+      if (j >= 0) this.timers.splice(j, 1);
+    };
+  }
+
+  /** Move to `toUs` (never backwards), running every timer due on the way, in order. */
+  advance(toUs: number): void {
+    if (toUs > this.t) this.t = toUs;
+    this.runDue();
+  }
+
+  /** Timers still waiting. */
+  get pending(): number {
+    return this.timers.length;
+  }
+
+  /** The time of the next timer, if any. */
+  get nextTimer(): number | undefined {
+    return this.timers[0]?.at;
+  }
+
+  private runDue(): void {
+    while (this.timers.length > 0 && this.timers[0]!.at <= this.t) this.timers.shift()!.fn();
+  }
+}

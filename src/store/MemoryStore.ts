@@ -1,0 +1,306 @@
+/**
+ * MemoryStore: the Store in process, the embedded default and replay's engine. Same semantics
+ * as the Lua scripts (src/store/types.ts), step for step, so both give identical decisions.
+ *
+ * Bounded: a sliding log keeps only events a limit can still see, and every structure is
+ * dropped once the latest time seen makes it irrelevant (swept in amortized O(1) per call).
+ * Cost per decision: O(log n) in the events inside the window, never in the calls ever seen.
+ * Hash tags do not exist here: a bucket is its name, whatever the call's tag.
+ */
+import { systemClockUs } from '../clock.js';
+import type {
+  AdmitRequest,
+  AdmitResult,
+  Bucket,
+  CountRequest,
+  CountResult,
+  RecordRequest,
+  RecordResult,
+  ReserveRequest,
+  ReserveResult,
+  Store,
+  WaitRequest,
+  WaitResult,
+} from './types.js';
+import { checkAdmit, checkCount, checkReserve, checkWait, logRetention } from './validate.js';
+import { windowIndex } from './window.js';
+
+/** A sorted log of event times; times[head..] are live, older ones await compaction. */
+class Log {
+  times: number[] = [];
+  head = 0;
+  retention = 0;
+
+  /** Drop events with s <= t - retention (the Lua script's ZREMRANGEBYSCORE). */
+  trim(t: number): void {
+    const cut = t - this.retention;
+    const times = this.times;
+    let h = this.head;
+    while (h < times.length && times[h]! <= cut) h++;
+    this.head = h;
+    if (h > 64 && h * 2 > times.length) {
+      this.times = times.slice(h);
+      this.head = 0;
+    }
+  }
+
+  /** Index of the first live event with s > x. */
+  private upper(x: number): number {
+    const times = this.times;
+    let lo = this.head;
+    let hi = times.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (times[mid]! <= x) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Events with t - w < s <= t, and the index of the first of them. */
+  range(t: number, w: number): [first: number, count: number] {
+    const first = this.upper(t - w);
+    const last = this.times.length > 0 && this.times[this.times.length - 1]! <= t ? this.times.length : this.upper(t);
+    return [first, last - first];
+  }
+
+  add(t: number): void {
+    const times = this.times;
+    if (times.length === this.head || times[times.length - 1]! <= t) times.push(t);
+    else times.splice(this.upper(t), 0, t);
+  }
+
+  get size(): number {
+    return this.times.length - this.head;
+  }
+}
+
+/** Counts of the two latest fixed windows: w (latest), c (its count), p (count of w - 1). */
+interface WindowCounts {
+  w: number;
+  c: number;
+  p: number;
+  windowUs: number;
+}
+
+interface Slot {
+  last: number;
+  intervalUs: number;
+}
+
+export interface MemoryStoreOptions {
+  /** Clock used when a request has no `now`, µs since the epoch (default: the process clock). */
+  readonly clock?: () => number;
+}
+
+export class MemoryStore implements Store {
+  readonly kind = 'memory';
+  private readonly clock: () => number;
+  private logs = new Map<string, Log>();
+  private windows = new Map<string, WindowCounts>();
+  private slots = new Map<string, Slot>();
+  private latest = 0;
+  private opsToSweep = 1024;
+
+  constructor(opts: MemoryStoreOptions = {}) {
+    this.clock = opts.clock ?? systemClockUs;
+  }
+
+  /** Structures alive now (for tests of boundedness and for the benchmark). */
+  get size(): { logs: number; events: number; windows: number; carriers: number } {
+    let events = 0;
+    for (const log of this.logs.values()) events += log.size;
+    return { logs: this.logs.size, events, windows: this.windows.size, carriers: this.slots.size };
+  }
+
+  private time(now: number | undefined): number {
+    const t = now ?? this.clock();
+    if (t > this.latest) this.latest = t;
+    if (--this.opsToSweep <= 0) this.sweep();
+    return t;
+  }
+
+  /** Drop what the latest time makes irrelevant; runs every max(1024, size) operations. */
+  private sweep(): void {
+    const t = this.latest;
+    for (const [key, log] of this.logs) {
+      log.trim(t);
+      if (log.size === 0) this.logs.delete(key);
+    }
+    for (const [key, win] of this.windows) if ((win.w + 2) * win.windowUs <= t) this.windows.delete(key);
+    for (const [key, slot] of this.slots) if (slot.last + slot.intervalUs <= t) this.slots.delete(key);
+    this.opsToSweep = Math.max(1024, this.logs.size + this.windows.size + this.slots.size);
+  }
+
+  private log(bucket: Bucket, retention: number): Log {
+    let log = this.logs.get(bucket.name);
+    if (!log) {
+      log = new Log();
+      this.logs.set(bucket.name, log);
+    }
+    log.retention = retention;
+    return log;
+  }
+
+  /** Counts of t's window k and of k - 1 (as lua/includes/buckets.lua readWindow). */
+  private readWindow(key: string, k: number): [c: number, p: number] {
+    const s = this.windows.get(key);
+    if (!s) return [0, 0];
+    if (k === s.w) return [s.c, s.p];
+    if (k === s.w + 1) return [0, s.c];
+    if (k === s.w - 1) return [s.p, 0];
+    return [0, 0];
+  }
+
+  private recordWindow(key: string, t: number, W: number): void {
+    const k = windowIndex(t, W);
+    const s = this.windows.get(key);
+    if (!s || k > s.w + 1) this.windows.set(key, { w: k, c: 1, p: 0, windowUs: W });
+    else if (k === s.w + 1) {
+      s.p = s.c;
+      s.c = 1;
+      s.w = k;
+    } else if (k === s.w) s.c++;
+    else if (k === s.w - 1) s.p++;
+  }
+
+  private recordAll(buckets: readonly Bucket[], logs: (Log | undefined)[], t: number): void {
+    buckets.forEach((bucket, b) => {
+      logs[b]?.add(t);
+      let seen: number[] | undefined;
+      for (const lim of bucket.limits) {
+        if (lim.algorithm === 'sliding-log' || seen?.includes(lim.windowUs)) continue;
+        (seen ??= []).push(lim.windowUs);
+        this.recordWindow(`${bucket.name}\u0000${lim.windowUs}`, t, lim.windowUs);
+      }
+    });
+  }
+
+  private trimmedLogs(buckets: readonly Bucket[], t: number): (Log | undefined)[] {
+    return buckets.map((bucket) => {
+      const retention = logRetention(bucket);
+      if (retention === 0) return undefined;
+      const log = this.log(bucket, retention);
+      log.trim(t);
+      return log;
+    });
+  }
+
+  admitSync(req: AdmitRequest): AdmitResult {
+    checkAdmit(req);
+    const t = this.time(req.now);
+    const { buckets } = req;
+    const logs = this.trimmedLogs(buckets, t);
+    let limitedBy = -1;
+    let retry = 0;
+    for (let b = 0; b < buckets.length; b++) {
+      for (const { limit: L, windowUs: W, algorithm } of buckets[b]!.limits) {
+        let wait = 0;
+        if (algorithm === 'sliding-log') {
+          const log = logs[b]!;
+          const [first, n] = log.range(t, W);
+          // the (n - L + 1)-th oldest event in the window leaves it at s + W
+          if (n >= L) wait = log.times[first + n - L]! + W - t;
+        } else {
+          const k = windowIndex(t, W);
+          const [c, p] = this.readWindow(`${buckets[b]!.name}\u0000${W}`, k);
+          if (algorithm === 'fixed-window') {
+            if (c >= L) wait = (k + 1) * W - t;
+          } else {
+            const f = (t - k * W) / W;
+            if (c + p * (1 - f) >= L) {
+              wait = c >= L ? (k + 1) * W + Math.floor(W * (1 - L / c)) + 1 - t : k * W + Math.floor(W * (1 - (L - c) / p)) + 1 - t;
+              if (wait < 1) wait = 1;
+            }
+          }
+        }
+        if (wait > 0) {
+          if (limitedBy < 0) limitedBy = b;
+          if (wait > retry) retry = wait;
+        }
+      }
+    }
+    if (limitedBy < 0) this.recordAll(buckets, logs, t);
+    return { admitted: limitedBy < 0, limitedBy, retryAfterUs: retry, now: t };
+  }
+
+  recordSync(req: RecordRequest): RecordResult {
+    checkAdmit(req);
+    const t = this.time(req.now);
+    this.recordAll(req.buckets, this.trimmedLogs(req.buckets, t), t);
+    return { now: t };
+  }
+
+  countSync(req: CountRequest): CountResult {
+    checkCount(req);
+    const t = this.time(req.now);
+    const log = this.logs.get(req.bucket);
+    return { count: log ? log.range(t, req.windowUs)[1] : 0, now: t };
+  }
+
+  reserveSync(req: ReserveRequest): ReserveResult {
+    checkReserve(req);
+    const t = this.time(req.now);
+    const waits: number[] = [];
+    for (let i = 0; i < req.route.length; i++) {
+      const { name, intervalUs, maxWaitUs } = req.route[i]!;
+      const state = this.slots.get(name);
+      let slot = t;
+      if (state) {
+        const nextFree = state.last + intervalUs;
+        if (nextFree > t) slot = nextFree;
+      }
+      const wait = slot - t;
+      waits.push(wait);
+      if (wait <= maxWaitUs) {
+        if (state) {
+          state.last = slot;
+          state.intervalUs = intervalUs;
+        } else this.slots.set(name, { last: slot, intervalUs });
+        return { index: i, waitUs: wait, slotUs: slot, waits, now: t };
+      }
+    }
+    return { index: -1, waitUs: 0, slotUs: 0, waits, now: t };
+  }
+
+  waitSync(req: WaitRequest): WaitResult {
+    checkWait(req);
+    const t = this.time(req.now);
+    const state = this.slots.get(req.carrier.name);
+    const wait = state ? state.last + req.carrier.intervalUs - t : 0;
+    return { waitUs: wait > 0 ? wait : 0, now: t };
+  }
+
+  // The Store interface: the same, as promises (a validation error rejects the promise).
+  admit(req: AdmitRequest): Promise<AdmitResult> {
+    return settle(() => this.admitSync(req));
+  }
+  record(req: RecordRequest): Promise<RecordResult> {
+    return settle(() => this.recordSync(req));
+  }
+  count(req: CountRequest): Promise<CountResult> {
+    return settle(() => this.countSync(req));
+  }
+  reserve(req: ReserveRequest): Promise<ReserveResult> {
+    return settle(() => this.reserveSync(req));
+  }
+  wait(req: WaitRequest): Promise<WaitResult> {
+    return settle(() => this.waitSync(req));
+  }
+
+  async clear(): Promise<void> {
+    this.logs.clear();
+    this.windows.clear();
+    this.slots.clear();
+  }
+
+  async close(): Promise<void> {}
+}
+
+function settle<T>(fn: () => T): Promise<T> {
+  try {
+    return Promise.resolve(fn());
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}

@@ -1,0 +1,190 @@
+/**
+ * RedisStore: the Store on Redis or Redis Cluster, one Lua script per operation (lua/), run
+ * through ioredis defineCommand (EVALSHA, falling back to EVAL, so NOSCRIPT after a Redis
+ * restart heals by itself).
+ *
+ * Keys: `<prefix>{<tag>}:<bucket>:log` (sliding log), `<prefix>{<tag>}:<bucket>:win:<W>` (fixed
+ * and sliding-window counts of windows of W µs) and `<prefix>{out}:carrier:<id>` (leaky bucket).
+ * Hash tags only matter on a Cluster; on a single Redis (hashTags false, the default there) keys
+ * carry no tag, so a peer's bucket is one key whatever account its calls name.
+ */
+import { randomBytes } from 'node:crypto';
+import { Cluster, Redis, ReplyError } from 'ioredis';
+import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
+import { OUTBOUND_TAG } from '../keys.js';
+import { SCRIPTS, type ScriptName } from './scripts.js';
+import type {
+  AdmitRequest,
+  AdmitResult,
+  Bucket,
+  Carrier,
+  CountRequest,
+  CountResult,
+  RecordRequest,
+  RecordResult,
+  ReserveRequest,
+  ReserveResult,
+  Store,
+  WaitRequest,
+  WaitResult,
+} from './types.js';
+import { checkAdmit, checkCount, checkReserve, checkWait, logRetention } from './validate.js';
+
+export interface RedisStoreOptions {
+  /** An ioredis client or Cluster. The store does not close it unless it created it. */
+  readonly redis: Redis | Cluster;
+  /** Prefix of every key (default `callgate:`); no braces. */
+  readonly prefix?: string;
+  /** Put hash tags in keys: default true on a Cluster, false on a single Redis. */
+  readonly hashTags?: boolean;
+  /**
+   * Least expiry (ms) of a key written with a caller-given `now` (a virtual clock): real-time
+   * expiry cannot follow a clock that runs faster or slower than real time. Default 24 h.
+   */
+  readonly virtualTimeTtlMs?: number;
+}
+
+type Reply = (string | number)[];
+const ALGO_CODE = { 'sliding-log': 'l', 'fixed-window': 'f', 'sliding-window': 's' } as const;
+const DAY_MS = 86_400_000;
+
+export class RedisStore implements Store {
+  readonly kind = 'redis';
+  readonly prefix: string;
+  private readonly redis: Redis | Cluster;
+  private readonly hashTags: boolean;
+  private readonly virtualTtlMs: number;
+  private readonly instance = randomBytes(6).toString('base64url');
+  private seq = 0;
+  private ownsConnection = false;
+
+  constructor(opts: RedisStoreOptions) {
+    this.redis = opts.redis;
+    this.prefix = opts.prefix ?? 'callgate:';
+    if (/[{}]/.test(this.prefix)) throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
+    this.hashTags = opts.hashTags ?? opts.redis instanceof Cluster;
+    this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
+    for (const { command, lua } of Object.values(SCRIPTS)) {
+      if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
+    }
+  }
+
+  /** A store on its own connection to `url` (closed by close()). */
+  static connect(url: string, opts: Omit<RedisStoreOptions, 'redis'> = {}): RedisStore {
+    const store = new RedisStore({ ...opts, redis: new Redis(url, { maxRetriesPerRequest: 1 }) });
+    store.ownsConnection = true;
+    return store;
+  }
+
+  private base(tag: string, name: string): string {
+    return this.hashTags ? `${this.prefix}{${tag}}:${name}` : `${this.prefix}${name}`;
+  }
+
+  private async run(name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[SCRIPTS[name].command]!;
+    try {
+      return await fn.call(this.redis, keys.length, ...keys, ...args);
+    } catch (err) {
+      // A Redis reply error is a bug to surface as is; anything else means Redis is out of reach.
+      if (err instanceof ReplyError) throw err;
+      throw new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err);
+    }
+  }
+
+  /** KEYS and the bucket descriptors of admit/add (lua/includes/buckets.lua). */
+  private bucketArgs(tag: string, buckets: readonly Bucket[]): { keys: string[]; args: (string | number)[] } {
+    const keys: string[] = [];
+    const index = new Map<string, number>();
+    const keyIndex = (key: string): number => {
+      let i = index.get(key);
+      if (i === undefined) {
+        i = keys.push(key);
+        index.set(key, i);
+      }
+      return i;
+    };
+    const args: (string | number)[] = [buckets.length];
+    for (const bucket of buckets) {
+      const base = this.base(tag, bucket.name);
+      const retention = logRetention(bucket);
+      const logKey = retention > 0 ? keyIndex(`${base}:log`) : 0;
+      args.push(logKey, retention, bucket.limits.length);
+      for (const lim of bucket.limits) {
+        const key = lim.algorithm === 'sliding-log' ? logKey : keyIndex(`${base}:win:${lim.windowUs}`);
+        args.push(ALGO_CODE[lim.algorithm], lim.limit, lim.windowUs, key);
+      }
+    }
+    return { keys, args };
+  }
+
+  private member(): string {
+    return `${this.instance}${(this.seq++).toString(36)}`;
+  }
+
+  private ttlFloor(now: number | undefined): number {
+    return now === undefined ? 0 : this.virtualTtlMs;
+  }
+
+  async admit(req: AdmitRequest): Promise<AdmitResult> {
+    checkAdmit(req);
+    const { keys, args } = this.bucketArgs(req.tag, req.buckets);
+    const r = (await this.run('admit', keys, [req.now ?? '', this.member(), this.ttlFloor(req.now), ...args])) as Reply;
+    return { admitted: r[0] === 1, limitedBy: Number(r[1]) - 1, retryAfterUs: Number(r[2]), now: Number(r[3]) };
+  }
+
+  async record(req: RecordRequest): Promise<RecordResult> {
+    checkAdmit(req);
+    const { keys, args } = this.bucketArgs(req.tag, req.buckets);
+    const r = await this.run('add', keys, [req.now ?? '', this.member(), this.ttlFloor(req.now), ...args]);
+    return { now: Number(r) };
+  }
+
+  async count(req: CountRequest): Promise<CountResult> {
+    checkCount(req);
+    const r = (await this.run('get', [`${this.base(req.tag, req.bucket)}:log`], [req.now ?? '', req.windowUs])) as Reply;
+    return { count: Number(r[0]), now: Number(r[1]) };
+  }
+
+  private carrierKey(c: Carrier): string {
+    return this.base(OUTBOUND_TAG, c.name);
+  }
+
+  async reserve(req: ReserveRequest): Promise<ReserveResult> {
+    checkReserve(req);
+    const args: (string | number)[] = [req.now ?? '', this.ttlFloor(req.now)];
+    for (const c of req.route) args.push(c.intervalUs, c.maxWaitUs);
+    const r = (await this.run('reserve', req.route.map((c) => this.carrierKey(c)), args)) as Reply;
+    return {
+      index: Number(r[0]) - 1,
+      waitUs: Number(r[1]),
+      slotUs: Number(r[2]),
+      now: Number(r[3]),
+      waits: r.slice(4).map(Number),
+    };
+  }
+
+  async wait(req: WaitRequest): Promise<WaitResult> {
+    checkWait(req);
+    const r = (await this.run('wait', [this.carrierKey(req.carrier)], [req.now ?? '', req.carrier.intervalUs])) as Reply;
+    return { waitUs: Number(r[0]), now: Number(r[1]) };
+  }
+
+  /** Delete every key under this store's prefix, on every master of a Cluster. */
+  async clear(): Promise<void> {
+    const match = this.prefix.replace(/[*?[\]\\]/g, '\\$&') + '*';
+    const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+        cursor = next;
+        // one key per command: keys of one node may still sit in different Cluster slots
+        if (keys.length > 0) await Promise.all(keys.map((k) => node.unlink(k)));
+      } while (cursor !== '0');
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsConnection) await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+}
