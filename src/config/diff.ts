@@ -1,0 +1,75 @@
+/**
+ * What changed between two configurations, for the engine's `reload` event: one entry per
+ * bucket or carrier that was added, removed or changed. Granularity: `inbound.global`,
+ * `inbound.defaultPeer`, each account, each peer, each carrier.
+ *
+ * A bucket's limits are compared as a set of (limit, window, algorithm): reordering the limits
+ * of a bucket is no change, since every limit is checked. An empty list of limits is present
+ * (a known peer, or a global bucket that counts without limiting): absent → [] is `added`.
+ * Carriers compare by cps and maxWait.
+ */
+import type { Limit } from '../store/types.js';
+import { formatPath } from './path.js';
+import type { CallgateConfig, CarrierConfig } from './types.js';
+
+export type ConfigChangeKind = 'added' | 'removed' | 'changed';
+export type ConfigSection = 'global' | 'defaultPeer' | 'account' | 'peer' | 'carrier';
+
+export interface ConfigChange {
+  /** `inbound.global`, `inbound.peers.peer45`, `inbound.peers["a b"]`, `outbound.carriers.A`… */
+  readonly path: string;
+  readonly kind: ConfigChangeKind;
+  readonly section: ConfigSection;
+  /** The account, peer or carrier id (absent for global and defaultPeer). */
+  readonly id?: string;
+}
+
+function limitKey(l: Limit): string {
+  return `${l.windowUs}/${l.limit}/${l.algorithm}`;
+}
+
+export function sameLimits(a: readonly Limit[], b: readonly Limit[]): boolean {
+  if (a.length !== b.length) return false;
+  const ka = a.map(limitKey).sort();
+  const kb = b.map(limitKey).sort();
+  return ka.every((k, i) => k === kb[i]);
+}
+
+function sameCarrier(a: CarrierConfig, b: CarrierConfig): boolean {
+  return a.cps === b.cps && a.maxWaitUs === b.maxWaitUs;
+}
+
+function kindOf<T>(a: T | undefined, b: T | undefined, same: (a: T, b: T) => boolean): ConfigChangeKind | undefined {
+  if (a === undefined) return b === undefined ? undefined : 'added';
+  if (b === undefined) return 'removed';
+  return same(a, b) ? undefined : 'changed';
+}
+
+/** Changes from `old` to `next`: global, accounts, peers, defaultPeer, carriers; within a map,
+ * old ids first (removed / changed, in old order), then new ids (added, in new order). */
+export function diffConfig(old: CallgateConfig, next: CallgateConfig): ConfigChange[] {
+  const changes: ConfigChange[] = [];
+  const single = (section: 'global' | 'defaultPeer', a?: Limit[], b?: Limit[]) => {
+    const kind = kindOf(a, b, sameLimits);
+    if (kind) changes.push({ path: formatPath(['inbound', section]), kind, section });
+  };
+  const map = <T>(
+    section: 'account' | 'peer' | 'carrier',
+    base: readonly string[],
+    a: ReadonlyMap<string, T>,
+    b: ReadonlyMap<string, T>,
+    same: (x: T, y: T) => boolean,
+  ) => {
+    const ids = [...a.keys(), ...[...b.keys()].filter((id) => !a.has(id))];
+    for (const id of ids) {
+      const kind = kindOf(a.get(id), b.get(id), same);
+      if (kind) changes.push({ path: formatPath([...base, id]), kind, section, id });
+    }
+  };
+  single('global', old.inbound.global, next.inbound.global);
+  map('account', ['inbound', 'accounts'], old.inbound.accounts, next.inbound.accounts, sameLimits);
+  map('peer', ['inbound', 'peers'], old.inbound.peers, next.inbound.peers, sameLimits);
+  single('defaultPeer', old.inbound.defaultPeer, next.inbound.defaultPeer);
+  map('carrier', ['outbound', 'carriers'], old.outbound.carriers, next.outbound.carriers, sameCarrier);
+  return changes;
+}

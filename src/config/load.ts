@@ -1,0 +1,149 @@
+/**
+ * Loading the limit configuration: from an object, a JSON file or a YAML file. Every failure is
+ * a ConfigError listing all problems found, each naming its path (and the file, if any).
+ */
+import { readFile } from 'node:fs/promises';
+import { extname } from 'node:path';
+import { parseDocument } from 'yaml';
+import type { z } from 'zod';
+import { ConfigError } from './ConfigError.js';
+import { formatPath } from './path.js';
+import { configSchema } from './schema.js';
+import type { CallgateConfig, CallgateConfigInput } from './types.js';
+
+/** One line per zod issue (one per unknown field), `[source: ]path: message`, duplicates dropped. */
+export function formatIssues(issues: readonly z.core.$ZodIssue[], source?: string): string[] {
+  const prefix = source === undefined ? '' : `${source}: `;
+  const lines: string[] = [];
+  const add = (path: readonly PropertyKey[], message: string) => {
+    const p = formatPath(path);
+    lines.push(`${prefix}${p === '' ? 'top level' : p}: ${message}`);
+  };
+  for (const issue of issues) {
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) add([...issue.path, key], 'unknown field');
+    } else {
+      add(issue.path, issue.message);
+    }
+  }
+  return [...new Set(lines)];
+}
+
+/**
+ * Validates and normalizes a configuration object (as parsed from JSON or YAML, or written in
+ * code). `source` (a file name) prefixes every problem. Throws ConfigError with all problems.
+ */
+export function parseConfig(obj: unknown, source?: string): CallgateConfig {
+  const r = configSchema.safeParse(obj);
+  if (!r.success) throw new ConfigError(formatIssues(r.error.issues, source), { cause: r.error });
+  return r.data;
+}
+
+/** 1-based line and column of a character offset. */
+function lineColumn(text: string, offset: number): { line: number; column: number } {
+  let line = 1;
+  let lineStart = 0;
+  for (let i = 0; i < offset && i < text.length; i++) {
+    if (text[i] === '\n') {
+      line++;
+      lineStart = i + 1;
+    }
+  }
+  return { line, column: offset - lineStart + 1 };
+}
+
+/**
+ * Where JSON.parse failed. V8 (Node 20) names the offset in most messages ("... in JSON at
+ * position 42") but not in "Unexpected token 'x', ..." nor "Unexpected end of JSON input". Then
+ * the offset is the length of the longest prefix of the text that is still the start of valid
+ * JSON: found by bisection, a prefix counting as such when JSON.parse accepts it or fails only at
+ * its very end. That property is monotone (a prefix of a valid start is a valid start).
+ */
+function jsonErrorOffset(text: string, message: string): number {
+  const m = / at position (\d+)/.exec(message);
+  if (m) return Number(m[1]);
+  const isValidStart = (k: number): boolean => {
+    try {
+      JSON.parse(text.slice(0, k));
+      return true;
+    } catch (e) {
+      const msg = (e as Error).message;
+      if (msg.startsWith('Unexpected end of JSON input')) return true;
+      const p = / at position (\d+)/.exec(msg);
+      return p !== null && Number(p[1]) >= k;
+    }
+  };
+  let lo = 0; // valid start
+  let hi = text.length; // answer is in [lo, hi]
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (isValidStart(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+function parseJsonText(text: string, source: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    const message = (e as Error).message;
+    const { line, column } = lineColumn(text, jsonErrorOffset(text, message));
+    const reason = message
+      .replace(/ (?:in JSON )?at position \d+.*$/s, '')
+      .replace(/^(Unexpected token '.*?'), .*$/s, '$1');
+    throw new ConfigError([`${source}: invalid JSON at line ${line}, column ${column}: ${reason}`], { cause: e });
+  }
+}
+
+function parseYamlText(text: string, source: string): unknown {
+  // uniqueKeys (the default) makes a repeated key an error rather than a silent overwrite.
+  const doc = parseDocument(text, { prettyErrors: true });
+  if (doc.errors.length > 0) {
+    const lines = doc.errors.map((err) => {
+      const pos = err.linePos?.[0];
+      const reason = err.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
+      return pos
+        ? `${source}: invalid YAML at line ${pos.line}, column ${pos.col}: ${reason}`
+        : `${source}: invalid YAML: ${reason}`;
+    });
+    throw new ConfigError([...new Set(lines)], { cause: doc.errors[0] });
+  }
+  return doc.toJS();
+}
+
+/** "no such file or directory (ENOENT)" from a Node system error. */
+function osReason(e: unknown): string {
+  const err = e as NodeJS.ErrnoException;
+  const text = typeof err?.message === 'string' ? err.message : String(e);
+  const m = /^([A-Z0-9_]+): (.*?)(?:, \w+ '.*')?$/s.exec(text);
+  if (m) return `${m[2]} (${m[1]})`;
+  return err?.code ? `${text} (${err.code})` : text;
+}
+
+/** Whether a path is read as YAML (`.yaml`, `.yml`, any case); anything else is JSON. */
+export function isYamlPath(path: string): boolean {
+  const ext = extname(path).toLowerCase();
+  return ext === '.yaml' || ext === '.yml';
+}
+
+/**
+ * Reads and validates a configuration file: YAML for `.yaml` / `.yml`, JSON otherwise (UTF-8, a
+ * leading BOM is ignored). Problems are prefixed with `path` as given.
+ */
+export async function loadConfigFile(path: string): Promise<CallgateConfig> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (e) {
+    throw new ConfigError([`${path}: cannot read file: ${osReason(e)}`], { cause: e });
+  }
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const raw = isYamlPath(path) ? parseYamlText(text, path) : parseJsonText(text, path);
+  return parseConfig(raw, path);
+}
+
+/** A file path (see loadConfigFile) or a configuration object (see parseConfig). */
+export async function loadConfig(pathOrObject: string | CallgateConfigInput): Promise<CallgateConfig> {
+  return typeof pathOrObject === 'string' ? loadConfigFile(pathOrObject) : parseConfig(pathOrObject);
+}

@@ -1,0 +1,550 @@
+import { expect } from 'chai';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CallgateError } from '../src/errors/CallgateError.js';
+import {
+  ConfigError,
+  diffConfig,
+  formatDuration,
+  loadConfig,
+  loadConfigFile,
+  parseConfig,
+  parseDurationUs,
+  type CallgateConfig,
+} from '../src/config/index.js';
+
+const CONTRACT_EXAMPLE = {
+  inbound: {
+    global: [{ limit: 100, window: 'PT1S' }],
+    accounts: { acme: [{ limit: 20, window: 'PT1S' }] },
+    peers: { peer45: [{ limit: 10, window: 'PT1S' }, { limit: 300, window: 'PT1M' }] },
+    defaultPeer: [{ limit: 5, window: '1s' }],
+  },
+  outbound: {
+    carriers: { A: { cps: 4, maxWait: 'PT1S' }, B: { cps: 2.5, maxWait: '500ms' } },
+  },
+};
+
+const CONTRACT_YAML = `# the contract example, in YAML
+inbound:
+  global:
+    - { limit: 100, window: PT1S }
+  accounts:
+    acme:
+      - limit: 20
+        window: PT1S
+  peers:
+    peer45:
+      - { limit: 10, window: PT1S }
+      - { limit: 300, window: PT1M }
+  defaultPeer:
+    - { limit: 5, window: 1s }
+outbound:
+  carriers:
+    A: { cps: 4, maxWait: PT1S }
+    B: { cps: 2.5, maxWait: 500ms }
+`;
+
+const sec = (limit: number, windowUs = 1_000_000) => ({ limit, windowUs, algorithm: 'sliding-log' as const });
+
+const EXPECTED: CallgateConfig = {
+  inbound: {
+    global: [sec(100)],
+    accounts: new Map([['acme', [sec(20)]]]),
+    peers: new Map([['peer45', [sec(10), sec(300, 60_000_000)]]]),
+    defaultPeer: [sec(5)],
+  },
+  outbound: {
+    carriers: new Map([
+      ['A', { cps: 4, intervalUs: 250_000, maxWaitUs: 1_000_000 }],
+      ['B', { cps: 2.5, intervalUs: 400_000, maxWaitUs: 500_000 }],
+    ]),
+  },
+};
+
+/** The problems of the ConfigError that `fn` throws. */
+function problemsOf(fn: () => unknown): readonly string[] {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).to.be.instanceOf(ConfigError);
+    return (e as ConfigError).problems;
+  }
+  expect.fail('expected a ConfigError');
+}
+
+async function problemsOfAsync(p: Promise<unknown>): Promise<readonly string[]> {
+  try {
+    await p;
+  } catch (e) {
+    expect(e).to.be.instanceOf(ConfigError);
+    return (e as ConfigError).problems;
+  }
+  expect.fail('expected a ConfigError');
+}
+
+/** Config with one peer `p` whose single limit entry is `entry`. */
+const peerEntry = (entry: unknown) => ({ inbound: { peers: { p: [entry] } } });
+
+describe('config', () => {
+  describe('parseDurationUs', () => {
+    const valid: [string, number][] = [
+      ['PT1S', 1_000_000],
+      ['PT0.5S', 500_000],
+      ['PT0,5S', 500_000],
+      ['PT30M', 1_800_000_000],
+      ['PT1M', 60_000_000],
+      ['PT1H', 3_600_000_000],
+      ['PT0.1H', 360_000_000],
+      ['PT1.5M', 90_000_000],
+      ['P1D', 86_400_000_000],
+      ['P1DT1H', 90_000_000_000],
+      ['P1W', 604_800_000_000],
+      ['PT0.000001S', 1],
+      ['PT0.0005S', 500],
+      ['PT0S', 0],
+      ['500ms', 500_000],
+      ['1s', 1_000_000],
+      ['1.5s', 1_500_000],
+      ['0.5s', 500_000],
+      ['1m', 60_000_000],
+      ['1h', 3_600_000_000],
+      ['0.001ms', 1],
+      ['0s', 0],
+    ];
+    for (const [text, us] of valid) {
+      it(`${text} → ${us}`, () => expect(parseDurationUs(text)).to.equal(us));
+    }
+
+    const invalid = [
+      'abc', '', '1', '1000', '1 s', ' 1s', '1s ', '1S', '1sec', '1d', '1us', '.5s', '1.s', '-1s', '+1s', '1e3ms',
+      'P', 'PT', 'pt1s', 'P1Y', 'P1M', 'P1Y2M', '-PT1S', 'PT-1S', 'T1S',
+      'PT0.0000015S', '0.0005ms', '1.0000001s', // finer than a microsecond
+      'PT99999999999999999999H', '9999999999999h', // beyond Number.MAX_SAFE_INTEGER µs
+    ];
+    for (const text of invalid) {
+      it(`rejects ${JSON.stringify(text)}`, () => expect(parseDurationUs(text)).to.equal(undefined));
+    }
+
+    it('is exact where doubles are not (0.1 h, 1.1 s)', () => {
+      expect(parseDurationUs('PT0.1H')).to.equal(360_000_000);
+      expect(parseDurationUs('1.1s')).to.equal(1_100_000);
+      expect(parseDurationUs('PT1.1S')).to.equal(1_100_000);
+    });
+  });
+
+  describe('formatDuration', () => {
+    const cases: [number, string][] = [
+      [0, '0s'],
+      [1, '0.001ms'],
+      [1_500, '1.5ms'],
+      [500_000, '500ms'],
+      [1_000_000, '1s'],
+      [1_500_000, '1.5s'],
+      [90_000_000, '90s'],
+      [60_000_000, '1m'],
+      [1_800_000_000, '30m'],
+      [3_600_000_000, '1h'],
+      [86_400_000_000, '24h'],
+    ];
+    for (const [us, text] of cases) {
+      it(`${us} → ${text}, and back`, () => {
+        expect(formatDuration(us)).to.equal(text);
+        expect(parseDurationUs(text)).to.equal(us);
+      });
+    }
+    it('shows fractional intervals', () => expect(formatDuration(1e6 / 3)).to.equal('333.333333ms'));
+  });
+
+  describe('parseConfig', () => {
+    it('normalizes the contract example exactly', () => {
+      expect(parseConfig(CONTRACT_EXAMPLE)).to.deep.equal(EXPECTED);
+    });
+
+    it('accepts an empty configuration (every part optional)', () => {
+      expect(parseConfig({})).to.deep.equal({
+        inbound: { accounts: new Map(), peers: new Map() },
+        outbound: { carriers: new Map() },
+      });
+      expect(parseConfig({ inbound: {}, outbound: {} })).to.deep.equal(parseConfig({}));
+      expect(parseConfig({}).inbound).to.not.have.property('global');
+      expect(parseConfig({}).inbound).to.not.have.property('defaultPeer');
+    });
+
+    it('defaults maxWait to 0 and algorithm to sliding-log; keeps a named algorithm', () => {
+      const c = parseConfig({
+        inbound: {
+          global: [
+            { limit: 1, window: '1s' },
+            { limit: 2, window: '1m', algorithm: 'fixed-window' },
+            { limit: 3, window: '1h', algorithm: 'sliding-window' },
+          ],
+        },
+        outbound: { carriers: { X: { cps: 0.5 } } },
+      });
+      expect(c.inbound.global).to.deep.equal([
+        { limit: 1, windowUs: 1_000_000, algorithm: 'sliding-log' },
+        { limit: 2, windowUs: 60_000_000, algorithm: 'fixed-window' },
+        { limit: 3, windowUs: 3_600_000_000, algorithm: 'sliding-window' },
+      ]);
+      expect(c.outbound.carriers.get('X')).to.deep.equal({ cps: 0.5, intervalUs: 2_000_000, maxWaitUs: 0 });
+    });
+
+    it('keeps a fractional interval (cps 3 → 333333.33… µs) and accepts maxWait 0', () => {
+      const c = parseConfig({ outbound: { carriers: { X: { cps: 3, maxWait: 'PT0S' } } } });
+      expect(c.outbound.carriers.get('X')).to.deep.equal({ cps: 3, intervalUs: 1e6 / 3, maxWaitUs: 0 });
+    });
+
+    it('allows empty limit arrays (a known peer with no limit)', () => {
+      const c = parseConfig({ inbound: { global: [], peers: { open: [] }, defaultPeer: [] } });
+      expect(c.inbound.global).to.deep.equal([]);
+      expect(c.inbound.peers.get('open')).to.deep.equal([]);
+      expect(c.inbound.defaultPeer).to.deep.equal([]);
+    });
+
+    it('takes __proto__, constructor and other awkward ids as plain ids', () => {
+      const json = `{
+        "inbound": {
+          "accounts": { "constructor": [{ "limit": 2, "window": "1s" }] },
+          "peers": {
+            "__proto__": [{ "limit": 1, "window": "1s" }],
+            "hasOwnProperty": [],
+            "a b": [], "{tag}": [], "x:y": [], "45": []
+          }
+        },
+        "outbound": { "carriers": { "__proto__": { "cps": 1 }, "toString": { "cps": 2 } } }
+      }`;
+      const c = parseConfig(JSON.parse(json));
+      expect([...c.inbound.peers.keys()]).to.have.members(['__proto__', 'hasOwnProperty', 'a b', '{tag}', 'x:y', '45']);
+      expect(c.inbound.peers.get('__proto__')).to.deep.equal([sec(1)]);
+      expect(c.inbound.accounts.get('constructor')).to.deep.equal([sec(2)]);
+      expect(c.outbound.carriers.get('__proto__')).to.deep.equal({ cps: 1, intervalUs: 1_000_000, maxWaitUs: 0 });
+      expect([...c.outbound.carriers.keys()]).to.deep.equal(['__proto__', 'toString']);
+      expect(c.inbound.peers.has('constructor')).to.equal(false);
+    });
+
+    it('also takes Maps for id maps in programmatic configs', () => {
+      const c = parseConfig({ inbound: { peers: new Map([['x y', [{ limit: 1, window: '1s' }]]]) } });
+      expect(c.inbound.peers).to.deep.equal(new Map([['x y', [sec(1)]]]));
+    });
+
+    it('reports a bad limit entry with its exact path and message', () => {
+      const cases: [unknown, string][] = [
+        [{ limit: 0, window: '1s' }, 'inbound.peers.p[0].limit: expected a positive integer, got 0'],
+        [{ limit: -3, window: '1s' }, 'inbound.peers.p[0].limit: expected a positive integer, got -3'],
+        [{ limit: 1.5, window: '1s' }, 'inbound.peers.p[0].limit: expected a positive integer, got 1.5'],
+        [{ limit: '10', window: '1s' }, 'inbound.peers.p[0].limit: expected a positive integer, got "10"'],
+        [{ limit: 1e20, window: '1s' }, 'inbound.peers.p[0].limit: expected a positive integer, got 100000000000000000000'],
+        [{ window: '1s' }, 'inbound.peers.p[0].limit: missing (expected a positive integer)'],
+        [{ limit: 1 }, 'inbound.peers.p[0].window: missing (expected a positive duration)'],
+        [{ limit: 1, window: 'abc' }, 'inbound.peers.p[0].window: expected a positive duration, got "abc"'],
+        [{ limit: 1, window: '0s' }, 'inbound.peers.p[0].window: expected a positive duration, got "0s"'],
+        [{ limit: 1, window: 'PT0S' }, 'inbound.peers.p[0].window: expected a positive duration, got "PT0S"'],
+        [{ limit: 1, window: '-PT1S' }, 'inbound.peers.p[0].window: expected a positive duration, got "-PT1S"'],
+        [
+          { limit: 1, window: 1000 },
+          'inbound.peers.p[0].window: expected a positive duration, got 1000 (durations are strings such as "PT1S" or "500ms", not numbers)',
+        ],
+        [{ limit: 1, window: null }, 'inbound.peers.p[0].window: expected a positive duration, got null'],
+        [
+          { limit: 1, window: 'P1M' },
+          'inbound.peers.p[0].window: expected a positive duration, got "P1M" (years and months have no fixed length)',
+        ],
+        [
+          { limit: 1, window: 'PT0.0000001S' },
+          'inbound.peers.p[0].window: expected a positive duration, got "PT0.0000001S" (not a whole number of microseconds)',
+        ],
+        [
+          { limit: 1, window: 'PT99999999999999999999H' },
+          'inbound.peers.p[0].window: expected a positive duration, got "PT99999999999999999999H" (too long)',
+        ],
+        [
+          { limit: 1, window: '1s', algorithm: 'token-bucket' },
+          'inbound.peers.p[0].algorithm: expected "sliding-log", "sliding-window" or "fixed-window", got "token-bucket"',
+        ],
+        [{ limit: 1, window: '1s', limt: 2 }, 'inbound.peers.p[0].limt: unknown field'],
+        [7, 'inbound.peers.p[0]: expected a limit such as {"limit": 10, "window": "PT1S"}, got 7'],
+        [[], 'inbound.peers.p[0]: expected a limit such as {"limit": 10, "window": "PT1S"}, got an array'],
+      ];
+      for (const [entry, line] of cases) {
+        expect(problemsOf(() => parseConfig(peerEntry(entry))), JSON.stringify(entry)).to.deep.equal([line]);
+      }
+    });
+
+    it('reports a bad carrier with its exact path and message', () => {
+      const cases: [unknown, string][] = [
+        [{ cps: 0 }, 'outbound.carriers.A.cps: expected a positive finite number, got 0'],
+        [{ cps: -1 }, 'outbound.carriers.A.cps: expected a positive finite number, got -1'],
+        [{ cps: '4' }, 'outbound.carriers.A.cps: expected a positive finite number, got "4"'],
+        [{ cps: Infinity }, 'outbound.carriers.A.cps: expected a positive finite number, got Infinity'],
+        [{ cps: NaN }, 'outbound.carriers.A.cps: expected a positive finite number, got NaN'],
+        [{ cps: 1e-320 }, 'outbound.carriers.A.cps: expected a positive finite number, got 1e-320 (too small)'],
+        [{ maxWait: '1s' }, 'outbound.carriers.A.cps: missing (expected a positive finite number)'],
+        [{ cps: 1, maxWait: 'soon' }, 'outbound.carriers.A.maxWait: expected a duration >= 0, got "soon"'],
+        [{ cps: 1, maxWait: '-1s' }, 'outbound.carriers.A.maxWait: expected a duration >= 0, got "-1s"'],
+        [
+          { cps: 1, maxWait: 0 },
+          'outbound.carriers.A.maxWait: expected a duration >= 0, got 0 (durations are strings such as "PT1S" or "500ms", not numbers)',
+        ],
+        [{ cps: 1, maxwait: '1s' }, 'outbound.carriers.A.maxwait: unknown field'],
+        [4, 'outbound.carriers.A: expected a carrier such as {"cps": 4, "maxWait": "PT1S"}, got 4'],
+      ];
+      for (const [carrier, line] of cases) {
+        const cfg = { outbound: { carriers: { A: carrier } } };
+        expect(problemsOf(() => parseConfig(cfg)), JSON.stringify(carrier)).to.deep.equal([line]);
+      }
+    });
+
+    it('reports bad sections and maps with their paths', () => {
+      const cases: [unknown, string[]][] = [
+        [[], ['top level: expected an object, got an array']],
+        [null, ['top level: expected an object, got null']],
+        ['{}', ['top level: expected an object, got "{}"']],
+        [{ inbound: null }, ['inbound: expected an object, got null']],
+        [{ outbound: [] }, ['outbound: expected an object, got an array']],
+        [{ inbound: { global: {} } }, ['inbound.global: expected an array of limits, got an object']],
+        [{ inbound: { defaultPeer: 5 } }, ['inbound.defaultPeer: expected an array of limits, got 5']],
+        [{ inbound: { peers: [] } }, ['inbound.peers: expected an object mapping peer ids to arrays of limits, got an array']],
+        [{ inbound: { accounts: 'acme' } }, ['inbound.accounts: expected an object mapping account ids to arrays of limits, got "acme"']],
+        [{ outbound: { carriers: [] } }, ['outbound.carriers: expected an object mapping carrier ids to carriers, got an array']],
+        [{ inbound: { peers: { '': [] } } }, ['inbound.peers[""]: expected a non-empty peer id']],
+        [{ inbound: { peers: { p: { limit: 1, window: '1s' } } } }, ['inbound.peers.p: expected an array of limits, got an object']],
+      ];
+      for (const [cfg, lines] of cases) {
+        expect(problemsOf(() => parseConfig(cfg)), JSON.stringify(cfg)).to.deep.equal(lines);
+      }
+    });
+
+    it('quotes ids that are not plain identifiers in paths', () => {
+      const bad = [{ limit: 0, window: '1s' }];
+      const cfg = { inbound: { peers: { 'a b': bad, '{x}:y': bad, '45': bad, 'peer-1': bad, 'q"': bad, __proto__ok: bad } } };
+      expect(problemsOf(() => parseConfig(cfg))).to.have.members([
+        'inbound.peers["a b"][0].limit: expected a positive integer, got 0',
+        'inbound.peers["{x}:y"][0].limit: expected a positive integer, got 0',
+        'inbound.peers["45"][0].limit: expected a positive integer, got 0',
+        'inbound.peers["peer-1"][0].limit: expected a positive integer, got 0',
+        'inbound.peers["q\\""][0].limit: expected a positive integer, got 0',
+        'inbound.peers.__proto__ok[0].limit: expected a positive integer, got 0',
+      ]);
+      const proto = JSON.parse('{"inbound":{"peers":{"__proto__":[{"limit":0,"window":"1s"}]}}}');
+      expect(problemsOf(() => parseConfig(proto))).to.deep.equal([
+        'inbound.peers.__proto__[0].limit: expected a positive integer, got 0',
+      ]);
+    });
+
+    it('rejects unknown fields at every level', () => {
+      const cfg = JSON.parse(`{
+        "version": 1,
+        "inbound": { "global": [], "peer": {}, "accounts": { "a": [{ "limit": 1, "window": "1s", "burst": 2 }] } },
+        "outbound": { "carriers": { "A": { "cps": 1, "__proto__": 1 } }, "routes": {} }
+      }`);
+      expect(problemsOf(() => parseConfig(cfg))).to.deep.equal([
+        'inbound.accounts.a[0].burst: unknown field',
+        'inbound.peer: unknown field',
+        'outbound.carriers.A.__proto__: unknown field',
+        'outbound.routes: unknown field',
+        'version: unknown field',
+      ]);
+    });
+
+    it('reports every problem at once', () => {
+      const cfg = {
+        inbound: {
+          global: [{ limit: 0, window: '1s' }],
+          peers: {
+            peer45: [{ limit: 10, window: 'PT1S' }, { limit: 300, window: 'abc' }],
+            'a b': [{ limt: 1, window: '1s' }],
+          },
+          defaultPeer: [{ limit: 5, window: '1s', algorithm: 'leaky' }],
+        },
+        outbound: { carriers: { A: { cps: 0 }, B: { cps: 1, maxWait: 'P1Y' } } },
+      };
+      let error: unknown;
+      try {
+        parseConfig(cfg, 'limits.json');
+      } catch (e) {
+        error = e;
+      }
+      const expected = [
+        'limits.json: inbound.global[0].limit: expected a positive integer, got 0',
+        'limits.json: inbound.peers.peer45[1].window: expected a positive duration, got "abc"',
+        'limits.json: inbound.peers["a b"][0].limit: missing (expected a positive integer)',
+        'limits.json: inbound.peers["a b"][0].limt: unknown field',
+        'limits.json: inbound.defaultPeer[0].algorithm: expected "sliding-log", "sliding-window" or "fixed-window", got "leaky"',
+        'limits.json: outbound.carriers.A.cps: expected a positive finite number, got 0',
+        'limits.json: outbound.carriers.B.maxWait: expected a duration >= 0, got "P1Y" (years and months have no fixed length)',
+      ];
+      expect(error).to.be.instanceOf(ConfigError);
+      expect(error).to.be.instanceOf(CallgateError);
+      const ce = error as ConfigError;
+      expect(ce.code).to.equal('ERR_CONFIG');
+      expect(ce.name).to.equal('ConfigError');
+      expect(ce.problems).to.deep.equal(expected);
+      expect(ce.message).to.equal(expected.join('\n'));
+    });
+  });
+
+  describe('loading files', () => {
+    let dir: string;
+    before(async () => {
+      dir = await mkdtemp(join(tmpdir(), 'callgate-config-'));
+    });
+    after(async () => {
+      await rm(dir, { recursive: true, force: true });
+    });
+    const file = async (name: string, text: string) => {
+      const path = join(dir, name);
+      await writeFile(path, text);
+      return path;
+    };
+
+    it('loads the contract example from JSON', async () => {
+      const path = await file('limits.json', JSON.stringify(CONTRACT_EXAMPLE, null, 2));
+      expect(await loadConfigFile(path)).to.deep.equal(EXPECTED);
+      expect(await loadConfig(path)).to.deep.equal(EXPECTED);
+    });
+
+    it('loads JSON with a byte-order mark and JSON from a file without extension', async () => {
+      const path = await file('limits', '\uFEFF' + JSON.stringify(CONTRACT_EXAMPLE));
+      expect(await loadConfigFile(path)).to.deep.equal(EXPECTED);
+    });
+
+    it('loads the contract example from YAML (.yaml and .yml)', async () => {
+      expect(await loadConfigFile(await file('limits.yaml', CONTRACT_YAML))).to.deep.equal(EXPECTED);
+      expect(await loadConfigFile(await file('limits.YML', CONTRACT_YAML))).to.deep.equal(EXPECTED);
+    });
+
+    it('keeps __proto__ as a peer id in JSON and YAML files', async () => {
+      const json = await file('proto.json', '{"inbound":{"peers":{"__proto__":[{"limit":1,"window":"1s"}]}}}');
+      const yaml = await file('proto.yaml', 'inbound:\n  peers:\n    __proto__:\n      - { limit: 1, window: 1s }\n');
+      for (const path of [json, yaml]) {
+        const c = await loadConfigFile(path);
+        expect([...c.inbound.peers.keys()]).to.deep.equal(['__proto__']);
+        expect(c.inbound.peers.get('__proto__')).to.deep.equal([sec(1)]);
+      }
+    });
+
+    it('loadConfig also takes an object', async () => {
+      expect(await loadConfig(CONTRACT_EXAMPLE)).to.deep.equal(EXPECTED);
+    });
+
+    it('prefixes validation problems with the file name', async () => {
+      const path = await file('bad.json', JSON.stringify({ inbound: { peers: { peer45: [{ limit: 1, window: 'abc' }] } } }));
+      expect(await problemsOfAsync(loadConfigFile(path))).to.deep.equal([
+        `${path}: inbound.peers.peer45[0].window: expected a positive duration, got "abc"`,
+      ]);
+      const ypath = await file('bad.yaml', 'inbound:\n  peers:\n    peer45:\n      - { limit: 1, window: 1000 }\n  extra: 1\n');
+      expect(await problemsOfAsync(loadConfigFile(ypath))).to.deep.equal([
+        `${ypath}: inbound.peers.peer45[0].window: expected a positive duration, got 1000 (durations are strings such as "PT1S" or "500ms", not numbers)`,
+        `${ypath}: inbound.extra: unknown field`,
+      ]);
+    });
+
+    it('names line and column of a JSON syntax error', async () => {
+      const cases: [string, string][] = [
+        ['{\n  "inbound": {\n    "global": [ x ]\n  }\n}', "line 3, column 17: Unexpected token 'x'"],
+        ['{\n  "inbound": {},\n  "outbound": {},\n}\n', 'line 4, column 1: Expected double-quoted property name'],
+        ['{\n "inbound": {}\n "outbound": {}\n}', "line 3, column 2: Expected ',' or '}' after property value"],
+        ['{"inbound": {', "line 1, column 14: Expected property name or '}'"],
+        ['{"inbound": {"peers": [', 'line 1, column 24: Unexpected end of JSON input'],
+        ['', 'line 1, column 1: Unexpected end of JSON input'],
+        ['{}\n}', 'line 2, column 1: Unexpected non-whitespace character after JSON'],
+      ];
+      for (const [text, where] of cases) {
+        const path = await file('syntax.json', text);
+        expect(await problemsOfAsync(loadConfigFile(path)), JSON.stringify(text)).to.deep.equal([
+          `${path}: invalid JSON at ${where}`,
+        ]);
+      }
+    });
+
+    it('names line and column of a YAML syntax error, and refuses duplicate keys', async () => {
+      const path = await file('syntax.yaml', 'inbound:\n  peers: [\n');
+      const [line] = await problemsOfAsync(loadConfigFile(path));
+      expect(line).to.match(new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: invalid YAML at line \\d+, column \\d+: \\S`));
+      const dup = await file('dup.yaml', 'inbound:\n  global: []\n  global: []\n');
+      expect(await problemsOfAsync(loadConfigFile(dup))).to.deep.equal([
+        `${dup}: invalid YAML at line 3, column 3: Map keys must be unique`,
+      ]);
+    });
+
+    it('an empty YAML file is not a configuration', async () => {
+      const path = await file('empty.yaml', '');
+      expect(await problemsOfAsync(loadConfigFile(path))).to.deep.equal([
+        `${path}: top level: expected an object, got null`,
+      ]);
+    });
+
+    it('names the file and the OS reason when it cannot be read', async () => {
+      const missing = join(dir, 'missing.json');
+      expect(await problemsOfAsync(loadConfigFile(missing))).to.deep.equal([
+        `${missing}: cannot read file: no such file or directory (ENOENT)`,
+      ]);
+      expect(await problemsOfAsync(loadConfig(dir))).to.deep.equal([
+        `${dir}: cannot read file: illegal operation on a directory, read (EISDIR)`,
+      ]);
+    });
+  });
+
+  describe('diffConfig', () => {
+    const base = () => parseConfig(CONTRACT_EXAMPLE);
+
+    it('reports nothing for equal configurations, or limits only reordered', () => {
+      expect(diffConfig(base(), base())).to.deep.equal([]);
+      const reordered = structuredClone(CONTRACT_EXAMPLE);
+      reordered.inbound.peers.peer45.reverse();
+      reordered.inbound.peers.peer45[0].window = '1m'; // same value, other spelling
+      expect(diffConfig(base(), parseConfig(reordered))).to.deep.equal([]);
+    });
+
+    it('reports added, removed and changed buckets and carriers', () => {
+      const next = parseConfig({
+        inbound: {
+          accounts: { acme: [{ limit: 20, window: 'PT1S' }], 'big co': [{ limit: 50, window: '1s' }] },
+          peers: {
+            peer45: [{ limit: 10, window: 'PT1S' }, { limit: 300, window: 'PT1M', algorithm: 'fixed-window' }],
+            peer46: [],
+          },
+          defaultPeer: [{ limit: 6, window: '1s' }],
+        },
+        outbound: { carriers: { A: { cps: 4, maxWait: '1s' }, B: { cps: 2.5 }, C: { cps: 1 } } },
+      });
+      expect(diffConfig(base(), next)).to.deep.equal([
+        { path: 'inbound.global', kind: 'removed', section: 'global' },
+        { path: 'inbound.accounts["big co"]', kind: 'added', section: 'account', id: 'big co' },
+        { path: 'inbound.peers.peer45', kind: 'changed', section: 'peer', id: 'peer45' },
+        { path: 'inbound.peers.peer46', kind: 'added', section: 'peer', id: 'peer46' },
+        { path: 'inbound.defaultPeer', kind: 'changed', section: 'defaultPeer' },
+        { path: 'outbound.carriers.B', kind: 'changed', section: 'carrier', id: 'B' },
+        { path: 'outbound.carriers.C', kind: 'added', section: 'carrier', id: 'C' },
+      ]);
+      expect(diffConfig(next, base())).to.deep.equal([
+        { path: 'inbound.global', kind: 'added', section: 'global' },
+        { path: 'inbound.accounts["big co"]', kind: 'removed', section: 'account', id: 'big co' },
+        { path: 'inbound.peers.peer45', kind: 'changed', section: 'peer', id: 'peer45' },
+        { path: 'inbound.peers.peer46', kind: 'removed', section: 'peer', id: 'peer46' },
+        { path: 'inbound.defaultPeer', kind: 'changed', section: 'defaultPeer' },
+        { path: 'outbound.carriers.B', kind: 'changed', section: 'carrier', id: 'B' },
+        { path: 'outbound.carriers.C', kind: 'removed', section: 'carrier', id: 'C' },
+      ]);
+    });
+
+    it('treats an empty limit list as present', () => {
+      const a = parseConfig({});
+      const b = parseConfig({ inbound: { global: [], peers: { __proto__x: [] } } });
+      expect(diffConfig(a, b)).to.deep.equal([
+        { path: 'inbound.global', kind: 'added', section: 'global' },
+        { path: 'inbound.peers.__proto__x', kind: 'added', section: 'peer', id: '__proto__x' },
+      ]);
+    });
+
+    it('handles __proto__ ids', () => {
+      const a = parseConfig(JSON.parse('{"inbound":{"peers":{"__proto__":[]}}}'));
+      const b = parseConfig(JSON.parse('{"inbound":{"peers":{"__proto__":[{"limit":1,"window":"1s"}]}}}'));
+      expect(diffConfig(a, b)).to.deep.equal([
+        { path: 'inbound.peers.__proto__', kind: 'changed', section: 'peer', id: '__proto__' },
+      ]);
+    });
+  });
+});
