@@ -1,0 +1,509 @@
+/**
+ * The conformance cases: tables of operations with explicit times (µs) and the exact results
+ * the normative semantics of src/store/types.ts demand. Every expected value is computed by hand
+ * (the arithmetic is in the comments); nothing here is derived from a store.
+ */
+import type { Bucket, Carrier, Limit, Store } from '../../src/store/types.js';
+import {
+  GLOBAL_BUCKET,
+  GLOBAL_TAG,
+  accountBucket,
+  accountTag,
+  carrierName,
+  peerBucket,
+  peerTag,
+} from '../../src/keys.js';
+
+// ---------------------------------------------------------------------------
+// Units and a base time aligned to the hour (T0 mod 3600 s = 0), so every window that divides
+// an hour starts at T0. Realistic magnitude: fractional slots near T0 have an ulp of 0.25 µs.
+
+export const MS = 1_000;
+export const S = 1_000_000;
+export const MIN = 60 * S;
+export const T0 = 1_699_999_200_000_000;
+/** 1e6 / 3: the interval of a 3 cps carrier (fractional). */
+export const I3 = 1e6 / 3;
+
+export const SL = (limit: number, windowUs: number): Limit => ({ limit, windowUs, algorithm: 'sliding-log' });
+export const FW = (limit: number, windowUs: number): Limit => ({ limit, windowUs, algorithm: 'fixed-window' });
+export const SW = (limit: number, windowUs: number): Limit => ({ limit, windowUs, algorithm: 'sliding-window' });
+export const bucket = (name: string, ...limits: Limit[]): Bucket => ({ name, limits });
+export const carrier = (id: string, intervalUs: number, maxWaitUs: number): Carrier => ({
+  name: carrierName(id),
+  intervalUs,
+  maxWaitUs,
+});
+
+// ---------------------------------------------------------------------------
+// Operations
+
+export interface AdmitExpect {
+  admitted: boolean;
+  /** -1 when admitted (default then); required when refused. */
+  limitedBy?: number;
+  /** Checked exactly when given; 0 is always checked for admissions. */
+  retryAfterUs?: number;
+}
+
+export type Op =
+  | { op: 'admit'; tag: string; buckets: Bucket[]; now: number; times: number; expect: AdmitExpect }
+  | { op: 'record'; tag: string; buckets: Bucket[]; now: number; times: number }
+  | { op: 'count'; tag: string; bucket: string; windowUs: number; now: number; expect: number }
+  | { op: 'reserve'; route: Carrier[]; now: number; expect: { index: number; waitUs: number; waits: number[] } }
+  | { op: 'wait'; carrier: Carrier; now: number; expect: number };
+
+export interface Case {
+  name: string;
+  ops: Op[];
+}
+
+export const ok: AdmitExpect = { admitted: true, limitedBy: -1, retryAfterUs: 0 };
+export const no = (limitedBy: number, retryAfterUs?: number): AdmitExpect => ({ admitted: false, limitedBy, retryAfterUs });
+
+/** Operations on one tag and one list of buckets (the usual shape of a case). */
+function on(tag: string, buckets: Bucket[]) {
+  return {
+    admit: (now: number, expect: AdmitExpect, times = 1): Op => ({ op: 'admit', tag, buckets, now, times, expect }),
+    record: (now: number, times = 1): Op => ({ op: 'record', tag, buckets, now, times }),
+    /** count of bucket `i` (index in `buckets`) over window W at `now`. */
+    count: (i: number, windowUs: number, now: number, expect: number): Op => ({
+      op: 'count', tag, bucket: buckets[i]!.name, windowUs, now, expect,
+    }),
+  };
+}
+const reserve = (route: Carrier[], now: number, index: number, waitUs: number, waits: number[]): Op => ({
+  op: 'reserve', route, now, expect: { index, waitUs, waits },
+});
+const wait = (c: Carrier, now: number, expect: number): Op => ({ op: 'wait', carrier: c, now, expect });
+
+// ---------------------------------------------------------------------------
+// Sliding log
+
+const odd = 'p 1{x}'; // id with a space and braces
+const b1 = bucket(peerBucket(odd), SL(10, S));
+const p1 = on(peerTag(odd), [b1]);
+
+const slidingLog: Case[] = [
+  {
+    // Window is (t - W, t]: an event at s leaves exactly at s + W.
+    name: 'sliding log: (t-W, t] boundary, events at 0.999 s leave at 1.999 s',
+    ops: [
+      p1.admit(T0 + 999 * MS, ok, 10),
+      // (T0, T0+1s] holds the ten at 0.999: n = 10 = L; oldest s = 0.999 -> 0.999 + 1 - 1.000 = 0.999 s.
+      p1.admit(T0 + 1_000 * MS, no(0, 999_000), 10),
+      p1.count(0, S, T0 + 1_000 * MS, 10), // the refusals recorded nothing
+      // (0.998999, 1.998999] still holds 0.999: retry 0.999 + 1 - 1.998999 = 1 µs.
+      p1.admit(T0 + 1_998_999, no(0, 1)),
+      p1.count(0, S, T0 + 1_998_999, 10),
+      // (0.999, 1.999] no longer holds 0.999.
+      p1.count(0, S, T0 + 1_999_000, 0),
+      p1.admit(T0 + 1_999_000, ok, 10),
+      // n = 10 at 1.999: retry 1.999 + 1 - 1.999 = 1 s.
+      p1.admit(T0 + 1_999_000, no(0, S)),
+    ],
+  },
+  {
+    name: 'sliding log: ten at 1.000 s refuse until 1.999999 s inclusive, admit at 2.000000 s',
+    ops: [
+      p1.admit(T0 + S, ok, 10),
+      p1.admit(T0 + 1_500_000, no(0, 500_000)),
+      p1.admit(T0 + 1_999_999, no(0, 1)),
+      p1.count(0, S, T0 + 1_999_999, 10),
+      p1.count(0, S, T0 + 2 * S, 0),
+      p1.admit(T0 + 2 * S, ok),
+    ],
+  },
+  (() => {
+    const b = on(peerTag('same µs'), [bucket(peerBucket('same µs'), SL(30, S))]);
+    return {
+      name: 'sliding log: 50 calls in one microsecond -> exactly 30 admitted; members stay unique',
+      ops: [
+        b.admit(T0 + 5, ok, 30),
+        b.admit(T0 + 5, no(0, S), 20), // oldest s = T0+5 -> s + W - t = 1 s
+        b.count(0, S, T0 + 5, 30),
+        b.record(T0 + 5, 5), // records in the same µs are distinct members too
+        b.count(0, S, T0 + 5, 35),
+        // n = 35, L = 30: the 6th oldest (all at T0+5) leaves at T0+5+1s.
+        b.admit(T0 + 999_999, no(0, 6)),
+        b.count(0, S, T0 + S + 4, 35),
+        b.count(0, S, T0 + S + 5, 0),
+        b.admit(T0 + S + 5, ok, 30),
+        b.count(0, S, T0 + S + 5, 30),
+      ],
+    };
+  })(),
+  (() => {
+    const b = on(accountTag('two:windows'), [bucket(accountBucket('two:windows'), SL(10, S), SL(15, MIN))]);
+    const t1 = T0 + 100;
+    const t2 = T0 + 1_500_000;
+    const t4 = T0 + 60_000_100;
+    return {
+      name: 'sliding log: 10/1s + 15/1min on one bucket; the minute limit bites after the second burst',
+      ops: [
+        b.admit(t1, ok, 10),
+        b.admit(t1, no(0, S)), // only the 1 s limit fails: t1 + 1s - t1
+        b.admit(t2, ok, 5), // 1 s window (0.5, 1.5] is empty; minute 10 -> 15
+        // 1 s: 5 < 10 room; minute: 15 = L, oldest t1 leaves at t1 + 60 s: T0+60_000_100 - t2 = 58_500_100.
+        b.admit(t2, no(0, 58_500_100)),
+        b.admit(T0 + 2_000_000, no(0, 58_000_100)),
+        b.admit(T0 + 60_000_099, no(0, 1)),
+        b.count(0, MIN, T0 + 60_000_099, 15),
+        b.count(0, MIN, t4, 5),
+        b.admit(t4, ok, 10), // minute 5 -> 15, second 0 -> 10
+        // 1 s fails: t4 + 1s - t4 = 1_000_000; minute fails: oldest t2 + 60 s - t4 = 1_499_900. Max.
+        b.admit(t4, no(0, 1_499_900)),
+        b.count(0, S, t4, 10),
+        b.count(0, MIN, t4, 15),
+      ],
+    };
+  })(),
+  (() => {
+    const b = on(peerTag('nth'), [bucket(peerBucket('nth'), SL(3, S))]);
+    return {
+      name: 'sliding log: retry-after is s + W - t of the (n - L + 1)-th oldest',
+      ops: [
+        b.record(T0 + 100),
+        b.record(T0 + 200),
+        b.record(T0 + 300),
+        b.record(T0 + 400),
+        b.record(T0 + 500),
+        // n = 5, L = 3: 3rd oldest = T0+300 -> T0+300 + 1s - (T0+600) = 999_700.
+        b.admit(T0 + 600, no(0, 999_700)),
+        // (T0+299, T0+1_000_299] still holds 300, 400, 500: n = 3, oldest 300 -> 1 µs.
+        b.admit(T0 + 1_000_299, no(0, 1)),
+        b.admit(T0 + 1_000_300, ok),
+        b.count(0, S, T0 + 1_000_300, 3),
+      ],
+    };
+  })(),
+];
+
+// ---------------------------------------------------------------------------
+// Several buckets: all-or-nothing, limitedBy, max retry-after, isolation
+
+const acct = 'acme:1';
+const peer = 'p}2 {';
+const gB = bucket(GLOBAL_BUCKET, SL(100, S));
+const aB = bucket(accountBucket(acct), SL(50, S));
+const pB = bucket(peerBucket(peer), SL(3, 2 * S));
+const all3 = on(GLOBAL_TAG, [gB, aB, pB]);
+const onlyAcct = on(GLOBAL_TAG, [aB]);
+
+const buckets: Case[] = [
+  {
+    name: 'buckets: all-or-nothing across three buckets; limitedBy names the first bucket lacking room',
+    ops: [
+      all3.admit(T0 + 10, ok, 3),
+      // peer: n = 3 = L (W = 2 s): T0+10 + 2s - (T0+10) = 2 s.
+      all3.admit(T0 + 10, no(2, 2 * S)),
+      all3.count(0, S, T0 + 10, 3),
+      all3.count(1, S, T0 + 10, 3),
+      all3.count(2, 2 * S, T0 + 10, 3),
+      onlyAcct.record(T0 + 15, 47), // account: 50 = L
+      // account fails first (index 1): oldest T0+10 + 1s - (T0+20) = 999_990;
+      // peer fails too: T0+10 + 2s - (T0+20) = 1_999_990. Max over failing limits of every bucket.
+      all3.admit(T0 + 20, no(1, 1_999_990)),
+      all3.count(0, S, T0 + 20, 3),
+      all3.count(1, S, T0 + 20, 50),
+      all3.count(2, 2 * S, T0 + 20, 3),
+      // At T0+1_000_010 the three at T0+10 left the account's 1 s window (47 left), peer still full.
+      all3.admit(T0 + 1_000_010, no(2, S)),
+      all3.count(0, S, T0 + 1_000_010, 0),
+      all3.count(1, S, T0 + 1_000_010, 47),
+      all3.admit(T0 + 2_000_010, ok),
+      all3.count(0, S, T0 + 2_000_010, 1),
+      all3.count(1, S, T0 + 2_000_010, 1),
+      all3.count(2, 2 * S, T0 + 2_000_010, 1),
+    ],
+  },
+  (() => {
+    const g = bucket(GLOBAL_BUCKET, SL(1, S));
+    const b = on(GLOBAL_TAG, [g, aB, pB]);
+    return {
+      name: 'buckets: a full first bucket is named (limitedBy 0) and nothing is recorded in the others',
+      ops: [
+        on(GLOBAL_TAG, [g]).admit(T0, ok),
+        b.admit(T0 + 250_000, no(0, 750_000)),
+        b.count(1, S, T0 + 250_000, 0),
+        b.count(2, 2 * S, T0 + 250_000, 0),
+        b.admit(T0 + S, ok),
+        b.count(0, S, T0 + S, 1),
+        b.count(1, S, T0 + S, 1),
+      ],
+    };
+  })(),
+  (() => {
+    // Encoded ids must not collide: 'x y' encodes to 'x%0020y', while the literal id 'x%0020y'
+    // encodes its '%' (-> 'x%00250020y'); 'x:y}' and 'x' must not reach into each other's keys.
+    const tag = peerTag('x y');
+    const ids = ['x y', 'x%0020y', 'x:y}', 'x', 'x:log'];
+    const bs = ids.map((id) => on(tag, [bucket(peerBucket(id), SL(1, S))]));
+    return {
+      name: 'buckets: ids with {, }, :, %, spaces get distinct buckets that share no state',
+      ops: [
+        ...bs.map((b) => b.admit(T0, ok)),
+        ...bs.map((b) => b.admit(T0, no(0, S))),
+        ...bs.map((b) => b.count(0, S, T0, 1)),
+      ],
+    };
+  })(),
+];
+
+// ---------------------------------------------------------------------------
+// Fixed window and sliding window (two-window estimate)
+
+// T0 mod 7 s = 4 s, so the 7 s windows on the epoch start at B = T0 + 3 s (B mod 7 s = 0).
+const B7 = T0 + 3 * S;
+const fixed = on(peerTag('fw'), [bucket(peerBucket('fw'), FW(2, 7 * S), SL(1_000, MIN))]);
+const fixed1 = on(peerTag('fw1'), [bucket(peerBucket('fw1'), FW(1, 7 * S))]);
+
+const sw = on(peerTag('sw'), [bucket(peerBucket('sw'), SW(10, S))]);
+
+const windows: Case[] = [
+  {
+    name: 'fixed window: windows are [kW, (k+1)W) on the epoch, not on the first event; retry (k+1)W - t',
+    ops: [
+      fixed1.admit(B7 - 1, ok), // window [B7 - 7s, B7)
+      fixed1.admit(B7 - 1, no(0, 1)),
+      fixed1.admit(B7, ok), // a new window 1 µs later
+      fixed1.admit(B7 + 6_999_999, no(0, 1)),
+      fixed1.admit(B7 + 7 * S, ok),
+    ],
+  },
+  {
+    name: 'fixed window: counts per window, record counts over the limit, reset at the boundary',
+    ops: [
+      fixed.admit(B7 - 7 * S, ok, 2),
+      fixed.admit(B7 - 3_500_000, no(0, 3_500_000)),
+      fixed.admit(B7 - 1, no(0, 1)),
+      fixed.admit(B7, ok, 2),
+      fixed.admit(B7, no(0, 7 * S)),
+      fixed.record(B7 + 1, 3), // c = 5 > L
+      fixed.count(0, MIN, B7 + 1, 7), // the log saw them all: 2 + 2 + 3
+      fixed.admit(B7 + 6_999_999, no(0, 1)),
+      fixed.admit(B7 + 7 * S, ok, 2),
+      fixed.admit(B7 + 7 * S, no(0, 7 * S)),
+    ],
+  },
+  {
+    // Windows of 1 s start at T0 + k s. p = 8 (admitted at 0.5 s), then c + 8(1 - f) < 10 in [1 s, 2 s).
+    name: 'sliding window: c + p(1-f) < L with an exactly-equal case refused; both retry formulas',
+    ops: [
+      sw.admit(T0 + 500_000, ok, 8),
+      // f = 0.25: 8 * 0.75 = 6; c = 0..3 -> 6..9 < 10 admitted; c = 4 -> 10, not < 10.
+      sw.admit(T0 + 1_250_000, ok, 4),
+      // c < L: r = floor(1e6 (1 - 6/8)) + 1 = 250001; kW + r - t = 1.
+      sw.admit(T0 + 1_250_000, no(0, 1)),
+      // f = 0.250001: 4 + 8 * 0.749999 = 9.999992 < 10.
+      sw.admit(T0 + 1_250_001, ok),
+      // c = 5: r = floor(1e6 (1 - 5/8)) + 1 = 375001 -> T0+1_375_001 - t = 125_000.
+      sw.admit(T0 + 1_250_001, no(0, 125_000)),
+      // f = 0.375: 5 + 8 * 0.625 = 10 exactly: refused, retry 1.
+      sw.admit(T0 + 1_375_000, no(0, 1)),
+      sw.admit(T0 + 1_375_001, ok), // 9.999992; c = 6
+      sw.record(T0 + 1_400_000, 4), // c = 10
+      // c >= L: r = floor(1e6 (1 - 10/10)) + 1 = 1; (k+1)W + r - t = 2_000_001 - 1_500_000.
+      sw.admit(T0 + 1_500_000, no(0, 500_001)),
+      sw.record(T0 + 1_600_000, 2), // c = 12
+      // r = floor(1e6 (1 - 10/12)) + 1 = floor(166666.67) + 1 = 166667 -> 2_166_667 - 1_600_000.
+      sw.admit(T0 + 1_600_000, no(0, 566_667)),
+      // Next window: c = 0, p = 12, f = 0.166666: 12 * 0.833334 = 10.000008 -> refused,
+      // r = 166667 again: kW + r - t = 1.
+      sw.admit(T0 + 2_166_666, no(0, 1)),
+      sw.admit(T0 + 2_166_667, ok), // 12 * 0.833333 = 9.999996
+    ],
+  },
+  (() => {
+    const b = on(peerTag('sw2'), [bucket(peerBucket('sw2'), SW(2, S))]);
+    return {
+      name: 'sliding window: p is window k-1 only (an empty window in between resets the estimate)',
+      ops: [
+        b.admit(T0 + 100, ok, 2),
+        // k+1: c = 0, p = 2, f = 0.0001: 2 * 0.9999 = 1.9998 < 2.
+        b.admit(T0 + S + 100, ok),
+        // 1.9998 + 1 >= 2: r = floor(1e6 (1 - 1/2)) + 1 = 500001 -> T0+1_500_001 - (T0+1_000_100).
+        b.admit(T0 + S + 100, no(0, 499_901)),
+        b.record(T0 + S + 200), // window k+1 now holds 2
+        // k+3: window k+2 is empty: c = 0, p = 0 (not the 2 of window k+1, the latest recorded).
+        b.admit(T0 + 3 * S, ok, 2),
+      ],
+    };
+  })(),
+];
+
+// ---------------------------------------------------------------------------
+// record (add) is unconditional, in every bucket and every algorithm
+
+const rTag = accountTag('acc 9:{}');
+const r1 = bucket(accountBucket('acc 9:{}'), SL(2, S), FW(2, S), SW(2, S));
+const r2 = bucket(peerBucket('x'), SL(1, S));
+const r3 = bucket(peerBucket('y'), FW(1, S), SL(100, MIN));
+const rAll = on(rTag, [r1, r2, r3]);
+
+const records: Case[] = [
+  {
+    name: 'record: counts unconditionally over every limit, in all buckets and algorithms; count sees it',
+    ops: [
+      rAll.record(T0 + 1_000, 5),
+      rAll.count(0, S, T0 + 1_000, 5),
+      rAll.count(1, S, T0 + 1_000, 5),
+      rAll.count(2, S, T0 + 1_000, 5),
+      rAll.record(T0 + 2_000, 1),
+      rAll.count(0, S, T0 + 2_000, 6),
+      // Every limit fails. r1 SL: n = 6, L = 2: 5th oldest = T0+1000 -> 1s - 1000 + 1000... = 999_000;
+      // r1 FW: (k+1)W - t = 1s - 2000 = 998_000; r1 SW: c = 6 >= 2, r = floor(1e6 (1 - 2/6)) + 1 =
+      // 666667 -> 1_666_667 - 2000 = 1_664_667; r2 SL: 6th oldest... n = 6, L = 1: T0+2000 -> 1 s;
+      // r3 FW: 998_000. Max = 1_664_667.
+      rAll.admit(T0 + 2_000, no(0, 1_664_667)),
+      rAll.count(0, S, T0 + 2_000, 6),
+      // Each bucket alone: r3 at a new fixed window has room (FW c = 0; minute log 6 < 100).
+      on(rTag, [r3]).admit(T0 + S, ok),
+      on(rTag, [r3]).count(0, MIN, T0 + S, 7),
+      // r2: (T0+1000, T0+1_001_000] holds T0+2000: n = 1 -> T0+2000 + 1 s - t = 1_000.
+      on(rTag, [r2]).admit(T0 + 1_001_000, no(0, 1_000)),
+      on(rTag, [r2]).admit(T0 + 1_002_000, ok),
+      // r1 at 1.5 s: log empty, FW c = 0, SW p = 6, f = 0.5: 6 * 0.5 = 3 >= 2: refused by SW alone,
+      // r = floor(1e6 (1 - 2/6)) + 1 = 666667 -> T0+1_666_667 - t = 166_667.
+      on(rTag, [r1]).admit(T0 + 1_500_000, no(0, 166_667)),
+      // f = 0.666666: 6 * 0.333334 = 2.000004 refused (retry 1); f = 0.666667: 1.999998 admitted.
+      on(rTag, [r1]).admit(T0 + 1_666_666, no(0, 1)),
+      on(rTag, [r1]).admit(T0 + 1_666_667, ok),
+    ],
+  },
+];
+
+// ---------------------------------------------------------------------------
+// Leaky bucket
+
+const A = carrier('A {1}:x', 400_000, 400_000); // 2.5 cps, maxWait = one interval
+const Bc = carrier('B', I3, 900_000); // 3 cps
+const C = carrier('C', 250_000, 0); // 4 cps, maxWait 0
+const D = carrier('D', I3, 5 * S);
+const E = carrier('E', 100_000, 0);
+const F = carrier('F', 100_000, 0);
+const t = T0 + 100_000;
+
+const leaky: Case[] = [
+  {
+    name: 'leaky bucket: 2.5 cps -> 400000 µs slots; wait == maxWait is taken, wait > maxWait is refused',
+    ops: [
+      reserve([A], T0, 0, 0, [0]),
+      reserve([A], T0, 0, 400_000, [400_000]), // == maxWait: taken
+      reserve([A], T0, -1, 0, [800_000]), // > maxWait: refused, state kept
+      wait(A, T0, 800_000),
+      wait(A, T0 + 700_000, 100_000),
+      wait(A, T0 + 800_000, 0),
+      wait(A, T0 + 900_000, 0), // max(0, …)
+      reserve([A], T0 + 2 * S, 0, 0, [0]), // last + I in the past: slot = t
+      wait(A, T0 + 2 * S, 400_000),
+    ],
+  },
+  {
+    name: 'leaky bucket: 3 cps -> fractional slots of 333333.33 µs',
+    ops: [
+      reserve([D], T0, 0, 0, [0]),
+      reserve([D], T0, 0, I3, [I3]),
+      reserve([D], T0, 0, 2 * I3, [2 * I3]),
+      reserve([D], T0, 0, 3 * I3, [3 * I3]),
+      wait(D, T0, 4 * I3),
+      wait(D, T0 + 500_000, 4 * I3 - 500_000),
+      reserve([D], T0 + 3 * S, 0, 0, [0]),
+      reserve([D], T0 + 3 * S, 0, I3, [I3]),
+      wait(D, T0 + 3 * S, 2 * I3),
+    ],
+  },
+  {
+    name: 'leaky bucket: reroute — first carrier within maxWait wins, waits lists each tried carrier',
+    ops: [
+      reserve([E, F], T0, 0, 0, [0]), // both free: the first wins, F not tried
+      wait(F, T0, 0),
+      reserve([E, F], T0, 1, 0, [100_000, 0]), // E would wait 100000 > 0
+      reserve([E, F], T0, -1, 0, [100_000, 100_000]),
+      wait(E, T0, 100_000),
+      wait(F, T0, 100_000),
+      reserve([A], T0, 0, 0, [0]),
+      reserve([A], T0, 0, 400_000, [400_000]),
+      // A: 800000 - 100000 = 700000 > 400000 -> B (fresh): 0.
+      reserve([A, Bc], t, 1, 0, [700_000, 0]),
+      reserve([A, Bc], t, 1, I3, [700_000, I3]),
+      reserve([A, Bc], t, 1, 2 * I3, [700_000, 2 * I3]),
+      // B: 3 * I3 = 1e6 > 900000: refused everywhere; nothing reserved.
+      reserve([A, Bc], t, -1, 0, [700_000, 3 * I3]),
+      wait(A, t, 700_000),
+      wait(Bc, t, 3 * I3),
+      reserve([C, A, Bc], t, 0, 0, [0]),
+      reserve([C, A, Bc], t, -1, 0, [250_000, 700_000, 3 * I3]),
+      wait(C, t, 250_000),
+      wait(A, t, 700_000),
+      wait(Bc, t, 3 * I3),
+      // After A drains, A wins again ahead of C.
+      reserve([A, C], T0 + 800_000, 0, 0, [0]),
+      wait(A, T0 + 800_000, 400_000),
+    ],
+  },
+];
+
+export const CASES: Case[] = [...slidingLog, ...buckets, ...windows, ...records, ...leaky];
+
+// ---------------------------------------------------------------------------
+// Invalid arguments: each call must be refused with InvalidArgumentError before any I/O.
+
+const okB = bucket(peerBucket('valid'), SL(5, S));
+const okTag = peerTag('valid');
+const okC = carrier('valid', 100_000, 0);
+
+export interface InvalidCase {
+  name: string;
+  call: (s: Store) => Promise<unknown>;
+}
+
+const adm = (buckets: Bucket[], now: number | undefined = T0) => (s: Store) => s.admit({ tag: okTag, buckets, now });
+const lim = (limit: number, windowUs: number) => adm([okB, bucket(peerBucket('bad'), SL(limit, windowUs))]);
+
+export const INVALID: InvalidCase[] = [
+  { name: 'admit: limit 0', call: lim(0, S) },
+  { name: 'admit: limit -1', call: lim(-1, S) },
+  { name: 'admit: limit 1.5 (non-integer)', call: lim(1.5, S) },
+  { name: 'admit: limit NaN', call: lim(NaN, S) },
+  { name: 'admit: window 0', call: lim(5, 0) },
+  { name: 'admit: window -1 s', call: lim(5, -S) },
+  { name: 'admit: fixed-window limit 0', call: adm([okB, bucket(peerBucket('bad'), FW(0, S))]) },
+  { name: 'admit: sliding-window window 0', call: adm([okB, bucket(peerBucket('bad'), SW(5, 0))]) },
+  { name: 'admit: now NaN', call: adm([okB], NaN) },
+  { name: 'admit: now Infinity', call: adm([okB], Infinity) },
+  { name: 'admit: now -Infinity', call: adm([okB], -Infinity) },
+  { name: 'admit: empty bucket list', call: adm([]) },
+  { name: 'record: empty bucket list', call: (s) => s.record({ tag: okTag, buckets: [], now: T0 }) },
+  { name: 'record: now NaN', call: (s) => s.record({ tag: okTag, buckets: [okB], now: NaN }) },
+  { name: 'count: window 0', call: (s) => s.count({ tag: okTag, bucket: okB.name, windowUs: 0, now: T0 }) },
+  { name: 'count: window -1', call: (s) => s.count({ tag: okTag, bucket: okB.name, windowUs: -1, now: T0 }) },
+  { name: 'count: now NaN', call: (s) => s.count({ tag: okTag, bucket: okB.name, windowUs: S, now: NaN }) },
+  { name: 'reserve: empty route', call: (s) => s.reserve({ route: [], now: T0 }) },
+  { name: 'reserve: negative maxWait', call: (s) => s.reserve({ route: [okC, carrier('bad', 100_000, -1)], now: T0 }) },
+  { name: 'reserve: interval 0', call: (s) => s.reserve({ route: [okC, carrier('bad', 0, 0)], now: T0 }) },
+  { name: 'reserve: interval -5', call: (s) => s.reserve({ route: [okC, carrier('bad', -5, 0)], now: T0 }) },
+  { name: 'reserve: now NaN', call: (s) => s.reserve({ route: [okC], now: NaN }) },
+  { name: 'reserve: now Infinity', call: (s) => s.reserve({ route: [okC], now: Infinity }) },
+  { name: 'wait: interval 0', call: (s) => s.wait({ carrier: carrier('bad', 0, 0), now: T0 }) },
+  { name: 'wait: now NaN', call: (s) => s.wait({ carrier: okC, now: NaN }) },
+];
+
+/** What the invalid calls above must have left untouched (checked after all of them). */
+export const AFTER_INVALID: Op[] = [
+  on(okTag, [okB]).count(0, S, T0, 0),
+  wait(okC, T0, 0),
+  on(okTag, [okB]).admit(T0, ok, 5),
+  reserve([okC], T0, 0, 0, [0]),
+];
+
+// ---------------------------------------------------------------------------
+// Concurrency (store clock): one bucket, hammered from several clients at once.
+
+export const CONC = {
+  tag: peerTag('conc {c}: 1'),
+  bucket: bucket(peerBucket('conc {c}: 1'), SL(20, 100 * MS), FW(50, 500 * MS), SL(1_000_000, MIN)),
+  clients: 6,
+  durationMs: 1_200,
+  maxPerClient: 4_000,
+};
