@@ -1,0 +1,62 @@
+/**
+ * From a call (peer, account) to what admission checks: the buckets in contract order
+ * (global, account, peer), their `limited_by` labels, and the hash tag they share.
+ */
+import type { CallgateConfig } from '../config/types.js';
+import { GLOBAL_BUCKET, GLOBAL_TAG, accountBucket, accountTag, peerBucket, peerTag } from '../keys.js';
+import type { Bucket } from '../store/types.js';
+
+export interface AdmissionPlan {
+  readonly tag: string;
+  readonly buckets: readonly Bucket[];
+  /** The contract's `limited_by` value of each bucket: `global`, `account:<id>`, `peer:<id>`. */
+  readonly labels: readonly string[];
+}
+
+/** The contract's sentinel for a peer with neither its own limits nor a defaultPeer. */
+export const UNKNOWN_PEER = 'unknown-peer';
+
+export function planFor(config: CallgateConfig, peer: string, account: string | undefined): AdmissionPlan | typeof UNKNOWN_PEER {
+  const { global, accounts, peers, defaultPeer } = config.inbound;
+  const peerLimits = peers.get(peer) ?? defaultPeer;
+  if (peerLimits === undefined) return UNKNOWN_PEER;
+  const buckets: Bucket[] = [];
+  const labels: string[] = [];
+  if (global !== undefined) {
+    buckets.push({ name: GLOBAL_BUCKET, limits: global });
+    labels.push('global');
+  }
+  const accountLimits = account !== undefined && account !== '' ? accounts.get(account) : undefined;
+  if (accountLimits !== undefined) {
+    buckets.push({ name: accountBucket(account!), limits: accountLimits });
+    labels.push(`account:${account}`);
+  }
+  buckets.push({ name: peerBucket(peer), limits: peerLimits });
+  labels.push(`peer:${peer}`);
+  const tag = global !== undefined ? GLOBAL_TAG : accountLimits !== undefined ? accountTag(account!) : peerTag(peer);
+  return { tag, buckets, labels };
+}
+
+/**
+ * Plans cached per (peer, account) for one configuration; a reload makes a new cache.
+ * Bounded: past `max` entries it starts afresh (plans are cheap to rebuild).
+ */
+export class PlanCache {
+  private plans = new Map<string, AdmissionPlan | typeof UNKNOWN_PEER>();
+
+  constructor(
+    readonly config: CallgateConfig,
+    private readonly max = 100_000,
+  ) {}
+
+  get(peer: string, account: string | undefined): AdmissionPlan | typeof UNKNOWN_PEER {
+    const key = `${peer.length}:${peer}${account ?? ''}`; // the length makes it injective
+    let plan = this.plans.get(key);
+    if (plan === undefined) {
+      plan = planFor(this.config, peer, account);
+      if (this.plans.size >= this.max) this.plans.clear();
+      this.plans.set(key, plan);
+    }
+    return plan;
+  }
+}
