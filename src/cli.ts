@@ -1,0 +1,195 @@
+/**
+ * The callgate command line. Its main job:
+ *
+ *   callgate replay --config FILE --trace FILE [--store memory|redis] [--redis-url URL]
+ *                   [--decisions FILE|-] [--json]
+ *
+ * Bad input (an invalid configuration, a malformed trace, an unreadable file) ends with exit
+ * code 2 and one line per problem, no stack trace; a decisions file is written to a temporary
+ * name and renamed only when the replay succeeded, so it is never left half written.
+ */
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, realpathSync, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Command, InvalidArgumentError as CliArgumentError, Option } from 'commander';
+import cliProgress from 'cli-progress';
+import { Redis } from 'ioredis';
+import { ConfigError } from './config/ConfigError.js';
+import { loadConfigFile } from './config/load.js';
+import { CallgateError } from './errors/index.js';
+import { replay, type DecisionLine } from './replay/replay.js';
+import { reportJson, reportText } from './replay/report.js';
+import { TraceError, formatProblem } from './replay/trace.js';
+import { MemoryStore } from './store/MemoryStore.js';
+import { RedisStore } from './store/RedisStore.js';
+import type { Store } from './store/types.js';
+
+const EXIT_BAD_INPUT = 2;
+
+interface ReplayArgs {
+  config: string;
+  trace: string;
+  store: 'memory' | 'redis';
+  redisUrl: string;
+  decisions?: string;
+  json?: boolean;
+  progress: boolean;
+}
+
+/** Decisions as JSON Lines, to a temporary file renamed into place on success (or stdout). */
+class DecisionWriter {
+  private readonly out: WriteStream | NodeJS.WriteStream;
+  private readonly tmp?: string;
+
+  constructor(private readonly target: string) {
+    if (target === '-') this.out = process.stdout;
+    else {
+      this.tmp = `${target}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
+      this.out = createWriteStream(this.tmp);
+    }
+  }
+
+  private buffer: string[] = [];
+
+  write(d: DecisionLine): void {
+    this.buffer.push(JSON.stringify(d));
+    if (this.buffer.length >= 512) this.flush();
+  }
+
+  private flush(): void {
+    if (this.buffer.length > 0) this.out.write(this.buffer.join('\n') + '\n');
+    this.buffer = [];
+  }
+
+  private end(): Promise<void> {
+    this.flush();
+    if (this.out === process.stdout) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.out.once('error', reject);
+      (this.out as WriteStream).end(() => resolve());
+    });
+  }
+
+  async commit(): Promise<void> {
+    await this.end();
+    if (this.tmp) renameSync(this.tmp, this.target);
+  }
+
+  async abort(): Promise<void> {
+    await this.end().catch(() => undefined);
+    if (this.tmp) rmSync(this.tmp, { force: true });
+  }
+}
+
+async function openStore(args: ReplayArgs): Promise<Store> {
+  if (args.store === 'memory') return new MemoryStore();
+  // a fresh prefix per run: a replay never sees, nor leaves behind, another run's counts
+  const redis = new Redis(args.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true, enableAutoPipelining: false });
+  try {
+    await redis.connect();
+  } catch (err) {
+    redis.disconnect();
+    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${args.redisUrl}: ${(err as Error).message}`);
+  }
+  const store = new RedisStore({ redis, prefix: `callgate:replay:${Date.now().toString(36)}${randomBytes(3).toString('hex')}:` });
+  const close = store.close.bind(store);
+  store.close = async () => {
+    await store.clear().catch(() => undefined);
+    await close();
+    await redis.quit().catch(() => redis.disconnect());
+  };
+  return store;
+}
+
+async function runReplay(args: ReplayArgs): Promise<void> {
+  const config = await loadConfigFile(args.config);
+  const store = await openStore(args);
+  const writer = args.decisions !== undefined ? new DecisionWriter(args.decisions) : undefined;
+  // the report goes to stderr when the decisions take stdout
+  const reportOut = args.decisions === '-' ? process.stderr : process.stdout;
+  const bar =
+    args.progress && process.stderr.isTTY
+      ? new cliProgress.SingleBar({ stream: process.stderr, format: 'replay [{bar}] {percentage}% {value}/{total} calls', hideCursor: true }, cliProgress.Presets.shades_classic)
+      : undefined;
+  let barStarted = false;
+  try {
+    const result = await replay({
+      config,
+      tracePath: args.trace,
+      store,
+      onDecision: writer ? (d) => writer.write(d) : undefined,
+      progressEvery: 5_000,
+      onProgress: bar
+        ? (done, total) => {
+            if (!barStarted && total >= 50_000) {
+              bar.start(total, 0);
+              barStarted = true;
+            }
+            if (barStarted) bar.update(done);
+          }
+        : undefined,
+    });
+    if (barStarted) bar!.stop();
+    await writer?.commit();
+    reportOut.write((args.json ? JSON.stringify(reportJson(result)) : reportText(result)) + '\n');
+  } catch (err) {
+    if (barStarted) bar!.stop();
+    await writer?.abort();
+    throw err;
+  } finally {
+    await store.close();
+  }
+}
+
+/** One line per problem, no stack trace: bad input is the user's to fix, not a crash. */
+function reportFailure(err: unknown): number {
+  if (err instanceof TraceError) {
+    for (const p of err.problems) process.stderr.write(`error: ${formatProblem(p)}\n`);
+    return EXIT_BAD_INPUT;
+  }
+  if (err instanceof ConfigError) {
+    for (const p of err.problems) process.stderr.write(`error: ${p}\n`);
+    return EXIT_BAD_INPUT;
+  }
+  if (err instanceof CallgateError) {
+    process.stderr.write(`error: ${err.message}\n`);
+    return err.code === 'ERR_STORE_UNAVAILABLE' ? 1 : EXIT_BAD_INPUT;
+  }
+  process.stderr.write(`error: ${(err as Error)?.stack ?? String(err)}\n`);
+  return 1;
+}
+
+export function program(): Command {
+  const cmd = new Command('callgate').description('Call admission and pacing on Redis: replay call traces through the engine.');
+  cmd.exitOverride();
+  cmd
+    .command('replay')
+    .description('replay a call trace on a virtual clock and report every decision')
+    .requiredOption('--config <file>', 'limit configuration (JSON or YAML)')
+    .requiredOption('--trace <file>', 'call trace (CSV)')
+    .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'))
+    .option('--redis-url <url>', 'Redis for --store redis', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .option('--decisions <file>', "write one decision per call as JSON Lines ('-' for standard output)")
+    .option('--json', 'print the report as one JSON object')
+    .option('--no-progress', 'no progress bar, even on a terminal')
+    .action(async (opts: ReplayArgs) => runReplay(opts));
+  return cmd;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await program().parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help') return 0;
+    if (typeof code === 'string' && code.startsWith('commander.')) return EXIT_BAD_INPUT; // commander printed it
+    if (err instanceof CliArgumentError) return EXIT_BAD_INPUT;
+    return reportFailure(err);
+  }
+}
+
+const invokedDirectly = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === realpathSync(process.argv[1]);
+if (invokedDirectly) {
+  process.exitCode = await main(process.argv.slice(2));
+}

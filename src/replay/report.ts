@@ -1,0 +1,153 @@
+/**
+ * The replay report: per level (global, account, peer) calls offered/admitted/rejected and, for
+ * every configured limit, the peak admitted in any window of that limit next to the limit (the
+ * proof it held); per carrier dispatched, rerouted away, rejected, delay percentiles and the
+ * tightest slot spacing next to 1/cps; totals and replay speed. A table or one JSON object.
+ */
+import { formatDuration } from '../config/duration.js';
+import type { ReplayResult } from './replay.js';
+import type { LevelStats } from './stats.js';
+
+export interface ReportJson {
+  store: string;
+  calls: number;
+  elapsed_ms: number;
+  calls_per_second: number;
+  trace_span_s: number;
+  inbound: { offered: number; admitted: number; rejected: number; rejected_by: Record<string, number> };
+  outbound: { offered: number; dispatched: number; rejected: number; rerouted: number };
+  levels: {
+    level: string;
+    offered: number;
+    admitted: number;
+    rejected: number;
+    limits: { limit: number; window: string; algorithm: string; peak: number; held: boolean }[];
+  }[];
+  carriers: {
+    carrier: string;
+    dispatched: number;
+    rerouted_away: number;
+    rejected: number;
+    delay_ms: { p50: number; p99: number; max: number };
+    interval_ms: number;
+    min_slot_spacing_ms: number | null;
+    min_send_spacing_ms: number | null;
+  }[];
+  all_limits_held: boolean;
+}
+
+const ms = (us: number): number => Math.round(us) / 1000;
+const round2 = (x: number): number => Math.round(x * 100) / 100;
+
+function levelOrder(a: string, b: string): number {
+  const rank = (k: string): number => (k === 'global' ? 0 : k.startsWith('account:') ? 1 : 2);
+  return rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0);
+}
+
+export function reportJson(r: ReplayResult): ReportJson {
+  const levels = [...r.levels.entries()].sort(([a], [b]) => levelOrder(a, b));
+  const limitsOf = (s: LevelStats) =>
+    s.peaks.map((p) => ({
+      limit: p.limit.limit,
+      window: formatDuration(p.limit.windowUs),
+      algorithm: p.limit.algorithm,
+      peak: round2(p.peak),
+      held: p.held,
+    }));
+  const finite = (x: number): number | null => (Number.isFinite(x) ? ms(x) : null);
+  const carriers = [...r.carriers.entries()].map(([id, c]) => ({
+    carrier: id,
+    dispatched: c.dispatched,
+    rerouted_away: c.reroutedAway,
+    rejected: c.rejected,
+    delay_ms: {
+      p50: c.dispatched ? ms(c.delays.getValueAtPercentile(50)) : 0,
+      p99: c.dispatched ? ms(c.delays.getValueAtPercentile(99)) : 0,
+      max: c.dispatched ? ms(c.delays.maxValue) : 0,
+    },
+    interval_ms: ms(c.intervalUs),
+    min_slot_spacing_ms: finite(c.minSpacingUs),
+    min_send_spacing_ms: finite(c.minSentSpacingUs),
+  }));
+  const levelRows = levels.map(([level, s]) => ({ level, offered: s.offered, admitted: s.admitted, rejected: s.rejected, limits: limitsOf(s) }));
+  // pacing held when no two slots on a carrier are closer than its interval (1 µs of rounding slack)
+  const pacingHeld = [...r.carriers.values()].every((c) => !(c.minSpacingUs < c.intervalUs - 1));
+  return {
+    store: r.store,
+    calls: r.calls,
+    elapsed_ms: Math.round(r.elapsedMs),
+    calls_per_second: Math.round(r.calls / Math.max(r.elapsedMs / 1000, 1e-9)),
+    trace_span_s: r.firstUs !== undefined ? round2((r.lastUs! - r.firstUs) / 1e6) : 0,
+    inbound: {
+      offered: r.inbound.offered,
+      admitted: r.inbound.admitted,
+      rejected: r.inbound.rejected,
+      rejected_by: Object.fromEntries([...r.inbound.byReason.entries()].sort(([a], [b]) => levelOrder(a, b))),
+    },
+    outbound: r.outbound,
+    levels: levelRows,
+    carriers,
+    all_limits_held: levelRows.every((l) => l.limits.every((x) => x.held)) && pacingHeld,
+  };
+}
+
+function table(header: string[], rows: (string | number)[][]): string {
+  const cells = [header, ...rows.map((r) => r.map(String))];
+  const widths = header.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
+  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [line(cells[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.slice(1).map(line)].join('\n');
+}
+
+export function reportText(r: ReplayResult): string {
+  const j = reportJson(r);
+  const out: string[] = [];
+  out.push(
+    `callgate replay on the ${j.store} store: ${j.calls} calls (${j.trace_span_s} s of traffic) in ${j.elapsed_ms} ms, ${j.calls_per_second} calls/s`,
+  );
+  const rej = Object.entries(j.inbound.rejected_by).map(([k, v]) => `${k} ${v}`).join(', ');
+  out.push(`inbound: ${j.inbound.offered} offered, ${j.inbound.admitted} admitted, ${j.inbound.rejected} rejected${rej ? ` (${rej})` : ''}`);
+  out.push(
+    `outbound: ${j.outbound.offered} offered, ${j.outbound.dispatched} dispatched, ${j.outbound.rejected} rejected, ${j.outbound.rerouted} rerouted`,
+  );
+  if (j.levels.length > 0) {
+    out.push('', 'Inbound levels (peak = most calls admitted in any window of the limit, as its algorithm counts)');
+    const rows: (string | number)[][] = [];
+    for (const l of j.levels) {
+      const limits = l.limits.length ? l.limits : [undefined];
+      limits.forEach((x, i) =>
+        rows.push([
+          i === 0 ? l.level : '',
+          i === 0 ? l.offered : '',
+          i === 0 ? l.admitted : '',
+          i === 0 ? l.rejected : '',
+          x ? `${x.limit}/${x.window}${x.algorithm === 'sliding-log' ? '' : ` ${x.algorithm}`}` : '-',
+          x ? x.peak : '-',
+          x ? (x.held ? 'held' : 'EXCEEDED') : '',
+        ]),
+      );
+    }
+    out.push(table(['level', 'offered', 'admitted', 'rejected', 'limit', 'peak', ''], rows));
+  }
+  if (j.carriers.length > 0) {
+    out.push('', 'Carriers (delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps)');
+    out.push(
+      table(
+        ['carrier', 'dispatched', 'rerouted away', 'rejected', 'p50', 'p99', 'max', '1/cps', 'min slot gap', 'min send gap'],
+        j.carriers.map((c) => [
+          c.carrier,
+          c.dispatched,
+          c.rerouted_away,
+          c.rejected,
+          c.delay_ms.p50,
+          c.delay_ms.p99,
+          c.delay_ms.max,
+          c.interval_ms,
+          c.min_slot_spacing_ms ?? '-',
+          c.min_send_spacing_ms ?? '-',
+        ]),
+      ),
+    );
+  }
+  out.push('', j.all_limits_held ? 'Every limit held in every window.' : 'SOME LIMIT WAS EXCEEDED: see EXCEEDED above.');
+  return out.join('\n');
+}

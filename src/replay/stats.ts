@@ -1,0 +1,94 @@
+/**
+ * Replay statistics, gathered from the decisions alone (not from the store), so the report is
+ * an independent proof that every limit held: for each configured limit, the most calls
+ * admitted in any window of that limit, measured the way the limit's algorithm counts.
+ * Memory is flat in the number of calls: per limit, only the calls inside one window are kept.
+ */
+import * as hdr from 'hdr-histogram-js';
+import type { Algorithm, Limit } from '../store/types.js';
+import { windowIndex } from '../store/window.js';
+
+/** The most admitted calls in any window of one limit, measured as its algorithm counts. */
+export class WindowPeak {
+  /** Rolling (sliding-log): times inside (t - W, t]. */
+  private times: number[] = [];
+  private head = 0;
+  /** Fixed windows: index and count of the current and previous window. */
+  private k = Number.NaN;
+  private c = 0;
+  private p = 0;
+  peak = 0;
+
+  constructor(readonly limit: Limit) {}
+
+  add(t: number): void {
+    const { windowUs: W, algorithm } = this.limit;
+    if (algorithm === 'sliding-log') {
+      this.times.push(t);
+      while (this.times[this.head]! <= t - W) this.head++;
+      if (this.head > 1024 && this.head * 2 > this.times.length) {
+        this.times = this.times.slice(this.head);
+        this.head = 0;
+      }
+      this.peak = Math.max(this.peak, this.times.length - this.head);
+      return;
+    }
+    const k = windowIndex(t, W);
+    if (k !== this.k) {
+      this.p = k === this.k + 1 ? this.c : 0;
+      this.c = 0;
+      this.k = k;
+    }
+    // sliding-window: the estimate c + p(1 - f) this call was admitted under (must stay < L)
+    const value = algorithm === 'fixed-window' ? this.c + 1 : this.c + this.p * (1 - (t - k * W) / W);
+    this.c++;
+    this.peak = Math.max(this.peak, value);
+  }
+
+  /** The limit held: never more than L calls in a window; for the estimate, always below L. */
+  get held(): boolean {
+    return this.limit.algorithm === 'sliding-window' ? this.peak < this.limit.limit : this.peak <= this.limit.limit;
+  }
+}
+
+export interface LevelStats {
+  offered: number;
+  admitted: number;
+  rejected: number;
+  peaks: WindowPeak[];
+}
+
+export function newLevel(limits: readonly Limit[] = []): LevelStats {
+  return { offered: 0, admitted: 0, rejected: 0, peaks: limits.map((l) => new WindowPeak(l)) };
+}
+
+export interface CarrierStats {
+  dispatched: number;
+  reroutedAway: number;
+  rejected: number;
+  /** Delays in µs. */
+  delays: hdr.Histogram;
+  /** Smallest spacing between two consecutive slots given on the carrier, µs. */
+  minSpacingUs: number;
+  lastSlot: number;
+  /** Smallest spacing between two consecutive sends on the (virtual) clock, µs. */
+  minSentSpacingUs: number;
+  lastSent: number;
+  intervalUs: number;
+}
+
+export function newCarrier(intervalUs: number): CarrierStats {
+  return {
+    dispatched: 0,
+    reroutedAway: 0,
+    rejected: 0,
+    delays: hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: 3 }),
+    minSpacingUs: Number.POSITIVE_INFINITY,
+    lastSlot: Number.NaN,
+    minSentSpacingUs: Number.POSITIVE_INFINITY,
+    lastSent: Number.NaN,
+    intervalUs,
+  };
+}
+
+export type { Algorithm };
