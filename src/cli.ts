@@ -51,14 +51,17 @@ class DecisionWriter {
 
   private buffer: string[] = [];
 
-  write(d: DecisionLine): void {
+  /** Returns a promise only when the output is full: the replay then waits (flat memory). */
+  write(d: DecisionLine): Promise<void> | undefined {
     this.buffer.push(JSON.stringify(d));
-    if (this.buffer.length >= 512) this.flush();
+    if (this.buffer.length >= 512 && !this.flush()) return new Promise((resolve) => this.out.once('drain', resolve));
+    return undefined;
   }
 
-  private flush(): void {
-    if (this.buffer.length > 0) this.out.write(this.buffer.join('\n') + '\n');
+  private flush(): boolean {
+    const ok = this.buffer.length > 0 ? this.out.write(this.buffer.join('\n') + '\n') : true;
     this.buffer = [];
+    return ok;
   }
 
   private end(): Promise<void> {
@@ -84,12 +87,15 @@ class DecisionWriter {
 async function openStore(args: ReplayArgs): Promise<Store> {
   if (args.store === 'memory') return new MemoryStore();
   // a fresh prefix per run: a replay never sees, nor leaves behind, another run's counts
-  const redis = new Redis(args.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true, enableAutoPipelining: false });
+  const redis = new Redis(args.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
+  // connection errors surface through the commands that fail; keep the cause for the message
+  let lastError: Error | undefined;
+  redis.on('error', (err: Error) => (lastError = err));
   try {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${args.redisUrl}: ${(err as Error).message}`);
+    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${args.redisUrl}: ${(lastError ?? (err as Error)).message}`);
   }
   const store = new RedisStore({ redis, prefix: `callgate:replay:${Date.now().toString(36)}${randomBytes(3).toString('hex')}:` });
   const close = store.close.bind(store);

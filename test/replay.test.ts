@@ -33,7 +33,9 @@ async function engineDecisions(name: string, store: Store): Promise<DecisionLine
     config: await loadConfigFile(`${FIXTURES}${name}.config.json`),
     tracePath: `${FIXTURES}${name}.trace.csv`,
     store,
-    onDecision: (d) => out.push(d),
+    onDecision: (d) => {
+      out.push(d);
+    },
   });
   return out;
 }

@@ -33,8 +33,8 @@ export interface ReplayOptions {
   readonly config: CallgateConfig;
   readonly tracePath: string;
   readonly store: Store;
-  /** Called with each decision, in processing order. */
-  readonly onDecision?: (d: DecisionLine) => void;
+  /** Called with each decision, in processing order; a returned promise is awaited (backpressure). */
+  readonly onDecision?: (d: DecisionLine) => void | Promise<void>;
   /** Called every `progressEvery` calls with (done, total). */
   readonly onProgress?: (done: number, total: number) => void;
   readonly progressEvery?: number;
@@ -174,11 +174,13 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       if (call.direction === 'in') {
         const d = await gate.admit({ callId: call.callId, peer: call.peer!, account: call.account, at: call.time });
         onInbound(call, d);
-        opts.onDecision?.(inboundLine(call, d));
+        const wait = opts.onDecision?.(inboundLine(call, d));
+        if (wait) await wait;
       } else {
         const r = await dispatchHeld(gate, call, sent);
         onOutbound(r);
-        opts.onDecision?.(outboundLine(call, r));
+        const wait = opts.onDecision?.(outboundLine(call, r));
+        if (wait) await wait;
       }
       if (++done % every === 0) opts.onProgress?.(done, check.calls);
     }
