@@ -1,0 +1,443 @@
+/**
+ * Outbound dispatch: leaky-bucket pacing with reroute (DESIGN.md "Leaky bucket (outbound)").
+ *
+ * One atomic `store.reserve` per call covers its whole route (configured carriers only, in route
+ * order, first occurrence of a repeated id only). The call is then held on the clock until its
+ * slot and handed to `send(carrier)`.
+ *
+ * Time. When the clock gives a time (VirtualClock, SystemClock without store time) or the caller
+ * passes `at`, the decision is taken at that time and a clock that gives a time holds the call
+ * until `slotAt` on it, so replay never sleeps. When the clock gives no time (SystemClock in store-
+ * time mode) the store decides on its own clock (Redis TIME, shared by every routing process): the
+ * slot is in Redis time, so the call is held for `waitUs` from the moment the reply arrived, on the
+ * process clock (`systemClockUs`, the time base of SystemClock's timers), since the local and the
+ * Redis clocks may differ. A timer that fires early (Node timers have millisecond resolution) is
+ * re-armed: a call is never sent before its slot on the clock that holds it.
+ *
+ * Nothing lost. Every call dispatch() accepts ends exactly once, as `dispatched`, `rejected`,
+ * `cancelled` or `failed`; its promise resolves with that result (it never rejects) and exactly one
+ * event of that name is emitted, just before the promise resolves. dispatch() rejects (with no
+ * event) only for a call it did not accept: InvalidArgumentError for invalid input or a callId
+ * that is still in progress here.
+ *
+ * Decisions where the contract is silent:
+ * - a store error or timeout ends the call `failed` / `store-unavailable` (the error attached);
+ *   past the timeout the command may still run on Redis and take a slot nobody uses;
+ * - a call after close() ends `failed` / `closed` with a DispatcherClosedError (promise + event);
+ * - close({ mode: 'cancel' }) ends held calls `cancelled` / `closed` (cancel() gives `cancelled` /
+ *   `cancelled`); a call still waiting for the store ends `cancelled` / `closed` if it got a slot
+ *   (the slot stays taken: a leaky bucket gives nothing back), or as decided otherwise;
+ * - cancel() only acts on a held call (waiting for its slot); while its reservation or its send
+ *   is in progress it returns false;
+ * - close() resolves once every accepted call has ended, including sends in progress; bound sends
+ *   with `sendTimeoutMs` if a send may never settle;
+ * - reserve() is a pure decision (it takes the slot but holds nothing and emits no event); it
+ *   rejects on store trouble (StoreUnavailableError) and after close() (DispatcherClosedError);
+ * - a route with no configured carrier is rejected without a store call, at `at`, else the
+ *   clock's time, else (store-time mode) the process clock;
+ * - on a VirtualClock, close() in drain mode resolves as the clock passes the last held slot;
+ * - `slotAt` is the store's slot as is: it may be fractional when 1/cps is not a whole number of µs;
+ *   `sentAt` is the holding clock's time (the process clock in store-time mode).
+ */
+import { systemClockUs, type Clock } from '../clock.js';
+import type { CarrierConfig } from '../config/types.js';
+import { InvalidArgumentError } from '../errors/index.js';
+import { SafeEmitter } from '../events.js';
+import { carrierName } from '../keys.js';
+import { withTimeout } from '../store/timeout.js';
+import type { Carrier, ReserveResult, Store } from '../store/types.js';
+import { DispatcherClosedError } from './DispatcherClosedError.js';
+
+export { DispatcherClosedError } from './DispatcherClosedError.js';
+
+export interface DispatchInput {
+  readonly callId: string;
+  /** Carrier ids in order of preference; ids not configured are skipped. */
+  readonly route: readonly string[];
+  /** Decision time, µs since the epoch; default: the clock (the store's clock when it gives none). */
+  readonly at?: number;
+}
+
+/** The decision, known as soon as the store answered. */
+export interface Reservation {
+  readonly callId: string;
+  readonly direction: 'out';
+  readonly outcome: 'dispatched' | 'rejected';
+  readonly carrier: string | null;
+  /** Math.round(waitUs) / 1000; null when rejected. */
+  readonly delayMs: number | null;
+  /** Configured carriers tried before the chosen one (every one tried when rejected). */
+  readonly reroutedFrom: string[];
+  readonly reason?: 'all-routes-congested';
+  /** Decision time, µs (the store's clock when no time was given). */
+  readonly at: number;
+  /** The slot taken, µs on the decision's clock; absent when rejected. */
+  readonly slotAt?: number;
+}
+
+export type DispatchOutcome = 'dispatched' | 'rejected' | 'cancelled' | 'failed';
+export type DispatchReason = 'all-routes-congested' | 'cancelled' | 'store-unavailable' | 'send-failed' | 'closed';
+
+export interface DispatchResult {
+  readonly callId: string;
+  readonly direction: 'out';
+  readonly outcome: DispatchOutcome;
+  readonly carrier: string | null;
+  readonly delayMs: number | null;
+  readonly reroutedFrom: string[];
+  readonly reason?: DispatchReason;
+  /** Decision time, µs; absent when no decision was taken (store trouble, closed). */
+  readonly at?: number;
+  readonly slotAt?: number;
+  /** The holding clock's time when send ran (or, without send, when the slot came). */
+  readonly sentAt?: number;
+  readonly error?: Error;
+}
+
+export interface DispatcherEvents {
+  error: [Error];
+  dispatched: [DispatchResult];
+  rerouted: [{ callId: string; from: string[]; to: string | null }];
+  rejected: [DispatchResult];
+  cancelled: [DispatchResult];
+  failed: [DispatchResult];
+}
+
+/** What the Dispatcher needs of an emitter: a SafeEmitter with (at least) DispatcherEvents. */
+export interface DispatchEventSink {
+  safeEmit<E extends keyof DispatcherEvents & string>(event: E, ...args: DispatcherEvents[E]): void;
+}
+
+export type SendFn = (carrier: string) => unknown | Promise<unknown>;
+
+export interface DispatcherOptions {
+  readonly store: Store;
+  readonly clock: Clock;
+  /** Read on every call: a reload applies from the next call on. */
+  readonly carriers: () => ReadonlyMap<string, CarrierConfig>;
+  /** Default: a fresh SafeEmitter (see `events`). */
+  readonly events?: DispatchEventSink;
+  /** Bound on one store call, ms (default 1000; not applied to the in-process memory store). */
+  readonly timeoutMs?: number;
+  /** Bound on one send, ms: past it the call ends `failed` / `send-failed` (default: none). */
+  readonly sendTimeoutMs?: number;
+}
+
+export interface DispatchOptions {
+  /** Called with the decision as soon as the store answered (before any hold); may not throw (reported on 'error'). */
+  readonly onReserved?: (r: Reservation) => void;
+}
+
+interface Decision {
+  reservation: Reservation;
+  /** When to send, on the holding time base. */
+  target: number;
+  /** The holding time base: the clock's, or the process clock in store-time mode. */
+  now: () => number;
+}
+
+type State = 'reserving' | 'holding' | 'sending';
+
+interface Call {
+  readonly callId: string;
+  state: State;
+  done: boolean;
+  reservation?: Reservation;
+  cancelTimer?: () => void;
+  resolve(result: DispatchResult): void;
+}
+
+const DEFAULT_TIMEOUT_MS = 1000;
+
+function fail(message: string): never {
+  throw new InvalidArgumentError(message);
+}
+
+function checkInput(input: DispatchInput): void {
+  if (typeof input !== 'object' || input === null) fail('dispatch input must be an object');
+  if (typeof input.callId !== 'string' || input.callId === '') fail(`callId must be a non-empty string, got ${JSON.stringify(input.callId)}`);
+  if (!Array.isArray(input.route) || !input.route.every((c) => typeof c === 'string')) {
+    fail(`route must be an array of carrier ids (strings), got ${JSON.stringify(input.route)}`);
+  }
+  if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
+    fail(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
+  }
+}
+
+const toError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));
+
+export class Dispatcher {
+  readonly events: DispatchEventSink;
+  private readonly store: Store;
+  private readonly clock: Clock;
+  private readonly carriers: () => ReadonlyMap<string, CarrierConfig>;
+  private readonly timeoutMs: number;
+  private readonly sendTimeoutMs: number;
+  private readonly calls = new Map<string, Call>();
+  private holding = 0;
+  private closed = false;
+  private cancelling = false;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(opts: DispatcherOptions) {
+    this.store = opts.store;
+    this.clock = opts.clock;
+    this.carriers = opts.carriers;
+    this.events = opts.events ?? new SafeEmitter<DispatcherEvents>();
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.sendTimeoutMs = opts.sendTimeoutMs ?? 0;
+  }
+
+  /** Calls held, waiting for their slot. */
+  get held(): number {
+    return this.holding;
+  }
+
+  /** Calls accepted and not yet ended (reserving, held or sending). */
+  get active(): number {
+    return this.calls.size;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** The decision alone (replay, dry runs): takes the slot, holds nothing, emits nothing. */
+  async reserve(input: DispatchInput): Promise<Reservation> {
+    checkInput(input);
+    if (this.closed) throw new DispatcherClosedError();
+    return (await this.decide(input, this.plan(input.route))).reservation;
+  }
+
+  /**
+   * Reserve, hold the call until its slot, then hand it to `send` (without `send`, the call is
+   * only announced: 'dispatched' at its slot). Resolves once the call has ended; never rejects
+   * for an accepted call.
+   */
+  dispatch(input: DispatchInput, send?: SendFn, opts: DispatchOptions = {}): Promise<DispatchResult> {
+    let route: { ids: string[]; carriers: Carrier[] };
+    try {
+      checkInput(input);
+      if (send !== undefined && typeof send !== 'function') fail('send must be a function');
+      if (opts?.onReserved !== undefined && typeof opts.onReserved !== 'function') fail('onReserved must be a function');
+      if (this.calls.has(input.callId)) fail(`call ${JSON.stringify(input.callId)} is already in progress`);
+      route = this.plan(input.route);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (this.closed) {
+      const result: DispatchResult = {
+        callId: input.callId,
+        direction: 'out',
+        outcome: 'failed',
+        carrier: null,
+        delayMs: null,
+        reroutedFrom: [],
+        reason: 'closed',
+        error: new DispatcherClosedError(),
+      };
+      this.events.safeEmit('failed', result);
+      return Promise.resolve(result);
+    }
+    return new Promise<DispatchResult>((resolve) => {
+      const call: Call = { callId: input.callId, state: 'reserving', done: false, resolve };
+      this.calls.set(call.callId, call);
+      this.decide(input, route).then(
+        (decision) => this.onDecision(call, decision, send, opts?.onReserved),
+        (err) =>
+          this.finish(call, 'failed', {
+            carrier: null,
+            delayMs: null,
+            reroutedFrom: [],
+            reason: 'store-unavailable',
+            error: toError(err),
+          }),
+      );
+    });
+  }
+
+  /** End a held call as `cancelled`; false if no call of that id is held. */
+  cancel(callId: string): boolean {
+    const call = this.calls.get(callId);
+    if (!call || call.state !== 'holding') return false;
+    this.endHeld(call, 'cancelled');
+    return true;
+  }
+
+  /**
+   * Stop taking calls (later ones end `failed` / `closed`) and resolve once every accepted call
+   * has ended. `drain` (default): held calls are sent at their slot. `cancel`: held calls end
+   * `cancelled` / `closed` at once. A `cancel` close may follow a `drain` close still in progress.
+   */
+  close(opts: { mode?: 'drain' | 'cancel' } = {}): Promise<void> {
+    const mode = opts.mode ?? 'drain';
+    if (mode !== 'drain' && mode !== 'cancel') return Promise.reject(new InvalidArgumentError(`close mode must be drain or cancel, got ${String(mode)}`));
+    this.closed = true;
+    if (mode === 'cancel') {
+      this.cancelling = true;
+      for (const call of [...this.calls.values()]) if (call.state === 'holding') this.endHeld(call, 'closed');
+    }
+    if (this.calls.size === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  /** The route as the store sees it: configured carriers only, first occurrence of each id. */
+  private plan(route: readonly string[]): { ids: string[]; carriers: Carrier[] } {
+    const configured = this.carriers();
+    const ids: string[] = [];
+    const carriers: Carrier[] = [];
+    const seen = new Set<string>();
+    for (const id of route) {
+      if (seen.has(id)) continue;
+      seen.add(id);
+      const cfg = configured.get(id);
+      if (!cfg) continue;
+      ids.push(id);
+      carriers.push({ name: carrierName(id), intervalUs: cfg.intervalUs, maxWaitUs: cfg.maxWaitUs });
+    }
+    return { ids, carriers };
+  }
+
+  private async decide(input: DispatchInput, route: { ids: string[]; carriers: Carrier[] }): Promise<Decision> {
+    const clockNow = this.clock.now();
+    const now = input.at ?? clockNow;
+    // The holding time base: the clock when it has one, else the process clock (store-time mode).
+    const timeBase = clockNow === undefined ? systemClockUs : () => this.clock.now() ?? systemClockUs();
+    if (route.carriers.length === 0) {
+      const at = now ?? systemClockUs();
+      return { reservation: this.rejected(input.callId, [], at), target: 0, now: timeBase };
+    }
+    const pending = this.store.reserve({ route: route.carriers, now });
+    const res: ReserveResult = await (this.store.kind === 'memory' ? pending : withTimeout(pending, this.timeoutMs));
+    if (res.index < 0) return { reservation: this.rejected(input.callId, route.ids, res.now), target: 0, now: timeBase };
+    const reservation: Reservation = {
+      callId: input.callId,
+      direction: 'out',
+      outcome: 'dispatched',
+      carrier: route.ids[res.index]!,
+      delayMs: Math.round(res.waitUs) / 1000,
+      reroutedFrom: route.ids.slice(0, res.index),
+      at: res.now,
+      slotAt: res.slotUs,
+    };
+    const target = clockNow === undefined ? systemClockUs() + res.waitUs : res.slotUs;
+    return { reservation, target, now: timeBase };
+  }
+
+  private rejected(callId: string, tried: string[], at: number): Reservation {
+    return {
+      callId,
+      direction: 'out',
+      outcome: 'rejected',
+      carrier: null,
+      delayMs: null,
+      reroutedFrom: tried,
+      reason: 'all-routes-congested',
+      at,
+    };
+  }
+
+  private onDecision(call: Call, decision: Decision, send: SendFn | undefined, onReserved: ((r: Reservation) => void) | undefined): void {
+    const r = decision.reservation;
+    call.reservation = r;
+    if (onReserved) {
+      try {
+        onReserved(r);
+      } catch (err) {
+        this.events.safeEmit('error', toError(err));
+      }
+    }
+    if (r.outcome === 'rejected') {
+      if (r.reroutedFrom.length > 1) this.events.safeEmit('rerouted', { callId: r.callId, from: [...r.reroutedFrom], to: null });
+      this.finish(call, 'rejected', this.decided(r, { reason: 'all-routes-congested' }));
+      return;
+    }
+    if (r.reroutedFrom.length > 0) this.events.safeEmit('rerouted', { callId: r.callId, from: [...r.reroutedFrom], to: r.carrier });
+    if (this.cancelling) {
+      this.finish(call, 'cancelled', this.decided(r, { reason: 'closed' }));
+      return;
+    }
+    call.state = 'holding';
+    this.holding++;
+    this.arm(call, decision, send);
+  }
+
+  /** Hold until `target` on the decision's time base; re-arm a timer that fired early. */
+  private arm(call: Call, decision: Decision, send: SendFn | undefined): void {
+    if (decision.now() >= decision.target) {
+      this.fire(call, decision, send);
+      return;
+    }
+    call.cancelTimer = this.clock.setTimer(decision.target, () => {
+      call.cancelTimer = undefined;
+      if (call.done || call.state !== 'holding') return;
+      this.arm(call, decision, send);
+    });
+  }
+
+  private fire(call: Call, decision: Decision, send: SendFn | undefined): void {
+    call.state = 'sending';
+    this.holding--;
+    const r = decision.reservation;
+    const sentAt = decision.now();
+    if (!send) {
+      this.finish(call, 'dispatched', this.decided(r, { sentAt }));
+      return;
+    }
+    let outcome: Promise<unknown>;
+    try {
+      outcome = Promise.resolve(send(r.carrier!));
+    } catch (err) {
+      outcome = Promise.reject(err);
+    }
+    if (this.sendTimeoutMs > 0 && Number.isFinite(this.sendTimeoutMs)) {
+      const ms = this.sendTimeoutMs;
+      outcome = new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`send did not settle within ${ms} ms`)), ms);
+        timer.unref();
+        outcome.then(
+          (v) => (clearTimeout(timer), resolve(v)),
+          (e) => (clearTimeout(timer), reject(e)),
+        );
+      });
+    }
+    outcome.then(
+      () => this.finish(call, 'dispatched', this.decided(r, { sentAt })),
+      (err) => this.finish(call, 'failed', this.decided(r, { sentAt, reason: 'send-failed', error: toError(err) })),
+    );
+  }
+
+  /** End a held call (cancel() or close cancel). */
+  private endHeld(call: Call, reason: 'cancelled' | 'closed'): void {
+    call.cancelTimer?.();
+    call.cancelTimer = undefined;
+    this.holding--;
+    this.finish(call, 'cancelled', this.decided(call.reservation!, { reason }));
+  }
+
+  private decided(r: Reservation, extra: Partial<DispatchResult>): Omit<DispatchResult, 'callId' | 'direction' | 'outcome'> {
+    const base: Omit<DispatchResult, 'callId' | 'direction' | 'outcome'> = {
+      carrier: r.carrier,
+      delayMs: r.delayMs,
+      reroutedFrom: [...r.reroutedFrom],
+      at: r.at,
+    };
+    return r.slotAt === undefined ? { ...base, ...extra } : { ...base, slotAt: r.slotAt, ...extra };
+  }
+
+  private finish(call: Call, outcome: DispatchOutcome, rest: Omit<DispatchResult, 'callId' | 'direction' | 'outcome'>): void {
+    if (call.done) return;
+    call.done = true;
+    this.calls.delete(call.callId);
+    const result: DispatchResult = { callId: call.callId, direction: 'out', outcome, ...rest };
+    this.events.safeEmit(outcome, result);
+    call.resolve(result);
+    if (this.calls.size === 0 && this.idleWaiters.length > 0) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+}
