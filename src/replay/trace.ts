@@ -1,0 +1,562 @@
+/**
+ * Call-trace reader: the contract's "Call trace" CSV, streamed row by row.
+ *
+ * - Header row, columns by name in any order; unknown columns are ignored. `time`, `call_id`
+ *   and `direction` are required columns; `peer` is required on `in` rows, `route` on `out`
+ *   rows; `account` is optional (an empty cell means no account).
+ * - Blank lines (empty or whitespace only) and lines whose first character is `#` are skipped.
+ *   A `#` anywhere else is data: peer ids may contain it.
+ * - A UTF-8 BOM, CRLF or LF line endings (mixed too) and a last line without a newline are fine.
+ * - Cells are kept exactly as the CSV gives them (quoted cells may hold commas, quotes, braces,
+ *   colons, spaces, even line breaks). Only `time` and `direction` are trimmed, and the carrier
+ *   ids of a route (split on `|`, trimmed, empty parts dropped). An id cell that is empty or
+ *   whitespace only counts as missing.
+ * - Line numbers are physical lines of the file (1-based), of the line where the row starts.
+ *
+ * Memory stays flat: csv-parse parses with backpressure and nothing is kept per row except in
+ * loadTraceSorted, which must hold every row to sort them.
+ */
+import { createReadStream } from 'node:fs';
+import { Readable, Transform, pipeline, type TransformCallback } from 'node:stream';
+import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
+import { DateTime, FixedOffsetZone } from 'luxon';
+import { CallgateError } from '../errors/CallgateError.js';
+
+// ---------------------------------------------------------------------------------------------
+// Time
+
+const ISO_RE =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)$/;
+const EPOCH_RE = /^(\d+)(?:\.(\d{1,9}))?$/;
+
+/** A fraction of a second (1 to 9 digits) as integer microseconds; digits beyond 6 are truncated. */
+function fractionUs(digits: string | undefined): number {
+  if (digits === undefined) return 0;
+  return Number((digits + '00000').slice(0, 6));
+}
+
+/** Midnight of a date at a fixed offset, in ms since the epoch, validated by luxon; cached. */
+const dayCache = new Map<string, number | undefined>();
+
+function dayStartMs(
+  year: string,
+  month: string,
+  day: string,
+  sign: string,
+  offH: string | undefined,
+  offM: string | undefined,
+): number | undefined {
+  const key = `${year}-${month}-${day}${sign}${offH ?? ''}:${offM ?? ''}`;
+  if (dayCache.has(key)) return dayCache.get(key);
+  let result: number | undefined;
+  const hh = sign === '' ? 0 : Number(offH);
+  const mm = sign === '' || offM === undefined ? 0 : Number(offM);
+  if (hh <= 23 && mm <= 59) {
+    const offsetMinutes = (sign === '-' ? -1 : 1) * (hh * 60 + mm);
+    const dt = DateTime.fromObject(
+      { year: Number(year), month: Number(month), day: Number(day), hour: 0, minute: 0, second: 0, millisecond: 0 },
+      { zone: FixedOffsetZone.instance(offsetMinutes) },
+    );
+    if (dt.isValid) result = dt.toMillis();
+  }
+  if (dayCache.size >= 4096) dayCache.clear();
+  dayCache.set(key, result);
+  return result;
+}
+
+/**
+ * A trace timestamp as integer microseconds since the epoch, exactly (no float rounding), or
+ * undefined when the text is not a valid timestamp.
+ *
+ * - ISO-8601 with a zone: `2018-08-28T12:20:25.374375Z`, `…+02:00`, `…+0200`, `…+02`;
+ *   fraction of 0 to 9 digits (digits beyond the 6th are truncated); `T`, `t` or a space
+ *   between date and time. The calendar date, the time of day and the offset are validated
+ *   (no 24:00, no leap second 60, offset up to ±23:59).
+ * - Epoch seconds: `1535458825`, `1535458825.374375` (0 to 9 fraction digits, truncated to µs).
+ *
+ * Rejected: no zone, negative times (before 1970), anything beyond Number.MAX_SAFE_INTEGER µs
+ * (after the year 2255; catches epoch milliseconds given as seconds), signs, exponents, garbage.
+ * Surrounding whitespace is not accepted here; the trace reader trims the cell first.
+ */
+export function parseTime(text: string): number | undefined {
+  let us: number;
+  const e = EPOCH_RE.exec(text);
+  if (e) {
+    const secs = Number(e[1]);
+    us = secs * 1_000_000 + fractionUs(e[2]);
+  } else {
+    const m = ISO_RE.exec(text);
+    if (!m) return undefined;
+    const hour = Number(m[4]);
+    const minute = Number(m[5]);
+    const second = Number(m[6]);
+    if (hour > 23 || minute > 59 || second > 59) return undefined; // no 24:00, no leap second
+    const dayMs = dayStartMs(m[1]!, m[2]!, m[3]!, m[8] === undefined ? m[9]! : '', m[10], m[11]);
+    if (dayMs === undefined) return undefined;
+    // A fixed offset has no DST: the time of day adds up exactly.
+    us = (dayMs + ((hour * 60 + minute) * 60 + second) * 1000) * 1000 + fractionUs(m[7]);
+  }
+  if (!Number.isSafeInteger(us) || us < 0) return undefined;
+  return us;
+}
+
+/** Microseconds since the epoch as ISO-8601 UTC with six fraction digits (exact; for reports). */
+export function formatTime(us: number): string {
+  if (!Number.isSafeInteger(us) || us < 0) throw new RangeError(`not a trace time: ${us}`);
+  const secs = Math.floor(us / 1_000_000);
+  const frac = us - secs * 1_000_000;
+  const iso = DateTime.fromMillis(secs * 1000, { zone: 'utc' }).toFormat("yyyy-MM-dd'T'HH:mm:ss");
+  return `${iso}.${String(frac).padStart(6, '0')}Z`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows and problems
+
+export type Direction = 'in' | 'out';
+
+export interface TraceCall {
+  /** Physical line (1-based) where the row starts. */
+  line: number;
+  /** Integer microseconds since the epoch. */
+  time: number;
+  callId: string;
+  direction: Direction;
+  /** Required on `in` rows; kept when given on `out` rows. */
+  peer?: string;
+  /** Absent when the cell is missing or empty. */
+  account?: string;
+  /** Required on `out` rows (at least one carrier id); kept when given on `in` rows. */
+  route?: string[];
+}
+
+export interface TraceProblem {
+  file: string;
+  /** Physical line (1-based); 0 when the problem concerns the whole file (cannot read it). */
+  line: number;
+  /** Column name, when the problem concerns one cell. */
+  column?: string;
+  message: string;
+}
+
+/** `FILE:LINE: column "time": bad time "abc"` (`FILE: message` when line is 0). */
+export function formatProblem(p: TraceProblem): string {
+  const where = p.line > 0 ? `${p.file}:${p.line}` : p.file;
+  const col = p.column !== undefined ? `column ${JSON.stringify(p.column)}: ` : '';
+  return `${where}: ${col}${p.message}`;
+}
+
+/** A trace that cannot be used; `problems` holds what was found (at least one). */
+export class TraceError extends CallgateError {
+  constructor(readonly problems: readonly TraceProblem[]) {
+    const shown = problems.slice(0, 10).map(formatProblem);
+    if (problems.length > 10) shown.push(`… and ${problems.length - 10} more problems`);
+    super('ERR_TRACE', shown.join('\n'));
+  }
+}
+
+export interface ReadTraceOptions {
+  /**
+   * Called for every problem; the faulty row is skipped and reading goes on (after a CSV syntax
+   * error, a missing header column or an unreadable file nothing more can be read). Without it,
+   * the first problem throws a TraceError.
+   */
+  onProblem?: (problem: TraceProblem) => void;
+}
+
+export const REQUIRED_COLUMNS = ['time', 'call_id', 'direction'] as const;
+export const KNOWN_COLUMNS = ['time', 'call_id', 'direction', 'peer', 'account', 'route'] as const;
+type Known = (typeof KNOWN_COLUMNS)[number];
+
+const MAX_SHOWN = 80;
+function show(value: string): string {
+  return JSON.stringify(value.length > MAX_SHOWN ? value.slice(0, MAX_SHOWN) + '…' : value);
+}
+
+function countNewlines(s: string): number {
+  let n = 0;
+  for (let i = s.indexOf('\n'); i !== -1; i = s.indexOf('\n', i + 1)) n++;
+  return n;
+}
+
+const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
+/**
+ * Blanks out comment lines before csv-parse sees them: a line whose first byte is `#` (outside
+ * a quoted cell; after a BOM on the first line) loses everything up to its `\n`, which stays.
+ * csv-parse then gives one record per physical line (an empty one for blank and comment lines),
+ * so the reader can number lines by counting records and the line breaks inside quoted cells.
+ * (csv-parse's own `comment` option would drop those lines silently, and its line counter
+ * counts a CRLF inside a quoted cell twice; per-record `info` costs more than the parsing.)
+ *
+ * Quoted cells are followed by quote parity, which matches csv-parse on well-formed CSV; on
+ * malformed CSV csv-parse fails and nothing after the failure is used.
+ */
+class CommentBlanker extends Transform {
+  private inQuote = false;
+  private atLineStart = true;
+  private inComment = false;
+  private first = true;
+  private pending: Buffer | undefined;
+
+  override _flush(cb: TransformCallback): void {
+    cb(null, this.pending);
+  }
+
+  override _transform(chunk: Buffer | string, _enc: BufferEncoding, cb: TransformCallback): void {
+    let buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    let pos = 0;
+    if (this.first) {
+      // A BOM (EF BB BF) may arrive split over chunks: hold its first bytes until it is whole.
+      if (this.pending !== undefined) buf = Buffer.concat([this.pending, buf]);
+      this.pending = undefined;
+      if (buf.length < 3 && BOM.subarray(0, buf.length).equals(buf)) {
+        this.pending = buf;
+        return cb();
+      }
+      this.first = false;
+      if (buf.subarray(0, 3).equals(BOM)) pos = 3;
+    }
+    const len = buf.length;
+    let keepFrom = 0; // start of the bytes not yet copied to `parts`
+    let parts: Buffer[] | undefined;
+    // Position of the next '"' at or after `from`, cached: searching again for every line
+    // would scan the rest of the chunk each time when the chunk holds no quote.
+    let q = -2;
+    const nextQuote = (from: number): number => {
+      if (q === -2 || (q !== -1 && q < from)) q = buf.indexOf(34, from);
+      return q;
+    };
+    while (pos < len) {
+      if (this.inComment) {
+        const nl = buf.indexOf(10, pos);
+        const stop = nl === -1 ? len : nl;
+        (parts ??= []).push(buf.subarray(keepFrom, pos));
+        keepFrom = stop;
+        pos = stop;
+        if (nl !== -1) this.inComment = false; // the '\n' itself is kept, handled below
+        continue;
+      }
+      if (this.inQuote) {
+        const q = nextQuote(pos);
+        if (q === -1) {
+          pos = len;
+          break;
+        }
+        this.inQuote = false;
+        this.atLineStart = false;
+        pos = q + 1;
+        continue;
+      }
+      if (this.atLineStart && buf[pos] === 35 /* # */) {
+        this.inComment = true;
+        continue;
+      }
+      const nl = buf.indexOf(10, pos);
+      const q = nextQuote(pos);
+      if (q !== -1 && (nl === -1 || q < nl)) {
+        this.inQuote = true;
+        this.atLineStart = false;
+        pos = q + 1;
+      } else if (nl !== -1) {
+        this.atLineStart = true;
+        pos = nl + 1;
+      } else {
+        this.atLineStart = false;
+        pos = len;
+      }
+    }
+    if (parts === undefined) return cb(null, buf);
+    if (!this.inComment) parts.push(buf.subarray(keepFrom));
+    cb(null, Buffer.concat(parts));
+  }
+}
+
+interface Row {
+  cells: string[];
+  line: number;
+}
+
+function describeCsvError(err: Error): string {
+  const code = (err as CsvError).code;
+  switch (code) {
+    case 'CSV_QUOTE_NOT_CLOSED':
+      return 'malformed CSV: a quoted cell is never closed';
+    case 'CSV_INVALID_CLOSING_QUOTE':
+      return 'malformed CSV: characters after the closing quote of a cell';
+    case 'CSV_MAX_RECORD_SIZE':
+      return 'malformed CSV: row too long (an unclosed quote?)';
+    default:
+      return `malformed CSV: ${err.message.replace(/ (at|on) line \d+/g, '')}`;
+  }
+}
+
+/** Longest row accepted (characters): guards against an unclosed quote swallowing the file. */
+const MAX_ROW_CHARS = 1 << 20;
+
+/**
+ * The core: rows of one input, decoded, problems passed to `report` (which may throw).
+ * Fatal problems (CSV syntax, header, unreadable input) end the generator after reporting.
+ */
+async function* decodeStream(
+  input: Readable,
+  file: string,
+  report: (p: TraceProblem) => void,
+): AsyncGenerator<TraceCall> {
+  let thrownByReport: unknown;
+  const rep = (p: TraceProblem): void => {
+    try {
+      report(p);
+    } catch (err) {
+      thrownByReport = err;
+      throw err;
+    }
+  };
+  // The first CSV syntax error, and how many records csv-parse had emitted before it.
+  let fatal: { err: Error; after: number } | undefined;
+  let parser: Parser;
+  const options: CsvOptions = {
+    bom: true,
+    skip_empty_lines: false, // one record per line keeps the line count (blank lines skipped below)
+    relax_column_count: true, // counted here, to keep going past a short row
+    record_delimiter: ['\r\n', '\n'],
+    max_record_size: MAX_ROW_CHARS,
+    skip_records_with_error: true, // so that the records before the error still come out
+    on_skip: (err: CsvError | undefined) => {
+      if (fatal === undefined && err !== undefined) fatal = { err, after: parser.info.records };
+      return undefined;
+    },
+  };
+  parser = parse(options);
+  // pipeline forwards an error of any stage (ENOENT, EISDIR…) to the parser, failing the loop.
+  pipeline(input, new CommentBlanker(), parser, () => undefined);
+
+  let cols: Partial<Record<Known, number>> | undefined;
+  let width = 0;
+  let line = 1; // line where the next record starts
+  let consumed = 0;
+  try {
+    for await (const cells of parser as AsyncIterable<string[]>) {
+      if (fatal !== undefined && consumed >= fatal.after) break; // records after the error: garbage
+      consumed++;
+      const row: Row = { cells, line };
+      for (const c of cells) line += countNewlines(c);
+      line++;
+      if (cells.length === 1 && cells[0]!.trim() === '') continue; // blank, whitespace or comment line
+      if (cols === undefined) {
+        const header = readHeader(row, file);
+        if ('problems' in header) {
+          for (const p of header.problems) rep(p);
+          return;
+        }
+        cols = header.cols;
+        width = cells.length;
+        continue;
+      }
+      const call = decodeRow(row, cols, width, file, rep);
+      if (call !== undefined) yield call;
+    }
+  } catch (err) {
+    if (thrownByReport !== undefined && err === thrownByReport) throw err; // from report / onProblem
+    const e = err as NodeJS.ErrnoException;
+    rep({ file, line: 0, message: `cannot read the trace: ${e.message}` });
+    return;
+  } finally {
+    parser.destroy();
+    input.destroy();
+  }
+  if (fatal !== undefined) rep({ file, line, message: describeCsvError(fatal.err) });
+  else if (cols === undefined) rep({ file, line: 1, message: 'no header row (the trace is empty)' });
+}
+
+function readHeader(row: Row, file: string): { cols: Partial<Record<Known, number>> } | { problems: TraceProblem[] } {
+  const cols: Partial<Record<Known, number>> = {};
+  const problems: TraceProblem[] = [];
+  row.cells.forEach((cell, i) => {
+    const name = cell.trim();
+    if (!(KNOWN_COLUMNS as readonly string[]).includes(name)) return;
+    if (cols[name as Known] !== undefined) {
+      problems.push({ file, line: row.line, column: name, message: 'duplicate column in the header' });
+      return;
+    }
+    cols[name as Known] = i;
+  });
+  for (const name of REQUIRED_COLUMNS) {
+    if (cols[name] === undefined) {
+      problems.push({ file, line: row.line, column: name, message: 'missing from the header' });
+    }
+  }
+  return problems.length > 0 ? { problems } : { cols };
+}
+
+function decodeRow(
+  row: Row,
+  cols: Partial<Record<Known, number>>,
+  width: number,
+  file: string,
+  report: (p: TraceProblem) => void,
+): TraceCall | undefined {
+  const { cells, line } = row;
+  if (cells.length !== width) {
+    report({ file, line, message: `expected ${width} cells as in the header, found ${cells.length}` });
+    return undefined;
+  }
+  const cell = (name: Known): string | undefined => {
+    const i = cols[name];
+    return i === undefined ? undefined : cells[i];
+  };
+  let ok = true;
+  const bad = (column: string, message: string): void => {
+    ok = false;
+    report({ file, line, column, message });
+  };
+
+  const timeText = cell('time')!.trim();
+  const time = parseTime(timeText);
+  if (timeText === '') bad('time', 'missing time');
+  else if (time === undefined) bad('time', `bad time ${show(timeText)}`);
+
+  const callId = cell('call_id')!;
+  if (callId.trim() === '') bad('call_id', 'missing call id');
+
+  const dirText = cell('direction')!.trim();
+  let direction: Direction | undefined;
+  if (dirText === 'in' || dirText === 'out') direction = dirText;
+  else if (dirText === '') bad('direction', 'missing direction');
+  else bad('direction', `unknown direction ${show(dirText)} (expected "in" or "out")`);
+
+  const peerText = cell('peer');
+  const peer = peerText !== undefined && peerText.trim() !== '' ? peerText : undefined;
+  const accountText = cell('account');
+  const account = accountText !== undefined && accountText.trim() !== '' ? accountText : undefined;
+  const routeText = cell('route');
+  let route: string[] | undefined;
+  if (routeText !== undefined) {
+    const parts = routeText.split('|').map((s) => s.trim()).filter((s) => s !== '');
+    if (parts.length > 0) route = parts;
+  }
+
+  if (direction === 'in' && peer === undefined) bad('peer', 'missing peer (required on "in" rows)');
+  if (direction === 'out' && route === undefined) {
+    bad('route', routeText === undefined || routeText.trim() === ''
+      ? 'missing route (required on "out" rows)'
+      : `empty route ${show(routeText)}`);
+  }
+  if (!ok) return undefined;
+
+  const call: TraceCall = { line, time: time!, callId, direction: direction! };
+  if (peer !== undefined) call.peer = peer;
+  if (account !== undefined) call.account = account;
+  if (route !== undefined) call.route = route;
+  return call;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public readers
+
+function reporter(opts: ReadTraceOptions | undefined): (p: TraceProblem) => void {
+  const on = opts?.onProblem;
+  if (on) return on;
+  return (p) => {
+    throw new TraceError([p]);
+  };
+}
+
+/**
+ * Streams the rows of a trace in file order (not sorted: see validateTrace / loadTraceSorted).
+ * Without `onProblem`, the first problem throws a TraceError.
+ */
+export function readTrace(path: string, opts?: ReadTraceOptions): AsyncGenerator<TraceCall> {
+  return decodeStream(createReadStream(path), path, reporter(opts));
+}
+
+/**
+ * Like readTrace, from any byte or string stream (`file` names it in problems), e.g.
+ * `readTraceFrom(Readable.from([csvText]), 'inline')`.
+ */
+export function readTraceFrom(
+  input: Readable | Iterable<string | Buffer> | AsyncIterable<string | Buffer>,
+  file: string,
+  opts?: ReadTraceOptions,
+): AsyncGenerator<TraceCall> {
+  const stream = input instanceof Readable ? input : Readable.from(input, { objectMode: false });
+  return decodeStream(stream, file, reporter(opts));
+}
+
+export interface TraceValidation {
+  /** The problems found, in file order (at most `maxProblems`). */
+  problems: TraceProblem[];
+  /** Every problem found, including those beyond `maxProblems`. */
+  problemCount: number;
+  /** Rows without problems. */
+  calls: number;
+  /** True when the times of the good rows never decrease in file order. */
+  sorted: boolean;
+  /** Time range of the good rows (µs), absent when there are none. */
+  first?: number;
+  last?: number;
+}
+
+/** One streaming pass over the trace: problems, number of good rows, and whether they are sorted. */
+export async function validateTrace(
+  path: string,
+  opts?: { maxProblems?: number },
+): Promise<TraceValidation> {
+  return validateCalls(readTrace, path, opts?.maxProblems);
+}
+
+/** validateTrace over a stream (see readTraceFrom). */
+export async function validateTraceFrom(
+  input: Readable | Iterable<string | Buffer> | AsyncIterable<string | Buffer>,
+  file: string,
+  opts?: { maxProblems?: number },
+): Promise<TraceValidation> {
+  return validateCalls((_f, o) => readTraceFrom(input, file, o), file, opts?.maxProblems);
+}
+
+async function validateCalls(
+  read: (path: string, opts: ReadTraceOptions) => AsyncGenerator<TraceCall>,
+  path: string,
+  maxProblems = 1000,
+): Promise<TraceValidation> {
+  const problems: TraceProblem[] = [];
+  let problemCount = 0;
+  let calls = 0;
+  let sorted = true;
+  let first: number | undefined;
+  let last: number | undefined;
+  const onProblem = (p: TraceProblem): void => {
+    problemCount++;
+    if (problems.length < maxProblems) problems.push(p);
+  };
+  for await (const call of read(path, { onProblem })) {
+    calls++;
+    if (last !== undefined && call.time < last) sorted = false;
+    if (first === undefined || call.time < first) first = call.time;
+    if (last === undefined || call.time > last) last = call.time;
+  }
+  const result: TraceValidation = { problems, problemCount, calls, sorted };
+  if (first !== undefined) {
+    result.first = first;
+    result.last = last!;
+  }
+  return result;
+}
+
+/**
+ * Every row of the trace, stably sorted by time (equal times keep file order): the contract's
+ * processing order, for files that are not sorted. Holds the whole trace in memory.
+ * Any problem throws a TraceError listing them all (unless `onProblem` is given).
+ */
+export async function loadTraceSorted(path: string, opts?: ReadTraceOptions): Promise<TraceCall[]> {
+  const problems: TraceProblem[] = [];
+  const onProblem = opts?.onProblem ?? ((p: TraceProblem) => void problems.push(p));
+  const calls: TraceCall[] = [];
+  let sorted = true;
+  for await (const call of readTrace(path, { onProblem })) {
+    if (calls.length > 0 && call.time < calls[calls.length - 1]!.time) sorted = false;
+    calls.push(call);
+  }
+  if (problems.length > 0) throw new TraceError(problems);
+  if (!sorted) calls.sort((a, b) => a.time - b.time); // Array.prototype.sort is stable
+  return calls;
+}

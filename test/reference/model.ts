@@ -1,0 +1,267 @@
+/**
+ * A deliberately naive reference model of callgate's contract (DESIGN.md, "Decisions" and
+ * "Semantics"), written from the contract alone. It shares no code with src/: plain arrays,
+ * linear scans, no cleverness. Slow on purpose; obviously correct is the only goal.
+ *
+ * Use: runModel(config, calls) with config in the contract's JSON form and calls already in
+ * processing order (time order, equal times in file order); loadTraceForModel reads a trace CSV
+ * into that order with its own simple time parser.
+ */
+import { readFileSync } from 'node:fs';
+import { parse } from 'csv-parse/sync';
+
+// ------------------------------------------------------------------ inputs and outputs
+
+export interface ModelCall {
+  /** Integer microseconds since the epoch. */
+  time: number;
+  callId: string;
+  direction: 'in' | 'out';
+  peer?: string;
+  account?: string;
+  route?: string[];
+}
+
+export interface InDecision {
+  call_id: string;
+  direction: 'in';
+  outcome: 'admitted' | 'rejected';
+  limited_by?: string;
+}
+
+export interface OutDecision {
+  call_id: string;
+  direction: 'out';
+  outcome: 'dispatched' | 'rejected';
+  carrier: string | null;
+  delay_ms: number | null;
+  rerouted_from: string[];
+  reason?: 'all-routes-congested';
+}
+
+export type Decision = InDecision | OutDecision;
+
+interface LimitJson {
+  limit: number;
+  window: string;
+  algorithm?: string;
+}
+
+interface ConfigJson {
+  inbound?: {
+    global?: LimitJson[];
+    accounts?: Record<string, LimitJson[]>;
+    peers?: Record<string, LimitJson[]>;
+    defaultPeer?: LimitJson[];
+  };
+  outbound?: {
+    carriers?: Record<string, { cps: number; maxWait?: string }>;
+  };
+}
+
+// ------------------------------------------------------------------ durations
+
+/** `PT1S`, `PT0.5S`, `PT30M`, `PT1H`, `P1D`, `PT1M30S`, or `500ms` / `1s` / `1m` / `1h`, in µs. */
+export function durationUs(text: string): number {
+  const short = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text);
+  if (short) {
+    const unit = { ms: 1e3, s: 1e6, m: 60e6, h: 3600e6 }[short[2] as 'ms' | 's' | 'm' | 'h'];
+    return Math.round(Number(short[1]) * unit);
+  }
+  const iso = /^P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$/.exec(text);
+  if (iso && text !== 'P' && text !== 'PT') {
+    const [, d, h, m, s] = iso;
+    return Math.round(
+      Number(d ?? 0) * 86400e6 + Number(h ?? 0) * 3600e6 + Number(m ?? 0) * 60e6 + Number(s ?? 0) * 1e6,
+    );
+  }
+  throw new Error(`model: bad duration ${JSON.stringify(text)}`);
+}
+
+// ------------------------------------------------------------------ the model
+
+interface ModelLimit {
+  limit: number;
+  windowUs: number;
+  algorithm: 'sliding-log' | 'sliding-window' | 'fixed-window';
+}
+
+function limitsOf(list: LimitJson[]): ModelLimit[] {
+  return list.map((l) => {
+    const algorithm = (l.algorithm ?? 'sliding-log') as ModelLimit['algorithm'];
+    if (!['sliding-log', 'sliding-window', 'fixed-window'].includes(algorithm)) {
+      throw new Error(`model: bad algorithm ${l.algorithm}`);
+    }
+    return { limit: l.limit, windowUs: durationUs(l.window), algorithm };
+  });
+}
+
+function own<T>(obj: Record<string, T> | undefined, key: string): T | undefined {
+  return obj !== undefined && Object.prototype.hasOwnProperty.call(obj, key) ? obj[key] : undefined;
+}
+
+/** Does a bucket whose admitted calls are `log` have room at time t under limit `lim`? */
+function hasRoom(log: number[], lim: ModelLimit, t: number): boolean {
+  const W = lim.windowUs;
+  if (lim.algorithm === 'sliding-log') {
+    let n = 0;
+    for (const s of log) if (t - W < s && s <= t) n++;
+    return n < lim.limit;
+  }
+  const k = Math.floor(t / W);
+  let c = 0;
+  let p = 0;
+  for (const s of log) {
+    if (Math.floor(s / W) === k) c++;
+    if (Math.floor(s / W) === k - 1) p++;
+  }
+  if (lim.algorithm === 'fixed-window') return c < lim.limit;
+  const f = (t % W) / W;
+  return c + p * (1 - f) < lim.limit;
+}
+
+/** Decisions for `calls` (in processing order) under `config` (the contract's JSON form). */
+export function runModel(config: unknown, calls: readonly ModelCall[]): Decision[] {
+  const cfg = (config ?? {}) as ConfigJson;
+  const inbound = cfg.inbound ?? {};
+  const carriers = cfg.outbound?.carriers ?? {};
+
+  // Admitted call times, one list per bucket.
+  const globalLog: number[] = [];
+  const accountLogs = new Map<string, number[]>();
+  const peerLogs = new Map<string, number[]>();
+  // Latest slot given per carrier (µs, may be fractional).
+  const lastSlot = new Map<string, number>();
+
+  const out: Decision[] = [];
+  for (const call of calls) {
+    const t = call.time;
+    if (call.direction === 'in') {
+      const peer = call.peer!;
+      const peerLimits = own(inbound.peers, peer) ?? inbound.defaultPeer;
+      if (peerLimits === undefined) {
+        out.push({ call_id: call.callId, direction: 'in', outcome: 'rejected', limited_by: 'unknown-peer' });
+        continue;
+      }
+      const checks: { name: string; limits: ModelLimit[]; log: number[] }[] = [];
+      if (inbound.global !== undefined) {
+        checks.push({ name: 'global', limits: limitsOf(inbound.global), log: globalLog });
+      }
+      if (call.account !== undefined) {
+        const accLimits = own(inbound.accounts, call.account);
+        if (accLimits !== undefined) {
+          if (!accountLogs.has(call.account)) accountLogs.set(call.account, []);
+          checks.push({ name: `account:${call.account}`, limits: limitsOf(accLimits), log: accountLogs.get(call.account)! });
+        }
+      }
+      if (!peerLogs.has(peer)) peerLogs.set(peer, []);
+      checks.push({ name: `peer:${peer}`, limits: limitsOf(peerLimits), log: peerLogs.get(peer)! });
+
+      let limitedBy: string | undefined;
+      for (const check of checks) {
+        if (!check.limits.every((lim) => hasRoom(check.log, lim, t))) {
+          limitedBy = check.name;
+          break;
+        }
+      }
+      if (limitedBy !== undefined) {
+        out.push({ call_id: call.callId, direction: 'in', outcome: 'rejected', limited_by: limitedBy });
+      } else {
+        for (const check of checks) check.log.push(t);
+        out.push({ call_id: call.callId, direction: 'in', outcome: 'admitted' });
+      }
+    } else {
+      const tried: string[] = [];
+      let decision: OutDecision | undefined;
+      for (const id of call.route ?? []) {
+        const carrier = own(carriers, id);
+        if (carrier === undefined) continue; // not configured: skipped, not listed
+        const interval = 1e6 / carrier.cps;
+        const maxWait = carrier.maxWait === undefined ? 0 : durationUs(carrier.maxWait);
+        const last = lastSlot.get(id);
+        const slot = last === undefined ? t : Math.max(t, last + interval);
+        const wait = slot - t;
+        if (wait <= maxWait) {
+          lastSlot.set(id, slot);
+          decision = {
+            call_id: call.callId,
+            direction: 'out',
+            outcome: 'dispatched',
+            carrier: id,
+            delay_ms: Math.round(wait) / 1000,
+            rerouted_from: tried.slice(),
+          };
+          break;
+        }
+        tried.push(id);
+      }
+      out.push(
+        decision ?? {
+          call_id: call.callId,
+          direction: 'out',
+          outcome: 'rejected',
+          carrier: null,
+          delay_ms: null,
+          rerouted_from: tried,
+          reason: 'all-routes-congested',
+        },
+      );
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ a simple trace loader
+
+/**
+ * Trace time to µs, separately from src/: epoch seconds by string arithmetic, ISO via
+ * Date.parse on the whole-second part plus the fraction digits.
+ */
+export function simpleTimeUs(text: string): number {
+  const t = text.trim();
+  const epoch = /^(\d+)(?:\.(\d+))?$/.exec(t);
+  if (epoch) return Number(epoch[1]) * 1e6 + Number((epoch[2] ?? '').padEnd(6, '0').slice(0, 6));
+  const iso = /^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:?\d\d)$/.exec(t);
+  if (!iso) throw new Error(`model: bad time ${JSON.stringify(text)}`);
+  let zone = iso[4]!;
+  if (zone !== 'Z' && !zone.includes(':')) zone = zone.slice(0, 3) + ':' + zone.slice(3);
+  const ms = Date.parse(`${iso[1]}T${iso[2]}${zone}`);
+  if (Number.isNaN(ms)) throw new Error(`model: bad time ${JSON.stringify(text)}`);
+  return ms * 1000 + Number((iso[3] ?? '').padEnd(6, '0').slice(0, 6));
+}
+
+/** A trace CSV as ModelCalls in processing order (stable sort by time). Whole file in memory. */
+export function loadTraceForModel(path: string): ModelCall[] {
+  const rows = parse(readFileSync(path), {
+    columns: (h: string[]) => h.map((s) => s.trim()),
+    bom: true,
+    comment: '#',
+    comment_no_infix: true,
+    skip_empty_lines: true,
+  }) as Record<string, string>[];
+  const calls = rows.map((r): ModelCall => {
+    const call: ModelCall = {
+      time: simpleTimeUs(r.time!),
+      callId: r.call_id!,
+      direction: r.direction!.trim() as 'in' | 'out',
+    };
+    if (r.peer !== undefined && r.peer.trim() !== '') call.peer = r.peer;
+    if (r.account !== undefined && r.account.trim() !== '') call.account = r.account;
+    if (r.route !== undefined) {
+      const route = r.route.split('|').map((s) => s.trim()).filter((s) => s !== '');
+      if (route.length > 0) call.route = route;
+    }
+    return call;
+  });
+  return calls
+    .map((c, i) => ({ c, i }))
+    .sort((a, b) => a.c.time - b.c.time || a.i - b.i)
+    .map((x) => x.c);
+}
+
+/** Decisions of a committed fixture pair (`fixtures/NAME.config.json` + `NAME.trace.csv`). */
+export function modelFixture(dir: string, name: string): { calls: ModelCall[]; decisions: Decision[] } {
+  const config: unknown = JSON.parse(readFileSync(`${dir}/${name}.config.json`, 'utf8'));
+  const calls = loadTraceForModel(`${dir}/${name}.trace.csv`);
+  return { calls, decisions: runModel(config, calls) };
+}

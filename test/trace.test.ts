@@ -1,0 +1,464 @@
+/**
+ * The trace reader (src/replay/trace.ts): exact times, CSV edge cases, problems with their
+ * exact lines, sorted detection and stable sorting, streaming over large generated traces.
+ */
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createWriteStream } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import {
+  TraceError,
+  formatProblem,
+  formatTime,
+  loadTraceSorted,
+  parseTime,
+  readTrace,
+  readTraceFrom,
+  validateTrace,
+  validateTraceFrom,
+  type TraceCall,
+  type TraceProblem,
+} from '../src/replay/trace.js';
+import { generateTrace } from '../scripts/gen-trace.js';
+import { loadTraceForModel } from './reference/model.js';
+
+const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
+const BASE = 1535458825374375; // 2018-08-28T12:20:25.374375Z
+
+async function read(text: string | string[], file = 't.csv'): Promise<{ calls: TraceCall[]; problems: string[] }> {
+  const calls: TraceCall[] = [];
+  const problems: string[] = [];
+  const chunks = Array.isArray(text) ? text : [text];
+  for await (const c of readTraceFrom(chunks, file, { onProblem: (p) => problems.push(formatProblem(p)) })) calls.push(c);
+  return { calls, problems };
+}
+
+async function problemsOf(text: string): Promise<string[]> {
+  return (await read(text)).problems;
+}
+
+const H = 'time,call_id,direction,peer,account,route\n';
+
+describe('trace reader', () => {
+  describe('parseTime', () => {
+    it('ISO-8601 with Z and offsets, exactly', () => {
+      expect(parseTime('2018-08-28T12:20:25.374375Z')).to.equal(BASE);
+      expect(parseTime('2018-08-28T14:20:25.374375+02:00')).to.equal(BASE);
+      expect(parseTime('2018-08-28T14:20:25.374375+0200')).to.equal(BASE);
+      expect(parseTime('2018-08-28T14:20:25.374375+02')).to.equal(BASE);
+      expect(parseTime('2018-08-28T06:50:25.374375-05:30')).to.equal(BASE);
+      expect(parseTime('2018-08-29T00:20:25.374375+12:00')).to.equal(BASE); // across midnight
+      expect(parseTime('2018-08-28t12:20:25.374375z')).to.equal(BASE);
+      expect(parseTime('2018-08-28 12:20:25.374375Z')).to.equal(BASE);
+      expect(parseTime('2018-08-28T12:20:25.374375-00:00')).to.equal(BASE);
+    });
+
+    it('fractions of 0 to 9 digits; beyond 6 truncated', () => {
+      const whole = BASE - 374375;
+      const cases: [string, number][] = [
+        ['', 0],
+        ['.3', 300000],
+        ['.37', 370000],
+        ['.374', 374000],
+        ['.3743', 374300],
+        ['.37437', 374370],
+        ['.374375', 374375],
+        ['.3743759', 374375],
+        ['.37437599', 374375],
+        ['.374375999', 374375],
+        ['.000000999', 0],
+        ['.999999999', 999999],
+      ];
+      for (const [frac, us] of cases) {
+        expect(parseTime(`2018-08-28T12:20:25${frac}Z`), frac).to.equal(whole + us);
+        expect(parseTime(`${whole / 1e6}${frac}`), `epoch ${frac}`).to.equal(whole + us);
+      }
+    });
+
+    it('epoch seconds, exactly (no float rounding)', () => {
+      expect(parseTime('1535458825.374375')).to.equal(BASE);
+      expect(parseTime('1535458825')).to.equal(BASE - 374375);
+      expect(parseTime('0')).to.equal(0);
+      expect(parseTime('0.000001')).to.equal(1);
+      expect(parseTime('9007199254.740991')).to.equal(Number.MAX_SAFE_INTEGER);
+      // a value where Math.round(parseFloat(...) * 1e6) is off by one
+      expect(Math.round(parseFloat('9000000000.000001') * 1e6)).to.not.equal(9000000000000001);
+      expect(parseTime('9000000000.000001')).to.equal(9000000000000001);
+    });
+
+    it('every µs round-trips through both forms', () => {
+      let x = 12345;
+      for (let i = 0; i < 5000; i++) {
+        x = (x * 1103515245 + 12345) % 2147483648;
+        const us = 1_000_000_000_000_000 + x * 773_000 + (i % 1_000_000);
+        const secs = Math.floor(us / 1e6);
+        const frac = String(us - secs * 1e6).padStart(6, '0');
+        expect(parseTime(`${secs}.${frac}`)).to.equal(us);
+        expect(parseTime(formatTime(us))).to.equal(us);
+      }
+    });
+
+    it('validates the calendar, the clock and the zone', () => {
+      expect(parseTime('2020-02-29T00:00:00Z')).to.be.a('number');
+      for (const bad of [
+        '2019-02-29T00:00:00Z',
+        '2018-02-30T00:00:00Z',
+        '2018-13-01T00:00:00Z',
+        '2018-00-01T00:00:00Z',
+        '2018-08-28T24:00:00Z',
+        '2018-08-28T12:60:00Z',
+        '2018-08-28T12:00:60Z',
+        '2018-08-28T12:00:00+24:00',
+        '2018-08-28T12:00:00+02:60',
+      ]) {
+        expect(parseTime(bad), bad).to.equal(undefined);
+      }
+    });
+
+    it('rejects garbage, missing zones, negative and out-of-range times', () => {
+      for (const bad of [
+        '',
+        'abc',
+        ' 1535458825',
+        '1535458825 ',
+        '2018-08-28T12:20:25.374375', // no zone
+        '2018-08-28T12:20:25',
+        '2018-08-28',
+        '2018-08-28T12:20:25.Z',
+        '2018-08-28T12:20:25.1234567890Z', // 10 digits
+        '2018-8-28T12:20:25Z',
+        '2018-08-28T12:20Z',
+        '2018-08-28T12:20:25+2',
+        '2018-08-28T12:20:25 Z',
+        '-1535458825',
+        '+1535458825',
+        '1535458825.',
+        '.5',
+        '1e9',
+        '1535458825.1234567890',
+        '0x10',
+        '1535458825374', // epoch ms given as seconds: beyond the year 2255
+        '1969-12-31T23:59:59.999999Z', // before the epoch
+        '1970-01-01T01:00:00+02:00',
+        '9999-12-31T23:59:59Z',
+      ]) {
+        expect(parseTime(bad), JSON.stringify(bad)).to.equal(undefined);
+      }
+      expect(parseTime('1970-01-01T00:00:00Z')).to.equal(0);
+    });
+
+    it('formatTime writes UTC with six digits', () => {
+      expect(formatTime(BASE)).to.equal('2018-08-28T12:20:25.374375Z');
+      expect(formatTime(0)).to.equal('1970-01-01T00:00:00.000000Z');
+    });
+  });
+
+  describe('rows', () => {
+    it('reads columns by name, any order, extra columns ignored', async () => {
+      const { calls, problems } = await read(
+        'note,route,direction,call_id,time,peer,account\n' +
+          'x,,in,c1,1535458825.374375,p1,acme\n' +
+          'y," A | B||C ",out,c2,2018-08-28T14:20:25.374376+02:00,,\n',
+      );
+      expect(problems).to.deep.equal([]);
+      expect(calls).to.deep.equal([
+        { line: 2, time: BASE, callId: 'c1', direction: 'in', peer: 'p1', account: 'acme' },
+        { line: 3, time: BASE + 1, callId: 'c2', direction: 'out', route: ['A', 'B', 'C'] },
+      ]);
+    });
+
+    it('needs no peer column when there are no in rows, nor route without out rows', async () => {
+      expect((await read('time,call_id,direction,route\n1,a,out,A\n')).calls).to.have.length(1);
+      expect((await read('time,call_id,direction,peer\n1,a,in,p\n')).calls).to.have.length(1);
+    });
+
+    it('keeps quoted ids exactly: commas, quotes, braces, colons, spaces, #, line breaks', async () => {
+      const { calls, problems } = await read(
+        H +
+          '1,"c,1",in,"sip:""east"", gw{2}",acct {blue}: one,\n' +
+          '1,c2,in," {tenant:1} trunk ",  ,\n' +
+          '1,c3,in,"#not-a-comment",,\n' +
+          '1,c4,in,p#4,a#b,\n' +
+          '1,"multi\nline",in,"p\r\nq",,\n' +
+          '1,c6,out,,,"{x}: 1|carrier, two"\n',
+      );
+      expect(problems).to.deep.equal([]);
+      expect(calls.map((c) => [c.line, c.callId, c.peer, c.account, c.route])).to.deep.equal([
+        [2, 'c,1', 'sip:"east", gw{2}', 'acct {blue}: one', undefined],
+        [3, 'c2', ' {tenant:1} trunk ', undefined, undefined], // whitespace-only account = none
+        [4, 'c3', '#not-a-comment', undefined, undefined],
+        [5, 'c4', 'p#4', 'a#b', undefined],
+        [6, 'multi\nline', 'p\r\nq', undefined, undefined],
+        [9, 'c6', undefined, undefined, ['{x}: 1', 'carrier, two']], // the row above spans lines 6-8
+      ]);
+    });
+
+    it('trims time and direction cells', async () => {
+      const { calls } = await read(H + '  1535458825.374375 , c1 , out ,,, A \n');
+      expect(calls).to.deep.equal([{ line: 2, time: BASE, callId: ' c1 ', direction: 'out', route: ['A'] }]);
+    });
+
+    it('skips blank, whitespace-only and comment lines, counting them', async () => {
+      const { calls, problems } = await read(
+        '# leading comment, with "a quote\n' +
+          '\n' +
+          H +
+          '# comment\n' +
+          '   \n' +
+          '1,c1,in,p,,\n' +
+          '\t\n' +
+          '#,,,,,\n' +
+          ' # not a comment: a row of one cell\n' +
+          '2,c2,in,p,,\n',
+      );
+      expect(calls.map((c) => [c.line, c.callId])).to.deep.equal([
+        [6, 'c1'],
+        [10, 'c2'],
+      ]);
+      expect(problems).to.deep.equal(['t.csv:9: expected 6 cells as in the header, found 1']);
+    });
+
+    it('a BOM, CRLF line endings, mixed endings and a last line without newline', async () => {
+      const text = '\uFEFF# c\r\n' + H.replace('\n', '\r\n') + '1,c1,in,p,,\r\n\r\n2,"c\r\n2",in,p,,\n3,c3,in,p,,';
+      const { calls, problems } = await read(text);
+      expect(problems).to.deep.equal([]);
+      expect(calls.map((c) => [c.line, c.callId, c.time])).to.deep.equal([
+        [3, 'c1', 1e6],
+        [5, 'c\r\n2', 2e6],
+        [7, 'c3', 3e6],
+      ]);
+      const bomHeader = await read('\uFEFF' + H + '1,c1,in,p,,\n');
+      expect(bomHeader.calls).to.have.length(1);
+    });
+
+    it('gives the same rows whatever the chunking (comment and quote state across chunks)', async () => {
+      const text = readFileSync(join(FIXTURES, 'algorithms.trace.csv'), 'utf8')
+        .replace(/\n/g, (m, off: number) => (off % 7 === 0 ? '\r\n' : m))
+        + '# "tail comment\n';
+      const whole = await read(text);
+      expect(whole.problems).to.deep.equal([]);
+      const bytes = Buffer.from('\uFEFF' + text);
+      for (const size of [1, 2, 3, 5, 64, 1000]) {
+        const buffers: Buffer[] = [];
+        for (let i = 0; i < bytes.length; i += size) buffers.push(bytes.subarray(i, i + size));
+        const calls: TraceCall[] = [];
+        const problems: TraceProblem[] = [];
+        for await (const c of readTraceFrom(Readable.from(buffers), 'x', { onProblem: (p) => problems.push(p) })) calls.push(c);
+        expect(problems, `chunks of ${size}`).to.deep.equal([]);
+        expect(calls, `chunks of ${size}`).to.deep.equal(whole.calls);
+      }
+    });
+
+    it('reads every fixture like the reference model’s own loader', async () => {
+      for (const name of ['boundary', 'autodialer', 'event-types', 'user-windows', 'campaign', 'algorithms']) {
+        const path = join(FIXTURES, `${name}.trace.csv`);
+        const check = await validateTrace(path);
+        expect(check.problems, name).to.deep.equal([]);
+        const ours = (await loadTraceSorted(path)).map(({ line: _line, ...rest }) => rest);
+        const theirs = loadTraceForModel(path);
+        expect(ours, name).to.deep.equal(theirs);
+        expect(check.calls, name).to.equal(theirs.length);
+      }
+    });
+  });
+
+  describe('problems', () => {
+    it('each bad row gives its exact line, column and message; good rows still come', async () => {
+      const { calls, problems } = await read(
+        H +
+          '1,ok1,in,p,,\n' + // 2
+          'abc,c,in,p,,\n' + // 3
+          '1,c,sideways,p,,\n' + // 4
+          '1,c,in,,,\n' + // 5
+          '1,c,in,   ,,\n' + // 6
+          '1,c,out,p,,\n' + // 7
+          '1,c,out,p,, | \n' + // 8
+          '1,c,in,p\n' + // 9
+          '1,c,in,p,,,extra\n' + // 10
+          ',c,in,p,,\n' + // 11
+          '1,,in,p,,\n' + // 12
+          '1,c,,p,,\n' + // 13
+          '2018-08-28T12:20:25,c,IN,p,,\n' + // 14: two problems
+          '2,ok2,out,,,A\n', // 15
+      );
+      expect(calls.map((c) => c.callId)).to.deep.equal(['ok1', 'ok2']);
+      expect(problems).to.deep.equal([
+        't.csv:3: column "time": bad time "abc"',
+        't.csv:4: column "direction": unknown direction "sideways" (expected "in" or "out")',
+        't.csv:5: column "peer": missing peer (required on "in" rows)',
+        't.csv:6: column "peer": missing peer (required on "in" rows)',
+        't.csv:7: column "route": missing route (required on "out" rows)',
+        't.csv:8: column "route": empty route " | "',
+        't.csv:9: expected 6 cells as in the header, found 4',
+        't.csv:10: expected 6 cells as in the header, found 7',
+        't.csv:11: column "time": missing time',
+        't.csv:12: column "call_id": missing call id',
+        't.csv:13: column "direction": missing direction',
+        't.csv:14: column "time": bad time "2018-08-28T12:20:25"',
+        't.csv:14: column "direction": unknown direction "IN" (expected "in" or "out")',
+      ]);
+    });
+
+    it('lines count comments, blank lines and line breaks inside quoted cells', async () => {
+      const problems = await problemsOf(H + '# c\n\n1,"a\nb\r\nc",in,p,,\n\nx,c,in,p,,\n');
+      expect(problems).to.deep.equal(['t.csv:8: column "time": bad time "x"']);
+    });
+
+    it('missing and duplicate header columns (fatal)', async () => {
+      expect(await problemsOf('# c\ntime,peer,route\n1,p,A\n')).to.deep.equal([
+        't.csv:2: column "call_id": missing from the header',
+        't.csv:2: column "direction": missing from the header',
+      ]);
+      expect(await problemsOf('time,call_id,direction,peer,time\n1,c,in,p,2\n')).to.deep.equal([
+        't.csv:1: column "time": duplicate column in the header',
+      ]);
+    });
+
+    it('an empty file, or only comments: no header row', async () => {
+      expect(await problemsOf('')).to.deep.equal(['t.csv:1: no header row (the trace is empty)']);
+      expect(await problemsOf('# only\n\n')).to.deep.equal(['t.csv:1: no header row (the trace is empty)']);
+      expect(await read(H)).to.deep.equal({ calls: [], problems: [] });
+    });
+
+    it('malformed CSV: the line where the bad row starts; the rows before it come (fatal)', async () => {
+      const unclosed = await read(H + '1,c1,in,p,,\n# c\n2,"c2,in,p,,\n3,c3,in,p,,\n');
+      expect(unclosed.calls.map((c) => c.callId)).to.deep.equal(['c1']);
+      expect(unclosed.problems).to.deep.equal(['t.csv:4: malformed CSV: a quoted cell is never closed']);
+      const closing = await read(H + '1,c1,in,p,,\n1,"c"2,in,p,,\n3,c3,in,p,,\n');
+      expect(closing.calls.map((c) => c.callId)).to.deep.equal(['c1']);
+      expect(closing.problems).to.deep.equal(['t.csv:3: malformed CSV: characters after the closing quote of a cell']);
+      const multi = await read(H + '1,"a\r\nb",in,p,,\n\n1,"c"x,in,p,,\n');
+      expect(multi.problems).to.deep.equal(['t.csv:5: malformed CSV: characters after the closing quote of a cell']);
+    });
+
+    it('an unreadable file is a problem on line 0', async () => {
+      const v = await validateTrace('/nonexistent/dir/trace.csv');
+      expect(v.calls).to.equal(0);
+      expect(v.problems).to.have.length(1);
+      expect(v.problems[0]).to.include({ file: '/nonexistent/dir/trace.csv', line: 0 });
+      expect(formatProblem(v.problems[0]!)).to.match(/^\/nonexistent\/dir\/trace\.csv: cannot read the trace: ENOENT/);
+    });
+
+    it('without onProblem, the first problem throws a TraceError after the good rows before it', async () => {
+      const seen: string[] = [];
+      let error: unknown;
+      try {
+        for await (const c of readTraceFrom([H + '1,c1,in,p,,\nx,c2,in,p,,\n3,c3,in,p,,\n'], 'y.csv')) seen.push(c.callId);
+      } catch (err) {
+        error = err;
+      }
+      expect(seen).to.deep.equal(['c1']);
+      expect(error).to.be.instanceOf(TraceError);
+      expect((error as TraceError).code).to.equal('ERR_TRACE');
+      expect((error as TraceError).message).to.equal('y.csv:3: column "time": bad time "x"');
+      expect((error as TraceError).problems).to.deep.equal([{ file: 'y.csv', line: 3, column: 'time', message: 'bad time "x"' }]);
+    });
+
+    it('an error thrown by onProblem reaches the caller unchanged', async () => {
+      const boom = new Error('boom');
+      let error: unknown;
+      try {
+        for await (const _ of readTraceFrom([H + 'x,c,in,p,,\n'], 'z', { onProblem: () => { throw boom; } })) void _;
+      } catch (err) {
+        error = err;
+      }
+      expect(error).to.equal(boom);
+    });
+
+    it('validateTrace caps the problems it keeps but counts them all', async () => {
+      let text = H;
+      for (let i = 0; i < 30; i++) text += 'x,c,in,p,,\n';
+      const v = await validateTraceFrom([text], 'cap.csv', { maxProblems: 5 });
+      expect(v.problems).to.have.length(5);
+      expect(v.problemCount).to.equal(30);
+    });
+  });
+
+  describe('order', () => {
+    let dir: string;
+    before(() => {
+      dir = mkdtempSync(join(tmpdir(), 'callgate-trace-'));
+    });
+    after(() => rmSync(dir, { recursive: true, force: true }));
+
+    it('validateTrace tells whether the times never decrease; equal times are sorted', async () => {
+      const sorted = join(dir, 'sorted.csv');
+      writeFileSync(sorted, H + '1,a,in,p,,\n1,b,in,p,,\n2018-08-28T12:20:25Z,c,in,p,,\n1535458825,d,in,p,,\n');
+      expect(await validateTrace(sorted)).to.deep.equal({
+        problems: [],
+        problemCount: 0,
+        calls: 4,
+        sorted: true,
+        first: 1e6,
+        last: BASE - 374375,
+      });
+      const unsorted = join(dir, 'unsorted.csv');
+      writeFileSync(unsorted, H + '2,a,in,p,,\n1.999999,b,in,p,,\n3,c,in,p,,\n');
+      expect((await validateTrace(unsorted)).sorted).to.equal(false);
+    });
+
+    it('loadTraceSorted sorts stably: equal times keep file order', async () => {
+      const path = join(dir, 'stable.csv');
+      writeFileSync(
+        path,
+        H +
+          '3,a,in,p,,\n' +
+          '1,b,in,p,,\n' +
+          '1970-01-01T02:00:03+02:00,c,in,p,,\n' + // = 3
+          '1.000000,d,in,p,,\n' + // = 1
+          '2,e,in,p,,\n' +
+          '1970-01-01T00:00:01.0000009Z,f,in,p,,\n', // = 1 (truncated)
+      );
+      const calls = await loadTraceSorted(path);
+      expect(calls.map((c) => c.callId)).to.deep.equal(['b', 'd', 'f', 'e', 'a', 'c']);
+      expect(calls.map((c) => c.line)).to.deep.equal([3, 5, 7, 6, 2, 4]);
+    });
+
+    it('loadTraceSorted throws a TraceError listing every problem', async () => {
+      const path = join(dir, 'bad.csv');
+      writeFileSync(path, H + 'x,a,in,p,,\n1,b,in,,,\n2,c,in,p,,\n');
+      let error: unknown;
+      try {
+        await loadTraceSorted(path);
+      } catch (err) {
+        error = err;
+      }
+      expect(error).to.be.instanceOf(TraceError);
+      expect((error as TraceError).problems.map((p) => p.line)).to.deep.equal([2, 3]);
+    });
+
+    it('streams a large generated trace in file order; unsorted ones are sorted by loadTraceSorted', async () => {
+      const path = join(dir, 'big.csv');
+      await pipeline(Readable.from(generateTrace({ calls: 100_000, seed: 7 })), createWriteStream(path));
+      const v = await validateTrace(path);
+      expect(v.problems).to.deep.equal([]);
+      expect(v.calls).to.equal(100_000);
+      expect(v.sorted).to.equal(true);
+      let n = 0;
+      let prevLine = 0;
+      for await (const c of readTrace(path)) {
+        n++;
+        expect(c.line).to.be.above(prevLine);
+        prevLine = c.line;
+        if (n === 50_000) break; // leaving early closes the file
+      }
+      expect(n).to.equal(50_000);
+
+      const upath = join(dir, 'unsorted-big.csv');
+      await pipeline(Readable.from(generateTrace({ calls: 20_000, seed: 7, unsorted: true })), createWriteStream(upath));
+      const uv = await validateTrace(upath);
+      expect(uv.calls).to.equal(20_000);
+      expect(uv.sorted).to.equal(false);
+      const calls = await loadTraceSorted(upath);
+      expect(calls).to.have.length(20_000);
+      for (let i = 1; i < calls.length; i++) {
+        expect(calls[i]!.time >= calls[i - 1]!.time).to.equal(true);
+        if (calls[i]!.time === calls[i - 1]!.time) expect(calls[i]!.line).to.be.above(calls[i - 1]!.line);
+      }
+    });
+  });
+});
