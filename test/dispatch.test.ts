@@ -215,12 +215,15 @@ describe('Dispatcher', function () {
           });
         });
 
-        it('a repeated carrier id is tried once', async () => {
+        it('a repeated carrier id is tried again, refused again, and listed each time (contract: each carrier in order)', async () => {
           const { d } = setup(store, clock, { A: { cps: 1 }, B: { cps: 1 } });
           await d.reserve({ callId: 'a', route: ['A'] });
-          const r = await d.reserve({ callId: 'b', route: ['A', 'A', 'B', 'A'] });
+          const r = await d.reserve({ callId: 'b', route: ['A', 'X', 'A', 'B', 'A'] });
           expect(r).to.include({ carrier: 'B' });
-          expect(r.reroutedFrom).to.deep.equal(['A']);
+          expect(r.reroutedFrom).to.deep.equal(['A', 'A']);
+          const none = await d.reserve({ callId: 'c', route: ['A', 'B', 'A'] });
+          expect(none).to.include({ outcome: 'rejected', reason: 'all-routes-congested' });
+          expect(none.reroutedFrom).to.deep.equal(['A', 'B', 'A']);
         });
 
         it('ids of any shape work and never collide', async () => {

@@ -283,15 +283,16 @@ export class Dispatcher {
 
   // ---------------------------------------------------------------------------------------------
 
-  /** The route as the store sees it: configured carriers only, first occurrence of each id. */
+  /**
+   * The route as the store sees it: its configured carriers, in order. A carrier named twice is
+   * tried twice, as the contract reads ("for each carrier in order"); it is refused again (its
+   * state did not change) and listed twice in rerouted_from.
+   */
   private plan(route: readonly string[]): { ids: string[]; carriers: Carrier[] } {
     const configured = this.carriers();
     const ids: string[] = [];
     const carriers: Carrier[] = [];
-    const seen = new Set<string>();
     for (const id of route) {
-      if (seen.has(id)) continue;
-      seen.add(id);
       const cfg = configured.get(id);
       if (!cfg) continue;
       ids.push(id);
