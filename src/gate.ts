@@ -4,6 +4,7 @@
  * counts, and typed events whose listeners cannot break a decision.
  */
 import { watch, type FSWatcher } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { Admission, type AdmissionDecision, type AdmissionEvents, type AdmitInput, type StorePolicy } from './admission/Admission.js';
 import { SystemClock, type Clock } from './clock.js';
 import { diffConfig, loadConfig, type CallgateConfig, type CallgateConfigInput, type ConfigChange } from './config/index.js';
@@ -57,6 +58,9 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   private readonly admission: Admission;
   private readonly dispatcher: Dispatcher;
   private watcher?: FSWatcher;
+  /** The reloads started by watch(), in order. */
+  private reloading: Promise<void> = Promise.resolve();
+  private watchTimer?: NodeJS.Timeout;
 
   /** Load and validate the configuration (a file path, an object, or an already parsed one). */
   static async create(opts: CallGateOptions): Promise<CallGate> {
@@ -136,15 +140,28 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     return changes;
   }
 
-  /** Reload whenever the file changes; a bad new file is reported on 'error' and ignored. */
+  /**
+   * Reload whenever the file changes; a bad new file is reported on 'error' and ignored.
+   *
+   * The directory is watched, not the file: editors and config maps replace a file by rename
+   * (or a symlink swap, Kubernetes' `..data`), after which a watch on the old inode would never
+   * fire again. Reloads run one after the other, so the last file written is the one in force.
+   */
   watch(path: string, debounceMs = 100): void {
     this.watcher?.close();
-    let timer: NodeJS.Timeout | undefined;
-    this.watcher = watch(path, () => {
-      clearTimeout(timer);
-      timer = setTimeout(() => this.reload(path).catch((err: Error) => this.safeEmit('error', err)), debounceMs);
-      timer.unref();
+    clearTimeout(this.watchTimer);
+    const file = basename(path);
+    this.watcher = watch(dirname(path), (_event, name) => {
+      const changed = name === null || name === file || String(name).startsWith('..');
+      if (!changed) return;
+      clearTimeout(this.watchTimer);
+      this.watchTimer = setTimeout(() => {
+        this.reloading = this.reloading.then(() => this.reload(path).then(() => undefined, (err: Error) => this.safeEmit('error', err)));
+      }, debounceMs);
+      this.watchTimer.unref();
     });
+    // An FSWatcher 'error' with no listener would crash the process.
+    this.watcher.on('error', (err) => this.safeEmit('error', err));
     this.watcher.unref();
   }
 
@@ -154,6 +171,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
    */
   async close(opts: { mode?: 'drain' | 'cancel' } = {}): Promise<void> {
     this.watcher?.close();
+    clearTimeout(this.watchTimer);
     await this.dispatcher.close(opts);
     await this.store.close();
   }
