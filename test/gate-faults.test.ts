@@ -188,13 +188,9 @@ describe('CallGate when Redis goes away and comes back', function () {
     }
   });
 
-  // KNOWN BUG (reported, not fixed here: the fix belongs in src/store + lua): a decision that
-  // timed out is refused (fail-closed) or decided locally, but its command stays queued in the
-  // ioredis client (offline queue, or re-sent in flight on reconnect) and runs once Redis is back,
-  // so the refused call is recorded on Redis after all. Seen with maxRetriesPerRequest 1 and with
-  // the defaults. Suggested fix: the admit/add scripts take a deadline (µs) and record nothing
-  // when Redis TIME has passed it. Unskip once fixed.
-  it.skip('a call refused during a short outage is not recorded on Redis when it comes back', async () => {
+  // A decision that timed out must not be counted on Redis later: RedisStore sends a command
+  // only on a ready connection, never queues it offline nor re-sends it after a reconnect.
+  it('a call refused during a short outage is not recorded on Redis when it comes back', async () => {
     await server.kill();
     const T3 = T0 + 2_000 * S;
     for (const name of ['closed', 'closed-default']) {

@@ -7,7 +7,7 @@ import type { CallgateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import type { SafeEmitter } from '../events.js';
 import { MemoryStore } from '../store/MemoryStore.js';
-import { withTimeout } from '../store/timeout.js';
+import { withDeadline } from '../store/timeout.js';
 import type { AdmitResult, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
 
@@ -100,7 +100,7 @@ export class Admission {
     }
     let result: AdmitResult;
     try {
-      result = await this.call(this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at }));
+      result = await this.call((signal) => this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at, signal }));
     } catch (err) {
       return this.emit(await this.degrade(input, plan, at, err as Error));
     }
@@ -120,7 +120,7 @@ export class Admission {
     let degraded: StorePolicy | undefined;
     if (known.buckets.length > 0) {
       try {
-        now = (await this.call(this.store.record({ tag: known.tag, buckets: known.buckets, now: at }))).now;
+        now = (await this.call((signal) => this.store.record({ tag: known.tag, buckets: known.buckets, now: at, signal }))).now;
       } catch (err) {
         degraded = this.policy;
         this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error: err as Error });
@@ -130,8 +130,9 @@ export class Admission {
     return this.emit({ callId: input.callId, admitted: true, retryAfterMs: 0, at: now, forced: true, ...(degraded && { degraded }) });
   }
 
-  private call<T>(promise: Promise<T>): Promise<T> {
-    return this.store.kind === 'memory' ? promise : withTimeout(promise, this.timeoutMs);
+  /** A store call, bounded by the decision timeout (not needed in process). */
+  private call<T>(run: (signal?: AbortSignal) => Promise<T>): Promise<T> {
+    return this.store.kind === 'memory' ? run() : withDeadline(run, this.timeoutMs);
   }
 
   private localStore(): MemoryStore {

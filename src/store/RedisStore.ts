@@ -42,7 +42,23 @@ export interface RedisStoreOptions {
    * expiry cannot follow a clock that runs faster or slower than real time. Default 24 h.
    */
   readonly virtualTimeTtlMs?: number;
+  /** How long a call without a signal waits for a (re)connecting Redis, ms (default 5000). */
+  readonly readyTimeoutMs?: number;
 }
+
+/**
+ * ioredis options for a client that serves decisions. The store itself waits for a ready
+ * connection (bounded by the decision's deadline) before it sends a command; these settings
+ * close the remaining gaps, where ioredis would queue a command while Redis is away or re-send
+ * one that was in flight when the connection broke, and run it later: that would count a call
+ * the store-trouble policy already decided. Not forced on a client you pass in, since it may
+ * serve other code too.
+ */
+export const RECOMMENDED_REDIS_OPTIONS = {
+  maxRetriesPerRequest: 1,
+  enableOfflineQueue: false,
+  autoResendUnfulfilledCommands: false,
+} as const;
 
 type Reply = (string | number)[];
 const ALGO_CODE = { 'sliding-log': 'l', 'fixed-window': 'f', 'sliding-window': 's' } as const;
@@ -54,6 +70,7 @@ export class RedisStore implements Store {
   private readonly redis: Redis | Cluster;
   private readonly hashTags: boolean;
   private readonly virtualTtlMs: number;
+  private readonly readyTimeoutMs: number;
   private readonly instance = randomBytes(6).toString('base64url');
   private seq = 0;
   private ownsConnection = false;
@@ -64,6 +81,7 @@ export class RedisStore implements Store {
     if (/[{}]/.test(this.prefix)) throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
     this.hashTags = opts.hashTags ?? opts.redis instanceof Cluster;
     this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
+    this.readyTimeoutMs = opts.readyTimeoutMs ?? 5_000;
     for (const { command, lua } of Object.values(SCRIPTS)) {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
@@ -71,7 +89,7 @@ export class RedisStore implements Store {
 
   /** A store on its own connection to `url` (closed by close()). */
   static connect(url: string, opts: Omit<RedisStoreOptions, 'redis'> = {}): RedisStore {
-    const store = new RedisStore({ ...opts, redis: new Redis(url, { maxRetriesPerRequest: 1 }) });
+    const store = new RedisStore({ ...opts, redis: new Redis(url, RECOMMENDED_REDIS_OPTIONS) });
     store.ownsConnection = true;
     return store;
   }
@@ -80,13 +98,43 @@ export class RedisStore implements Store {
     return this.hashTags ? `${this.prefix}{${tag}}:${name}` : `${this.prefix}${name}`;
   }
 
-  private async run(name: ScriptName, keys: string[], args: (string | number)[]): Promise<unknown> {
+  /**
+   * Resolves once the connection is ready; rejects when the signal aborts first, when the client
+   * gives up ('end'), or after `readyTimeoutMs` for a call that brought no signal.
+   */
+  private ready(given: AbortSignal | undefined): Promise<void> {
+    const signal = given ?? AbortSignal.timeout(this.readyTimeoutMs);
+    return new Promise((resolve, reject) => {
+      const done = (err?: Error) => {
+        this.redis.off('ready', onReady);
+        this.redis.off('end', onEnd);
+        signal.removeEventListener('abort', onAbort);
+        if (err) reject(err);
+        else resolve();
+      };
+      const onReady = () => done();
+      const onEnd = () => done(new StoreUnavailableError('Redis connection closed'));
+      const onAbort = () => done(new StoreUnavailableError('Redis not ready in time'));
+      if (signal.aborted) return onAbort();
+      this.redis.once('ready', onReady);
+      this.redis.once('end', onEnd);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  private async run(name: ScriptName, keys: string[], args: (string | number)[], signal?: AbortSignal): Promise<unknown> {
     const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[SCRIPTS[name].command]!;
     try {
+      if (this.redis.status !== 'ready') {
+        if (this.redis.status === 'end') throw new StoreUnavailableError('Redis connection closed');
+        if (this.redis.status === 'wait') this.redis.connect().catch(() => undefined); // lazyConnect
+        await this.ready(signal);
+      }
+      if (signal?.aborted) throw new StoreUnavailableError('decision timed out before its command was sent');
       return await fn.call(this.redis, keys.length, ...keys, ...args);
     } catch (err) {
       // A Redis reply error is a bug to surface as is; anything else means Redis is out of reach.
-      if (err instanceof ReplyError) throw err;
+      if (err instanceof ReplyError || err instanceof StoreUnavailableError) throw err;
       throw new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err);
     }
   }
@@ -128,20 +176,20 @@ export class RedisStore implements Store {
   async admit(req: AdmitRequest): Promise<AdmitResult> {
     checkAdmit(req);
     const { keys, args } = this.bucketArgs(req.tag, req.buckets);
-    const r = (await this.run('admit', keys, [req.now ?? '', this.member(), this.ttlFloor(req.now), ...args])) as Reply;
+    const r = (await this.run('admit', keys, [req.now ?? '', this.member(), this.ttlFloor(req.now), ...args], req.signal)) as Reply;
     return { admitted: r[0] === 1, limitedBy: Number(r[1]) - 1, retryAfterUs: Number(r[2]), now: Number(r[3]) };
   }
 
   async record(req: RecordRequest): Promise<RecordResult> {
     checkAdmit(req);
     const { keys, args } = this.bucketArgs(req.tag, req.buckets);
-    const r = await this.run('add', keys, [req.now ?? '', this.member(), this.ttlFloor(req.now), ...args]);
+    const r = await this.run('add', keys, [req.now ?? '', this.member(), this.ttlFloor(req.now), ...args], req.signal);
     return { now: Number(r) };
   }
 
   async count(req: CountRequest): Promise<CountResult> {
     checkCount(req);
-    const r = (await this.run('get', [`${this.base(req.tag, req.bucket)}:log`], [req.now ?? '', req.windowUs])) as Reply;
+    const r = (await this.run('get', [`${this.base(req.tag, req.bucket)}:log`], [req.now ?? '', req.windowUs], req.signal)) as Reply;
     return { count: Number(r[0]), now: Number(r[1]) };
   }
 
@@ -153,7 +201,7 @@ export class RedisStore implements Store {
     checkReserve(req);
     const args: (string | number)[] = [req.now ?? '', this.ttlFloor(req.now)];
     for (const c of req.route) args.push(c.intervalUs, c.maxWaitUs);
-    const r = (await this.run('reserve', req.route.map((c) => this.carrierKey(c)), args)) as Reply;
+    const r = (await this.run('reserve', req.route.map((c) => this.carrierKey(c)), args, req.signal)) as Reply;
     return {
       index: Number(r[0]) - 1,
       waitUs: Number(r[1]),
@@ -165,7 +213,7 @@ export class RedisStore implements Store {
 
   async wait(req: WaitRequest): Promise<WaitResult> {
     checkWait(req);
-    const r = (await this.run('wait', [this.carrierKey(req.carrier)], [req.now ?? '', req.carrier.intervalUs])) as Reply;
+    const r = (await this.run('wait', [this.carrierKey(req.carrier)], [req.now ?? '', req.carrier.intervalUs], req.signal)) as Reply;
     return { waitUs: Number(r[0]), now: Number(r[1]) };
   }
 

@@ -10,6 +10,15 @@
 
 export type Algorithm = 'sliding-log' | 'sliding-window' | 'fixed-window';
 
+/** What every request may carry besides its own fields. */
+export interface RequestOptions {
+  /**
+   * Aborted when the caller stopped waiting (its decision timed out). A store must not send a
+   * command whose signal is aborted: the policy has decided that call already.
+   */
+  readonly signal?: AbortSignal;
+}
+
 /** One limit of a bucket: at most `limit` admitted events per window of `windowUs`. */
 export interface Limit {
   readonly limit: number;
@@ -42,7 +51,7 @@ export interface Bucket {
  * the latest window recorded); an event in an older window counts 0 and is not recorded.
  * Before counting, each bucket's log is trimmed to events with s > t - max(W of its log limits).
  */
-export interface AdmitRequest {
+export interface AdmitRequest extends RequestOptions {
   readonly tag: string;
   readonly buckets: readonly Bucket[];
   readonly now?: number;
@@ -66,7 +75,7 @@ export interface AdmitResult {
 }
 
 /** Unconditional record (the "add" operation): count one event in every bucket, refuse nothing. */
-export interface RecordRequest {
+export interface RecordRequest extends RequestOptions {
   readonly tag: string;
   readonly buckets: readonly Bucket[];
   readonly now?: number;
@@ -77,7 +86,7 @@ export interface RecordResult {
 }
 
 /** The "get" operation: events of a bucket's sliding log with now - W < s <= now. */
-export interface CountRequest {
+export interface CountRequest extends RequestOptions {
   readonly tag: string;
   readonly bucket: string;
   readonly windowUs: number;
@@ -103,7 +112,7 @@ export interface Carrier {
  * wait <= maxWait takes the call (last(c) = slot); a refused carrier keeps its state.
  * All carriers share one tag (one Cluster slot), since routes mix carriers freely.
  */
-export interface ReserveRequest {
+export interface ReserveRequest extends RequestOptions {
   readonly route: readonly Carrier[];
   readonly now?: number;
 }
@@ -121,7 +130,7 @@ export interface ReserveResult {
 }
 
 /** Current queue wait of one carrier: max(0, last(c) + I - now). */
-export interface WaitRequest {
+export interface WaitRequest extends RequestOptions {
   readonly carrier: Carrier;
   readonly now?: number;
 }
