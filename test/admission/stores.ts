@@ -21,10 +21,10 @@ let seq = 0;
 export const uniquePrefix = (label: string): string => `cgt:${label}:${process.pid}:${Date.now().toString(36)}:${seq++}:`;
 
 /** Registers mocha hooks and calls `body` once per store kind, inside a describe per kind. */
-export function forEachStore(label: string, body: (kind: () => StoreKind) => void): void {
+export function forEachStore(label: string, body: (kind: () => StoreKind, name: 'memory' | 'redis') => void): void {
   describe(`${label} [memory]`, () => {
     const kind: StoreKind = { name: 'memory', make: () => new MemoryStore() };
-    body(() => kind);
+    body(() => kind, 'memory');
   });
 
   describe(`${label} [redis]`, function () {
@@ -46,7 +46,7 @@ export function forEachStore(label: string, body: (kind: () => StoreKind) => voi
       client?.disconnect();
       await handle?.stop();
     });
-    body(() => kind);
+    body(() => kind, 'redis');
   });
 }
 
