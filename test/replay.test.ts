@@ -11,7 +11,8 @@ import { replay, type DecisionLine } from '../src/replay/replay.js';
 import { MemoryStore } from '../src/store/MemoryStore.js';
 import { RedisStore } from '../src/store/RedisStore.js';
 import type { Store } from '../src/store/types.js';
-import { getRedis, type RedisHandle } from './helpers/redis.js';
+import { StoreUnavailableError } from '../src/errors/index.js';
+import { getRedis, startRedisServer, type RedisHandle } from './helpers/redis.js';
 import { modelFixture, type Decision } from './reference/model.js';
 
 const FIXTURES = new URL('../fixtures/', import.meta.url).pathname;
@@ -86,5 +87,37 @@ describe('replay matches the reference model on every fixture', function () {
     const boundary = expected.get('boundary')!;
     expect(readFileSync(`${FIXTURES}boundary.trace.csv`, 'utf8')).to.match(/\.999/);
     expect(boundary.filter((d) => d.outcome === 'rejected').length).to.be.greaterThan(0);
+  });
+});
+
+describe('replay on a Redis that goes away', function () {
+  this.timeout(60_000);
+  it('stops with StoreUnavailableError instead of turning the failure into decisions', async () => {
+    const server = await startRedisServer();
+    const redis = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    redis.on('error', () => {});
+    const seen: DecisionLine[] = [];
+    try {
+      const store = new RedisStore({ redis, prefix: 't:gone:', readyTimeoutMs: 500 });
+      const run = replay({
+        config: await loadConfigFile(`${FIXTURES}autodialer.config.json`),
+        tracePath: `${FIXTURES}autodialer.trace.csv`,
+        store,
+        onDecision: async (d) => {
+          seen.push(d);
+          if (seen.length === 50) await server.kill();
+        },
+      });
+      const err = await run.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).to.be.instanceOf(StoreUnavailableError);
+      expect(seen.length).to.equal(50);
+      expect(seen.some((d) => d.direction === 'in' && d.limited_by === 'store-unavailable')).to.equal(false);
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
   });
 });

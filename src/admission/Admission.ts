@@ -11,8 +11,12 @@ import { withDeadline } from '../store/timeout.js';
 import type { AdmitResult, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
 
-/** What a decision does when the store cannot be reached in time. */
-export type StorePolicy = 'fail-closed' | 'fail-open' | 'local';
+/**
+ * What a decision does when the store cannot be reached in time: refuse (`fail-closed`), admit
+ * (`fail-open`), decide on an in-process store with the same limits (`local`), or reject the
+ * promise with StoreUnavailableError (`error`: replay, or callers with their own fallback).
+ */
+export type StorePolicy = 'fail-closed' | 'fail-open' | 'local' | 'error';
 
 export interface AdmitInput {
   readonly callId: string;
@@ -122,6 +126,7 @@ export class Admission {
       try {
         now = (await this.call((signal) => this.store.record({ tag: known.tag, buckets: known.buckets, now: at, signal }))).now;
       } catch (err) {
+        if (err instanceof InvalidArgumentError || this.policy === 'error') throw err;
         degraded = this.policy;
         this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error: err as Error });
         if (this.policy === 'local') now = this.localStore().recordSync({ tag: known.tag, buckets: known.buckets, now: at }).now;
@@ -140,7 +145,7 @@ export class Admission {
   }
 
   private async degrade(input: AdmitInput, plan: AdmissionPlan, at: number | undefined, error: Error): Promise<AdmissionDecision> {
-    if (error instanceof InvalidArgumentError) throw error;
+    if (error instanceof InvalidArgumentError || this.policy === 'error') throw error;
     this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error });
     const now = at ?? Date.now() * 1000;
     switch (this.policy) {

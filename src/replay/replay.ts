@@ -99,7 +99,8 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   if (check.problems.length > 0) throw new TraceError(check.problems);
   const started = performance.now();
   const clock = new VirtualClock(check.first ?? 0);
-  const gate = new CallGate({ config: opts.config, store: opts.store, clock });
+  // a replay on a store that fails must stop, not turn the failure into decisions
+  const gate = new CallGate({ config: opts.config, store: opts.store, clock, policy: 'error', timeoutMs: 30_000 });
   const { inbound: cfgIn, outbound: cfgOut } = opts.config;
 
   const inbound = { offered: 0, admitted: 0, rejected: 0, byReason: new Map<string, number>() };

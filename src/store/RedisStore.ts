@@ -73,6 +73,7 @@ export class RedisStore implements Store {
   private readonly readyTimeoutMs: number;
   private readonly instance = randomBytes(6).toString('base64url');
   private seq = 0;
+  private corked = false;
   private ownsConnection = false;
 
   constructor(opts: RedisStoreOptions) {
@@ -124,6 +125,17 @@ export class RedisStore implements Store {
 
   private async run(name: ScriptName, keys: string[], args: (string | number)[], signal?: AbortSignal): Promise<unknown> {
     const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[SCRIPTS[name].command]!;
+    if (process.env.CG_CORK && !this.corked && !(this.redis instanceof Cluster)) {
+      const stream = (this.redis as Redis).stream;
+      if (stream && (this.redis as Redis).status === 'ready') {
+        this.corked = true;
+        stream.cork();
+        process.nextTick(() => {
+          this.corked = false;
+          stream.uncork();
+        });
+      }
+    }
     try {
       if (this.redis.status !== 'ready') {
         if (this.redis.status === 'end') throw new StoreUnavailableError('Redis connection closed');
