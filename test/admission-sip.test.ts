@@ -7,21 +7,11 @@ import { expect } from 'chai';
 import type { AdmissionDecision } from '../src/admission/Admission.js';
 import { toSipResponse } from '../src/admission/sip.js';
 import { CallGate } from '../src/gate.js';
+import { prng as mulberry32 } from '../scripts/make-fixtures.js';
 import { MS, S, T0 } from './admission/stores.js';
 
 const refused = (retryAfterMs: number, limitedBy = 'peer:p'): AdmissionDecision => ({ callId: 'c', admitted: false, limitedBy, retryAfterMs, at: T0 });
 
-/** A small deterministic PRNG (mulberry32) in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('toSipResponse', () => {
   it('admitted: no response', () => {

@@ -2,36 +2,18 @@
  * The callgate command as a user runs it: a real child process, real files, exit codes.
  */
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
+import { runNode, type Run } from './helpers/run.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const BIN = join(ROOT, 'bin/callgate.js');
 const FIX = join(ROOT, 'fixtures');
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b));
-    child.stderr.on('data', (b: Buffer) => (stderr += b));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  return runNode([BIN, ...args], { cwd: ROOT, env });
 }
 
 const replayArgs = (name: string, ...more: string[]) => ['replay', '--config', join(FIX, `${name}.config.json`), '--trace', join(FIX, `${name}.trace.csv`), ...more];

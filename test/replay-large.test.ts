@@ -4,7 +4,6 @@
  * 200k-call trace replayed by the command inside a small heap (memory stays flat).
  */
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +15,7 @@ import { RedisStore } from '../src/store/RedisStore.js';
 import type { Store } from '../src/store/types.js';
 import { generateConfig, writeTrace } from '../scripts/gen-trace.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
+import { runNode } from './helpers/run.js';
 import { loadTraceForModel, runModel } from './reference/model.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -78,23 +78,10 @@ describe('large generated traces', function () {
     const cfg = join(dir, 'big.config.json');
     await writeTrace(trace, cfg, { calls: 200_000, seed: 3 });
     const out = join(dir, 'big.jsonl');
-    const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(
-        process.execPath,
-        ['--max-old-space-size=48', join(ROOT, 'bin/callgate.js'), 'replay', '--config', cfg, '--trace', trace, '--decisions', out, '--json'],
-        { cwd: ROOT },
-      );
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (b: Buffer) => (stdout += b));
-      child.stderr.on('data', (b: Buffer) => (stderr += b));
-      const timer = setTimeout(() => child.kill('SIGKILL'), 150_000);
-      child.on('error', reject);
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr });
-      });
-    });
+    const r = await runNode(
+      ['--max-old-space-size=48', join(ROOT, 'bin/callgate.js'), 'replay', '--config', cfg, '--trace', trace, '--decisions', out, '--json'],
+      { cwd: ROOT, timeoutMs: 150_000 },
+    );
     expect(r.code, r.stderr).to.equal(0);
     const report = JSON.parse(r.stdout) as { calls: number; all_limits_held: boolean; calls_per_second: number };
     expect(report.calls).to.equal(200_000);
