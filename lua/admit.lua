@@ -2,78 +2,102 @@
   admit: check several buckets, each with one or more (limit, window) pairs, and record the
   event in all of them only if every one has room (all or nothing).
 
-  KEYS[1..n]  the structures the buckets read, each named once: per bucket its sliding-log
-              sorted set (members = event ids, scores = µs) if it has sliding-log limits, and
-              one hash {w, c, p} per distinct window of its fixed-/sliding-window limits.
+  KEYS        the structures the buckets read, each named once: first the sliding-log sorted
+              sets (members = event ids, scores = µs), one per bucket with sliding-log limits,
+              then the window hashes {w, c, p}, one per bucket and distinct window of its
+              fixed-/sliding-window limits
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2]     member: a unique id for this event (the sorted-set member)
   ARGV[3]     ttl floor, ms: the least expiry of a written key (0 when now is Redis TIME;
               a long floor when the caller's clock is virtual, so keys outlive real time)
-  ARGV[4..]   the bucket descriptors (includes/buckets.lua: B, then per bucket logKey,
-              retention µs, m, then per limit algo, L, W µs, key index)
+  ARGV[4..]   the structures and the limits (includes/buckets.lua)
 
   Semantics at time t (normative: src/store/types.ts):
     sliding-log     n = #{s : t - W < s <= t}; room iff n < L
     fixed-window    c = count of window floor(t / W); room iff c < L
     sliding-window  room iff c + p * (1 - f) < L, f = (t - kW) / W
-  Reply: { admitted 1|0, limitedBy (1-based index of the first bucket without room; 0),
-           retryAfterUs (string: max over failing limits of the wait until room), now (string) }
+  Reply (integers, all exact below 2^53): admitted: now (µs); refused: { limitedBy (1-based
+         index of the first bucket without room), retryAfterUs (max over failing limits of the
+         wait until room), now }
 ]]
 --- @include "common"
 --- @include "buckets"
 
 local t = readNow(ARGV[1])
-local floorMs = tonumber(ARGV[3])
-local buckets = parseBuckets()
-trimLogs(buckets, t)
+local ts = fmtInt(t)
+local bound = bounds(t)
+local nl, nw = tonumber(ARGV[4]), tonumber(ARGV[5])
+trimLogs(nl, bound)
+
+-- each window hash is read once: its fields serve the checks and the record
+local hw, hc, hp
+if nw > 0 then
+  hw, hc, hp = {}, {}, {}
+  for j = 1, nw do
+    hw[j], hc[j], hp[j] = readHash(KEYS[nl + j])
+  end
+end
 
 local limitedBy = 0
 local retry = 0
-for b, bucket in ipairs(buckets) do
-  for _, lim in ipairs(bucket.limits) do
-    local L, W, key = lim.L, lim.W, KEYS[lim.key]
-    local wait = 0
-    if lim.algo == 'l' then
-      local n = redis.call('ZCOUNT', key, '(' .. fmt(t - W), fmt(t))
+local counted = {}
+for i = 6 + 2 * nl + nw, #ARGV, 5 do
+  local algo, L, W, s = ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  local wait = 0
+  if algo == 'l' then
+    -- a log's limits come widest window first, and a window holds no more events than a wider
+    -- one: a count below L already proves room
+    local wider = counted[s]
+    if wider == nil or wider >= L then
+      local from = '(' .. bound(W)
+      local n = redis.call('ZCOUNT', KEYS[s], from, ts)
+      counted[s] = n
       if n >= L then
         -- the (n - L + 1)-th oldest event in the window leaves it at s + W
-        local s = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(t - W), fmt(t), 'WITHSCORES', 'LIMIT', n - L, 1)
-        wait = tonumber(s[2]) + W - t
+        local e = redis.call('ZRANGEBYSCORE', KEYS[s], from, ts, 'WITHSCORES', 'LIMIT', fmtInt(n - L), '1')
+        wait = tonumber(e[2]) + W - t
+      end
+    end
+  else
+    local k = windowIndex(t, W)
+    local c, p = windowCounts(hw[s], hc[s], hp[s], k)
+    if algo == 'f' then
+      if c >= L then
+        wait = (k + 1) * W - t
       end
     else
-      local k = windowIndex(t, W)
-      local c, p = readWindow(key, k)
-      if lim.algo == 'f' then
+      local f = (t - k * W) / W
+      if c + p * (1 - f) >= L then
         if c >= L then
-          wait = (k + 1) * W - t
+          wait = (k + 1) * W + math.floor(W * (1 - L / c)) + 1 - t
+        else
+          wait = k * W + math.floor(W * (1 - (L - c) / p)) + 1 - t
         end
-      else
-        local f = (t - k * W) / W
-        if c + p * (1 - f) >= L then
-          if c >= L then
-            wait = (k + 1) * W + math.floor(W * (1 - L / c)) + 1 - t
-          else
-            wait = k * W + math.floor(W * (1 - (L - c) / p)) + 1 - t
-          end
-          if wait < 1 then
-            wait = 1
-          end
+        if wait < 1 then
+          wait = 1
         end
       end
     end
-    if wait > 0 then
-      if limitedBy == 0 then
-        limitedBy = b
-      end
-      if wait > retry then
-        retry = wait
-      end
+  end
+  if wait > 0 then
+    if limitedBy == 0 then
+      limitedBy = tonumber(ARGV[i])
+    end
+    if wait > retry then
+      retry = wait
     end
   end
 end
 
 if limitedBy == 0 then
-  recordAll(buckets, t, ARGV[2], floorMs)
-  return { 1, 0, '0', fmt(t) }
+  recordLogs(nl, ts, ARGV[2])
+  if nw > 0 then
+    local floorMs = tonumber(ARGV[3])
+    local wBase = 5 + 2 * nl
+    for j = 1, nw do
+      recordWindow(KEYS[nl + j], hw[j], hc[j], hp[j], t, tonumber(ARGV[wBase + j]), floorMs)
+    end
+  end
+  return t
 end
-return { 0, limitedBy, fmt(retry), fmt(t) }
+return { limitedBy, retry, t }

@@ -10,4 +10,5 @@
 
 local t = readNow(ARGV[1])
 local W = tonumber(ARGV[2])
-return { redis.call('ZCOUNT', KEYS[1], '(' .. fmt(t - W), fmt(t)), fmt(t) }
+local ts = fmtInt(t)
+return { redis.call('ZCOUNT', KEYS[1], '(' .. fmtInt(t - W), ts), ts }

@@ -15,7 +15,7 @@
 
 local t = readNow(ARGV[1])
 local floorMs = tonumber(ARGV[2])
-local reply = { 0, '0', '0', fmt(t) }
+local reply = { 0, '0', '0', fmtInt(t) }
 for i = 1, #KEYS do
   local I = tonumber(ARGV[1 + 2 * i])
   local maxWait = tonumber(ARGV[2 + 2 * i])
@@ -28,13 +28,15 @@ for i = 1, #KEYS do
     end
   end
   local wait = slot - t
-  reply[#reply + 1] = fmt(wait)
+  local waitText = fmt(wait)
+  reply[#reply + 1] = waitText
   if wait <= maxWait then
     -- last(c) matters until slot + I: after that every call gets slot = t anyway
-    redis.call('SET', KEYS[i], fmt(slot), 'PX', ttlMs(slot + I - t, floorMs))
+    local slotText = fmt(slot)
+    redis.call('SET', KEYS[i], slotText, 'PX', fmtInt(ttlMs(slot + I - t, floorMs)))
     reply[1] = i
-    reply[2] = fmt(wait)
-    reply[3] = fmt(slot)
+    reply[2] = waitText
+    reply[3] = slotText
     return reply
   end
 end

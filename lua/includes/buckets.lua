@@ -1,37 +1,55 @@
--- Bucket descriptors, shared by admit and add. After ARGV[1..3] (now, member, ttl floor):
---   ARGV[4]   B, the number of buckets; then for each bucket:
---     logKey      index in KEYS of its sliding-log sorted set (0: no sliding-log limit)
---     retention   µs of history its log keeps (max W of its sliding-log limits)
---     m           number of limits; then for each limit:
---       algo      'l' sliding-log | 'f' fixed-window | 's' sliding-window
---       L         the limit (events per window)
---       W         the window, µs
---       key       index in KEYS of the structure it reads: the log, or the window hash of W
-local function parseBuckets()
-  local buckets = {}
-  local i = 5
-  for b = 1, tonumber(ARGV[4]) do
-    local bucket = { logKey = tonumber(ARGV[i]), retention = tonumber(ARGV[i + 1]), limits = {} }
-    local m = tonumber(ARGV[i + 2])
-    i = i + 3
-    for j = 1, m do
-      bucket.limits[j] = { algo = ARGV[i], L = tonumber(ARGV[i + 1]), W = tonumber(ARGV[i + 2]), key = tonumber(ARGV[i + 3]) }
-      i = i + 4
+-- The structures of admit and add, after ARGV[1..3] (now, member, ttl floor):
+--   ARGV[4]   nl, the number of sliding logs: KEYS[1..nl], one per bucket with sliding-log limits
+--   ARGV[5]   nw, the number of window hashes: KEYS[nl + 1 .. nl + nw], one per bucket and
+--             distinct window of its fixed-/sliding-window limits
+--   then per log (2 each):   retention µs (max W of its bucket's sliding-log limits),
+--                            expiry ms after an event (ttlMs(retention, floor), given by the caller)
+--   then per window hash:    W, µs
+--   then (admit only) per limit, buckets in order, and within a bucket its sliding-log limits
+--   widest window first (5 each):
+--     b         1-based index of the limit's bucket
+--     algo      'l' sliding-log | 'f' fixed-window | 's' sliding-window
+--     L         the limit (events per window)
+--     W         the window, µs
+--     s         the structure it reads: index of its log (1..nl) or of its window hash (1..nw)
+-- Every argument is a string Redis can take as is, and every number handed back to Redis goes
+-- through fmtInt: converting Lua numbers is the costly part of a script this small.
+
+-- t - W as a score string, each distinct W formatted once per call.
+local function bounds(t)
+  local cache = {}
+  return function(W)
+    local s = cache[W]
+    if not s then
+      s = fmtInt(t - W)
+      cache[W] = s
     end
-    buckets[b] = bucket
+    return s
   end
-  return buckets
 end
 
--- Window hash {w = latest window index, c = its count, p = count of window w - 1}.
--- Returns the counts of t's window k and of window k - 1; only two windows are kept.
-local function readWindow(key, k)
+-- Drop log entries no limit can see any more (s <= t - retention).
+local function trimLogs(nl, bound)
+  for i = 1, nl do
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', bound(tonumber(ARGV[4 + 2 * i])))
+  end
+end
+
+-- Window hash {w = latest window index, c = its count, p = count of window w - 1}: its fields
+-- as numbers (w nil when the hash does not exist). Only two windows are kept.
+local function readHash(key)
   local s = redis.call('HMGET', key, 'w', 'c', 'p')
   if not s[1] then
-    return 0, 0
+    return nil, 0, 0
   end
-  local w, c, p = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
-  if k == w then
+  return tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
+end
+
+-- The counts of window k and of window k - 1, given the hash's fields.
+local function windowCounts(w, c, p, k)
+  if w == nil then
+    return 0, 0
+  elseif k == w then
     return c, p
   elseif k == w + 1 then
     return 0, c
@@ -41,10 +59,9 @@ local function readWindow(key, k)
   return 0, 0
 end
 
-local function recordWindow(key, t, W, floorMs)
+-- Count one event at t in a window hash whose fields were w, c, p.
+local function recordWindow(key, w, c, p, t, W, floorMs)
   local k = windowIndex(t, W)
-  local s = redis.call('HMGET', key, 'w', 'c', 'p')
-  local w, c, p = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
   if not w or k > w + 1 then
     w, c, p = k, 1, 0
   elseif k == w + 1 then
@@ -56,33 +73,14 @@ local function recordWindow(key, t, W, floorMs)
   else
     return -- older than the two windows kept: nowhere to count it
   end
-  redis.call('HSET', key, 'w', fmt(w), 'c', c, 'p', p)
-  redis.call('PEXPIRE', key, ttlMs((w + 2) * W - t, floorMs))
+  redis.call('HSET', key, 'w', fmtInt(w), 'c', fmtInt(c), 'p', fmtInt(p))
+  redis.call('PEXPIRE', key, fmtInt(ttlMs((w + 2) * W - t, floorMs)))
 end
 
--- Drop log entries no limit can see any more (s <= t - retention).
-local function trimLogs(buckets, t)
-  for _, bucket in ipairs(buckets) do
-    if bucket.logKey > 0 then
-      redis.call('ZREMRANGEBYSCORE', KEYS[bucket.logKey], '-inf', fmt(t - bucket.retention))
-    end
-  end
-end
-
--- Count the event once in every structure of every bucket.
-local function recordAll(buckets, t, member, floorMs)
-  local done = {}
-  for _, bucket in ipairs(buckets) do
-    if bucket.logKey > 0 and not done[bucket.logKey] then
-      done[bucket.logKey] = true
-      redis.call('ZADD', KEYS[bucket.logKey], fmt(t), member)
-      redis.call('PEXPIRE', KEYS[bucket.logKey], ttlMs(bucket.retention, floorMs))
-    end
-    for _, lim in ipairs(bucket.limits) do
-      if lim.algo ~= 'l' and not done[lim.key] then
-        done[lim.key] = true
-        recordWindow(KEYS[lim.key], t, lim.W, floorMs)
-      end
-    end
+-- Count the event once in every log.
+local function recordLogs(nl, ts, member)
+  for i = 1, nl do
+    redis.call('ZADD', KEYS[i], ts, member)
+    redis.call('PEXPIRE', KEYS[i], ARGV[5 + 2 * i])
   end
 end

@@ -45,7 +45,7 @@ class Log {
   }
 
   /** Index of the first live event with s > x. */
-  private upper(x: number): number {
+  upper(x: number): number {
     const times = this.times;
     let lo = this.head;
     let hi = times.length;
@@ -60,8 +60,13 @@ class Log {
   /** Events with t - w < s <= t, and the index of the first of them. */
   range(t: number, w: number): [first: number, count: number] {
     const first = this.upper(t - w);
-    const last = this.times.length > 0 && this.times[this.times.length - 1]! <= t ? this.times.length : this.upper(t);
-    return [first, last - first];
+    return [first, this.end(t) - first];
+  }
+
+  /** Index past the last live event with s <= t. */
+  end(t: number): number {
+    const n = this.times.length;
+    return n > 0 && this.times[n - 1]! <= t ? n : this.upper(t);
   }
 
   add(t: number): void {
@@ -86,6 +91,49 @@ interface WindowCounts {
 interface Slot {
   last: number;
   intervalUs: number;
+}
+
+/** What a bucket list needs per call, derived once per list (lists are readonly, see validate.ts). */
+interface ListPlan {
+  /** Per bucket: its log retention (0: no sliding-log limit). */
+  readonly retention: number[];
+  /** Per bucket, per limit: the key of its window counts ('' for sliding-log limits). */
+  readonly windowKey: string[][];
+  /** Per bucket: the window keys to record (each distinct window once) and their windows. */
+  readonly recordKeys: string[][];
+  readonly recordWindows: number[][];
+}
+
+const listPlans = new WeakMap<readonly Bucket[], ListPlan>();
+
+function listPlan(buckets: readonly Bucket[]): ListPlan {
+  let plan = listPlans.get(buckets);
+  if (plan === undefined) {
+    plan = { retention: [], windowKey: [], recordKeys: [], recordWindows: [] };
+    for (const bucket of buckets) {
+      plan.retention.push(logRetention(bucket));
+      const keys: string[] = [];
+      const recordKeys: string[] = [];
+      const recordWindows: number[] = [];
+      for (const lim of bucket.limits) {
+        if (lim.algorithm === 'sliding-log') {
+          keys.push('');
+          continue;
+        }
+        const key = `${bucket.name}\u0000${lim.windowUs}`;
+        keys.push(key);
+        if (!recordKeys.includes(key)) {
+          recordKeys.push(key);
+          recordWindows.push(lim.windowUs);
+        }
+      }
+      plan.windowKey.push(keys);
+      plan.recordKeys.push(recordKeys);
+      plan.recordWindows.push(recordWindows);
+    }
+    listPlans.set(buckets, plan);
+  }
+  return plan;
 }
 
 export interface MemoryStoreOptions {
@@ -142,16 +190,6 @@ export class MemoryStore implements Store {
     return log;
   }
 
-  /** Counts of t's window k and of k - 1 (as lua/includes/buckets.lua readWindow). */
-  private readWindow(key: string, k: number): [c: number, p: number] {
-    const s = this.windows.get(key);
-    if (!s) return [0, 0];
-    if (k === s.w) return [s.c, s.p];
-    if (k === s.w + 1) return [0, s.c];
-    if (k === s.w - 1) return [s.p, 0];
-    return [0, 0];
-  }
-
   private recordWindow(key: string, t: number, W: number): void {
     const k = windowIndex(t, W);
     const s = this.windows.get(key);
@@ -164,46 +202,58 @@ export class MemoryStore implements Store {
     else if (k === s.w - 1) s.p++;
   }
 
-  private recordAll(buckets: readonly Bucket[], logs: (Log | undefined)[], t: number): void {
-    buckets.forEach((bucket, b) => {
+  private recordAll(buckets: readonly Bucket[], plan: ListPlan, logs: (Log | undefined)[], t: number): void {
+    for (let b = 0; b < buckets.length; b++) {
       logs[b]?.add(t);
-      let seen: number[] | undefined;
-      for (const lim of bucket.limits) {
-        if (lim.algorithm === 'sliding-log' || seen?.includes(lim.windowUs)) continue;
-        (seen ??= []).push(lim.windowUs);
-        this.recordWindow(`${bucket.name}\u0000${lim.windowUs}`, t, lim.windowUs);
-      }
-    });
+      const keys = plan.recordKeys[b]!;
+      for (let j = 0; j < keys.length; j++) this.recordWindow(keys[j]!, t, plan.recordWindows[b]![j]!);
+    }
   }
 
-  private trimmedLogs(buckets: readonly Bucket[], t: number): (Log | undefined)[] {
-    return buckets.map((bucket) => {
-      const retention = logRetention(bucket);
-      if (retention === 0) return undefined;
-      const log = this.log(bucket, retention);
+  private trimmedLogs(buckets: readonly Bucket[], plan: ListPlan, t: number): (Log | undefined)[] {
+    const logs: (Log | undefined)[] = new Array(buckets.length);
+    for (let b = 0; b < buckets.length; b++) {
+      const retention = plan.retention[b]!;
+      if (retention === 0) continue;
+      const log = this.log(buckets[b]!, retention);
       log.trim(t);
-      return log;
-    });
+      logs[b] = log;
+    }
+    return logs;
   }
 
   admitSync(req: AdmitRequest): AdmitResult {
     checkAdmit(req);
     const t = this.time(req.now);
     const { buckets } = req;
-    const logs = this.trimmedLogs(buckets, t);
+    const plan = listPlan(buckets);
+    const logs = this.trimmedLogs(buckets, plan, t);
     let limitedBy = -1;
     let retry = 0;
     for (let b = 0; b < buckets.length; b++) {
-      for (const { limit: L, windowUs: W, algorithm } of buckets[b]!.limits) {
+      const limits = buckets[b]!.limits;
+      for (let j = 0; j < limits.length; j++) {
+        const { limit: L, windowUs: W, algorithm } = limits[j]!;
         let wait = 0;
         if (algorithm === 'sliding-log') {
           const log = logs[b]!;
-          const [first, n] = log.range(t, W);
+          const first = log.upper(t - W);
+          const n = log.end(t) - first;
           // the (n - L + 1)-th oldest event in the window leaves it at s + W
           if (n >= L) wait = log.times[first + n - L]! + W - t;
         } else {
           const k = windowIndex(t, W);
-          const [c, p] = this.readWindow(`${buckets[b]!.name}\u0000${W}`, k);
+          const s = this.windows.get(plan.windowKey[b]![j]!);
+          // counts of t's window k and of k - 1 (as lua/includes/buckets.lua windowCounts)
+          let c = 0;
+          let p = 0;
+          if (s !== undefined) {
+            if (k === s.w) {
+              c = s.c;
+              p = s.p;
+            } else if (k === s.w + 1) p = s.c;
+            else if (k === s.w - 1) c = s.p;
+          }
           if (algorithm === 'fixed-window') {
             if (c >= L) wait = (k + 1) * W - t;
           } else {
@@ -220,14 +270,15 @@ export class MemoryStore implements Store {
         }
       }
     }
-    if (limitedBy < 0) this.recordAll(buckets, logs, t);
+    if (limitedBy < 0) this.recordAll(buckets, plan, logs, t);
     return { admitted: limitedBy < 0, limitedBy, retryAfterUs: retry, now: t };
   }
 
   recordSync(req: RecordRequest): RecordResult {
     checkAdmit(req);
     const t = this.time(req.now);
-    this.recordAll(req.buckets, this.trimmedLogs(req.buckets, t), t);
+    const plan = listPlan(req.buckets);
+    this.recordAll(req.buckets, plan, this.trimmedLogs(req.buckets, plan, t), t);
     return { now: t };
   }
 
@@ -273,7 +324,11 @@ export class MemoryStore implements Store {
 
   // The Store interface: the same, as promises (a validation error rejects the promise).
   admit(req: AdmitRequest): Promise<AdmitResult> {
-    return settle(() => this.admitSync(req));
+    try {
+      return Promise.resolve(this.admitSync(req));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
   record(req: RecordRequest): Promise<RecordResult> {
     return settle(() => this.recordSync(req));
@@ -282,7 +337,11 @@ export class MemoryStore implements Store {
     return settle(() => this.countSync(req));
   }
   reserve(req: ReserveRequest): Promise<ReserveResult> {
-    return settle(() => this.reserveSync(req));
+    try {
+      return Promise.resolve(this.reserveSync(req));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
   wait(req: WaitRequest): Promise<WaitResult> {
     return settle(() => this.waitSync(req));

@@ -13,7 +13,7 @@ function fail(message: string): never {
 
 /** A key-safe name: non-empty, and no brace that could open or close a Cluster hash tag. */
 export function checkName(what: string, name: unknown): void {
-  if (typeof name !== 'string' || name === '' || /[{}]/.test(name)) {
+  if (typeof name !== 'string' || name === '' || name.includes('{') || name.includes('}')) {
     fail(`${what} must be a non-empty string without '{' or '}', got ${JSON.stringify(name)}`);
   }
 }
@@ -43,10 +43,18 @@ function checkBuckets(buckets: readonly Bucket[] | undefined): void {
   });
 }
 
+/**
+ * Bucket lists found valid. Plans pass the same (readonly) list on every call of a peer, so a
+ * list is checked once, not on every decision; a new list, even an equal one, is checked anew.
+ */
+const validBuckets = new WeakSet<readonly Bucket[]>();
+
 export function checkAdmit(req: AdmitRequest): void {
   checkName('tag', req?.tag);
   checkNow(req.now);
+  if (validBuckets.has(req.buckets)) return;
   checkBuckets(req.buckets);
+  validBuckets.add(req.buckets);
 }
 
 export function checkCount(req: CountRequest): void {
