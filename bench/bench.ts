@@ -23,7 +23,8 @@ import { CallGate } from '../src/gate.js';
 import { MemoryStore } from '../src/store/MemoryStore.js';
 import { RedisStore } from '../src/store/RedisStore.js';
 import type { Algorithm, Bucket, Carrier, Limit, ReserveResult, Store } from '../src/store/types.js';
-import { startBenchRedis, type BenchRedis } from './redis-server.js';
+// the same redis-server starter the tests use (free loopback port, nothing on disk)
+import { startRedisServer, type RedisServer as BenchRedis } from '../test/helpers/redis.js';
 import { AdmittedLog, reservationViolations, slidingLogViolations, type LimitSpec } from './verify.js';
 import { closedLoop, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
 
@@ -745,7 +746,7 @@ function printRuns(list: Row[]): void {
 }
 
 async function main(): Promise<void> {
-  const server = await startBenchRedis();
+  const server = await startRedisServer();
   let failed = false;
   try {
     const admin = new Redis(server.url);

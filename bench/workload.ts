@@ -5,18 +5,10 @@
  */
 import * as hdr from 'hdr-histogram-js';
 import { performance } from 'node:perf_hooks';
+import { prng } from '../scripts/make-fixtures.js';
 
-/** mulberry32: small, fast, seeded. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32: small, fast, seeded (the fixtures' generator). */
+export const rng = prng;
 
 /** `n` peer indices in [0, peers), P(i) proportional to 1 / (i + 1)^s. */
 export function zipfSequence(n: number, peers: number, s: number, seed: number): Uint16Array {
