@@ -99,11 +99,14 @@ async function openStore(args: ReplayArgs): Promise<Store> {
   }
   const store = new RedisStore({ redis, prefix: `callgate:replay:${Date.now().toString(36)}${randomBytes(3).toString('hex')}:` });
   const close = store.close.bind(store);
-  store.close = async () => {
-    await store.clear().catch(() => undefined);
-    await close();
-    await redis.quit().catch(() => redis.disconnect());
-  };
+  // closed by the replay's engine, and again by runReplay when the replay failed first: once only
+  let closing: Promise<void> | undefined;
+  store.close = () =>
+    (closing ??= (async () => {
+      await store.clear().catch(() => undefined);
+      await close();
+      await redis.quit().catch(() => redis.disconnect());
+    })());
   return store;
 }
 

@@ -169,6 +169,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   const calls: AsyncIterable<TraceCall> | Iterable<TraceCall> = check.sorted ? readTrace(opts.tracePath) : await loadTraceSorted(opts.tracePath);
   const every = opts.progressEvery ?? 10_000;
   let done = 0;
+  let closed = false;
   try {
     for await (const call of calls) {
       clock.advance(call.time);
@@ -189,8 +190,10 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     // let the calls still held reach their slots, then close with nothing pending
     for (let next = clock.nextTimer; next !== undefined; next = clock.nextTimer) clock.advance(next);
     await gate.close({ mode: 'drain' });
+    closed = true;
   } finally {
-    await gate.close({ mode: 'cancel' });
+    // on failure: end the held calls; on success the drain above already closed the gate
+    if (!closed) await gate.close({ mode: 'cancel' });
   }
   return {
     calls: done,
