@@ -4,7 +4,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
+import { expect } from 'chai';
 import { MemoryStore } from '../src/store/MemoryStore.js';
+import type { Bucket } from '../src/store/types.js';
 import { RedisStore } from '../src/store/RedisStore.js';
 import { runConformance } from './conformance/run.js';
 import {
@@ -76,6 +78,25 @@ function redisSuite(name: string, start: () => Promise<{ connect(): Redis | Clus
 runConformance('MemoryStore', async () => {
   const store = new MemoryStore();
   return { store, cleanup: () => store.close() };
+});
+
+describe('MemoryStore sweep', () => {
+  const T = 1_700_000_000_000_000;
+  const log = (name: string): Bucket[] => [{ name, limits: [{ limit: 5, windowUs: 10_000_000, algorithm: 'sliding-log' }] }];
+  const x = log('x');
+  const y = log('y');
+  /** An event on x at T, then 1100 calls on y past x's window, then x counted back at T + 5 s. */
+  const scenario = (store: MemoryStore) => {
+    store.recordSync({ tag: 't', buckets: x, now: T });
+    for (let i = 0; i < 1100; i++) store.admitSync({ tag: 't', buckets: y, now: T + 10_000_001 + i });
+    return { count: store.countSync({ tag: 't', bucket: 'x', windowUs: 10_000_000, now: T + 5_000_000 }).count, logs: store.size.logs };
+  };
+  it('drops what the latest time makes irrelevant: memory stays bounded, an old event is forgotten', () => {
+    expect(scenario(new MemoryStore())).to.deep.equal({ count: 0, logs: 1 });
+  });
+  it('sweep: false keeps every structure until a call trims it (exact for times going backwards, as Redis)', () => {
+    expect(scenario(new MemoryStore({ sweep: false }))).to.deep.equal({ count: 1, logs: 2 });
+  });
 });
 
 redisSuite('RedisStore (single Redis)', async () => {

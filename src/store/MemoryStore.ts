@@ -139,6 +139,15 @@ function listPlan(buckets: readonly Bucket[]): ListPlan {
 export interface MemoryStoreOptions {
   /** Clock used when a request has no `now`, µs since the epoch (default: the process clock). */
   readonly clock?: () => number;
+  /**
+   * Drop what the latest time seen makes irrelevant (default true), as Redis expiry does. While
+   * time never goes backwards this changes no decision. A call whose `now` lies further behind
+   * the latest time seen than a bucket's windows may find that bucket's old events forgotten
+   * here but not on Redis (which trims a log only when a call names it); `false` keeps every
+   * structure until a call trims it: the exact semantics of types.ts for any order of times,
+   * with memory growing with the buckets ever named.
+   */
+  readonly sweep?: boolean;
 }
 
 export class MemoryStore implements Store {
@@ -152,6 +161,7 @@ export class MemoryStore implements Store {
 
   constructor(opts: MemoryStoreOptions = {}) {
     this.clock = opts.clock ?? systemClockUs;
+    if (opts.sweep === false) this.opsToSweep = Infinity;
   }
 
   /** Structures alive now (for tests of boundedness and for the benchmark). */
