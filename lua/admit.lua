@@ -1,103 +1,253 @@
 --[[
-  admit: check several buckets, each with one or more (limit, window) pairs, and record the
-  event in all of them only if every one has room (all or nothing).
+  admit: decide a batch of calls, one after the other in the order given. Each call checks
+  every limit of every bucket it names and is recorded in all of them only if every one has
+  room (all or nothing). Since the script is atomic, each decision is exactly what it would be
+  as a script call of its own, in that order; a batch only shares the work: a bucket named by
+  many calls is read once and written once per distinct time.
 
-  KEYS        the structures the buckets read, each named once: first the sliding-log sorted
-              sets (members = event ids, scores = µs), one per bucket with sliding-log limits,
-              then the window hashes {w, c, p}, one per bucket and distinct window of its
-              fixed-/sliding-window limits
-  ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
-  ARGV[2]     member: a unique id for this event (the sorted-set member)
-  ARGV[3]     ttl floor, ms: the least expiry of a written key (0 when now is Redis TIME;
-              a long floor when the caller's clock is virtual, so keys outlive real time)
-  ARGV[4..]   the structures and the limits (includes/buckets.lua)
+  KEYS        every structure of the batch, each named once: sliding-log sorted sets
+              (members = event ids, scores = µs) and window hashes {w, c, p}
+  ARGV[1]     ttl floor, ms, for calls whose now is given (virtual clocks: keys must outlive
+              real time); calls on Redis TIME use no floor
+  ARGV[2]     member prefix: call i's event id (its sorted-set member) is the prefix .. i,
+              unique as long as the prefix is unique per batch
+  ARGV[3..]   the profiles and buckets of the batch, each bucket once (includes/buckets.lua)
+  then per call (2 + n each):
+    now       µs since the epoch (integer); empty = Redis TIME (read once per script)
+    n         the number of its buckets, then n bucket indices (1-based), in check order
 
   Semantics at time t (normative: src/store/types.ts):
     sliding-log     n = #{s : t - W < s <= t}; room iff n < L
     fixed-window    c = count of window floor(t / W); room iff c < L
     sliding-window  room iff c + p * (1 - f) < L, f = (t - kW) / W
-  Reply (integers, all exact below 2^53): admitted: now (µs); refused: { limitedBy (1-based
-         index of the first bucket without room), retryAfterUs (max over failing limits of the
-         wait until room), now }
+  Reply: per call three integers (exact below 2^53): limitedBy (0: admitted; else the 1-based
+         position, among the call's buckets, of the first without room), retryAfterUs (0 when
+         admitted; else the max over failing limits of the wait until room), now (µs)
+
+  How the work is shared: calls with the same t form a group. In a group each log is trimmed
+  once, each (log, W) counted once with ZCOUNT, each window hash read once; the calls admitted
+  add their events to local state (all at t, so inside every window), which is written when
+  the time changes or the batch ends: one ZADD and PEXPIRE per log, HSET and PEXPIRE per hash.
+  A refused call changes nothing, so the retry-after lookups of a log are kept for the group too.
 ]]
 --- @include "common"
 --- @include "buckets"
 
-local t = readNow(ARGV[1])
-local ts = fmtInt(t)
-local bound = bounds(t)
-local nl, nw = tonumber(ARGV[4]), tonumber(ARGV[5])
-trimLogs(nl, bound)
+local floorMs = tonumber(ARGV[1])
+local memberPrefix = ARGV[2]
+local bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, a = readBuckets(3)
 
--- each window hash is read once: its fields serve the checks and the record
-local hw, hc, hp
-if nw > 0 then
-  hw, hc, hp = {}, {}, {}
-  for j = 1, nw do
-    hw[j], hc[j], hp[j] = readHash(KEYS[nl + j])
+local live -- Redis TIME, read at most once
+local t, ts -- the group's time, as a number and as a score
+local since, after -- per W: the scores t - W and '(' .. (t - W), formatted once per group
+local floor -- the group's ttl floor
+local trimmed, counts, oldest, added, nAdded -- per log key index
+local hw, hc, hp, loaded, dirty -- per window hash key index
+
+local function newGroup(now, f)
+  t, ts, floor = now, fmtInt(now), f
+  since, after = {}, {}
+  trimmed, counts, oldest, added, nAdded = {}, {}, {}, {}, {}
+  hw, hc, hp, loaded, dirty = {}, {}, {}, {}, {}
+end
+
+local function writeGroup()
+  if t == nil then
+    return
+  end
+  for k, members in pairs(added) do
+    local args = {}
+    for i = 1, #members do
+      args[2 * i - 1], args[2 * i] = ts, members[i]
+    end
+    redis.call('ZADD', KEYS[k], unpack(args))
+    redis.call('PEXPIRE', KEYS[k], fmtInt(ttlMs(trimmed[k], floor)))
+  end
+  for k in pairs(dirty) do
+    writeHash(KEYS[k], hw[k], hc[k], hp[k], t, hashW[k], floor)
   end
 end
 
-local limitedBy = 0
-local retry = 0
-local counted = {}
-for i = 6 + 2 * nl + nw, #ARGV, 5 do
-  local algo, L, W, s = ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-  local wait = 0
-  if algo == 'l' then
+-- '(' .. (t - W): the exclusive lower bound of the window W ending at t.
+local function above(W)
+  local s = after[W]
+  if s == nil then
+    s = '(' .. fmtInt(t - W)
+    after[W] = s
+  end
+  return s
+end
+
+-- Events of log k in (t - W, t]: those in Redis (counted once per group) and those added by
+-- earlier calls of the group (at t). Also the Redis part, for the retry-after lookup.
+local function logCount(k, W)
+  local byW = counts[k]
+  if byW == nil then
+    byW = {}
+    counts[k] = byW
+  end
+  local stored = byW[W]
+  if stored == nil then
+    stored = redis.call('ZCOUNT', KEYS[k], above(W), ts)
+    byW[W] = stored
+  end
+  return stored + (nAdded[k] or 0), stored
+end
+
+-- The score of the (i + 1)-th oldest stored event of log k in (t - W, t]; a call refused by a
+-- log leaves it as it was, so the calls after it often ask the same.
+local function storedAt(k, W, i)
+  local byW = oldest[k]
+  if byW == nil then
+    byW = {}
+    oldest[k] = byW
+  end
+  local byI = byW[W]
+  if byI == nil then
+    byI = {}
+    byW[W] = byI
+  end
+  local s = byI[i]
+  if s == nil then
+    s = tonumber(redis.call('ZRANGEBYSCORE', KEYS[k], above(W), ts, 'WITHSCORES', 'LIMIT', fmtInt(i), '1')[2])
+    byI[i] = s
+  end
+  return s
+end
+
+local out = {}
+local call = 0
+local argc = #ARGV
+while a <= argc do
+  call = call + 1
+  local now = ARGV[a]
+  local callT, callFloor
+  if now == '' then
+    if live == nil then
+      live = readNow('')
+    end
+    callT, callFloor = live, 0
+  else
+    callT, callFloor = tonumber(now), floorMs
+  end
+  if callT ~= t then
+    writeGroup()
+    newGroup(callT, callFloor)
+  elseif callFloor > floor then
+    floor = callFloor
+  end
+  local n = tonumber(ARGV[a + 1])
+  local first = a + 2
+  a = first + n
+
+  local limitedBy, retry = 0, 0
+  for q = 1, n do
+    local b = tonumber(ARGV[first + q - 1])
+    local log = bLog[b]
+    if log > 0 and not trimmed[log] then
+      -- before counting, the log keeps only what a limit can see (s > t - retention)
+      local r = bRet[b]
+      local bound = since[r]
+      if bound == nil then
+        bound = fmtInt(t - r)
+        since[r] = bound
+      end
+      redis.call('ZREMRANGEBYSCORE', KEYS[log], '-inf', bound)
+      trimmed[log] = r
+    end
     -- a log's limits come widest window first, and a window holds no more events than a wider
     -- one: a count below L already proves room
-    local wider = counted[s]
-    if wider == nil or wider >= L then
-      local from = '(' .. bound(W)
-      local n = redis.call('ZCOUNT', KEYS[s], from, ts)
-      counted[s] = n
-      if n >= L then
-        -- the (n - L + 1)-th oldest event in the window leaves it at s + W
-        local e = redis.call('ZRANGEBYSCORE', KEYS[s], from, ts, 'WITHSCORES', 'LIMIT', fmtInt(n - L), '1')
-        wait = tonumber(e[2]) + W - t
-      end
-    end
-  else
-    local k = windowIndex(t, W)
-    local c, p = windowCounts(hw[s], hc[s], hp[s], k)
-    if algo == 'f' then
-      if c >= L then
-        wait = (k + 1) * W - t
-      end
-    else
-      local f = (t - k * W) / W
-      if c + p * (1 - f) >= L then
-        if c >= L then
-          wait = (k + 1) * W + math.floor(W * (1 - L / c)) + 1 - t
+    local wider
+    for j = bLo[b], bHi[b] do
+      local algo, L, W, k = lAlgo[j], lL[j], lW[j], lKey[j]
+      local wait = 0
+      if retry >= W and algo ~= 's' then
+        -- already refused, and no longer than this limit's wait can be (at most W): it can
+        -- change neither the refusal nor its retry-after, so it is not even counted
+        wait = 0
+      elseif algo == 'l' then
+        if wider == nil or wider >= L then
+          local count, stored = logCount(k, W)
+          wider = count
+          if count >= L then
+            -- the (count - L + 1)-th oldest event in the window leaves it at s + W; events
+            -- added in this group (at t) come after every stored one
+            if count - L < stored then
+              wait = storedAt(k, W, count - L) + W - t
+            else
+              wait = W
+            end
+          end
+        end
+      else
+        if not loaded[k] then
+          hw[k], hc[k], hp[k] = readHash(KEYS[k])
+          loaded[k] = true
+        end
+        local kw = windowIndex(t, W)
+        local c, p = windowCounts(hw[k], hc[k], hp[k], kw)
+        if algo == 'f' then
+          if c >= L then
+            wait = (kw + 1) * W - t
+          end
         else
-          wait = k * W + math.floor(W * (1 - (L - c) / p)) + 1 - t
+          local f = (t - kw * W) / W
+          if c + p * (1 - f) >= L then
+            if c >= L then
+              wait = (kw + 1) * W + math.floor(W * (1 - L / c)) + 1 - t
+            else
+              wait = kw * W + math.floor(W * (1 - (L - c) / p)) + 1 - t
+            end
+            if wait < 1 then
+              wait = 1
+            end
+          end
         end
-        if wait < 1 then
-          wait = 1
+      end
+      if wait > 0 then
+        if limitedBy == 0 then
+          limitedBy = q
+        end
+        if wait > retry then
+          retry = wait
         end
       end
     end
   end
-  if wait > 0 then
-    if limitedBy == 0 then
-      limitedBy = tonumber(ARGV[i])
-    end
-    if wait > retry then
-      retry = wait
-    end
-  end
-end
 
-if limitedBy == 0 then
-  recordLogs(nl, ts, ARGV[2])
-  if nw > 0 then
-    local floorMs = tonumber(ARGV[3])
-    local wBase = 5 + 2 * nl
-    for j = 1, nw do
-      recordWindow(KEYS[nl + j], hw[j], hc[j], hp[j], t, tonumber(ARGV[wBase + j]), floorMs)
+  if limitedBy == 0 then
+    local member = memberPrefix .. call
+    for q = 1, n do
+      local b = tonumber(ARGV[first + q - 1])
+      local log = bLog[b]
+      if log > 0 then
+        local list = added[log]
+        if list == nil then
+          added[log], nAdded[log] = { member }, 1
+        else
+          list[#list + 1] = member
+          nAdded[log] = nAdded[log] + 1
+        end
+      end
+      local hashes = bHash[b]
+      if hashes then
+        for _, k in ipairs(hashes) do
+          if not loaded[k] then
+            hw[k], hc[k], hp[k] = readHash(KEYS[k])
+            loaded[k] = true
+          end
+          local w, c, p = countIn(hw[k], hc[k], hp[k], windowIndex(t, hashW[k]))
+          if w then
+            hw[k], hc[k], hp[k] = w, c, p
+            dirty[k] = true
+          end
+        end
+      end
     end
   end
-  return t
+  out[#out + 1] = limitedBy
+  out[#out + 1] = retry
+  out[#out + 1] = t
 end
-return { limitedBy, retry, t }
+writeGroup()
+return out

@@ -1,38 +1,72 @@
--- The structures of admit and add, after ARGV[1..3] (now, member, ttl floor):
---   ARGV[4]   nl, the number of sliding logs: KEYS[1..nl], one per bucket with sliding-log limits
---   ARGV[5]   nw, the number of window hashes: KEYS[nl + 1 .. nl + nw], one per bucket and
---             distinct window of its fixed-/sliding-window limits
---   then per log (2 each):   retention µs (max W of its bucket's sliding-log limits),
---                            expiry ms after an event (ttlMs(retention, floor), given by the caller)
---   then per window hash:    W, µs
---   then (admit only) per limit, buckets in order, and within a bucket its sliding-log limits
---   widest window first (5 each):
---     b         1-based index of the limit's bucket
---     algo      'l' sliding-log | 'f' fixed-window | 's' sliding-window
---     L         the limit (events per window)
---     W         the window, µs
---     s         the structure it reads: index of its log (1..nl) or of its window hash (1..nw)
+-- Buckets, shared by admit and add. From ARGV[a], first the limit profiles (the limits many
+-- buckets share, e.g. every peer of a default), then the buckets:
+--   P           the number of profiles, then per profile:
+--     retention µs, the widest window of its sliding-log limits (0: no log)
+--     m         the number of its limits, then per limit (sliding-log limits widest first):
+--       algo    'l' sliding-log | 'f' fixed-window | 's' sliding-window
+--       L       the limit (events per window)
+--       W       the window, µs
+--       off     the structure it reads: KEYS[first + off] (first: the bucket's, below)
+--   B           the number of buckets, then per bucket:
+--     first     index in KEYS of its first key: its sliding log when its profile has
+--               sliding-log limits, then its window hashes (one per distinct window of the others)
+--     profile   1-based index of its profile
 -- Every argument is a string Redis can take as is, and every number handed back to Redis goes
 -- through fmtInt: converting Lua numbers is the costly part of a script this small.
-
--- t - W as a score string, each distinct W formatted once per call.
-local function bounds(t)
-  local cache = {}
-  return function(W)
-    local s = cache[W]
-    if not s then
-      s = fmtInt(t - W)
-      cache[W] = s
+--
+-- readBuckets returns flat arrays (faster than a table per bucket): per bucket b its log key
+-- index (bLog[b], 0: none), retention, window hash key indices (bHash[b], a list, or nil) and
+-- the range of its limits [bLo[b], bHi[b]]; per limit j: lAlgo, lL, lW, lKey (index in KEYS);
+-- per window hash key index k: hashW[k]. Also the index of the first ARGV after the buckets.
+local function readBuckets(a)
+  local np = tonumber(ARGV[a])
+  a = a + 1
+  local pRet, pAlgo, pL, pW, pOff = {}, {}, {}, {}, {}
+  for q = 1, np do
+    local m = tonumber(ARGV[a + 1])
+    pRet[q] = tonumber(ARGV[a])
+    a = a + 2
+    local algo, L, W, off = {}, {}, {}, {}
+    for i = 1, m do
+      algo[i], L[i], W[i], off[i] = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      a = a + 4
     end
-    return s
+    pAlgo[q], pL[q], pW[q], pOff[q] = algo, L, W, off
   end
+  local nb = tonumber(ARGV[a])
+  a = a + 1
+  local bLog, bRet, bHash, bLo, bHi = {}, {}, {}, {}, {}
+  local lAlgo, lL, lW, lKey, hashW = {}, {}, {}, {}, {}
+  local j = 0
+  for b = 1, nb do
+    local first, q = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+    a = a + 2
+    local retention, algo, L, W, off = pRet[q], pAlgo[q], pL[q], pW[q], pOff[q]
+    bRet[b] = retention
+    bLog[b] = retention > 0 and first or 0
+    bLo[b] = j + 1
+    for i = 1, #algo do
+      j = j + 1
+      local k = first + off[i]
+      lAlgo[j], lL[j], lW[j], lKey[j] = algo[i], L[i], W[i], k
+      if algo[i] ~= 'l' and hashW[k] == nil then
+        hashW[k] = W[i]
+        local h = bHash[b]
+        if h == nil then
+          bHash[b] = { k }
+        else
+          h[#h + 1] = k
+        end
+      end
+    end
+    bHi[b] = j
+  end
+  return bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, a
 end
 
 -- Drop log entries no limit can see any more (s <= t - retention).
-local function trimLogs(nl, bound)
-  for i = 1, nl do
-    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', bound(tonumber(ARGV[4 + 2 * i])))
-  end
+local function trimLog(key, t, retention)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtInt(t - retention))
 end
 
 -- Window hash {w = latest window index, c = its count, p = count of window w - 1}: its fields
@@ -59,28 +93,23 @@ local function windowCounts(w, c, p, k)
   return 0, 0
 end
 
--- Count one event at t in a window hash whose fields were w, c, p.
-local function recordWindow(key, w, c, p, t, W, floorMs)
-  local k = windowIndex(t, W)
+-- The fields after counting one event in window k; nil when k is older than the two windows
+-- kept (nowhere to count it).
+local function countIn(w, c, p, k)
   if not w or k > w + 1 then
-    w, c, p = k, 1, 0
+    return k, 1, 0
   elseif k == w + 1 then
-    w, c, p = k, 1, c
+    return k, 1, c
   elseif k == w then
-    c = c + 1
+    return w, c + 1, p
   elseif k == w - 1 then
-    p = p + 1
-  else
-    return -- older than the two windows kept: nowhere to count it
+    return w, c, p + 1
   end
-  redis.call('HSET', key, 'w', fmtInt(w), 'c', fmtInt(c), 'p', fmtInt(p))
-  redis.call('PEXPIRE', key, fmtInt(ttlMs((w + 2) * W - t, floorMs)))
+  return nil
 end
 
--- Count the event once in every log.
-local function recordLogs(nl, ts, member)
-  for i = 1, nl do
-    redis.call('ZADD', KEYS[i], ts, member)
-    redis.call('PEXPIRE', KEYS[i], ARGV[5 + 2 * i])
-  end
+-- Store a window hash's fields; it lives until window w + 1 ends (after that both counts are 0).
+local function writeHash(key, w, c, p, t, W, floorMs)
+  redis.call('HSET', key, 'w', fmtInt(w), 'c', fmtInt(c), 'p', fmtInt(p))
+  redis.call('PEXPIRE', key, fmtInt(ttlMs((w + 2) * W - t, floorMs)))
 end

@@ -8,7 +8,7 @@ import { InvalidArgumentError } from '../errors/index.js';
 import type { SafeEmitter } from '../events.js';
 import { MemoryStore } from '../store/MemoryStore.js';
 import { withDeadline } from '../store/timeout.js';
-import type { AdmitResult, Store } from '../store/types.js';
+import type { AdmitResult, StopSignal, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
 
 /**
@@ -136,7 +136,7 @@ export class Admission {
   }
 
   /** A store call, bounded by the decision timeout (not needed in process). */
-  private call<T>(run: (signal?: AbortSignal) => Promise<T>): Promise<T> {
+  private call<T>(run: (signal?: StopSignal) => Promise<T>): Promise<T> {
     return this.store.kind === 'memory' ? run() : withDeadline(run, this.timeoutMs);
   }
 

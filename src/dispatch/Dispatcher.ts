@@ -45,7 +45,7 @@ import { InvalidArgumentError } from '../errors/index.js';
 import { SafeEmitter } from '../events.js';
 import { carrierName } from '../keys.js';
 import { withDeadline } from '../store/timeout.js';
-import type { Carrier, ReserveResult, Store } from '../store/types.js';
+import type { Carrier, ReserveResult, StopSignal, Store } from '../store/types.js';
 import { DispatcherClosedError } from './DispatcherClosedError.js';
 
 export { DispatcherClosedError } from './DispatcherClosedError.js';
@@ -310,7 +310,7 @@ export class Dispatcher {
       const at = now ?? systemClockUs();
       return { reservation: this.rejected(input.callId, [], at), target: 0, now: timeBase };
     }
-    const reserve = (signal?: AbortSignal) => this.store.reserve({ route: route.carriers, now, signal });
+    const reserve = (signal?: StopSignal) => this.store.reserve({ route: route.carriers, now, signal });
     const res: ReserveResult = await (this.store.kind === 'memory' ? reserve() : withDeadline(reserve, this.timeoutMs));
     if (res.index < 0) return { reservation: this.rejected(input.callId, route.ids, res.now), target: 0, now: timeBase };
     const reservation: Reservation = {

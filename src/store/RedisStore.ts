@@ -3,6 +3,10 @@
  * through ioredis defineCommand (EVALSHA, falling back to EVAL, so NOSCRIPT after a Redis
  * restart heals by itself).
  *
+ * Admissions are batched: those issued in one tick go out together as one admit script call
+ * (per tag on a Cluster), which decides them one after the other in the order issued; buckets
+ * many calls share are then read and written once per batch instead of once per call.
+ *
  * Keys: `<prefix>{<tag>}:<bucket>:log` (sliding log), `<prefix>{<tag>}:<bucket>:win:<W>` (fixed
  * and sliding-window counts of windows of W µs) and `<prefix>{out}:carrier:<id>` (leaky bucket).
  * Hash tags only matter on a Cluster; on a single Redis (hashTags false, the default there) keys
@@ -25,6 +29,7 @@ import type {
   RecordResult,
   ReserveRequest,
   ReserveResult,
+  StopSignal,
   Store,
   WaitRequest,
   WaitResult,
@@ -53,6 +58,14 @@ export interface RedisStoreOptions {
   readonly writeChunk?: number;
   /** How long a call without a signal waits for a (re)connecting Redis, ms (default 5000). */
   readonly readyTimeoutMs?: number;
+  /**
+   * Admissions decided in one script call, at most (default 64; 1: one call each). Admissions
+   * issued in one tick go to Redis together, a batch as soon as it is full and the rest at the
+   * end of the tick: a bucket many calls name is then read and written once per batch instead
+   * of once per call. Decisions are the same as one by one, in the order issued; nothing waits
+   * for a batch to fill.
+   */
+  readonly maxBatch?: number;
 }
 
 /**
@@ -71,25 +84,42 @@ export const RECOMMENDED_REDIS_OPTIONS = {
 
 type Reply = (string | number)[];
 
-/** The static part of admit/add calls for one bucket list: [live, virtual-time] variants. */
-interface PlanArgs {
+/** A bucket's part of the script arguments (lua/includes/buckets.lua), per bucket and tag. */
+interface BucketArgs {
   readonly tag: string;
-  /** [numkeys, ...KEYS] */
+  /** Its keys: the log first when it has sliding-log limits, then one hash per distinct window. */
   readonly keys: readonly string[];
-  readonly admit: readonly [readonly string[], readonly string[]];
-  readonly record: readonly [readonly string[], readonly string[]];
+  /** Its limit profile: retention, m, then (algo, L, W, off) per limit. */
+  readonly profile: readonly string[];
+  /** The profile as one string, to tell profiles apart. */
+  readonly profileId: string;
+  /** Keys and profile as one string: two buckets are the same in a batch iff these are equal. */
+  readonly id: string;
+}
+
+/** An admission waiting for its batch. */
+interface PendingAdmit {
+  readonly buckets: readonly BucketArgs[];
+  readonly now: string;
+  readonly signal: StopSignal | undefined;
+  readonly resolve: (r: AdmitResult) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+/** Admissions of one tag (one Cluster slot) not yet sent. */
+interface Lane {
+  readonly tag: string;
+  items: PendingAdmit[];
+  scheduled: boolean;
 }
 
 /** The window of a sliding-log limit, 0 for the other algorithms (for ordering). */
 const logWindow = (lim: Limit): number => (lim.algorithm === 'sliding-log' ? lim.windowUs : 0);
 
-/** As lua/includes/common.lua ttlMs: ms a key must live `us` from now, never below the floor. */
-function ttlMs(us: number, floorMs: number): number {
-  const ms = Math.ceil(us / 1000) + 1;
-  return ms < floorMs ? floorMs : ms;
-}
 const ALGO_CODE = { 'sliding-log': 'l', 'fixed-window': 'f', 'sliding-window': 's' } as const;
 const DAY_MS = 86_400_000;
+/** A batch's calls are limited by Lua's stack too (unpack of one ZADD per log). */
+const MAX_BATCH_LIMIT = 1000;
 
 export class RedisStore implements Store {
   readonly kind = 'redis';
@@ -100,15 +130,18 @@ export class RedisStore implements Store {
   private readonly readyTimeoutMs: number;
   private readyWait?: Promise<void>;
   private readonly instance = randomBytes(6).toString('base64url');
-  private readonly virtualTtlText: string;
   private seq = 0;
   private readonly writeChunk: number;
   /** Commands written into the current cork (see corked()), and the socket corked. */
   private inChunk = 0;
   private chunkStream: Redis['stream'] | undefined;
   private ownsConnection = false;
-  /** Script arguments per bucket list (see plan()); weak, so dropped plans cost nothing. */
-  private readonly plans = new WeakMap<readonly Bucket[], PlanArgs>();
+  /** Script arguments per bucket list (see bucketArgs()); weak, so dropped plans cost nothing. */
+  private readonly argsOf = new WeakMap<readonly Bucket[], readonly BucketArgs[]>();
+  private readonly maxBatch: number;
+  /** Admissions not sent yet, per tag (one lane for all when keys carry no tag). */
+  private readonly lanes = new Map<string, Lane>();
+  private pendingLanes = 0;
 
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
@@ -116,9 +149,12 @@ export class RedisStore implements Store {
     if (/[{}]/.test(this.prefix)) throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
     this.hashTags = opts.hashTags ?? opts.redis instanceof Cluster;
     this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
-    this.virtualTtlText = String(this.virtualTtlMs);
     this.writeChunk = opts.writeChunk ?? 16;
     this.readyTimeoutMs = opts.readyTimeoutMs ?? 5_000;
+    this.maxBatch = opts.maxBatch ?? 64;
+    if (!(Number.isSafeInteger(this.maxBatch) && this.maxBatch >= 1 && this.maxBatch <= MAX_BATCH_LIMIT)) {
+      throw new InvalidArgumentError(`maxBatch must be an integer from 1 to ${MAX_BATCH_LIMIT}, got ${String(opts.maxBatch)}`);
+    }
     for (const { command, lua } of Object.values(SCRIPTS)) {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
@@ -137,10 +173,11 @@ export class RedisStore implements Store {
 
   /**
    * Resolves once the connection is ready; rejects when the signal aborts first, when the client
-   * gives up ('end'), or after `readyTimeoutMs` for a call that brought no signal.
+   * gives up ('end'), or after `readyTimeoutMs` for a call that brought no AbortSignal (a plain
+   * flag is read once ready: its call then does not go out).
    */
-  private ready(given: AbortSignal | undefined): Promise<void> {
-    const signal = given ?? AbortSignal.timeout(this.readyTimeoutMs);
+  private ready(given: StopSignal | undefined): Promise<void> {
+    const signal = given instanceof AbortSignal ? given : AbortSignal.timeout(this.readyTimeoutMs);
     if (signal.aborted) return Promise.reject(new StoreUnavailableError('Redis not ready in time'));
     return new Promise((resolve, reject) => {
       const onAbort = () => reject(new StoreUnavailableError('Redis not ready in time'));
@@ -175,7 +212,7 @@ export class RedisStore implements Store {
     }));
   }
 
-  private run(name: ScriptName, keys: string[], args: (string | number)[], signal?: AbortSignal): Promise<unknown> {
+  private run(name: ScriptName, keys: string[], args: (string | number)[], signal?: StopSignal): Promise<unknown> {
     return this.send(name, [keys.length, ...keys, ...args], signal);
   }
 
@@ -208,105 +245,226 @@ export class RedisStore implements Store {
     this.chunkStream = undefined;
   }
 
-  /** Run a script with `argv` = [numkeys, ...KEYS, ...ARGV]. */
-  private async send(name: ScriptName, argv: (string | number)[], signal?: AbortSignal): Promise<unknown> {
+  /**
+   * Undefined when Redis is ready now; else a promise that settles when it is (or rejects when
+   * the signal aborts first, or the client is closed for good).
+   */
+  private notReady(signal: StopSignal | undefined): Promise<void> | undefined {
+    const status = this.redis.status;
+    if (status === 'ready') return undefined;
+    if (status === 'end') return Promise.reject(new StoreUnavailableError('Redis connection closed'));
+    if (status === 'wait') this.redis.connect().catch(() => undefined); // lazyConnect
+    return this.ready(signal);
+  }
+
+  /** Run a script with `argv` = [numkeys, ...KEYS, ...ARGV], once Redis is ready. */
+  private async send(name: ScriptName, argv: (string | number)[], signal?: StopSignal): Promise<unknown> {
+    // what was issued before goes first: admissions still waiting for their batch
+    if (this.pendingLanes > 0) this.flushLanes();
+    try {
+      const wait = this.notReady(signal);
+      if (wait) await wait;
+      if (signal?.aborted) throw new StoreUnavailableError('decision timed out before its command was sent');
+    } catch (err) {
+      throw unavailable(err);
+    }
+    return this.write(name, argv);
+  }
+
+  /**
+   * Write a script call now (Redis ready). An admit batch leaves at once, uncorked: Redis starts
+   * on it while this process still handles the replies that made the next one.
+   */
+  private async write(name: ScriptName, argv: (string | number)[]): Promise<unknown> {
     const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[SCRIPTS[name].command]!;
     try {
-      if (this.redis.status !== 'ready') {
-        if (this.redis.status === 'end') throw new StoreUnavailableError('Redis connection closed');
-        if (this.redis.status === 'wait') this.redis.connect().catch(() => undefined); // lazyConnect
-        await this.ready(signal);
-      }
-      if (signal?.aborted) throw new StoreUnavailableError('decision timed out before its command was sent');
-      if (this.writeChunk > 1 && !(this.redis instanceof Cluster)) return await this.corked(this.redis, fn, argv);
+      if (name !== 'admit' && this.writeChunk > 1 && !(this.redis instanceof Cluster)) return await this.corked(this.redis, fn, argv);
       return await fn.apply(this.redis, argv);
     } catch (err) {
-      // A Redis reply error is a bug to surface as is; anything else means Redis is out of reach.
-      if (err instanceof ReplyError || err instanceof StoreUnavailableError) throw err;
-      throw new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err);
+      throw unavailable(err);
     }
   }
 
   /**
-   * KEYS and the structure and limit arguments of admit/add (lua/includes/buckets.lua) for a
-   * bucket list, built once per list and tag: plans hand the same (readonly) list to every call
-   * of a peer, so a decision only adds its time and member. Every argument is already a string.
+   * The keys and spec of each bucket of a list (lua/includes/buckets.lua), built once per list
+   * and tag: plans hand the same (readonly) list to every call of a peer. Every argument is
+   * already a string.
    */
-  private plan(tag: string, buckets: readonly Bucket[]): PlanArgs {
-    const cached = this.plans.get(buckets);
-    if (cached !== undefined && cached.tag === tag) return cached;
-    const logKeys: string[] = [];
-    const retentions: number[] = [];
-    const winKeys: string[] = [];
-    const winWindows: string[] = [];
-    const limits: string[] = [];
-    buckets.forEach((bucket, b) => {
+  private bucketArgs(tag: string, buckets: readonly Bucket[]): readonly BucketArgs[] {
+    const cached = this.argsOf.get(buckets);
+    if (cached !== undefined && cached[0]!.tag === tag) return cached;
+    const list = buckets.map((bucket): BucketArgs => {
       const base = this.base(tag, bucket.name);
       const retention = logRetention(bucket);
-      const log = retention > 0 ? logKeys.push(`${base}:log`) : 0;
-      if (retention > 0) retentions.push(retention);
+      const keys: string[] = retention > 0 ? [`${base}:log`] : [];
       const windows = new Map<number, number>();
       // sliding-log limits widest window first (admit.lua skips a count a wider one decides)
       const ordered = [...bucket.limits].sort((x, y) => logWindow(y) - logWindow(x));
+      const profile = [String(retention), String(ordered.length)];
       for (const lim of ordered) {
-        let s = log;
+        let off = 0;
         if (lim.algorithm !== 'sliding-log') {
-          s = windows.get(lim.windowUs) ?? 0;
-          if (s === 0) {
-            s = winKeys.push(`${base}:win:${lim.windowUs}`);
-            winWindows.push(String(lim.windowUs));
-            windows.set(lim.windowUs, s);
-          }
+          off = windows.get(lim.windowUs) ?? keys.push(`${base}:win:${lim.windowUs}`) - 1;
+          windows.set(lim.windowUs, off);
         }
-        limits.push(String(b + 1), ALGO_CODE[lim.algorithm], String(lim.limit), String(lim.windowUs), String(s));
+        profile.push(ALGO_CODE[lim.algorithm], String(lim.limit), String(lim.windowUs), String(off));
       }
+      const profileId = profile.join(' ');
+      return { tag, keys, profile, profileId, id: `${keys.join('\n')}\n${profileId}` };
     });
-    const structures = (floorMs: number): string[] => {
-      const out = [String(logKeys.length), String(winKeys.length)];
-      for (const r of retentions) out.push(String(r), String(ttlMs(r, floorMs)));
-      return out.concat(winWindows);
-    };
-    const live = structures(0);
-    const virtual = structures(this.virtualTtlMs);
-    const entry: PlanArgs = {
-      tag,
-      keys: [String(logKeys.length + winKeys.length), ...logKeys, ...winKeys],
-      admit: [live.concat(limits), virtual.concat(limits)],
-      record: [live, virtual],
-    };
-    this.plans.set(buckets, entry);
-    return entry;
-  }
-
-  /** [numkeys, ...KEYS, now, member, ttl floor, ...rest]: the arguments of one script call. */
-  private argv(keys: readonly string[], now: number | undefined, rest: readonly string[]): string[] {
-    const a = keys.slice();
-    a.push(now === undefined ? '' : String(now), this.member(), now === undefined ? '0' : this.virtualTtlText);
-    for (let i = 0; i < rest.length; i++) a.push(rest[i]!);
-    return a;
+    this.argsOf.set(buckets, list);
+    return list;
   }
 
   private member(): string {
     return `${this.instance}${(this.seq++).toString(36)}`;
   }
 
+  /** The ttl floor (ms) of a script call: none on Redis TIME, the virtual-time floor otherwise. */
   private ttlFloor(now: number | undefined): number {
     return now === undefined ? 0 : this.virtualTtlMs;
   }
 
-  async admit(req: AdmitRequest): Promise<AdmitResult> {
-    checkAdmit(req);
-    const plan = this.plan(req.tag, req.buckets);
-    // admitted: now; refused: [limitedBy (1-based), retryAfterUs, now] (lua/admit.lua)
-    const r = (await this.send('admit', this.argv(plan.keys, req.now, plan.admit[req.now === undefined ? 0 : 1]), req.signal)) as number | number[];
-    if (typeof r === 'number') return { admitted: true, limitedBy: -1, retryAfterUs: 0, now: r };
-    return { admitted: false, limitedBy: r[0]! - 1, retryAfterUs: r[1]!, now: r[2]! };
+  admit(req: AdmitRequest): Promise<AdmitResult> {
+    try {
+      checkAdmit(req);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const buckets = this.bucketArgs(req.tag, req.buckets);
+    const now = req.now === undefined ? '' : String(req.now);
+    return new Promise<AdmitResult>((resolve, reject) => {
+      this.enqueue(this.hashTags ? req.tag : '', { buckets, now, signal: req.signal, resolve, reject });
+    });
+  }
+
+  /** Queue an admission on its lane: sent at the end of the tick, or now when a batch is full. */
+  private enqueue(tag: string, item: PendingAdmit): void {
+    let lane = this.lanes.get(tag);
+    if (lane === undefined) {
+      lane = { tag, items: [], scheduled: false };
+      this.lanes.set(tag, lane);
+    }
+    lane.items.push(item);
+    if (lane.items.length >= this.maxBatch) this.flushLane(lane);
+    else if (!lane.scheduled) {
+      lane.scheduled = true;
+      this.pendingLanes++;
+      const l = lane;
+      process.nextTick(() => this.flushLane(l));
+    }
+  }
+
+  private flushLanes(): void {
+    for (const lane of this.lanes.values()) if (lane.scheduled) this.flushLane(lane);
+  }
+
+  /** Send a lane's admissions, in batches of up to maxBatch; the aborted ones never leave. */
+  private flushLane(lane: Lane): void {
+    if (lane.scheduled) {
+      lane.scheduled = false;
+      this.pendingLanes--;
+    }
+    const items = lane.items;
+    if (items.length === 0) return;
+    lane.items = [];
+    // a lane lives while it holds calls: one per tag would otherwise pile up on a Cluster
+    if (this.lanes.get(lane.tag) === lane) this.lanes.delete(lane.tag);
+    if (this.redis.status !== 'ready') {
+      // Redis away: each call waits on its own deadline, then joins a later batch
+      for (const item of items) {
+        (this.notReady(item.signal) ?? Promise.resolve()).then(
+          () => this.enqueueAgain(lane.tag, item),
+          (err: unknown) => item.reject(unavailable(err)),
+        );
+      }
+      return;
+    }
+    let batch: PendingAdmit[] = [];
+    for (const item of items) {
+      if (item.signal?.aborted) {
+        item.reject(new StoreUnavailableError('decision timed out before its command was sent'));
+        continue;
+      }
+      batch.push(item);
+      if (batch.length === this.maxBatch) {
+        this.sendBatch(batch);
+        batch = [];
+      }
+    }
+    if (batch.length > 0) this.sendBatch(batch);
+  }
+
+  private enqueueAgain(tag: string, item: PendingAdmit): void {
+    if (item.signal?.aborted) item.reject(new StoreUnavailableError('decision timed out before its command was sent'));
+    else this.enqueue(tag, item);
+  }
+
+  /**
+   * One admit script call for a batch (lua/admit.lua): each limit profile once, each bucket's
+   * keys once, then each call's now and bucket indices. A bucket named again with other limits
+   * (a reload between two calls) starts a new batch, so every call is checked against its own.
+   */
+  private sendBatch(items: PendingAdmit[]): void {
+    const b = new ArgsBuilder();
+    const calls: string[] = [];
+    let floorMs = 0;
+    let n = 0;
+    for (; n < items.length; n++) {
+      const item = items[n]!;
+      const mark = calls.length;
+      calls.push(item.now, String(item.buckets.length));
+      let fits = true;
+      for (const args of item.buckets) {
+        const i = b.bucket(args);
+        if (i === 0) {
+          fits = false;
+          break;
+        }
+        calls.push(String(i));
+      }
+      if (!fits) {
+        calls.length = mark;
+        break;
+      }
+      if (item.now !== '') floorMs = this.virtualTtlMs;
+    }
+    if (n === 0) {
+      // two buckets of this one call share a key: no script call can decide it
+      items[0]!.reject(new InvalidArgumentError('the buckets of one call must not share a Redis key'));
+      if (items.length > 1) this.sendBatch(items.slice(1));
+      return;
+    }
+    if (n < items.length) {
+      // call n names a bucket again with other limits: those before it go now, the rest after
+      this.sendBatch(items.slice(0, n));
+      this.sendBatch(items.slice(n));
+      return;
+    }
+    const argv = b.argv([String(floorMs), `${this.instance}${(this.seq++).toString(36)}:`], calls);
+    this.write('admit', argv).then(
+      (reply) => {
+        // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now
+        const r = reply as number[];
+        for (let i = 0; i < items.length; i++) {
+          const limitedBy = r[3 * i]!;
+          items[i]!.resolve({ admitted: limitedBy === 0, limitedBy: limitedBy - 1, retryAfterUs: r[3 * i + 1]!, now: r[3 * i + 2]! });
+        }
+      },
+      (err: unknown) => {
+        for (const item of items) item.reject(err);
+      },
+    );
   }
 
   async record(req: RecordRequest): Promise<RecordResult> {
     checkAdmit(req);
-    const plan = this.plan(req.tag, req.buckets);
-    const r = await this.send('add', this.argv(plan.keys, req.now, plan.record[req.now === undefined ? 0 : 1]), req.signal);
+    const b = new ArgsBuilder();
+    for (const args of this.bucketArgs(req.tag, req.buckets)) {
+      if (b.bucket(args) === 0) throw new InvalidArgumentError('the buckets of one call must not share a Redis key');
+    }
+    const head = [req.now === undefined ? '' : String(req.now), this.member(), String(this.ttlFloor(req.now))];
+    const r = await this.send('add', b.argv(head, []), req.signal);
     return { now: Number(r) };
   }
 
@@ -358,4 +516,62 @@ export class RedisStore implements Store {
   async close(): Promise<void> {
     if (this.ownsConnection) await this.redis.quit().catch(() => this.redis.disconnect());
   }
+}
+
+/**
+ * The KEYS and the profiles and buckets (lua/includes/buckets.lua) of one script call, each
+ * profile and each bucket once.
+ */
+class ArgsBuilder {
+  private readonly keys: string[] = [];
+  private readonly keySet = new Set<string>();
+  private readonly profiles: string[] = [];
+  private readonly profileIndex = new Map<string, number>();
+  private readonly buckets: string[] = [];
+  /** 1-based index of each bucket, by its id (keys and limits). */
+  private readonly bucketIndex = new Map<string, number>();
+
+  /**
+   * The bucket's 1-based index; 0 when it shares a key with a bucket already in but differs
+   * from it (the same name with other limits, after a reload): a script call must name each key
+   * once, for one set of limits.
+   */
+  bucket(args: BucketArgs): number {
+    const seen = this.bucketIndex.get(args.id);
+    if (seen !== undefined) return seen;
+    for (const k of args.keys) if (this.keySet.has(k)) return 0;
+    let p = this.profileIndex.get(args.profileId);
+    if (p === undefined) {
+      p = this.profileIndex.size + 1;
+      this.profileIndex.set(args.profileId, p);
+      for (const v of args.profile) this.profiles.push(v);
+    }
+    this.buckets.push(String(this.keys.length + 1), String(p));
+    for (const k of args.keys) {
+      this.keys.push(k);
+      this.keySet.add(k);
+    }
+    const i = this.bucketIndex.size + 1;
+    this.bucketIndex.set(args.id, i);
+    return i;
+  }
+
+  /** [numkeys, ...KEYS, ...head, P, ...profiles, B, ...buckets, ...tail] */
+  argv(head: readonly string[], tail: readonly string[]): string[] {
+    const a: string[] = [String(this.keys.length)];
+    for (const k of this.keys) a.push(k);
+    for (const v of head) a.push(v);
+    a.push(String(this.profileIndex.size));
+    for (const v of this.profiles) a.push(v);
+    a.push(String(this.bucketIndex.size));
+    for (const v of this.buckets) a.push(v);
+    for (const v of tail) a.push(v);
+    return a;
+  }
+}
+
+/** A Redis reply error is a bug to surface as is; anything else means Redis is out of reach. */
+function unavailable(err: unknown): Error {
+  if (err instanceof ReplyError || err instanceof StoreUnavailableError) return err as Error;
+  return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err as Error);
 }

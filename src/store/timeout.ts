@@ -1,20 +1,22 @@
 import { StoreUnavailableError } from '../errors/index.js';
+import type { StopSignal } from './types.js';
 
 /**
  * Bound one store call in time. Past `ms`, the decision stops waiting and rejects with
  * StoreUnavailableError, and the signal handed to the call is aborted: a store that has not
- * sent its command yet (Redis reconnecting) then never sends it, so a call decided by the
- * store-trouble policy is not counted on Redis later as well.
+ * sent its command yet (Redis reconnecting, or a batch not yet written) then never sends it, so
+ * a call decided by the store-trouble policy is not counted on Redis later as well. The signal
+ * is a plain flag, set before the rejection: cheap enough for every decision.
  */
-export function withDeadline<T>(call: (signal: AbortSignal) => Promise<T>, ms: number): Promise<T> {
-  const controller = new AbortController();
+export function withDeadline<T>(call: (signal: StopSignal) => Promise<T>, ms: number): Promise<T> {
+  const signal = { aborted: false };
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
-      controller.abort();
+      signal.aborted = true;
       reject(new StoreUnavailableError(`store did not answer within ${ms} ms`));
     }, ms);
     timer.unref();
-    call(controller.signal).then(
+    call(signal).then(
       (value) => {
         clearTimeout(timer);
         resolve(value);

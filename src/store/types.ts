@@ -10,13 +10,20 @@
 
 export type Algorithm = 'sliding-log' | 'sliding-window' | 'fixed-window';
 
+/**
+ * What a store reads of a request's signal: an AbortSignal, or anything with `aborted` (a
+ * decision's deadline sets a plain flag: an AbortController per call costs more than the rest
+ * of the call's work in process).
+ */
+export type StopSignal = AbortSignal | { readonly aborted: boolean };
+
 /** What every request may carry besides its own fields. */
 export interface RequestOptions {
   /**
    * Aborted when the caller stopped waiting (its decision timed out). A store must not send a
    * command whose signal is aborted: the policy has decided that call already.
    */
-  readonly signal?: AbortSignal;
+  readonly signal?: StopSignal;
 }
 
 /** One limit of a bucket: at most `limit` admitted events per window of `windowUs`. */
@@ -50,6 +57,12 @@ export interface Bucket {
  * Only the two latest fixed windows of each (bucket, W) are kept (window w and w - 1, where w is
  * the latest window recorded); an event in an older window counts 0 and is not recorded.
  * Before counting, each bucket's log is trimmed to events with s > t - max(W of its log limits).
+ * (The MemoryStore also forgets what its latest time makes irrelevant, which a call far back in
+ * time can notice: see MemoryStoreOptions.sweep.)
+ *
+ * Concurrent calls may be decided together (RedisStore batches those issued in one tick): each
+ * decision is still exactly the one these rules give with the calls taken one by one, in the
+ * order they were issued.
  */
 export interface AdmitRequest extends RequestOptions {
   readonly tag: string;
