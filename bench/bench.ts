@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --json] [-- --quick] [-- --pipeline auto|off|both]
+ * npm run bench [-- --json] [-- --quick] [-- --pipeline auto|off|both] [-- --commandstats] [-- --max-batch N]
  *
  * Starts its own redis-server on a free loopback port and measures, in one run on that Redis and
  * with the same offered load (one seeded Zipf sequence of peers, N calls in flight):
@@ -56,6 +56,10 @@ const want = (section: string): boolean => ONLY === '' || ONLY.split(',').includ
 /** Only the Redis systems whose name contains this (profiling); rate-limiter-flexible always runs. */
 const FILTER = opt('filter', '');
 const ROUNDS = Number(opt('rounds', QUICK ? '1' : '2'));
+/** Print, after each Redis run, every Redis command's calls and µs per decision (profiling). */
+const COMMANDSTATS = flag('commandstats');
+/** RedisStore maxBatch for the admission runs (default: the store's). */
+const MAX_BATCH = argv.includes('--max-batch') ? Number(opt('max-batch', '')) : undefined;
 
 // ---------------------------------------------------------------------------------------------
 // Limits: one per-peer limit (1 level), or global + account + peer with two windows each.
@@ -175,6 +179,19 @@ async function redisStats(admin: Redis): Promise<RedisStats> {
   for (const m of info.matchAll(/^cmdstat_(evalsha|eval):calls=\d+,usec=(\d+)/gm)) usec += Number(m[2]);
   const cpu = Number(/used_cpu_user:([\d.]+)/.exec(info)![1]) + Number(/used_cpu_sys:([\d.]+)/.exec(info)![1]);
   return { usec, cpu };
+}
+
+/** Each command's calls and µs per decision since the last RESETSTAT, busiest first. */
+async function printCommandStats(admin: Redis, name: string, decisions: number): Promise<void> {
+  const info = await admin.info('commandstats');
+  const lines: [string, number, number][] = [];
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+    if (m[1] === 'info' || m[1] === 'config') continue;
+    lines.push([m[1]!, Number(m[2]) / decisions, Number(m[3]) / decisions]);
+  }
+  lines.sort((a, b) => b[2] - a[2]);
+  process.stderr.write(`commandstats per decision, ${name}:\n`);
+  for (const [cmd, calls, us] of lines) process.stderr.write(`  ${cmd.padEnd(18)} ${calls.toFixed(3).padStart(8)} calls ${us.toFixed(2).padStart(8)} µs\n`);
 }
 
 /** Indices 0..done-1 sorted by decision time, ties by completion order: the execution order. */
@@ -415,6 +432,7 @@ async function measureRedis(
   const before = await redisStats(admin);
   const run = await closedLoop(CALLS, SECONDS, CONCURRENCY, (i) => sys.op(i));
   const after = await redisStats(admin);
+  if (COMMANDSTATS) await printCommandStats(admin, name, run.done);
   const failure = sys.check(run.done);
   await admin.flushdb();
   const row: Row = {
@@ -453,7 +471,7 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
     let gate: CallGate | undefined;
     const row = await measureRedis(name, label, admin, async (n, prefix) => {
       await gate?.close();
-      gate = await CallGate.create({ config: levels === 1 ? CONFIG_1 : CONFIG_3, store: new RedisStore({ redis: c, prefix }), timeoutMs: 5000 });
+      gate = await CallGate.create({ config: levels === 1 ? CONFIG_1 : CONFIG_3, store: new RedisStore({ redis: c, prefix, maxBatch: MAX_BATCH }), timeoutMs: 5000 });
       return gateSystem(gate, levels, n);
     });
     await gate?.close();
