@@ -12,9 +12,12 @@
   ARGV[2]     member prefix: call i's event id (its sorted-set member) is the prefix .. i,
               unique as long as the prefix is unique per batch
   ARGV[3..]   the profiles and buckets of the batch, each bucket once (includes/buckets.lua)
-  then per call (2 + n each):
+  then the plans, the bucket lists the calls name, each once:
+    NP        the number of plans, then per plan: n, then n bucket indices (1-based), in
+              check order
+  then the calls, in runs that share a time, till the end of ARGV:
     now       µs since the epoch (integer); empty = Redis TIME (read once per script)
-    n         the number of its buckets, then n bucket indices (1-based), in check order
+    c         the number of calls in the run, then c plan indices (1-based), one per call
 
   Semantics at time t (normative: src/store/types.ts):
     sliding-log     n = #{s : t - W < s <= t}; room iff n < L
@@ -24,11 +27,11 @@
          position, among the call's buckets, of the first without room), retryAfterUs (0 when
          admitted; else the max over failing limits of the wait until room), now (µs)
 
-  How the work is shared: calls with the same t form a group. In a group each log is trimmed
-  once, each (log, W) counted once with ZCOUNT, each window hash read once; the calls admitted
-  add their events to local state (all at t, so inside every window), which is written when
-  the time changes or the batch ends: one ZADD and PEXPIRE per log, HSET and PEXPIRE per hash.
-  A refused call changes nothing, so the retry-after lookups of a log are kept for the group too.
+  How the work is shared: calls with the same t form a group. In a group each (log, W) is
+  counted once with ZCOUNT and each window hash read once; the calls admitted add their events
+  to local state (all at t, so inside every window), which is written when the time changes or
+  the batch ends: per log one trim, ZADD and PEXPIRE, per hash one HSET and PEXPIRE. A refused
+  call changes nothing, so the retry-after lookups of a log are kept for the group too.
 ]]
 --- @include "common"
 --- @include "buckets"
@@ -36,18 +39,29 @@
 local floorMs = tonumber(ARGV[1])
 local memberPrefix = ARGV[2]
 local bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, a = readBuckets(3)
+local plans = {}
+for p = 1, tonumber(ARGV[a]) do
+  local n = tonumber(ARGV[a + 1])
+  local list = {}
+  for q = 1, n do
+    list[q] = tonumber(ARGV[a + 1 + q])
+  end
+  plans[p] = list
+  a = a + 1 + n
+end
+a = a + 1
 
 local live -- Redis TIME, read at most once
 local t, ts -- the group's time, as a number and as a score
 local since, after -- per W: the scores t - W and '(' .. (t - W), formatted once per group
 local floor -- the group's ttl floor
-local trimmed, counts, oldest, added, nAdded -- per log key index
+local retention, counts, oldest, added, nAdded -- per log key index
 local hw, hc, hp, loaded, dirty -- per window hash key index
 
 local function newGroup(now, f)
   t, ts, floor = now, fmtInt(now), f
   since, after = {}, {}
-  trimmed, counts, oldest, added, nAdded = {}, {}, {}, {}, {}
+  retention, counts, oldest, added, nAdded = {}, {}, {}, {}, {}
   hw, hc, hp, loaded, dirty = {}, {}, {}, {}, {}
 end
 
@@ -56,12 +70,20 @@ local function writeGroup()
     return
   end
   for k, members in pairs(added) do
+    -- recording, the log drops what no limit can see any more (s <= t - retention)
+    local r = retention[k]
+    local bound = since[r]
+    if bound == nil then
+      bound = fmtInt(t - r)
+      since[r] = bound
+    end
+    redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', bound)
     local args = {}
     for i = 1, #members do
       args[2 * i - 1], args[2 * i] = ts, members[i]
     end
     redis.call('ZADD', KEYS[k], unpack(args))
-    redis.call('PEXPIRE', KEYS[k], fmtInt(ttlMs(trimmed[k], floor)))
+    redis.call('PEXPIRE', KEYS[k], fmtInt(ttlMs(r, floor)))
   end
   for k in pairs(dirty) do
     writeHash(KEYS[k], hw[k], hc[k], hp[k], t, hashW[k], floor)
@@ -115,46 +137,11 @@ local function storedAt(k, W, i)
   return s
 end
 
-local out = {}
-local call = 0
-local argc = #ARGV
-while a <= argc do
-  call = call + 1
-  local now = ARGV[a]
-  local callT, callFloor
-  if now == '' then
-    if live == nil then
-      live = readNow('')
-    end
-    callT, callFloor = live, 0
-  else
-    callT, callFloor = tonumber(now), floorMs
-  end
-  if callT ~= t then
-    writeGroup()
-    newGroup(callT, callFloor)
-  elseif callFloor > floor then
-    floor = callFloor
-  end
-  local n = tonumber(ARGV[a + 1])
-  local first = a + 2
-  a = first + n
-
+-- Decide one call on the buckets of its plan at the group's time; record it if admitted.
+local function decide(list, call)
   local limitedBy, retry = 0, 0
-  for q = 1, n do
-    local b = tonumber(ARGV[first + q - 1])
-    local log = bLog[b]
-    if log > 0 and not trimmed[log] then
-      -- before counting, the log keeps only what a limit can see (s > t - retention)
-      local r = bRet[b]
-      local bound = since[r]
-      if bound == nil then
-        bound = fmtInt(t - r)
-        since[r] = bound
-      end
-      redis.call('ZREMRANGEBYSCORE', KEYS[log], '-inf', bound)
-      trimmed[log] = r
-    end
+  for q = 1, #list do
+    local b = list[q]
     -- a log's limits come widest window first, and a window holds no more events than a wider
     -- one: a count below L already proves room
     local wider
@@ -217,13 +204,13 @@ while a <= argc do
 
   if limitedBy == 0 then
     local member = memberPrefix .. call
-    for q = 1, n do
-      local b = tonumber(ARGV[first + q - 1])
+    for q = 1, #list do
+      local b = list[q]
       local log = bLog[b]
       if log > 0 then
         local list = added[log]
         if list == nil then
-          added[log], nAdded[log] = { member }, 1
+          added[log], nAdded[log], retention[log] = { member }, 1, bRet[b]
         else
           list[#list + 1] = member
           nAdded[log] = nAdded[log] + 1
@@ -245,9 +232,37 @@ while a <= argc do
       end
     end
   end
-  out[#out + 1] = limitedBy
-  out[#out + 1] = retry
-  out[#out + 1] = t
+  return limitedBy, retry
+end
+
+local out = {}
+local call = 0
+local argc = #ARGV
+while a <= argc do
+  local now, c = ARGV[a], tonumber(ARGV[a + 1])
+  local runT, runFloor
+  if now == '' then
+    if live == nil then
+      live = readNow('')
+    end
+    runT, runFloor = live, 0
+  else
+    runT, runFloor = tonumber(now), floorMs
+  end
+  if runT ~= t then
+    writeGroup()
+    newGroup(runT, runFloor)
+  elseif runFloor > floor then
+    floor = runFloor
+  end
+  for x = a + 2, a + 1 + c do
+    call = call + 1
+    local limitedBy, retry = decide(plans[tonumber(ARGV[x])], call)
+    out[#out + 1] = limitedBy
+    out[#out + 1] = retry
+    out[#out + 1] = t
+  end
+  a = a + 2 + c
 end
 writeGroup()
 return out

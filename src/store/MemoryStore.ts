@@ -143,8 +143,8 @@ export interface MemoryStoreOptions {
    * Drop what the latest time seen makes irrelevant (default true), as Redis expiry does. While
    * time never goes backwards this changes no decision. A call whose `now` lies further behind
    * the latest time seen than a bucket's windows may find that bucket's old events forgotten
-   * here but not on Redis (which trims a log only when a call names it); `false` keeps every
-   * structure until a call trims it: the exact semantics of types.ts for any order of times,
+   * here but not on Redis (which trims a log only when it records in it); `false` keeps every
+   * structure until a record trims it: the exact semantics of types.ts for any order of times,
    * with memory growing with the buckets ever named.
    */
   readonly sweep?: boolean;
@@ -212,22 +212,25 @@ export class MemoryStore implements Store {
     else if (k === s.w - 1) s.p++;
   }
 
+  /** Record an event at t in every bucket; each log first drops what no limit can see any more. */
   private recordAll(buckets: readonly Bucket[], plan: ListPlan, logs: (Log | undefined)[], t: number): void {
     for (let b = 0; b < buckets.length; b++) {
-      logs[b]?.add(t);
+      const log = logs[b];
+      if (log !== undefined) {
+        log.trim(t);
+        log.add(t);
+      }
       const keys = plan.recordKeys[b]!;
       for (let j = 0; j < keys.length; j++) this.recordWindow(keys[j]!, t, plan.recordWindows[b]![j]!);
     }
   }
 
-  private trimmedLogs(buckets: readonly Bucket[], plan: ListPlan, t: number): (Log | undefined)[] {
+  /** The log of each bucket with sliding-log limits (undefined for the others). */
+  private logsOf(buckets: readonly Bucket[], plan: ListPlan): (Log | undefined)[] {
     const logs: (Log | undefined)[] = new Array(buckets.length);
     for (let b = 0; b < buckets.length; b++) {
       const retention = plan.retention[b]!;
-      if (retention === 0) continue;
-      const log = this.log(buckets[b]!, retention);
-      log.trim(t);
-      logs[b] = log;
+      if (retention !== 0) logs[b] = this.log(buckets[b]!, retention);
     }
     return logs;
   }
@@ -237,7 +240,7 @@ export class MemoryStore implements Store {
     const t = this.time(req.now);
     const { buckets } = req;
     const plan = listPlan(buckets);
-    const logs = this.trimmedLogs(buckets, plan, t);
+    const logs = this.logsOf(buckets, plan);
     let limitedBy = -1;
     let retry = 0;
     for (let b = 0; b < buckets.length; b++) {
@@ -288,7 +291,7 @@ export class MemoryStore implements Store {
     checkAdmit(req);
     const t = this.time(req.now);
     const plan = listPlan(req.buckets);
-    this.recordAll(req.buckets, plan, this.trimmedLogs(req.buckets, plan, t), t);
+    this.recordAll(req.buckets, plan, this.logsOf(req.buckets, plan), t);
     return { now: t };
   }
 

@@ -120,6 +120,9 @@ const ALGO_CODE = { 'sliding-log': 'l', 'fixed-window': 'f', 'sliding-window': '
 const DAY_MS = 86_400_000;
 /** A batch's calls are limited by Lua's stack too (unpack of one ZADD per log). */
 const MAX_BATCH_LIMIT = 1000;
+/** Small integers as strings, made once: a batch's arguments are mostly indices. */
+const SMALL = Array.from({ length: 4096 }, (_, i) => String(i));
+const num = (i: number): string => SMALL[i] ?? String(i);
 
 export class RedisStore implements Store {
   readonly kind = 'redis';
@@ -401,33 +404,19 @@ export class RedisStore implements Store {
   }
 
   /**
-   * One admit script call for a batch (lua/admit.lua): each limit profile once, each bucket's
-   * keys once, then each call's now and bucket indices. A bucket named again with other limits
-   * (a reload between two calls) starts a new batch, so every call is checked against its own.
+   * One admit script call for a batch (lua/admit.lua): each limit profile, bucket and bucket
+   * list once, then the calls in runs that share a time. A bucket named again with other
+   * limits (a reload between two calls) starts a new batch, so every call is checked against
+   * its own.
    */
   private sendBatch(items: PendingAdmit[]): void {
     const b = new ArgsBuilder();
-    const calls: string[] = [];
-    let floorMs = 0;
+    const plans: number[] = new Array(items.length);
     let n = 0;
     for (; n < items.length; n++) {
-      const item = items[n]!;
-      const mark = calls.length;
-      calls.push(item.now, String(item.buckets.length));
-      let fits = true;
-      for (const args of item.buckets) {
-        const i = b.bucket(args);
-        if (i === 0) {
-          fits = false;
-          break;
-        }
-        calls.push(String(i));
-      }
-      if (!fits) {
-        calls.length = mark;
-        break;
-      }
-      if (item.now !== '') floorMs = this.virtualTtlMs;
+      const p = b.plan(items[n]!.buckets);
+      if (p === 0) break;
+      plans[n] = p;
     }
     if (n === 0) {
       // two buckets of this one call share a key: no script call can decide it
@@ -441,7 +430,18 @@ export class RedisStore implements Store {
       this.sendBatch(items.slice(n));
       return;
     }
-    const argv = b.argv([String(floorMs), `${this.instance}${(this.seq++).toString(36)}:`], calls);
+    const calls: string[] = [];
+    let floorMs = 0;
+    for (let i = 0; i < items.length; ) {
+      const now = items[i]!.now;
+      let j = i + 1;
+      while (j < items.length && items[j]!.now === now) j++;
+      calls.push(now, num(j - i));
+      for (let k = i; k < j; k++) calls.push(num(plans[k]!));
+      if (now !== '') floorMs = this.virtualTtlMs;
+      i = j;
+    }
+    const argv = b.argv([String(floorMs), `${this.instance}${(this.seq++).toString(36)}:`], calls, true);
     this.write('admit', argv).then(
       (reply) => {
         // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now
@@ -464,7 +464,7 @@ export class RedisStore implements Store {
       if (b.bucket(args) === 0) throw new InvalidArgumentError('the buckets of one call must not share a Redis key');
     }
     const head = [req.now === undefined ? '' : String(req.now), this.member(), String(this.ttlFloor(req.now))];
-    const r = await this.send('add', b.argv(head, []), req.signal);
+    const r = await this.send('add', b.argv(head, [], false), req.signal);
     return { now: Number(r) };
   }
 
@@ -530,6 +530,25 @@ class ArgsBuilder {
   private readonly buckets: string[] = [];
   /** 1-based index of each bucket, by its id (keys and limits). */
   private readonly bucketIndex = new Map<string, number>();
+  private readonly plans: string[] = [];
+  /** 1-based index of each bucket list (the store's cached list per plan). */
+  private readonly planIndex = new Map<readonly BucketArgs[], number>();
+
+  /** The bucket list's 1-based index; 0 when one of its buckets does not fit (see bucket()). */
+  plan(list: readonly BucketArgs[]): number {
+    const seen = this.planIndex.get(list);
+    if (seen !== undefined) return seen;
+    const entry = [num(list.length)];
+    for (const args of list) {
+      const i = this.bucket(args);
+      if (i === 0) return 0;
+      entry.push(num(i));
+    }
+    for (const v of entry) this.plans.push(v);
+    const p = this.planIndex.size + 1;
+    this.planIndex.set(list, p);
+    return p;
+  }
 
   /**
    * The bucket's 1-based index; 0 when it shares a key with a bucket already in but differs
@@ -546,7 +565,7 @@ class ArgsBuilder {
       this.profileIndex.set(args.profileId, p);
       for (const v of args.profile) this.profiles.push(v);
     }
-    this.buckets.push(String(this.keys.length + 1), String(p));
+    this.buckets.push(num(this.keys.length + 1), num(p));
     for (const k of args.keys) {
       this.keys.push(k);
       this.keySet.add(k);
@@ -556,8 +575,8 @@ class ArgsBuilder {
     return i;
   }
 
-  /** [numkeys, ...KEYS, ...head, P, ...profiles, B, ...buckets, ...tail] */
-  argv(head: readonly string[], tail: readonly string[]): string[] {
+  /** [numkeys, ...KEYS, ...head, P, ...profiles, B, ...buckets, (NP, ...plans), ...tail] */
+  argv(head: readonly string[], tail: readonly string[], withPlans: boolean): string[] {
     const a: string[] = [String(this.keys.length)];
     for (const k of this.keys) a.push(k);
     for (const v of head) a.push(v);
@@ -565,6 +584,10 @@ class ArgsBuilder {
     for (const v of this.profiles) a.push(v);
     a.push(String(this.bucketIndex.size));
     for (const v of this.buckets) a.push(v);
+    if (withPlans) {
+      a.push(num(this.planIndex.size));
+      for (const v of this.plans) a.push(v);
+    }
     for (const v of tail) a.push(v);
     return a;
   }

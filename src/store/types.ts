@@ -56,7 +56,9 @@ export interface Bucket {
  *
  * Only the two latest fixed windows of each (bucket, W) are kept (window w and w - 1, where w is
  * the latest window recorded); an event in an older window counts 0 and is not recorded.
- * Before counting, each bucket's log is trimmed to events with s > t - max(W of its log limits).
+ * Recording an event at t first trims each bucket's log to events with s > t - max(W of its
+ * log limits); a refusal changes nothing. (Trimming shows only to a later call further back in
+ * time, which would otherwise still count those events.)
  * (The MemoryStore also forgets what its latest time makes irrelevant, which a call far back in
  * time can notice: see MemoryStoreOptions.sweep.)
  *

@@ -50,9 +50,9 @@ const freshPrefix = () => `cgbatch:${randomBytes(6).toString('hex')}:`;
  * The reference: a MemoryStore applied one request at a time, in issue order.
  *
  * Its periodic sweep is switched off (`sweep: false`). The sweep trims every log at the LATEST
- * time the store has seen, while types.ts (and Redis) trim a bucket's log only at the time of a
- * call naming it. The two agree as long as time never goes backwards; this test sends earlier
- * times after later ones on purpose.
+ * time the store has seen, while types.ts (and Redis) trim a bucket's log only when recording in
+ * it, at that call's time. The two agree as long as time never goes backwards; this test sends
+ * earlier times after later ones on purpose.
  */
 function reference(): MemoryStore {
   return new MemoryStore({
