@@ -13,7 +13,7 @@ import { Redis, type Cluster } from 'ioredis';
 import { prng } from '../../scripts/make-fixtures.js';
 import { InvalidArgumentError, StoreUnavailableError } from '../../src/errors/index.js';
 import { MemoryStore } from '../../src/store/MemoryStore.js';
-import { RedisStore, type RedisStoreOptions } from '../../src/store/RedisStore.js';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisStoreOptions } from '../../src/store/RedisStore.js';
 import type { AdmitResult, Bucket, CountResult, Limit, RecordResult, StopSignal } from '../../src/store/types.js';
 import {
   getRedis,
@@ -593,6 +593,40 @@ describe('RedisStore: batched admissions', function () {
         }
       } finally {
         raw.disconnect();
+        client.disconnect();
+        await server.stop();
+      }
+    });
+    it('Redis away when a batch is due: its calls wait on their own deadlines, then go in issue order; an aborted one never leaves', async () => {
+      const server = await startRedisServer();
+      const client = new Redis(server.url, { ...RECOMMENDED_REDIS_OPTIONS, retryStrategy: () => 20 });
+      client.on('error', () => undefined);
+      try {
+        await ready(client);
+        const store = new RedisStore({ redis: client, prefix: freshPrefix() });
+        const away = list(bucket('away', SL(3, S)));
+        expect((await store.admit({ tag: 't', buckets: away, now: T0 })).admitted).to.equal(true);
+        await server.kill();
+        while (client.status === 'ready') await new Promise((r) => setTimeout(r, 5));
+        const flag = { aborted: false };
+        const calls = [1, 2, 3, 4, 5].map((i) => store.admit({ tag: 't', buckets: away, now: T0 + i, ...(i === 2 && { signal: flag }) }));
+        const settled = Promise.allSettled(calls);
+        await new Promise((r) => setTimeout(r, 100));
+        flag.aborted = true; // the policy decided call 2 while Redis was away
+        await server.restart();
+        const results = await settled;
+        expect(results[1]!.status).to.equal('rejected');
+        expect((results[1] as PromiseRejectedResult).reason).to.be.instanceOf(StoreUnavailableError);
+        // the others, as the reference decides them in issue order without call 2 (the
+        // restarted server starts empty: the event at T0 is gone, and so are the scripts)
+        const mem = reference();
+        for (const i of [0, 2, 3, 4]) {
+          expect(results[i]!.status, `call ${i + 1}`).to.equal('fulfilled');
+          const want = mem.admitSync({ tag: 't', buckets: away, now: T0 + i + 1 });
+          expect((results[i] as PromiseFulfilledResult<AdmitResult>).value, `call ${i + 1}`).to.deep.equal(want);
+        }
+        expect((await store.count({ tag: 't', bucket: 'away', windowUs: S, now: T0 + 10 })).count).to.equal(3);
+      } finally {
         client.disconnect();
         await server.stop();
       }
