@@ -3,9 +3,10 @@
  * through ioredis defineCommand (EVALSHA, falling back to EVAL, so NOSCRIPT after a Redis
  * restart heals by itself).
  *
- * Admissions are batched: those issued in one tick go out together as one admit script call
- * (per tag on a Cluster), which decides them one after the other in the order issued; buckets
- * many calls share are then read and written once per batch instead of once per call.
+ * Admissions and reservations are batched (batcher.ts): those issued in one tick go out together
+ * as one script call (admissions per tag on a Cluster), which decides them one after the other
+ * in the order issued; buckets and carriers many calls share are then read and written once per
+ * batch instead of once per call.
  *
  * Keys: `<prefix>{<tag>}:<bucket>:log` (sliding log), `<prefix>{<tag>}:<bucket>:win:<W>` (fixed
  * and sliding-window counts of windows of W µs) and `<prefix>{out}:carrier:<id>` (leaky bucket).
@@ -16,6 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { Cluster, Redis, ReplyError } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { OUTBOUND_TAG } from '../keys.js';
+import { Batcher, type Pending } from './batcher.js';
 import { SCRIPTS, type ScriptName } from './scripts.js';
 import type {
   AdmitRequest,
@@ -59,11 +61,11 @@ export interface RedisStoreOptions {
   /** How long a call without a signal waits for a (re)connecting Redis, ms (default 5000). */
   readonly readyTimeoutMs?: number;
   /**
-   * Admissions decided in one script call, at most (default 64; 1: one call each). Admissions
-   * issued in one tick go to Redis together, a batch as soon as it is full and the rest at the
-   * end of the tick: a bucket many calls name is then read and written once per batch instead
-   * of once per call. Decisions are the same as one by one, in the order issued; nothing waits
-   * for a batch to fill.
+   * Admissions (or reservations) decided in one script call, at most (default 64; 1: one call
+   * each). Those issued in one tick go to Redis together, a batch as soon as it is full and the
+   * rest at the end of the tick: a bucket or carrier many calls name is then read and written
+   * once per batch instead of once per call. Decisions are the same as one by one, in the order
+   * issued; nothing waits for a batch to fill.
    */
   readonly maxBatch?: number;
 }
@@ -97,20 +99,16 @@ interface BucketArgs {
   readonly id: string;
 }
 
-/** An admission waiting for its batch. */
-interface PendingAdmit {
-  readonly buckets: readonly BucketArgs[];
+/** A reservation waiting for its batch. */
+interface PendingReserve extends Pending<ReserveResult> {
+  readonly route: readonly Carrier[];
   readonly now: string;
-  readonly signal: StopSignal | undefined;
-  readonly resolve: (r: AdmitResult) => void;
-  readonly reject: (err: unknown) => void;
 }
 
-/** Admissions of one tag (one Cluster slot) not yet sent. */
-interface Lane {
-  readonly tag: string;
-  items: PendingAdmit[];
-  scheduled: boolean;
+/** An admission waiting for its batch. */
+interface PendingAdmit extends Pending<AdmitResult> {
+  readonly buckets: readonly BucketArgs[];
+  readonly now: string;
 }
 
 /** The window of a sliding-log limit, 0 for the other algorithms (for ordering). */
@@ -141,10 +139,10 @@ export class RedisStore implements Store {
   private ownsConnection = false;
   /** Script arguments per bucket list (see bucketArgs()); weak, so dropped plans cost nothing. */
   private readonly argsOf = new WeakMap<readonly Bucket[], readonly BucketArgs[]>();
-  private readonly maxBatch: number;
   /** Admissions not sent yet, per tag (one lane for all when keys carry no tag). */
-  private readonly lanes = new Map<string, Lane>();
-  private pendingLanes = 0;
+  private readonly admissions: Batcher<PendingAdmit>;
+  /** Reservations not sent yet (one lane: every carrier is on one tag). */
+  private readonly reservations: Batcher<PendingReserve>;
 
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
@@ -154,10 +152,18 @@ export class RedisStore implements Store {
     this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
     this.writeChunk = opts.writeChunk ?? 16;
     this.readyTimeoutMs = opts.readyTimeoutMs ?? 5_000;
-    this.maxBatch = opts.maxBatch ?? 64;
-    if (!(Number.isSafeInteger(this.maxBatch) && this.maxBatch >= 1 && this.maxBatch <= MAX_BATCH_LIMIT)) {
+    const maxBatch = opts.maxBatch ?? 64;
+    if (!(Number.isSafeInteger(maxBatch) && maxBatch >= 1 && maxBatch <= MAX_BATCH_LIMIT)) {
       throw new InvalidArgumentError(`maxBatch must be an integer from 1 to ${MAX_BATCH_LIMIT}, got ${String(opts.maxBatch)}`);
     }
+    const batching = {
+      maxBatch,
+      ready: () => this.redis.status === 'ready',
+      whenReady: (signal: StopSignal | undefined) => this.notReady(signal) ?? Promise.resolve(),
+      unavailable,
+    };
+    this.admissions = new Batcher<PendingAdmit>({ ...batching, send: (items) => this.sendAdmissions(items) });
+    this.reservations = new Batcher<PendingReserve>({ ...batching, send: (items) => this.sendReservations(items) });
     for (const { command, lua } of Object.values(SCRIPTS)) {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
@@ -263,7 +269,8 @@ export class RedisStore implements Store {
   /** Run a script with `argv` = [numkeys, ...KEYS, ...ARGV], once Redis is ready. */
   private async send(name: ScriptName, argv: (string | number)[], signal?: StopSignal): Promise<unknown> {
     // what was issued before goes first: admissions still waiting for their batch
-    if (this.pendingLanes > 0) this.flushLanes();
+    if (this.admissions.pending) this.admissions.flushAll();
+    if (this.reservations.pending) this.reservations.flushAll();
     try {
       const wait = this.notReady(signal);
       if (wait) await wait;
@@ -275,13 +282,13 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Write a script call now (Redis ready). An admit batch leaves at once, uncorked: Redis starts
-   * on it while this process still handles the replies that made the next one.
+   * Write a script call now (Redis ready). A batch (admit, reserve) leaves at once, uncorked:
+   * Redis starts on it while this process still handles the replies that made the next one.
    */
   private async write(name: ScriptName, argv: (string | number)[]): Promise<unknown> {
     const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[SCRIPTS[name].command]!;
     try {
-      if (name !== 'admit' && this.writeChunk > 1 && !(this.redis instanceof Cluster)) return await this.corked(this.redis, fn, argv);
+      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !(this.redis instanceof Cluster)) return await this.corked(this.redis, fn, argv);
       return await fn.apply(this.redis, argv);
     } catch (err) {
       throw unavailable(err);
@@ -337,70 +344,8 @@ export class RedisStore implements Store {
     const buckets = this.bucketArgs(req.tag, req.buckets);
     const now = req.now === undefined ? '' : String(req.now);
     return new Promise<AdmitResult>((resolve, reject) => {
-      this.enqueue(this.hashTags ? req.tag : '', { buckets, now, signal: req.signal, resolve, reject });
+      this.admissions.add(this.hashTags ? req.tag : '', { buckets, now, signal: req.signal, resolve, reject });
     });
-  }
-
-  /** Queue an admission on its lane: sent at the end of the tick, or now when a batch is full. */
-  private enqueue(tag: string, item: PendingAdmit): void {
-    let lane = this.lanes.get(tag);
-    if (lane === undefined) {
-      lane = { tag, items: [], scheduled: false };
-      this.lanes.set(tag, lane);
-    }
-    lane.items.push(item);
-    if (lane.items.length >= this.maxBatch) this.flushLane(lane);
-    else if (!lane.scheduled) {
-      lane.scheduled = true;
-      this.pendingLanes++;
-      const l = lane;
-      process.nextTick(() => this.flushLane(l));
-    }
-  }
-
-  private flushLanes(): void {
-    for (const lane of this.lanes.values()) if (lane.scheduled) this.flushLane(lane);
-  }
-
-  /** Send a lane's admissions, in batches of up to maxBatch; the aborted ones never leave. */
-  private flushLane(lane: Lane): void {
-    if (lane.scheduled) {
-      lane.scheduled = false;
-      this.pendingLanes--;
-    }
-    const items = lane.items;
-    if (items.length === 0) return;
-    lane.items = [];
-    // a lane lives while it holds calls: one per tag would otherwise pile up on a Cluster
-    if (this.lanes.get(lane.tag) === lane) this.lanes.delete(lane.tag);
-    if (this.redis.status !== 'ready') {
-      // Redis away: each call waits on its own deadline, then joins a later batch
-      for (const item of items) {
-        (this.notReady(item.signal) ?? Promise.resolve()).then(
-          () => this.enqueueAgain(lane.tag, item),
-          (err: unknown) => item.reject(unavailable(err)),
-        );
-      }
-      return;
-    }
-    let batch: PendingAdmit[] = [];
-    for (const item of items) {
-      if (item.signal?.aborted) {
-        item.reject(new StoreUnavailableError('decision timed out before its command was sent'));
-        continue;
-      }
-      batch.push(item);
-      if (batch.length === this.maxBatch) {
-        this.sendBatch(batch);
-        batch = [];
-      }
-    }
-    if (batch.length > 0) this.sendBatch(batch);
-  }
-
-  private enqueueAgain(tag: string, item: PendingAdmit): void {
-    if (item.signal?.aborted) item.reject(new StoreUnavailableError('decision timed out before its command was sent'));
-    else this.enqueue(tag, item);
   }
 
   /**
@@ -409,7 +354,7 @@ export class RedisStore implements Store {
    * limits (a reload between two calls) starts a new batch, so every call is checked against
    * its own.
    */
-  private sendBatch(items: PendingAdmit[]): void {
+  private sendAdmissions(items: PendingAdmit[]): void {
     const b = new ArgsBuilder();
     const plans: number[] = new Array(items.length);
     let n = 0;
@@ -421,13 +366,13 @@ export class RedisStore implements Store {
     if (n === 0) {
       // two buckets of this one call share a key: no script call can decide it
       items[0]!.reject(new InvalidArgumentError('the buckets of one call must not share a Redis key'));
-      if (items.length > 1) this.sendBatch(items.slice(1));
+      if (items.length > 1) this.sendAdmissions(items.slice(1));
       return;
     }
     if (n < items.length) {
       // call n names a bucket again with other limits: those before it go now, the rest after
-      this.sendBatch(items.slice(0, n));
-      this.sendBatch(items.slice(n));
+      this.sendAdmissions(items.slice(0, n));
+      this.sendAdmissions(items.slice(n));
       return;
     }
     const calls: string[] = [];
@@ -478,18 +423,80 @@ export class RedisStore implements Store {
     return this.base(OUTBOUND_TAG, c.name);
   }
 
-  async reserve(req: ReserveRequest): Promise<ReserveResult> {
-    checkReserve(req);
-    const args: (string | number)[] = [req.now ?? '', this.ttlFloor(req.now)];
-    for (const c of req.route) args.push(c.intervalUs, c.maxWaitUs);
-    const r = (await this.run('reserve', req.route.map((c) => this.carrierKey(c)), args, req.signal)) as Reply;
-    return {
-      index: Number(r[0]) - 1,
-      waitUs: Number(r[1]),
-      slotUs: Number(r[2]),
-      now: Number(r[3]),
-      waits: r.slice(4).map(Number),
+  reserve(req: ReserveRequest): Promise<ReserveResult> {
+    try {
+      checkReserve(req);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const now = req.now === undefined ? '' : String(req.now);
+    return new Promise<ReserveResult>((resolve, reject) => {
+      this.reservations.add(OUTBOUND_TAG, { route: req.route, now, signal: req.signal, resolve, reject });
+    });
+  }
+
+  /**
+   * One reserve script call for a batch (lua/reserve.lua): each carrier's key once, each route
+   * (carriers with their interval and maxWait) once, then the calls in runs sharing a time.
+   */
+  private sendReservations(items: PendingReserve[]): void {
+    const keys: string[] = [];
+    const keyIndex = new Map<string, string>();
+    const routes: string[] = [];
+    const routeIndex = new Map<string, string>();
+    const calls: string[] = [];
+    let floorMs = 0;
+    const routeOf = (route: readonly Carrier[]): string => {
+      const entry = [num(route.length)];
+      for (const c of route) {
+        const key = this.carrierKey(c);
+        let k = keyIndex.get(key);
+        if (k === undefined) {
+          k = num(keys.push(key));
+          keyIndex.set(key, k);
+        }
+        entry.push(k, String(c.intervalUs), String(c.maxWaitUs));
+      }
+      const id = entry.join(' ');
+      let r = routeIndex.get(id);
+      if (r === undefined) {
+        r = num(routeIndex.size + 1);
+        routeIndex.set(id, r);
+        for (const v of entry) routes.push(v);
+      }
+      return r;
     };
+    for (let i = 0; i < items.length; ) {
+      const now = items[i]!.now;
+      let j = i + 1;
+      while (j < items.length && items[j]!.now === now) j++;
+      calls.push(now, num(j - i));
+      for (let k = i; k < j; k++) calls.push(routeOf(items[k]!.route));
+      if (now !== '') floorMs = this.virtualTtlMs;
+      i = j;
+    }
+    const argv: string[] = [num(keys.length)];
+    for (const k of keys) argv.push(k);
+    argv.push(String(floorMs), num(routeIndex.size));
+    for (const v of routes) argv.push(v);
+    for (const v of calls) argv.push(v);
+    this.write('reserve', argv).then(
+      (reply) => {
+        // per call: m, index (1-based, 0: none), waitUs, slotUs, now, then m waits
+        const r = reply as Reply;
+        let at = 0;
+        for (const item of items) {
+          const m = Number(r[at]);
+          const waits: number[] = new Array(m);
+          for (let i = 0; i < m; i++) waits[i] = Number(r[at + 5 + i]);
+          item.resolve({ index: Number(r[at + 1]) - 1, waitUs: Number(r[at + 2]), slotUs: Number(r[at + 3]), now: Number(r[at + 4]), waits });
+          at += 5 + m;
+        }
+      },
+      (err: unknown) => {
+        for (const item of items) item.reject(err);
+      },
+    );
   }
 
   async wait(req: WaitRequest): Promise<WaitResult> {

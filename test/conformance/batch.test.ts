@@ -1,7 +1,8 @@
 /**
- * RedisStore batching of admit(): admissions issued in one tick go to Redis as one call of
- * lua/admit.lua per lane (one lane on a single Redis, one per tag with hash tags), cut at
- * maxBatch; other operations flush pending admissions first; aborted calls never leave.
+ * RedisStore batching of admit() and reserve(): admissions issued in one tick go to Redis as one
+ * call of lua/admit.lua per lane (one lane on a single Redis, one per tag with hash tags),
+ * reservations as one call of lua/reserve.lua (one lane: every carrier is on the {out} tag),
+ * both cut at maxBatch; other operations flush pending batches first; aborted calls never leave.
  *
  * The claim under test: every result is EXACTLY what MemoryStore gives when the same requests are
  * applied one by one in issue order (src/store/types.ts is the normative semantics). Run on a
@@ -14,7 +15,17 @@ import { prng } from '../../scripts/make-fixtures.js';
 import { InvalidArgumentError, StoreUnavailableError } from '../../src/errors/index.js';
 import { MemoryStore } from '../../src/store/MemoryStore.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisStoreOptions } from '../../src/store/RedisStore.js';
-import type { AdmitResult, Bucket, CountResult, Limit, RecordResult, StopSignal } from '../../src/store/types.js';
+import type {
+  AdmitResult,
+  Bucket,
+  Carrier,
+  CountResult,
+  Limit,
+  RecordResult,
+  ReserveResult,
+  StopSignal,
+  WaitResult,
+} from '../../src/store/types.js';
 import {
   getRedis,
   newClusterClient,
@@ -69,13 +80,17 @@ function reference(): MemoryStore {
 type Op =
   | { readonly kind: 'admit'; readonly tag: string; readonly buckets: readonly Bucket[]; readonly now?: number; readonly signal?: StopSignal }
   | { readonly kind: 'record'; readonly tag: string; readonly buckets: readonly Bucket[]; readonly now: number }
-  | { readonly kind: 'count'; readonly tag: string; readonly bucket: string; readonly windowUs: number; readonly now: number };
+  | { readonly kind: 'count'; readonly tag: string; readonly bucket: string; readonly windowUs: number; readonly now: number }
+  | { readonly kind: 'reserve'; readonly route: readonly Carrier[]; readonly now?: number; readonly signal?: StopSignal }
+  | { readonly kind: 'wait'; readonly carrier: Carrier; readonly now: number };
 
-type Result = AdmitResult | RecordResult | CountResult;
+type Result = AdmitResult | RecordResult | CountResult | ReserveResult | WaitResult;
 
 const admit = (tag: string, buckets: readonly Bucket[], now?: number): Op => ({ kind: 'admit', tag, buckets, now });
 const record = (tag: string, buckets: readonly Bucket[], now: number): Op => ({ kind: 'record', tag, buckets, now });
 const count = (tag: string, bucketName: string, windowUs: number, now: number): Op => ({ kind: 'count', tag, bucket: bucketName, windowUs, now });
+const reserve = (route: readonly Carrier[], now?: number): Op => ({ kind: 'reserve', route, now });
+const wait = (carrier: Carrier, now: number): Op => ({ kind: 'wait', carrier, now });
 
 function issue(store: RedisStore, op: Op): Promise<Result> {
   switch (op.kind) {
@@ -85,6 +100,10 @@ function issue(store: RedisStore, op: Op): Promise<Result> {
       return store.record({ tag: op.tag, buckets: op.buckets, now: op.now });
     case 'count':
       return store.count({ tag: op.tag, bucket: op.bucket, windowUs: op.windowUs, now: op.now });
+    case 'reserve':
+      return store.reserve({ route: op.route, now: op.now, signal: op.signal });
+    case 'wait':
+      return store.wait({ carrier: op.carrier, now: op.now });
   }
 }
 
@@ -96,12 +115,20 @@ function apply(mem: MemoryStore, op: Op, now = op.now): Result {
       return mem.recordSync({ tag: op.tag, buckets: op.buckets, now });
     case 'count':
       return mem.countSync({ tag: op.tag, bucket: op.bucket, windowUs: op.windowUs, now });
+    case 'reserve':
+      return mem.reserveSync({ route: op.route, now });
+    case 'wait':
+      return mem.waitSync({ carrier: op.carrier, now });
   }
 }
+
+const describeCarrier = (c: Carrier): string => `${c.name}(I=${c.intervalUs},max=${c.maxWaitUs})`;
 
 function describeOp(op: Op): string {
   const at = op.now === undefined ? 'store clock' : `T0${op.now - T0 >= 0 ? '+' : ''}${op.now - T0}`;
   if (op.kind === 'count') return `count {${op.tag}} ${op.bucket} W=${op.windowUs} @${at}`;
+  if (op.kind === 'reserve') return `reserve [${op.route.map(describeCarrier).join(', ')}] @${at}`;
+  if (op.kind === 'wait') return `wait ${describeCarrier(op.carrier)} @${at}`;
   const names = op.buckets.map((b) => `${b.name}(${b.limits.map((l) => `${l.algorithm[0]}${l.algorithm.split('-')[1]![0]}${l.limit}/${l.windowUs}`).join(',')})`);
   return `${op.kind} {${op.tag}} [${names.join(', ')}] @${at}`;
 }
@@ -279,16 +306,171 @@ async function randomEquivalence(store: RedisStore, w: Workload): Promise<void> 
   expect(backwards, 'times going backwards').to.be.above(w.rounds);
 }
 
-/** INFO commandstats: calls of EVALSHA plus EVAL. */
-async function scriptCalls(raw: Redis): Promise<number> {
+// ---------------------------------------------------------------------------
+// The random pacing workload (reserve and wait)
+
+/** Fractional intervals (3 and 7 calls per second), µs. */
+const I3 = 1e6 / 3;
+const I7 = 1e6 / 7;
+
+const carrier = (name: string, intervalUs: number, maxWaitUs: number): Carrier => Object.freeze({ name, intervalUs, maxWaitUs });
+
+interface CarrierPool {
+  /**
+   * Per carrier name, the configurations calls give it: the first is its usual one, the others
+   * come from a config reload (another maxWait, or another interval too). Frozen, reused.
+   */
+  readonly configs: readonly (readonly Carrier[])[];
+  /** Routes built once and handed to many calls (as a plan does), besides the ones built per call. */
+  readonly routes: readonly (readonly Carrier[])[];
+}
+
+/**
+ * Five carriers of 3, 7, 4000, ~999.5 and 50 calls per second, with maxWait from 0 to several
+ * intervals; reloads change maxWait or the interval (to 2/s, 5/s, ~999.5/s, 3/s).
+ */
+function makeCarrierPool(): CarrierPool {
+  const n = (i: number) => `carrier:c${i}`;
+  const configs = [
+    [carrier(n(0), I3, 3 * I3), carrier(n(0), I3, 0), carrier(n(0), I3, 6 * I3), carrier(n(0), 1e6 / 2, I3)],
+    [carrier(n(1), I7, 4 * I7), carrier(n(1), I7, 0), carrier(n(1), 1e6 / 5, 1.5 * I7)],
+    [carrier(n(2), 250, 4_000), carrier(n(2), 250, 0), carrier(n(2), 1000.5, 500)],
+    [carrier(n(3), 1000.5, 5_002.5), carrier(n(3), 1000.5, 0), carrier(n(3), 1000.5, 10_000)],
+    [carrier(n(4), 20_000, 80_000), carrier(n(4), I3, 0)],
+  ].map((c) => Object.freeze(c));
+  const c = (i: number, v = 0) => configs[i]![v]!;
+  const routes = [[c(0), c(1), c(2)], [c(0, 1), c(0, 2)], [c(3)], [c(4), c(3), c(2), c(1)], [c(1, 1), c(4), c(1)]].map((r) => Object.freeze(r));
+  return Object.freeze({ configs, routes });
+}
+
+interface PacingWorkload {
+  readonly seed: number;
+  readonly rounds: number;
+  /** Where time starts (default T0). Near 1.7e15 µs a double resolves 1/4 µs only. */
+  readonly t0?: number;
+  /** Admissions (and records) of this pool mixed into every round, in the same ticks. */
+  readonly admissions?: Pool;
+}
+
+/**
+ * `rounds` rounds; each issues K (1..80) ops in one tick: mostly reserve, some wait (and, with
+ * `admissions`, admits and records too), with caller-given times: repeated times, times going
+ * backwards, small steps comparable to the intervals, jumps far ahead, whole rounds at one
+ * time. Routes of 1..4 carriers, a name may come twice in a route and with other intervals or
+ * maxWaits in other calls of the same batch (a reload); Carrier objects are reused or made per
+ * call. After each round, the wait of every carrier at the round's last and base times.
+ * Everything is compared with the reference.
+ */
+async function pacingEquivalence(store: RedisStore, w: PacingWorkload): Promise<void> {
+  const rand = prng(w.seed);
+  const int = (n: number) => Math.floor(rand() * n);
+  const pool = makeCarrierPool();
+  const intervals = pool.configs.flatMap((cs) => cs.map((c) => c.intervalUs));
+  const mem = reference();
+  let base = (w.t0 ?? T0) + int(10 * S);
+  const n = { reserves: 0, refused: 0, rerouted: 0, waited: 0, atMaxWait: 0, fractional: 0, waits: 0, waitsSeeing: 0, twiceInRoute: 0, reloads: 0, admitted: 0, admitRefused: 0 };
+  let backwards = 0;
+  let repeats = 0;
+  let prev = base;
+  for (let round = 0; round < w.rounds; round++) {
+    // a round starts after the last one's last time, sometimes before it, sometimes far later
+    const r0 = rand();
+    if (r0 < 0.1) base = Math.max(0, prev - int(S));
+    else if (r0 < 0.13) base = prev + 20 * S + int(100 * S);
+    else base = prev + int(300_000);
+    const k = 1 + int(80);
+    const oneTime = rand() < 0.1;
+    prev = base;
+    const ops: Op[] = [];
+    const configsSeen = new Map<string, Set<string>>();
+    const pick = (): Carrier => {
+      const configs = pool.configs[int(pool.configs.length)]!;
+      // mostly the usual configuration; a new object per call half of the time (as the Dispatcher does)
+      const c = rand() < 0.7 ? configs[0]! : configs[1 + int(configs.length - 1)]!;
+      let seen = configsSeen.get(c.name);
+      if (!seen) configsSeen.set(c.name, (seen = new Set()));
+      seen.add(`${c.intervalUs}/${c.maxWaitUs}`);
+      return rand() < 0.5 ? c : { ...c };
+    };
+    for (let i = 0; i < k; i++) {
+      let t: number;
+      const r = rand();
+      if (oneTime || r < 0.2) t = prev;
+      else if (r < 0.65) t = prev + 1 + int(intervals[int(intervals.length)]!); // steps like the intervals
+      else if (r < 0.8) t = prev - 1 - int(rand() < 0.8 ? 3_000 : 400_000);
+      else if (r < 0.9) t = prev + 250 * (1 + int(4)); // on the 250 µs grid
+      else t = base + int(S);
+      t = Math.max(0, t);
+      if (i > 0 && t === prev) repeats++;
+      if (t < prev) backwards++;
+      prev = t;
+      const kind = rand();
+      if (w.admissions && kind < 0.3) {
+        const lists = w.admissions.lists;
+        const op = kind < 0.25 ? admit : record;
+        ops.push(op(w.admissions.tag, lists[int(lists.length)]!, t));
+      } else if (kind < 0.85) {
+        let route: readonly Carrier[];
+        if (rand() < 0.25) route = pool.routes[int(pool.routes.length)]!;
+        else route = Array.from({ length: 1 + int(4) }, pick);
+        if (new Set(route.map((c) => c.name)).size < route.length) n.twiceInRoute++;
+        ops.push(reserve(route, t));
+      } else ops.push(wait(pick(), t));
+    }
+    if ([...configsSeen.values()].some((s) => s.size > 1)) n.reloads++;
+    const results = await runTick(store, mem, ops, `seed ${w.seed} round ${round}`);
+    results.forEach((res, i) => {
+      const op = ops[i]!;
+      if (op.kind === 'reserve') {
+        const r = res as ReserveResult;
+        n.reserves++;
+        if (r.index < 0) n.refused++;
+        if (r.index > 0) n.rerouted++;
+        if (r.waitUs > 0) n.waited++;
+        if (r.index >= 0 && r.waitUs > 0 && r.waitUs === op.route[r.index]!.maxWaitUs) n.atMaxWait++;
+        if (!Number.isInteger(r.waitUs)) n.fractional++;
+      } else if (op.kind === 'admit') (res as AdmitResult).admitted ? n.admitted++ : n.admitRefused++;
+    });
+    // every carrier's queue, at the round's last time and at its base time
+    const after: Op[] = [];
+    for (const configs of pool.configs) for (const t of [prev, base]) after.push(wait(configs[0]!, t));
+    for (const res of await runTick(store, mem, after, `seed ${w.seed} after round ${round}`)) {
+      n.waits++;
+      if ((res as WaitResult).waitUs > 0) n.waitsSeeing++;
+    }
+  }
+  // the workload is not vacuous: refusals, reroutes, waits (fractional ones too), routes naming
+  // a carrier twice, reloads within a batch, repeated and backward times all occur often
+  const stats = JSON.stringify(n);
+  expect(n.refused, `refused reservations ${stats}`).to.be.above(n.reserves / 5);
+  expect(n.rerouted, `rerouted reservations ${stats}`).to.be.above(n.reserves / 12);
+  expect(n.waited, `reservations that wait ${stats}`).to.be.above(n.reserves / 8);
+  expect(n.atMaxWait, `reservations taken at exactly maxWait ${stats}`).to.be.at.least(5);
+  expect(n.fractional, `fractional waits ${stats}`).to.be.above(n.reserves / 16);
+  expect(n.waitsSeeing, `waits that see a queue ${stats}`).to.be.above(n.waits / 10);
+  expect(n.twiceInRoute, `routes naming a carrier twice ${stats}`).to.be.above(w.rounds);
+  expect(n.reloads, `rounds with a reload ${stats}`).to.be.above(w.rounds / 2);
+  expect(repeats, 'repeated times').to.be.above(w.rounds);
+  expect(backwards, 'times going backwards').to.be.above(w.rounds);
+  if (w.admissions) {
+    expect(n.admitted, `admitted calls ${stats}`).to.be.above(w.rounds);
+    expect(n.admitRefused, `refused admissions ${stats}`).to.be.above(w.rounds);
+  }
+}
+
+/** INFO commandstats: calls of the given commands, summed. */
+async function commandCalls(raw: Redis, ...cmds: string[]): Promise<number> {
   const info = await raw.info('commandstats');
   let n = 0;
-  for (const cmd of ['evalsha', 'eval']) {
+  for (const cmd of cmds) {
     const m = new RegExp(`^cmdstat_${cmd}:calls=(\\d+)`, 'm').exec(info);
     if (m) n += Number(m[1]);
   }
   return n;
 }
+
+/** INFO commandstats: calls of EVALSHA plus EVAL. */
+const scriptCalls = (raw: Redis): Promise<number> => commandCalls(raw, 'evalsha', 'eval');
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {
@@ -522,9 +704,159 @@ function sharedTests(b: Backend, cluster: boolean): void {
       pools: [makePool('t', 't.'), makePool('u', 'u.')],
     });
   });
+
+  // ------------------------------------------------------------------------- reservations
+
+  it(`reservations: seeded random equivalence with MemoryStore (reserve and wait, ${lanes})`, async function () {
+    this.timeout(60_000);
+    await pacingEquivalence(b.store(), { seed: cluster ? 0xc10e5e1 : 0x9ace01, rounds: 300 });
+  });
+
+  it('reservations and admissions issued in one tick (both batchers): each equals the reference in issue order', async function () {
+    this.timeout(60_000);
+    await pacingEquivalence(b.store(), { seed: cluster ? 0xc10e5e2 : 0x9ace02, rounds: 150, admissions: makePool('t', 't.') });
+  });
+
+  it('reservations, live time (no now): a burst of 300 equals a MemoryStore replay in execution order', async () => {
+    const store = b.store();
+    const I = 1e6 / 4000;
+    // a first carrier that fills fast, then two with more patience: reroutes, and refusals when the burst is quick
+    const route = [carrier('carrier:lA', I, 5_000), carrier('carrier:lB', I, 10_000), carrier('carrier:lC', I, 25_000)];
+    const ops = Array.from({ length: 300 }, () => reserve(route));
+    const results = (await Promise.all(ops.map((op) => issue(store, op)))) as ReserveResult[];
+    // execution order: by the time each decision was taken at, ties in issue order
+    const order = results.map((r, i) => ({ r, i })).sort((x, y) => x.r.now - y.r.now || x.i - y.i);
+    const mem = reference();
+    for (const { r, i } of order) {
+      expect(Number.isSafeInteger(r.now) && Math.abs(r.now - Date.now() * 1000) < 10 * S, `call ${i}: now ${r.now}`).to.equal(true);
+      expect(r, `call ${i} at ${r.now}`).to.deep.equal(apply(mem, ops[i]!, r.now));
+    }
+    // each carrier gives slots at least one interval apart
+    for (let c = 0; c < route.length; c++) {
+      const slots = results.filter((r) => r.index === c).map((r) => r.slotUs).sort((x, y) => x - y);
+      expect(slots.length, `calls on carrier ${c}`).to.be.above(0);
+      for (let j = 1; j < slots.length; j++) expect(slots[j]! - slots[j - 1]!, `carrier ${c}, slots ${j - 1} and ${j}`).to.be.at.least(I);
+    }
+    // the first batch (64 calls at one time) alone fills carrier 0 (21 slots in 5 ms)
+    expect(results.filter((r) => r.index > 0).length, 'rerouted').to.be.above(0);
+    const span = order[order.length - 1]!.r.now - order[0]!.r.now;
+    // 3 carriers hold 21 + 41 + 101 calls at one time, 12 more per ms that passes
+    if (span < 30_000) expect(results.filter((r) => r.index < 0).length, `refused, burst over ${span} µs`).to.be.above(0);
+  });
+
+  it('reservations: an aborted call never leaves; the others of its batch are decided as if it had not been issued', async () => {
+    const store = b.store();
+    const mem = reference();
+    const t = T0 + 30 * S;
+    const X = carrier('carrier:ab', I3, S);
+    const flag = { aborted: false };
+    const p1 = store.reserve({ route: [X], now: t, signal: flag });
+    const p2 = store.reserve({ route: [X], now: t });
+    flag.aborted = true;
+    expect(await rejection(p1)).to.be.instanceOf(StoreUnavailableError);
+    const r2 = await p2;
+    expect(r2).to.deep.equal(mem.reserveSync({ route: [X], now: t }));
+    expect(r2.waitUs, 'the first slot (the aborted call would have taken it)').to.equal(0);
+    // (slots near 1.7e15 µs are doubles in steps of 1/4 µs: a wait is I3 to within that)
+    expect(await store.wait({ carrier: X, now: t })).to.deep.equal(mem.waitSync({ carrier: X, now: t }));
+    expect((await store.wait({ carrier: X, now: t })).waitUs, 'one call on X').to.be.closeTo(I3, 0.25);
+
+    // an already-aborted AbortSignal, and an AbortController aborted in the same tick
+    expect(await rejection(store.reserve({ route: [X], now: t, signal: AbortSignal.abort() }))).to.be.instanceOf(StoreUnavailableError);
+    const ctrl = new AbortController();
+    const p3 = store.reserve({ route: [X], now: t, signal: ctrl.signal });
+    const p4 = store.reserve({ route: [X], now: t });
+    ctrl.abort();
+    expect(await rejection(p3)).to.be.instanceOf(StoreUnavailableError);
+    const r4 = await p4;
+    expect(r4).to.deep.equal(mem.reserveSync({ route: [X], now: t }));
+    expect(r4.waitUs, 'the second slot').to.be.closeTo(I3, 0.25);
+    expect(await store.wait({ carrier: X, now: t })).to.deep.equal(mem.waitSync({ carrier: X, now: t }));
+
+    // aborted calls mixed into a batch over [Y (two calls: waits 0 and I), Z (no wait)]: the others take the room
+    const Y = carrier('carrier:ab2', I7, 1.5 * I7);
+    const Z = carrier('carrier:ab3', 1000.5, 0);
+    const route = [Y, Z];
+    const flags = [{ aborted: false }, { aborted: false }, { aborted: false }];
+    const pending = [
+      store.reserve({ route, now: t, signal: flags[0] }),
+      store.reserve({ route, now: t }),
+      store.reserve({ route, now: t, signal: flags[1] }),
+      store.reserve({ route, now: t, signal: { aborted: false } }),
+      store.reserve({ route, now: t, signal: flags[2] }),
+      store.reserve({ route, now: t + 1 }),
+    ];
+    for (const f of flags) f.aborted = true;
+    const settled = await Promise.allSettled(pending);
+    for (const i of [0, 2, 4]) {
+      expect(settled[i]!.status, `call ${i}`).to.equal('rejected');
+      expect((settled[i] as PromiseRejectedResult).reason).to.be.instanceOf(StoreUnavailableError);
+    }
+    const expected = [t, t, t + 1].map((now) => mem.reserveSync({ route, now }));
+    expect([1, 3, 5].map((i) => (settled[i] as PromiseFulfilledResult<ReserveResult>).value)).to.deep.equal(expected);
+    expect(expected.map((r) => r.index)).to.deep.equal([0, 0, 1]);
+    expect(expected[1]!.waitUs).to.be.closeTo(I7, 0.25);
+    for (const c of route) expect(await store.wait({ carrier: c, now: t + 1 }), c.name).to.deep.equal(mem.waitSync({ carrier: c, now: t + 1 }));
+
+    // a full batch leaves at once: a call of it aborted later in the tick was decided; the next
+    // batch has not left yet
+    const small = b.store({ maxBatch: 4 });
+    const W = carrier('carrier:ab4', 1000.5, 3_000);
+    const fullFlags = [0, 1, 2, 3, 4, 5].map(() => ({ aborted: false }));
+    const inFull = fullFlags.map((signal, i) => small.reserve({ route: [W], now: t + i, signal }));
+    fullFlags[0]!.aborted = true;
+    fullFlags[4]!.aborted = true;
+    const fullSettled = await Promise.allSettled(inFull);
+    expect(fullSettled.map((s) => s.status)).to.deep.equal(['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    const memSmall = reference();
+    const wantFull = [0, 1, 2, 3, 5].map((i) => memSmall.reserveSync({ route: [W], now: t + i }));
+    expect([0, 1, 2, 3, 5].map((i) => (fullSettled[i] as PromiseFulfilledResult<ReserveResult>).value)).to.deep.equal(wantFull);
+    expect(wantFull.map((r) => r.index)).to.deep.equal([0, 0, 0, 0, -1]);
+
+    // aborted after its batch left: it was decided (and counted)
+    const late = { aborted: false };
+    const p5 = store.reserve({ route: [X], now: t, signal: late });
+    await new Promise((r) => setImmediate(r));
+    late.aborted = true;
+    expect(await p5).to.deep.equal(mem.reserveSync({ route: [X], now: t }));
+    expect(await store.wait({ carrier: X, now: t })).to.deep.equal(mem.waitSync({ carrier: X, now: t }));
+    expect((await store.wait({ carrier: X, now: t })).waitUs, 'three calls on X').to.be.closeTo(3 * I3, 0.5);
+  });
+
+  it('reservations, order with other operations: a wait issued between reservations sees and is seen in issue order', async () => {
+    const store = b.store();
+    const mem = reference();
+    const t = T0 + 40 * S + 100;
+    // reserve A, wait, reserve B on one carrier, increasing times
+    const X = carrier('carrier:ox', 1000.5, 10_000);
+    const r1 = await runTick(store, mem, [reserve([X], t), wait(X, t + 1), reserve([X], t + 2)], 'reserve, wait, reserve');
+    expect(r1[0]).to.deep.equal({ index: 0, waitUs: 0, slotUs: t, waits: [0], now: t });
+    expect(r1[1], 'the wait sees A').to.deep.equal({ waitUs: 999.5, now: t + 1 });
+    expect(r1[2], 'B sees A').to.deep.equal({ index: 0, waitUs: 998.5, slotUs: t + 1000.5, waits: [998.5], now: t + 2 });
+
+    // waits first, between and last in one tick at one time, each sees the reservations before it
+    const Y = carrier('carrier:oy', I7, 3.5 * I7);
+    const r2 = await runTick(
+      store,
+      mem,
+      [wait(Y, t), reserve([Y], t), wait(Y, t), reserve([Y], t), reserve([Y], t), wait(Y, t), reserve([Y], t), reserve([Y], t), wait(Y, t)],
+      'waits between reservations, one time',
+    );
+    [0, I7, 3 * I7, 4 * I7].forEach((want, j) => expect((r2[[0, 2, 5, 8][j]!] as WaitResult).waitUs, `wait #${j}`).to.be.closeTo(want, 0.5));
+    expect((r2[7] as ReserveResult).index, 'the fifth reservation finds no room').to.equal(-1);
+
+    // and admissions and counts in between, with time going back and forth
+    const Z = list(bucket('oz', SL(2, S)));
+    await runTick(
+      store,
+      mem,
+      [reserve([X, Y], t + 5), admit('t', Z, t + 5), wait(X, t + 3), count('t', 'oz', S, t + 5), reserve([Y, X], t + 4), admit('t', Z, t + 6), wait(Y, t + 5), reserve([X], t + 2_000), wait(X, t + 1_000)],
+      'reservations, waits, admissions and counts',
+    );
+  });
 }
 
-describe('RedisStore: batched admissions', function () {
+describe('RedisStore: batched admissions and reservations', function () {
   this.timeout(30_000);
 
   describe('single Redis', () => {
@@ -597,6 +929,64 @@ describe('RedisStore: batched admissions', function () {
         await server.stop();
       }
     });
+    it('batching happens: 100 concurrent reserves are 2 script calls with maxBatch 64 (64 + 36), 100 with maxBatch 1', async () => {
+      const server = await startRedisServer();
+      const raw = newRedisClient(server);
+      const client = newRedisClient(server);
+      try {
+        await ready(client);
+        // a route of two carriers; at one time, 21 calls fit on the first, the rest go to the second
+        const route = [carrier('carrier:b1', 250, 5_000), carrier('carrier:b2', I7, 1_000 * S)];
+        // maxBatch 64: one batch sent once full, the other 36 at the end of the tick; the
+        // default (64) the same
+        for (const [maxBatch, calls] of [
+          [64, 2],
+          [1, 100],
+          [undefined, 2],
+        ] as const) {
+          const what = `script calls with maxBatch ${maxBatch ?? 'default'}`;
+          const store = new RedisStore({ redis: client, prefix: freshPrefix(), maxBatch });
+          // warm-up: the script is loaded before the stats are reset
+          await store.reserve({ route: [carrier('carrier:warm', 250, 0)], now: T0 });
+          await raw.config('RESETSTAT');
+          expect(await scriptCalls(raw), 'after RESETSTAT').to.equal(0);
+          const mem = reference();
+          const ops = Array.from({ length: 100 }, (_, i) => reserve(i % 2 ? route : [...route], T0 + S + (i < 50 ? 0 : 1)));
+          const res = (await runTick(store, mem, ops, what)) as ReserveResult[];
+          expect(res.filter((r) => r.index === 0).length).to.equal(21);
+          expect(await scriptCalls(raw), what).to.equal(calls);
+          if (calls === 2) {
+            // calls at one time share work: per batch and time, each carrier read once, and
+            // written once if it took a call: the first batch is 50 calls at t (both carriers
+            // take some) and 14 at t + 1 (all on the second), the other 36 calls at t + 1
+            expect(await commandCalls(raw, 'get'), `GETs, ${what}`).to.equal(2 + 2 + 2);
+            expect(await commandCalls(raw, 'set'), `SETs, ${what}`).to.equal(2 + 1 + 1);
+            // written with a caller-given now: kept at least virtualTimeTtlMs (default 24 h)
+            for (const c of route) expect(await raw.pttl(`${store.prefix}${c.name}`), `pttl of ${c.name}`).to.be.above(86_400_000 - 60_000);
+            // on Redis TIME: kept until slot + I (+ 1 ms) only: the second slot is t + 100 ms
+            await Promise.all([store.reserve({ route: [carrier('carrier:live', 100_000, 0)] }), store.reserve({ route: [carrier('carrier:live', 100_000, 200_000)] })]);
+            const pttl = await raw.pttl(`${store.prefix}carrier:live`);
+            expect(pttl, 'pttl of a carrier written on Redis TIME').to.be.within(110, 201);
+          }
+          await store.clear();
+        }
+      } finally {
+        raw.disconnect();
+        client.disconnect();
+        await server.stop();
+      }
+    });
+
+    it('reservations: seeded random equivalence with MemoryStore, maxBatch 5', async function () {
+      this.timeout(60_000);
+      await pacingEquivalence(b.store({ maxBatch: 5 }), { seed: 0x9ace03, rounds: 120 });
+    });
+
+    it('reservations: seeded random equivalence with MemoryStore, times near 0 (fractional intervals to full precision)', async function () {
+      this.timeout(60_000);
+      await pacingEquivalence(b.store(), { seed: 0x9ace04, rounds: 120, t0: 60 * S });
+    });
+
     it('Redis away when a batch is due: its calls wait on their own deadlines, then go in issue order; an aborted one never leaves', async () => {
       const server = await startRedisServer();
       const client = new Redis(server.url, { ...RECOMMENDED_REDIS_OPTIONS, retryStrategy: () => 20 });
