@@ -1,0 +1,124 @@
+/**
+ * The arguments of the admit and add scripts (lua/includes/buckets.lua): what each bucket sends
+ * (its keys and limit profile, built once per bucket and tag), and the builder of one script
+ * call, which names each key, profile, bucket and bucket list once.
+ */
+import type { Bucket, Limit } from './types.js';
+import { logRetention } from './validate.js';
+
+/** A bucket's part of the script arguments (lua/includes/buckets.lua), per bucket and tag. */
+export interface BucketArgs {
+  readonly tag: string;
+  /** Its keys: the log first when it has sliding-log limits, then one hash per distinct window. */
+  readonly keys: readonly string[];
+  /** Its limit profile: retention, m, then (algo, L, W, off) per limit. */
+  readonly profile: readonly string[];
+  /** The profile as one string, to tell profiles apart. */
+  readonly profileId: string;
+  /** Keys and profile as one string: two buckets are the same in a batch iff these are equal. */
+  readonly id: string;
+}
+
+/** The window of a sliding-log limit, 0 for the other algorithms (for ordering). */
+const logWindow = (lim: Limit): number => (lim.algorithm === 'sliding-log' ? lim.windowUs : 0);
+
+const ALGO_CODE = { 'sliding-log': 'l', 'fixed-window': 'f', 'sliding-window': 's' } as const;
+
+/** Small integers as strings, made once: a batch's arguments are mostly indices. */
+const SMALL = Array.from({ length: 4096 }, (_, i) => String(i));
+export const num = (i: number): string => SMALL[i] ?? String(i);
+
+/** A bucket's keys (named from `base`) and limit profile. */
+export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketArgs {
+  const retention = logRetention(bucket);
+  const keys: string[] = retention > 0 ? [`${base}:log`] : [];
+  const windows = new Map<number, number>();
+  // sliding-log limits widest window first (admit.lua skips a count a wider one decides)
+  const ordered = [...bucket.limits].sort((x, y) => logWindow(y) - logWindow(x));
+  const profile = [String(retention), String(ordered.length)];
+  for (const lim of ordered) {
+    let off = 0;
+    if (lim.algorithm !== 'sliding-log') {
+      off = windows.get(lim.windowUs) ?? keys.push(`${base}:win:${lim.windowUs}`) - 1;
+      windows.set(lim.windowUs, off);
+    }
+    profile.push(ALGO_CODE[lim.algorithm], String(lim.limit), String(lim.windowUs), String(off));
+  }
+  const profileId = profile.join(' ');
+  return { tag, keys, profile, profileId, id: `${keys.join('\n')}\n${profileId}` };
+}
+
+/**
+ * The KEYS and the profiles and buckets (lua/includes/buckets.lua) of one script call, each
+ * profile and each bucket once.
+ */
+export class ArgsBuilder {
+  private readonly keys: string[] = [];
+  private readonly keySet = new Set<string>();
+  private readonly profiles: string[] = [];
+  private readonly profileIndex = new Map<string, number>();
+  private readonly buckets: string[] = [];
+  /** 1-based index of each bucket, by its id (keys and limits). */
+  private readonly bucketIndex = new Map<string, number>();
+  private readonly plans: string[] = [];
+  /** 1-based index of each bucket list (the store's cached list per plan). */
+  private readonly planIndex = new Map<readonly BucketArgs[], number>();
+
+  /** The bucket list's 1-based index; 0 when one of its buckets does not fit (see bucket()). */
+  plan(list: readonly BucketArgs[]): number {
+    const seen = this.planIndex.get(list);
+    if (seen !== undefined) return seen;
+    const entry = [num(list.length)];
+    for (const args of list) {
+      const i = this.bucket(args);
+      if (i === 0) return 0;
+      entry.push(num(i));
+    }
+    for (const v of entry) this.plans.push(v);
+    const p = this.planIndex.size + 1;
+    this.planIndex.set(list, p);
+    return p;
+  }
+
+  /**
+   * The bucket's 1-based index; 0 when it shares a key with a bucket already in but differs
+   * from it (the same name with other limits, after a reload): a script call must name each key
+   * once, for one set of limits.
+   */
+  bucket(args: BucketArgs): number {
+    const seen = this.bucketIndex.get(args.id);
+    if (seen !== undefined) return seen;
+    for (const k of args.keys) if (this.keySet.has(k)) return 0;
+    let p = this.profileIndex.get(args.profileId);
+    if (p === undefined) {
+      p = this.profileIndex.size + 1;
+      this.profileIndex.set(args.profileId, p);
+      for (const v of args.profile) this.profiles.push(v);
+    }
+    this.buckets.push(num(this.keys.length + 1), num(p));
+    for (const k of args.keys) {
+      this.keys.push(k);
+      this.keySet.add(k);
+    }
+    const i = this.bucketIndex.size + 1;
+    this.bucketIndex.set(args.id, i);
+    return i;
+  }
+
+  /** [numkeys, ...KEYS, ...head, P, ...profiles, B, ...buckets, (NP, ...plans), ...tail] */
+  argv(head: readonly string[], tail: readonly string[], withPlans: boolean): string[] {
+    const a: string[] = [String(this.keys.length)];
+    for (const k of this.keys) a.push(k);
+    for (const v of head) a.push(v);
+    a.push(String(this.profileIndex.size));
+    for (const v of this.profiles) a.push(v);
+    a.push(String(this.bucketIndex.size));
+    for (const v of this.buckets) a.push(v);
+    if (withPlans) {
+      a.push(num(this.planIndex.size));
+      for (const v of this.plans) a.push(v);
+    }
+    for (const v of tail) a.push(v);
+    return a;
+  }
+}
