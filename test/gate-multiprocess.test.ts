@@ -129,8 +129,16 @@ describe('four routing processes admitting one peer on one Redis (live Redis TIM
     expect(span).to.be.below(5);
     expect(times).to.have.length(50);
     expect(offered).to.be.greaterThan(500);
-    // each process got a share (no process starved by the others)
-    for (const r of reports) expect(r.admitted.length, r.id).to.be.greaterThan(0);
+    // every process competed for the same count: each offered calls, and each saw refusals
+    // (the shared limit was full when its calls reached Redis). Which process wins the few
+    // slots that open is first come, first served: a tight loop can lose every race in a short
+    // run (batches make the winners take the slots a batch's events free together), so a share
+    // per process is not asserted.
+    for (const r of reports) {
+      expect(r.offered, r.id).to.be.greaterThan(100);
+      expect(r.rejected['peer:trunk {7}: a'] ?? 0, r.id).to.be.greaterThan(0);
+      expect(r.admitted.length + (r.rejected['peer:trunk {7}: a'] ?? 0), `${r.id}: every call decided`).to.equal(r.offered);
+    }
     // the refusals name the peer
     const labels = new Set(reports.flatMap((r) => Object.keys(r.rejected)));
     expect([...labels]).to.deep.equal(['peer:trunk {7}: a']);
