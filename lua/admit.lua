@@ -15,9 +15,8 @@
   then the plans, the bucket lists the calls name, each once:
     NP        the number of plans, then per plan: n, then n bucket indices (1-based), in
               check order
-  then the calls, in runs that share a time, till the end of ARGV:
-    now       µs since the epoch (integer); empty = Redis TIME (read once per script)
-    c         the number of calls in the run, then c plan indices (1-based), one per call
+  then the calls, in runs that share a time (includes/runs.lua), one plan index (1-based) per
+  call
 
   Semantics at time t (normative: src/store/types.ts):
     sliding-log     n = #{s : t - W < s <= t}; room iff n < L
@@ -35,6 +34,7 @@
 ]]
 --- @include "common"
 --- @include "buckets"
+--- @include "runs"
 
 local floorMs = tonumber(ARGV[1])
 local memberPrefix = ARGV[2]
@@ -51,24 +51,19 @@ for p = 1, tonumber(ARGV[a]) do
 end
 a = a + 1
 
-local live -- Redis TIME, read at most once
 local t, ts -- the group's time, as a number and as a score
 local since, after -- per W: the scores t - W and '(' .. (t - W), formatted once per group
-local floor -- the group's ttl floor
 local retention, counts, oldest, added, nAdded -- per log key index
 local hw, hc, hp, loaded, dirty -- per window hash key index
 
-local function newGroup(now, f)
-  t, ts, floor = now, fmtInt(now), f
+local function newGroup(now)
+  t, ts = now, fmtInt(now)
   since, after = {}, {}
   retention, counts, oldest, added, nAdded = {}, {}, {}, {}, {}
   hw, hc, hp, loaded, dirty = {}, {}, {}, {}, {}
 end
 
-local function writeGroup()
-  if t == nil then
-    return
-  end
+local function writeGroup(floor)
   for k, members in pairs(added) do
     -- recording, the log drops what no limit can see any more (s <= t - retention)
     local r = retention[k]
@@ -100,14 +95,20 @@ local function above(W)
   return s
 end
 
+-- tbl[k], a table created on first use.
+local function sub(tbl, k)
+  local v = tbl[k]
+  if v == nil then
+    v = {}
+    tbl[k] = v
+  end
+  return v
+end
+
 -- Events of log k in (t - W, t]: those in Redis (counted once per group) and those added by
 -- earlier calls of the group (at t). Also the Redis part, for the retry-after lookup.
 local function logCount(k, W)
-  local byW = counts[k]
-  if byW == nil then
-    byW = {}
-    counts[k] = byW
-  end
+  local byW = sub(counts, k)
   local stored = byW[W]
   if stored == nil then
     stored = redis.call('ZCOUNT', KEYS[k], above(W), ts)
@@ -119,16 +120,7 @@ end
 -- The score of the (i + 1)-th oldest stored event of log k in (t - W, t]; a call refused by a
 -- log leaves it as it was, so the calls after it often ask the same.
 local function storedAt(k, W, i)
-  local byW = oldest[k]
-  if byW == nil then
-    byW = {}
-    oldest[k] = byW
-  end
-  local byI = byW[W]
-  if byI == nil then
-    byI = {}
-    byW[W] = byI
-  end
+  local byI = sub(sub(oldest, k), W)
   local s = byI[i]
   if s == nil then
     s = tonumber(redis.call('ZRANGEBYSCORE', KEYS[k], above(W), ts, 'WITHSCORES', 'LIMIT', fmtInt(i), '1')[2])
@@ -237,32 +229,11 @@ end
 
 local out = {}
 local call = 0
-local argc = #ARGV
-while a <= argc do
-  local now, c = ARGV[a], tonumber(ARGV[a + 1])
-  local runT, runFloor
-  if now == '' then
-    if live == nil then
-      live = readNow('')
-    end
-    runT, runFloor = live, 0
-  else
-    runT, runFloor = tonumber(now), floorMs
-  end
-  if runT ~= t then
-    writeGroup()
-    newGroup(runT, runFloor)
-  elseif runFloor > floor then
-    floor = runFloor
-  end
-  for x = a + 2, a + 1 + c do
-    call = call + 1
-    local limitedBy, retry = decide(plans[tonumber(ARGV[x])], call)
-    out[#out + 1] = limitedBy
-    out[#out + 1] = retry
-    out[#out + 1] = t
-  end
-  a = a + 2 + c
-end
-writeGroup()
+eachCall(a, floorMs, newGroup, function(plan)
+  call = call + 1
+  local limitedBy, retry = decide(plans[tonumber(plan)], call)
+  out[#out + 1] = limitedBy
+  out[#out + 1] = retry
+  out[#out + 1] = t
+end, writeGroup)
 return out

@@ -10,9 +10,8 @@
   ARGV[1]     ttl floor, ms, for calls whose now is given (see admit.lua)
   ARGV[2]     NR, the number of routes, then per route: n, then per carrier in route order:
               its key (1-based index in KEYS), I (µs, may be fractional), maxWait (µs)
-  then the calls, in runs that share a time, till the end of ARGV:
-    now       µs since the epoch (integer); empty = Redis TIME (read once per script)
-    c         the number of calls in the run, then c route indices (1-based), one per call
+  then the calls, in runs that share a time (includes/runs.lua), one route index (1-based) per
+  call
   Reply: per call, m (the number of carriers tried) and then: index (1-based carrier that took
          the call; 0 = none), waitUs, slotUs (0 when none), now, and the wait of each carrier
          tried, in order (times as strings: I may be fractional)
@@ -21,6 +20,7 @@
   once (GET) and written once (SET with expiry) when the time changes or the batch ends.
 ]]
 --- @include "common"
+--- @include "runs"
 
 local floorMs = tonumber(ARGV[1])
 local routes = {}
@@ -36,19 +36,15 @@ for r = 1, tonumber(ARGV[2]) do
   a = a + 1 + 3 * n
 end
 
-local live -- Redis TIME, read at most once
-local t, ts, floor -- the group's time (number, string) and ttl floor
+local t, ts -- the group's time (number, string)
 local last, loaded, lastI, dirty -- per carrier key index
 
-local function newGroup(now, f)
-  t, ts, floor = now, fmtInt(now), f
+local function newGroup(now)
+  t, ts = now, fmtInt(now)
   last, loaded, lastI, dirty = {}, {}, {}, {}
 end
 
-local function writeGroup()
-  if t == nil then
-    return
-  end
+local function writeGroup(floor)
   for k in pairs(dirty) do
     -- last(c) matters until slot + I: after that every call gets slot = t anyway
     redis.call('SET', KEYS[k], fmt(last[k]), 'PX', fmtInt(ttlMs(last[k] + lastI[k] - t, floor)))
@@ -56,58 +52,37 @@ local function writeGroup()
 end
 
 local out = {}
-local argc = #ARGV
-while a <= argc do
-  local now, c = ARGV[a], tonumber(ARGV[a + 1])
-  local runT, runFloor
-  if now == '' then
-    if live == nil then
-      live = readNow('')
+eachCall(a, floorMs, newGroup, function(r)
+  local route = routes[tonumber(r)]
+  local keys, Is, maxWaits = route[1], route[2], route[3]
+  local head = #out
+  out[head + 1] = 0 -- m, set below
+  out[head + 2], out[head + 3], out[head + 4], out[head + 5] = 0, '0', '0', ts
+  local m = 0
+  for i = 1, #keys do
+    local k, I = keys[i], Is[i]
+    if not loaded[k] then
+      local v = redis.call('GET', KEYS[k])
+      last[k] = v and tonumber(v)
+      loaded[k] = true
     end
-    runT, runFloor = live, 0
-  else
-    runT, runFloor = tonumber(now), floorMs
-  end
-  if runT ~= t then
-    writeGroup()
-    newGroup(runT, runFloor)
-  elseif runFloor > floor then
-    floor = runFloor
-  end
-  for x = a + 2, a + 1 + c do
-    local route = routes[tonumber(ARGV[x])]
-    local keys, Is, maxWaits = route[1], route[2], route[3]
-    local head = #out
-    out[head + 1] = 0 -- m, set below
-    out[head + 2], out[head + 3], out[head + 4], out[head + 5] = 0, '0', '0', ts
-    local m = 0
-    for i = 1, #keys do
-      local k, I = keys[i], Is[i]
-      if not loaded[k] then
-        local v = redis.call('GET', KEYS[k])
-        last[k] = v and tonumber(v)
-        loaded[k] = true
-      end
-      local slot = t
-      if last[k] then
-        local nextFree = last[k] + I
-        if nextFree > t then
-          slot = nextFree
-        end
-      end
-      local wait = slot - t
-      local waitText = fmt(wait)
-      m = m + 1
-      out[head + 5 + m] = waitText
-      if wait <= maxWaits[i] then
-        last[k], lastI[k], dirty[k] = slot, I, true
-        out[head + 2], out[head + 3], out[head + 4] = i, waitText, fmt(slot)
-        break
+    local slot = t
+    if last[k] then
+      local nextFree = last[k] + I
+      if nextFree > t then
+        slot = nextFree
       end
     end
-    out[head + 1] = m
+    local wait = slot - t
+    local waitText = fmt(wait)
+    m = m + 1
+    out[head + 5 + m] = waitText
+    if wait <= maxWaits[i] then
+      last[k], lastI[k], dirty[k] = slot, I, true
+      out[head + 2], out[head + 3], out[head + 4] = i, waitText, fmt(slot)
+      break
+    end
   end
-  a = a + 2 + c
-end
-writeGroup()
+  out[head + 1] = m
+end, writeGroup)
 return out
