@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { Cluster, Redis, ReplyError } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { OUTBOUND_TAG } from '../keys.js';
-import { Batcher, type Pending } from './batcher.js';
+import { Batcher, type Pending, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucketArgs.js';
 import { SCRIPTS, type ScriptName } from './scripts.js';
 import type {
@@ -275,6 +275,15 @@ export class RedisStore implements Store {
     }
   }
 
+  /** Write a batch; `settle` resolves its calls from the reply, or every call rejects. */
+  private writeBatch(name: ScriptName, argv: string[], items: readonly Queued[], settle: (reply: unknown) => void): void {
+    this.write(name, argv)
+      .then(settle)
+      .catch((err: unknown) => {
+        for (const item of items) item.reject(err); // a call settled already stays settled
+      });
+  }
+
   /**
    * The keys and profile of each bucket of a list (lua/includes/buckets.lua), built once per
    * list and tag: plans hand the same (readonly) list to every call of a peer.
@@ -336,31 +345,16 @@ export class RedisStore implements Store {
       this.sendAdmissions(items.slice(n));
       return;
     }
-    const calls: string[] = [];
-    let floorMs = 0;
-    for (let i = 0; i < items.length; ) {
-      const now = items[i]!.now;
-      let j = i + 1;
-      while (j < items.length && items[j]!.now === now) j++;
-      calls.push(now, num(j - i));
-      for (let k = i; k < j; k++) calls.push(num(plans[k]!));
-      if (now !== '') floorMs = this.virtualTtlMs;
-      i = j;
-    }
-    const argv = b.argv([String(floorMs), `${this.instance}${(this.seq++).toString(36)}:`], calls, true);
-    this.write('admit', argv).then(
-      (reply) => {
-        // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now
-        const r = reply as number[];
-        for (let i = 0; i < items.length; i++) {
-          const limitedBy = r[3 * i]!;
-          items[i]!.resolve({ admitted: limitedBy === 0, limitedBy: limitedBy - 1, retryAfterUs: r[3 * i + 1]!, now: r[3 * i + 2]! });
-        }
-      },
-      (err: unknown) => {
-        for (const item of items) item.reject(err);
-      },
-    );
+    const { calls, virtual } = runsOf(items, (i) => num(plans[i]!));
+    const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`], calls, true);
+    this.writeBatch('admit', argv, items, (reply) => {
+      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now
+      const r = reply as number[];
+      for (let i = 0; i < items.length; i++) {
+        const limitedBy = r[3 * i]!;
+        items[i]!.resolve({ admitted: limitedBy === 0, limitedBy: limitedBy - 1, retryAfterUs: r[3 * i + 1]!, now: r[3 * i + 2]! });
+      }
+    });
   }
 
   async record(req: RecordRequest): Promise<RecordResult> {
@@ -405,8 +399,6 @@ export class RedisStore implements Store {
     const keyIndex = new Map<string, string>();
     const routes: string[] = [];
     const routeIndex = new Map<string, string>();
-    const calls: string[] = [];
-    let floorMs = 0;
     const routeOf = (route: readonly Carrier[]): string => {
       const entry = [num(route.length)];
       for (const c of route) {
@@ -427,37 +419,24 @@ export class RedisStore implements Store {
       }
       return r;
     };
-    for (let i = 0; i < items.length; ) {
-      const now = items[i]!.now;
-      let j = i + 1;
-      while (j < items.length && items[j]!.now === now) j++;
-      calls.push(now, num(j - i));
-      for (let k = i; k < j; k++) calls.push(routeOf(items[k]!.route));
-      if (now !== '') floorMs = this.virtualTtlMs;
-      i = j;
-    }
+    const { calls, virtual } = runsOf(items, (i) => routeOf(items[i]!.route));
     const argv: string[] = [num(keys.length)];
     for (const k of keys) argv.push(k);
-    argv.push(String(floorMs), num(routeIndex.size));
+    argv.push(String(virtual ? this.virtualTtlMs : 0), num(routeIndex.size));
     for (const v of routes) argv.push(v);
     for (const v of calls) argv.push(v);
-    this.write('reserve', argv).then(
-      (reply) => {
-        // per call: m, index (1-based, 0: none), waitUs, slotUs, now, then m waits
-        const r = reply as Reply;
-        let at = 0;
-        for (const item of items) {
-          const m = Number(r[at]);
-          const waits: number[] = new Array(m);
-          for (let i = 0; i < m; i++) waits[i] = Number(r[at + 5 + i]);
-          item.resolve({ index: Number(r[at + 1]) - 1, waitUs: Number(r[at + 2]), slotUs: Number(r[at + 3]), now: Number(r[at + 4]), waits });
-          at += 5 + m;
-        }
-      },
-      (err: unknown) => {
-        for (const item of items) item.reject(err);
-      },
-    );
+    this.writeBatch('reserve', argv, items, (reply) => {
+      // per call: m, index (1-based, 0: none), waitUs, slotUs, now, then m waits
+      const r = reply as Reply;
+      let at = 0;
+      for (const item of items) {
+        const m = Number(r[at]);
+        const waits: number[] = new Array(m);
+        for (let i = 0; i < m; i++) waits[i] = Number(r[at + 5 + i]);
+        item.resolve({ index: Number(r[at + 1]) - 1, waitUs: Number(r[at + 2]), slotUs: Number(r[at + 3]), now: Number(r[at + 4]), waits });
+        at += 5 + m;
+      }
+    });
   }
 
   async wait(req: WaitRequest): Promise<WaitResult> {
@@ -484,6 +463,25 @@ export class RedisStore implements Store {
   async close(): Promise<void> {
     if (this.ownsConnection) await this.redis.quit().catch(() => this.redis.disconnect());
   }
+}
+
+/**
+ * The calls of a batch in runs that share a time (lua/includes/runs.lua): now, count, then one
+ * argument per call (`arg(i)` for call i). `virtual`: some call gave its own now.
+ */
+function runsOf(items: readonly { readonly now: string }[], arg: (i: number) => string): { calls: string[]; virtual: boolean } {
+  const calls: string[] = [];
+  let virtual = false;
+  for (let i = 0; i < items.length; ) {
+    const now = items[i]!.now;
+    let j = i + 1;
+    while (j < items.length && items[j]!.now === now) j++;
+    calls.push(now, num(j - i));
+    for (let k = i; k < j; k++) calls.push(arg(k));
+    if (now !== '') virtual = true;
+    i = j;
+  }
+  return { calls, virtual };
 }
 
 /** A Redis reply error is a bug to surface as is; anything else means Redis is out of reach. */
