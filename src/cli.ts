@@ -20,6 +20,8 @@ import { CallgateError } from './errors/index.js';
 import { replay, type DecisionLine } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
 import { TraceError, formatProblem } from './replay/trace.js';
+import { runServe, type ServeArgs } from './server/serve.js';
+import { DEFAULT_LISTEN } from './server/listen.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import { RedisStore } from './store/RedisStore.js';
 import type { Store } from './store/types.js';
@@ -182,6 +184,23 @@ export function program(): Command {
     .option('--json', 'print the report as one JSON object')
     .option('--no-progress', 'no progress bar, even on a terminal')
     .action(async (opts: ReplayArgs) => runReplay(opts));
+  const int = (v: string) => (/^\d+$/.test(v) ? Number(v) : NaN);
+  cmd
+    .command('serve')
+    .description('run the engine as an HTTP sidecar (JSON API, /metrics, /healthz, /readyz); see README "Sidecar"')
+    .requiredOption('--config <file>', 'limit configuration (JSON or YAML), reloaded on SIGHUP and on change')
+    .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'))
+    .option('--redis-url <url>', 'Redis for --store redis', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .option('--prefix <prefix>', 'Redis key prefix (sidecars sharing limits share it)', 'callgate:')
+    .option('--listen <addr>', 'PORT, HOST:PORT or [IPv6]:PORT; not loopback: needs a token', DEFAULT_LISTEN)
+    .addOption(new Option('--token <token>', 'require "Authorization: Bearer <token>" (16+ characters)').env('CALLGATE_TOKEN'))
+    .addOption(new Option('--policy <policy>', 'when Redis is out of reach').choices(['fail-closed', 'fail-open', 'local']).default('fail-closed'))
+    .option('--timeout-ms <ms>', 'bound on one decision\'s store call', int, 200)
+    .option('--body-limit <bytes>', 'largest request body', int, 16384)
+    .option('--retry-jitter <s>', 'add up to this many seconds to Retry-After', int, 0)
+    .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
+    .option('--no-watch', 'do not reload when the configuration file changes')
+    .action(async (opts: ServeArgs) => runServe(opts));
   return cmd;
 }
 
