@@ -68,6 +68,16 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     requestTimeout: 30_000,
   });
 
+  // Closing: a keep-alive connection is closed after the answer in flight on it, so that close()
+  // ends once those answers are out instead of waiting for the clients' idle timeouts.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_req, reply) => {
+    if (closing) reply.header('connection', 'close');
+  });
+
   // An empty JSON body is no body (curl -X POST -H 'content-type: application/json').
   const jsonParser = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
