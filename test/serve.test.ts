@@ -112,7 +112,12 @@ describe('callgate serve (the command, on Redis)', function () {
     try {
       const s = await startSidecarProcess(['--config', file('ready.json', limits(5)), '--store', 'redis', '--redis-url', own.url, '--timeout-ms', '300']);
       sidecars.push(s);
-      expect((await call(`${s.url}/readyz`)).status).to.equal(200);
+      const ready = async () => {
+        const deadline = Date.now() + 10_000;
+        while ((await call(`${s.url}/readyz`)).status !== 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+        return (await call(`${s.url}/readyz`)).status;
+      };
+      expect(await ready()).to.equal(200);
       await own.kill();
       const down = await call(`${s.url}/readyz`);
       expect(down.status).to.equal(503);
@@ -124,9 +129,7 @@ describe('callgate serve (the command, on Redis)', function () {
       expect(o.json).to.deep.include({ outcome: 'failed', reason: 'store-unavailable' });
       await s.waitFor(/unreachable; decisions follow policy fail-closed/);
       await own.restart();
-      const deadline = Date.now() + 10_000;
-      while ((await call(`${s.url}/readyz`)).status !== 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect((await call(`${s.url}/readyz`)).status).to.equal(200);
+      expect(await ready()).to.equal(200);
       expect((await call(`${s.url}/v1/admit`, { call_id: 'r2', peer: 'p1' })).json.outcome).to.equal('admitted');
       expect(s.lines.filter((l) => /unreachable/.test(l)), 'one line per outage').to.have.length(1);
     } finally {

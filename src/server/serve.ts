@@ -103,7 +103,9 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
       if (down) log.info(`Redis at ${args.redisUrl} reachable again`);
       down = false;
     });
-    redis.connect().catch(() => undefined); // reported by the 'error' listener; the client retries
+    // reported by the 'error' listener; the client keeps retrying. Start ready when Redis is.
+    const connected = redis.connect().then(() => true, () => false);
+    await Promise.race([connected, new Promise((r) => setTimeout(r, 3000).unref())]);
   }
 
   gate.on('reloaded', (changes) => log.info({ changes: changes.map((c) => `${c.kind} ${c.path}`) }, `configuration reloaded from ${args.config}`));
