@@ -200,6 +200,7 @@ export function program(): Command {
     .option('--retry-jitter <s>', 'add up to this many seconds to Retry-After', int, 0)
     .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
     .option('--no-watch', 'do not reload when the configuration file changes')
+    .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind')
     .action(async (opts: ServeArgs) => runServe(opts));
   return cmd;
 }

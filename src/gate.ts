@@ -24,7 +24,17 @@ export type CallGateEvents = AdmissionEvents &
     /** An inbound refusal or an outbound call no carrier could take (tell them apart by `direction`). */
     rejected: [AdmissionDecision | DispatchResult];
     reloaded: [ConfigChange[]];
+    /** Every decision (dispatch: its reservation) or failure, with its latency: for metrics. */
+    decided: [DecisionTiming];
   };
+
+export interface DecisionTiming {
+  readonly operation: 'admit' | 'record' | 'reserve' | 'dispatch';
+  readonly seconds: number;
+  readonly decision?: AdmissionDecision | Reservation;
+  /** The call got no decision (store out of reach under policy `error`, reserve on store trouble, bad input). */
+  readonly error?: Error;
+}
 
 export type ConfigSource = string | CallgateConfigInput | CallgateConfig;
 
@@ -95,17 +105,17 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /** May this inbound call in? Admitted calls count at every level; refused ones nowhere. */
   admit(input: AdmitInput): Promise<AdmissionDecision> {
-    return this.admission.admit(input);
+    return this.timed('admit', () => this.admission.admit(input));
   }
 
   /** Count a call that must pass regardless (emergency): never refused, counted everywhere. */
   record(input: AdmitInput): Promise<AdmissionDecision> {
-    return this.admission.record(input);
+    return this.timed('record', () => this.admission.record(input));
   }
 
   /** The outbound decision alone: a slot on the first carrier of the route that can take the call in time. */
   reserve(input: DispatchInput): Promise<Reservation> {
-    return this.dispatcher.reserve(input);
+    return this.timed('reserve', () => this.dispatcher.reserve(input));
   }
 
   /** Reserve, hold the call for its offset on the engine's clock, then hand it to `send`. */
@@ -114,7 +124,27 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     send?: (carrier: string) => unknown | Promise<unknown>,
     opts?: { onReserved?: (r: Reservation) => void },
   ): Promise<DispatchResult> {
-    return this.dispatcher.dispatch(input, send, opts);
+    if (this.listenerCount('decided') === 0) return this.dispatcher.dispatch(input, send, opts);
+    const start = performance.now();
+    const onReserved = (r: Reservation) => {
+      this.safeEmit('decided', { operation: 'dispatch', seconds: (performance.now() - start) / 1000, decision: r });
+      opts?.onReserved?.(r);
+    };
+    return this.dispatcher.dispatch(input, send, { ...opts, onReserved });
+  }
+
+  /** Run a decision; with 'decided' listeners, time it and tell them. */
+  private timed<T extends AdmissionDecision | Reservation>(operation: DecisionTiming['operation'], run: () => Promise<T>): Promise<T> {
+    if (this.listenerCount('decided') === 0) return run();
+    const start = performance.now();
+    const seconds = () => (performance.now() - start) / 1000;
+    return run().then(
+      (decision) => (this.safeEmit('decided', { operation, seconds: seconds(), decision }), decision),
+      (error: Error) => {
+        this.safeEmit('decided', { operation, seconds: seconds(), error });
+        throw error;
+      },
+    );
   }
 
   /** The caller hung up while its call was held: it ends as cancelled. */

@@ -1,4 +1,4 @@
-export { CallGate, type CallGateEvents, type CallGateOptions, type ConfigSource } from './gate.js';
+export { CallGate, type CallGateEvents, type CallGateOptions, type ConfigSource, type DecisionTiming } from './gate.js';
 export { Admission, type AdmissionDecision, type AdmitInput, type StorePolicy } from './admission/Admission.js';
 export { toSipResponse, type SipResponse, type SipOptions } from './admission/sip.js';
 export * from './dispatch/Dispatcher.js';
@@ -7,3 +7,4 @@ export * from './store/index.js';
 export * from './errors/index.js';
 export { SystemClock, VirtualClock, systemClockUs, type Clock } from './clock.js';
 export * as keys from './keys.js';
+export { gateMetrics, DEFAULT_LATENCY_BUCKETS, DEFAULT_WAIT_BUCKETS, type GateMetrics, type LiveState, type MetricsOptions } from './metrics.js';

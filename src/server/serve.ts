@@ -7,10 +7,12 @@
  * and holds lapse after maxCallDuration otherwise).
  */
 import { Redis } from 'ioredis';
+import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { StorePolicy } from '../admission/Admission.js';
 import { loadConfigFile } from '../config/load.js';
 import { CallgateError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
+import { gateMetrics } from '../metrics.js';
 import { MemoryStore } from '../store/MemoryStore.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../store/RedisStore.js';
 import type { Store } from '../store/types.js';
@@ -30,6 +32,7 @@ export interface ServeArgs {
   retryJitter: number;
   logLevel: string;
   watch: boolean;
+  metricsPerBucket: boolean;
 }
 
 export interface Sidecar {
@@ -77,6 +80,10 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   }
   const gate = new CallGate({ config, store, policy: args.policy, timeoutMs: args.timeoutMs });
 
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  gateMetrics(gate, { registry, perBucket: args.metricsPerBucket });
+
   const server = buildApp({
     gate,
     token,
@@ -89,6 +96,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
       await Promise.race([redis.ping(), timeout]);
     },
     reload: () => gate.reload(args.config),
+    metrics: registry,
   });
   const log = server.log;
 
