@@ -87,6 +87,7 @@ class CountingStore implements Store {
     return this.inner.reserve(r);
   };
   wait = (r: Parameters<Store['wait']>[0]) => this.inner.wait(r);
+  inspect = (r: Parameters<Store['inspect']>[0]) => this.inner.inspect(r);
   clear = () => this.inner.clear();
   close = () => this.inner.close();
 }

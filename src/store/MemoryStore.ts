@@ -23,6 +23,8 @@ import type {
   WaitResult,
 } from './types.js';
 import { checkAdmit, checkCount, checkReserve, checkWait, logRetention } from './validate.js';
+import { checkInspect, inspectMemory } from './inspectMemory.js';
+import type { InspectRequest, InspectResult } from './types.js';
 import { windowIndex } from './window.js';
 
 /** A sorted log of event times; times[head..] are live, older ones await compaction. */
@@ -358,6 +360,19 @@ export class MemoryStore implements Store {
   }
   wait(req: WaitRequest): Promise<WaitResult> {
     return settle(() => this.waitSync(req));
+  }
+
+  inspectSync(req: InspectRequest): InspectResult {
+    checkInspect(req);
+    const state = {
+      log: (name: string) => this.logs.get(name),
+      window: (key: string) => this.windows.get(key),
+      slot: (name: string) => this.slots.get(name)?.last,
+    };
+    return inspectMemory(state, req, this.time(req.now));
+  }
+  inspect(req: InspectRequest): Promise<InspectResult> {
+    return settle(() => this.inspectSync(req));
   }
 
   async clear(): Promise<void> {

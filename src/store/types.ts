@@ -155,6 +155,29 @@ export interface WaitResult {
   readonly now: number;
 }
 
+/**
+ * The "inspect" operation, read-only: what each limit of some buckets and each carrier sees at
+ * `now` (an operator's view). Buckets are named with their tag, as in an admission.
+ */
+export interface InspectRequest extends RequestOptions {
+  readonly buckets: readonly { readonly tag: string; readonly bucket: Bucket }[];
+  readonly carriers: readonly Carrier[];
+  readonly now?: number;
+}
+
+export interface InspectResult {
+  /**
+   * Per bucket, per limit (in the bucket's order): `counts`, the value the limit compares with L
+   * (sliding-log: events in (now - W, now]; fixed-window: the current window's count;
+   * sliding-window: the estimate c + p * (1 - f)), and `retryAfterUs`, 0 when it has room, else
+   * the wait an admission would be told (see AdmitResult).
+   */
+  readonly buckets: readonly { readonly counts: readonly number[]; readonly retryAfterUs: readonly number[] }[];
+  /** Per carrier: its queue wait, max(0, last(c) + I - now), as WaitResult. */
+  readonly carriers: readonly { readonly waitUs: number }[];
+  readonly now: number;
+}
+
 export interface Store {
   /** 'memory' or 'redis', for reports and logs. */
   readonly kind: string;
@@ -163,6 +186,7 @@ export interface Store {
   count(req: CountRequest): Promise<CountResult>;
   reserve(req: ReserveRequest): Promise<ReserveResult>;
   wait(req: WaitRequest): Promise<WaitResult>;
+  inspect(req: InspectRequest): Promise<InspectResult>;
   /** Drop every key of this store (its prefix); for tests and replay runs. */
   clear(): Promise<void>;
   close(): Promise<void>;

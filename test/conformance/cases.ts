@@ -487,6 +487,10 @@ export const INVALID: InvalidCase[] = [
   { name: 'reserve: now Infinity', call: (s) => s.reserve({ route: [okC], now: Infinity }) },
   { name: 'wait: interval 0', call: (s) => s.wait({ carrier: carrier('bad', 0, 0), now: T0 }) },
   { name: 'wait: now NaN', call: (s) => s.wait({ carrier: okC, now: NaN }) },
+  { name: 'inspect: now NaN', call: (s) => s.inspect({ buckets: [{ tag: okTag, bucket: okB }], carriers: [okC], now: NaN }) },
+  { name: 'inspect: limit 0', call: (s) => s.inspect({ buckets: [{ tag: okTag, bucket: bucket(peerBucket('bad'), SL(0, S)) }], carriers: [], now: T0 }) },
+  { name: 'inspect: tag with a brace', call: (s) => s.inspect({ buckets: [{ tag: '{x', bucket: okB }], carriers: [], now: T0 }) },
+  { name: 'inspect: interval 0', call: (s) => s.inspect({ buckets: [], carriers: [carrier('bad', 0, 0)], now: T0 }) },
 ];
 
 /** What the invalid calls above must have left untouched (checked after all of them). */
