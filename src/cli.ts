@@ -20,6 +20,7 @@ import { CallgateError } from './errors/index.js';
 import { replay, type DecisionLine } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
 import { TraceError, formatProblem } from './replay/trace.js';
+import { runInspect, type InspectArgs } from './inspectCommand.js';
 import { runServe, type ServeArgs } from './server/serve.js';
 import { DEFAULT_LISTEN } from './server/listen.js';
 import { MemoryStore } from './store/MemoryStore.js';
@@ -202,6 +203,15 @@ export function program(): Command {
     .option('--no-watch', 'do not reload when the configuration file changes')
     .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind')
     .action(async (opts: ServeArgs) => runServe(opts));
+  cmd
+    .command('inspect')
+    .description("what the limits see now on a live Redis: each bucket's count and retry-after per limit, each carrier's queue wait")
+    .requiredOption('--config <file>', 'limit configuration (JSON or YAML) the routing processes use')
+    .option('--redis-url <url>', 'the Redis they share', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .option('--prefix <prefix>', 'their key prefix', 'callgate:')
+    .option('--peer <id>', 'also show this peer (repeatable; peers on defaultPeer are not listed otherwise)', (v: string, all: string[]) => [...all, v], [])
+    .option('--json', 'one JSON object (as GET /v1/state)')
+    .action(async (opts: InspectArgs) => runInspect(opts));
   return cmd;
 }
 

@@ -137,7 +137,10 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     // one store read per scrape, shared by the three gauges of that scrape
     let pending: Promise<LiveState> | undefined;
     const read = (): Promise<LiveState> => {
-      pending ??= live().finally(() => setImmediate(() => (pending = undefined)));
+      // a store out of reach shows no live series rather than failing the whole scrape
+      pending ??= live()
+        .catch((): LiveState => ({ buckets: [], carriers: [] }))
+        .finally(() => setImmediate(() => (pending = undefined)));
       return pending;
     };
     new Gauge({

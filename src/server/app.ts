@@ -22,7 +22,7 @@ import { DispatcherClosedError } from '../dispatch/DispatcherClosedError.js';
 import { StoreUnavailableError } from '../errors/index.js';
 import type { CallGate } from '../gate.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
-import { BadRequest, admitRequest, callRequest, emptyRequest, parseRequest, reserveRequest } from './requests.js';
+import { BadRequest, admitRequest, callRequest, emptyRequest, parseRequest, reserveRequest, stateRequest } from './requests.js';
 
 export interface AppOptions {
   readonly gate: CallGate;
@@ -34,8 +34,8 @@ export interface AppOptions {
   readonly ready: () => Promise<void>;
   /** Reload the configuration from its file (POST /v1/reload). */
   readonly reload: () => Promise<ConfigChange[]>;
-  /** Live state for GET /v1/state. */
-  readonly state?: () => Promise<unknown>;
+  /** Live state for GET /v1/state (`peers`: shown besides the configured ones). */
+  readonly state?: (peers: string[]) => Promise<unknown>;
   /** Prometheus exposition for GET /metrics. */
   readonly metrics?: { readonly contentType: string; metrics(): Promise<string> };
   /** Retry-After jitter and friends for refusals (toSipResponse). */
@@ -161,9 +161,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   });
 
   app.get('/v1/state', async (req, reply) => {
-    read(emptyRequest, req);
+    const r = read(stateRequest, req);
     if (!opts.state) return reply.code(501).send({ error: 'not-implemented', message: 'no state here' });
-    return opts.state();
+    return opts.state(r.peer ?? []);
   });
 
   if (opts.metrics) {

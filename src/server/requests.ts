@@ -54,24 +54,33 @@ export const reserveRequest = z.strictObject({ call_id: id, route }, object);
 export const callRequest = z.strictObject({ call_id: id }, object);
 /** Reload takes no field: `{}`, an empty body or no body. */
 export const emptyRequest = z.strictObject({}, object);
+/** State: peers to show besides the configured ones (`peer=a&peer=b`). */
+export const stateRequest = z.strictObject(
+  { peer: z.array(id, { error: expected('an array of peer ids') }).max(1000, { error: 'expected at most 1000 peers' }).optional() },
+  object,
+);
 
 export type AdmitRequest = z.infer<typeof admitRequest>;
 export type ReserveRequest = z.infer<typeof reserveRequest>;
 export type CallRequest = z.infer<typeof callRequest>;
 
-/** Fields that may repeat in a query string or a form body (kept as arrays). */
-const LIST_FIELDS = new Set(['route']);
+/** Fields that may repeat in a query string or a form body (kept as arrays), per schema. */
+const LIST_FIELDS = new Map<z.ZodType, ReadonlySet<string>>([
+  [reserveRequest, new Set(['route'])],
+  [stateRequest, new Set(['peer'])],
+]);
+const NONE: ReadonlySet<string> = new Set();
 
 /**
  * A parsed query string or form body (values: string or string[]) shaped for a schema: a list
  * field becomes an array even when given once; any other field given twice is a problem.
  */
-function fromStrings(input: unknown, where: string): unknown {
+function fromStrings(input: unknown, where: string, lists: ReadonlySet<string>): unknown {
   if (typeof input !== 'object' || input === null) return {};
   const out: Record<string, unknown> = {};
   const problems: string[] = [];
   for (const [key, value] of Object.entries(input as Record<string, unknown>)) {
-    if (LIST_FIELDS.has(key)) out[key] = Array.isArray(value) ? value : [value];
+    if (lists.has(key)) out[key] = Array.isArray(value) ? value : [value];
     else if (Array.isArray(value)) problems.push(`${where}.${key}: expected one value, got ${value.length}`);
     else out[key] = value;
   }
@@ -84,7 +93,7 @@ function fromStrings(input: unknown, where: string): unknown {
  * BadRequest listing every problem.
  */
 export function parseRequest<T extends z.ZodType>(schema: T, input: unknown, where: 'body' | 'form' | 'query'): z.output<T> {
-  const value = where === 'body' ? (input === undefined || input === null || input === '' ? {} : input) : fromStrings(input, where);
+  const value = where === 'body' ? (input === undefined || input === null || input === '' ? {} : input) : fromStrings(input, where, LIST_FIELDS.get(schema) ?? NONE);
   const r = schema.safeParse(value);
   if (r.success) return r.data;
   const lines: string[] = [];

@@ -12,6 +12,7 @@ import type { StorePolicy } from '../admission/Admission.js';
 import { loadConfigFile } from '../config/load.js';
 import { CallgateError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
+import { inspectGate } from '../inspect.js';
 import { gateMetrics } from '../metrics.js';
 import { MemoryStore } from '../store/MemoryStore.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../store/RedisStore.js';
@@ -82,7 +83,15 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
 
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  gateMetrics(gate, { registry, perBucket: args.metricsPerBucket });
+  const state = (peers: string[] = []) => inspectGate(gate, { peers });
+  gateMetrics(gate, {
+    registry,
+    perBucket: args.metricsPerBucket,
+    live: async () => {
+      const s = await state();
+      return { buckets: s.buckets, carriers: s.carriers.map((c) => ({ carrier: c.carrier, waitMs: c.queue_wait_ms })) };
+    },
+  });
 
   const server = buildApp({
     gate,
@@ -97,6 +106,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     },
     reload: () => gate.reload(args.config),
     metrics: registry,
+    state,
   });
   const log = server.log;
 
