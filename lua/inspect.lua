@@ -6,21 +6,31 @@
               hashes {w, c, p}), then the carriers' last slots, each named once
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2..]   the profiles and buckets (includes/buckets.lua)
-  then NC     the number of carriers, then per carrier: its key (1-based index in KEYS) and
-              I (µs, may be fractional)
+  then NC     the number of carriers, then per carrier: its key (1-based index in KEYS), I (µs,
+              may be fractional) and its holds' key (index in KEYS; 0: no channel limit)
   Reply: now, then per bucket, per limit in profile order (sliding-log limits widest window
          first, as bucketArgs.ts orders them): count (the value the limit compares with L:
          events in (now - W, now] for sliding-log, the current window's count for fixed-window,
          the estimate c + p * (1 - f) for sliding-window) and retryAfterUs (0 when it has room,
-         else the wait until it has, as admit.lua computes it), as strings; then per carrier
-         its queue wait, max(0, last + I - now), as a string
+         else the wait until it has, as admit.lua computes it), as strings, then its calls in
+         progress (holds with an end after now; -1 without a channel limit); then per carrier
+         its queue wait, max(0, last + I - now), as a string, and its calls in progress (-1
+         without a channel limit)
 ]]
 --- @include "common"
 --- @include "buckets"
 
 local t = readNow(ARGV[1])
 local ts = fmtInt(t)
-local bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, a = readBuckets(2)
+local bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, bN, bHold, a = readBuckets(2)
+
+-- calls in progress in a holds set (-1 when there is none)
+local function inProgress(k)
+  if k == 0 then
+    return -1
+  end
+  return redis.call('ZCOUNT', KEYS[k], '(' .. ts, '+inf')
+end
 
 local out = { ts }
 local hashes = {}
@@ -67,10 +77,11 @@ for b = 1, #bLo do
     out[#out + 1] = fmt(count)
     out[#out + 1] = fmt(wait)
   end
+  out[#out + 1] = inProgress(bN[b] > 0 and bHold[b] or 0)
 end
 
 for i = 1, tonumber(ARGV[a]) do
-  local k, I = tonumber(ARGV[a + 2 * i - 1]), tonumber(ARGV[a + 2 * i])
+  local k, I, h = tonumber(ARGV[a + 3 * i - 2]), tonumber(ARGV[a + 3 * i - 1]), tonumber(ARGV[a + 3 * i])
   local last = redis.call('GET', KEYS[k])
   local wait = 0
   if last then
@@ -80,5 +91,6 @@ for i = 1, tonumber(ARGV[a]) do
     end
   end
   out[#out + 1] = fmt(wait)
+  out[#out + 1] = inProgress(h)
 end
 return out

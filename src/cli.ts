@@ -199,6 +199,7 @@ export function program(): Command {
     .option('--timeout-ms <ms>', 'bound on one decision\'s store call', int, 200)
     .option('--body-limit <bytes>', 'largest request body', int, 16384)
     .option('--retry-jitter <s>', 'add up to this many seconds to Retry-After', int, 0)
+    .option('--channels-status <code>', 'SIP status for a refusal by a channel limit (default 503; 486 and 480 are common)', int)
     .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
     .option('--no-watch', 'do not reload when the configuration file changes')
     .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind')

@@ -7,5 +7,5 @@ export * from './store/index.js';
 export * from './errors/index.js';
 export { SystemClock, VirtualClock, systemClockUs, type Clock } from './clock.js';
 export * as keys from './keys.js';
-export { gateMetrics, DEFAULT_LATENCY_BUCKETS, DEFAULT_WAIT_BUCKETS, type GateMetrics, type LiveState, type MetricsOptions } from './metrics.js';
+export { gateMetrics, inspectLive, DEFAULT_LATENCY_BUCKETS, DEFAULT_WAIT_BUCKETS, type GateMetrics, type LiveState, type MetricsOptions } from './metrics.js';
 export { inspectGate, inspectState, stateText, type BucketState, type CarrierState, type GateState, type InspectOptions, type LimitState } from './inspect.js';

@@ -11,7 +11,7 @@
  * and Cluster"): inspect shows 0 for it there. On a single Redis keys carry no tag.
  */
 import { formatDuration } from './config/duration.js';
-import type { CallgateConfig } from './config/types.js';
+import type { BucketConfig, CallgateConfig } from './config/types.js';
 import { GLOBAL_BUCKET, GLOBAL_TAG, accountBucket, accountTag, carrierName, peerBucket, peerTag } from './keys.js';
 import type { CallGate } from './gate.js';
 import type { Bucket, Limit, Store } from './store/types.js';
@@ -32,8 +32,10 @@ export interface BucketState {
   /** A peer without limits of its own, on defaultPeer. */
   default_peer?: true;
   limits: LimitState[];
-  /** The longest wait over its limits: 0 when a call would pass this bucket now. */
+  /** The longest wait over its limits: 0 when its rate limits would let a call pass now. */
   retry_after_ms: number;
+  /** With a channel limit: the calls in progress now. */
+  channels?: { limit: number; in_use: number };
 }
 
 export interface CarrierState {
@@ -42,6 +44,8 @@ export interface CarrierState {
   max_wait_ms: number;
   /** The wait a call arriving now would get on this carrier. */
   queue_wait_ms: number;
+  /** With a channel limit: the calls in progress now. */
+  channels?: { limit: number; in_use: number };
 }
 
 export interface GateState {
@@ -68,15 +72,16 @@ interface Asked {
 function bucketsOf(config: CallgateConfig, peers: readonly string[]): Asked[] {
   const { global, accounts, defaultPeer } = config.inbound;
   const out: Asked[] = [];
-  if (global !== undefined) out.push({ label: 'global', tag: GLOBAL_TAG, bucket: { name: GLOBAL_BUCKET, limits: global }, defaultPeer: false });
-  for (const [id, limits] of accounts) {
-    out.push({ label: `account:${id}`, tag: global !== undefined ? GLOBAL_TAG : accountTag(id), bucket: { name: accountBucket(id), limits }, defaultPeer: false });
+  const bucket = (name: string, b: BucketConfig): Bucket => (b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels });
+  if (global !== undefined) out.push({ label: 'global', tag: GLOBAL_TAG, bucket: bucket(GLOBAL_BUCKET, global), defaultPeer: false });
+  for (const [id, b] of accounts) {
+    out.push({ label: `account:${id}`, tag: global !== undefined ? GLOBAL_TAG : accountTag(id), bucket: bucket(accountBucket(id), b), defaultPeer: false });
   }
   const seen = new Set<string>();
-  const addPeer = (id: string, limits: Limit[], isDefault: boolean) => {
+  const addPeer = (id: string, b: BucketConfig, isDefault: boolean) => {
     if (seen.has(id)) return;
     seen.add(id);
-    out.push({ label: `peer:${id}`, tag: global !== undefined ? GLOBAL_TAG : peerTag(id), bucket: { name: peerBucket(id), limits }, defaultPeer: isDefault });
+    out.push({ label: `peer:${id}`, tag: global !== undefined ? GLOBAL_TAG : peerTag(id), bucket: bucket(peerBucket(id), b), defaultPeer: isDefault });
   };
   for (const [id, limits] of config.inbound.peers) addPeer(id, limits, false);
   for (const id of peers) {
@@ -94,14 +99,14 @@ export async function inspectState(config: CallgateConfig, store: Store, opts: I
   const carriers = [...config.outbound.carriers];
   const r = await store.inspect({
     buckets: asked.map((a) => ({ tag: a.tag, bucket: a.bucket })),
-    carriers: carriers.map(([id, c]) => ({ name: carrierName(id), intervalUs: c.intervalUs, maxWaitUs: c.maxWaitUs })),
+    carriers: carriers.map(([id, c]) => ({ name: carrierName(id), intervalUs: c.intervalUs, maxWaitUs: c.maxWaitUs, ...(c.channels !== undefined && { channels: c.channels }) })),
     now: opts.now,
   });
   return {
     time_us: r.now,
     store: store.kind,
     buckets: asked.map((a, i) => {
-      const { counts, retryAfterUs } = r.buckets[i]!;
+      const { counts, retryAfterUs, channels } = r.buckets[i]!;
       const limits = a.bucket.limits.map((l, j) => ({
         limit: l.limit,
         window: formatDuration(l.windowUs),
@@ -111,9 +116,14 @@ export async function inspectState(config: CallgateConfig, store: Store, opts: I
       }));
       const state: BucketState = { bucket: a.label, limits, retry_after_ms: Math.max(0, ...limits.map((l) => l.retry_after_ms)) };
       if (a.defaultPeer) state.default_peer = true;
+      if (a.bucket.channels !== undefined) state.channels = { limit: a.bucket.channels, in_use: channels ?? 0 };
       return state;
     }),
-    carriers: carriers.map(([id, c], k) => ({ carrier: id, cps: c.cps, max_wait_ms: c.maxWaitUs / 1000, queue_wait_ms: Math.round(r.carriers[k]!.waitUs) / 1000 })),
+    carriers: carriers.map(([id, c], k) => {
+      const state: CarrierState = { carrier: id, cps: c.cps, max_wait_ms: c.maxWaitUs / 1000, queue_wait_ms: Math.round(r.carriers[k]!.waitUs) / 1000 };
+      if (c.channels !== undefined) state.channels = { limit: c.channels, in_use: r.carriers[k]!.channels ?? 0 };
+      return state;
+    }),
   };
 }
 
@@ -124,16 +134,18 @@ export function inspectGate(gate: CallGate, opts: Omit<InspectOptions, 'now'> = 
 
 /** The state as a terminal table. */
 export function stateText(s: GateState): string {
-  const rows: string[][] = [['bucket', 'limit', 'window', 'algorithm', 'count', 'retry after']];
+  const ch = (c: { limit: number; in_use: number } | undefined) => (c === undefined ? '-' : `${c.in_use}/${c.limit}`);
+  const rows: string[][] = [['bucket', 'limit', 'window', 'algorithm', 'count', 'retry after', 'channels']];
   for (const b of s.buckets) {
+    const name = `${b.bucket}${b.default_peer ? ' (default)' : ''}`;
     b.limits.forEach((l, j) => {
       const count = Number.isInteger(l.count) ? String(l.count) : l.count.toFixed(2);
-      rows.push([j === 0 ? `${b.bucket}${b.default_peer ? ' (default)' : ''}` : '', String(l.limit), l.window, l.algorithm, count, l.retry_after_ms > 0 ? `${l.retry_after_ms} ms` : '-']);
+      rows.push([j === 0 ? name : '', String(l.limit), l.window, l.algorithm, count, l.retry_after_ms > 0 ? `${l.retry_after_ms} ms` : '-', j === 0 ? ch(b.channels) : '']);
     });
-    if (b.limits.length === 0) rows.push([b.bucket, '-', '-', '-', '-', '-']);
+    if (b.limits.length === 0) rows.push([name, '-', '-', '-', '-', '-', ch(b.channels)]);
   }
-  const carrierRows: string[][] = [['carrier', 'cps', 'max wait', 'queue wait']];
-  for (const c of s.carriers) carrierRows.push([c.carrier, String(c.cps), `${c.max_wait_ms} ms`, `${c.queue_wait_ms} ms`]);
+  const carrierRows: string[][] = [['carrier', 'cps', 'max wait', 'queue wait', 'channels']];
+  for (const c of s.carriers) carrierRows.push([c.carrier, String(c.cps), `${c.max_wait_ms} ms`, `${c.queue_wait_ms} ms`, ch(c.channels)]);
   const table = (t: string[][]) => {
     const widths = t[0]!.map((_, i) => Math.max(...t.map((r) => r[i]!.length)));
     return t.map((r) => r.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ').trimEnd()).join('\n');

@@ -18,6 +18,7 @@
  *       the call), rerouted (passed over, a later carrier took it), rejected (passed over, none did)
  *   callgate_carrier_wait_seconds{carrier}          histogram of the wait given with each slot
  *   callgate_config_reloads_total
+ *   callgate_releases_total{outcome}                released | not-held | deferred
  *
  * and, read from the store at each scrape when `live` is given (one read-only store call):
  *
@@ -32,6 +33,7 @@ import type { AdmissionDecision } from './admission/Admission.js';
 import type { DispatchResult, Reservation } from './dispatch/Dispatcher.js';
 import { StoreUnavailableError } from './errors/index.js';
 import type { CallGate, DecisionTiming } from './gate.js';
+import { inspectGate } from './inspect.js';
 
 export interface MetricsOptions {
   /** Where the metrics go (default: a new Registry). */
@@ -55,6 +57,17 @@ export interface MetricsOptions {
 export interface LiveState {
   readonly buckets: readonly { readonly bucket: string; readonly channelsInUse?: number }[];
   readonly carriers: readonly { readonly carrier: string; readonly waitMs: number; readonly channelsInUse?: number }[];
+}
+
+/** The live gauges read from the gate's store at each scrape (inspect; one read-only store call). */
+export function inspectLive(gate: CallGate): () => Promise<LiveState> {
+  return async () => {
+    const s = await inspectGate(gate);
+    return {
+      buckets: s.buckets.map((b) => ({ bucket: b.bucket, channelsInUse: b.channels?.in_use })),
+      carriers: s.carriers.map((c) => ({ carrier: c.carrier, waitMs: c.queue_wait_ms, channelsInUse: c.channels?.in_use })),
+    };
+  };
 }
 
 export const DEFAULT_LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
@@ -131,6 +144,12 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     registers,
   });
   const reloads = new Counter({ name: `${p}config_reloads_total`, help: 'Configurations applied by reload', registers });
+  const releases = new Counter({
+    name: `${p}releases_total`,
+    help: 'Calls whose end was reported: released (held channels), not-held (nothing held any more), deferred (store out of reach, retried)',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
 
   if (opts.live) {
     const live = opts.live;
@@ -219,7 +238,17 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     decisions.inc({ direction: 'out', outcome: 'failed', limited_by: 'none', reason: 'store-unavailable' });
   };
   const onReloaded = () => reloads.inc();
+  // a deferred release is announced again when it lands: count the first answer only
+  const deferred = new Set<string>();
+  const onReleased = (e: { callId: string; outcome: string }) => {
+    if (e.outcome === 'deferred') {
+      if (deferred.size >= 100_000) deferred.clear(); // bounded: the engine keeps at most as many
+      deferred.add(e.callId);
+    } else if (deferred.delete(e.callId)) return;
+    releases.inc({ outcome: e.outcome });
+  };
   gate.on('decided', onDecided);
+  gate.on('released', onReleased);
   gate.on('failed', onFailed);
   gate.on('reloaded', onReloaded);
 
@@ -229,6 +258,7 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
       gate.off('decided', onDecided);
       gate.off('failed', onFailed);
       gate.off('reloaded', onReloaded);
+      gate.off('released', onReleased);
     },
   };
 }

@@ -69,8 +69,8 @@ describe('inspect', function () {
     expect((await inspectGate(gate)).buckets.map((b) => b.bucket)).to.deep.equal(['account:acme', 'peer:p1']);
     const text = stateText(s);
     expect(text).to.match(/^callgate state at 2023-11-14T22:13:20\.300Z \(memory store\)/);
-    expect(text).to.match(/^peer:q \(default\)\s+1\s+1s\s+sliding-log\s+1\s+900 ms$/m);
-    expect(text).to.match(/^A\s+4\s+1000 ms\s+650 ms$/m);
+    expect(text).to.match(/^peer:q \(default\)\s+1\s+1s\s+sliding-log\s+1\s+900 ms\s+-$/m);
+    expect(text).to.match(/^A\s+4\s+1000 ms\s+650 ms\s+-$/m);
     await gate.close();
   });
 
@@ -136,9 +136,10 @@ describe('inspect', function () {
       expect(retry).to.be.within(10_000 - elapsed - 100, 10_000);
       // three slots 1 s apart from the first: the next free one is ~3 s after it
       expect(s.carriers[0]!.queue_wait_ms).to.be.within(3000 - elapsed - 100, 3000);
-      expect(await keys(), 'inspect wrote nothing').to.deep.equal(before);
+      // inspect created nothing (keys may expire meanwhile: the carrier's lives ~3 s)
+      for (const k of await keys()) expect(before, `inspect created ${k}`).to.include(k);
       const text = await run();
-      expect(text.stdout).to.match(/^peer:p1\s+3\s+10s\s+sliding-log\s+3\s+\d+ ms$/m);
+      expect(text.stdout).to.match(/^peer:p1\s+3\s+10s\s+sliding-log\s+3\s+\d+ ms\s+-$/m);
       const down = await runNode([join(ROOT, 'bin/callgate.js'), 'inspect', '--config', configPath, '--redis-url', 'redis://127.0.0.1:1'], { cwd: ROOT });
       expect(down.code).to.equal(1);
       expect(down.stderr).to.match(/^error: cannot reach Redis at redis:\/\/127\.0\.0\.1:1: /);

@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { VirtualClock } from '../src/clock.js';
 import { CallGate } from '../src/gate.js';
-import { gateMetrics } from '../src/metrics.js';
+import { gateMetrics, inspectLive } from '../src/metrics.js';
 import { buildApp } from '../src/server/app.js';
 import { MemoryStore } from '../src/store/MemoryStore.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/RedisStore.js';
@@ -60,8 +60,8 @@ describe('metrics (prom-client)', () => {
     const v = await values(registry);
     const d = (direction: string, outcome: string, limitedBy: string, reason: string) => v.get(`callgate_decisions_total{direction=${direction},limited_by=${limitedBy},outcome=${outcome},reason=${reason}}`);
     expect(d('in', 'admitted', 'none', 'none')).to.equal(3);
-    expect(d('in', 'rejected', 'peer', 'none')).to.equal(1);
-    expect(d('in', 'rejected', 'account', 'none')).to.equal(1);
+    expect(d('in', 'rejected', 'peer', 'rate')).to.equal(1);
+    expect(d('in', 'rejected', 'account', 'rate')).to.equal(1);
     expect(d('in', 'recorded', 'none', 'none')).to.equal(1);
     expect(d('out', 'dispatched', 'none', 'none')).to.equal(3);
     expect(d('out', 'rejected', 'none', 'all-routes-congested')).to.equal(2);
@@ -88,8 +88,8 @@ describe('metrics (prom-client)', () => {
     await gate.admit({ callId: 'c3', peer: 'q' });
     await gate.admit({ callId: 'c4', peer: 'q' });
     const text = await registry.metrics();
-    expect(text).to.include('callgate_decisions_total{direction="in",outcome="rejected",limited_by="peer:p1",reason="none"} 1');
-    expect(text).to.include('callgate_decisions_total{direction="in",outcome="rejected",limited_by="peer",reason="none"} 1');
+    expect(text).to.include('callgate_decisions_total{direction="in",outcome="rejected",limited_by="peer:p1",reason="rate"} 1');
+    expect(text).to.include('callgate_decisions_total{direction="in",outcome="rejected",limited_by="peer",reason="rate"} 1');
     expect(text).not.to.include('peer:q');
     await gate.close();
   });
@@ -134,6 +134,27 @@ describe('metrics (prom-client)', () => {
     expect(v.get('callgate_decisions_total{direction=out,limited_by=none,outcome=failed,reason=store-unavailable}')).to.equal(2);
     await gate.close();
     redis.disconnect();
+  });
+
+  it('channels: live gauges for the buckets and carriers with a channel limit only; releases by outcome', async () => {
+    const config = {
+      inbound: { peers: { p1: [{ limit: 100, window: 'PT1S' }, { channels: 5 }], p2: [{ limit: 100, window: 'PT1S' }] } },
+      outbound: { carriers: { K: { cps: 1000, channels: 4 }, L: { cps: 1000 } } },
+    };
+    const gate = await CallGate.create({ config, store: new MemoryStore(), clock: new VirtualClock(T0) });
+    const { registry } = gateMetrics(gate, { live: inspectLive(gate) });
+    for (const [id, peer] of [['c1', 'p1'], ['c2', 'p1'], ['c3', 'p2']]) expect((await gate.admit({ callId: id!, peer: peer! })).admitted).to.equal(true);
+    await gate.reserve({ callId: 'o1', route: ['K'] });
+    await gate.reserve({ callId: 'o2', route: ['L'] });
+    expect(await gate.release('c1')).to.equal('released');
+    expect(await gate.release('c1')).to.equal('not-held');
+    const v = await values(registry);
+    expect(v.get('callgate_channels_in_use{bucket=peer:p1}')).to.equal(1);
+    expect(v.get('callgate_carrier_channels_in_use{carrier=K}')).to.equal(1);
+    expect([...v.keys()].filter((k) => /channels_in_use/.test(k)).sort()).to.deep.equal(['callgate_carrier_channels_in_use{carrier=K}', 'callgate_channels_in_use{bucket=peer:p1}']);
+    expect(v.get('callgate_releases_total{outcome=released}')).to.equal(1);
+    expect(v.get('callgate_releases_total{outcome=not-held}')).to.equal(1);
+    await gate.close();
   });
 
   it('the sidecar serves them at /metrics in the exposition format, counting what it answered', async () => {

@@ -87,8 +87,10 @@ describe('callgate serve (the command, on Redis)', function () {
     expect((await call(`${w.url}/v1/admit`, { call_id: 'w3', peer: 'p1' })).json.outcome).to.equal('admitted');
   });
 
-  it('SIGTERM: requests in flight are answered with real decisions, then it exits 0', async () => {
-    const s = await start(file('term.json', limits(5)));
+  it('SIGTERM: requests in flight are answered with real decisions, then it exits 0, releasing no channel', async () => {
+    const prefix = `cgserve:${randomBytes(4).toString('hex')}:`;
+    const config = file('term.json', JSON.stringify({ inbound: { peers: { p1: [{ limit: 5, window: 'PT10S' }, { channels: 100 }] } } }));
+    const s = await start(config, [], prefix);
     // Redis holds every command for 800 ms: the admissions below are in flight when SIGTERM comes
     await rawCommand(redis.port, ['CLIENT', 'PAUSE', '800', 'ALL']);
     const inFlight = Array.from({ length: 12 }, (_, i) => call(`${s.url}/v1/admit`, { call_id: `t${i}`, peer: 'p1' }));
@@ -105,6 +107,11 @@ describe('callgate serve (the command, on Redis)', function () {
     let refused = false;
     await fetch(`${s.url}/healthz`).catch(() => (refused = true));
     expect(refused).to.equal(true);
+    // the admitted calls still hold their channels for the next sidecar on this Redis
+    const next = await start(config, [], prefix);
+    const state = (await call(`${next.url}/v1/state`)).json as { buckets: { channels: unknown }[] };
+    expect(state.buckets[0]!.channels).to.deep.equal({ limit: 100, in_use: 5 });
+    expect((await call(`${next.url}/v1/release`, { call_id: answers.find((a) => a.json.outcome === 'admitted')!.json.call_id })).json.outcome).to.equal('released');
   });
 
   it('readiness follows Redis; decisions while it is away follow the policy (fail-closed: 503)', async () => {

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { VirtualClock } from '../src/clock.js';
 import { CallGate } from '../src/gate.js';
+import { inspectGate } from '../src/inspect.js';
 import { buildApp } from '../src/server/app.js';
 import { MemoryStore } from '../src/store/MemoryStore.js';
 import { prng } from '../scripts/make-fixtures.js';
@@ -44,6 +45,7 @@ async function setup(opts: { token?: string; bodyLimit?: number } = {}): Promise
     bodyLimit: opts.bodyLimit,
     ready: async () => {},
     reload: () => gate.reload(configPath),
+    state: (peers) => inspectGate(gate, { peers }),
     sip: { jitterSeconds: 0 },
   });
   await app.ready();
@@ -91,6 +93,7 @@ describe('sidecar HTTP API (in process)', () => {
       direction: 'in',
       outcome: 'rejected',
       limited_by: 'peer:p1',
+      reason: 'rate',
       retry_after_ms: 600,
       time_us: T0 + 400_000,
       sip: { status: 503, reason: 'Service Unavailable', headers: { 'Retry-After': '1' } },
@@ -142,6 +145,33 @@ describe('sidecar HTTP API (in process)', () => {
     expect(g.json.rerouted_from).to.deep.equal(['B']);
   });
 
+  it('channels: a refusal by channels, release and refresh, carriers passed over when full, the state', async () => {
+    s = await setup();
+    writeFileSync(s.configPath, JSON.stringify({
+      inbound: { peers: { p1: [{ limit: 100, window: 'PT1S' }, { channels: 2 }] } },
+      outbound: { carriers: { K: { cps: 1000, maxWait: 'PT1S', channels: 1 }, L: { cps: 1000 } } },
+    }));
+    await s.gate.reload(s.configPath);
+    const admit = async (id: string) => (await post(s!.app, '/v1/admit', { call_id: id, peer: 'p1' })).json;
+    expect((await admit('c1')).outcome).to.equal('admitted');
+    expect((await admit('c2')).outcome).to.equal('admitted');
+    expect(await admit('c3')).to.deep.include({ outcome: 'rejected', limited_by: 'peer:p1', reason: 'channels', retry_after_ms: 0, sip: { status: 503, reason: 'Service Unavailable', headers: {} } });
+    expect((await admit('c1')).duplicate, 'a retransmission: the same decision, counted once').to.equal(true);
+    expect((await post(s.app, '/v1/release', { call_id: 'c1' })).json).to.deep.equal({ call_id: 'c1', released: true, outcome: 'released' });
+    expect((await get(s.app, '/v1/release?call_id=c1')).json).to.deep.equal({ call_id: 'c1', released: false, outcome: 'not-held' });
+    expect((await admit('c3')).outcome).to.equal('admitted');
+    expect((await post(s.app, '/v1/refresh', { call_id: 'c2' })).json).to.deep.equal({ call_id: 'c2', refreshed: true });
+    expect((await post(s.app, '/v1/refresh', { call_id: 'nobody' })).json).to.deep.equal({ call_id: 'nobody', refreshed: false });
+    const reserve = async (id: string) => (await post(s!.app, '/v1/reserve', { call_id: id, route: ['K', 'L'] })).json;
+    expect(await reserve('o1')).to.deep.include({ carrier: 'K', rerouted_from: [] });
+    expect(await reserve('o2')).to.deep.include({ carrier: 'L', rerouted_from: ['K'] });
+    const state = (await get(s.app, '/v1/state')).json as { buckets: { channels?: unknown }[]; carriers: { carrier: string; channels?: unknown }[] };
+    expect(state.buckets[0]!.channels).to.deep.equal({ limit: 2, in_use: 2 });
+    expect(state.carriers.map((c) => [c.carrier, c.channels])).to.deep.equal([['K', { limit: 1, in_use: 1 }], ['L', undefined]]);
+    await post(s.app, '/v1/release', { call_id: 'o1' });
+    expect(await reserve('o3')).to.deep.include({ carrier: 'K', rerouted_from: [] });
+  });
+
   it('reload: applies a new file and lists the changes; a bad file is a 422 and the old limits stay', async () => {
     s = await setup();
     writeFileSync(s.configPath, JSON.stringify({ ...CONFIG, inbound: { ...CONFIG.inbound, peers: { p1: [{ limit: 1, window: 'PT1S' }] } } }));
@@ -154,7 +184,7 @@ describe('sidecar HTTP API (in process)', () => {
     const bad = await s.app.inject({ method: 'POST', url: '/v1/reload' });
     expect(bad.statusCode).to.equal(422);
     expect(bad.json().problems).to.deep.equal([`${s.configPath}: inbound.peers.p1[0].limit: expected a positive integer, got 0`]);
-    expect(s.gate.config.inbound.peers.get('p1')![0]!.limit).to.equal(1);
+    expect(s.gate.config.inbound.peers.get('p1')!.limits[0]!.limit).to.equal(1);
   });
 
   it('a token: every route but the probes needs it; a wrong one is a 401', async () => {
@@ -254,7 +284,7 @@ describe('sidecar HTTP API (in process)', () => {
         res = await s.app.inject({ method: kind === 2 ? 'GET' : 'POST', url: `${url}?${parts.join('&')}` });
       }
       statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
-      expect(res.statusCode, `${url} ${res.payload}`).to.be.oneOf([200, 400, 404, 413, 415, 501]); // TODO(channels): no 501 once release/refresh exist
+      expect(res.statusCode, `${url} ${res.payload}`).to.be.oneOf([200, 400, 404, 413, 415]);
       const json = res.json() as Json;
       if (res.statusCode === 400) {
         expect(json.message, res.payload).to.match(/^(body|query|form)\b/);

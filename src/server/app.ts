@@ -53,9 +53,6 @@ function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
 }
 
-/** The channel operations the lead is adding to CallGate (issue 10); absent before that lands. */
-type ChannelOps = { release?(callId: string): Promise<boolean>; refresh?(callId: string): Promise<boolean> };
-
 export function buildApp(opts: AppOptions): FastifyInstance {
   const { gate } = opts;
   const sip = opts.sip ?? {};
@@ -135,18 +132,21 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }
   });
 
-  // TODO(channels): call gate.release / gate.refresh directly once issue 10 is merged.
-  const channels = gate as unknown as ChannelOps;
-  both('/v1/release', async (req, reply) => {
+  both('/v1/release', async (req) => {
     const r = read(callRequest, req);
-    if (typeof channels.release !== 'function') return reply.code(501).send({ error: 'not-implemented', message: 'this engine has no channels' });
-    return { call_id: r.call_id, released: await channels.release(r.call_id) };
+    // deferred: the store is out of reach; the engine retries until it lands or the hold lapses
+    const outcome = await gate.release(r.call_id);
+    return { call_id: r.call_id, released: outcome === 'released', outcome };
   });
 
   both('/v1/refresh', async (req, reply) => {
     const r = read(callRequest, req);
-    if (typeof channels.refresh !== 'function') return reply.code(501).send({ error: 'not-implemented', message: 'this engine has no channels' });
-    return { call_id: r.call_id, refreshed: await channels.refresh(r.call_id) };
+    try {
+      return { call_id: r.call_id, refreshed: await gate.refresh(r.call_id) };
+    } catch (err) {
+      if (err instanceof StoreUnavailableError) return reply.code(503).send({ error: 'store-unavailable', message: err.message });
+      throw err;
+    }
   });
 
   app.post('/v1/reload', async (req, reply) => {

@@ -13,7 +13,7 @@ import { loadConfigFile } from '../config/load.js';
 import { CallgateError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
 import { inspectGate } from '../inspect.js';
-import { gateMetrics } from '../metrics.js';
+import { gateMetrics, inspectLive } from '../metrics.js';
 import { MemoryStore } from '../store/MemoryStore.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../store/RedisStore.js';
 import type { Store } from '../store/types.js';
@@ -34,6 +34,8 @@ export interface ServeArgs {
   logLevel: string;
   watch: boolean;
   metricsPerBucket: boolean;
+  /** SIP status for a refusal by a channel limit (default 503). */
+  channelsStatus?: number;
 }
 
 export interface Sidecar {
@@ -60,6 +62,9 @@ function checkArgs(args: ServeArgs): void {
     bad(`--retry-jitter: expected whole seconds from 0 to 3600, got ${String(args.retryJitter)}`);
   }
   if (args.store === 'redis' && !/^rediss?:\/\//.test(args.redisUrl)) bad(`--redis-url: expected redis://host:port or rediss://…, got ${JSON.stringify(args.redisUrl)}`);
+  if (args.channelsStatus !== undefined && !(Number.isSafeInteger(args.channelsStatus) && args.channelsStatus >= 400 && args.channelsStatus <= 699)) {
+    bad(`--channels-status: expected a SIP final response status from 400 to 699, got ${String(args.channelsStatus)}`);
+  }
   if (args.prefix.includes('{') || args.prefix.includes('}')) bad(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
 }
 
@@ -87,17 +92,14 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   gateMetrics(gate, {
     registry,
     perBucket: args.metricsPerBucket,
-    live: async () => {
-      const s = await state();
-      return { buckets: s.buckets, carriers: s.carriers.map((c) => ({ carrier: c.carrier, waitMs: c.queue_wait_ms })) };
-    },
+    live: inspectLive(gate),
   });
 
   const server = buildApp({
     gate,
     token,
     bodyLimit: args.bodyLimit,
-    sip: { jitterSeconds: args.retryJitter },
+    sip: { jitterSeconds: args.retryJitter, ...(args.channelsStatus !== undefined && { channels: { status: args.channelsStatus } }) },
     logger: app.logger,
     ready: async () => {
       if (!redis) return;

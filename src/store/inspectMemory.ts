@@ -15,6 +15,9 @@ export interface MemoryState {
   window(key: string): { readonly w: number; readonly c: number; readonly p: number } | undefined;
   /** A carrier's last slot. */
   slot(carrier: string): number | undefined;
+  /** Calls in progress at t in a bucket, or on a carrier. */
+  holds(bucket: string, t: number): number;
+  carrierHolds(carrier: string, t: number): number;
 }
 
 /** The key MemoryStore keeps a bucket's window counts under. */
@@ -26,7 +29,8 @@ export function checkInspect(req: InspectRequest): void {
   if (!Array.isArray(req.carriers)) throw new InvalidArgumentError('carriers must be an array of carriers');
   req.buckets.forEach((b, i) => {
     try {
-      checkAdmit({ tag: b?.tag, buckets: [b?.bucket] });
+      // (inspect holds nothing: the hold only satisfies the check of a bucket with channels)
+      checkAdmit({ tag: b?.tag, buckets: [b?.bucket], hold: { id: 'inspect', forUs: 0 } });
     } catch (err) {
       throw new InvalidArgumentError(`buckets[${i}]: ${(err as Error).message}`);
     }
@@ -56,7 +60,7 @@ function range(times: readonly number[], head: number, lo: number, hi: number): 
   return [first, upper(hi) - first];
 }
 
-function inspectBucket(state: MemoryState, bucket: Bucket, t: number): { counts: number[]; retryAfterUs: number[] } {
+function inspectBucket(state: MemoryState, bucket: Bucket, t: number): { counts: number[]; retryAfterUs: number[]; channels?: number } {
   const counts: number[] = [];
   const retryAfterUs: number[] = [];
   for (const { limit: L, windowUs: W, algorithm } of bucket.limits) {
@@ -96,7 +100,7 @@ function inspectBucket(state: MemoryState, bucket: Bucket, t: number): { counts:
     counts.push(count);
     retryAfterUs.push(wait);
   }
-  return { counts, retryAfterUs };
+  return bucket.channels === undefined ? { counts, retryAfterUs } : { counts, retryAfterUs, channels: state.holds(bucket.name, t) };
 }
 
 export function inspectMemory(state: MemoryState, req: InspectRequest, t: number): InspectResult {
@@ -105,7 +109,8 @@ export function inspectMemory(state: MemoryState, req: InspectRequest, t: number
     carriers: req.carriers.map((c) => {
       const last = state.slot(c.name);
       const wait = last === undefined ? 0 : last + c.intervalUs - t;
-      return { waitUs: wait > 0 ? wait : 0 };
+      const waitUs = wait > 0 ? wait : 0;
+      return c.channels === undefined ? { waitUs } : { waitUs, channels: state.carrierHolds(c.name, t) };
     }),
     now: t,
   };

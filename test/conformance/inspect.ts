@@ -14,6 +14,9 @@ const b2 = bucket('peer:insp2', FW(2, S), SW(4, 10 * S));
 const b3 = bucket('peer:insp3', SW(2, S));
 const c1 = carrier('insp1', 100 * MS, 10 * S);
 const c2 = carrier('insp2', 100 * MS, 10 * S);
+// channel limits: a bucket of 3 and a carrier of 2
+const b4 = { ...bucket('peer:insp4', SL(10, S)), channels: 3 };
+const c3 = { ...carrier('insp3', 100 * MS, 10 * S), channels: 2 };
 const tag = 'p:insp';
 
 export async function inspectCase(store: Store): Promise<void> {
@@ -28,6 +31,17 @@ export async function inspectCase(store: Store): Promise<void> {
   for (const dt of [-500 * MS, -400 * MS, 100 * MS]) await admit([b3], T0 + dt);
   await store.reserve({ route: [c1], now: T0 }); // slot T0
   await store.reserve({ route: [c1], now: T0 }); // slot T0 + 100 ms
+  // b4: two calls hold until T0 + 1 s; c3: one call holds from its slot T0 until T0 + 2 s
+  for (const id of ['h1', 'h2']) expect((await store.admit({ tag, buckets: [b4], now: T0, hold: { id, forUs: S } })).admitted).to.equal(true);
+  expect((await store.reserve({ route: [c3], now: T0, hold: { id: 'h3', forUs: 2 * S } })).index).to.equal(0);
+  const channels = async (now: number) => {
+    const r = await store.inspect({ buckets: [{ tag, bucket: b4 }], carriers: [c3, c2], now });
+    return [r.buckets[0]!.channels, r.carriers[0]!.channels, r.carriers[1]!.channels];
+  };
+  expect(await channels(T0 + 50 * MS), 'calls in progress: b4, c3, c2 (no channel limit)').to.deep.equal([2, 1, undefined]);
+  // a hold ending exactly at t has freed its channel
+  expect(await channels(T0 + S)).to.deep.equal([0, 1, undefined]);
+  expect(await channels(T0 + 2 * S)).to.deep.equal([0, 0, undefined]);
 
   const req = (now: number) => ({ buckets: [b1, b2, b3, b1].map((b) => ({ tag, bucket: b })), carriers: [c1, c2], now });
 
