@@ -20,6 +20,7 @@ import { CallgateError } from './errors/index.js';
 import { replay, type DecisionLine } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
 import { TraceError, formatProblem } from './replay/trace.js';
+import { packageVersion } from './packageRoot.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import { RedisStore } from './store/RedisStore.js';
 import type { Store } from './store/types.js';
@@ -171,6 +172,7 @@ function reportFailure(err: unknown): number {
 export function program(): Command {
   const cmd = new Command('callgate').description('Call admission and pacing on Redis: replay call traces through the engine.');
   cmd.exitOverride();
+  cmd.version(packageVersion(), '-V, --version', 'print the version of callgate');
   cmd
     .command('replay')
     .description('replay a call trace on a virtual clock and report every decision')

@@ -19,7 +19,7 @@ import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js'
 import { OUTBOUND_TAG } from '../keys.js';
 import { Batcher, type Pending, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucketArgs.js';
-import { SCRIPTS, type ScriptName } from './scripts.js';
+import { scripts, type ScriptName } from './scripts.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -144,7 +144,7 @@ export class RedisStore implements Store {
     };
     this.admissions = new Batcher<PendingAdmit>({ ...batching, send: (items) => this.sendAdmissions(items) });
     this.reservations = new Batcher<PendingReserve>({ ...batching, send: (items) => this.sendReservations(items) });
-    for (const { command, lua } of Object.values(SCRIPTS)) {
+    for (const { command, lua } of Object.values(scripts())) {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
   }
@@ -266,7 +266,7 @@ export class RedisStore implements Store {
    * Redis starts on it while this process still handles the replies that made the next one.
    */
   private async write(name: ScriptName, argv: (string | number)[]): Promise<unknown> {
-    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[SCRIPTS[name].command]!;
+    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[scripts()[name].command]!;
     try {
       if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !(this.redis instanceof Cluster)) return await this.corked(this.redis, fn, argv);
       return await fn.apply(this.redis, argv);
