@@ -12,7 +12,9 @@ const pkg = JSON.parse(readFileSync(new URL('package.json', ROOT), 'utf8')) as {
   exports: Record<string, unknown>;
   main: string;
   types: string;
+  dependencies: Record<string, string>;
   peerDependencies?: Record<string, string>;
+  devDependencies: Record<string, string>;
 };
 
 describe('public API (src/index.ts, package.json exports)', () => {
@@ -34,6 +36,11 @@ describe('public API (src/index.ts, package.json exports)', () => {
     // tools that ignore "exports" read main/types: the same files
     expect(`./${pkg.main}`).to.equal('./dist/src/index.js');
     expect(`./${pkg.types}`).to.equal('./dist/src/index.d.ts');
+  });
+
+  it("ioredis is a peer dependency (the application's copy serves the store), a devDependency for the tests", () => {
+    expect(pkg.dependencies).not.to.have.property('ioredis');
+    expect(pkg.peerDependencies?.ioredis).to.equal(pkg.devDependencies.ioredis);
   });
 
   it('the exported classes work as documented (a CallGate on a MemoryStore admits, then refuses)', async () => {

@@ -14,7 +14,7 @@
  * carry no tag, so a peer's bucket is one key whatever account its calls name.
  */
 import { randomBytes } from 'node:crypto';
-import { Cluster, Redis, ReplyError } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { OUTBOUND_TAG } from '../keys.js';
 import { Batcher, type Pending, type Queued } from './batcher.js';
@@ -128,7 +128,7 @@ export class RedisStore implements Store {
     this.redis = opts.redis;
     this.prefix = opts.prefix ?? 'callgate:';
     if (/[{}]/.test(this.prefix)) throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
-    this.hashTags = opts.hashTags ?? opts.redis instanceof Cluster;
+    this.hashTags = opts.hashTags ?? isCluster(opts.redis);
     this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
     this.writeChunk = opts.writeChunk ?? 16;
     this.readyTimeoutMs = opts.readyTimeoutMs ?? 5_000;
@@ -268,7 +268,7 @@ export class RedisStore implements Store {
   private async write(name: ScriptName, argv: (string | number)[]): Promise<unknown> {
     const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[scripts()[name].command]!;
     try {
-      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !(this.redis instanceof Cluster)) return await this.corked(this.redis, fn, argv);
+      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !isCluster(this.redis)) return await this.corked(this.redis, fn, argv);
       return await fn.apply(this.redis, argv);
     } catch (err) {
       throw unavailable(err);
@@ -448,7 +448,7 @@ export class RedisStore implements Store {
   /** Delete every key under this store's prefix, on every master of a Cluster. */
   async clear(): Promise<void> {
     const match = this.prefix.replace(/[*?[\]\\]/g, '\\$&') + '*';
-    const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    const nodes = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
     for (const node of nodes) {
       let cursor = '0';
       do {
@@ -484,8 +484,19 @@ function runsOf(items: readonly { readonly now: string }[], arg: (i: number) => 
   return { calls, virtual };
 }
 
-/** A Redis reply error is a bug to surface as is; anything else means Redis is out of reach. */
+/**
+ * A Cluster client, as ioredis marks it (Cluster sets isCluster true, Redis false). Not
+ * instanceof: the application's ioredis may be another copy than the one callgate resolves.
+ */
+function isCluster(redis: Redis | Cluster): redis is Cluster {
+  return (redis as { isCluster?: unknown }).isCluster === true;
+}
+
+/**
+ * A Redis reply error (redis-errors' ReplyError, named after its class) is a bug to surface as
+ * is; anything else means Redis is out of reach. By name, for the same reason as isCluster().
+ */
 function unavailable(err: unknown): Error {
-  if (err instanceof ReplyError || err instanceof StoreUnavailableError) return err as Error;
+  if ((err as Error | undefined)?.name === 'ReplyError' || err instanceof StoreUnavailableError) return err as Error;
   return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err as Error);
 }
