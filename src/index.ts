@@ -22,7 +22,7 @@ export type {
 
 // Stores
 export { MemoryStore, type MemoryStoreOptions } from './store/MemoryStore.js';
-export { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisStoreOptions } from './store/RedisStore.js';
+export { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisConnectOptions, type RedisStoreOptions } from './store/RedisStore.js';
 export type * from './store/types.js';
 
 // Clocks

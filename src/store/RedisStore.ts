@@ -14,7 +14,7 @@
  * carry no tag, so a peer's bucket is one key whatever account its calls name.
  */
 import { randomBytes } from 'node:crypto';
-import { Redis, type Cluster } from 'ioredis';
+import { Redis, type Cluster, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { OUTBOUND_TAG } from '../keys.js';
 import { Batcher, type Pending, type Queued } from './batcher.js';
@@ -68,6 +68,16 @@ export interface RedisStoreOptions {
    * issued; nothing waits for a batch to fill.
    */
   readonly maxBatch?: number;
+}
+
+/** RedisStore.connect(): the store's options, and the connection's. */
+export interface RedisConnectOptions extends Omit<RedisStoreOptions, 'redis'> {
+  /**
+   * ioredis options of the connection, over RECOMMENDED_REDIS_OPTIONS: TLS (`tls: { ca, cert,
+   * key }`; a `rediss://` URL alone trusts only the system's CAs), an ACL `username` and
+   * `password` (those in the URL win), timeouts. See README, "Redis: TLS and ACL".
+   */
+  readonly redisOptions?: RedisOptions;
 }
 
 /**
@@ -149,9 +159,10 @@ export class RedisStore implements Store {
     }
   }
 
-  /** A store on its own connection to `url` (closed by close()). */
-  static connect(url: string, opts: Omit<RedisStoreOptions, 'redis'> = {}): RedisStore {
-    const store = new RedisStore({ ...opts, redis: new Redis(url, RECOMMENDED_REDIS_OPTIONS) });
+  /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
+  static connect(url: string, opts: RedisConnectOptions = {}): RedisStore {
+    const { redisOptions, ...storeOpts } = opts;
+    const store = new RedisStore({ ...storeOpts, redis: new Redis(url, { ...RECOMMENDED_REDIS_OPTIONS, ...redisOptions }) });
     store.ownsConnection = true;
     return store;
   }
