@@ -40,6 +40,7 @@ cd "$scratch"
 printf '{ "name": "callgate-smoke", "private": true, "type": "module" }\n' >package.json
 npm install --no-audit --no-fund --loglevel=error "./$tgz"
 [ -d node_modules/ioredis ] || fail "ioredis (a peer dependency) was not installed"
+[ ! -e node_modules/callgate/node_modules/ioredis ] || fail "callgate has its own ioredis: the application's must be the one used"
 [ ! -e node_modules/callgate/src ] || fail "src/ shipped"
 bin=node_modules/.bin/callgate
 
