@@ -17,12 +17,12 @@
  * id's inbound record is found on release through `<prefix>{c:<call id>}:loc`, which names it.
  */
 import { randomBytes } from 'node:crypto';
-import { Cluster, Redis, ReplyError } from 'ioredis';
+import { Redis, type Cluster, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { OUTBOUND_TAG, encodeId } from '../keys.js';
 import { Batcher, type Pending, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucketArgs.js';
-import { SCRIPTS, type ScriptName } from './scripts.js';
+import { scripts, type ScriptName } from './scripts.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -77,6 +77,16 @@ export interface RedisStoreOptions {
    * issued; nothing waits for a batch to fill.
    */
   readonly maxBatch?: number;
+}
+
+/** RedisStore.connect(): the store's options, and the connection's. */
+export interface RedisConnectOptions extends Omit<RedisStoreOptions, 'redis'> {
+  /**
+   * ioredis options of the connection, over RECOMMENDED_REDIS_OPTIONS: TLS (`tls: { ca, cert,
+   * key }`; a `rediss://` URL alone trusts only the system's CAs), an ACL `username` and
+   * `password` (those in the URL win), timeouts. See README, "Redis: TLS and ACL".
+   */
+  readonly redisOptions?: RedisOptions;
 }
 
 /**
@@ -143,7 +153,7 @@ export class RedisStore implements Store {
     this.redis = opts.redis;
     this.prefix = opts.prefix ?? 'callgate:';
     if (/[{}]/.test(this.prefix)) throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
-    this.hashTags = opts.hashTags ?? opts.redis instanceof Cluster;
+    this.hashTags = opts.hashTags ?? isCluster(opts.redis);
     this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
     this.writeChunk = opts.writeChunk ?? 16;
     this.readyTimeoutMs = opts.readyTimeoutMs ?? 5_000;
@@ -159,14 +169,15 @@ export class RedisStore implements Store {
     };
     this.admissions = new Batcher<PendingAdmit>({ ...batching, send: (items) => this.sendAdmissions(items) });
     this.reservations = new Batcher<PendingReserve>({ ...batching, send: (items) => this.sendReservations(items) });
-    for (const { command, lua } of Object.values(SCRIPTS)) {
+    for (const { command, lua } of Object.values(scripts())) {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
   }
 
-  /** A store on its own connection to `url` (closed by close()). */
-  static connect(url: string, opts: Omit<RedisStoreOptions, 'redis'> = {}): RedisStore {
-    const store = new RedisStore({ ...opts, redis: new Redis(url, RECOMMENDED_REDIS_OPTIONS) });
+  /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
+  static connect(url: string, opts: RedisConnectOptions = {}): RedisStore {
+    const { redisOptions, ...storeOpts } = opts;
+    const store = new RedisStore({ ...storeOpts, redis: new Redis(url, { ...RECOMMENDED_REDIS_OPTIONS, ...redisOptions }) });
     store.ownsConnection = true;
     return store;
   }
@@ -281,9 +292,9 @@ export class RedisStore implements Store {
    * Redis starts on it while this process still handles the replies that made the next one.
    */
   private async write(name: ScriptName, argv: (string | number)[]): Promise<unknown> {
-    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[SCRIPTS[name].command]!;
+    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[scripts()[name].command]!;
     try {
-      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !(this.redis instanceof Cluster)) return await this.corked(this.redis, fn, argv);
+      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !isCluster(this.redis)) return await this.corked(this.redis, fn, argv);
       return await fn.apply(this.redis, argv);
     } catch (err) {
       throw unavailable(err);
@@ -584,7 +595,7 @@ export class RedisStore implements Store {
   /** Delete every key under this store's prefix, on every master of a Cluster. */
   async clear(): Promise<void> {
     const match = this.prefix.replace(/[*?[\]\\]/g, '\\$&') + '*';
-    const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    const nodes = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
     for (const node of nodes) {
       let cursor = '0';
       do {
@@ -620,8 +631,19 @@ function runsOf(items: readonly { readonly now: string }[], args: (i: number, ou
   return { calls, virtual };
 }
 
-/** A Redis reply error is a bug to surface as is; anything else means Redis is out of reach. */
+/**
+ * A Cluster client, as ioredis marks it (Cluster sets isCluster true, Redis false). Not
+ * instanceof: the application's ioredis may be another copy than the one callgate resolves.
+ */
+function isCluster(redis: Redis | Cluster): redis is Cluster {
+  return (redis as { isCluster?: unknown }).isCluster === true;
+}
+
+/**
+ * A Redis reply error (redis-errors' ReplyError, named after its class) is a bug to surface as
+ * is; anything else means Redis is out of reach. By name, for the same reason as isCluster().
+ */
 function unavailable(err: unknown): Error {
-  if (err instanceof ReplyError || err instanceof StoreUnavailableError) return err as Error;
+  if ((err as Error | undefined)?.name === 'ReplyError' || err instanceof StoreUnavailableError) return err as Error;
   return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err as Error);
 }
