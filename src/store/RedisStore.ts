@@ -148,6 +148,8 @@ export class RedisStore implements Store {
   private readonly admissions: Batcher<PendingAdmit>;
   /** Reservations not sent yet (one lane: every carrier is on one tag). */
   private readonly reservations: Batcher<PendingReserve>;
+  /** With hash tags: call ids whose inbound locator is being written (see locate()). */
+  private readonly locating = new Map<string, Promise<void>>();
 
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
@@ -343,9 +345,13 @@ export class RedisStore implements Store {
     const held = req.hold !== undefined && hasChannels(req.buckets);
     const id = held ? encodeId(req.hold!.id) : undefined;
     const forUs = held ? req.hold!.forUs : 0;
-    return new Promise<AdmitResult>((resolve, reject) => {
+    const decided = new Promise<AdmitResult>((resolve, reject) => {
       this.admissions.add(this.hashTags ? req.tag : '', { buckets, now, id, forUs, signal: req.signal, resolve, reject });
     });
+    if (this.hashTags && id !== undefined && forUs > 0) {
+      this.track(id, decided.then((r) => (r.admitted && !r.duplicate ? this.locate(req.tag, id, forUs, now !== '') : undefined)));
+    }
+    return decided;
   }
 
   /**
@@ -393,10 +399,7 @@ export class RedisStore implements Store {
         if (limitedBy !== 0) {
           item.resolve({ admitted: false, limitedBy: limitedBy - 1, reason: flags === 1 ? 'channels' : 'rate', retryAfterUs: r[4 * i + 1]!, now });
         } else if (flags === 2) item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now, duplicate: true });
-        else {
-          if (item.id !== undefined && item.forUs > 0) this.locate(tag, item.id, item.forUs, item.now !== '');
-          item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
-        }
+        else item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
       }
     });
   }
@@ -404,12 +407,23 @@ export class RedisStore implements Store {
   /**
    * With hash tags, a call's inbound record lives on its tag, which a release knowing only the
    * call id cannot compute: a locator under the call id's own tag names the record. Written
-   * after the decision (another slot), without waiting; a hold whose locator is lost still lapses.
+   * after the decision (another slot); a hold whose locator is lost still lapses by itself.
+   * Another process releasing the call within the round trip of that write misses the record.
    */
-  private locate(tag: string, id: string, forUs: number, virtual: boolean): void {
-    if (!this.hashTags) return;
+  private locate(tag: string, id: string, forUs: number, virtual: boolean): Promise<void> {
     const ms = Math.max(Math.ceil(forUs / 1000) + 1, virtual ? this.virtualTtlMs : 0);
-    this.redis.set(this.locatorKey(id), this.base(tag, `call:in:${id}`), 'PX', ms).catch(() => undefined);
+    return this.redis.set(this.locatorKey(id), this.base(tag, `call:in:${id}`), 'PX', ms).then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  /** A locator being written for `id`: a release or refresh of `id` issued later waits for it. */
+  private track(id: string, writing: Promise<void>): void {
+    const done: Promise<void> = writing.catch(() => undefined).finally(() => {
+      if (this.locating.get(id) === done) this.locating.delete(id);
+    });
+    this.locating.set(id, done);
   }
 
   private locatorKey(id: string): string {
@@ -433,10 +447,10 @@ export class RedisStore implements Store {
       id,
       String(forUs),
     ];
-    const r = (await this.send('add', b.argv(head, [], false), req.signal)) as number[];
-    const duplicate = r[1] === 1;
-    if (held && !duplicate && forUs > 0) this.locate(req.tag, id, forUs, req.now !== undefined);
-    return duplicate ? { now: r[0]!, duplicate } : { now: r[0]! };
+    const sent = this.send('add', b.argv(head, [], false), req.signal) as Promise<number[]>;
+    if (this.hashTags && held && forUs > 0) this.track(id, sent.then((r) => (r[1] === 1 ? undefined : this.locate(req.tag, id, forUs, req.now !== undefined))));
+    const r = await sent;
+    return r[1] === 1 ? { now: r[0]!, duplicate: true } : { now: r[0]! };
   }
 
   async count(req: CountRequest): Promise<CountResult> {
@@ -531,16 +545,22 @@ export class RedisStore implements Store {
 
   /**
    * The call records of an id, grouped by the script call that can take them together (one
-   * Cluster slot each): untagged, both in one; tagged, the outbound one on the carriers' tag and
-   * the inbound one wherever its locator says (none when it has no locator).
+   * Cluster slot each). Without tags both are named at once and go in one script call, issued
+   * at once (in issue order with the store's other operations). With tags, the outbound record
+   * is on the carriers' tag and the inbound one wherever its locator says (none without one):
+   * the locator is read first, so such a call is ordered after every operation issued before it
+   * but may be overtaken by one issued after it in the same tick.
    */
-  private async recordsOf(id: string, direction: 'in' | 'out' | undefined, signal: StopSignal | undefined): Promise<string[][]> {
+  private recordGroups(id: string, direction: 'in' | 'out' | undefined, signal: StopSignal | undefined): string[][] | Promise<string[][]> {
     const wantIn = direction !== 'out';
-    const wantOut = direction !== 'in';
-    const out = wantOut ? [this.base(OUTBOUND_TAG, `call:out:${id}`)] : [];
+    const out = direction !== 'in' ? [this.base(OUTBOUND_TAG, `call:out:${id}`)] : [];
     if (!this.hashTags) return [[...(wantIn ? [this.base('', `call:in:${id}`)] : []), ...out]];
-    const groups = out.length > 0 ? [out] : [];
-    if (wantIn) {
+    if (this.admissions.pending) this.admissions.flushAll();
+    if (this.reservations.pending) this.reservations.flushAll();
+    if (!wantIn) return [out];
+    const locating = this.locating.get(id);
+    return (async () => {
+      await locating; // an admit of this id issued before: its locator first
       let key: string | null;
       try {
         const wait = this.notReady(signal);
@@ -549,41 +569,51 @@ export class RedisStore implements Store {
       } catch (err) {
         throw unavailable(err);
       }
+      const groups = out.length > 0 ? [out] : [];
       if (key !== null) groups.push([key]);
-    }
-    return groups;
+      return groups;
+    })();
   }
 
-  async release(req: ReleaseRequest): Promise<ReleaseResult> {
-    checkRelease(req);
-    const id = encodeId(req.id);
-    let released = 0;
-    let now = req.now ?? 0;
-    for (const keys of await this.recordsOf(id, req.direction, req.signal)) {
-      const r = (await this.run('release', keys, [req.now ?? '', id], req.signal)) as number[];
-      released += r[0]!;
-      now = r[1]!;
-    }
-    if (this.hashTags && req.direction !== 'out') await this.redis.del(this.locatorKey(id)).catch(() => undefined);
-    return { released, now };
+  /** Run `name` on every group of call records of `id`; the sum of the first reply fields, and the time. */
+  private onRecords(name: 'release' | 'refresh', id: string, direction: 'in' | 'out' | undefined, args: (string | number)[], now: number | undefined, signal: StopSignal | undefined): Promise<[number, number]> {
+    const run = (groups: string[][]): Promise<[number, number]> =>
+      Promise.all(groups.map((keys) => this.run(name, keys, args, signal) as Promise<number[]>)).then((replies) => [
+        replies.reduce((sum, r) => sum + r[0]!, 0),
+        replies.length > 0 ? replies[replies.length - 1]![1]! : (now ?? 0),
+      ]);
+    const groups = this.recordGroups(id, direction, signal);
+    return Array.isArray(groups) ? run(groups) : groups.then(run);
   }
 
-  async refresh(req: RefreshRequest): Promise<RefreshResult> {
-    checkRefresh(req);
+  release(req: ReleaseRequest): Promise<ReleaseResult> {
+    try {
+      checkRelease(req);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const id = encodeId(req.id);
-    let refreshed = 0;
-    let now = req.now ?? 0;
-    const floor = String(this.ttlFloor(req.now));
-    for (const keys of await this.recordsOf(id, undefined, req.signal)) {
-      const r = (await this.run('refresh', keys, [req.now ?? '', id, req.forUs, floor], req.signal)) as number[];
-      refreshed += r[0]!;
-      now = r[1]!;
+    return this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal).then(async ([released, now]) => {
+      if (this.hashTags && req.direction !== 'out') await this.redis.del(this.locatorKey(id)).catch(() => undefined);
+      return { released, now };
+    });
+  }
+
+  refresh(req: RefreshRequest): Promise<RefreshResult> {
+    try {
+      checkRefresh(req);
+    } catch (err) {
+      return Promise.reject(err);
     }
-    if (this.hashTags && refreshed > 0) {
-      const ms = Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now));
-      await this.redis.pexpire(this.locatorKey(id), ms).catch(() => undefined);
-    }
-    return { refreshed, now };
+    const id = encodeId(req.id);
+    const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now))];
+    return this.onRecords('refresh', id, undefined, args, req.now, req.signal).then(async ([refreshed, now]) => {
+      if (this.hashTags && refreshed > 0) {
+        const ms = Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now));
+        await this.redis.pexpire(this.locatorKey(id), ms).catch(() => undefined);
+      }
+      return { refreshed, now };
+    });
   }
 
   async holds(req: HoldsRequest): Promise<HoldsResult> {
