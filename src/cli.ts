@@ -2,6 +2,7 @@
  * The callgate command line. Its main job:
  *
  *   callgate replay --config FILE --trace FILE [--store memory|redis] [--redis-url URL]
+ *                   [--redis-tls-ca FILE] [--redis-tls-cert FILE --redis-tls-key FILE]
  *                   [--decisions FILE|-] [--json]
  *
  * Bad input (an invalid configuration, a malformed trace, an unreadable file) ends with exit
@@ -23,6 +24,9 @@ import { TraceError, formatProblem } from './replay/trace.js';
 import { runInspect, type InspectArgs } from './inspectCommand.js';
 import { runServe, type ServeArgs } from './server/serve.js';
 import { DEFAULT_LISTEN } from './server/listen.js';
+import { DEFAULT_TIMEOUT_MS } from './store/timeout.js';
+import { redactUrl, redisConnectionOptions } from './cliRedisOptions.js';
+import { packageVersion } from './packageRoot.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import { RedisStore } from './store/RedisStore.js';
 import type { Store } from './store/types.js';
@@ -34,6 +38,9 @@ interface ReplayArgs {
   trace: string;
   store: 'memory' | 'redis';
   redisUrl: string;
+  redisTlsCa?: string;
+  redisTlsCert?: string;
+  redisTlsKey?: string;
   decisions?: string;
   json?: boolean;
   progress: boolean;
@@ -90,7 +97,7 @@ class DecisionWriter {
 async function openStore(args: ReplayArgs): Promise<Store> {
   if (args.store === 'memory') return new MemoryStore();
   // a fresh prefix per run: a replay never sees, nor leaves behind, another run's counts
-  const redis = new Redis(args.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
+  const redis = new Redis(args.redisUrl, { ...redisConnectionOptions(args), maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
   // connection errors surface through the commands that fail; keep the cause for the message
   let lastError: Error | undefined;
   redis.on('error', (err: Error) => (lastError = err));
@@ -98,7 +105,7 @@ async function openStore(args: ReplayArgs): Promise<Store> {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${args.redisUrl}: ${(lastError ?? (err as Error)).message}`);
+    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
   }
   const store = new RedisStore({ redis, prefix: `callgate:replay:${Date.now().toString(36)}${randomBytes(3).toString('hex')}:` });
   const close = store.close.bind(store);
@@ -174,13 +181,21 @@ function reportFailure(err: unknown): number {
 export function program(): Command {
   const cmd = new Command('callgate').description('Call admission and pacing on Redis: replay call traces through the engine.');
   cmd.exitOverride();
+  cmd.version(packageVersion(), '-V, --version', 'print the version of callgate');
   cmd
     .command('replay')
     .description('replay a call trace on a virtual clock and report every decision')
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML)')
     .requiredOption('--trace <file>', 'call trace (CSV)')
     .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'))
-    .option('--redis-url <url>', 'Redis for --store redis', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .addOption(
+      new Option('--redis-url <url>', 'Redis for --store redis (rediss:// for TLS; ACL user via the URL or REDIS_USERNAME / REDIS_PASSWORD)')
+        // described, not shown: REDIS_URL may hold a password
+        .default(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', '$REDIS_URL, else redis://127.0.0.1:6379'),
+    )
+    .option('--redis-tls-ca <file>', 'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)')
+    .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
+    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
     .option('--decisions <file>', "write one decision per call as JSON Lines ('-' for standard output)")
     .option('--json', 'print the report as one JSON object')
     .option('--no-progress', 'no progress bar, even on a terminal')
@@ -191,12 +206,15 @@ export function program(): Command {
     .description('run the engine as an HTTP sidecar (JSON API, /metrics, /healthz, /readyz); see README "Sidecar"')
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML), reloaded on SIGHUP and on change')
     .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'))
-    .option('--redis-url <url>', 'Redis for --store redis', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .option('--redis-url <url>', 'Redis for --store redis (rediss:// for TLS; ACL user via the URL or REDIS_USERNAME / REDIS_PASSWORD)', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
     .option('--prefix <prefix>', 'Redis key prefix (sidecars sharing limits share it)', 'callgate:')
+    .option('--redis-tls-ca <file>', 'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)')
+    .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
+    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
     .option('--listen <addr>', 'PORT, HOST:PORT or [IPv6]:PORT; not loopback: needs a token', DEFAULT_LISTEN)
     .addOption(new Option('--token <token>', 'require "Authorization: Bearer <token>" (16+ characters)').env('CALLGATE_TOKEN'))
     .addOption(new Option('--policy <policy>', 'when Redis is out of reach').choices(['fail-closed', 'fail-open', 'local']).default('fail-closed'))
-    .option('--timeout-ms <ms>', 'bound on one decision\'s store call', int, 200)
+    .option('--timeout-ms <ms>', 'bound on one decision\'s store call', int, DEFAULT_TIMEOUT_MS)
     .option('--body-limit <bytes>', 'largest request body', int, 16384)
     .option('--retry-jitter <s>', 'add up to this many seconds to Retry-After', int, 0)
     .option('--channels-status <code>', 'SIP status for a refusal by a channel limit (default 503; 486 and 480 are common)', int)
@@ -209,6 +227,9 @@ export function program(): Command {
     .description("what the limits see now on a live Redis: each bucket's count and retry-after per limit, each carrier's queue wait")
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML) the routing processes use')
     .option('--redis-url <url>', 'the Redis they share', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .option('--redis-tls-ca <file>', 'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)')
+    .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
+    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
     .option('--prefix <prefix>', 'their key prefix', 'callgate:')
     .option('--peer <id>', 'also show this peer (repeatable; peers on defaultPeer are not listed otherwise)', (v: string, all: string[]) => [...all, v], [])
     .option('--json', 'one JSON object (as GET /v1/state)')

@@ -61,7 +61,10 @@ export interface CallGateOptions {
   readonly clock?: Clock;
   /** What an inbound decision does when the store cannot be reached in time (default fail-closed). */
   readonly policy?: StorePolicy;
-  /** Bound on one store call per decision, ms (default 500). */
+  /**
+   * Bound on one store call per decision, admission and dispatch alike, ms (default 500: SIP's
+   * T1, after which a caller over UDP retransmits its INVITE). Not applied to the memory store.
+   */
   readonly timeoutMs?: number;
   /** Releases that could not reach the store, kept for retrying, at most (default 100,000; the oldest go first). */
   readonly maxDeferredReleases?: number;

@@ -3,12 +3,13 @@
  * processes or sidecars share, read-only, as a table or as JSON.
  */
 import { Redis } from 'ioredis';
+import { redactUrl, redisConnectionOptions, type RedisConnectionArgs } from './cliRedisOptions.js';
 import { loadConfigFile } from './config/load.js';
 import { CallgateError } from './errors/index.js';
 import { inspectState, stateText } from './inspect.js';
 import { RedisStore } from './store/RedisStore.js';
 
-export interface InspectArgs {
+export interface InspectArgs extends RedisConnectionArgs {
   config: string;
   redisUrl: string;
   prefix: string;
@@ -18,14 +19,14 @@ export interface InspectArgs {
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const config = await loadConfigFile(args.config);
-  const redis = new Redis(args.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 3000 });
+  const redis = new Redis(args.redisUrl, { ...redisConnectionOptions(args), lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 3000 });
   let lastError: Error | undefined;
   redis.on('error', (err: Error) => (lastError = err));
   try {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${args.redisUrl}: ${(lastError ?? (err as Error)).message}`);
+    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
   }
   try {
     const state = await inspectState(config, new RedisStore({ redis, prefix: args.prefix }), { peers: args.peer });

@@ -9,6 +9,7 @@
 import { Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { StorePolicy } from '../admission/Admission.js';
+import { redactUrl, redisConnectionOptions, type RedisConnectionArgs } from '../cliRedisOptions.js';
 import { loadConfigFile } from '../config/load.js';
 import { CallgateError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
@@ -20,7 +21,7 @@ import type { Store } from '../store/types.js';
 import { buildApp } from './app.js';
 import { checkExposure, parseListen } from './listen.js';
 
-export interface ServeArgs {
+export interface ServeArgs extends RedisConnectionArgs {
   config: string;
   store: 'memory' | 'redis';
   redisUrl: string;
@@ -61,7 +62,7 @@ function checkArgs(args: ServeArgs): void {
   if (!(Number.isSafeInteger(args.retryJitter) && args.retryJitter >= 0 && args.retryJitter <= 3600)) {
     bad(`--retry-jitter: expected whole seconds from 0 to 3600, got ${String(args.retryJitter)}`);
   }
-  if (args.store === 'redis' && !/^rediss?:\/\//.test(args.redisUrl)) bad(`--redis-url: expected redis://host:port or rediss://…, got ${JSON.stringify(args.redisUrl)}`);
+  if (args.store === 'redis' && !/^rediss?:\/\//.test(args.redisUrl)) bad(`--redis-url: expected redis://host:port or rediss://…, got ${JSON.stringify(redactUrl(args.redisUrl))}`);
   if (args.channelsStatus !== undefined && !(Number.isSafeInteger(args.channelsStatus) && args.channelsStatus >= 400 && args.channelsStatus <= 699)) {
     bad(`--channels-status: expected a SIP final response status from 400 to 699, got ${String(args.channelsStatus)}`);
   }
@@ -79,7 +80,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   let redis: Redis | undefined;
   let store: Store;
   if (args.store === 'redis') {
-    redis = new Redis(args.redisUrl, { ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true });
+    redis = new Redis(args.redisUrl, { ...redisConnectionOptions(args), ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true });
     store = new RedisStore({ redis, prefix: args.prefix });
   } else {
     store = new MemoryStore();
@@ -116,11 +117,11 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     // one line per outage, not one per reconnect attempt
     let down = false;
     redis.on('error', (err: Error) => {
-      if (!down) log.warn({ err: err.message }, `Redis at ${args.redisUrl} unreachable; decisions follow policy ${args.policy} until it is back`);
+      if (!down) log.warn({ err: err.message }, `Redis at ${redactUrl(args.redisUrl)} unreachable; decisions follow policy ${args.policy} until it is back`);
       down = true;
     });
     redis.on('ready', () => {
-      if (down) log.info(`Redis at ${args.redisUrl} reachable again`);
+      if (down) log.info(`Redis at ${redactUrl(args.redisUrl)} reachable again`);
       down = false;
     });
     // reported by the 'error' listener; the client keeps retrying. Start ready when Redis is.
@@ -162,7 +163,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   } catch (err) {
     await stop();
     const e = err as NodeJS.ErrnoException;
-    throw new CallgateError('ERR_LISTEN', `cannot listen on ${args.listen}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' '));
+    throw new CallgateError('ERR_INVALID_ARGUMENT', `cannot listen on ${args.listen}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' '));
   }
 }
 
