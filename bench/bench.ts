@@ -814,7 +814,7 @@ async function main(): Promise<void> {
       const print = (r: SidecarRow) => {
         emit(r);
         const cores = `${r.cores.bench.toFixed(2)}/${r.cores.sidecar === undefined ? '-' : r.cores.sidecar.toFixed(2)}/${r.cores.redis.toFixed(2)}`;
-        log(`${pad(r.system, 20)} ${lpad(fmtInt(r.rate), 10)} ${lpad(fmtInt(r.perSecond), 12)} ${lpad(r.admittedPct.toFixed(1) + '%', 9)} ${lpad(r.p50ms.toFixed(2), 8)} ${lpad(r.p99ms.toFixed(2), 8)} ${lpad(r.maxMs.toFixed(1), 8)} ${lpad(cores, 16)}  ${r.check === 'FAIL' ? 'FAIL: ' + r.checkDetail : 'ok'}`);
+        log(`${pad(r.system, 20)} ${lpad(fmtInt(r.rate), 10)} ${lpad(fmtInt(r.perSecond), 12)} ${lpad(r.admittedPct.toFixed(1) + '%', 9)} ${lpad(r.p50ms.toFixed(2), 8)} ${lpad(r.p99ms.toFixed(2), 8)} ${lpad(r.maxMs.toFixed(1), 8)} ${lpad(cores, 16)}  ${r.check === 'FAIL' ? 'FAIL: ' + r.checkDetail : r.unanswered > 0 ? `overloaded: ${fmtInt(r.unanswered)} calls unanswered 10 s after the end` : 'ok'}`);
       };
       const list = await sidecarSection(
         {

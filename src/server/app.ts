@@ -71,8 +71,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onSend', async (_req, reply) => {
+  app.addHook('onSend', (_req, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   // An empty JSON body is no body (curl -X POST -H 'content-type: application/json').
