@@ -19,7 +19,7 @@ import { InvalidArgumentError } from './errors/index.js';
 import { SafeEmitter } from './events.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import { ReleaseQueue } from './releaseQueue.js';
-import { withDeadline } from './store/timeout.js';
+import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';
 import type { StopSignal, Store } from './store/types.js';
 
 /**
@@ -59,6 +59,8 @@ export interface CallGateOptions {
    * T1, after which a caller over UDP retransmits its INVITE). Not applied to the memory store.
    */
   readonly timeoutMs?: number;
+  /** Policy `local`: the share of every limit the in-process stand-in allows (see AdmissionOptions.localShare). */
+  readonly localShare?: number;
   /** Releases that could not reach the store, kept for retrying, at most (default 100,000; the oldest go first). */
   readonly maxDeferredReleases?: number;
 }
@@ -101,6 +103,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       events: this as unknown as SafeEmitter<AdmissionEvents>,
       policy: opts.policy,
       timeoutMs: opts.timeoutMs,
+      localShare: opts.localShare,
     });
     this.dispatcher = new Dispatcher({
       store: this.store,
@@ -110,7 +113,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       events: this as unknown as SafeEmitter<DispatcherEvents>,
       timeoutMs: opts.timeoutMs,
     });
-    this.timeoutMs = opts.timeoutMs ?? 500;
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.deferred = new ReleaseQueue({
       release: (callId) => this.releaseInStore(callId),
       max: opts.maxDeferredReleases ?? 100_000,
