@@ -12,6 +12,7 @@ import type { CallgateConfig } from '../config/types.js';
 import type { Reservation } from '../dispatch/Dispatcher.js';
 import { CallGate } from '../gate.js';
 import type { Store } from '../store/types.js';
+import type { ReplaySeries } from './series.js';
 import { newCarrier, newLevel, type CarrierStats, type LevelStats } from './stats.js';
 import { TraceError, loadTraceSorted, readTrace, validateTrace, type TraceCall } from './trace.js';
 
@@ -38,6 +39,8 @@ export interface ReplayOptions {
   /** Called every `progressEvery` calls with (done, total). */
   readonly onProgress?: (done: number, total: number) => void;
   readonly progressEvery?: number;
+  /** Fed with every decision when given: the time series of the HTML report. */
+  readonly series?: ReplaySeries;
 }
 
 export interface ReplayResult {
@@ -102,6 +105,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   // a replay on a store that fails must stop, not turn the failure into decisions
   const gate = new CallGate({ config: opts.config, store: opts.store, clock, policy: 'error', timeoutMs: 30_000 });
   const { inbound: cfgIn, outbound: cfgOut } = opts.config;
+  const series = opts.series;
 
   const inbound = { offered: 0, admitted: 0, rejected: 0, byReason: new Map<string, number>() };
   const outbound = { offered: 0, dispatched: 0, rejected: 0, rerouted: 0 };
@@ -121,19 +125,23 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
 
   const onInbound = (call: TraceCall, d: AdmissionDecision): void => {
     inbound.offered++;
-    const touched: LevelStats[] = [];
+    const touched: [string, LevelStats][] = [];
+    const touch = (key: string, limits: () => CallgateConfig['inbound']['global']) => touched.push([key, level(key, limits)]);
     if (d.limitedBy !== 'unknown-peer') {
-      if (cfgIn.global) touched.push(level('global', () => cfgIn.global));
+      if (cfgIn.global) touch('global', () => cfgIn.global);
       const acc = call.account !== undefined ? cfgIn.accounts.get(call.account) : undefined;
-      if (acc) touched.push(level(`account:${call.account}`, () => acc));
-      touched.push(level(`peer:${call.peer}`, () => cfgIn.peers.get(call.peer!) ?? cfgIn.defaultPeer));
+      if (acc) touch(`account:${call.account}`, () => acc);
+      touch(`peer:${call.peer}`, () => cfgIn.peers.get(call.peer!) ?? cfgIn.defaultPeer);
     }
-    for (const s of touched) {
+    series?.inboundCall(d.at, d.admitted);
+    for (const [key, s] of touched) {
       s.offered++;
+      let counts: number[] | undefined;
       if (d.admitted) {
         s.admitted++;
-        for (const peak of s.peaks) peak.add(d.at);
+        counts = s.peaks.map((peak) => peak.add(d.at));
       } else s.rejected++;
+      series?.levelCall(key, s.peaks.length, d.at, d.admitted, counts);
     }
     if (d.admitted) inbound.admitted++;
     else {
@@ -144,6 +152,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
 
   const onOutbound = (r: Reservation): void => {
     outbound.offered++;
+    series?.outboundCall(r.at, r);
     for (const id of r.reroutedFrom) carrier(id).reroutedAway++;
     if (r.reroutedFrom.length > 0) outbound.rerouted++;
     if (r.outcome === 'dispatched') {
