@@ -60,6 +60,14 @@
   }
 
   const stepped = uPlot.paths.stepped({ align: 1 });
+  /** Points where values stand alone between gaps (a line would not show them), none elsewhere. */
+  const gapPoints = (values) => {
+    let alone = 0;
+    for (let i = 0; i < values.length; i++) {
+      if (values[i] != null && values[i - 1] == null && values[i + 1] == null) alone++;
+    }
+    return { show: alone > 0, size: 4 };
+  };
   const line = (label, color, values, more) => ({ label, stroke: color, width: 1.5, values, paths: stepped, points: { show: false }, ...more });
   const flat = (label, color, value, n) => ({ label, stroke: color, width: 1, dash: [6, 4], values: new Array(n).fill(value), points: { show: false } });
 
@@ -75,7 +83,7 @@
         width,
         height: o.height || 220,
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), 'Etc/UTC'),
-        scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+        scales: { x: { time: true }, y: { range: (u, min, max) => [max > 0 ? -max * 0.02 : -0.02, max > 0 ? max * 1.1 : 1] } },
         axes: [{ values: axisTimes, size: 50 }, { label: o.unit || 'calls/s', size: 60 }],
         cursor: { drag: { x: true, y: false } },
         series: [{ label: 'time (UTC)', value: (u, v) => (v == null ? '' : fmtTime(v)) }, ...series.map(({ values, ...s }) => s)],
@@ -173,7 +181,7 @@
         `${meta.key}: calls in the window of ${l.limit}/${l.window}${l.algorithm === 'sliding-log' ? '' : ' ' + l.algorithm}${busiest}`,
         d.xs,
         [
-          { label: 'in window (at each admission)', stroke: COLORS.window, width: 1.5, values: d.cols['w' + i], points: { show: true, size: 3 } },
+          { label: 'in window (at each admission)', stroke: COLORS.window, width: 1.5, values: d.cols['w' + i], points: gapPoints(d.cols['w' + i]) },
           flat(`limit ${l.limit}`, COLORS.limit, l.limit, n),
         ],
         { unit: 'calls', bands: l.busiest ? [l.busiest] : [] },
@@ -213,8 +221,8 @@
       `${meta.id}: queue wait (delay before the call is sent)`,
       d.xs,
       [
-        { label: 'max', stroke: COLORS.max, width: 1.5, values: d.cols.wait_max, points: { show: false } },
-        { label: 'mean', stroke: COLORS.mean, width: 1.5, values: d.cols.wait_mean, points: { show: false } },
+        { label: 'max', stroke: COLORS.max, width: 1.5, values: d.cols.wait_max, points: gapPoints(d.cols.wait_max) },
+        { label: 'mean', stroke: COLORS.mean, width: 1.5, values: d.cols.wait_mean, points: gapPoints(d.cols.wait_mean) },
         flat(`maxWait ${meta.maxWaitMs} ms`, COLORS.limit, meta.maxWaitMs, n),
       ],
       { unit: 'ms' },
