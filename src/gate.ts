@@ -16,6 +16,7 @@ import {
   type Reservation,
 } from './dispatch/Dispatcher.js';
 import { SafeEmitter } from './events.js';
+import { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import type { Store } from './store/types.js';
 
@@ -41,6 +42,8 @@ export interface CallGateOptions {
   readonly policy?: StorePolicy;
   /** Bound on one store call per decision, ms (default 500). */
   readonly timeoutMs?: number;
+  /** Record every decision's input as trace rows (replayable), in files rotated by size. */
+  readonly record?: TraceRecorderOptions | TraceRecorder;
 }
 
 function isNormalized(c: ConfigSource): c is CallgateConfig {
@@ -61,6 +64,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   /** The reloads started by watch(), in order. */
   private reloading: Promise<void> = Promise.resolve();
   private watchTimer?: NodeJS.Timeout;
+  /** The trace recorder, when the `record` option is given (closed by close()). */
+  readonly recorder?: TraceRecorder;
 
   /** Load and validate the configuration (a file path, an object, or an already parsed one). */
   static async create(opts: CallGateOptions): Promise<CallGate> {
@@ -87,6 +92,10 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       events: this as unknown as SafeEmitter<DispatcherEvents>,
       timeoutMs: opts.timeoutMs,
     });
+    if (opts.record) {
+      this.recorder = opts.record instanceof TraceRecorder ? opts.record : new TraceRecorder(opts.record);
+      this.recorder.onError = (err) => this.safeEmit('error', err);
+    }
   }
 
   get config(): CallgateConfig {
@@ -95,17 +104,20 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /** May this inbound call in? Admitted calls count at every level; refused ones nowhere. */
   admit(input: AdmitInput): Promise<AdmissionDecision> {
-    return this.admission.admit(input);
+    const d = this.admission.admit(input);
+    return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
   }
 
   /** Count a call that must pass regardless (emergency): never refused, counted everywhere. */
   record(input: AdmitInput): Promise<AdmissionDecision> {
-    return this.admission.record(input);
+    const d = this.admission.record(input);
+    return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
   }
 
   /** The outbound decision alone: a slot on the first carrier of the route that can take the call in time. */
   reserve(input: DispatchInput): Promise<Reservation> {
-    return this.dispatcher.reserve(input);
+    const r = this.dispatcher.reserve(input);
+    return this.recorder ? r.then((x) => (this.recorder!.outbound(input, x), x)) : r;
   }
 
   /** Reserve, hold the call for its offset on the engine's clock, then hand it to `send`. */
@@ -114,6 +126,10 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     send?: (carrier: string) => unknown | Promise<unknown>,
     opts?: { onReserved?: (r: Reservation) => void },
   ): Promise<DispatchResult> {
+    const rec = this.recorder;
+    const onReserved = opts?.onReserved;
+    // (an onReserved that is not a function is left for dispatch() to refuse)
+    if (rec && (onReserved === undefined || typeof onReserved === 'function')) opts = { onReserved: (r) => (rec.outbound(input, r), onReserved?.(r)) };
     return this.dispatcher.dispatch(input, send, opts);
   }
 
@@ -174,5 +190,6 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     clearTimeout(this.watchTimer);
     await this.dispatcher.close(opts);
     await this.store.close();
+    await this.recorder?.close();
   }
 }
