@@ -17,11 +17,12 @@ import { ConfigError } from './config/ConfigError.js';
 import { loadConfigFile } from './config/load.js';
 import { CallgateError } from './errors/index.js';
 import { compare, compareText } from './replay/compare.js';
-import { writeHtmlReport } from './replay/html.js';
+import { checkHtmlTarget, writeHtmlReport } from './replay/html.js';
 import { progress } from './replay/progress.js';
 import { replay, type DecisionLine } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
 import { ReplaySeries } from './replay/series.js';
+import { mergeTraces } from './replay/trace-merge.js';
 import { TraceError, formatProblem } from './replay/trace.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import { RedisStore } from './store/RedisStore.js';
@@ -118,6 +119,7 @@ async function openStore(args: ReplayArgs): Promise<Store> {
 async function runReplay(args: ReplayArgs): Promise<void> {
   const config = await loadConfigFile(args.config);
   const baseline = args.compare !== undefined ? await loadConfigFile(args.compare) : undefined;
+  if (args.html !== undefined) checkHtmlTarget(args.html);
   const store = await openStore(args);
   // what-if: the old configuration on a store of its own
   const baselineStore = baseline ? await openStore(args).catch(async (err) => (await store.close(), Promise.reject(err))) : undefined;
@@ -181,6 +183,15 @@ export function program(): Command {
     .option('--compare <file>', 'what-if: replay under this (old) configuration too, report the calls decided differently')
     .option('--no-progress', 'no progress bar, even on a terminal')
     .action(async (opts: ReplayArgs) => runReplay(opts));
+  cmd
+    .command('merge-traces')
+    .description('merge recorded traces (several processes, rotated files) into one, in time order')
+    .requiredOption('--out <file>', 'the merged trace (written whole or not at all)')
+    .argument('<traces...>', 'recorded trace files; equal times keep the order given')
+    .action(async (traces: string[], opts: { out: string }) => {
+      const r = await mergeTraces(traces, opts.out);
+      process.stdout.write(`${opts.out}: ${r.rows} calls from ${traces.length} files\n`);
+    });
   return cmd;
 }
 

@@ -7,3 +7,5 @@ export * from './store/index.js';
 export * from './errors/index.js';
 export { SystemClock, VirtualClock, systemClockUs, type Clock } from './clock.js';
 export * as keys from './keys.js';
+export { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
+export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

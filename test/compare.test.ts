@@ -216,6 +216,17 @@ describe('what-if: one trace under two configurations', function () {
     expect(j.baseline.inbound).to.deep.include({ admitted: 4, rejected: 3, rejected_by: { 'peer:p1': 2, 'unknown-peer': 1 } });
   });
 
+  it('bad paths: exit 2 with one line, before replaying', async () => {
+    const missing = await runNode([BIN, 'replay', '--config', newPath, '--compare', join(dir, 'nope.json'), '--trace', trace], { cwd: ROOT });
+    expect(missing.code).to.equal(2);
+    expect(missing.stderr).to.match(/^error: .*nope\.json: cannot read file: no such file or directory \(ENOENT\)\n$/);
+    const html = await runNode([BIN, 'replay', '--config', newPath, '--compare', oldPath, '--trace', trace, '--html', join(dir, 'no/such/dir/r.html')], { cwd: ROOT });
+    expect(html.code).to.equal(2);
+    expect(html.stderr).to.match(/^error: cannot write the HTML report .*r\.html: ENOENT/);
+    expect(html.stderr.trim().split('\n')).to.have.length(1);
+    expect(html.stdout).to.equal('');
+  });
+
   describe('on Redis', () => {
     let handle: RedisHandle;
     before(async () => {

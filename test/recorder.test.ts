@@ -18,6 +18,10 @@ import { mergeTraces } from '../src/replay/trace-merge.js';
 import { readTrace, TraceError, type TraceCall } from '../src/replay/trace.js';
 import { MemoryStore } from '../src/store/MemoryStore.js';
 import { prng } from '../scripts/make-fixtures.js';
+import { runNode } from './helpers/run.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const BIN = join(ROOT, 'bin/callgate.js');
 
 const CONFIG: CallgateConfigInput = {
   inbound: {
@@ -159,6 +163,22 @@ describe('recording live decisions as a trace', function () {
     await mergeTraces([a, b], bad).catch((e) => (error = e));
     expect(error).to.be.instanceOf(TraceError);
     expect(readdirSync(dir).filter((f) => f.startsWith('bad.csv'))).to.deep.equal([]);
+  });
+
+  it('callgate merge-traces: the merged file, or exit 2 and one line per problem', async () => {
+    const a = join(dir, 'a.csv');
+    const b = join(dir, 'b.csv');
+    writeFileSync(a, `${TRACE_HEADER}\n2.5,a1,out,,,A|B,\n`);
+    writeFileSync(b, `${TRACE_HEADER}\n1.25,b1,in,p,acme,,\n`);
+    const out = join(dir, 'm.csv');
+    const ok = await runNode([BIN, 'merge-traces', '--out', out, a, b], { cwd: ROOT });
+    expect(ok.code, ok.stderr).to.equal(0);
+    expect(ok.stdout).to.equal(`${out}: 2 calls from 2 files\n`);
+    expect(readFileSync(out, 'utf8')).to.equal(`${TRACE_HEADER}\n1.250000,b1,in,p,acme,,\n2.500000,a1,out,,,A|B,\n`);
+    writeFileSync(b, `${TRACE_HEADER}\nnever,b1,in,p,acme,,\n`);
+    const bad = await runNode([BIN, 'merge-traces', '--out', join(dir, 'x.csv'), a, b], { cwd: ROOT });
+    expect(bad.code).to.equal(2);
+    expect(bad.stderr).to.equal(`error: ${b}:2: column "time": bad time "never"\n`);
   });
 
   it('a failing disk is reported on the error event; decisions go on', async () => {

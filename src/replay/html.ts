@@ -8,12 +8,13 @@
  * milliseconds; the series are downsampled anyway (series.ts: busiest second per bucket).
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { basename } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatDuration } from '../config/duration.js';
 import type { CallgateConfig } from '../config/types.js';
+import { CallgateError } from '../errors/CallgateError.js';
 import type { CompareJson } from './compare.js';
 import type { ReplayResult } from './replay.js';
 import { reportJson, reportText, type ReportJson } from './report.js';
@@ -244,6 +245,15 @@ ${summaryTables(j)}
 `;
 }
 
+/** Fail early (before a long replay) when the report could not be written where asked. */
+export function checkHtmlTarget(path: string): void {
+  try {
+    accessSync(dirname(resolve(path)), constants.W_OK);
+  } catch (err) {
+    throw new CallgateError('ERR_OUTPUT', `cannot write the HTML report ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
 /** Write the report to a temporary name, renamed into place once whole. */
 export function writeHtmlReport(path: string, input: HtmlReportInput): void {
   const tmp = `${path}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
@@ -252,6 +262,6 @@ export function writeHtmlReport(path: string, input: HtmlReportInput): void {
     renameSync(tmp, path);
   } catch (err) {
     rmSync(tmp, { force: true });
-    throw err;
+    throw new CallgateError('ERR_OUTPUT', `cannot write the HTML report ${path}: ${(err as Error).message}`, { cause: err });
   }
 }

@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, renameSync, rmSync } from 'node:fs';
+import { CallgateError } from '../errors/CallgateError.js';
 import { TRACE_HEADER, traceRow } from './recorder.js';
 import { readTrace, type TraceCall } from './trace.js';
 
@@ -19,7 +20,9 @@ export interface MergeResult {
 export async function mergeTraces(inputs: readonly string[], output: string): Promise<MergeResult> {
   const tmp = `${output}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
   const out = createWriteStream(tmp);
-  const failed = new Promise<never>((_, reject) => out.on('error', reject));
+  const failed = new Promise<never>((_, reject) =>
+    out.on('error', (err) => reject(new CallgateError('ERR_OUTPUT', `cannot write the merged trace ${output}: ${err.message}`, { cause: err }))),
+  );
   failed.catch(() => undefined);
   const readers = inputs.map((p) => readTrace(p));
   const heads: (TraceCall | undefined)[] = [];
@@ -48,7 +51,11 @@ export async function mergeTraces(inputs: readonly string[], output: string): Pr
     }
     out.write(batch);
     await Promise.race([new Promise<void>((resolve) => out.end(resolve)), failed]);
-    renameSync(tmp, output);
+    try {
+      renameSync(tmp, output);
+    } catch (err) {
+      throw new CallgateError('ERR_OUTPUT', `cannot write the merged trace ${output}: ${(err as Error).message}`, { cause: err });
+    }
     return { rows, sorted };
   } catch (err) {
     out.destroy();
