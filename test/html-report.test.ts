@@ -199,6 +199,35 @@ describe('HTML replay report in headless Chromium', function () {
     await page.close();
   });
 
+  it('ids that look like markup are shown as text, never run', async () => {
+    const { writeFileSync } = await import('node:fs');
+    const evil = '</script><script>alert(1)</script>';
+    const bold = '<b onmouseover="alert(2)">x</b> & "q"';
+    const trace = join(dir, 'evil.csv');
+    const config = join(dir, 'evil.json');
+    const rows = ['time,call_id,direction,peer,account,route'];
+    for (let i = 0; i < 40; i++) rows.push(`${1_700_000_000 + i / 10},c${i},in,"${(i % 2 ? evil : bold).replace(/"/g, '""')}",,`);
+    rows.push(`1700000005,o1,out,,,"${evil.replace(/"/g, '""')}"`);
+    writeFileSync(trace, rows.join('\n') + '\n');
+    writeFileSync(config, JSON.stringify({ inbound: { peers: { [evil]: [{ limit: 3, window: 'PT1S' }], [bold]: [{ limit: 4, window: 'PT1S' }] } }, outbound: { carriers: { [evil]: { cps: 1 } } } }));
+    const html = join(dir, 'evil.html');
+    const r = await callgate(['replay', '--config', config, '--trace', trace, '--html', html]);
+    const { page, errors, requests } = await open(html);
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => (dialogs.push(d.message()), void d.dismiss()));
+    const peers = await page.locator('#levels-peers select option').allTextContents();
+    expect(peers.map((o) => o.split(' — ')[0]).sort()).to.deep.equal([`peer:${bold}`, `peer:${evil}`].sort());
+    expect((await tableCells(page, 'levels-table')).map((row) => row.slice(0, 7))).to.deep.equal(textTable(r.stdout, 'level'));
+    expect((await tableCells(page, 'carriers-table'))[0]![0]).to.equal(evil);
+    await page.hover('#levels-table');
+    expectAllDrew(await charts(page));
+    expect(dialogs).to.deep.equal([]);
+    expect(await page.locator('b').count()).to.equal(0);
+    expect(errors).to.deep.equal([]);
+    expect(requests).to.deep.equal([]);
+    await page.close();
+  });
+
   it('a what-if report: its tables are the text report’s what-if section', async () => {
     const html = join(dir, 'whatif.html');
     const newConfig = join(dir, 'new.config.json');

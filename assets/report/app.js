@@ -45,15 +45,19 @@
     });
   };
 
-  /** A series as dense arrays over its own step: counts 0 where nothing happened, others null. */
+  /**
+   * A series as dense arrays over its own step: counts 0 where nothing happened, others null.
+   * One more point closes the last bucket, so that a step drawn after each point shows it too.
+   */
   function dense(sj, zero) {
     const n = Math.max(1, Math.ceil((S.buckets * S.step) / sj.step));
-    const xs = new Array(n);
-    for (let i = 0; i < n; i++) xs[i] = S.origin + i * sj.step;
+    const xs = new Array(n + 1);
+    for (let i = 0; i <= n; i++) xs[i] = S.origin + i * sj.step;
     const cols = {};
     for (const [name, values] of Object.entries(sj.cols)) {
-      const a = new Array(n).fill(zero.includes(name) ? 0 : null);
+      const a = new Array(n + 1).fill(zero.includes(name) ? 0 : null);
       for (let k = 0; k < sj.idx.length; k++) a[sj.idx[k]] = values[k];
+      a[n] = a[n - 1];
       cols[name] = a;
     }
     return { xs, cols, step: sj.step };
