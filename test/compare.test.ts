@@ -62,16 +62,16 @@ const ROWS: [number, string, 'in' | 'out', string, string, string][] = [
 ];
 
 const EXPECTED_GROUPS: CompareJson['groups'] = [
-  { direction: 'in', from: 'admitted', to: 'rejected by account:acme', count: 1, calls: ['c7'] },
-  { direction: 'in', from: 'rejected by peer:p1', to: 'admitted', count: 1, calls: ['c3'] },
+  { direction: 'in', from: 'admitted', to: 'rejected by account:acme (rate)', count: 1, calls: ['c7'] },
+  { direction: 'in', from: 'rejected by peer:p1 (rate)', to: 'admitted', count: 1, calls: ['c3'] },
   { direction: 'out', from: 'dispatched on B', to: 'dispatched on A', count: 1, calls: ['o2'] },
   { direction: 'out', from: 'rejected (all-routes-congested)', to: 'dispatched on A', count: 1, calls: ['o6'] },
 ];
 const iso = (s: number) => new Date((T + s) * 1000).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 const EXPECTED_CALLS: CompareJson['calls_listed'] = [
-  { call_id: 'c3', time: iso(0.2), direction: 'in', old: 'rejected by peer:p1', new: 'admitted' },
+  { call_id: 'c3', time: iso(0.2), direction: 'in', old: 'rejected by peer:p1 (rate)', new: 'admitted' },
   { call_id: 'o2', time: iso(1.2), direction: 'out', old: 'dispatched on B', new: 'dispatched on A' },
-  { call_id: 'c7', time: iso(2.1), direction: 'in', old: 'admitted', new: 'rejected by account:acme' },
+  { call_id: 'c7', time: iso(2.1), direction: 'in', old: 'admitted', new: 'rejected by account:acme (rate)' },
   { call_id: 'o6', time: iso(10.5), direction: 'out', old: 'rejected (all-routes-congested)', new: 'dispatched on A' },
 ];
 
@@ -202,8 +202,8 @@ describe('what-if: one trace under two configurations', function () {
       '  dispatched on B             2    1  -1',
       '',
       'Calls decided differently (old decision → new decision: calls, first calls)',
-      '  in   admitted → rejected by account:acme: 1 (c7)',
-      '  in   rejected by peer:p1 → admitted: 1 (c3)',
+      '  in   admitted → rejected by account:acme (rate): 1 (c7)',
+      '  in   rejected by peer:p1 (rate) → admitted: 1 (c3)',
       '  out  dispatched on B → dispatched on A: 1 (o2)',
       '  out  rejected (all-routes-congested) → dispatched on A: 1 (o6)',
     ]);

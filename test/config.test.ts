@@ -49,11 +49,12 @@ outbound:
 const sec = (limit: number, windowUs = 1_000_000) => ({ limit, windowUs, algorithm: 'sliding-log' as const });
 
 const EXPECTED: CallgateConfig = {
+  maxCallDurationUs: 4 * 3600 * 1_000_000,
   inbound: {
-    global: [sec(100)],
-    accounts: new Map([['acme', [sec(20)]]]),
-    peers: new Map([['peer45', [sec(10), sec(300, 60_000_000)]]]),
-    defaultPeer: [sec(5)],
+    global: { limits: [sec(100)] },
+    accounts: new Map([['acme', { limits: [sec(20)] }]]),
+    peers: new Map([['peer45', { limits: [sec(10), sec(300, 60_000_000)] }]]),
+    defaultPeer: { limits: [sec(5)] },
   },
   outbound: {
     carriers: new Map([
@@ -164,6 +165,7 @@ describe('config', () => {
 
     it('accepts an empty configuration (every part optional)', () => {
       expect(parseConfig({})).to.deep.equal({
+        maxCallDurationUs: 4 * 3600 * 1_000_000,
         inbound: { accounts: new Map(), peers: new Map() },
         outbound: { carriers: new Map() },
       });
@@ -183,11 +185,13 @@ describe('config', () => {
         },
         outbound: { carriers: { X: { cps: 0.5 } } },
       });
-      expect(c.inbound.global).to.deep.equal([
-        { limit: 1, windowUs: 1_000_000, algorithm: 'sliding-log' },
-        { limit: 2, windowUs: 60_000_000, algorithm: 'fixed-window' },
-        { limit: 3, windowUs: 3_600_000_000, algorithm: 'sliding-window' },
-      ]);
+      expect(c.inbound.global).to.deep.equal({
+        limits: [
+          { limit: 1, windowUs: 1_000_000, algorithm: 'sliding-log' },
+          { limit: 2, windowUs: 60_000_000, algorithm: 'fixed-window' },
+          { limit: 3, windowUs: 3_600_000_000, algorithm: 'sliding-window' },
+        ],
+      });
       expect(c.outbound.carriers.get('X')).to.deep.equal({ cps: 0.5, intervalUs: 2_000_000, maxWaitUs: 0 });
     });
 
@@ -198,9 +202,9 @@ describe('config', () => {
 
     it('allows empty limit arrays (a known peer with no limit)', () => {
       const c = parseConfig({ inbound: { global: [], peers: { open: [] }, defaultPeer: [] } });
-      expect(c.inbound.global).to.deep.equal([]);
-      expect(c.inbound.peers.get('open')).to.deep.equal([]);
-      expect(c.inbound.defaultPeer).to.deep.equal([]);
+      expect(c.inbound.global).to.deep.equal({ limits: [] });
+      expect(c.inbound.peers.get('open')).to.deep.equal({ limits: [] });
+      expect(c.inbound.defaultPeer).to.deep.equal({ limits: [] });
     });
 
     it('takes __proto__, constructor and other awkward ids as plain ids', () => {
@@ -217,8 +221,8 @@ describe('config', () => {
       }`;
       const c = parseConfig(JSON.parse(json));
       expect([...c.inbound.peers.keys()]).to.have.members(['__proto__', 'hasOwnProperty', 'a b', '{tag}', 'x:y', '45']);
-      expect(c.inbound.peers.get('__proto__')).to.deep.equal([sec(1)]);
-      expect(c.inbound.accounts.get('constructor')).to.deep.equal([sec(2)]);
+      expect(c.inbound.peers.get('__proto__')).to.deep.equal({ limits: [sec(1)] });
+      expect(c.inbound.accounts.get('constructor')).to.deep.equal({ limits: [sec(2)] });
       expect(c.outbound.carriers.get('__proto__')).to.deep.equal({ cps: 1, intervalUs: 1_000_000, maxWaitUs: 0 });
       expect([...c.outbound.carriers.keys()]).to.deep.equal(['__proto__', 'toString']);
       expect(c.inbound.peers.has('constructor')).to.equal(false);
@@ -226,7 +230,7 @@ describe('config', () => {
 
     it('also takes Maps for id maps in programmatic configs', () => {
       const c = parseConfig({ inbound: { peers: new Map([['x y', [{ limit: 1, window: '1s' }]]]) } });
-      expect(c.inbound.peers).to.deep.equal(new Map([['x y', [sec(1)]]]));
+      expect(c.inbound.peers).to.deep.equal(new Map([['x y', { limits: [sec(1)] }]]));
     });
 
     it('reports a bad limit entry with its exact path and message', () => {
@@ -421,7 +425,7 @@ describe('config', () => {
       for (const path of [json, yaml]) {
         const c = await loadConfigFile(path);
         expect([...c.inbound.peers.keys()]).to.deep.equal(['__proto__']);
-        expect(c.inbound.peers.get('__proto__')).to.deep.equal([sec(1)]);
+        expect(c.inbound.peers.get('__proto__')).to.deep.equal({ limits: [sec(1)] });
       }
     });
 

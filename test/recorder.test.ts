@@ -56,7 +56,7 @@ async function runLive(gate: CallGate, clock: VirtualClock, n: number, seed: num
       out.push({
         line: d.admitted
           ? { call_id: callId, direction: 'in', outcome: 'admitted', time_us: d.at }
-          : { call_id: callId, direction: 'in', outcome: 'rejected', limited_by: d.limitedBy!, time_us: d.at, retry_after_ms: d.retryAfterMs },
+          : { call_id: callId, direction: 'in', outcome: 'rejected', limited_by: d.limitedBy!, ...(d.reason && { reason: d.reason }), time_us: d.at, retry_after_ms: d.retryAfterMs },
       });
     } else {
       const route = ROUTES[Math.floor(rand() * ROUTES.length)]!;

@@ -166,7 +166,7 @@ describe('reference model', () => {
     it('decisions have exactly the contract fields', () => {
       const [ok, ko] = runModel(config, [inCall(T, 'a'), inCall(T, 'a')]) as InDecision[];
       expect(ok).to.deep.equal({ call_id: `c${seq - 1}`, direction: 'in', outcome: 'admitted' });
-      expect(ko).to.deep.equal({ call_id: `c${seq}`, direction: 'in', outcome: 'rejected', limited_by: 'peer:a' });
+      expect(ko).to.deep.equal({ call_id: `c${seq}`, direction: 'in', outcome: 'rejected', limited_by: 'peer:a', reason: 'rate' });
     });
   });
 

@@ -102,8 +102,8 @@ describe('replay time series', () => {
       for (let i = 0; i < calls; i++) {
         const at = t0 + s * 1e6 + i;
         series.inboundCall(at, true);
-        series.levelCall('peer:busy', 1, at, true, [calls]);
-        series.levelCall(`peer:p${Math.floor(rand() * 3000)}`, 1, at, i % 2 === 0, i % 2 === 0 ? [1] : undefined);
+        series.levelCall('peer:busy', 1, at, 'admitted', [calls]);
+        series.levelCall(`peer:p${Math.floor(rand() * 3000)}`, 1, at, i % 2 === 0 ? 'admitted' : 'rejected', i % 2 === 0 ? [1] : undefined);
         n++;
       }
       perSecond.set(s, calls);

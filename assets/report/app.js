@@ -16,6 +16,7 @@
     rerouted: '#e07a00',
     dispatched: '#2a9d4b',
     window: '#2a6fdb',
+    channels: '#2a6fdb',
     mean: '#2a6fdb',
     max: '#d62828',
     busiest: 'rgba(255, 170, 0, 0.22)',
@@ -61,6 +62,39 @@
       cols[name] = a;
     }
     return { xs, cols, step: sj.step };
+  }
+
+  /**
+   * Calls in progress as dense arrays: a bucket listed shows the most at once in it; one not
+   * listed keeps the count the bucket before it ended with (it changes only at listed buckets).
+   */
+  function denseCarry(sj) {
+    const n = Math.max(1, Math.ceil((S.buckets * S.step) / sj.step));
+    const xs = new Array(n + 1);
+    const used = new Array(n + 1);
+    let v = 0;
+    for (let i = 0, k = 0; i <= n; i++) {
+      xs[i] = S.origin + i * sj.step;
+      if (k < sj.idx.length && sj.idx[k] === i) {
+        used[i] = sj.cols.used[k];
+        v = sj.cols.after[k];
+        k++;
+      } else used[i] = i === n ? used[i - 1] : v;
+    }
+    return { xs, used, step: sj.step };
+  }
+
+  /** The channels chart of a level or carrier: calls in progress against the limit. */
+  function channelChart(into, name, sj, channels) {
+    if (!sj || !channels) return;
+    const d = denseCarry(sj);
+    chart(
+      into,
+      `${name}: calls in progress, against ${channels.limit} channels — most at once: ${channels.peak}${d.step > 1 ? ` (most in each ${d.step} s)` : ''}`,
+      d.xs,
+      [line('in progress', COLORS.channels, d.used), flat(`${channels.limit} channels`, COLORS.limit, channels.limit, d.xs.length)],
+      { unit: 'calls' },
+    );
   }
 
   const stepped = uPlot.paths.stepped({ align: 1 });
@@ -178,6 +212,7 @@
       rate.push(flat(`limit ${l.limit}/${l.window}` + (l.windowS === 1 ? '' : ` (${perS}/s sustained)`), COLORS.limit, perS, n));
     });
     chart(into, `${meta.key}: offered / admitted / rejected per second${bucketNote(d.step)}`, d.xs, rate);
+    channelChart(into, meta.key, S.levelChannels[meta.key], meta.channels);
     meta.limits.forEach((l, i) => {
       const busiest = l.busiest ? ` — busiest: ${l.peak} in ${fmtTime(l.busiest[0])} – ${fmtTime(l.busiest[1])}` : '';
       const u = chart(
@@ -231,6 +266,7 @@
       ],
       { unit: 'ms' },
     );
+    channelChart(into, meta.id, S.carrierChannels[meta.id], meta.channels);
   }
 
   function carriers() {

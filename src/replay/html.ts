@@ -43,6 +43,8 @@ export interface LevelMeta {
   admitted: number;
   rejected: number;
   limits: { limit: number; window: string; windowS: number; algorithm: string; peak: number; busiest: [number, number] | null }[];
+  /** The channel limit and the most calls in progress at once, when configured. */
+  channels?: { limit: number; peak: number };
 }
 
 export interface CarrierMeta {
@@ -52,6 +54,7 @@ export interface CarrierMeta {
   dispatched: number;
   rerouted_away: number;
   rejected: number;
+  channels?: { limit: number; peak: number };
 }
 
 export interface HtmlData {
@@ -90,6 +93,7 @@ function levelMetas(r: ReplayResult): LevelMeta[] {
         busiest: b ? [b.fromUs / 1e6, b.toUs / 1e6] : null,
       };
     }),
+    ...(s.channels && { channels: { limit: s.channels.channels, peak: s.channels.peak } }),
   }));
   const rank = { global: 0, account: 1, peer: 2 };
   return all.sort((a, b) => rank[a.kind] - rank[b.kind] || busiestFirst(a, b));
@@ -106,6 +110,7 @@ function carrierMetas(r: ReplayResult, config: CallgateConfig): CarrierMeta[] {
         dispatched: c.dispatched,
         rerouted_away: c.reroutedAway,
         rejected: c.rejected,
+        ...(c.channels && { channels: { limit: c.channels.channels, peak: c.channels.peak } }),
       };
     })
     .sort((a, b) => b.dispatched + b.rejected - (a.dispatched + a.rejected) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -160,6 +165,13 @@ function summaryTables(j: ReportJson): string {
         ]),
       ),
     );
+  }
+  const channelRows: (string | number)[][] = [];
+  for (const l of j.levels) if (l.channels) channelRows.push([l.level, l.channels.limit, l.channels.peak, l.channels.held ? 'held' : 'EXCEEDED']);
+  for (const c of j.carriers) if (c.channels) channelRows.push([`carrier ${c.carrier}`, c.channels.limit, c.channels.peak, c.channels.held ? 'held' : 'EXCEEDED']);
+  if (channelRows.length > 0) {
+    out.push('<h3>Channels</h3><p class="note">peak = most calls in progress at once: each holds from its decision to its end</p>');
+    out.push(table('channels-table', ['level / carrier', 'channels', 'peak', ''], channelRows));
   }
   return out.join('\n');
 }

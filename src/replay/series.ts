@@ -10,8 +10,8 @@
  */
 import type { Reservation } from '../dispatch/Dispatcher.js';
 
-/** How a column merges the values of one second: added up, or the largest kept. */
-type Agg = 'sum' | 'max';
+/** How a column merges the values of one second: added up, the largest kept, or the latest. */
+type Agg = 'sum' | 'max' | 'last';
 
 /** Sparse per-second bins of a few numeric columns; seconds come mostly in increasing order. */
 export class Bins {
@@ -69,8 +69,9 @@ export class Bins {
       const v = values[c];
       if (v === undefined) continue;
       const col = this.cols[c]!;
-      if (this.aggs[c] === 'sum') col[i]! += v;
-      else if (!(col[i]! >= v)) col[i] = v; // NaN (nothing yet) or smaller
+      const agg = this.aggs[c];
+      if (agg === 'sum') col[i]! += v;
+      else if (agg === 'last' || !(col[i]! >= v)) col[i] = v; // max: NaN (nothing yet) or smaller
     }
   }
 }
@@ -96,6 +97,9 @@ export class ReplaySeries {
   readonly outbound = new Bins(['sum', 'sum', 'sum', 'sum']);
   readonly levels = new Map<string, Bins>();
   readonly carriers = new Map<string, CarrierBins>();
+  /** Calls in progress (max and latest per second) where a channel limit is configured. */
+  readonly levelChannels = new Map<string, Bins>();
+  readonly carrierChannels = new Map<string, Bins>();
 
   inboundCall(atUs: number, admitted: boolean): void {
     this.inbound.add(secondOf(atUs), [1, admitted ? 1 : 0, admitted ? 0 : 1]);
@@ -105,12 +109,22 @@ export class ReplaySeries {
    * One call checked at a level. `windowCounts`: for an admitted call, the count (or estimate)
    * of each of the level's limits with it (WindowPeak.add's values), in the limits' order.
    */
-  levelCall(key: string, limits: number, atUs: number, admitted: boolean, windowCounts?: readonly number[]): void {
+  levelCall(key: string, limits: number, atUs: number, outcome: 'admitted' | 'rejected' | 'duplicate', windowCounts?: readonly number[]): void {
     let bins = this.levels.get(key);
     if (!bins) this.levels.set(key, (bins = new Bins(['sum', 'sum', 'sum', ...Array<Agg>(limits).fill('max')])));
-    const row: (number | undefined)[] = [1, admitted ? 1 : 0, admitted ? 0 : 1];
+    // a duplicate (a call admitted again while it holds) is offered, counted nowhere else
+    const row: (number | undefined)[] = [1, outcome === 'admitted' ? 1 : 0, outcome === 'rejected' ? 1 : 0];
     for (let i = 0; i < limits; i++) row.push(windowCounts?.[i]);
     bins.add(secondOf(atUs), row);
+  }
+
+  /** The calls in progress at a level changed at `atUs` (ChannelPeak's onCount). */
+  levelChannel(key: string, atUs: number, inUse: number): void {
+    channelBins(this.levelChannels, key).add(secondOf(atUs), [inUse, inUse]);
+  }
+
+  carrierChannel(id: string, atUs: number, inUse: number): void {
+    channelBins(this.carrierChannels, id).add(secondOf(atUs), [inUse, inUse]);
   }
 
   carrier(id: string): CarrierBins {
@@ -134,6 +148,12 @@ export class ReplaySeries {
       c.slots.add(secondOf(r.slotAt!), [1]);
     }
   }
+}
+
+function channelBins(m: Map<string, Bins>, key: string): Bins {
+  let b = m.get(key);
+  if (!b) m.set(key, (b = new Bins(['max', 'last'])));
+  return b;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -206,6 +226,41 @@ function bucketize(bins: Bins, origin: number, step: number, outs: readonly Out[
   return { step, idx, cols: Object.fromEntries(outs.map((o, i) => [o.name, cols[i]!])) };
 }
 
+/**
+ * Calls in progress as buckets: `used` the most at any moment of the bucket (counting the calls
+ * already in progress when it began), `after` how many when it ended. A bucket not listed has
+ * the `after` of the one before all along (the count changes only at a decision or an end).
+ * Ends past the last second of traffic are left out: nothing is decided there.
+ */
+function channelBuckets(bins: Bins, origin: number, step: number, lastSec: number): SeriesJson {
+  const idx: number[] = [];
+  const used: number[] = [];
+  const after: number[] = [];
+  let cur = Number.NaN;
+  let carry = 0;
+  let most = 0;
+  let latest = 0;
+  const flush = () => {
+    if (Number.isNaN(cur)) return;
+    idx.push(cur);
+    used.push(most);
+    after.push(latest);
+    carry = latest;
+  };
+  for (let j = 0; j < bins.length && bins.secs[j]! <= lastSec; j++) {
+    const b = Math.floor((bins.secs[j]! - origin) / step);
+    if (b !== cur) {
+      flush();
+      cur = b;
+      most = carry;
+    }
+    most = Math.max(most, bins.cols[0]![j]!);
+    latest = bins.cols[1]![j]!;
+  }
+  flush();
+  return { step, idx, cols: { used, after } };
+}
+
 /** Buckets of `step` seconds holding traffic in these bins. */
 function bucketCount(bins: Bins, origin: number, step: number): number {
   let n = 0;
@@ -234,6 +289,9 @@ export interface ReplaySeriesJson {
    * wait_mean (ms); sent (by slot time): sent (calls/s).
    */
   carriers: Record<string, { decisions: SeriesJson; sent: SeriesJson }>;
+  /** Calls in progress where a channel limit is configured (see channelBuckets: used, after). */
+  levelChannels: Record<string, SeriesJson>;
+  carrierChannels: Record<string, SeriesJson>;
 }
 
 function levelOuts(limits: number): Out[] {
@@ -281,7 +339,17 @@ export function seriesJson(s: ReplaySeries, firstUs: number, keep: ReadonlySet<s
       sent: bucketize(c.slots, origin, step, [{ name: 'sent', max: 0 }]),
     };
   }
-  return { origin, step, buckets: Math.ceil(span / step), ...totalsJson(s, origin, step), levels, carriers };
+  const channels = (m: Map<string, Bins>) => Object.fromEntries([...m].map(([k, b]) => [k, channelBuckets(b, origin, step, last)]));
+  return {
+    origin,
+    step,
+    buckets: Math.ceil(span / step),
+    ...totalsJson(s, origin, step),
+    levels,
+    carriers,
+    levelChannels: channels(s.levelChannels),
+    carrierChannels: channels(s.carrierChannels),
+  };
 }
 
 /** All inbound and all outbound traffic on a given grid (the what-if's old run on the new run's). */

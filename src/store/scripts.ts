@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 
 const LUA_DIR = fileURLToPath(new URL('../../lua/', import.meta.url));
 
-export type ScriptName = 'admit' | 'add' | 'get' | 'reserve' | 'wait';
+export type ScriptName = 'admit' | 'add' | 'get' | 'reserve' | 'wait' | 'release' | 'refresh' | 'holds';
 
 export interface Script {
   /** The ioredis command name (defineCommand), e.g. `callgate_admit_3fa9c1d2`. */
@@ -35,4 +35,7 @@ export const SCRIPTS: Readonly<Record<ScriptName, Script>> = {
   get: load('get'),
   reserve: load('reserve'),
   wait: load('wait'),
+  release: load('release'),
+  refresh: load('refresh'),
+  holds: load('holds'),
 };

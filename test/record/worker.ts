@@ -66,7 +66,7 @@ const inbound = async () => {
       report.decisions.push(
         d.admitted
           ? { call_id: callId, direction: 'in', outcome: 'admitted', time_us: d.at }
-          : { call_id: callId, direction: 'in', outcome: 'rejected', limited_by: d.limitedBy!, time_us: d.at },
+          : { call_id: callId, direction: 'in', outcome: 'rejected', limited_by: d.limitedBy!, ...(d.reason && { reason: d.reason }), time_us: d.at },
       );
     } catch (err) {
       report.errors.push(String(err));
