@@ -199,6 +199,39 @@ describe('HTML replay report in headless Chromium', function () {
     await page.close();
   });
 
+  it('channels: calls in progress drawn against the limit, the channels table the text report’s', async () => {
+    const { writeFileSync, readFileSync } = await import('node:fs');
+    const cfg = JSON.parse(readFileSync(join(FIX, 'campaign.config.json'), 'utf8')) as {
+      maxCallDuration?: string;
+      inbound: { peers: Record<string, unknown[]> };
+      outbound: { carriers: Record<string, { channels?: number }> };
+    };
+    cfg.maxCallDuration = 'PT20S';
+    cfg.inbound.peers['sbc-callbacks']!.push({ channels: 5 });
+    cfg.outbound.carriers.A!.channels = 6;
+    const config = join(dir, 'channels.config.json');
+    writeFileSync(config, JSON.stringify(cfg));
+    const html = join(dir, 'channels.html');
+    const r = await callgate(['replay', '--config', config, '--trace', join(FIX, 'campaign.trace.csv'), '--html', html]);
+    const { page, errors, requests } = await open(html);
+    const peer = (await charts(page)).filter((c) => c.title.startsWith('peer:sbc-callbacks: calls in progress'));
+    expect(peer.map((c) => c.title)).to.deep.equal(['peer:sbc-callbacks: calls in progress, against 5 channels — most at once: 5']);
+    const labels = await page.locator('#carriers select option').allTextContents();
+    await page.selectOption('#carriers select', { index: labels.findIndex((l) => l.startsWith('A ')) });
+    const list = await charts(page);
+    expect(list.filter((c) => c.title.startsWith('A: calls in progress')).map((c) => c.title)).to.deep.equal(['A: calls in progress, against 6 channels — most at once: 6']);
+    expectAllDrew(list);
+    expect(await tableCells(page, 'channels-table')).to.deep.equal(textTable(r.stdout, 'level / carrier'));
+    expect(textTable(r.stdout, 'level / carrier')).to.deep.equal([
+      ['peer:sbc-callbacks', '5', '5', 'held'],
+      ['carrier A', '6', '6', 'held'],
+    ]);
+    await page.screenshot({ path: join(OUT, 'html-report-channels.png'), fullPage: true });
+    expect(errors).to.deep.equal([]);
+    expect(requests).to.deep.equal([]);
+    await page.close();
+  });
+
   it('ids that look like markup are shown as text, never run', async () => {
     const { writeFileSync } = await import('node:fs');
     const evil = '</script><script>alert(1)</script>';

@@ -4,7 +4,7 @@
  * trace stays within MAX_POINTS per chart and LEVEL_BUDGET over the minor levels.
  */
 import { expect } from 'chai';
-import { loadConfigFile } from '../src/config/load.js';
+import { loadConfig, loadConfigFile } from '../src/config/load.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
 import { reportJson } from '../src/replay/report.js';
 import { Bins, LEVEL_BUDGET, MAX_POINTS, ReplaySeries, seriesJson, stepFor } from '../src/replay/series.js';
@@ -81,6 +81,70 @@ describe('replay time series', () => {
       }
     });
   }
+
+  it('calls in progress: every second shows the most at once, as counted from the decisions and durations', async () => {
+    const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const dir = mkdtempSync(join(tmpdir(), 'callgate-series-'));
+    try {
+      const rand = prng(5);
+      const rows = ['time,call_id,direction,peer,route,duration'];
+      let t = 1_700_000_000_000_000;
+      for (let i = 0; i < 400; i++) {
+        t += Math.floor(rand() * 400_000);
+        const duration = rand() < 0.1 ? '' : (rand() * 6).toFixed(3);
+        rows.push(i % 3 === 0 ? `${t / 1e6},o${i},out,,A|B,${duration}` : `${t / 1e6},c${i},in,p${i % 2},,${duration}`);
+      }
+      writeFileSync(join(dir, 't.csv'), rows.join('\n') + '\n');
+      const config = await loadConfig({
+        maxCallDuration: 'PT8S',
+        inbound: { peers: { p0: [{ limit: 100, window: 'PT1S' }, { channels: 4 }] }, defaultPeer: [{ channels: 3 }] },
+        outbound: { carriers: { A: { cps: 2, maxWait: 'PT1S', channels: 3 }, B: { cps: 1, maxWait: 'PT2S' } } },
+      });
+      const series = new ReplaySeries();
+      const lines: DecisionLine[] = [];
+      const result = await replay({ config, tracePath: join(dir, 't.csv'), store: new MemoryStore(), series, onDecision: (d) => void lines.push(d) });
+      const json = seriesJson(series, result.firstUs!, new Set());
+      expect(json.step).to.equal(1);
+      // the holds, from the decisions and the trace's durations (outbound: from the decision to slot + duration)
+      const durations = new Map(rows.slice(1).map((r) => { const c = r.split(','); return [c[1]!, c[5] === '' ? 8e6 : Math.round(Number(c[5]) * 1e6)] as const; }));
+      const holds = new Map<string, [number, number][]>();
+      for (const d of lines) {
+        let key: string | undefined;
+        let end = 0;
+        if (d.direction === 'in' && d.outcome === 'admitted') (key = `peer:p${Number(d.call_id.slice(1)) % 2}`), (end = d.time_us + durations.get(d.call_id)!);
+        if (d.direction === 'out' && d.outcome === 'dispatched' && d.carrier === 'A') (key = 'A'), (end = d.time_us + Math.round(d.delay_ms! * 1000) + durations.get(d.call_id)!);
+        if (key) holds.set(key, [...(holds.get(key) ?? []), [d.time_us, end]]);
+      }
+      const lastSec = Math.floor(result.lastUs! / 1e6);
+      const check = (sj: { idx: number[]; cols: Record<string, (number | null)[]> }, hs: [number, number][], label: string) => {
+        const inUse = (x: number) => hs.filter(([a, e]) => a <= x && e > x).length;
+        let carry = 0;
+        let k = 0;
+        let peak = 0;
+        for (let sec = json.origin; sec <= lastSec; sec++) {
+          const i = sec - json.origin;
+          // the most at once in [sec, sec + 1): at its start, or right after a decision in it
+          const times = [sec * 1e6, ...hs.map(([a]) => a).filter((a) => Math.floor(a / 1e6) === sec)];
+          const want = Math.max(...times.map(inUse));
+          let got = carry;
+          if (sj.idx[k] === i) ((got = sj.cols.used![k]!), (carry = sj.cols.after![k]!), k++);
+          expect(got, `${label} at second ${i}`).to.equal(want);
+          peak = Math.max(peak, want);
+        }
+        return peak;
+      };
+      const p0 = check(json.levelChannels['peer:p0']!, holds.get('peer:p0')!, 'p0');
+      const p1 = check(json.levelChannels['peer:p1']!, holds.get('peer:p1')!, 'p1');
+      const a = check(json.carrierChannels.A!, holds.get('A')!, 'A');
+      expect([p0, p1, a]).to.deep.equal([result.levels.get('peer:p0')!.channels!.peak, result.levels.get('peer:p1')!.channels!.peak, result.carriers.get('A')!.channels!.peak]);
+      expect([p0, p1, a]).to.deep.equal([4, 3, 3]); // full at times
+      expect(json.carrierChannels.B).to.equal(undefined);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it('stepFor: the smallest nice step that shows the span in MAX_POINTS buckets', () => {
     expect(stepFor(1)).to.equal(1);
