@@ -6,7 +6,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { Admission, type AdmissionDecision, type AdmissionEvents, type AdmitInput, type StorePolicy } from './admission/Admission.js';
-import { SystemClock, type Clock } from './clock.js';
+import { SystemClock, systemClockUs, type Clock } from './clock.js';
 import { diffConfig, loadConfig, type CallgateConfig, type CallgateConfigInput, type ConfigChange } from './config/index.js';
 import {
   Dispatcher,
@@ -111,7 +111,13 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     });
     if (opts.record) {
       this.recorder = opts.record instanceof TraceRecorder ? opts.record : new TraceRecorder(opts.record);
-      this.recorder.onError = (err) => this.safeEmit('error', err);
+      const rec = this.recorder;
+      rec.onError = (err) => this.safeEmit('error', err);
+      rec.maxCallDurationUs = () => this.current.maxCallDurationUs;
+      rec.now = () => this.clock.now() ?? systemClockUs();
+      // an outbound call that will not go out gave its channel back: its row ends now
+      this.on('cancelled', (r) => rec.ended(r.callId, rec.now(), 'out'));
+      this.on('failed', (r) => r.reason === 'send-failed' && rec.ended(r.callId, rec.now(), 'out'));
     }
     this.timeoutMs = opts.timeoutMs ?? 500;
     this.deferred = new ReleaseQueue({
@@ -194,6 +200,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     const now = this.clock.now();
     const local = this.admission.localStand?.releaseSync({ id: callId, now }).released ?? 0;
     const r = await this.storeCall((signal) => this.store.release({ id: callId, now, signal }));
+    this.recorder?.ended(callId, r.now);
     return r.released + local > 0;
   }
 
@@ -208,6 +215,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     const forUs = this.current.maxCallDurationUs;
     const local = this.admission.localStand?.refreshSync({ id: callId, forUs, now }).refreshed ?? 0;
     const r = await this.storeCall((signal) => this.store.refresh({ id: callId, forUs, now, signal }));
+    this.recorder?.refreshed(callId, r.now);
     return r.refreshed + local > 0;
   }
 

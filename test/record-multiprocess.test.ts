@@ -1,7 +1,8 @@
 /**
  * Recording live traffic, for real: two routing processes (child processes, each its own ioredis
  * connection and CallGate) share one Redis and decide inbound and outbound calls as fast as they
- * can on Redis TIME, each recording its decisions' inputs into rotating files. The files of both,
+ * can on Redis TIME, hanging most calls up a little later (channels are limited), each recording
+ * its decisions' inputs and the calls' durations into rotating files. The files of both,
  * merged, replayed on the memory store, must give every call its live decision, except calls
  * decided in a microsecond that both processes used: their order across the two processes is not
  * in the files, so only their decisions as a group must match. The test names them.
@@ -25,13 +26,17 @@ const WORKER = fileURLToPath(new URL('./record/worker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 const CONFIG: CallgateConfigInput = {
+  maxCallDuration: 'PT10S',
   inbound: {
     global: [{ limit: 50, window: 'PT1S' }],
     accounts: { acme: [{ limit: 25, window: 'PT1S' }] },
-    peers: { p1: [{ limit: 40, window: 'PT1S' }, { limit: 60, window: 'PT5S' }], 'p {2}': [{ limit: 8, window: 'PT1S', algorithm: 'fixed-window' }] },
-    defaultPeer: [{ limit: 10, window: 'PT1S', algorithm: 'sliding-window' }],
+    peers: {
+      p1: [{ limit: 40, window: 'PT1S' }, { limit: 60, window: 'PT5S' }, { channels: 12 }],
+      'p {2}': [{ limit: 8, window: 'PT1S', algorithm: 'fixed-window' }],
+    },
+    defaultPeer: [{ limit: 10, window: 'PT1S', algorithm: 'sliding-window' }, { channels: 3 }],
   },
-  outbound: { carriers: { A: { cps: 300, maxWait: 'PT0.02S' }, B: { cps: 100, maxWait: 'PT0.05S' }, C: { cps: 40 } } },
+  outbound: { carriers: { A: { cps: 300, maxWait: 'PT0.02S', channels: 8 }, B: { cps: 100, maxWait: 'PT0.05S' }, C: { cps: 40, channels: 4 } } },
 };
 
 /** A decision without its call id: what must match within a shared microsecond. */
@@ -67,6 +72,7 @@ describe('recording live traffic: two processes on one Redis, traces merged and 
         durationMs: 1_500,
         maxCalls: 20_000,
         concurrency: 4,
+        maxHoldMs: 400,
       };
       workers.push(startWorker<RecordWorkerReport>(WORKER, args, { cwd: ROOT, timeoutMs: 40_000, name: `worker ${id}` }));
     }
@@ -122,5 +128,11 @@ describe('recording live traffic: two processes on one Redis, traces merged and 
     expect([...limitedBy].filter(Boolean).length, 'levels that refused calls').to.be.at.least(3);
     expect(all.some((d) => d.direction === 'out' && d.outcome === 'dispatched' && d.rerouted_from.length > 0), 'a reroute').to.equal(true);
     expect(all.some((d) => d.direction === 'out' && d.outcome === 'rejected'), 'an outbound rejection').to.equal(true);
+    expect(all.some((d) => d.direction === 'in' && d.reason === 'channels'), 'an inbound refusal for channels').to.equal(true);
+    // the rows carry the durations of the calls that hung up
+    const { readTrace } = await import('../src/replay/trace.js');
+    let withDuration = 0;
+    for await (const c of readTrace(merged)) if (c.durationUs !== undefined) withDuration++;
+    expect(withDuration).to.be.greaterThan(20);
   });
 });

@@ -13,6 +13,7 @@ import { loadConfig } from '../src/config/load.js';
 import type { CallgateConfigInput } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
 import { TRACE_HEADER, TraceRecorder, epochSeconds } from '../src/replay/recorder.js';
+import type { Reservation } from '../src/dispatch/Dispatcher.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
 import { mergeTraces } from '../src/replay/trace-merge.js';
 import { readTrace, TraceError, type TraceCall } from '../src/replay/trace.js';
@@ -24,59 +25,96 @@ const ROOT = new URL('..', import.meta.url).pathname;
 const BIN = join(ROOT, 'bin/callgate.js');
 
 const CONFIG: CallgateConfigInput = {
+  maxCallDuration: 'PT8S',
   inbound: {
     global: [{ limit: 40, window: 'PT1S' }],
     accounts: { 'acme, "inc"': [{ limit: 15, window: 'PT1S' }] },
-    peers: { 'trunk {7}: a': [{ limit: 6, window: 'PT1S' }, { limit: 30, window: 'PT10S' }] },
-    defaultPeer: [{ limit: 3, window: 'PT1S', algorithm: 'sliding-window' }],
+    peers: { 'trunk {7}: a': [{ limit: 6, window: 'PT1S' }, { limit: 30, window: 'PT10S' }, { channels: 4 }] },
+    defaultPeer: [{ limit: 3, window: 'PT1S', algorithm: 'sliding-window' }, { channels: 3 }],
   },
-  outbound: { carriers: { A: { cps: 5, maxWait: 'PT0.5S' }, 'B b': { cps: 2, maxWait: 'PT1S' } } },
+  outbound: { carriers: { A: { cps: 5, maxWait: 'PT0.5S', channels: 3 }, 'B b': { cps: 2, maxWait: 'PT1S' } } },
 };
 const PEERS = ['trunk {7}: a', 'pbx\n"2"', 'p,3', '#hash'];
 const ROUTES = [['A', 'B b'], ['B b'], ['A', 'unknown']];
+const MAX_CALL_US = 8_000_000;
 
-interface Live {
-  line: DecisionLine;
+interface LiveRun {
+  decisions: DecisionLine[];
+  /** What each call's row must say: its duration in µs, or undefined (a refusal, a lapsed hold). */
+  durations: Map<string, number | undefined>;
+  ends: { released: number; refreshed: number; lapsed: number };
 }
 
-/** Decide `n` calls live on a VirtualClock (times in µs, some equal), recording them. */
-async function runLive(gate: CallGate, clock: VirtualClock, n: number, seed: number): Promise<DecisionLine[]> {
+/**
+ * Decide `n` calls live on a VirtualClock (times in µs, some equal), recording them; most calls
+ * that hold channels hang up (release) after a while, some are refreshed and left to lapse, some
+ * just lapse.
+ */
+async function runLive(gate: CallGate, clock: VirtualClock, n: number, seed: number): Promise<LiveRun> {
   const rand = prng(seed);
-  const out: Live[] = [];
+  const decisions: DecisionLine[] = [];
+  const durations = new Map<string, number | undefined>();
+  const ends = { released: 0, refreshed: 0, lapsed: 0 };
+  // hang-ups and refreshes to come, in time order
+  const later: { at: number; callId: string; start: number; refresh: boolean }[] = [];
+  const schedule = (callId: string, start: number) => {
+    const r = rand();
+    if (r < 0.1) {
+      ends.lapsed++;
+      durations.set(callId, undefined);
+    } else if (r < 0.2) {
+      later.push({ at: start + 1_000_000 + Math.floor(rand() * 3_000_000), callId, start, refresh: true });
+    } else later.push({ at: start + 1_000 + Math.floor(rand() * 6_000_000), callId, start, refresh: false });
+    later.sort((a, b) => a.at - b.at);
+  };
+  const until = async (t: number) => {
+    while (later.length > 0 && later[0]!.at <= t) {
+      const e = later.shift()!;
+      clock.advance(e.at);
+      if (e.refresh) {
+        await gate.refresh(e.callId); // (false for a call on carrier "B b": it holds no channel)
+        ends.refreshed++;
+        durations.set(e.callId, e.at + MAX_CALL_US - e.start);
+      } else {
+        // 'not-held' for a call on "B b"; its duration is recorded all the same
+        expect(await gate.release(e.callId)).to.be.oneOf(['released', 'not-held']);
+        ends.released++;
+        durations.set(e.callId, e.at - e.start);
+      }
+    }
+    clock.advance(t);
+  };
   let t = clock.now()!;
   const pending: Promise<unknown>[] = [];
   for (let i = 0; i < n; i++) {
-    t += i % 7 === 0 ? 0 : Math.floor(rand() * 60_000);
-    clock.advance(t);
+    t += i % 7 === 0 ? 0 : Math.floor(rand() * 120_000);
+    await until(t);
     const callId = `c,${i}"${i % 5 === 0 ? '\n' : ''}`;
     if (rand() < 0.6) {
       const peer = PEERS[Math.floor(rand() * PEERS.length)]!;
       const account = rand() < 0.5 ? 'acme, "inc"' : undefined;
       const d = await gate.admit({ callId, peer, account });
-      out.push({
-        line: d.admitted
+      decisions.push(
+        d.admitted
           ? { call_id: callId, direction: 'in', outcome: 'admitted', time_us: d.at }
           : { call_id: callId, direction: 'in', outcome: 'rejected', limited_by: d.limitedBy!, ...(d.reason && { reason: d.reason }), time_us: d.at, retry_after_ms: d.retryAfterMs },
-      });
+      );
+      if (d.admitted) schedule(callId, d.at);
+      else durations.set(callId, undefined);
     } else {
       const route = ROUTES[Math.floor(rand() * ROUTES.length)]!;
-      const r = await new Promise<DecisionLine>((resolve) => {
-        pending.push(
-          gate.dispatch({ callId, route }, undefined, {
-            onReserved: (x) => {
-              const line: DecisionLine = { call_id: callId, direction: 'out', outcome: x.outcome, carrier: x.carrier, delay_ms: x.delayMs, rerouted_from: x.reroutedFrom, time_us: x.at };
-              if (x.reason) line.reason = x.reason;
-              resolve(line);
-            },
-          }),
-        );
-      });
-      out.push({ line: r });
+      const r = await new Promise<Reservation>((resolve) => pending.push(gate.dispatch({ callId, route }, undefined, { onReserved: resolve })));
+      const line: DecisionLine = { call_id: callId, direction: 'out', outcome: r.outcome, carrier: r.carrier, delay_ms: r.delayMs, rerouted_from: r.reroutedFrom, time_us: r.at };
+      if (r.reason) line.reason = r.reason;
+      decisions.push(line);
+      if (r.outcome === 'dispatched') schedule(callId, r.slotAt!);
+      else durations.set(callId, undefined);
     }
   }
+  await until(Number.MAX_SAFE_INTEGER - 1);
   for (let next = clock.nextTimer; next !== undefined; next = clock.nextTimer) clock.advance(next);
   await Promise.all(pending);
-  return out.map((x) => x.line);
+  return { decisions, durations, ends };
 }
 
 async function readAll(path: string): Promise<TraceCall[]> {
@@ -105,13 +143,17 @@ describe('recording live decisions as a trace', function () {
     const gate = new CallGate({ config, clock, record: { dir, prefix: 'rec', maxBytes: 4096 } });
     const errors: Error[] = [];
     gate.on('error', (e) => errors.push(e));
-    const live = await runLive(gate, clock, 600, 11);
+    const { decisions: live, durations, ends } = await runLive(gate, clock, 600, 11);
     await gate.close();
     expect(errors).to.deep.equal([]);
+    expect(ends.released).to.be.greaterThan(100);
+    expect(ends.refreshed).to.be.greaterThan(10);
+    expect(ends.lapsed).to.be.greaterThan(10);
 
     const rec = gate.recorder!;
     expect(rec.rows).to.equal(600);
     expect(rec.dropped).to.equal(0);
+    expect(rec.inProgress).to.equal(0);
     const files = readdirSync(dir).sort();
     expect(files.map((f) => join(dir, f))).to.deep.equal(rec.files);
     expect(files.length).to.be.greaterThan(5);
@@ -121,24 +163,26 @@ describe('recording live decisions as a trace', function () {
       expect(text.startsWith(TRACE_HEADER + '\n'), f).to.equal(true);
       expect(Buffer.byteLength(text), f).to.be.at.most(4096);
     }
-    // every row is the call's input, with the decision time
+    // every row is the call's input, with the decision time and the duration its hold lasted
     const rows = (await Promise.all(rec.files.map(readAll))).flat();
     expect(rows).to.have.length(600);
-    rows.forEach((row, i) => {
-      expect(row.callId).to.equal(live[i]!.call_id);
-      expect(row.direction).to.equal(live[i]!.direction);
-      expect(row.time).to.equal(live[i]!.time_us);
-    });
+    const byId = new Map(rows.map((r) => [r.callId, r]));
+    for (const d of live) {
+      const row = byId.get(d.call_id)!;
+      expect([row.direction, row.time, row.durationUs], d.call_id).to.deep.equal([d.direction, d.time_us, durations.get(d.call_id)]);
+    }
     expect(new Set(rows.filter((r) => r.direction === 'in').map((r) => r.peer))).to.deep.equal(new Set(PEERS));
     expect(rows.filter((r) => r.direction === 'out').map((r) => r.route!.join('|'))).to.include('A|unknown');
 
     const merged = join(dir, 'merged.csv');
-    expect(await mergeTraces(rec.files, merged)).to.deep.equal({ rows: 600, sorted: true });
+    expect((await mergeTraces(rec.files, merged)).rows).to.equal(600);
     const replayed: DecisionLine[] = [];
     await replay({ config, tracePath: merged, store: new MemoryStore(), onDecision: (d) => void replayed.push(d) });
-    // every decision is the live one (retry-after too)
-    expect(replayed).to.deep.equal(live);
+    // every decision is the live one (retry-after too), in the same order
+    expect(replayed.length).to.equal(live.length);
+    replayed.forEach((d, i) => expect(d, `decision ${i}`).to.deep.equal(live[i]));
     expect(live.filter((d) => d.outcome === 'rejected').length).to.be.greaterThan(50);
+    expect(live.filter((d) => d.direction === 'in' && d.reason === 'channels').length, 'refused for channels').to.be.greaterThan(5);
     expect(live.filter((d) => d.direction === 'out' && d.outcome === 'dispatched' && d.delay_ms! > 0).length).to.be.greaterThan(20);
   });
 
@@ -155,7 +199,7 @@ describe('recording live decisions as a trace', function () {
     writeFileSync(a, `${TRACE_HEADER}\n1.000001,a1,in,p,,,\n1.000003,a2,in,p,,,\n`);
     writeFileSync(b, 'time,call_id,direction,peer\n1.000001,b1,in,q\n1.000002,b2,in,q\n');
     const out = join(dir, 'm.csv');
-    expect(await mergeTraces([a, b], out)).to.deep.equal({ rows: 4, sorted: true });
+    expect(await mergeTraces([a, b], out)).to.deep.equal({ rows: 4, spilled: 0 });
     expect(readFileSync(out, 'utf8')).to.equal(`${TRACE_HEADER}\n1.000001,a1,in,p,,,\n1.000001,b1,in,q,,,\n1.000002,b2,in,q,,,\n1.000003,a2,in,p,,,\n`);
     writeFileSync(b, 'time,call_id,direction,peer\n1.000001,b1,in,q\nlater,b2,in,q\n');
     const bad = join(dir, 'bad.csv');
@@ -163,6 +207,30 @@ describe('recording live decisions as a trace', function () {
     await mergeTraces([a, b], bad).catch((e) => (error = e));
     expect(error).to.be.instanceOf(TraceError);
     expect(readdirSync(dir).filter((f) => f.startsWith('bad.csv'))).to.deep.equal([]);
+  });
+
+  it('mergeTraces sorts unsorted files in bounded memory (runs spilled), equal times in input then file order', async () => {
+    const rand = prng(9);
+    const inputs: string[] = [];
+    const all: { time: number; id: string; input: number; pos: number }[] = [];
+    for (let f = 0; f < 3; f++) {
+      const lines = [TRACE_HEADER];
+      for (let i = 0; i < 300; i++) {
+        const time = 1_700_000_000_000_000 + Math.floor(rand() * 50) * 1000; // many equal times, any order
+        const id = `f${f}-${i}`;
+        lines.push(`${epochSeconds(time)},${id},in,p,,,${i % 3 === 0 ? '1.5' : ''}`);
+        all.push({ time, id, input: f, pos: i });
+      }
+      inputs.push(join(dir, `u${f}.csv`));
+      writeFileSync(inputs[f]!, lines.join('\n') + '\n');
+    }
+    const out = join(dir, 'sorted.csv');
+    expect(await mergeTraces(inputs, out, { chunkRows: 64 })).to.deep.equal({ rows: 900, spilled: 14 });
+    const rows = await readAll(out);
+    const want = [...all].sort((x, y) => x.time - y.time || x.input - y.input || x.pos - y.pos);
+    expect(rows.map((r) => r.callId)).to.deep.equal(want.map((w) => w.id));
+    expect(rows.filter((r) => r.durationUs === 1_500_000)).to.have.length(300);
+    expect(readdirSync(dir).filter((f) => f.includes('.tmp-'))).to.deep.equal([]);
   });
 
   it('callgate merge-traces: the merged file, or exit 2 and one line per problem', async () => {
@@ -189,9 +257,10 @@ describe('recording live decisions as a trace', function () {
     const gate = new CallGate({ config, clock: new VirtualClock(1_700_000_000_000_000), record: recorder });
     const errors: Error[] = [];
     gate.on('error', (e) => errors.push(e));
-    const d1 = await gate.admit({ callId: 'x1', peer: 'trunk {7}: a' });
+    // (durations given: the rows are whole at the decision and go to the file at once)
+    const d1 = await gate.admit({ callId: 'x1', peer: 'trunk {7}: a', durationUs: 1_000 });
     await new Promise((r) => setTimeout(r, 50));
-    const d2 = await gate.admit({ callId: 'x2', peer: 'trunk {7}: a' });
+    const d2 = await gate.admit({ callId: 'x2', peer: 'trunk {7}: a', durationUs: 1_000 });
     expect([d1.admitted, d2.admitted]).to.deep.equal([true, true]);
     await gate.close();
     expect(errors.map((e) => e.message)).to.have.length(1);
@@ -206,9 +275,9 @@ describe('recording live decisions as a trace', function () {
     const gate = new CallGate({ config, clock: new VirtualClock(1_700_000_000_000_000), record: { dir, maxPendingBytes: 1 } });
     const errors: Error[] = [];
     gate.on('error', (e) => errors.push(e));
-    await gate.admit({ callId: 'first', peer: 'p' });
+    await gate.admit({ callId: 'first', peer: 'p', durationUs: 0 });
     await new Promise((r) => setImmediate(r)); // the first rows are handed to the file: the write is in flight
-    await Promise.all(Array.from({ length: 20 }, (_, i) => gate.admit({ callId: `n${i}`, peer: 'p' })));
+    await Promise.all(Array.from({ length: 20 }, (_, i) => gate.admit({ callId: `n${i}`, peer: 'p', durationUs: 0 })));
     await gate.close();
     const rec = gate.recorder!;
     expect(rec.dropped).to.be.greaterThan(0);

@@ -4,14 +4,24 @@
  * decision time in µs (Redis TIME live on Redis), so that `callgate replay` on the recorded
  * trace takes the same decisions. Files rotate by size; each starts with the header.
  *
+ * Durations. A call that holds channels (admitted, or dispatched) is written once its end is
+ * known: release(callId) through the same CallGate (duration = the store's release time − its
+ * start: the decision inbound, the slot outbound), a cancel or a failed send (duration up to
+ * then, at least 0), or its hold lapsing maxCallDuration after its start or last refresh (then
+ * written with an empty duration, or, when refreshed, the duration the hold lasted). A duration
+ * the caller gave (`durationUs`) is written as given; refusals are written at once. Calls still
+ * in progress at close() are written as if their hold lapsed. A release seen only by another
+ * routing process cannot be known here: that call's row says its hold lapsed.
+ *
+ * Order. Rows are written as calls end, so a file is not in time order (the replay sorts it); a
+ * row never goes before an earlier-decided row of the same microsecond (a batch on Redis shares
+ * one), since the replay keeps the file order of equal times. mergeTraces merges the files of
+ * several processes.
+ *
  * Recording never slows or breaks a decision: rows are gathered and written once per tick, and
  * a write failure is reported (onError, the CallGate's 'error' event) and ends the recording.
  * When the disk cannot keep up, rows beyond `maxPendingBytes` waiting to be written are dropped
  * and counted (`dropped`), rather than growing the process without bound.
- *
- * Rows are written in decision order, which is time order within one process (decisions come back
- * from one Redis in the order it executed them); merge the files of several processes with
- * mergeTraces (trace-merge.ts), which keeps that order and sorts across files.
  *
  * What cannot be written as the contract's trace (the replay reports such a row as bad): a peer
  * or call id that is empty or only whitespace, a carrier id holding `|` or leading/trailing
@@ -23,6 +33,7 @@
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import type { AdmissionDecision, AdmitInput } from '../admission/Admission.js';
+import { systemClockUs } from '../clock.js';
 import type { DispatchInput, Reservation } from '../dispatch/Dispatcher.js';
 
 export const TRACE_HEADER = 'time,call_id,direction,peer,account,route,duration';
@@ -59,9 +70,27 @@ export function traceRow(
   return `${epochSeconds(row.time)},${cell(row.callId)},${row.direction},${cell(row.peer)},${cell(row.account)},${cell(row.route?.join('|'))},${duration}\n`;
 }
 
+/** A decided call whose row waits for its end (or for an earlier row of the same microsecond). */
+interface Entry {
+  readonly time: number;
+  readonly callId: string;
+  readonly direction: 'in' | 'out';
+  /** The row without its duration cell and line break; the whole row once known. */
+  readonly head: string;
+  row?: string;
+  /** Where its hold began (decision inbound, slot outbound) and when it lapses, µs. */
+  readonly start: number;
+  deadline: number;
+  refreshed: boolean;
+}
+
 export class TraceRecorder {
   /** Set by the CallGate: where write failures and drops are reported. */
   onError?: (err: Error) => void;
+  /** Set by the CallGate: how long a hold lasts unless released or refreshed, µs. */
+  maxCallDurationUs: () => number = () => 4 * 3600 * 1e6;
+  /** Set by the CallGate: the time, µs, to tell lapsed holds by (the store's clock when it has one). */
+  now: () => number = systemClockUs;
   /** Every file begun, in order. */
   readonly files: string[] = [];
   rows = 0;
@@ -81,6 +110,11 @@ export class TraceRecorder {
   private closing?: Promise<void>;
   private readonly ending: Promise<void>[] = [];
   private droppedReported = false;
+  /** Calls waiting for their end, oldest first; by call id; rows of one microsecond in decision order. */
+  private readonly waiting = new Set<Entry>();
+  private readonly byCall = new Map<string, Entry[]>();
+  private readonly sameTime = new Map<number, Entry[]>();
+  private sweeper?: NodeJS.Timeout;
 
   constructor(opts: TraceRecorderOptions) {
     this.dir = opts.dir;
@@ -94,14 +128,103 @@ export class TraceRecorder {
 
   /** An inbound decision (admit or record). */
   inbound(input: AdmitInput, d: AdmissionDecision): void {
-    // TODO(channels, issue 10): an admitted call's row waits for release(callId) to fill `duration`
-    this.add(traceRow({ time: d.at, callId: input.callId, direction: 'in', peer: input.peer, account: input.account || undefined }));
+    const row = { time: d.at, callId: input.callId, direction: 'in' as const, peer: input.peer, account: input.account || undefined };
+    if (!d.admitted || d.duplicate || input.durationUs !== undefined) this.decided(row.time, traceRow(row, input.durationUs));
+    else this.wait(row.time, input.callId, 'in', traceRow(row).slice(0, -1), d.at);
   }
 
   /** An outbound decision (reserve, or dispatch once reserved). */
   outbound(input: DispatchInput, r: Reservation): void {
-    // TODO(channels, issue 10): a dispatched call's row waits for release(callId) to fill `duration`
-    this.add(traceRow({ time: r.at, callId: input.callId, direction: 'out', route: input.route }));
+    const row = { time: r.at, callId: input.callId, direction: 'out' as const, route: input.route };
+    if (r.outcome !== 'dispatched' || input.durationUs !== undefined) this.decided(row.time, traceRow(row, input.durationUs));
+    else this.wait(row.time, input.callId, 'out', traceRow(row).slice(0, -1), r.slotAt!);
+  }
+
+  /**
+   * The call ended at `atUs` (its release, cancel or failed send): its rows get their duration,
+   * unless their hold had lapsed by then. (A call that held no channel, on levels or carriers
+   * without a channel limit, gets its duration too: a what-if may add one.)
+   */
+  ended(callId: string, atUs: number, direction?: 'in' | 'out'): void {
+    for (const e of [...(this.byCall.get(callId) ?? [])]) {
+      if (direction !== undefined && e.direction !== direction) continue;
+      if (atUs >= e.deadline) this.lapse(e);
+      else this.complete(e, Math.max(0, Math.round(atUs - e.start)));
+    }
+  }
+
+  /** The call's holds were extended at `atUs` (refresh): they now lapse maxCallDuration later. */
+  refreshed(callId: string, atUs: number): void {
+    for (const e of this.byCall.get(callId) ?? []) {
+      e.deadline = atUs + this.maxCallDurationUs();
+      e.refreshed = true;
+      this.waiting.delete(e); // to the back: the oldest deadlines stay in front
+      this.waiting.add(e);
+    }
+  }
+
+  /** Rows of the calls whose hold lapsed by `nowUs` (checked on each decision and every second). */
+  sweep(nowUs = this.now()): void {
+    for (const e of this.waiting) {
+      if (e.deadline > nowUs) break;
+      this.lapse(e);
+    }
+  }
+
+  /** A row known whole at its decision: written at once, unless an earlier one of its microsecond waits. */
+  private decided(time: number, row: string): void {
+    this.sweep();
+    const group = this.sameTime.get(time);
+    if (group) group.push({ time, callId: '', direction: 'in', head: '', row, start: 0, deadline: 0, refreshed: false });
+    else this.add(row);
+  }
+
+  private wait(time: number, callId: string, direction: 'in' | 'out', head: string, start: number): void {
+    this.sweep();
+    if (this.closing || this.error) {
+      this.dropped++;
+      return;
+    }
+    const e: Entry = { time, callId, direction, head, start, deadline: start + this.maxCallDurationUs(), refreshed: false };
+    this.waiting.add(e);
+    const calls = this.byCall.get(callId);
+    if (calls) calls.push(e);
+    else this.byCall.set(callId, [e]);
+    const group = this.sameTime.get(time);
+    if (group) group.push(e);
+    else this.sameTime.set(time, [e]);
+    if (!this.sweeper) {
+      this.sweeper = setInterval(() => this.sweep(), 1000);
+      this.sweeper.unref();
+    }
+  }
+
+  /** The hold lapsed (or the recording ends): how long it lasted if refreshed, else unknown. */
+  private lapse(e: Entry): void {
+    this.complete(e, e.refreshed ? Math.round(e.deadline - e.start) : undefined);
+  }
+
+  private complete(e: Entry, durationUs: number | undefined): void {
+    e.row = `${e.head}${durationUs === undefined ? '' : epochSeconds(durationUs)}\n`;
+    this.waiting.delete(e);
+    const calls = this.byCall.get(e.callId)!;
+    calls.splice(calls.indexOf(e), 1);
+    if (calls.length === 0) this.byCall.delete(e.callId);
+    // write the rows of this microsecond that are whole, in decision order
+    const group = this.sameTime.get(e.time)!;
+    let n = 0;
+    while (n < group.length && group[n]!.row !== undefined) this.add(group[n++]!.row!);
+    group.splice(0, n);
+    if (group.length === 0) this.sameTime.delete(e.time);
+    if (this.waiting.size === 0 && this.sweeper) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
+  }
+
+  /** Calls whose row waits for their end. */
+  get inProgress(): number {
+    return this.waiting.size;
   }
 
   private add(row: string): void {
@@ -156,8 +279,12 @@ export class TraceRecorder {
     this.bytesInFile = header.length;
   }
 
-  /** Write what is pending and close the files; later rows are dropped. Never rejects. */
+  /**
+   * Write the calls still in progress as if their holds lapsed, then what is pending, and close
+   * the files; later rows are dropped. Never rejects.
+   */
   close(): Promise<void> {
+    if (!this.closing) for (const e of [...this.waiting]) this.lapse(e);
     return (this.closing ??= (async () => {
       if (this.flushing) clearImmediate(this.flushing);
       this.flush();

@@ -6,8 +6,9 @@
  *   node --import tsx test/record/worker.ts '<json RecordWorkerArgs>'
  *
  * Prints {"ready":true} once connected, waits for "go" on stdin, then admits inbound calls and
- * dispatches outbound ones as fast as it can (`concurrency` lanes of each) for `durationMs`, and
- * prints one JSON line: every decision it got, as decision lines (time_us = decision time).
+ * dispatches outbound ones as fast as it can (`concurrency` lanes of each) for `durationMs`,
+ * hanging most calls up (release) a little later, and prints one JSON line: every decision it
+ * got, as decision lines (time_us = decision time).
  */
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
@@ -28,6 +29,8 @@ export interface RecordWorkerArgs {
   durationMs: number;
   maxCalls: number;
   concurrency: number;
+  /** A call that holds channels hangs up (release) after 0 to this many ms, but one in ten never. */
+  maxHoldMs: number;
 }
 
 export interface RecordWorkerReport {
@@ -54,6 +57,19 @@ const rl = createInterface({ input: process.stdin });
 await new Promise<void>((resolve) => rl.on('line', (line) => line.trim() === 'go' && resolve()));
 rl.close();
 
+// hang-ups: released from this process after a while (one call in ten never: its hold lapses)
+const hangups: Promise<unknown>[] = [];
+const hangUpLater = (callId: string) => {
+  if (seq % 10 === 0) return;
+  hangups.push(
+    new Promise((r) => setTimeout(r, Math.floor(Math.random() * args.maxHoldMs))).then(() =>
+      gate.release(callId).then(
+        (outcome) => outcome === 'deferred' && report.errors.push(`${callId}: release deferred`),
+        (err) => report.errors.push(`${callId}: release ${String(err)}`),
+      ),
+    ),
+  );
+};
 const end = Date.now() + args.durationMs;
 let seq = 0;
 const more = () => seq < args.maxCalls && Date.now() < end;
@@ -63,6 +79,7 @@ const inbound = async () => {
     const { peer, account } = args.peers[seq % args.peers.length]!;
     try {
       const d = await gate.admit({ callId, peer, account });
+      if (d.admitted) hangUpLater(callId);
       report.decisions.push(
         d.admitted
           ? { call_id: callId, direction: 'in', outcome: 'admitted', time_us: d.at }
@@ -85,9 +102,12 @@ const outbound = async () => {
       },
     });
     if (r.outcome === 'failed') report.errors.push(`${callId}: ${r.reason} ${r.error}`);
+    // sent: it may hang up now (a hang-up before the slot would cancel it, see recorder.ts)
+    if (r.outcome === 'dispatched') hangUpLater(callId);
   }
 };
 await Promise.all([...Array.from({ length: args.concurrency }, inbound), ...Array.from({ length: args.concurrency }, outbound)]);
+await Promise.all(hangups);
 await gate.close();
 redis.disconnect();
 report.files = gate.recorder!.files;
