@@ -35,8 +35,11 @@ export type CallGateEvents = AdmissionEvents &
     /** An inbound refusal or an outbound call no carrier could take (tell them apart by `direction`). */
     rejected: [AdmissionDecision | DispatchResult];
     reloaded: [ConfigChange[]];
-    /** A call's end was reported (release()); deferred ones are announced again once they land. */
-    released: [{ callId: string; outcome: ReleaseOutcome }];
+    /**
+     * A call's end was reported (release()); deferred ones are announced again once they land.
+     * `at`: when the store released it, µs (its clock: Redis TIME live on Redis); absent while deferred.
+     */
+    released: [{ callId: string; outcome: ReleaseOutcome; at?: number }];
   };
 
 export type ConfigSource = string | CallgateConfigInput | CallgateConfig;
@@ -52,7 +55,10 @@ export interface CallGateOptions {
   readonly clock?: Clock;
   /** What an inbound decision does when the store cannot be reached in time (default fail-closed). */
   readonly policy?: StorePolicy;
-  /** Bound on one store call per decision, ms (default 500). */
+  /**
+   * Bound on one store call per decision, admission and dispatch alike, ms (default 500: SIP's
+   * T1, after which a caller over UDP retransmits its INVITE). Not applied to the memory store.
+   */
   readonly timeoutMs?: number;
   /** Record every decision's input as trace rows (replayable), in files rotated by size. */
   readonly record?: TraceRecorderOptions | TraceRecorder;
@@ -115,7 +121,9 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       rec.onError = (err) => this.safeEmit('error', err);
       rec.maxCallDurationUs = () => this.current.maxCallDurationUs;
       rec.now = () => this.clock.now() ?? systemClockUs();
-      // an outbound call that will not go out gave its channel back: its row ends now
+      // the call ended: at the store's release time (a deferred release once it lands); an
+      // outbound call that will not go out gave its channel back: its row ends now
+      this.on('released', (e) => e.at !== undefined && rec.ended(e.callId, e.at));
       this.on('cancelled', (r) => rec.ended(r.callId, rec.now(), 'out'));
       this.on('failed', (r) => r.reason === 'send-failed' && rec.ended(r.callId, rec.now(), 'out'));
     }
@@ -124,7 +132,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       release: (callId) => this.releaseInStore(callId),
       max: opts.maxDeferredReleases ?? 100_000,
       lifetimeMs: () => this.current.maxCallDurationUs / 1000,
-      onLanded: (callId, released) => this.safeEmit('released', { callId, outcome: released ? 'released' : 'not-held' }),
+      onLanded: (callId, r) => this.safeEmit('released', { callId, outcome: r.released ? 'released' : 'not-held', at: r.at }),
       onError: (err) => this.safeEmit('error', err),
     });
   }
@@ -183,25 +191,25 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   async release(callId: string): Promise<ReleaseOutcome> {
     checkCallId(callId);
     this.dispatcher.cancel(callId);
-    let outcome: ReleaseOutcome;
     try {
-      outcome = (await this.releaseInStore(callId)) ? 'released' : 'not-held';
+      const r = await this.releaseInStore(callId);
+      const outcome = r.released ? 'released' : 'not-held';
+      this.safeEmit('released', { callId, outcome, at: r.at });
+      return outcome;
     } catch (err) {
       if (err instanceof InvalidArgumentError) throw err;
       this.deferred.add(callId, err as Error);
-      outcome = 'deferred';
+      this.safeEmit('released', { callId, outcome: 'deferred' });
+      return 'deferred';
     }
-    this.safeEmit('released', { callId, outcome });
-    return outcome;
   }
 
-  /** One release in the store (and in the `local` policy's stand-in): true when something was held. */
-  private async releaseInStore(callId: string): Promise<boolean> {
+  /** One release in the store (and in the `local` policy's stand-in): whether something was held, and when. */
+  private async releaseInStore(callId: string): Promise<{ released: boolean; at: number }> {
     const now = this.clock.now();
     const local = this.admission.localStand?.releaseSync({ id: callId, now }).released ?? 0;
     const r = await this.storeCall((signal) => this.store.release({ id: callId, now, signal }));
-    this.recorder?.ended(callId, r.now);
-    return r.released + local > 0;
+    return { released: r.released + local > 0, at: r.now };
   }
 
   /**

@@ -389,6 +389,65 @@ describe('config', () => {
     });
   });
 
+  describe('channels and maxCallDuration', () => {
+    it('normalizes the contract example: one channels entry per bucket, channels on a carrier, maxCallDuration', () => {
+      const c = parseConfig({
+        maxCallDuration: 'PT2H',
+        inbound: {
+          global: [{ channels: 500 }],
+          accounts: { acme: [{ limit: 20, window: 'PT1S' }, { channels: 40 }] },
+          peers: { peer45: [{ limit: 10, window: 'PT1S' }, { channels: 30 }, { limit: 300, window: 'PT1M' }] },
+          defaultPeer: [{ channels: 2 }],
+        },
+        outbound: { carriers: { A: { cps: 4, maxWait: 'PT1S', channels: 120 } } },
+      });
+      expect(c.maxCallDurationUs).to.equal(2 * 3600 * 1_000_000);
+      expect(c.inbound.global).to.deep.equal({ limits: [], channels: 500 });
+      expect(c.inbound.accounts.get('acme')).to.deep.equal({ limits: [sec(20)], channels: 40 });
+      expect(c.inbound.peers.get('peer45')).to.deep.equal({ limits: [sec(10), sec(300, 60_000_000)], channels: 30 });
+      expect(c.inbound.defaultPeer).to.deep.equal({ limits: [], channels: 2 });
+      expect(c.outbound.carriers.get('A')).to.deep.equal({ cps: 4, intervalUs: 250_000, maxWaitUs: 1_000_000, channels: 120 });
+      expect(parseConfig({}).maxCallDurationUs, 'default PT4H').to.equal(4 * 3600 * 1_000_000);
+    });
+
+    it('reports bad channel limits with their exact path and message', () => {
+      const cases: [unknown, string[]][] = [
+        [{ inbound: { peers: { pbx7: [{ limit: 1, window: '1s' }, {}, { channels: 0 }] } } }, [
+          'inbound.peers.pbx7[1].limit: missing (expected a positive integer)',
+          'inbound.peers.pbx7[1].window: missing (expected a positive duration)',
+          'inbound.peers.pbx7[2].channels: expected a positive integer, got 0',
+        ]],
+        [{ inbound: { peers: { pbx7: [{ channels: 2.5 }] } } }, ['inbound.peers.pbx7[0].channels: expected a positive integer, got 2.5']],
+        [{ inbound: { peers: { pbx7: [{ channels: '30' }] } } }, ['inbound.peers.pbx7[0].channels: expected a positive integer, got "30"']],
+        [{ inbound: { global: [{ channels: 3, limit: 5 }] } }, ['inbound.global[0].limit: unknown field']],
+        [{ inbound: { defaultPeer: [{ channels: 3 }, { limit: 1, window: '1s' }, { channels: 4 }] } }, [
+          'inbound.defaultPeer[2]: a bucket has at most one channels entry (another is at [0])',
+        ]],
+        [{ outbound: { carriers: { A: { cps: 1, channels: -1 } } } }, ['outbound.carriers.A.channels: expected a positive integer, got -1']],
+        [{ outbound: { carriers: { A: { cps: 1, channels: null } } } }, ['outbound.carriers.A.channels: expected a positive integer, got null']],
+        [{ maxCallDuration: 'PT0S' }, ['maxCallDuration: expected a positive duration, got "PT0S"']],
+        [{ maxCallDuration: 3600 }, ['maxCallDuration: expected a positive duration, got 3600 (durations are strings such as "PT1S" or "500ms", not numbers)']],
+      ];
+      for (const [input, lines] of cases) expect(problemsOf(() => parseConfig(input)), JSON.stringify(input)).to.deep.equal(lines);
+    });
+
+    it('diff: a channel limit changed, added to a carrier, or a new maxCallDuration is a change', () => {
+      const a = parseConfig({ inbound: { peers: { p: [{ limit: 1, window: '1s' }, { channels: 2 }] } }, outbound: { carriers: { A: { cps: 1 } } } });
+      const b = parseConfig({
+        maxCallDuration: 'PT1H',
+        inbound: { peers: { p: [{ channels: 3 }, { limit: 1, window: '1s' }] } },
+        outbound: { carriers: { A: { cps: 1, channels: 5 } } },
+      });
+      expect(diffConfig(a, b)).to.deep.equal([
+        { path: 'maxCallDuration', kind: 'changed', section: 'maxCallDuration' },
+        { path: 'inbound.peers.p', kind: 'changed', section: 'peer', id: 'p' },
+        { path: 'outbound.carriers.A', kind: 'changed', section: 'carrier', id: 'A' },
+      ]);
+      const reordered = parseConfig({ inbound: { peers: { p: [{ channels: 2 }, { limit: 1, window: '1s' }] } }, outbound: { carriers: { A: { cps: 1 } } } });
+      expect(diffConfig(a, reordered)).to.deep.equal([]);
+    });
+  });
+
   describe('loading files', () => {
     let dir: string;
     before(async () => {

@@ -7,7 +7,7 @@ import type { CallgateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import type { SafeEmitter } from '../events.js';
 import { MemoryStore } from '../store/MemoryStore.js';
-import { withDeadline } from '../store/timeout.js';
+import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 import type { AdmitResult, Hold, RefusalReason, StopSignal, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
 
@@ -103,7 +103,7 @@ export class Admission {
     this.clock = opts.clock;
     this.events = opts.events;
     this.policy = opts.policy ?? 'fail-closed';
-    this.timeoutMs = opts.timeoutMs ?? 500;
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.plans = new PlanCache(opts.config);
   }
 

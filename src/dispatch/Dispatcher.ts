@@ -47,7 +47,7 @@ import type { CarrierConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { SafeEmitter } from '../events.js';
 import { carrierName } from '../keys.js';
-import { withDeadline } from '../store/timeout.js';
+import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 import type { Carrier, ReserveResult, StopSignal, Store } from '../store/types.js';
 import { DispatcherClosedError } from './DispatcherClosedError.js';
 
@@ -127,7 +127,7 @@ export interface DispatcherOptions {
   readonly maxCallDurationUs?: () => number;
   /** Default: a fresh SafeEmitter (see `events`). */
   readonly events?: DispatchEventSink;
-  /** Bound on one store call, ms (default 1000; not applied to the in-process memory store). */
+  /** Bound on one store call, ms (default 500, as admission; not applied to the in-process memory store). */
   readonly timeoutMs?: number;
   /** Bound on one send, ms: past it the call ends `failed` / `send-failed` (default: none). */
   readonly sendTimeoutMs?: number;
@@ -158,8 +158,6 @@ interface Call {
   cancelTimer?: () => void;
   resolve(result: DispatchResult): void;
 }
-
-const DEFAULT_TIMEOUT_MS = 1000;
 
 function fail(message: string): never {
   throw new InvalidArgumentError(message);

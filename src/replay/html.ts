@@ -10,18 +10,19 @@
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { basename, dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { basename, dirname, join, resolve } from 'node:path';
 import { formatDuration } from '../config/duration.js';
 import type { CallgateConfig } from '../config/types.js';
-import { CallgateError } from '../errors/CallgateError.js';
+import { InvalidArgumentError } from '../errors/InvalidArgumentError.js';
+import { packageRoot } from '../packageRoot.js';
 import type { CompareJson } from './compare.js';
 import type { ReplayResult } from './replay.js';
 import { reportJson, reportText, type ReportJson } from './report.js';
 import { seriesJson, totalsJson, type ReplaySeries, type ReplaySeriesJson } from './series.js';
 
-const ASSETS = fileURLToPath(new URL('../../assets/report/', import.meta.url));
 const require = createRequire(import.meta.url);
+/** The page's own script and stylesheet (assets/report/ of the package). */
+const asset = (name: string): string => readFileSync(join(packageRoot(), 'assets', 'report', name), 'utf8');
 
 export interface HtmlReportInput {
   readonly result: ReplayResult;
@@ -220,8 +221,8 @@ export function reportHtml(input: HtmlReportInput): string {
   const head = text.slice(0, 3);
   const uplotJs = readFileSync(require.resolve('uplot/dist/uPlot.iife.min.js'), 'utf8');
   const uplotCss = readFileSync(require.resolve('uplot/dist/uPlot.min.css'), 'utf8');
-  const appJs = readFileSync(`${ASSETS}app.js`, 'utf8');
-  const appCss = readFileSync(`${ASSETS}style.css`, 'utf8');
+  const appJs = asset('app.js');
+  const appCss = asset('style.css');
   const title = `callgate replay: ${basename(input.tracePath)}`;
   // `<` escaped: the data can never close its script element, whatever the ids hold
   const json = JSON.stringify(data).replace(/</g, '\\u003c');
@@ -262,7 +263,7 @@ export function checkHtmlTarget(path: string): void {
   try {
     accessSync(dirname(resolve(path)), constants.W_OK);
   } catch (err) {
-    throw new CallgateError('ERR_OUTPUT', `cannot write the HTML report ${path}: ${(err as Error).message}`, { cause: err });
+    throw new InvalidArgumentError(`cannot write the HTML report ${path}: ${(err as Error).message}`);
   }
 }
 
@@ -274,6 +275,6 @@ export function writeHtmlReport(path: string, input: HtmlReportInput): void {
     renameSync(tmp, path);
   } catch (err) {
     rmSync(tmp, { force: true });
-    throw new CallgateError('ERR_OUTPUT', `cannot write the HTML report ${path}: ${(err as Error).message}`, { cause: err });
+    throw new Error(`cannot write the HTML report ${path}: ${(err as Error).message}`, { cause: err });
   }
 }

@@ -91,8 +91,9 @@ export function reportJson(r: ReplayResult): ReportJson {
     rerouted_away: c.reroutedAway,
     rejected: c.rejected,
     delay_ms: {
-      p50: c.dispatched ? ms(c.delays.getValueAtPercentile(50)) : 0,
-      p99: c.dispatched ? ms(c.delays.getValueAtPercentile(99)) : 0,
+      // a histogram percentile is its bucket's top: never above the exact maximum
+      p50: c.dispatched ? ms(Math.min(c.delays.getValueAtPercentile(50), c.delays.maxValue)) : 0,
+      p99: c.dispatched ? ms(Math.min(c.delays.getValueAtPercentile(99), c.delays.maxValue)) : 0,
       max: c.dispatched ? ms(c.delays.maxValue) : 0,
     },
     interval_ms: ms(c.intervalUs),

@@ -8,11 +8,11 @@
  * TraceError and no output file is left behind.
  */
 import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, mkdtempSync, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { accessSync, constants, createReadStream, createWriteStream, mkdtempSync, renameSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { CallgateError } from '../errors/CallgateError.js';
+import { InvalidArgumentError } from '../errors/InvalidArgumentError.js';
 import { TRACE_HEADER, traceRow } from './recorder.js';
 import { readTrace } from './trace.js';
 
@@ -35,7 +35,7 @@ async function writeAll(out: WriteStream, failed: Promise<never>, text: string):
 function outputStream(path: string, what: string): { out: WriteStream; failed: Promise<never> } {
   const out = createWriteStream(path);
   const failed = new Promise<never>((_, reject) =>
-    out.on('error', (err) => reject(new CallgateError('ERR_OUTPUT', `cannot write ${what}: ${err.message}`, { cause: err }))),
+    out.on('error', (err) => reject(new Error(`cannot write ${what}: ${err.message}`, { cause: err }))),
   );
   failed.catch(() => undefined);
   return { out, failed };
@@ -53,6 +53,11 @@ async function* readRun(path: string): AsyncGenerator<Placed> {
 
 export async function mergeTraces(inputs: readonly string[], output: string, opts: { chunkRows?: number } = {}): Promise<MergeResult> {
   const chunkRows = opts.chunkRows ?? 200_000;
+  try {
+    accessSync(dirname(resolve(output)), constants.W_OK);
+  } catch (err) {
+    throw new InvalidArgumentError(`cannot write the merged trace ${output}: ${(err as Error).message}`);
+  }
   const tmp = `${output}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
   let spill: string | undefined;
   const runs: string[] = [];
@@ -106,7 +111,7 @@ export async function mergeTraces(inputs: readonly string[], output: string, opt
     try {
       renameSync(tmp, output);
     } catch (err) {
-      throw new CallgateError('ERR_OUTPUT', `cannot write the merged trace ${output}: ${(err as Error).message}`, { cause: err });
+      throw new Error(`cannot write the merged trace ${output}: ${(err as Error).message}`, { cause: err });
     }
     return { rows: seq, spilled: runs.length };
   } catch (err) {

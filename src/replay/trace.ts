@@ -22,7 +22,7 @@ import { Readable, Transform, pipeline, type TransformCallback } from 'node:stre
 import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
 import { DateTime, FixedOffsetZone } from 'luxon';
 import { parseDuration } from '../config/duration.js';
-import { CallgateError } from '../errors/CallgateError.js';
+import { TraceError, type TraceProblem } from '../errors/TraceError.js';
 
 // ---------------------------------------------------------------------------------------------
 // Time
@@ -152,30 +152,7 @@ export interface TraceCall {
   durationUs?: number;
 }
 
-export interface TraceProblem {
-  file: string;
-  /** Physical line (1-based); 0 when the problem concerns the whole file (cannot read it). */
-  line: number;
-  /** Column name, when the problem concerns one cell. */
-  column?: string;
-  message: string;
-}
-
-/** `FILE:LINE: column "time": bad time "abc"` (`FILE: message` when line is 0). */
-export function formatProblem(p: TraceProblem): string {
-  const where = p.line > 0 ? `${p.file}:${p.line}` : p.file;
-  const col = p.column !== undefined ? `column ${JSON.stringify(p.column)}: ` : '';
-  return `${where}: ${col}${p.message}`;
-}
-
-/** A trace that cannot be used; `problems` holds what was found (at least one). */
-export class TraceError extends CallgateError {
-  constructor(readonly problems: readonly TraceProblem[]) {
-    const shown = problems.slice(0, 10).map(formatProblem);
-    if (problems.length > 10) shown.push(`… and ${problems.length - 10} more problems`);
-    super('ERR_TRACE', shown.join('\n'));
-  }
-}
+export { TraceError, formatProblem, type TraceProblem } from '../errors/TraceError.js';
 
 export interface ReadTraceOptions {
   /**

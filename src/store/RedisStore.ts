@@ -17,12 +17,12 @@
  * id's inbound record is found on release through `<prefix>{c:<call id>}:loc`, which names it.
  */
 import { randomBytes } from 'node:crypto';
-import { Cluster, Redis, ReplyError } from 'ioredis';
+import { Redis, type Cluster, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { OUTBOUND_TAG, encodeId } from '../keys.js';
 import { Batcher, type Pending, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucketArgs.js';
-import { SCRIPTS, type ScriptName } from './scripts.js';
+import { scripts, type ScriptName } from './scripts.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -77,6 +77,16 @@ export interface RedisStoreOptions {
    * issued; nothing waits for a batch to fill.
    */
   readonly maxBatch?: number;
+}
+
+/** RedisStore.connect(): the store's options, and the connection's. */
+export interface RedisConnectOptions extends Omit<RedisStoreOptions, 'redis'> {
+  /**
+   * ioredis options of the connection, over RECOMMENDED_REDIS_OPTIONS: TLS (`tls: { ca, cert,
+   * key }`; a `rediss://` URL alone trusts only the system's CAs), an ACL `username` and
+   * `password` (those in the URL win), timeouts. See README, "Redis: TLS and ACL".
+   */
+  readonly redisOptions?: RedisOptions;
 }
 
 /**
@@ -138,12 +148,14 @@ export class RedisStore implements Store {
   private readonly admissions: Batcher<PendingAdmit>;
   /** Reservations not sent yet (one lane: every carrier is on one tag). */
   private readonly reservations: Batcher<PendingReserve>;
+  /** With hash tags: call ids whose inbound locator is being written (see locate()). */
+  private readonly locating = new Map<string, Promise<void>>();
 
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
     this.prefix = opts.prefix ?? 'callgate:';
     if (/[{}]/.test(this.prefix)) throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
-    this.hashTags = opts.hashTags ?? opts.redis instanceof Cluster;
+    this.hashTags = opts.hashTags ?? isCluster(opts.redis);
     this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
     this.writeChunk = opts.writeChunk ?? 16;
     this.readyTimeoutMs = opts.readyTimeoutMs ?? 5_000;
@@ -159,14 +171,15 @@ export class RedisStore implements Store {
     };
     this.admissions = new Batcher<PendingAdmit>({ ...batching, send: (items) => this.sendAdmissions(items) });
     this.reservations = new Batcher<PendingReserve>({ ...batching, send: (items) => this.sendReservations(items) });
-    for (const { command, lua } of Object.values(SCRIPTS)) {
+    for (const { command, lua } of Object.values(scripts())) {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
   }
 
-  /** A store on its own connection to `url` (closed by close()). */
-  static connect(url: string, opts: Omit<RedisStoreOptions, 'redis'> = {}): RedisStore {
-    const store = new RedisStore({ ...opts, redis: new Redis(url, RECOMMENDED_REDIS_OPTIONS) });
+  /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
+  static connect(url: string, opts: RedisConnectOptions = {}): RedisStore {
+    const { redisOptions, ...storeOpts } = opts;
+    const store = new RedisStore({ ...storeOpts, redis: new Redis(url, { ...RECOMMENDED_REDIS_OPTIONS, ...redisOptions }) });
     store.ownsConnection = true;
     return store;
   }
@@ -281,9 +294,9 @@ export class RedisStore implements Store {
    * Redis starts on it while this process still handles the replies that made the next one.
    */
   private async write(name: ScriptName, argv: (string | number)[]): Promise<unknown> {
-    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[SCRIPTS[name].command]!;
+    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[scripts()[name].command]!;
     try {
-      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !(this.redis instanceof Cluster)) return await this.corked(this.redis, fn, argv);
+      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !isCluster(this.redis)) return await this.corked(this.redis, fn, argv);
       return await fn.apply(this.redis, argv);
     } catch (err) {
       throw unavailable(err);
@@ -332,9 +345,13 @@ export class RedisStore implements Store {
     const held = req.hold !== undefined && hasChannels(req.buckets);
     const id = held ? encodeId(req.hold!.id) : undefined;
     const forUs = held ? req.hold!.forUs : 0;
-    return new Promise<AdmitResult>((resolve, reject) => {
+    const decided = new Promise<AdmitResult>((resolve, reject) => {
       this.admissions.add(this.hashTags ? req.tag : '', { buckets, now, id, forUs, signal: req.signal, resolve, reject });
     });
+    if (this.hashTags && id !== undefined && forUs > 0) {
+      this.track(id, decided.then((r) => (r.admitted && !r.duplicate ? this.locate(req.tag, id, forUs, now !== '') : undefined)));
+    }
+    return decided;
   }
 
   /**
@@ -382,10 +399,7 @@ export class RedisStore implements Store {
         if (limitedBy !== 0) {
           item.resolve({ admitted: false, limitedBy: limitedBy - 1, reason: flags === 1 ? 'channels' : 'rate', retryAfterUs: r[4 * i + 1]!, now });
         } else if (flags === 2) item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now, duplicate: true });
-        else {
-          if (item.id !== undefined && item.forUs > 0) this.locate(tag, item.id, item.forUs, item.now !== '');
-          item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
-        }
+        else item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
       }
     });
   }
@@ -393,12 +407,23 @@ export class RedisStore implements Store {
   /**
    * With hash tags, a call's inbound record lives on its tag, which a release knowing only the
    * call id cannot compute: a locator under the call id's own tag names the record. Written
-   * after the decision (another slot), without waiting; a hold whose locator is lost still lapses.
+   * after the decision (another slot); a hold whose locator is lost still lapses by itself.
+   * Another process releasing the call within the round trip of that write misses the record.
    */
-  private locate(tag: string, id: string, forUs: number, virtual: boolean): void {
-    if (!this.hashTags) return;
+  private locate(tag: string, id: string, forUs: number, virtual: boolean): Promise<void> {
     const ms = Math.max(Math.ceil(forUs / 1000) + 1, virtual ? this.virtualTtlMs : 0);
-    this.redis.set(this.locatorKey(id), this.base(tag, `call:in:${id}`), 'PX', ms).catch(() => undefined);
+    return this.redis.set(this.locatorKey(id), this.base(tag, `call:in:${id}`), 'PX', ms).then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  /** A locator being written for `id`: a release or refresh of `id` issued later waits for it. */
+  private track(id: string, writing: Promise<void>): void {
+    const done: Promise<void> = writing.catch(() => undefined).finally(() => {
+      if (this.locating.get(id) === done) this.locating.delete(id);
+    });
+    this.locating.set(id, done);
   }
 
   private locatorKey(id: string): string {
@@ -422,10 +447,10 @@ export class RedisStore implements Store {
       id,
       String(forUs),
     ];
-    const r = (await this.send('add', b.argv(head, [], false), req.signal)) as number[];
-    const duplicate = r[1] === 1;
-    if (held && !duplicate && forUs > 0) this.locate(req.tag, id, forUs, req.now !== undefined);
-    return duplicate ? { now: r[0]!, duplicate } : { now: r[0]! };
+    const sent = this.send('add', b.argv(head, [], false), req.signal) as Promise<number[]>;
+    if (this.hashTags && held && forUs > 0) this.track(id, sent.then((r) => (r[1] === 1 ? undefined : this.locate(req.tag, id, forUs, req.now !== undefined))));
+    const r = await sent;
+    return r[1] === 1 ? { now: r[0]!, duplicate: true } : { now: r[0]! };
   }
 
   async count(req: CountRequest): Promise<CountResult> {
@@ -520,16 +545,22 @@ export class RedisStore implements Store {
 
   /**
    * The call records of an id, grouped by the script call that can take them together (one
-   * Cluster slot each): untagged, both in one; tagged, the outbound one on the carriers' tag and
-   * the inbound one wherever its locator says (none when it has no locator).
+   * Cluster slot each). Without tags both are named at once and go in one script call, issued
+   * at once (in issue order with the store's other operations). With tags, the outbound record
+   * is on the carriers' tag and the inbound one wherever its locator says (none without one):
+   * the locator is read first, so such a call is ordered after every operation issued before it
+   * but may be overtaken by one issued after it in the same tick.
    */
-  private async recordsOf(id: string, direction: 'in' | 'out' | undefined, signal: StopSignal | undefined): Promise<string[][]> {
+  private recordGroups(id: string, direction: 'in' | 'out' | undefined, signal: StopSignal | undefined): string[][] | Promise<string[][]> {
     const wantIn = direction !== 'out';
-    const wantOut = direction !== 'in';
-    const out = wantOut ? [this.base(OUTBOUND_TAG, `call:out:${id}`)] : [];
+    const out = direction !== 'in' ? [this.base(OUTBOUND_TAG, `call:out:${id}`)] : [];
     if (!this.hashTags) return [[...(wantIn ? [this.base('', `call:in:${id}`)] : []), ...out]];
-    const groups = out.length > 0 ? [out] : [];
-    if (wantIn) {
+    if (this.admissions.pending) this.admissions.flushAll();
+    if (this.reservations.pending) this.reservations.flushAll();
+    if (!wantIn) return [out];
+    const locating = this.locating.get(id);
+    return (async () => {
+      await locating; // an admit of this id issued before: its locator first
       let key: string | null;
       try {
         const wait = this.notReady(signal);
@@ -538,41 +569,51 @@ export class RedisStore implements Store {
       } catch (err) {
         throw unavailable(err);
       }
+      const groups = out.length > 0 ? [out] : [];
       if (key !== null) groups.push([key]);
-    }
-    return groups;
+      return groups;
+    })();
   }
 
-  async release(req: ReleaseRequest): Promise<ReleaseResult> {
-    checkRelease(req);
-    const id = encodeId(req.id);
-    let released = 0;
-    let now = req.now ?? 0;
-    for (const keys of await this.recordsOf(id, req.direction, req.signal)) {
-      const r = (await this.run('release', keys, [req.now ?? '', id], req.signal)) as number[];
-      released += r[0]!;
-      now = r[1]!;
-    }
-    if (this.hashTags && req.direction !== 'out') await this.redis.del(this.locatorKey(id)).catch(() => undefined);
-    return { released, now };
+  /** Run `name` on every group of call records of `id`; the sum of the first reply fields, and the time. */
+  private onRecords(name: 'release' | 'refresh', id: string, direction: 'in' | 'out' | undefined, args: (string | number)[], now: number | undefined, signal: StopSignal | undefined): Promise<[number, number]> {
+    const run = (groups: string[][]): Promise<[number, number]> =>
+      Promise.all(groups.map((keys) => this.run(name, keys, args, signal) as Promise<number[]>)).then((replies) => [
+        replies.reduce((sum, r) => sum + r[0]!, 0),
+        replies.length > 0 ? replies[replies.length - 1]![1]! : (now ?? 0),
+      ]);
+    const groups = this.recordGroups(id, direction, signal);
+    return Array.isArray(groups) ? run(groups) : groups.then(run);
   }
 
-  async refresh(req: RefreshRequest): Promise<RefreshResult> {
-    checkRefresh(req);
+  release(req: ReleaseRequest): Promise<ReleaseResult> {
+    try {
+      checkRelease(req);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const id = encodeId(req.id);
-    let refreshed = 0;
-    let now = req.now ?? 0;
-    const floor = String(this.ttlFloor(req.now));
-    for (const keys of await this.recordsOf(id, undefined, req.signal)) {
-      const r = (await this.run('refresh', keys, [req.now ?? '', id, req.forUs, floor], req.signal)) as number[];
-      refreshed += r[0]!;
-      now = r[1]!;
+    return this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal).then(async ([released, now]) => {
+      if (this.hashTags && req.direction !== 'out') await this.redis.del(this.locatorKey(id)).catch(() => undefined);
+      return { released, now };
+    });
+  }
+
+  refresh(req: RefreshRequest): Promise<RefreshResult> {
+    try {
+      checkRefresh(req);
+    } catch (err) {
+      return Promise.reject(err);
     }
-    if (this.hashTags && refreshed > 0) {
-      const ms = Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now));
-      await this.redis.pexpire(this.locatorKey(id), ms).catch(() => undefined);
-    }
-    return { refreshed, now };
+    const id = encodeId(req.id);
+    const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now))];
+    return this.onRecords('refresh', id, undefined, args, req.now, req.signal).then(async ([refreshed, now]) => {
+      if (this.hashTags && refreshed > 0) {
+        const ms = Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now));
+        await this.redis.pexpire(this.locatorKey(id), ms).catch(() => undefined);
+      }
+      return { refreshed, now };
+    });
   }
 
   async holds(req: HoldsRequest): Promise<HoldsResult> {
@@ -584,7 +625,7 @@ export class RedisStore implements Store {
   /** Delete every key under this store's prefix, on every master of a Cluster. */
   async clear(): Promise<void> {
     const match = this.prefix.replace(/[*?[\]\\]/g, '\\$&') + '*';
-    const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    const nodes = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
     for (const node of nodes) {
       let cursor = '0';
       do {
@@ -620,8 +661,19 @@ function runsOf(items: readonly { readonly now: string }[], args: (i: number, ou
   return { calls, virtual };
 }
 
-/** A Redis reply error is a bug to surface as is; anything else means Redis is out of reach. */
+/**
+ * A Cluster client, as ioredis marks it (Cluster sets isCluster true, Redis false). Not
+ * instanceof: the application's ioredis may be another copy than the one callgate resolves.
+ */
+function isCluster(redis: Redis | Cluster): redis is Cluster {
+  return (redis as { isCluster?: unknown }).isCluster === true;
+}
+
+/**
+ * A Redis reply error (redis-errors' ReplyError, named after its class) is a bug to surface as
+ * is; anything else means Redis is out of reach. By name, for the same reason as isCluster().
+ */
 function unavailable(err: unknown): Error {
-  if (err instanceof ReplyError || err instanceof StoreUnavailableError) return err as Error;
+  if ((err as Error | undefined)?.name === 'ReplyError' || err instanceof StoreUnavailableError) return err as Error;
   return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err as Error);
 }
