@@ -35,7 +35,7 @@ describe('replay time series', () => {
     expect(Number.isNaN(b.cols[1]![104]!)).to.equal(true); // no value given: none
   });
 
-  for (const name of ['campaign', 'autodialer', 'algorithms']) {
+  for (const name of ['campaign', 'autodialer', 'algorithms', 'trunks']) {
     it(`${name}: per-second bins equal the decisions counted per second, and their peaks the report's`, async () => {
       const series = new ReplaySeries();
       const lines: DecisionLine[] = [];
@@ -64,6 +64,9 @@ describe('replay time series', () => {
         l.limits.forEach((x, i) => expect(Math.round(max(column(b, 3 + i)) * 100) / 100, `${l.level} ${x.limit}/${x.window}`).to.equal(x.peak));
       }
       expect(series.levels.size).to.equal(report.levels.length);
+      // calls in progress: the most at once is the report's channel peak
+      for (const l of report.levels) if (l.channels) expect(max(column(series.levelChannels.get(l.level)!, 0)), `${l.level} channels`).to.equal(l.channels.peak);
+      for (const c of report.carriers) if (c.channels && c.channels.peak > 0) expect(max(column(series.carrierChannels.get(c.carrier)!, 0)), `${c.carrier} channels`).to.equal(c.channels.peak);
       // per carrier: counts, sends by slot, longest wait
       for (const c of report.carriers) {
         const b = series.carriers.get(c.carrier);
