@@ -6,7 +6,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { Admission, type AdmissionDecision, type AdmissionEvents, type AdmitInput, type StorePolicy } from './admission/Admission.js';
-import { SystemClock, type Clock } from './clock.js';
+import { SystemClock, systemClockUs, type Clock } from './clock.js';
 import { diffConfig, loadConfig, type CallgateConfig, type CallgateConfigInput, type ConfigChange } from './config/index.js';
 import {
   Dispatcher,
@@ -17,6 +17,7 @@ import {
 } from './dispatch/Dispatcher.js';
 import { InvalidArgumentError } from './errors/index.js';
 import { SafeEmitter } from './events.js';
+import { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import { ReleaseQueue } from './releaseQueue.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';
@@ -61,6 +62,8 @@ export interface CallGateOptions {
   readonly timeoutMs?: number;
   /** Policy `local`: the share of every limit the in-process stand-in allows (see AdmissionOptions.localShare). */
   readonly localShare?: number;
+  /** Record every decision's input as trace rows (replayable), in files rotated by size. */
+  readonly record?: TraceRecorderOptions | TraceRecorder;
   /** Releases that could not reach the store, kept for retrying, at most (default 100,000; the oldest go first). */
   readonly maxDeferredReleases?: number;
 }
@@ -83,6 +86,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   /** The reloads started by watch(), in order. */
   private reloading: Promise<void> = Promise.resolve();
   private watchTimer?: NodeJS.Timeout;
+  /** The trace recorder, when the `record` option is given (closed by close()). */
+  readonly recorder?: TraceRecorder;
   private readonly timeoutMs: number;
   private readonly deferred: ReleaseQueue;
 
@@ -113,6 +118,18 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       events: this as unknown as SafeEmitter<DispatcherEvents>,
       timeoutMs: opts.timeoutMs,
     });
+    if (opts.record) {
+      this.recorder = opts.record instanceof TraceRecorder ? opts.record : new TraceRecorder(opts.record);
+      const rec = this.recorder;
+      rec.onError = (err) => this.safeEmit('error', err);
+      rec.maxCallDurationUs = () => this.current.maxCallDurationUs;
+      rec.now = () => this.clock.now() ?? systemClockUs();
+      // the call ended: at the store's release time (a deferred release once it lands); an
+      // outbound call that will not go out gave its channel back: its row ends now
+      this.on('released', (e) => e.at !== undefined && rec.ended(e.callId, e.at));
+      this.on('cancelled', (r) => rec.ended(r.callId, rec.now(), 'out'));
+      this.on('failed', (r) => r.reason === 'send-failed' && rec.ended(r.callId, rec.now(), 'out'));
+    }
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.deferred = new ReleaseQueue({
       release: (callId) => this.releaseInStore(callId),
@@ -129,17 +146,20 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /** May this inbound call in? Admitted calls count at every level; refused ones nowhere. */
   admit(input: AdmitInput): Promise<AdmissionDecision> {
-    return this.admission.admit(input);
+    const d = this.admission.admit(input);
+    return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
   }
 
   /** Count a call that must pass regardless (emergency): never refused, counted everywhere. */
   record(input: AdmitInput): Promise<AdmissionDecision> {
-    return this.admission.record(input);
+    const d = this.admission.record(input);
+    return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
   }
 
   /** The outbound decision alone: a slot on the first carrier of the route that can take the call in time. */
   reserve(input: DispatchInput): Promise<Reservation> {
-    return this.dispatcher.reserve(input);
+    const r = this.dispatcher.reserve(input);
+    return this.recorder ? r.then((x) => (this.recorder!.outbound(input, x), x)) : r;
   }
 
   /** Reserve, hold the call for its offset on the engine's clock, then hand it to `send`. */
@@ -148,6 +168,10 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     send?: (carrier: string) => unknown | Promise<unknown>,
     opts?: { onReserved?: (r: Reservation) => void },
   ): Promise<DispatchResult> {
+    const rec = this.recorder;
+    const onReserved = opts?.onReserved;
+    // (an onReserved that is not a function is left for dispatch() to refuse)
+    if (rec && (onReserved === undefined || typeof onReserved === 'function')) opts = { onReserved: (r) => (rec.outbound(input, r), onReserved?.(r)) };
     return this.dispatcher.dispatch(input, send, opts);
   }
 
@@ -202,6 +226,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     const forUs = this.current.maxCallDurationUs;
     const local = this.admission.localStand?.refreshSync({ id: callId, forUs, now }).refreshed ?? 0;
     const r = await this.storeCall((signal) => this.store.refresh({ id: callId, forUs, now, signal }));
+    this.recorder?.refreshed(callId, r.now);
     return r.refreshed + local > 0;
   }
 
@@ -267,6 +292,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     await this.dispatcher.close(opts);
     await this.deferred.close();
     await this.store.close();
+    await this.recorder?.close();
   }
 }
 
