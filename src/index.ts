@@ -51,3 +51,6 @@ export type { ConfigChange, ConfigChangeKind, ConfigSection } from './config/dif
 // Metrics (prom-client) and live inspection
 export { gateMetrics, inspectLive, DEFAULT_LATENCY_BUCKETS, DEFAULT_WAIT_BUCKETS, type GateMetrics, type LiveState, type MetricsOptions } from './metrics.js';
 export { inspectGate, inspectState, stateText, type BucketState, type CarrierState, type GateState, type InspectOptions, type LimitState } from './inspect.js';
+// Recording live traffic as replayable traces
+export { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
+export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

@@ -17,6 +17,7 @@
  * id's inbound record is found on release through `<prefix>{c:<call id>}:loc`, which names it.
  */
 import { randomBytes } from 'node:crypto';
+import { systemClockUs } from '../clock.js';
 import { Redis, type Cluster, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { OUTBOUND_TAG, encodeId } from '../keys.js';
@@ -152,6 +153,8 @@ export class RedisStore implements Store {
   private readonly reservations: Batcher<PendingReserve>;
   /** With hash tags: call ids whose inbound locator is being written (see locate()). */
   private readonly locating = new Map<string, Promise<void>>();
+  /** How far Redis TIME is ahead of the process clock, at least (see deadline()). */
+  private readonly offset = new ClockOffset();
 
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
@@ -176,6 +179,8 @@ export class RedisStore implements Store {
     for (const { command, lua } of Object.values(scripts())) {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
+    // a first measure of Redis' clock, for the deadlines of the first calls
+    if (this.redis.status === 'ready') this.measureClock();
   }
 
   /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
@@ -326,6 +331,31 @@ export class RedisStore implements Store {
     return list;
   }
 
+  private measuring = false;
+  private measureClock(): void {
+    if (this.measuring) return;
+    this.measuring = true;
+    this.redis.time().then(
+      ([secs, us]) => this.offset.sample(Number(secs) * 1_000_000 + Number(us), systemClockUs()),
+      () => undefined,
+    ).finally(() => (this.measuring = false));
+  }
+
+  /**
+   * A call's deadline in Redis time ('' = none): the script skips the call if it runs at or after
+   * it, since the caller has then decided it by its store-trouble policy. The process deadline is
+   * shifted by a lower bound of (Redis TIME - process clock), so a call that runs after its caller
+   * gave up is always skipped; one that runs up to a round trip before may be skipped too (its
+   * caller then decides it by policy as well). Before Redis' clock was ever read: no deadline.
+   */
+  private deadline(signal: StopSignal | undefined): string {
+    const d = (signal as { deadlineUs?: number } | undefined)?.deadlineUs;
+    if (d === undefined) return '';
+    const lo = this.offset.lowerBound;
+    if (lo === undefined) this.measureClock(); // no reply on the Redis clock yet: read it now
+    return lo === undefined ? '' : String(Math.floor(d + lo));
+  }
+
   private member(): string {
     return `${this.instance}${(this.seq++).toString(36)}`;
   }
@@ -385,20 +415,23 @@ export class RedisStore implements Store {
     }
     const { calls, virtual } = runsOf(items, (i, out) => {
       const item = items[i]!;
-      out.push(num(plans[i]!));
+      out.push(num(plans[i]!), this.deadline(item.signal));
       if (item.id !== undefined) out.push(item.id, String(item.forUs));
     });
     const tag = items[0]!.buckets[0]!.tag;
     const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:')], calls, true);
     this.writeBatch('admit', argv, items, (reply) => {
-      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate)
+      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate, 4: skipped)
       const r = reply as number[];
+      const received = systemClockUs();
       for (let i = 0; i < items.length; i++) {
         const item = items[i]!;
         const limitedBy = r[4 * i]!;
         const flags = r[4 * i + 3]!;
         const now = r[4 * i + 2]!;
-        if (limitedBy !== 0) {
+        if (item.now === '') this.offset.sample(now, received);
+        if (flags === 4) item.reject(skipped());
+        else if (limitedBy !== 0) {
           item.resolve({ admitted: false, limitedBy: limitedBy - 1, reason: flags === 1 ? 'channels' : 'rate', retryAfterUs: r[4 * i + 1]!, now });
         } else if (flags === 2) item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now, duplicate: true });
         else item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
@@ -448,10 +481,12 @@ export class RedisStore implements Store {
       held ? this.base(req.tag, `call:in:${id}`) : '',
       id,
       String(forUs),
+      this.deadline(req.signal),
     ];
     const sent = this.send('add', b.argv(head, [], false), req.signal) as Promise<number[]>;
-    if (this.hashTags && held && forUs > 0) this.track(id, sent.then((r) => (r[1] === 1 ? undefined : this.locate(req.tag, id, forUs, req.now !== undefined))));
+    if (this.hashTags && held && forUs > 0) this.track(id, sent.then((r) => (r[1] === 0 ? this.locate(req.tag, id, forUs, req.now !== undefined) : undefined)));
     const r = await sent;
+    if (r[1] === 2) throw skipped();
     return r[1] === 1 ? { now: r[0]!, duplicate: true } : { now: r[0]! };
   }
 
@@ -514,7 +549,7 @@ export class RedisStore implements Store {
     };
     const { calls, virtual } = runsOf(items, (i, out) => {
       const item = items[i]!;
-      out.push(routeOf(item.route), item.id, item.forUs);
+      out.push(routeOf(item.route), this.deadline(item.signal), item.id, item.forUs);
     });
     const argv: string[] = [num(keys.length)];
     for (const k of keys) argv.push(k);
@@ -522,11 +557,18 @@ export class RedisStore implements Store {
     for (const v of routes) argv.push(v);
     for (const v of calls) argv.push(v);
     this.writeBatch('reserve', argv, items, (reply) => {
-      // per call: m, index (1-based, 0: none), waitUs, slotUs, now, then per carrier tried its wait and full flag
+      // per call: m (-1: skipped), index (1-based, 0: none), waitUs, slotUs, now, then per carrier tried its wait and full flag
       const r = reply as Reply;
+      const received = systemClockUs();
       let at = 0;
       for (const item of items) {
         const m = Number(r[at]);
+        if (item.now === '') this.offset.sample(Number(r[at + 4]), received);
+        if (m < 0) {
+          item.reject(skipped());
+          at += 5;
+          continue;
+        }
         const waits: number[] = new Array(m);
         const full: boolean[] = new Array(m);
         for (let i = 0; i < m; i++) {
@@ -750,6 +792,39 @@ function runsOf(items: readonly { readonly now: string }[], args: (i: number, ou
  */
 function isCluster(redis: Redis | Cluster): redis is Cluster {
   return (redis as { isCluster?: unknown }).isCluster === true;
+}
+
+/** A call the script skipped: its deadline had passed when Redis ran it (nothing was counted). */
+function skipped(): StoreUnavailableError {
+  return new StoreUnavailableError('Redis ran the call after its deadline: skipped, nothing counted');
+}
+
+/**
+ * A lower bound of (Redis TIME - process clock), µs, from replies: a Redis time read before a
+ * reply left, minus the reply's arrival time on the process clock, can only be below the true
+ * offset. The best (largest) bound of the last 10 to 20 s is kept, so a clock step is followed
+ * within 20 s. (On a Cluster one bound serves every node: their clocks are assumed in step, as
+ * NTP keeps them.)
+ */
+class ClockOffset {
+  private current?: number;
+  private previous?: number;
+  private windowEnds = 0;
+
+  sample(redisUs: number, receivedUs: number): void {
+    if (receivedUs >= this.windowEnds) {
+      this.previous = this.current;
+      this.current = undefined;
+      this.windowEnds = receivedUs + 10_000_000;
+    }
+    const lo = redisUs - receivedUs;
+    if (this.current === undefined || lo > this.current) this.current = lo;
+  }
+
+  get lowerBound(): number | undefined {
+    if (this.current === undefined) return this.previous;
+    return this.previous === undefined ? this.current : Math.max(this.current, this.previous);
+  }
 }
 
 /**
