@@ -455,7 +455,8 @@ export class Dispatcher {
    * knows). Not awaited: the call ends now; a failure is reported on 'error' and the hold lapses.
    */
   private giveBack(callId: string): void {
-    this.store.release({ id: callId, direction: 'out' }).catch((err: unknown) => this.events.safeEmit('error', toError(err)));
+    // on the engine's clock (a virtual one in replay), else the store's
+    this.store.release({ id: callId, direction: 'out', now: this.clock.now() }).catch((err: unknown) => this.events.safeEmit('error', toError(err)));
   }
 
   private decided(r: Reservation, extra: Partial<DispatchResult>): Omit<DispatchResult, 'callId' | 'direction' | 'outcome'> {
