@@ -80,6 +80,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       policy: opts.policy,
       timeoutMs: opts.timeoutMs,
     });
+    this.store.events?.on('error', this.onStoreError);
     this.dispatcher = new Dispatcher({
       store: this.store,
       clock: this.clock,
@@ -88,6 +89,9 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       timeoutMs: opts.timeoutMs,
     });
   }
+
+  /** A store's trouble outside any call (a Redis outage, once per outage) goes out on 'error'. */
+  private readonly onStoreError = (err: Error) => this.safeEmit('error', err);
 
   get config(): CallgateConfig {
     return this.current;
@@ -174,5 +178,6 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     clearTimeout(this.watchTimer);
     await this.dispatcher.close(opts);
     await this.store.close();
+    this.store.events?.off('error', this.onStoreError);
   }
 }
