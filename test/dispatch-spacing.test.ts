@@ -78,6 +78,42 @@ describe('Dispatcher wire spacing', () => {
     expect(results[3]!.sentAt).to.equal(T0 + 300 * MS);
   });
 
+  it('a send that settles later (the process held up before the write) pushes the next one back from its end; one that settles after the next send changes nothing', async () => {
+    const clock = new VirtualClock(T0);
+    const d = new Dispatcher({ store: new MemoryStore(), clock, carriers: carriers({ A: 10 }) });
+    const sent: Record<string, number> = {};
+    const settle: Record<string, () => void> = {};
+    const send = (id: string) => () => {
+      sent[id] = clock.now();
+      return new Promise<void>((resolve) => (settle[id] = resolve));
+    };
+    const ps = ['s1', 's2', 's3'].map((id) => d.dispatch({ callId: id, route: ['A'] }, send(id)));
+    await new Promise((r) => setImmediate(r));
+    expect(Object.keys(sent)).to.deep.equal(['s1']);
+    clock.advance(T0 + 30 * MS);
+    settle.s1!(); // written 30 ms after the reading: s2 goes 100 ms after that
+    await new Promise((r) => setImmediate(r));
+    clock.advance(T0 + 129 * MS);
+    expect(Object.keys(sent)).to.deep.equal(['s1']);
+    clock.advance(T0 + 130 * MS);
+    expect(sent.s2).to.equal(T0 + 130 * MS);
+    clock.advance(T0 + 240 * MS); // s3 (slot 200 ms) went at 230 ms; s2 settles only now: no effect
+    expect(sent.s3).to.equal(T0 + 230 * MS);
+    settle.s2!();
+    settle.s3!();
+    const results = await Promise.all(ps);
+    expect(results.map((r) => (r.sentAt! - T0) / MS)).to.deep.equal([0, 130, 230]);
+    // s3 was the last send and settled at 240 ms: the next one goes at 340 ms, not at its slot (300 ms)
+    const late = d.dispatch({ callId: 's4', route: ['A'] }, send('s4'));
+    await new Promise((r) => setImmediate(r));
+    clock.advance(T0 + 339 * MS);
+    expect(sent.s4).to.equal(undefined);
+    clock.advance(T0 + 400 * MS);
+    settle.s4!();
+    const r4 = await late;
+    expect([r4.slotAt, r4.sentAt]).to.deep.equal([T0 + 300 * MS, T0 + 340 * MS]);
+  });
+
   it('SystemClock timers never fire before their time', async () => {
     const clock = new SystemClock();
     const early: number[] = [];

@@ -18,7 +18,11 @@
  * holding time base, whatever the timer lateness: a send that left late pushes the next one on
  * that carrier back (to 1/cps after it), it never squeezes the gap. Slots are exactly 1/cps apart
  * in the store; this keeps the actual sends of one process so too. Calls whose time came wait in
- * their carrier's lane, in the order of their targets, and leave one per 1/cps.
+ * their carrier's lane, in the order of their targets, and leave one per 1/cps. The spacing
+ * counts from the clock reading just before send(); when send's promise settles before the next
+ * send on that carrier, from that moment instead. So a send that resolves once its message is
+ * written is spaced on the wire, even if the process was held up between the reading and the
+ * write; resolve on writing, not on the carrier's answer (that would slow the carrier down).
  *
  * Nothing lost. Every call dispatch() accepts ends exactly once, as `dispatched`, `rejected`,
  * `cancelled` or `failed`; its promise resolves with that result (it never rejects) and exactly one
@@ -154,6 +158,8 @@ interface Due {
 /** Wire spacing of one carrier: its last send here, and the calls due waiting for 1/cps after it. */
 interface Lane {
   lastSent?: number;
+  /** The call of the last send: when its send settles, the spacing counts from then. */
+  lastCall?: Call;
   readonly waiting: Due[];
   cancelTimer?: () => void;
 }
@@ -443,17 +449,27 @@ export class Dispatcher {
     this.holding--;
     const r = decision.reservation;
     const sentAt = decision.now();
-    this.lanes.get(r.carrier!)!.lastSent = sentAt;
+    const lane = this.lanes.get(r.carrier!)!;
+    lane.lastSent = sentAt;
+    lane.lastCall = call;
+    // the send's end, while it is the carrier's last one: the next send counts from then
+    const settled = () => {
+      if (lane.lastCall === call) lane.lastSent = Math.max(sentAt, decision.now());
+    };
     if (!send) {
       this.finish(call, 'dispatched', this.decided(r, { sentAt }));
       return;
     }
     let outcome: Promise<unknown>;
+    let pending = false; // send returned a promise: it ends when that settles, else on return
     try {
-      outcome = Promise.resolve(send(r.carrier!));
+      const value = send(r.carrier!);
+      pending = typeof (value as PromiseLike<unknown> | null | undefined)?.then === 'function';
+      outcome = Promise.resolve(value);
     } catch (err) {
       outcome = Promise.reject(err);
     }
+    if (!pending) settled();
     if (this.sendTimeoutMs > 0 && Number.isFinite(this.sendTimeoutMs)) {
       const ms = this.sendTimeoutMs;
       outcome = new Promise((resolve, reject) => {
@@ -466,8 +482,8 @@ export class Dispatcher {
       });
     }
     outcome.then(
-      () => this.finish(call, 'dispatched', this.decided(r, { sentAt })),
-      (err) => this.finish(call, 'failed', this.decided(r, { sentAt, reason: 'send-failed', error: toError(err) })),
+      () => (pending && settled(), this.finish(call, 'dispatched', this.decided(r, { sentAt }))),
+      (err) => (pending && settled(), this.finish(call, 'failed', this.decided(r, { sentAt, reason: 'send-failed', error: toError(err) }))),
     );
   }
 
