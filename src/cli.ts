@@ -2,6 +2,7 @@
  * The callgate command line. Its main job:
  *
  *   callgate replay --config FILE --trace FILE [--store memory|redis] [--redis-url URL]
+ *                   [--redis-tls-ca FILE] [--redis-tls-cert FILE --redis-tls-key FILE]
  *                   [--decisions FILE|-] [--json]
  *
  * Bad input (an invalid configuration, a malformed trace, an unreadable file) ends with exit
@@ -20,6 +21,8 @@ import { CallgateError } from './errors/index.js';
 import { replay, type DecisionLine } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
 import { TraceError, formatProblem } from './replay/trace.js';
+import { redactUrl, redisConnectionOptions } from './cliRedisOptions.js';
+import { packageVersion } from './packageRoot.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import { RedisStore } from './store/RedisStore.js';
 import type { Store } from './store/types.js';
@@ -31,6 +34,9 @@ interface ReplayArgs {
   trace: string;
   store: 'memory' | 'redis';
   redisUrl: string;
+  redisTlsCa?: string;
+  redisTlsCert?: string;
+  redisTlsKey?: string;
   decisions?: string;
   json?: boolean;
   progress: boolean;
@@ -87,7 +93,7 @@ class DecisionWriter {
 async function openStore(args: ReplayArgs): Promise<Store> {
   if (args.store === 'memory') return new MemoryStore();
   // a fresh prefix per run: a replay never sees, nor leaves behind, another run's counts
-  const redis = new Redis(args.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
+  const redis = new Redis(args.redisUrl, { ...redisConnectionOptions(args), maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
   // connection errors surface through the commands that fail; keep the cause for the message
   let lastError: Error | undefined;
   redis.on('error', (err: Error) => (lastError = err));
@@ -95,7 +101,7 @@ async function openStore(args: ReplayArgs): Promise<Store> {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${args.redisUrl}: ${(lastError ?? (err as Error)).message}`);
+    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
   }
   const store = new RedisStore({ redis, prefix: `callgate:replay:${Date.now().toString(36)}${randomBytes(3).toString('hex')}:` });
   const close = store.close.bind(store);
@@ -171,13 +177,21 @@ function reportFailure(err: unknown): number {
 export function program(): Command {
   const cmd = new Command('callgate').description('Call admission and pacing on Redis: replay call traces through the engine.');
   cmd.exitOverride();
+  cmd.version(packageVersion(), '-V, --version', 'print the version of callgate');
   cmd
     .command('replay')
     .description('replay a call trace on a virtual clock and report every decision')
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML)')
     .requiredOption('--trace <file>', 'call trace (CSV)')
     .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'))
-    .option('--redis-url <url>', 'Redis for --store redis', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .addOption(
+      new Option('--redis-url <url>', 'Redis for --store redis (rediss:// for TLS; ACL user via the URL or REDIS_USERNAME / REDIS_PASSWORD)')
+        // described, not shown: REDIS_URL may hold a password
+        .default(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', '$REDIS_URL, else redis://127.0.0.1:6379'),
+    )
+    .option('--redis-tls-ca <file>', 'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)')
+    .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
+    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
     .option('--decisions <file>', "write one decision per call as JSON Lines ('-' for standard output)")
     .option('--json', 'print the report as one JSON object')
     .option('--no-progress', 'no progress bar, even on a terminal')

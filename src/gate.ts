@@ -15,15 +15,27 @@ import {
   type DispatcherEvents,
   type Reservation,
 } from './dispatch/Dispatcher.js';
+import { InvalidArgumentError } from './errors/index.js';
 import { SafeEmitter } from './events.js';
 import { MemoryStore } from './store/MemoryStore.js';
-import type { Store } from './store/types.js';
+import { ReleaseQueue } from './releaseQueue.js';
+import { withDeadline } from './store/timeout.js';
+import type { StopSignal, Store } from './store/types.js';
+
+/**
+ * What release() did: `released` (the call held channels, now given back), `not-held` (nothing
+ * held any more: released already, or its hold lapsed), `deferred` (the store is out of reach:
+ * the release is retried in the background until it lands or the hold would have lapsed).
+ */
+export type ReleaseOutcome = 'released' | 'not-held' | 'deferred';
 
 export type CallGateEvents = AdmissionEvents &
   Omit<DispatcherEvents, 'rejected'> & {
     /** An inbound refusal or an outbound call no carrier could take (tell them apart by `direction`). */
     rejected: [AdmissionDecision | DispatchResult];
     reloaded: [ConfigChange[]];
+    /** A call's end was reported (release()); deferred ones are announced again once they land. */
+    released: [{ callId: string; outcome: ReleaseOutcome }];
   };
 
 export type ConfigSource = string | CallgateConfigInput | CallgateConfig;
@@ -39,8 +51,13 @@ export interface CallGateOptions {
   readonly clock?: Clock;
   /** What an inbound decision does when the store cannot be reached in time (default fail-closed). */
   readonly policy?: StorePolicy;
-  /** Bound on one store call per decision, ms (default 500). */
+  /**
+   * Bound on one store call per decision, admission and dispatch alike, ms (default 500: SIP's
+   * T1, after which a caller over UDP retransmits its INVITE). Not applied to the memory store.
+   */
   readonly timeoutMs?: number;
+  /** Releases that could not reach the store, kept for retrying, at most (default 100,000; the oldest go first). */
+  readonly maxDeferredReleases?: number;
 }
 
 function isNormalized(c: ConfigSource): c is CallgateConfig {
@@ -61,6 +78,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   /** The reloads started by watch(), in order. */
   private reloading: Promise<void> = Promise.resolve();
   private watchTimer?: NodeJS.Timeout;
+  private readonly timeoutMs: number;
+  private readonly deferred: ReleaseQueue;
 
   /** Load and validate the configuration (a file path, an object, or an already parsed one). */
   static async create(opts: CallGateOptions): Promise<CallGate> {
@@ -85,8 +104,17 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       store: this.store,
       clock: this.clock,
       carriers: () => this.current.outbound.carriers,
+      maxCallDurationUs: () => this.current.maxCallDurationUs,
       events: this as unknown as SafeEmitter<DispatcherEvents>,
       timeoutMs: opts.timeoutMs,
+    });
+    this.timeoutMs = opts.timeoutMs ?? 500;
+    this.deferred = new ReleaseQueue({
+      release: (callId) => this.releaseInStore(callId),
+      max: opts.maxDeferredReleases ?? 100_000,
+      lifetimeMs: () => this.current.maxCallDurationUs / 1000,
+      onLanded: (callId, released) => this.safeEmit('released', { callId, outcome: released ? 'released' : 'not-held' }),
+      onError: (err) => this.safeEmit('error', err),
     });
   }
 
@@ -121,9 +149,66 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     return this.dispatcher.dispatch(input, send, opts);
   }
 
-  /** The caller hung up while its call was held: it ends as cancelled. */
+  /**
+   * The caller hung up before its outbound call went out: a call waiting here for its
+   * reservation or its slot ends as cancelled, never sent, and gives back its carrier channel.
+   * False when no such call waits in this process.
+   */
   cancel(callId: string): boolean {
     return this.dispatcher.cancel(callId);
+  }
+
+  /**
+   * The call ended (BYE, or a failure final response): its channels are given back on every
+   * level and on its carrier. Works from any routing process sharing the store, knowing only the
+   * call id; a call of that id still waiting here to go out is cancelled. When the store is out
+   * of reach the release is kept and retried in the background (`deferred`), so a hang-up seen
+   * during an outage still frees its channels once the store answers.
+   */
+  async release(callId: string): Promise<ReleaseOutcome> {
+    checkCallId(callId);
+    this.dispatcher.cancel(callId);
+    let outcome: ReleaseOutcome;
+    try {
+      outcome = (await this.releaseInStore(callId)) ? 'released' : 'not-held';
+    } catch (err) {
+      if (err instanceof InvalidArgumentError) throw err;
+      this.deferred.add(callId, err as Error);
+      outcome = 'deferred';
+    }
+    this.safeEmit('released', { callId, outcome });
+    return outcome;
+  }
+
+  /** One release in the store (and in the `local` policy's stand-in): true when something was held. */
+  private async releaseInStore(callId: string): Promise<boolean> {
+    const now = this.clock.now();
+    const local = this.admission.localStand?.releaseSync({ id: callId, now }).released ?? 0;
+    const r = await this.storeCall((signal) => this.store.release({ id: callId, now, signal }));
+    return r.released + local > 0;
+  }
+
+  /**
+   * A long call: its channels stay held for maxCallDuration from now (call it well within that
+   * period while the call lasts). False when the call holds nothing any more; rejects with
+   * StoreUnavailableError when the store cannot be reached in time.
+   */
+  async refresh(callId: string): Promise<boolean> {
+    checkCallId(callId);
+    const now = this.clock.now();
+    const forUs = this.current.maxCallDurationUs;
+    const local = this.admission.localStand?.refreshSync({ id: callId, forUs, now }).refreshed ?? 0;
+    const r = await this.storeCall((signal) => this.store.refresh({ id: callId, forUs, now, signal }));
+    return r.refreshed + local > 0;
+  }
+
+  /** Releases kept for retrying while the store was out of reach. */
+  get deferredReleases(): number {
+    return this.deferred.size;
+  }
+
+  private storeCall<T>(run: (signal?: StopSignal) => Promise<T>): Promise<T> {
+    return this.store.kind === 'memory' ? run() : withDeadline(run, this.timeoutMs);
   }
 
   /** Calls held, waiting for their slot. */
@@ -177,7 +262,12 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     this.watcher?.close();
     clearTimeout(this.watchTimer);
     await this.dispatcher.close(opts);
+    await this.deferred.close();
     await this.store.close();
     this.store.events?.off('error', this.onStoreError);
   }
+}
+
+function checkCallId(callId: unknown): void {
+  if (typeof callId !== 'string' || callId === '') throw new InvalidArgumentError(`callId must be a non-empty string, got ${JSON.stringify(callId)}`);
 }

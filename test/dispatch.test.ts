@@ -87,6 +87,9 @@ class CountingStore implements Store {
     return this.inner.reserve(r);
   };
   wait = (r: Parameters<Store['wait']>[0]) => this.inner.wait(r);
+  release = (r: Parameters<Store['release']>[0]) => this.inner.release(r);
+  refresh = (r: Parameters<Store['refresh']>[0]) => this.inner.refresh(r);
+  holds = (r: Parameters<Store['holds']>[0]) => this.inner.holds(r);
   clear = () => this.inner.clear();
   close = () => this.inner.close();
 }

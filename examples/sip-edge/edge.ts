@@ -18,22 +18,28 @@
  * second INVITE with a Call-ID already seen (a new transaction) gets 482 Loop Detected (RFC 3261
  * 8.2.2.2, merged request) and no decision. The call table is keyed by Call-ID; an ended call is
  * kept LINGER_MS to recognise late messages.
+ *
+ * Channels: an admitted call holds its channels (inbound levels, and its carrier's) from its
+ * decision; they are released (gate.release) when it ends: BYE from either side, a failure final
+ * response, CANCEL, or a refusal after admission (no route, store trouble). A call in progress
+ * is refreshed every half maxCallDuration, so a long call does not lapse; one whose end is never
+ * seen lapses after maxCallDuration, and its entry is dropped then.
  */
 import { createSocket } from 'node:dgram';
 import * as hdr from 'hdr-histogram-js';
 import sip from 'sip';
 import type { AdmissionDecision } from '../../src/admission/Admission.js';
+import { planFor, UNKNOWN_PEER } from '../../src/admission/plan.js';
 import { toSipResponse } from '../../src/admission/sip.js';
 import { systemClockUs } from '../../src/clock.js';
 import type { DispatchResult } from '../../src/dispatch/Dispatcher.js';
 import { CallGate } from '../../src/gate.js';
+import { carrierName, OUTBOUND_TAG } from '../../src/keys.js';
 import type { Store } from '../../src/store/types.js';
 import type { EdgeConfig, HostPort, IdentifyBy } from './config.js';
 
 /** How long an ended call stays in the table (64 × T1: a transaction's whole life). */
 const LINGER_MS = 32_000;
-/** How long an answered call whose end is never seen stays in the table. */
-const MAX_CALL_MS = 4 * 3600_000;
 const SWEEP_MS = 5_000;
 const ALLOW = 'INVITE, ACK, BYE, CANCEL, OPTIONS';
 
@@ -52,6 +58,8 @@ interface EdgeCall {
   account?: string;
   /** The call was admitted (holds channels until released). */
   admitted: boolean;
+  /** Refused because the store did not answer in time: it may still have recorded the call. */
+  maybeHeld: boolean;
   released: boolean;
   /** A final response went upstream. */
   finalSent: boolean;
@@ -68,6 +76,8 @@ interface EdgeCall {
   calleeContact?: string;
   /** ms (Date.now) after which the sweep drops the call. */
   expiresAt: number;
+  /** ms (Date.now) of its decision or last refresh. */
+  refreshedAt: number;
 }
 
 export interface EdgeOptions {
@@ -105,11 +115,20 @@ export interface EdgeSummary {
   answered: number;
   carrierFailures: number;
   byes: number;
+  /**
+   * Admitted calls released (gate.release). By outcome (released, not-held, deferred) in
+   * releaseOutcomes, which also counts, as `unanswered <outcome>`, the releases of calls
+   * refused because the store did not answer in time.
+   */
   released: number;
+  releaseOutcomes: Record<string, number>;
+  refreshed: number;
   errors: number;
   inProgress: number;
   held: number;
   carriers: Record<string, { sent: number; minGapMs: number | null }>;
+  /** Calls holding a channel when the edge stopped, per level and carrier with a channel limit. */
+  holds: Record<string, number>;
   /** µs: INVITE in → admission decision. */
   admissionUs: { count: number; p50: number; p99: number; max: number };
   /** µs: INVITE in → INVITE handed to the transport, for calls with no pacing delay. */
@@ -156,8 +175,11 @@ export class SipEdge {
     carrierFailures: 0,
     byes: 0,
     released: 0,
+    refreshed: 0,
     errors: 0,
   };
+  private readonly releaseOutcomes: Record<string, number> = {};
+  private finalHolds: Record<string, number> = {};
   private readonly refused: Record<string, number> = {};
 
   /** Create the engine, then listen (UDP). */
@@ -191,6 +213,7 @@ export class SipEdge {
   stop(): Promise<void> {
     return (this.stopping ??= (async () => {
       clearInterval(this.sweeper);
+      this.finalHolds = await this.holds().catch((err: Error) => (this.problem(err), {}));
       await this.gate.close({ mode: 'cancel' });
       this.transactions.destroy();
       this.transport.destroy();
@@ -206,6 +229,8 @@ export class SipEdge {
     for (const [id, s] of this.perCarrier) carriers[id] = { sent: s.sent, minGapMs: s.minGapUs === null ? null : s.minGapUs / 1000 };
     return {
       ...this.counts,
+      releaseOutcomes: { ...this.releaseOutcomes },
+      holds: { ...this.finalHolds },
       refused: { ...this.refused },
       inProgress,
       held: this.gate.held,
@@ -213,6 +238,30 @@ export class SipEdge {
       admissionUs: q(this.admissionHist),
       forwardUs: q(this.forwardHist),
     };
+  }
+
+  /**
+   * Calls holding a channel now, in every level of the configured peers and on every carrier
+   * that has a channel limit (read from the store: across every process sharing it).
+   */
+  async holds(): Promise<Record<string, number>> {
+    const out: Record<string, number> = {};
+    const limits = this.gate.config;
+    const seen = new Set<string>();
+    for (const [peer, entry] of this.config.peers) {
+      const plan = planFor(limits, peer, entry.account);
+      if (plan === UNKNOWN_PEER) continue;
+      for (let i = 0; i < plan.buckets.length; i++) {
+        const bucket = plan.buckets[i]!;
+        if (bucket.channels === undefined || seen.has(bucket.name)) continue;
+        seen.add(bucket.name);
+        out[plan.labels[i]!] = (await this.gate.store.holds({ tag: plan.tag, name: bucket.name })).holds;
+      }
+    }
+    for (const [id, carrier] of limits.outbound.carriers) {
+      if (carrier.channels !== undefined) out[`carrier:${id}`] = (await this.gate.store.holds({ tag: OUTBOUND_TAG, name: carrierName(id) })).holds;
+    }
+    return out;
   }
 
   // --- messages in ------------------------------------------------------------------------------
@@ -272,13 +321,15 @@ export class SipEdge {
       inAt: systemClockUs(),
       phase: 'admitting',
       admitted: false,
+      maybeHeld: false,
       released: false,
       finalSent: false,
       cancelRequested: false,
       cancelSent: false,
       proceeding: false,
       answered: false,
-      expiresAt: Date.now() + MAX_CALL_MS,
+      expiresAt: Date.now() + this.maxCallMs(),
+      refreshedAt: Date.now(),
     };
     this.calls.set(callId, call);
     this.counts.invites++;
@@ -324,7 +375,8 @@ export class SipEdge {
   private onAdmission(call: EdgeCall, d: AdmissionDecision): void {
     this.admissionHist.recordValue(Math.max(1, systemClockUs() - call.inAt));
     if (!d.admitted) {
-      const key = d.limitedBy === 'unknown-peer' || d.limitedBy === 'store-unavailable' ? d.limitedBy : `${d.limitedBy} ${(d as { reason?: string }).reason ?? 'rate'}`;
+      call.maybeHeld = d.limitedBy === 'store-unavailable';
+      const key = d.limitedBy === 'unknown-peer' || d.limitedBy === 'store-unavailable' ? d.limitedBy : `${d.limitedBy} ${d.reason ?? 'rate'}`;
       this.refused[key] = (this.refused[key] ?? 0) + 1;
       const rs = toSipResponse(d, { jitterSeconds: this.config.retryAfterJitter, random: this.random })!;
       const headers: Record<string, unknown> = { warning: this.warning(key) };
@@ -556,16 +608,38 @@ export class SipEdge {
     if (call.phase === 'ended') return;
     call.phase = 'ended';
     call.expiresAt = Date.now() + LINGER_MS;
-    if (call.admitted && !call.released) {
+    if ((call.admitted || call.maybeHeld) && !call.released) {
       call.released = true;
-      this.counts.released++;
-      // TODO(channels): gate.release(call.callId) once channel limits are on main
+      if (call.admitted) this.counts.released++;
+      // every level and the carrier, from any process; kept and retried by the gate while the
+      // store is away. A call refused for want of a store answer is released too: its admission
+      // may have reached Redis after the deadline (usually `not-held`).
+      const key = (outcome: string) => (call.admitted ? outcome : `unanswered ${outcome}`);
+      this.gate.release(call.callId).then(
+        (outcome) => (this.releaseOutcomes[key(outcome)] = (this.releaseOutcomes[key(outcome)] ?? 0) + 1),
+        (err: Error) => this.problem(err),
+      );
     }
   }
 
+  private maxCallMs(): number {
+    return this.gate.config.maxCallDurationUs / 1000;
+  }
+
+  /** Drop ended calls past their linger, and refresh the holds of calls in progress every half maxCallDuration. */
   private sweep(): void {
     const now = Date.now();
-    for (const [id, call] of this.calls) if (call.expiresAt <= now) this.calls.delete(id);
+    for (const [id, call] of this.calls) {
+      if (call.expiresAt <= now) this.calls.delete(id);
+      else if (call.phase !== 'ended' && call.admitted && now - call.refreshedAt >= this.maxCallMs() / 2) {
+        call.refreshedAt = now;
+        call.expiresAt = now + this.maxCallMs();
+        this.gate.refresh(id).then(
+          (held) => held && this.counts.refreshed++,
+          (err: Error) => this.problem(err),
+        );
+      }
+    }
   }
 
   private guard(fn: () => void): void {

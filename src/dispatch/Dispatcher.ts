@@ -37,8 +37,11 @@
  * - close({ mode: 'cancel' }) ends held calls `cancelled` / `closed` (cancel() gives `cancelled` /
  *   `cancelled`); a call still waiting for the store ends `cancelled` / `closed` if it got a slot
  *   (the slot stays taken: a leaky bucket gives nothing back), or as decided otherwise;
- * - cancel() only acts on a held call (waiting for its slot); while its reservation or its send
- *   is in progress it returns false;
+ * - cancel() acts on a call waiting for its reservation (it then ends `cancelled` whatever the
+ *   store decided, never sent) or for its slot; while its send is in progress it returns false;
+ * - a call that took a carrier with a channel limit holds that channel from its decision: a call
+ *   that then ends without going out (cancelled, closed, send failed) gives it back at once;
+ *   a call sent holds it until release() (the hang-up) or until its hold lapses;
  * - close() resolves once every accepted call has ended, including sends in progress; bound sends
  *   with `sendTimeoutMs` if a send may never settle;
  * - reserve() is a pure decision (it takes the slot but holds nothing and emits no event); it
@@ -54,7 +57,7 @@ import type { CarrierConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { SafeEmitter } from '../events.js';
 import { carrierName } from '../keys.js';
-import { withDeadline } from '../store/timeout.js';
+import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 import type { Carrier, ReserveResult, StopSignal, Store } from '../store/types.js';
 import { DispatcherClosedError } from './DispatcherClosedError.js';
 
@@ -66,6 +69,11 @@ export interface DispatchInput {
   readonly route: readonly string[];
   /** Decision time, µs since the epoch; default: the clock (the store's clock when it gives none). */
   readonly at?: number;
+  /**
+   * How long the call lasts once sent, µs, when known at the decision (replay): it holds its
+   * carrier's channel until slot + duration. Default: until released, at most maxCallDuration.
+   */
+  readonly durationUs?: number;
 }
 
 /** The decision, known as soon as the store answered. */
@@ -125,9 +133,11 @@ export interface DispatcherOptions {
   readonly clock: Clock;
   /** Read on every call: a reload applies from the next call on. */
   readonly carriers: () => ReadonlyMap<string, CarrierConfig>;
+  /** How long a call whose end is never reported holds its channel, µs (read on every call; default 4 h). */
+  readonly maxCallDurationUs?: () => number;
   /** Default: a fresh SafeEmitter (see `events`). */
   readonly events?: DispatchEventSink;
-  /** Bound on one store call, ms (default 1000; not applied to the in-process memory store). */
+  /** Bound on one store call, ms (default 500, as admission; not applied to the in-process memory store). */
   readonly timeoutMs?: number;
   /** Bound on one send, ms: past it the call ends `failed` / `send-failed` (default: none). */
   readonly sendTimeoutMs?: number;
@@ -168,12 +178,12 @@ interface Call {
   readonly callId: string;
   state: State;
   done: boolean;
+  /** cancel() came while the reservation was in flight. */
+  cancelled?: boolean;
   reservation?: Reservation;
   cancelTimer?: () => void;
   resolve(result: DispatchResult): void;
 }
-
-const DEFAULT_TIMEOUT_MS = 1000;
 
 function fail(message: string): never {
   throw new InvalidArgumentError(message);
@@ -188,6 +198,9 @@ function checkInput(input: DispatchInput): void {
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     fail(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }
+  if (input.durationUs !== undefined && !(Number.isSafeInteger(input.durationUs) && input.durationUs >= 0)) {
+    fail(`durationUs must be a non-negative integer number of microseconds, got ${String(input.durationUs)}`);
+  }
 }
 
 const toError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));
@@ -197,6 +210,7 @@ export class Dispatcher {
   private readonly store: Store;
   private readonly clock: Clock;
   private readonly carriers: () => ReadonlyMap<string, CarrierConfig>;
+  private readonly maxCallDurationUs: () => number;
   private readonly timeoutMs: number;
   private readonly sendTimeoutMs: number;
   private readonly calls = new Map<string, Call>();
@@ -211,6 +225,7 @@ export class Dispatcher {
     this.store = opts.store;
     this.clock = opts.clock;
     this.carriers = opts.carriers;
+    this.maxCallDurationUs = opts.maxCallDurationUs ?? (() => 4 * 3600 * 1_000_000);
     this.events = opts.events ?? new SafeEmitter<DispatcherEvents>();
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.sendTimeoutMs = opts.sendTimeoutMs ?? 0;
@@ -284,10 +299,19 @@ export class Dispatcher {
     });
   }
 
-  /** End a held call as `cancelled`; false if no call of that id is held. */
+  /**
+   * End a call as `cancelled` before it is sent: one held for its slot at once, one whose
+   * reservation is in flight as soon as the store answers (it is never sent, and a channel it
+   * took is given back). False if no call of that id waits here (unknown, or being sent).
+   */
   cancel(callId: string): boolean {
     const call = this.calls.get(callId);
-    if (!call || call.state !== 'holding') return false;
+    if (!call) return false;
+    if (call.state === 'reserving') {
+      call.cancelled = true;
+      return true;
+    }
+    if (call.state !== 'holding') return false;
     this.endHeld(call, 'cancelled');
     return true;
   }
@@ -324,7 +348,8 @@ export class Dispatcher {
       const cfg = configured.get(id);
       if (!cfg) continue;
       ids.push(id);
-      carriers.push({ name: carrierName(id), intervalUs: cfg.intervalUs, maxWaitUs: cfg.maxWaitUs });
+      const carrier = { name: carrierName(id), intervalUs: cfg.intervalUs, maxWaitUs: cfg.maxWaitUs };
+      carriers.push(cfg.channels === undefined ? carrier : { ...carrier, channels: cfg.channels });
     }
     return { ids, carriers };
   }
@@ -338,7 +363,8 @@ export class Dispatcher {
       const at = now ?? systemClockUs();
       return { reservation: this.rejected(input.callId, [], at), target: 0, now: timeBase };
     }
-    const reserve = (signal?: StopSignal) => this.store.reserve({ route: route.carriers, now, signal });
+    const hold = { id: input.callId, forUs: input.durationUs ?? this.maxCallDurationUs() };
+    const reserve = (signal?: StopSignal) => this.store.reserve({ route: route.carriers, now, hold, signal });
     const res: ReserveResult = await (this.store.kind === 'memory' ? reserve() : withDeadline(reserve, this.timeoutMs));
     if (res.index < 0) return { reservation: this.rejected(input.callId, route.ids, res.now), target: 0, now: timeBase };
     const reservation: Reservation = {
@@ -380,12 +406,14 @@ export class Dispatcher {
     }
     if (r.outcome === 'rejected') {
       if (r.reroutedFrom.length > 1) this.events.safeEmit('rerouted', { callId: r.callId, from: [...r.reroutedFrom], to: null });
-      this.finish(call, 'rejected', this.decided(r, { reason: 'all-routes-congested' }));
+      if (call.cancelled) this.finish(call, 'cancelled', this.decided(r, { reason: 'cancelled' }));
+      else this.finish(call, 'rejected', this.decided(r, { reason: 'all-routes-congested' }));
       return;
     }
     if (r.reroutedFrom.length > 0) this.events.safeEmit('rerouted', { callId: r.callId, from: [...r.reroutedFrom], to: r.carrier });
-    if (this.cancelling) {
-      this.finish(call, 'cancelled', this.decided(r, { reason: 'closed' }));
+    if (call.cancelled || this.cancelling) {
+      this.giveBack(call.callId);
+      this.finish(call, 'cancelled', this.decided(r, { reason: call.cancelled ? 'cancelled' : 'closed' }));
       return;
     }
     call.state = 'holding';
@@ -483,7 +511,11 @@ export class Dispatcher {
     }
     outcome.then(
       () => (pending && settled(), this.finish(call, 'dispatched', this.decided(r, { sentAt }))),
-      (err) => (pending && settled(), this.finish(call, 'failed', this.decided(r, { sentAt, reason: 'send-failed', error: toError(err) }))),
+      (err) => {
+        if (pending) settled();
+        this.giveBack(call.callId);
+        this.finish(call, 'failed', this.decided(r, { sentAt, reason: 'send-failed', error: toError(err) }));
+      },
     );
   }
 
@@ -492,7 +524,16 @@ export class Dispatcher {
     call.cancelTimer?.();
     call.cancelTimer = undefined;
     this.holding--;
+    this.giveBack(call.callId);
     this.finish(call, 'cancelled', this.decided(call.reservation!, { reason }));
+  }
+
+  /**
+   * A call that will not go out gives back the channel it holds on its carrier (if any: the store
+   * knows). Not awaited: the call ends now; a failure is reported on 'error' and the hold lapses.
+   */
+  private giveBack(callId: string): void {
+    this.store.release({ id: callId, direction: 'out' }).catch((err: unknown) => this.events.safeEmit('error', toError(err)));
   }
 
   private decided(r: Reservation, extra: Partial<DispatchResult>): Omit<DispatchResult, 'callId' | 'direction' | 'outcome'> {

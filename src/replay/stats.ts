@@ -5,6 +5,7 @@
  * Memory is flat in the number of calls: per limit, only the calls inside one window are kept.
  */
 import * as hdr from 'hdr-histogram-js';
+import type { BucketConfig } from '../config/types.js';
 import type { Algorithm, Limit } from '../store/types.js';
 import { windowIndex } from '../store/window.js';
 
@@ -51,15 +52,73 @@ export class WindowPeak {
   }
 }
 
+/**
+ * The most calls in progress at once under a channel limit, from the decisions: each call holds
+ * from its decision time until its end, and the holds at t are those ending after t. Decisions
+ * come in time order, so the count only rises at a decision: the peak is the largest count seen
+ * right after one. Memory: one end per call in progress (a binary min-heap).
+ */
+export class ChannelPeak {
+  private ends: number[] = [];
+  peak = 0;
+
+  constructor(readonly channels: number) {}
+
+  /** A call decided at t holds until `end`. */
+  add(t: number, end: number): void {
+    const h = this.ends;
+    while (h.length > 0 && h[0]! <= t) this.pop();
+    if (end > t) this.push(end);
+    if (h.length > this.peak) this.peak = h.length;
+  }
+
+  get held(): boolean {
+    return this.peak <= this.channels;
+  }
+
+  private push(x: number): void {
+    const h = this.ends;
+    let i = h.push(x) - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (h[parent]! <= x) break;
+      h[i] = h[parent]!;
+      i = parent;
+    }
+    h[i] = x;
+  }
+
+  private pop(): void {
+    const h = this.ends;
+    const last = h.pop()!;
+    if (h.length === 0) return;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= h.length) break;
+      const c = l + 1 < h.length && h[l + 1]! < h[l]! ? l + 1 : l;
+      if (h[c]! >= last) break;
+      h[i] = h[c]!;
+      i = c;
+    }
+    h[i] = last;
+  }
+}
+
 export interface LevelStats {
   offered: number;
   admitted: number;
   rejected: number;
+  /** Repeated admits of calls still holding (admitted again, counted nowhere). */
+  duplicates: number;
   peaks: WindowPeak[];
+  channels?: ChannelPeak;
 }
 
-export function newLevel(limits: readonly Limit[] = []): LevelStats {
-  return { offered: 0, admitted: 0, rejected: 0, peaks: limits.map((l) => new WindowPeak(l)) };
+export function newLevel(bucket: BucketConfig = { limits: [] }): LevelStats {
+  const s: LevelStats = { offered: 0, admitted: 0, rejected: 0, duplicates: 0, peaks: bucket.limits.map((l) => new WindowPeak(l)) };
+  if (bucket.channels !== undefined) s.channels = new ChannelPeak(bucket.channels);
+  return s;
 }
 
 export interface CarrierStats {
@@ -75,10 +134,11 @@ export interface CarrierStats {
   minSentSpacingUs: number;
   lastSent: number;
   intervalUs: number;
+  channels?: ChannelPeak;
 }
 
-export function newCarrier(intervalUs: number): CarrierStats {
-  return {
+export function newCarrier(intervalUs: number, channels?: number): CarrierStats {
+  const s: CarrierStats = {
     dispatched: 0,
     reroutedAway: 0,
     rejected: 0,
@@ -89,6 +149,8 @@ export function newCarrier(intervalUs: number): CarrierStats {
     lastSent: Number.NaN,
     intervalUs,
   };
+  if (channels !== undefined) s.channels = new ChannelPeak(channels);
+  return s;
 }
 
 export type { Algorithm };

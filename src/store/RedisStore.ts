@@ -9,18 +9,21 @@
  * batch instead of once per call.
  *
  * Keys: `<prefix>{<tag>}:<bucket>:log` (sliding log), `<prefix>{<tag>}:<bucket>:win:<W>` (fixed
- * and sliding-window counts of windows of W µs) and `<prefix>{out}:carrier:<id>` (leaky bucket).
+ * and sliding-window counts of windows of W µs), `<prefix>{<tag>}:<bucket>:ch` (the bucket's
+ * calls in progress), `<prefix>{out}:carrier:<id>` (leaky bucket) and `…{out}:carrier:<id>:ch`,
+ * and the call records `<prefix>{<tag>}:call:in:<call id>` and `<prefix>{out}:call:out:<call id>`.
  * Hash tags only matter on a Cluster; on a single Redis (hashTags false, the default there) keys
- * carry no tag, so a peer's bucket is one key whatever account its calls name.
+ * carry no tag, so a peer's bucket is one key whatever account its calls name. With tags, a call
+ * id's inbound record is found on release through `<prefix>{c:<call id>}:loc`, which names it.
  */
 import { randomBytes } from 'node:crypto';
-import { Cluster, Redis, ReplyError } from 'ioredis';
+import { Redis, type Cluster, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { SafeEmitter } from '../events.js';
-import { OUTBOUND_TAG } from '../keys.js';
+import { OUTBOUND_TAG, encodeId } from '../keys.js';
 import { Batcher, type Pending, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucketArgs.js';
-import { SCRIPTS, type ScriptName } from './scripts.js';
+import { scripts, type ScriptName } from './scripts.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -28,8 +31,14 @@ import type {
   Carrier,
   CountRequest,
   CountResult,
+  HoldsRequest,
+  HoldsResult,
   RecordRequest,
   RecordResult,
+  RefreshRequest,
+  RefreshResult,
+  ReleaseRequest,
+  ReleaseResult,
   ReserveRequest,
   ReserveResult,
   StopSignal,
@@ -38,7 +47,7 @@ import type {
   WaitRequest,
   WaitResult,
 } from './types.js';
-import { checkAdmit, checkCount, checkReserve, checkWait } from './validate.js';
+import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels } from './validate.js';
 
 export interface RedisStoreOptions {
   /** An ioredis client or Cluster. The store does not close it unless it created it. */
@@ -72,6 +81,16 @@ export interface RedisStoreOptions {
   readonly maxBatch?: number;
 }
 
+/** RedisStore.connect(): the store's options, and the connection's. */
+export interface RedisConnectOptions extends Omit<RedisStoreOptions, 'redis'> {
+  /**
+   * ioredis options of the connection, over RECOMMENDED_REDIS_OPTIONS: TLS (`tls: { ca, cert,
+   * key }`; a `rediss://` URL alone trusts only the system's CAs), an ACL `username` and
+   * `password` (those in the URL win), timeouts. See README, "Redis: TLS and ACL".
+   */
+  readonly redisOptions?: RedisOptions;
+}
+
 /**
  * ioredis options for a client that serves decisions. The store itself waits for a ready
  * connection (bounded by the decision's deadline) before it sends a command; these settings
@@ -92,12 +111,18 @@ type Reply = (string | number)[];
 interface PendingReserve extends Pending<ReserveResult> {
   readonly route: readonly Carrier[];
   readonly now: string;
+  /** The call's encoded id ('' without a hold) and hold time (µs). */
+  readonly id: string;
+  readonly forUs: string;
 }
 
 /** An admission waiting for its batch. */
 interface PendingAdmit extends Pending<AdmitResult> {
   readonly buckets: readonly BucketArgs[];
   readonly now: string;
+  /** With a channel limit in its buckets: the call's encoded id and hold time (µs); else undefined. */
+  readonly id: string | undefined;
+  readonly forUs: number;
 }
 
 const DAY_MS = 86_400_000;
@@ -146,7 +171,7 @@ export class RedisStore implements Store {
     this.redis = opts.redis;
     this.prefix = opts.prefix ?? 'callgate:';
     if (/[{}]/.test(this.prefix)) throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
-    this.hashTags = opts.hashTags ?? opts.redis instanceof Cluster;
+    this.hashTags = opts.hashTags ?? isCluster(opts.redis);
     this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
     this.writeChunk = opts.writeChunk ?? 16;
     this.readyTimeoutMs = opts.readyTimeoutMs ?? 5_000;
@@ -162,16 +187,17 @@ export class RedisStore implements Store {
     };
     this.admissions = new Batcher<PendingAdmit>({ ...batching, send: (items) => this.sendAdmissions(items) });
     this.reservations = new Batcher<PendingReserve>({ ...batching, send: (items) => this.sendReservations(items) });
-    for (const { command, lua } of Object.values(SCRIPTS)) {
+    for (const { command, lua } of Object.values(scripts())) {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
     this.redis.on('error', this.onClientError);
     this.redis.on('ready', this.onClientReady);
   }
 
-  /** A store on its own connection to `url` (closed by close()). */
-  static connect(url: string, opts: Omit<RedisStoreOptions, 'redis'> = {}): RedisStore {
-    const store = new RedisStore({ ...opts, redis: new Redis(url, RECOMMENDED_REDIS_OPTIONS) });
+  /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
+  static connect(url: string, opts: RedisConnectOptions = {}): RedisStore {
+    const { redisOptions, ...storeOpts } = opts;
+    const store = new RedisStore({ ...storeOpts, redis: new Redis(url, { ...RECOMMENDED_REDIS_OPTIONS, ...redisOptions }) });
     store.ownsConnection = true;
     return store;
   }
@@ -286,9 +312,9 @@ export class RedisStore implements Store {
    * Redis starts on it while this process still handles the replies that made the next one.
    */
   private async write(name: ScriptName, argv: (string | number)[]): Promise<unknown> {
-    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[SCRIPTS[name].command]!;
+    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[scripts()[name].command]!;
     try {
-      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !(this.redis instanceof Cluster)) return await this.corked(this.redis, fn, argv);
+      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !isCluster(this.redis)) return await this.corked(this.redis, fn, argv);
       return await fn.apply(this.redis, argv);
     } catch (err) {
       throw unavailable(err);
@@ -333,8 +359,12 @@ export class RedisStore implements Store {
     }
     const buckets = this.bucketArgs(req.tag, req.buckets);
     const now = req.now === undefined ? '' : String(req.now);
+    // a hold only matters (and travels) where a bucket has a channel limit
+    const held = req.hold !== undefined && hasChannels(req.buckets);
+    const id = held ? encodeId(req.hold!.id) : undefined;
+    const forUs = held ? req.hold!.forUs : 0;
     return new Promise<AdmitResult>((resolve, reject) => {
-      this.admissions.add(this.hashTags ? req.tag : '', { buckets, now, signal: req.signal, resolve, reject });
+      this.admissions.add(this.hashTags ? req.tag : '', { buckets, now, id, forUs, signal: req.signal, resolve, reject });
     });
   }
 
@@ -365,16 +395,45 @@ export class RedisStore implements Store {
       this.sendAdmissions(items.slice(n));
       return;
     }
-    const { calls, virtual } = runsOf(items, (i) => num(plans[i]!));
-    const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`], calls, true);
+    const { calls, virtual } = runsOf(items, (i, out) => {
+      const item = items[i]!;
+      out.push(num(plans[i]!));
+      if (item.id !== undefined) out.push(item.id, String(item.forUs));
+    });
+    const tag = items[0]!.buckets[0]!.tag;
+    const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:')], calls, true);
     this.writeBatch('admit', argv, items, (reply) => {
-      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now
+      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate)
       const r = reply as number[];
       for (let i = 0; i < items.length; i++) {
-        const limitedBy = r[3 * i]!;
-        items[i]!.resolve({ admitted: limitedBy === 0, limitedBy: limitedBy - 1, retryAfterUs: r[3 * i + 1]!, now: r[3 * i + 2]! });
+        const item = items[i]!;
+        const limitedBy = r[4 * i]!;
+        const flags = r[4 * i + 3]!;
+        const now = r[4 * i + 2]!;
+        if (limitedBy !== 0) {
+          item.resolve({ admitted: false, limitedBy: limitedBy - 1, reason: flags === 1 ? 'channels' : 'rate', retryAfterUs: r[4 * i + 1]!, now });
+        } else if (flags === 2) item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now, duplicate: true });
+        else {
+          if (item.id !== undefined && item.forUs > 0) this.locate(tag, item.id, item.forUs, item.now !== '');
+          item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
+        }
       }
     });
+  }
+
+  /**
+   * With hash tags, a call's inbound record lives on its tag, which a release knowing only the
+   * call id cannot compute: a locator under the call id's own tag names the record. Written
+   * after the decision (another slot), without waiting; a hold whose locator is lost still lapses.
+   */
+  private locate(tag: string, id: string, forUs: number, virtual: boolean): void {
+    if (!this.hashTags) return;
+    const ms = Math.max(Math.ceil(forUs / 1000) + 1, virtual ? this.virtualTtlMs : 0);
+    this.redis.set(this.locatorKey(id), this.base(tag, `call:in:${id}`), 'PX', ms).catch(() => undefined);
+  }
+
+  private locatorKey(id: string): string {
+    return this.base(`c:${id}`, 'loc');
   }
 
   async record(req: RecordRequest): Promise<RecordResult> {
@@ -383,9 +442,21 @@ export class RedisStore implements Store {
     for (const args of this.bucketArgs(req.tag, req.buckets)) {
       if (b.bucket(args) === 0) throw new InvalidArgumentError('the buckets of one call must not share a Redis key');
     }
-    const head = [req.now === undefined ? '' : String(req.now), this.member(), String(this.ttlFloor(req.now))];
-    const r = await this.send('add', b.argv(head, [], false), req.signal);
-    return { now: Number(r) };
+    const held = req.hold !== undefined && hasChannels(req.buckets);
+    const id = held ? encodeId(req.hold!.id) : '';
+    const forUs = held ? req.hold!.forUs : 0;
+    const head = [
+      req.now === undefined ? '' : String(req.now),
+      this.member(),
+      String(this.ttlFloor(req.now)),
+      held ? this.base(req.tag, `call:in:${id}`) : '',
+      id,
+      String(forUs),
+    ];
+    const r = (await this.send('add', b.argv(head, [], false), req.signal)) as number[];
+    const duplicate = r[1] === 1;
+    if (held && !duplicate && forUs > 0) this.locate(req.tag, id, forUs, req.now !== undefined);
+    return duplicate ? { now: r[0]!, duplicate } : { now: r[0]! };
   }
 
   async count(req: CountRequest): Promise<CountResult> {
@@ -405,8 +476,10 @@ export class RedisStore implements Store {
       return Promise.reject(err);
     }
     const now = req.now === undefined ? '' : String(req.now);
+    const id = req.hold === undefined ? '' : encodeId(req.hold.id);
+    const forUs = req.hold === undefined ? '0' : String(req.hold.forUs);
     return new Promise<ReserveResult>((resolve, reject) => {
-      this.reservations.add(OUTBOUND_TAG, { route: req.route, now, signal: req.signal, resolve, reject });
+      this.reservations.add(OUTBOUND_TAG, { route: req.route, now, id, forUs, signal: req.signal, resolve, reject });
     });
   }
 
@@ -419,16 +492,20 @@ export class RedisStore implements Store {
     const keyIndex = new Map<string, string>();
     const routes: string[] = [];
     const routeIndex = new Map<string, string>();
+    const keyOf = (key: string): string => {
+      let k = keyIndex.get(key);
+      if (k === undefined) {
+        k = num(keys.push(key));
+        keyIndex.set(key, k);
+      }
+      return k;
+    };
     const routeOf = (route: readonly Carrier[]): string => {
       const entry = [num(route.length)];
       for (const c of route) {
         const key = this.carrierKey(c);
-        let k = keyIndex.get(key);
-        if (k === undefined) {
-          k = num(keys.push(key));
-          keyIndex.set(key, k);
-        }
-        entry.push(k, String(c.intervalUs), String(c.maxWaitUs));
+        const channels = c.channels ?? 0;
+        entry.push(keyOf(key), String(c.intervalUs), String(c.maxWaitUs), String(channels), channels > 0 ? keyOf(`${key}:ch`) : '0');
       }
       const id = entry.join(' ');
       let r = routeIndex.get(id);
@@ -439,22 +516,29 @@ export class RedisStore implements Store {
       }
       return r;
     };
-    const { calls, virtual } = runsOf(items, (i) => routeOf(items[i]!.route));
+    const { calls, virtual } = runsOf(items, (i, out) => {
+      const item = items[i]!;
+      out.push(routeOf(item.route), item.id, item.forUs);
+    });
     const argv: string[] = [num(keys.length)];
     for (const k of keys) argv.push(k);
-    argv.push(String(virtual ? this.virtualTtlMs : 0), num(routeIndex.size));
+    argv.push(String(virtual ? this.virtualTtlMs : 0), this.base(OUTBOUND_TAG, 'call:out:'), num(routeIndex.size));
     for (const v of routes) argv.push(v);
     for (const v of calls) argv.push(v);
     this.writeBatch('reserve', argv, items, (reply) => {
-      // per call: m, index (1-based, 0: none), waitUs, slotUs, now, then m waits
+      // per call: m, index (1-based, 0: none), waitUs, slotUs, now, then per carrier tried its wait and full flag
       const r = reply as Reply;
       let at = 0;
       for (const item of items) {
         const m = Number(r[at]);
         const waits: number[] = new Array(m);
-        for (let i = 0; i < m; i++) waits[i] = Number(r[at + 5 + i]);
-        item.resolve({ index: Number(r[at + 1]) - 1, waitUs: Number(r[at + 2]), slotUs: Number(r[at + 3]), now: Number(r[at + 4]), waits });
-        at += 5 + m;
+        const full: boolean[] = new Array(m);
+        for (let i = 0; i < m; i++) {
+          waits[i] = Number(r[at + 5 + 2 * i]);
+          full[i] = Number(r[at + 6 + 2 * i]) === 1;
+        }
+        item.resolve({ index: Number(r[at + 1]) - 1, waitUs: Number(r[at + 2]), slotUs: Number(r[at + 3]), now: Number(r[at + 4]), waits, full });
+        at += 5 + 2 * m;
       }
     });
   }
@@ -465,10 +549,73 @@ export class RedisStore implements Store {
     return { waitUs: Number(r[0]), now: Number(r[1]) };
   }
 
+  /**
+   * The call records of an id, grouped by the script call that can take them together (one
+   * Cluster slot each): untagged, both in one; tagged, the outbound one on the carriers' tag and
+   * the inbound one wherever its locator says (none when it has no locator).
+   */
+  private async recordsOf(id: string, direction: 'in' | 'out' | undefined, signal: StopSignal | undefined): Promise<string[][]> {
+    const wantIn = direction !== 'out';
+    const wantOut = direction !== 'in';
+    const out = wantOut ? [this.base(OUTBOUND_TAG, `call:out:${id}`)] : [];
+    if (!this.hashTags) return [[...(wantIn ? [this.base('', `call:in:${id}`)] : []), ...out]];
+    const groups = out.length > 0 ? [out] : [];
+    if (wantIn) {
+      let key: string | null;
+      try {
+        const wait = this.notReady(signal);
+        if (wait) await wait;
+        key = await this.redis.get(this.locatorKey(id));
+      } catch (err) {
+        throw unavailable(err);
+      }
+      if (key !== null) groups.push([key]);
+    }
+    return groups;
+  }
+
+  async release(req: ReleaseRequest): Promise<ReleaseResult> {
+    checkRelease(req);
+    const id = encodeId(req.id);
+    let released = 0;
+    let now = req.now ?? 0;
+    for (const keys of await this.recordsOf(id, req.direction, req.signal)) {
+      const r = (await this.run('release', keys, [req.now ?? '', id], req.signal)) as number[];
+      released += r[0]!;
+      now = r[1]!;
+    }
+    if (this.hashTags && req.direction !== 'out') await this.redis.del(this.locatorKey(id)).catch(() => undefined);
+    return { released, now };
+  }
+
+  async refresh(req: RefreshRequest): Promise<RefreshResult> {
+    checkRefresh(req);
+    const id = encodeId(req.id);
+    let refreshed = 0;
+    let now = req.now ?? 0;
+    const floor = String(this.ttlFloor(req.now));
+    for (const keys of await this.recordsOf(id, undefined, req.signal)) {
+      const r = (await this.run('refresh', keys, [req.now ?? '', id, req.forUs, floor], req.signal)) as number[];
+      refreshed += r[0]!;
+      now = r[1]!;
+    }
+    if (this.hashTags && refreshed > 0) {
+      const ms = Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now));
+      await this.redis.pexpire(this.locatorKey(id), ms).catch(() => undefined);
+    }
+    return { refreshed, now };
+  }
+
+  async holds(req: HoldsRequest): Promise<HoldsResult> {
+    checkHolds(req);
+    const r = (await this.run('holds', [`${this.base(req.tag, req.name)}:ch`], [req.now ?? ''], req.signal)) as number[];
+    return { holds: r[0]!, now: r[1]! };
+  }
+
   /** Delete every key under this store's prefix, on every master of a Cluster. */
   async clear(): Promise<void> {
     const match = this.prefix.replace(/[*?[\]\\]/g, '\\$&') + '*';
-    const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    const nodes = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
     for (const node of nodes) {
       let cursor = '0';
       do {
@@ -488,10 +635,10 @@ export class RedisStore implements Store {
 }
 
 /**
- * The calls of a batch in runs that share a time (lua/includes/runs.lua): now, count, then one
- * argument per call (`arg(i)` for call i). `virtual`: some call gave its own now.
+ * The calls of a batch in runs that share a time (lua/includes/runs.lua): now, count, then the
+ * arguments of each call (`args(i, out)` pushes call i's). `virtual`: some call gave its own now.
  */
-function runsOf(items: readonly { readonly now: string }[], arg: (i: number) => string): { calls: string[]; virtual: boolean } {
+function runsOf(items: readonly { readonly now: string }[], args: (i: number, out: string[]) => void): { calls: string[]; virtual: boolean } {
   const calls: string[] = [];
   let virtual = false;
   for (let i = 0; i < items.length; ) {
@@ -499,15 +646,26 @@ function runsOf(items: readonly { readonly now: string }[], arg: (i: number) => 
     let j = i + 1;
     while (j < items.length && items[j]!.now === now) j++;
     calls.push(now, num(j - i));
-    for (let k = i; k < j; k++) calls.push(arg(k));
+    for (let k = i; k < j; k++) args(k, calls);
     if (now !== '') virtual = true;
     i = j;
   }
   return { calls, virtual };
 }
 
-/** A Redis reply error is a bug to surface as is; anything else means Redis is out of reach. */
+/**
+ * A Cluster client, as ioredis marks it (Cluster sets isCluster true, Redis false). Not
+ * instanceof: the application's ioredis may be another copy than the one callgate resolves.
+ */
+function isCluster(redis: Redis | Cluster): redis is Cluster {
+  return (redis as { isCluster?: unknown }).isCluster === true;
+}
+
+/**
+ * A Redis reply error (redis-errors' ReplyError, named after its class) is a bug to surface as
+ * is; anything else means Redis is out of reach. By name, for the same reason as isCluster().
+ */
 function unavailable(err: unknown): Error {
-  if (err instanceof ReplyError || err instanceof StoreUnavailableError) return err as Error;
+  if ((err as Error | undefined)?.name === 'ReplyError' || err instanceof StoreUnavailableError) return err as Error;
   return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err as Error);
 }

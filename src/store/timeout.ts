@@ -2,6 +2,13 @@ import { StoreUnavailableError } from '../errors/index.js';
 import type { StopSignal } from './types.js';
 
 /**
+ * The default bound on one store call per decision, inbound and outbound alike: SIP's T1
+ * (500 ms), the interval after which a caller over UDP retransmits its INVITE. A decision that
+ * waits longer on a stalled Redis adds more post-dial delay than the policy's answer is worth.
+ */
+export const DEFAULT_TIMEOUT_MS = 500;
+
+/**
  * Bound one store call in time. Past `ms`, the decision stops waiting and rejects with
  * StoreUnavailableError, and the signal handed to the call is aborted: a store that has not
  * sent its command yet (Redis reconnecting, or a batch not yet written) then never sends it, so

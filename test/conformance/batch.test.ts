@@ -830,9 +830,9 @@ function sharedTests(b: Backend, cluster: boolean): void {
     // reserve A, wait, reserve B on one carrier, increasing times
     const X = carrier('carrier:ox', 1000.5, 10_000);
     const r1 = await runTick(store, mem, [reserve([X], t), wait(X, t + 1), reserve([X], t + 2)], 'reserve, wait, reserve');
-    expect(r1[0]).to.deep.equal({ index: 0, waitUs: 0, slotUs: t, waits: [0], now: t });
+    expect(r1[0]).to.deep.equal({ index: 0, waitUs: 0, slotUs: t, waits: [0], full: [false], now: t });
     expect(r1[1], 'the wait sees A').to.deep.equal({ waitUs: 999.5, now: t + 1 });
-    expect(r1[2], 'B sees A').to.deep.equal({ index: 0, waitUs: 998.5, slotUs: t + 1000.5, waits: [998.5], now: t + 2 });
+    expect(r1[2], 'B sees A').to.deep.equal({ index: 0, waitUs: 998.5, slotUs: t + 1000.5, waits: [998.5], full: [false], now: t + 2 });
 
     // waits first, between and last in one tick at one time, each sees the reservations before it
     const Y = carrier('carrier:oy', I7, 3.5 * I7);

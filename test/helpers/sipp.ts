@@ -7,7 +7,8 @@
  *   const callerReport = await uac.done();   // -m calls made (bounded by -timeout)
  *   const carrierReport = await uas.stop();  // SIGUSR1: no new calls, the ongoing ones finish
  *
- * A report holds sipp's own records: every message sent and received (-trace_msg, µs times),
+ * A report holds sipp's own records: every message sent and received (-trace_msg, or the lighter
+ * -trace_shortmsg; µs times),
  * the last row of the statistics (-trace_stat) and of the per-message counts (-trace_counts),
  * and the unexpected-message log (-trace_err). Every child is SIGKILLed on process exit; every
  * wait is bounded; loopback only, never a fixed port (a control port of its own too).
@@ -44,10 +45,17 @@ export interface SippOptions {
   /**
    * Run sipp under real-time scheduling (chrt -f 1, where allowed; else as is), so that its
    * userland timestamps stay close to the wire on a busy host, as those of a carrier's policer
-   * in a kernel or a switch would be. sipp sleeps between messages: it takes little CPU.
-   * Default true.
+   * in a kernel or a switch would be. sipp sleeps between messages: it takes little CPU. Give
+   * it to the sipps whose receive times are measured (carriers), not to all: real-time tasks
+   * of one priority do not preempt each other. Default false.
    */
   readonly priority?: boolean;
+  /**
+   * `full`: every message whole (-trace_msg: headers can be checked); `short`: one line per
+   * message (-trace_shortmsg: time, direction, Call-ID, CSeq, first line), lighter for sipp.
+   * Default full.
+   */
+  readonly trace?: 'full' | 'short';
   /** sipp exits after this long whatever happens (-timeout), s. Default 60. */
   readonly timeoutS?: number;
   readonly extraArgs?: readonly string[];
@@ -172,7 +180,7 @@ async function launch(opts: SippOptions, port: number, control: number): Promise
     '-nostdin',
     '-timer_resol', '1',
     '-timeout', `${opts.timeoutS ?? 60}s`,
-    '-trace_msg', '-message_file', file('messages.log'),
+    ...(opts.trace === 'short' ? ['-trace_shortmsg', '-shortmessage_file', file('short.log')] : ['-trace_msg', '-message_file', file('messages.log')]),
     '-trace_err', '-error_file', file('errors.log'),
     '-trace_stat', '-stf', file('stats.csv'), '-fd', '1',
     '-trace_counts',
@@ -183,7 +191,7 @@ async function launch(opts: SippOptions, port: number, control: number): Promise
     ...Object.entries(opts.keys ?? {}).flatMap(([k, v]) => ['-key', k, v]),
     ...(opts.extraArgs ?? []),
   ];
-  const child = (opts.priority ?? true) && realtimeAllowed()
+  const child = (opts.priority ?? false) && realtimeAllowed()
     ? spawn('chrt', ['-f', '1', 'sipp', ...args], { cwd: opts.dir, stdio: ['ignore', 'pipe', 'pipe'] })
     : spawn('sipp', args, { cwd: opts.dir, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
@@ -216,7 +224,11 @@ async function launch(opts: SippOptions, port: number, control: number): Promise
   const report = async (how: { code: number | null; signal: NodeJS.Signals | null }): Promise<SippReport> => ({
     name: opts.name,
     ...how,
-    messages: existsSync(file('messages.log')) ? parseMessageLog(readFileSync(file('messages.log'), 'latin1')) : [],
+    messages: existsSync(file('messages.log'))
+      ? parseMessageLog(readFileSync(file('messages.log'), 'latin1'))
+      : existsSync(file('short.log'))
+        ? parseShortLog(readFileSync(file('short.log'), 'latin1'))
+        : [],
     stats: lastRow(file('stats.csv')),
     counts: Object.fromEntries(Object.entries(lastRow(countsFile(opts.dir, child.pid!))).map(([k, v]) => [k, Number(v)])),
     errors: existsSync(file('errors.log')) ? readFileSync(file('errors.log'), 'latin1') : '',
@@ -292,6 +304,32 @@ export function parseMessageLog(text: string): SipLogEntry[] {
       callId: headers['call-id']?.[0] ?? '',
       cseq: headers['cseq']?.[0] ?? '',
       headers,
+      firstLine,
+    });
+  }
+  return out;
+}
+
+/**
+ * sipp's short message log (-trace_shortmsg): one tab-separated line per message: date, time,
+ * epoch seconds with µs, S or R, Call-ID, `CSeq:N METHOD`, first line. Headers are not kept.
+ */
+export function parseShortLog(text: string): SipLogEntry[] {
+  const out: SipLogEntry[] = [];
+  for (const line of text.split('\n')) {
+    const f = line.split('\t');
+    if (f.length < 7 || (f[3] !== 'S' && f[3] !== 'R')) continue;
+    const [sec, frac = ''] = f[2]!.split('.');
+    const t = Number(sec) * 1_000_000 + Number(frac.padEnd(6, '0').slice(0, 6));
+    const firstLine = f.slice(6).join('\t').trim();
+    const res = /^SIP\/2\.0 (\d{3})/.exec(firstLine);
+    out.push({
+      t,
+      dir: f[3] === 'S' ? 'sent' : 'received',
+      ...(res ? { status: Number(res[1]) } : { method: firstLine.split(' ')[0] }),
+      callId: f[4]!,
+      cseq: f[5]!.replace(/^CSeq:\s*/, ''),
+      headers: {},
       firstLine,
     });
   }
