@@ -12,9 +12,10 @@
   ARGV[4]     call record key ('' when no bucket has a channel limit)
   ARGV[5]     the call's id (key-safe; '' when none)
   ARGV[6]     how long the call holds its channels, µs
-  ARGV[7..]   the profiles and buckets (includes/buckets.lua; their limits are not checked)
-  Reply: { now (integer, µs), duplicate (1: the call's record still held at now: nothing
-         counted) }
+  ARGV[7]     deadline, µs in Redis time ('' = none): past it the call is skipped, not counted
+  ARGV[8..]   the profiles and buckets (includes/buckets.lua; their limits are not checked)
+  Reply: { now (integer, µs), 0, or 1 when the call's record still held at now (a repeat:
+         nothing counted), or 2 when it was skipped (past its deadline: nothing counted) }
 ]]
 --- @include "common"
 --- @include "buckets"
@@ -25,7 +26,10 @@ local ts = fmtInt(t)
 local member = ARGV[2]
 local floorMs = tonumber(ARGV[3])
 local record, id, forUs = ARGV[4], ARGV[5], tonumber(ARGV[6])
-local bLog, bRet, bHash, _, _, _, _, _, _, hashW, _, bHold = readBuckets(7)
+local bLog, bRet, bHash, _, _, _, _, _, _, hashW, _, bHold = readBuckets(8)
+if pastDeadline(ARGV[7]) then
+  return { t, 2 }
+end
 if id ~= '' then
   local e = recordEnd(record)
   if e and e > t then

@@ -19,8 +19,8 @@
     NP        the number of plans, then per plan: n, then n bucket indices (1-based), in
               check order
   then the calls, in runs that share a time (includes/runs.lua); per call its plan index
-  (1-based) and, when a bucket of the plan has a channel limit, the call's id (key-safe) and
-  how long it holds its channels once admitted (µs)
+  (1-based), its deadline (µs, Redis time; '' = none) and, when a bucket of the plan has a
+  channel limit, the call's id (key-safe) and how long it holds its channels once admitted (µs)
 
   Semantics at time t (normative: src/store/types.ts):
     sliding-log     n = #{s : t - W < s <= t}; room iff n < L
@@ -28,10 +28,12 @@
     sliding-window  room iff c + p * (1 - f) < L, f = (t - kW) / W
     channels N      holds with an end after t < N (checked after the bucket's rate limits)
     a call whose record still holds at t (end > t) is admitted again, counted nowhere
+    a call whose deadline has passed (Redis TIME >= deadline) is skipped: decided nowhere
   Reply: per call four integers (exact below 2^53): limitedBy (0: admitted; else the 1-based
          position, among the call's buckets, of the first without room), retryAfterUs (0 when
          admitted; else the max over failing rate limits of the wait until room), now (µs),
-         flags (1: refused by channels, not rate; 2: a repeated admit of a call still holding)
+         flags (1: refused by channels, not rate; 2: a repeated admit of a call still holding;
+         4: skipped, past its deadline)
 
   How the work is shared: calls with the same t form a group. In a group each (log, W) is
   counted once with ZCOUNT and each window hash read once; the calls admitted add their events
@@ -299,14 +301,17 @@ local out = {}
 local call = 0
 eachCall(a, floorMs, newGroup, function(x)
   call = call + 1
-  local p = tonumber(ARGV[x])
+  local p, deadline = tonumber(ARGV[x]), ARGV[x + 1]
   local id, forUs
   if planHolds[p] then
-    id, forUs, x = ARGV[x + 1], tonumber(ARGV[x + 2]), x + 2
+    id, forUs, x = ARGV[x + 2], tonumber(ARGV[x + 3]), x + 2
   end
-  local limitedBy, retry, flags = decide(plans[p], call, id, forUs)
+  local limitedBy, retry, flags = 0, 0, 4
+  if not pastDeadline(deadline) then
+    limitedBy, retry, flags = decide(plans[p], call, id, forUs)
+  end
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = limitedBy, retry, t, flags
-  return x + 1
+  return x + 2
 end, writeGroup)
 return out

@@ -15,13 +15,15 @@
   ARGV[3]     NR, the number of routes, then per route: n, then per carrier in route order:
               its key (1-based index in KEYS), I (µs, may be fractional), maxWait (µs), N (its
               channel limit, 0: none), its holds key (index in KEYS; 0 when N is 0)
-  then the calls, in runs that share a time (includes/runs.lua), three arguments per call:
-  route index (1-based), the call's id (key-safe; '' for none), how long the call holds its
+  then the calls, in runs that share a time (includes/runs.lua), four arguments per call:
+  route index (1-based), its deadline (µs, Redis time; '' = none: a call whose deadline has
+  passed is skipped), the call's id (key-safe; '' for none), how long the call holds its
   carrier's channel after its slot (µs)
   A call with an id that gets a carrier first drops the id's previous outbound record and its
   hold (one outbound hold per call id); then, on a carrier with a channel limit, it holds a
   channel from now until slot + its hold time, recorded under its id.
-  Reply: per call, m (the number of carriers tried) and then: index (1-based carrier that took
+  Reply: per call, m (the number of carriers tried; -1: skipped, past its deadline, and nothing
+         else follows but the four fields below) and then: index (1-based carrier that took
          the call; 0 = none), waitUs, slotUs (0 when none), now, and per carrier tried, in
          order: its wait and 1 when its channels were full (with a wait it could take), else 0
          (times as strings: I may be fractional)
@@ -109,11 +111,15 @@ end
 local out = {}
 eachCall(a, floorMs, newGroup, function(x)
   local route = routes[tonumber(ARGV[x])]
-  local id, forUs = ARGV[x + 1], tonumber(ARGV[x + 2])
+  local id, forUs = ARGV[x + 2], tonumber(ARGV[x + 3])
   local keys, Is, maxWaits, Ns, holdKeys = route[1], route[2], route[3], route[4], route[5]
   local head = #out
   out[head + 1] = 0 -- m, set below
   out[head + 2], out[head + 3], out[head + 4], out[head + 5] = 0, '0', '0', ts
+  if pastDeadline(ARGV[x + 1]) then
+    out[head + 1] = -1
+    return x + 4
+  end
   local m = 0
   for i = 1, #keys do
     local k, I = keys[i], Is[i]
@@ -159,6 +165,6 @@ eachCall(a, floorMs, newGroup, function(x)
     end
   end
   out[head + 1] = m
-  return x + 3
+  return x + 4
 end, writeGroup)
 return out

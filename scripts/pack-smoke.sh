@@ -28,7 +28,7 @@ tgz="$(npm pack --silent --pack-destination "$scratch" | tail -n 1)"
 [ -f "$scratch/$tgz" ] || fail "npm pack produced no tarball"
 contents="$(tar -tzf "$scratch/$tgz")"
 for f in package/LICENSE package/README.md package/bin/callgate.js package/lua/admit.lua \
-  package/lua/includes/common.lua package/dist/src/index.js package/dist/src/index.d.ts package/dist/src/cli.js; do
+  package/lua/includes/common.lua package/assets/report/app.js package/assets/report/style.css package/dist/src/index.js package/dist/src/index.d.ts package/dist/src/cli.js; do
   grep -qx "$f" <<<"$contents" || fail "$f missing from $tgz"
 done
 if grep -Eq '^package/(src|test|fixtures|bench|scripts|\.ci)/' <<<"$contents"; then
@@ -59,6 +59,12 @@ node -e '
   if (lines.length < 10) throw new Error(`only ${lines.length} decisions`);
   console.log(`${lines.length} decisions, every limit held`);
 ' "$scratch/report.json" "$scratch/decisions.jsonl"
+
+step "callgate replay --html (the page's script and uPlot found in the installed package)"
+"$bin" replay --config "$repo/fixtures/boundary.config.json" --trace "$repo/fixtures/boundary.trace.csv" \
+  --html "$scratch/report.html" >/dev/null
+grep -q 'uPlot' "$scratch/report.html" || fail "the HTML report has no uPlot"
+grep -q 'script id="data"' "$scratch/report.html" || fail "the HTML report has no data"
 
 step "import('callgate'): names, a memory-store CallGate, refused deep imports"
 node --input-type=module -e '

@@ -3,7 +3,8 @@
  *
  *   callgate replay --config FILE --trace FILE [--store memory|redis] [--redis-url URL]
  *                   [--redis-tls-ca FILE] [--redis-tls-cert FILE --redis-tls-key FILE]
- *                   [--decisions FILE|-] [--json]
+ *                   [--decisions FILE|-] [--json] [--html FILE] [--compare OLD_CONFIG]
+ *   callgate merge-traces --out FILE TRACE...
  *
  * Bad input (an invalid configuration, a malformed trace, an unreadable file) ends with exit
  * code 2 and one line per problem, no stack trace; a decisions file is written to a temporary
@@ -13,13 +14,17 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, realpathSync, renameSync, rmSync, type WriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError as CliArgumentError, Option } from 'commander';
-import cliProgress from 'cli-progress';
 import { Redis } from 'ioredis';
 import { ConfigError } from './config/ConfigError.js';
 import { loadConfigFile } from './config/load.js';
 import { CallgateError } from './errors/index.js';
+import { compare, compareText } from './replay/compare.js';
+import { checkHtmlTarget, writeHtmlReport } from './replay/html.js';
+import { progress } from './replay/progress.js';
 import { replay, type DecisionLine } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
+import { ReplaySeries } from './replay/series.js';
+import { mergeTraces } from './replay/trace-merge.js';
 import { TraceError, formatProblem } from './replay/trace.js';
 import { redactUrl, redisConnectionOptions } from './cliRedisOptions.js';
 import { packageVersion } from './packageRoot.js';
@@ -39,6 +44,8 @@ interface ReplayArgs {
   redisTlsKey?: string;
   decisions?: string;
   json?: boolean;
+  html?: string;
+  compare?: string;
   progress: boolean;
 }
 
@@ -118,41 +125,34 @@ async function openStore(args: ReplayArgs): Promise<Store> {
 
 async function runReplay(args: ReplayArgs): Promise<void> {
   const config = await loadConfigFile(args.config);
+  const baseline = args.compare !== undefined ? await loadConfigFile(args.compare) : undefined;
+  if (args.html !== undefined) checkHtmlTarget(args.html);
   const store = await openStore(args);
+  // what-if: the old configuration on a store of its own
+  const baselineStore = baseline ? await openStore(args).catch(async (err) => (await store.close(), Promise.reject(err))) : undefined;
   const writer = args.decisions !== undefined ? new DecisionWriter(args.decisions) : undefined;
   // the report goes to stderr when the decisions take stdout
   const reportOut = args.decisions === '-' ? process.stderr : process.stdout;
-  const bar =
-    args.progress && process.stderr.isTTY
-      ? new cliProgress.SingleBar({ stream: process.stderr, format: 'replay [{bar}] {percentage}% {value}/{total} calls', hideCursor: true }, cliProgress.Presets.shades_classic)
-      : undefined;
-  let barStarted = false;
+  const bar = progress(baseline ? 'what-if' : 'replay', process.stderr, args.progress);
+  const series = args.html !== undefined ? new ReplaySeries() : undefined;
+  const baselineSeries = args.html !== undefined && baseline ? new ReplaySeries() : undefined;
   try {
-    const result = await replay({
-      config,
-      tracePath: args.trace,
-      store,
-      onDecision: writer ? (d) => writer.write(d) : undefined,
-      progressEvery: 5_000,
-      onProgress: bar
-        ? (done, total) => {
-            if (!barStarted && total >= 50_000) {
-              bar.start(total, 0);
-              barStarted = true;
-            }
-            if (barStarted) bar.update(done);
-          }
-        : undefined,
-    });
-    if (barStarted) bar!.stop();
+    const common = { tracePath: args.trace, onDecision: writer ? (d: DecisionLine) => writer.write(d) : undefined, progressEvery: 5_000, onProgress: bar.update, series };
+    const { result, whatif, old } = baseline
+      ? await compare({ ...common, config, baseline, configName: args.config, baselineName: args.compare!, store, baselineStore: baselineStore!, baselineSeries }).then((c) => ({ ...c, old: c.baseline }))
+      : { result: await replay({ ...common, config, store }), whatif: undefined, old: undefined };
+    bar.finish();
     await writer?.commit();
-    reportOut.write((args.json ? JSON.stringify(reportJson(result)) : reportText(result)) + '\n');
+    if (args.html !== undefined) writeHtmlReport(args.html, { result, series: series!, config, configPath: args.config, tracePath: args.trace, whatif, baselineSeries });
+    if (args.json) reportOut.write(JSON.stringify(whatif ? { report: reportJson(result), baseline: reportJson(old!), whatif } : reportJson(result)) + '\n');
+    else reportOut.write(reportText(result) + (whatif ? '\n' + compareText(whatif) : '') + '\n');
   } catch (err) {
-    if (barStarted) bar!.stop();
+    bar.abort();
     await writer?.abort();
     throw err;
   } finally {
     await store.close();
+    await baselineStore?.close();
   }
 }
 
@@ -194,8 +194,19 @@ export function program(): Command {
     .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
     .option('--decisions <file>', "write one decision per call as JSON Lines ('-' for standard output)")
     .option('--json', 'print the report as one JSON object')
+    .option('--html <file>', 'also write the report with charts as one self-contained HTML file')
+    .option('--compare <file>', 'what-if: replay under this (old) configuration too, report the calls decided differently')
     .option('--no-progress', 'no progress bar, even on a terminal')
     .action(async (opts: ReplayArgs) => runReplay(opts));
+  cmd
+    .command('merge-traces')
+    .description('merge recorded traces (several processes, rotated files) into one, in time order')
+    .requiredOption('--out <file>', 'the merged trace (written whole or not at all)')
+    .argument('<traces...>', 'recorded trace files; equal times keep the order given')
+    .action(async (traces: string[], opts: { out: string }) => {
+      const r = await mergeTraces(traces, opts.out);
+      process.stdout.write(`${opts.out}: ${r.rows} calls from ${traces.length} files\n`);
+    });
   return cmd;
 }
 

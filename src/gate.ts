@@ -6,7 +6,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { Admission, type AdmissionDecision, type AdmissionEvents, type AdmitInput, type StorePolicy } from './admission/Admission.js';
-import { SystemClock, type Clock } from './clock.js';
+import { SystemClock, systemClockUs, type Clock } from './clock.js';
 import { diffConfig, loadConfig, type CallgateConfig, type CallgateConfigInput, type ConfigChange } from './config/index.js';
 import {
   Dispatcher,
@@ -17,9 +17,10 @@ import {
 } from './dispatch/Dispatcher.js';
 import { InvalidArgumentError } from './errors/index.js';
 import { SafeEmitter } from './events.js';
+import { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import { ReleaseQueue } from './releaseQueue.js';
-import { withDeadline } from './store/timeout.js';
+import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';
 import type { StopSignal, Store } from './store/types.js';
 
 /**
@@ -34,8 +35,11 @@ export type CallGateEvents = AdmissionEvents &
     /** An inbound refusal or an outbound call no carrier could take (tell them apart by `direction`). */
     rejected: [AdmissionDecision | DispatchResult];
     reloaded: [ConfigChange[]];
-    /** A call's end was reported (release()); deferred ones are announced again once they land. */
-    released: [{ callId: string; outcome: ReleaseOutcome }];
+    /**
+     * A call's end was reported (release()); deferred ones are announced again once they land.
+     * `at`: when the store released it, µs (its clock: Redis TIME live on Redis); absent while deferred.
+     */
+    released: [{ callId: string; outcome: ReleaseOutcome; at?: number }];
   };
 
 export type ConfigSource = string | CallgateConfigInput | CallgateConfig;
@@ -56,6 +60,10 @@ export interface CallGateOptions {
    * T1, after which a caller over UDP retransmits its INVITE). Not applied to the memory store.
    */
   readonly timeoutMs?: number;
+  /** Policy `local`: the share of every limit the in-process stand-in allows (see AdmissionOptions.localShare). */
+  readonly localShare?: number;
+  /** Record every decision's input as trace rows (replayable), in files rotated by size. */
+  readonly record?: TraceRecorderOptions | TraceRecorder;
   /** Releases that could not reach the store, kept for retrying, at most (default 100,000; the oldest go first). */
   readonly maxDeferredReleases?: number;
 }
@@ -78,6 +86,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   /** The reloads started by watch(), in order. */
   private reloading: Promise<void> = Promise.resolve();
   private watchTimer?: NodeJS.Timeout;
+  /** The trace recorder, when the `record` option is given (closed by close()). */
+  readonly recorder?: TraceRecorder;
   private readonly timeoutMs: number;
   private readonly deferred: ReleaseQueue;
 
@@ -98,6 +108,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       events: this as unknown as SafeEmitter<AdmissionEvents>,
       policy: opts.policy,
       timeoutMs: opts.timeoutMs,
+      localShare: opts.localShare,
     });
     this.store.events?.on('error', this.onStoreError);
     this.dispatcher = new Dispatcher({
@@ -108,12 +119,24 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       events: this as unknown as SafeEmitter<DispatcherEvents>,
       timeoutMs: opts.timeoutMs,
     });
-    this.timeoutMs = opts.timeoutMs ?? 500;
+    if (opts.record) {
+      this.recorder = opts.record instanceof TraceRecorder ? opts.record : new TraceRecorder(opts.record);
+      const rec = this.recorder;
+      rec.onError = (err) => this.safeEmit('error', err);
+      rec.maxCallDurationUs = () => this.current.maxCallDurationUs;
+      rec.now = () => this.clock.now() ?? systemClockUs();
+      // the call ended: at the store's release time (a deferred release once it lands); an
+      // outbound call that will not go out gave its channel back: its row ends now
+      this.on('released', (e) => e.at !== undefined && rec.ended(e.callId, e.at));
+      this.on('cancelled', (r) => rec.ended(r.callId, rec.now(), 'out'));
+      this.on('failed', (r) => r.reason === 'send-failed' && rec.ended(r.callId, rec.now(), 'out'));
+    }
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.deferred = new ReleaseQueue({
       release: (callId) => this.releaseInStore(callId),
       max: opts.maxDeferredReleases ?? 100_000,
       lifetimeMs: () => this.current.maxCallDurationUs / 1000,
-      onLanded: (callId, released) => this.safeEmit('released', { callId, outcome: released ? 'released' : 'not-held' }),
+      onLanded: (callId, r) => this.safeEmit('released', { callId, outcome: r.released ? 'released' : 'not-held', at: r.at }),
       onError: (err) => this.safeEmit('error', err),
     });
   }
@@ -127,17 +150,20 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /** May this inbound call in? Admitted calls count at every level; refused ones nowhere. */
   admit(input: AdmitInput): Promise<AdmissionDecision> {
-    return this.admission.admit(input);
+    const d = this.admission.admit(input);
+    return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
   }
 
   /** Count a call that must pass regardless (emergency): never refused, counted everywhere. */
   record(input: AdmitInput): Promise<AdmissionDecision> {
-    return this.admission.record(input);
+    const d = this.admission.record(input);
+    return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
   }
 
   /** The outbound decision alone: a slot on the first carrier of the route that can take the call in time. */
   reserve(input: DispatchInput): Promise<Reservation> {
-    return this.dispatcher.reserve(input);
+    const r = this.dispatcher.reserve(input);
+    return this.recorder ? r.then((x) => (this.recorder!.outbound(input, x), x)) : r;
   }
 
   /** Reserve, hold the call for its offset on the engine's clock, then hand it to `send`. */
@@ -146,6 +172,10 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     send?: (carrier: string) => unknown | Promise<unknown>,
     opts?: { onReserved?: (r: Reservation) => void },
   ): Promise<DispatchResult> {
+    const rec = this.recorder;
+    const onReserved = opts?.onReserved;
+    // (an onReserved that is not a function is left for dispatch() to refuse)
+    if (rec && (onReserved === undefined || typeof onReserved === 'function')) opts = { onReserved: (r) => (rec.outbound(input, r), onReserved?.(r)) };
     return this.dispatcher.dispatch(input, send, opts);
   }
 
@@ -168,24 +198,25 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   async release(callId: string): Promise<ReleaseOutcome> {
     checkCallId(callId);
     this.dispatcher.cancel(callId);
-    let outcome: ReleaseOutcome;
     try {
-      outcome = (await this.releaseInStore(callId)) ? 'released' : 'not-held';
+      const r = await this.releaseInStore(callId);
+      const outcome = r.released ? 'released' : 'not-held';
+      this.safeEmit('released', { callId, outcome, at: r.at });
+      return outcome;
     } catch (err) {
       if (err instanceof InvalidArgumentError) throw err;
       this.deferred.add(callId, err as Error);
-      outcome = 'deferred';
+      this.safeEmit('released', { callId, outcome: 'deferred' });
+      return 'deferred';
     }
-    this.safeEmit('released', { callId, outcome });
-    return outcome;
   }
 
-  /** One release in the store (and in the `local` policy's stand-in): true when something was held. */
-  private async releaseInStore(callId: string): Promise<boolean> {
+  /** One release in the store (and in the `local` policy's stand-in): whether something was held, and when. */
+  private async releaseInStore(callId: string): Promise<{ released: boolean; at: number }> {
     const now = this.clock.now();
     const local = this.admission.localStand?.releaseSync({ id: callId, now }).released ?? 0;
     const r = await this.storeCall((signal) => this.store.release({ id: callId, now, signal }));
-    return r.released + local > 0;
+    return { released: r.released + local > 0, at: r.now };
   }
 
   /**
@@ -199,6 +230,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     const forUs = this.current.maxCallDurationUs;
     const local = this.admission.localStand?.refreshSync({ id: callId, forUs, now }).refreshed ?? 0;
     const r = await this.storeCall((signal) => this.store.refresh({ id: callId, forUs, now, signal }));
+    this.recorder?.refreshed(callId, r.now);
     return r.refreshed + local > 0;
   }
 
@@ -264,6 +296,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     await this.dispatcher.close(opts);
     await this.deferred.close();
     await this.store.close();
+    await this.recorder?.close();
     this.store.events?.off('error', this.onStoreError);
   }
 }

@@ -47,3 +47,7 @@ export { toSipResponse, type SipOptions, type SipResponse } from './admission/si
 export { loadConfig, loadConfigFile } from './config/load.js';
 export type { CallgateConfig, CallgateConfigInput, CarrierConfig, CarrierInput, LimitInput } from './config/types.js';
 export type { ConfigChange, ConfigChangeKind, ConfigSection } from './config/diff.js';
+
+// Recording live traffic as replayable traces
+export { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
+export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

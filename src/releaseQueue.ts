@@ -8,12 +8,12 @@
 import { StoreUnavailableError } from './errors/index.js';
 
 export interface ReleaseQueueOptions {
-  /** Release a call in the store: true when it held something; rejects while the store is away. */
-  readonly release: (callId: string) => Promise<boolean>;
+  /** Release a call in the store (whether it held something, and when); rejects while the store is away. */
+  readonly release: (callId: string) => Promise<{ released: boolean; at: number }>;
   readonly max: number;
   /** How long a kept release stays worth trying, ms (the longest a hold can last). */
   readonly lifetimeMs: () => number;
-  readonly onLanded: (callId: string, released: boolean) => void;
+  readonly onLanded: (callId: string, result: { released: boolean; at: number }) => void;
   readonly onError: (err: Error) => void;
   /** Pause between rounds of retries, ms (default 1000). */
   readonly retryMs?: number;
@@ -69,14 +69,14 @@ export class ReleaseQueue {
         this.pending.delete(callId);
         continue;
       }
-      let released: boolean;
+      let result: { released: boolean; at: number };
       try {
-        released = await this.opts.release(callId);
+        result = await this.opts.release(callId);
       } catch {
         return;
       }
       this.pending.delete(callId);
-      this.opts.onLanded(callId, released);
+      this.opts.onLanded(callId, result);
     }
   }
 

@@ -28,19 +28,25 @@ const CONFIG = {
   inbound: {
     global: [{ limit: 4, window: 'PT60S', algorithm: 'sliding-window' as const }],
     accounts: { acme: [{ limit: 3, window: 'PT60S', algorithm: 'fixed-window' as const }] },
-    peers: { p1: [{ limit: 2, window: 'PT60S' }] },
+    peers: { p1: [{ limit: 2, window: 'PT60S' }, { channels: 5 }] },
   },
-  outbound: { carriers: { A: { cps: 1, maxWait: 'PT0S' }, B: { cps: 1, maxWait: 'PT0S' } } },
+  outbound: { carriers: { A: { cps: 1, maxWait: 'PT0S', channels: 3 }, B: { cps: 1, maxWait: 'PT0S' } } },
 };
 
 const EXPECTED = [
   'admitted',
+  'duplicate',
   'admitted',
   'rejected peer:p1 retry>0:true',
   'recorded',
   'dispatched A',
   'dispatched B',
   'rejected null',
+  'holds 3',
+  'refreshed true',
+  'released c1 released',
+  'released o1 released',
+  'holds 2 and 0',
   'count 0',
   'wait>=0 true',
   'left 0',
@@ -132,15 +138,22 @@ function aclSuite(name: string, start: () => Promise<Backend>, rules: () => stri
         const gate = await CallGate.create({ config: CONFIG, store, policy: 'error', timeoutMs: 5_000 }); // live: Redis TIME
         try {
           const out: string[] = [];
-          for (const id of ['c1', 'c2', 'c3']) {
+          for (const id of ['c1', 'c1', 'c2', 'c3']) {
             const d = await gate.admit({ callId: id, peer: 'p1', account: 'acme' });
-            out.push(d.admitted ? 'admitted' : `rejected ${d.limitedBy} retry>0:${d.retryAfterMs > 0}`);
+            out.push(d.duplicate ? 'duplicate' : d.admitted ? 'admitted' : `rejected ${d.limitedBy} retry>0:${d.retryAfterMs > 0}`);
           }
           out.push((await gate.record({ callId: 'e1', peer: 'p1', account: 'acme' })).admitted ? 'recorded' : 'not recorded');
           for (const id of ['o1', 'o2', 'o3']) {
             const r = await gate.reserve({ callId: id, route: ['A', 'B'] });
             out.push(`${r.outcome} ${r.carrier}`);
           }
+          // the call's life: calls in progress, a long call refreshed, hang-ups
+          const peer = { tag: 'in', name: 'peer:p1' }; // the global level's tag: every inbound key
+          out.push(`holds ${(await store.holds(peer)).holds}`);
+          out.push(`refreshed ${await gate.refresh('c2')}`);
+          out.push(`released c1 ${await gate.release('c1')}`);
+          out.push(`released o1 ${await gate.release('o1')}`);
+          out.push(`holds ${(await store.holds(peer)).holds} and ${(await store.holds({ tag: 'out', name: 'carrier:A' })).holds}`);
           out.push(`count ${(await store.count({ tag: 'x', bucket: 'y', windowUs: 1_000_000 })).count}`);
           out.push(`wait>=0 ${(await store.wait({ carrier: { name: 'A', intervalUs: 1_000_000, maxWaitUs: 0 } })).waitUs >= 0}`);
           await store.clear();
@@ -183,8 +196,8 @@ function aclSuite(name: string, start: () => Promise<Backend>, rules: () => stri
         expect(await refused(() => user.eval("return redis.call('ZCOUNT', KEYS[1], 0, 1)", 1, other))).to.equal('refused');
         // commands outside the list, inside a script, on the user's own keys
         const own = await keyOn(port, 'callgate:own:');
-        expect(await refused(() => user.del(own))).to.equal('refused');
-        expect(await refused(() => user.eval("return redis.call('DEL', KEYS[1])", 1, own))).to.equal('refused');
+        expect(await refused(() => user.rename(own, `${own}x`))).to.equal('refused');
+        expect(await refused(() => user.eval("return redis.call('RENAME', KEYS[1], KEYS[1])", 1, own))).to.equal('refused');
         expect(await refused(() => user.eval("return redis.call('ZCARD', KEYS[1])", 1, own))).to.equal('refused');
         // what it may do, it may do on its own keys only
         expect(await refused(() => user.eval("return redis.call('ZCOUNT', KEYS[1], 0, 1)", 1, own))).to.equal('allowed');

@@ -9,16 +9,13 @@
 -- the end. floor is the least key expiry (ms) for what the group writes: floorMs when a call of
 -- the group gave its now (a virtual clock), 0 when all ran on Redis TIME.
 local function eachCall(a, floorMs, begin, call, finish)
-  local live, t, floor
+  local t, floor
   local argc = #ARGV
   while a <= argc do
     local now, c = ARGV[a], tonumber(ARGV[a + 1])
     local runT, runFloor
     if now == '' then
-      if live == nil then
-        live = readNow('')
-      end
-      runT, runFloor = live, 0
+      runT, runFloor = redisClock(), 0
     else
       runT, runFloor = tonumber(now), floorMs
     end

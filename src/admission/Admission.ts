@@ -3,7 +3,7 @@
  * windows; the store-trouble policy when that call fails or times out.
  */
 import type { Clock } from '../clock.js';
-import type { CallgateConfig } from '../config/types.js';
+import type { BucketConfig, CallgateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import type { SafeEmitter } from '../events.js';
 import { MemoryStore } from '../store/MemoryStore.js';
@@ -72,6 +72,13 @@ export interface AdmissionOptions {
   readonly policy?: StorePolicy;
   /** Bound on one store call, ms (default 500); not applied to the memory store. */
   readonly timeoutMs?: number;
+  /**
+   * Policy `local`: the share of every limit (rate and channels) the in-process stand-in allows,
+   * 0 < share <= 1 (default 1). With P routing processes deciding locally during an outage, each
+   * allows max(1, floor(share x L)) per window: set 1/P to keep the platform within L (as long as
+   * L >= P; the floor of one call per process per window is never lost).
+   */
+  readonly localShare?: number;
 }
 
 function checkInput(input: AdmitInput): void {
@@ -97,6 +104,9 @@ export class Admission {
   private local?: MemoryStore;
   /** Decisions in flight, by call id: a repeated admit meanwhile gets the same one (counted once). */
   private readonly deciding = new Map<string, Promise<AdmissionDecision>>();
+  private readonly localShare: number;
+  /** The stand-in's plans: the limits scaled by localShare (built on first need, per configuration). */
+  private localPlans?: PlanCache;
 
   constructor(opts: AdmissionOptions) {
     this.store = opts.store;
@@ -104,12 +114,22 @@ export class Admission {
     this.events = opts.events;
     this.policy = opts.policy ?? 'fail-closed';
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.localShare = opts.localShare ?? 1;
+    if (!(this.localShare > 0 && this.localShare <= 1)) throw new InvalidArgumentError(`localShare must be a number in (0, 1], got ${String(opts.localShare)}`);
     this.plans = new PlanCache(opts.config);
   }
 
   /** New limits apply from the next call; counts live in the store and survive. */
   setConfig(config: CallgateConfig): void {
     this.plans = new PlanCache(config);
+    this.localPlans = undefined;
+  }
+
+  /** The stand-in's plan of a call (limits scaled by localShare; same buckets, tag and labels). */
+  private localPlan(input: AdmitInput, plan: AdmissionPlan): AdmissionPlan {
+    if (this.localShare === 1) return plan;
+    this.localPlans ??= new PlanCache(scaleConfig(this.plans.config, this.localShare));
+    return this.localPlans.get(input.peer, input.account) as AdmissionPlan;
   }
 
   /** The stand-in of policy `local`, if it was ever used (its holds need releasing too). */
@@ -203,8 +223,10 @@ export class Admission {
     switch (this.policy) {
       case 'fail-open':
         return { callId: input.callId, admitted: true, retryAfterMs: 0, at: now, degraded: 'fail-open' };
-      case 'local':
-        return { ...decision(input.callId, plan, this.localStore().admitSync({ tag: plan.tag, buckets: plan.buckets, now: at, hold })), degraded: 'local' };
+      case 'local': {
+        const local = this.localPlan(input, plan);
+        return { ...decision(input.callId, local, this.localStore().admitSync({ tag: local.tag, buckets: local.buckets, now: at, hold })), degraded: 'local' };
+      }
       default:
         return { callId: input.callId, admitted: false, limitedBy: 'store-unavailable', retryAfterMs: 0, at: now, degraded: 'fail-closed' };
     }
@@ -226,6 +248,21 @@ function decision(callId: string, plan: AdmissionPlan, r: AdmitResult): Admissio
     retryAfterMs: Math.ceil(r.retryAfterUs / 1000),
     at: r.now,
   };
+}
+
+/** Every limit (and channel limit) scaled by `share`, never below one call. */
+function scaleConfig(config: CallgateConfig, share: number): CallgateConfig {
+  const scale = (n: number) => Math.max(1, Math.floor(n * share));
+  const bucket = (b: BucketConfig): BucketConfig => {
+    const limits = b.limits.map((l) => ({ ...l, limit: scale(l.limit) }));
+    return b.channels === undefined ? { limits } : { limits, channels: scale(b.channels) };
+  };
+  const map = (m: Map<string, BucketConfig>) => new Map([...m].map(([id, b]) => [id, bucket(b)]));
+  const { global, accounts, peers, defaultPeer } = config.inbound;
+  const inbound: CallgateConfig['inbound'] = { accounts: map(accounts), peers: map(peers) };
+  if (global !== undefined) inbound.global = bucket(global);
+  if (defaultPeer !== undefined) inbound.defaultPeer = bucket(defaultPeer);
+  return { ...config, inbound };
 }
 
 /** The global and account levels of a call whose peer is unknown (for record()). */

@@ -12,6 +12,7 @@ import type { BucketConfig, CallgateConfig } from '../config/types.js';
 import type { Reservation } from '../dispatch/Dispatcher.js';
 import { CallGate } from '../gate.js';
 import type { Store } from '../store/types.js';
+import type { ReplaySeries } from './series.js';
 import { newCarrier, newLevel, type CarrierStats, type LevelStats } from './stats.js';
 import { TraceError, loadTraceSorted, readTrace, validateTrace, type TraceCall } from './trace.js';
 
@@ -47,6 +48,8 @@ export interface ReplayOptions {
   /** Called every `progressEvery` calls with (done, total). */
   readonly onProgress?: (done: number, total: number) => void;
   readonly progressEvery?: number;
+  /** Fed with every decision when given: the time series of the HTML report. */
+  readonly series?: ReplaySeries;
 }
 
 export interface ReplayResult {
@@ -126,6 +129,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   // a replay on a store that fails must stop, not turn the failure into decisions
   const gate = new CallGate({ config: opts.config, store: opts.store, clock, policy: 'error', timeoutMs: 30_000 });
   const { inbound: cfgIn, outbound: cfgOut } = opts.config;
+  const series = opts.series;
 
   const inbound = { offered: 0, admitted: 0, rejected: 0, byReason: new Map<string, number>(), byKind: { rate: 0, channels: 0 }, duplicates: 0 };
   const outbound = { offered: 0, dispatched: 0, rejected: 0, rerouted: 0 };
@@ -150,21 +154,25 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
 
   const onInbound = (call: TraceCall, d: AdmissionDecision): void => {
     inbound.offered++;
-    const touched: LevelStats[] = [];
+    const touched: [string, LevelStats][] = [];
+    const touch = (key: string, bucket: () => BucketConfig | undefined) => touched.push([key, level(key, bucket)]);
     if (d.limitedBy !== 'unknown-peer') {
-      if (cfgIn.global) touched.push(level('global', () => cfgIn.global));
+      if (cfgIn.global) touch('global', () => cfgIn.global);
       const acc = call.account !== undefined ? cfgIn.accounts.get(call.account) : undefined;
-      if (acc) touched.push(level(`account:${call.account}`, () => acc));
-      touched.push(level(`peer:${call.peer}`, () => cfgIn.peers.get(call.peer!) ?? cfgIn.defaultPeer));
+      if (acc) touch(`account:${call.account}`, () => acc);
+      touch(`peer:${call.peer}`, () => cfgIn.peers.get(call.peer!) ?? cfgIn.defaultPeer);
     }
-    for (const s of touched) {
+    series?.inboundCall(d.at, d.admitted);
+    for (const [key, s] of touched) {
       s.offered++;
+      let counts: number[] | undefined;
       if (d.duplicate) s.duplicates++;
       else if (d.admitted) {
         s.admitted++;
-        for (const peak of s.peaks) peak.add(d.at);
-        s.channels?.add(d.at, d.at + holdUs(call));
+        counts = s.peaks.map((peak) => peak.add(d.at));
+        s.channels?.add(d.at, d.at + holdUs(call), series && ((at, n) => series.levelChannel(key, at, n)));
       } else s.rejected++;
+      series?.levelCall(key, s.peaks.length, d.at, d.duplicate ? 'duplicate' : d.admitted ? 'admitted' : 'rejected', counts);
     }
     if (d.admitted) {
       inbound.admitted++;
@@ -178,6 +186,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
 
   const onOutbound = (call: TraceCall, r: Reservation): void => {
     outbound.offered++;
+    series?.outboundCall(r.at, r);
     for (const id of r.reroutedFrom) carrier(id).reroutedAway++;
     if (r.reroutedFrom.length > 0) outbound.rerouted++;
     if (r.outcome === 'dispatched') {
@@ -187,7 +196,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       s.delays.recordValue(Math.round((r.delayMs ?? 0) * 1000));
       if (!Number.isNaN(s.lastSlot)) s.minSpacingUs = Math.min(s.minSpacingUs, r.slotAt! - s.lastSlot);
       s.lastSlot = r.slotAt!;
-      s.channels?.add(r.at, r.slotAt! + holdUs(call));
+      s.channels?.add(r.at, r.slotAt! + holdUs(call), series && ((at, n) => series.carrierChannel(r.carrier!, at, n)));
     } else {
       outbound.rejected++;
       for (const id of r.reroutedFrom) carrier(id).rejected++;
@@ -222,6 +231,11 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       if (++done % every === 0) opts.onProgress?.(done, check.calls);
     }
     opts.onProgress?.(done, check.calls);
+    if (series) {
+      // the ends after the last decision of each level and carrier: the channels in use fall to 0
+      for (const [key, s] of levels) s.channels?.drain((at, n) => series.levelChannel(key, at, n));
+      for (const [id, s] of carriers) s.channels?.drain((at, n) => series.carrierChannel(id, at, n));
+    }
     // let the calls still held reach their slots, then close with nothing pending
     for (let next = clock.nextTimer; next !== undefined; next = clock.nextTimer) clock.advance(next);
     await gate.close({ mode: 'drain' });

@@ -8,6 +8,7 @@
 import { formatDuration } from '../config/duration.js';
 import type { ReplayResult } from './replay.js';
 import type { ChannelPeak, LevelStats } from './stats.js';
+import { formatTime } from './trace.js';
 
 export interface ReportJson {
   store: string;
@@ -29,7 +30,15 @@ export interface ReportJson {
     offered: number;
     admitted: number;
     rejected: number;
-    limits: { limit: number; window: string; algorithm: string; peak: number; held: boolean }[];
+    limits: {
+      limit: number;
+      window: string;
+      algorithm: string;
+      peak: number;
+      held: boolean;
+      /** Where the peak was reached (see WindowPeak.busiest), ISO-8601 UTC; null when nothing was admitted. */
+      busiest: { from: string; to: string } | null;
+    }[];
     /** With a channel limit: the most calls in progress at once. */
     channels?: ChannelsJson;
   }[];
@@ -73,6 +82,7 @@ export function reportJson(r: ReplayResult): ReportJson {
       algorithm: p.limit.algorithm,
       peak: round2(p.peak),
       held: p.held,
+      busiest: p.busiest ? { from: formatTime(Math.max(0, p.busiest.fromUs)), to: formatTime(p.busiest.toUs) } : null,
     }));
   const finite = (x: number): number | null => (Number.isFinite(x) ? ms(x) : null);
   const carriers = [...r.carriers.entries()].map(([id, c]) => ({

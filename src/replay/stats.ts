@@ -19,10 +19,22 @@ export class WindowPeak {
   private c = 0;
   private p = 0;
   peak = 0;
+  /** The call time at which the peak was first reached (NaN before any call). */
+  peakAt = Number.NaN;
 
   constructor(readonly limit: Limit) {}
 
-  add(t: number): void {
+  /** Count an admitted call at `t` (times in order); returns its window's count (or estimate) with it. */
+  add(t: number): number {
+    const value = this.valueWith(t);
+    if (value > this.peak) {
+      this.peak = value;
+      this.peakAt = t;
+    }
+    return value;
+  }
+
+  private valueWith(t: number): number {
     const { windowUs: W, algorithm } = this.limit;
     if (algorithm === 'sliding-log') {
       this.times.push(t);
@@ -31,8 +43,7 @@ export class WindowPeak {
         this.times = this.times.slice(this.head);
         this.head = 0;
       }
-      this.peak = Math.max(this.peak, this.times.length - this.head);
-      return;
+      return this.times.length - this.head;
     }
     const k = windowIndex(t, W);
     if (k !== this.k) {
@@ -43,7 +54,19 @@ export class WindowPeak {
     // sliding-window: the estimate c + p(1 - f) this call was admitted under (must stay < L)
     const value = algorithm === 'fixed-window' ? this.c + 1 : this.c + this.p * (1 - (t - k * W) / W);
     this.c++;
-    this.peak = Math.max(this.peak, value);
+    return value;
+  }
+
+  /**
+   * The busiest window, µs [from, to]: (peakAt − W, peakAt] for the rolling log, the fixed window
+   * [kW, (k+1)W) holding peakAt otherwise; undefined before any call.
+   */
+  get busiest(): { fromUs: number; toUs: number } | undefined {
+    if (Number.isNaN(this.peakAt)) return undefined;
+    const W = this.limit.windowUs;
+    if (this.limit.algorithm === 'sliding-log') return { fromUs: this.peakAt - W, toUs: this.peakAt };
+    const k = windowIndex(this.peakAt, W);
+    return { fromUs: k * W, toUs: (k + 1) * W };
   }
 
   /** The limit held: never more than L calls in a window; for the estimate, always below L. */
@@ -64,12 +87,29 @@ export class ChannelPeak {
 
   constructor(readonly channels: number) {}
 
-  /** A call decided at t holds until `end`. */
-  add(t: number, end: number): void {
+  /**
+   * A call decided at t holds until `end`. `onCount(at, inUse)`, when given, hears every change:
+   * each call that ended since the last decision (at its end), then this one.
+   */
+  add(t: number, end: number, onCount?: (at: number, inUse: number) => void): void {
     const h = this.ends;
-    while (h.length > 0 && h[0]! <= t) this.pop();
+    while (h.length > 0 && h[0]! <= t) {
+      const e = h[0]!;
+      this.pop();
+      onCount?.(e, h.length);
+    }
     if (end > t) this.push(end);
     if (h.length > this.peak) this.peak = h.length;
+    onCount?.(t, h.length);
+  }
+
+  /** After the last decision: every call still holding ends, in end order (for onCount). */
+  drain(onCount: (at: number, inUse: number) => void): void {
+    while (this.ends.length > 0) {
+      const e = this.ends[0]!;
+      this.pop();
+      onCount(e, this.ends.length);
+    }
   }
 
   get held(): boolean {

@@ -17,6 +17,7 @@
  * id's inbound record is found on release through `<prefix>{c:<call id>}:loc`, which names it.
  */
 import { randomBytes } from 'node:crypto';
+import { systemClockUs } from '../clock.js';
 import { Redis, type Cluster, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { SafeEmitter } from '../events.js';
@@ -166,6 +167,10 @@ export class RedisStore implements Store {
   private readonly admissions: Batcher<PendingAdmit>;
   /** Reservations not sent yet (one lane: every carrier is on one tag). */
   private readonly reservations: Batcher<PendingReserve>;
+  /** With hash tags: call ids whose inbound locator is being written (see locate()). */
+  private readonly locating = new Map<string, Promise<void>>();
+  /** How far Redis TIME is ahead of the process clock, at least (see deadline()). */
+  private readonly offset = new ClockOffset();
 
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
@@ -192,6 +197,8 @@ export class RedisStore implements Store {
     }
     this.redis.on('error', this.onClientError);
     this.redis.on('ready', this.onClientReady);
+    // a first measure of Redis' clock, for the deadlines of the first calls
+    if (this.redis.status === 'ready') this.measureClock();
   }
 
   /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
@@ -342,6 +349,31 @@ export class RedisStore implements Store {
     return list;
   }
 
+  private measuring = false;
+  private measureClock(): void {
+    if (this.measuring) return;
+    this.measuring = true;
+    this.redis.time().then(
+      ([secs, us]) => this.offset.sample(Number(secs) * 1_000_000 + Number(us), systemClockUs()),
+      () => undefined,
+    ).finally(() => (this.measuring = false));
+  }
+
+  /**
+   * A call's deadline in Redis time ('' = none): the script skips the call if it runs at or after
+   * it, since the caller has then decided it by its store-trouble policy. The process deadline is
+   * shifted by a lower bound of (Redis TIME - process clock), so a call that runs after its caller
+   * gave up is always skipped; one that runs up to a round trip before may be skipped too (its
+   * caller then decides it by policy as well). Before Redis' clock was ever read: no deadline.
+   */
+  private deadline(signal: StopSignal | undefined): string {
+    const d = (signal as { deadlineUs?: number } | undefined)?.deadlineUs;
+    if (d === undefined) return '';
+    const lo = this.offset.lowerBound;
+    if (lo === undefined) this.measureClock(); // no reply on the Redis clock yet: read it now
+    return lo === undefined ? '' : String(Math.floor(d + lo));
+  }
+
   private member(): string {
     return `${this.instance}${(this.seq++).toString(36)}`;
   }
@@ -363,9 +395,13 @@ export class RedisStore implements Store {
     const held = req.hold !== undefined && hasChannels(req.buckets);
     const id = held ? encodeId(req.hold!.id) : undefined;
     const forUs = held ? req.hold!.forUs : 0;
-    return new Promise<AdmitResult>((resolve, reject) => {
+    const decided = new Promise<AdmitResult>((resolve, reject) => {
       this.admissions.add(this.hashTags ? req.tag : '', { buckets, now, id, forUs, signal: req.signal, resolve, reject });
     });
+    if (this.hashTags && id !== undefined && forUs > 0) {
+      this.track(id, decided.then((r) => (r.admitted && !r.duplicate ? this.locate(req.tag, id, forUs, now !== '') : undefined)));
+    }
+    return decided;
   }
 
   /**
@@ -397,26 +433,26 @@ export class RedisStore implements Store {
     }
     const { calls, virtual } = runsOf(items, (i, out) => {
       const item = items[i]!;
-      out.push(num(plans[i]!));
+      out.push(num(plans[i]!), this.deadline(item.signal));
       if (item.id !== undefined) out.push(item.id, String(item.forUs));
     });
     const tag = items[0]!.buckets[0]!.tag;
     const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:')], calls, true);
     this.writeBatch('admit', argv, items, (reply) => {
-      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate)
+      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate, 4: skipped)
       const r = reply as number[];
+      const received = systemClockUs();
       for (let i = 0; i < items.length; i++) {
         const item = items[i]!;
         const limitedBy = r[4 * i]!;
         const flags = r[4 * i + 3]!;
         const now = r[4 * i + 2]!;
-        if (limitedBy !== 0) {
+        if (item.now === '') this.offset.sample(now, received);
+        if (flags === 4) item.reject(skipped());
+        else if (limitedBy !== 0) {
           item.resolve({ admitted: false, limitedBy: limitedBy - 1, reason: flags === 1 ? 'channels' : 'rate', retryAfterUs: r[4 * i + 1]!, now });
         } else if (flags === 2) item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now, duplicate: true });
-        else {
-          if (item.id !== undefined && item.forUs > 0) this.locate(tag, item.id, item.forUs, item.now !== '');
-          item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
-        }
+        else item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
       }
     });
   }
@@ -424,12 +460,23 @@ export class RedisStore implements Store {
   /**
    * With hash tags, a call's inbound record lives on its tag, which a release knowing only the
    * call id cannot compute: a locator under the call id's own tag names the record. Written
-   * after the decision (another slot), without waiting; a hold whose locator is lost still lapses.
+   * after the decision (another slot); a hold whose locator is lost still lapses by itself.
+   * Another process releasing the call within the round trip of that write misses the record.
    */
-  private locate(tag: string, id: string, forUs: number, virtual: boolean): void {
-    if (!this.hashTags) return;
+  private locate(tag: string, id: string, forUs: number, virtual: boolean): Promise<void> {
     const ms = Math.max(Math.ceil(forUs / 1000) + 1, virtual ? this.virtualTtlMs : 0);
-    this.redis.set(this.locatorKey(id), this.base(tag, `call:in:${id}`), 'PX', ms).catch(() => undefined);
+    return this.redis.set(this.locatorKey(id), this.base(tag, `call:in:${id}`), 'PX', ms).then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  /** A locator being written for `id`: a release or refresh of `id` issued later waits for it. */
+  private track(id: string, writing: Promise<void>): void {
+    const done: Promise<void> = writing.catch(() => undefined).finally(() => {
+      if (this.locating.get(id) === done) this.locating.delete(id);
+    });
+    this.locating.set(id, done);
   }
 
   private locatorKey(id: string): string {
@@ -452,11 +499,13 @@ export class RedisStore implements Store {
       held ? this.base(req.tag, `call:in:${id}`) : '',
       id,
       String(forUs),
+      this.deadline(req.signal),
     ];
-    const r = (await this.send('add', b.argv(head, [], false), req.signal)) as number[];
-    const duplicate = r[1] === 1;
-    if (held && !duplicate && forUs > 0) this.locate(req.tag, id, forUs, req.now !== undefined);
-    return duplicate ? { now: r[0]!, duplicate } : { now: r[0]! };
+    const sent = this.send('add', b.argv(head, [], false), req.signal) as Promise<number[]>;
+    if (this.hashTags && held && forUs > 0) this.track(id, sent.then((r) => (r[1] === 0 ? this.locate(req.tag, id, forUs, req.now !== undefined) : undefined)));
+    const r = await sent;
+    if (r[1] === 2) throw skipped();
+    return r[1] === 1 ? { now: r[0]!, duplicate: true } : { now: r[0]! };
   }
 
   async count(req: CountRequest): Promise<CountResult> {
@@ -518,7 +567,7 @@ export class RedisStore implements Store {
     };
     const { calls, virtual } = runsOf(items, (i, out) => {
       const item = items[i]!;
-      out.push(routeOf(item.route), item.id, item.forUs);
+      out.push(routeOf(item.route), this.deadline(item.signal), item.id, item.forUs);
     });
     const argv: string[] = [num(keys.length)];
     for (const k of keys) argv.push(k);
@@ -526,11 +575,18 @@ export class RedisStore implements Store {
     for (const v of routes) argv.push(v);
     for (const v of calls) argv.push(v);
     this.writeBatch('reserve', argv, items, (reply) => {
-      // per call: m, index (1-based, 0: none), waitUs, slotUs, now, then per carrier tried its wait and full flag
+      // per call: m (-1: skipped), index (1-based, 0: none), waitUs, slotUs, now, then per carrier tried its wait and full flag
       const r = reply as Reply;
+      const received = systemClockUs();
       let at = 0;
       for (const item of items) {
         const m = Number(r[at]);
+        if (item.now === '') this.offset.sample(Number(r[at + 4]), received);
+        if (m < 0) {
+          item.reject(skipped());
+          at += 5;
+          continue;
+        }
         const waits: number[] = new Array(m);
         const full: boolean[] = new Array(m);
         for (let i = 0; i < m; i++) {
@@ -551,16 +607,22 @@ export class RedisStore implements Store {
 
   /**
    * The call records of an id, grouped by the script call that can take them together (one
-   * Cluster slot each): untagged, both in one; tagged, the outbound one on the carriers' tag and
-   * the inbound one wherever its locator says (none when it has no locator).
+   * Cluster slot each). Without tags both are named at once and go in one script call, issued
+   * at once (in issue order with the store's other operations). With tags, the outbound record
+   * is on the carriers' tag and the inbound one wherever its locator says (none without one):
+   * the locator is read first, so such a call is ordered after every operation issued before it
+   * but may be overtaken by one issued after it in the same tick.
    */
-  private async recordsOf(id: string, direction: 'in' | 'out' | undefined, signal: StopSignal | undefined): Promise<string[][]> {
+  private recordGroups(id: string, direction: 'in' | 'out' | undefined, signal: StopSignal | undefined): string[][] | Promise<string[][]> {
     const wantIn = direction !== 'out';
-    const wantOut = direction !== 'in';
-    const out = wantOut ? [this.base(OUTBOUND_TAG, `call:out:${id}`)] : [];
+    const out = direction !== 'in' ? [this.base(OUTBOUND_TAG, `call:out:${id}`)] : [];
     if (!this.hashTags) return [[...(wantIn ? [this.base('', `call:in:${id}`)] : []), ...out]];
-    const groups = out.length > 0 ? [out] : [];
-    if (wantIn) {
+    if (this.admissions.pending) this.admissions.flushAll();
+    if (this.reservations.pending) this.reservations.flushAll();
+    if (!wantIn) return [out];
+    const locating = this.locating.get(id);
+    return (async () => {
+      await locating; // an admit of this id issued before: its locator first
       let key: string | null;
       try {
         const wait = this.notReady(signal);
@@ -569,41 +631,51 @@ export class RedisStore implements Store {
       } catch (err) {
         throw unavailable(err);
       }
+      const groups = out.length > 0 ? [out] : [];
       if (key !== null) groups.push([key]);
-    }
-    return groups;
+      return groups;
+    })();
   }
 
-  async release(req: ReleaseRequest): Promise<ReleaseResult> {
-    checkRelease(req);
-    const id = encodeId(req.id);
-    let released = 0;
-    let now = req.now ?? 0;
-    for (const keys of await this.recordsOf(id, req.direction, req.signal)) {
-      const r = (await this.run('release', keys, [req.now ?? '', id], req.signal)) as number[];
-      released += r[0]!;
-      now = r[1]!;
-    }
-    if (this.hashTags && req.direction !== 'out') await this.redis.del(this.locatorKey(id)).catch(() => undefined);
-    return { released, now };
+  /** Run `name` on every group of call records of `id`; the sum of the first reply fields, and the time. */
+  private onRecords(name: 'release' | 'refresh', id: string, direction: 'in' | 'out' | undefined, args: (string | number)[], now: number | undefined, signal: StopSignal | undefined): Promise<[number, number]> {
+    const run = (groups: string[][]): Promise<[number, number]> =>
+      Promise.all(groups.map((keys) => this.run(name, keys, args, signal) as Promise<number[]>)).then((replies) => [
+        replies.reduce((sum, r) => sum + r[0]!, 0),
+        replies.length > 0 ? replies[replies.length - 1]![1]! : (now ?? 0),
+      ]);
+    const groups = this.recordGroups(id, direction, signal);
+    return Array.isArray(groups) ? run(groups) : groups.then(run);
   }
 
-  async refresh(req: RefreshRequest): Promise<RefreshResult> {
-    checkRefresh(req);
+  release(req: ReleaseRequest): Promise<ReleaseResult> {
+    try {
+      checkRelease(req);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const id = encodeId(req.id);
-    let refreshed = 0;
-    let now = req.now ?? 0;
-    const floor = String(this.ttlFloor(req.now));
-    for (const keys of await this.recordsOf(id, undefined, req.signal)) {
-      const r = (await this.run('refresh', keys, [req.now ?? '', id, req.forUs, floor], req.signal)) as number[];
-      refreshed += r[0]!;
-      now = r[1]!;
+    return this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal).then(async ([released, now]) => {
+      if (this.hashTags && req.direction !== 'out') await this.redis.del(this.locatorKey(id)).catch(() => undefined);
+      return { released, now };
+    });
+  }
+
+  refresh(req: RefreshRequest): Promise<RefreshResult> {
+    try {
+      checkRefresh(req);
+    } catch (err) {
+      return Promise.reject(err);
     }
-    if (this.hashTags && refreshed > 0) {
-      const ms = Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now));
-      await this.redis.pexpire(this.locatorKey(id), ms).catch(() => undefined);
-    }
-    return { refreshed, now };
+    const id = encodeId(req.id);
+    const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now))];
+    return this.onRecords('refresh', id, undefined, args, req.now, req.signal).then(async ([refreshed, now]) => {
+      if (this.hashTags && refreshed > 0) {
+        const ms = Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now));
+        await this.redis.pexpire(this.locatorKey(id), ms).catch(() => undefined);
+      }
+      return { refreshed, now };
+    });
   }
 
   async holds(req: HoldsRequest): Promise<HoldsResult> {
@@ -659,6 +731,39 @@ function runsOf(items: readonly { readonly now: string }[], args: (i: number, ou
  */
 function isCluster(redis: Redis | Cluster): redis is Cluster {
   return (redis as { isCluster?: unknown }).isCluster === true;
+}
+
+/** A call the script skipped: its deadline had passed when Redis ran it (nothing was counted). */
+function skipped(): StoreUnavailableError {
+  return new StoreUnavailableError('Redis ran the call after its deadline: skipped, nothing counted');
+}
+
+/**
+ * A lower bound of (Redis TIME - process clock), µs, from replies: a Redis time read before a
+ * reply left, minus the reply's arrival time on the process clock, can only be below the true
+ * offset. The best (largest) bound of the last 10 to 20 s is kept, so a clock step is followed
+ * within 20 s. (On a Cluster one bound serves every node: their clocks are assumed in step, as
+ * NTP keeps them.)
+ */
+class ClockOffset {
+  private current?: number;
+  private previous?: number;
+  private windowEnds = 0;
+
+  sample(redisUs: number, receivedUs: number): void {
+    if (receivedUs >= this.windowEnds) {
+      this.previous = this.current;
+      this.current = undefined;
+      this.windowEnds = receivedUs + 10_000_000;
+    }
+    const lo = redisUs - receivedUs;
+    if (this.current === undefined || lo > this.current) this.current = lo;
+  }
+
+  get lowerBound(): number | undefined {
+    if (this.current === undefined) return this.previous;
+    return this.previous === undefined ? this.current : Math.max(this.current, this.previous);
+  }
 }
 
 /**

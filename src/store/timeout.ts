@@ -1,3 +1,4 @@
+import { systemClockUs } from '../clock.js';
 import { StoreUnavailableError } from '../errors/index.js';
 import type { StopSignal } from './types.js';
 
@@ -12,11 +13,12 @@ export const DEFAULT_TIMEOUT_MS = 500;
  * Bound one store call in time. Past `ms`, the decision stops waiting and rejects with
  * StoreUnavailableError, and the signal handed to the call is aborted: a store that has not
  * sent its command yet (Redis reconnecting, or a batch not yet written) then never sends it, so
- * a call decided by the store-trouble policy is not counted on Redis later as well. The signal
- * is a plain flag, set before the rejection: cheap enough for every decision.
+ * a call decided by the store-trouble policy is not counted on Redis later as well; one already
+ * sent carries the deadline and is skipped by the script if it runs too late. The signal is a
+ * plain flag, set before the rejection: cheap enough for every decision.
  */
 export function withDeadline<T>(call: (signal: StopSignal) => Promise<T>, ms: number): Promise<T> {
-  const signal = { aborted: false };
+  const signal = { aborted: false, deadlineUs: systemClockUs() + ms * 1000 };
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
       signal.aborted = true;

@@ -16,7 +16,18 @@ export type Algorithm = 'sliding-log' | 'sliding-window' | 'fixed-window';
  * decision's deadline sets a plain flag: an AbortController per call costs more than the rest
  * of the call's work in process).
  */
-export type StopSignal = AbortSignal | { readonly aborted: boolean };
+export type StopSignal = AbortSignal | DeadlineSignal;
+
+/**
+ * A decision's deadline as a flag (set when the caller stopped waiting) and the time it will be
+ * set, on the process clock (systemClockUs, µs). A store that already sent the command cannot
+ * take it back; RedisStore sends the deadline with it, and the script skips a call whose
+ * deadline has passed (in Redis time) when it runs, so that it is never counted.
+ */
+export interface DeadlineSignal {
+  readonly aborted: boolean;
+  readonly deadlineUs?: number;
+}
 
 /** What every request may carry besides its own fields. */
 export interface RequestOptions {
