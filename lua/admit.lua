@@ -14,7 +14,8 @@
               unique as long as the prefix is unique per batch
   ARGV[3]     call record prefix: the record of call id x is the key prefix .. x (it shares
               the batch's hash tag, so it is named here rather than in KEYS)
-  ARGV[4..]   the profiles and buckets of the batch, each bucket once (includes/buckets.lua)
+  ARGV[4]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
+  ARGV[5..]   the profiles and buckets of the batch, each bucket once (includes/buckets.lua)
   then the plans, the bucket lists the calls name, each once:
     NP        the number of plans, then per plan: n, then n bucket indices (1-based), in
               check order
@@ -33,7 +34,7 @@
          position, among the call's buckets, of the first without room), retryAfterUs (0 when
          admitted; else the max over failing rate limits of the wait until room), now (µs),
          flags (1: refused by channels, not rate; 2: a repeated admit of a call still holding;
-         4: skipped, past its deadline)
+         4: skipped, past its deadline); then, when asked (ARGV[4]), Redis TIME (µs)
 
   How the work is shared: calls with the same t form a group. In a group each (log, W) is
   counted once with ZCOUNT and each window hash read once; the calls admitted add their events
@@ -50,7 +51,8 @@
 local floorMs = tonumber(ARGV[1])
 local memberPrefix = ARGV[2]
 local recordPrefix = ARGV[3]
-local bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, bN, bHold, a = readBuckets(4)
+local wantClock = ARGV[4] == '1'
+local bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, bN, bHold, a = readBuckets(5)
 local plans, planHolds = {}, {}
 for p = 1, tonumber(ARGV[a]) do
   local n = tonumber(ARGV[a + 1])
@@ -314,4 +316,7 @@ eachCall(a, floorMs, newGroup, function(x)
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = limitedBy, retry, t, flags
   return x + 2
 end, writeGroup)
+if wantClock then
+  out[#out + 1] = redisClock()
+end
 return out

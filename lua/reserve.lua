@@ -12,7 +12,8 @@
   ARGV[1]     ttl floor, ms, for calls whose now is given (see admit.lua)
   ARGV[2]     call record prefix: the outbound record of call id x is the key prefix .. x (it
               shares the carriers' hash tag, so it is named here rather than in KEYS)
-  ARGV[3]     NR, the number of routes, then per route: n, then per carrier in route order:
+  ARGV[3]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
+  ARGV[4]     NR, the number of routes, then per route: n, then per carrier in route order:
               its key (1-based index in KEYS), I (µs, may be fractional), maxWait (µs), N (its
               channel limit, 0: none), its holds key (index in KEYS; 0 when N is 0)
   then the calls, in runs that share a time (includes/runs.lua), four arguments per call:
@@ -26,7 +27,7 @@
          else follows but the four fields below) and then: index (1-based carrier that took
          the call; 0 = none), waitUs, slotUs (0 when none), now, and per carrier tried, in
          order: its wait and 1 when its channels were full (with a wait it could take), else 0
-         (times as strings: I may be fractional)
+         (times as strings: I may be fractional); then, when asked (ARGV[3]), Redis TIME (µs)
 
   How the work is shared: calls with the same t form a group; in a group each carrier is read
   once (GET) and written once (SET with expiry) when the time changes or the batch ends, its
@@ -38,9 +39,10 @@
 
 local floorMs = tonumber(ARGV[1])
 local recordPrefix = ARGV[2]
+local wantClock = ARGV[3] == '1'
 local routes = {}
-local a = 4
-for r = 1, tonumber(ARGV[3]) do
+local a = 5
+for r = 1, tonumber(ARGV[4]) do
   local n = tonumber(ARGV[a])
   local keys, Is, maxWaits, Ns, holdKeys = {}, {}, {}, {}, {}
   for i = 1, n do
@@ -167,4 +169,7 @@ eachCall(a, floorMs, newGroup, function(x)
   out[head + 1] = m
   return x + 4
 end, writeGroup)
+if wantClock then
+  out[#out + 1] = redisClock()
+end
 return out

@@ -197,8 +197,6 @@ export class RedisStore implements Store {
     }
     this.redis.on('error', this.onClientError);
     this.redis.on('ready', this.onClientReady);
-    // a first measure of Redis' clock, for the deadlines of the first calls
-    if (this.redis.status === 'ready') this.measureClock();
   }
 
   /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
@@ -349,29 +347,18 @@ export class RedisStore implements Store {
     return list;
   }
 
-  private measuring = false;
-  private measureClock(): void {
-    if (this.measuring) return;
-    this.measuring = true;
-    this.redis.time().then(
-      ([secs, us]) => this.offset.sample(Number(secs) * 1_000_000 + Number(us), systemClockUs()),
-      () => undefined,
-    ).finally(() => (this.measuring = false));
-  }
-
   /**
    * A call's deadline in Redis time ('' = none): the script skips the call if it runs at or after
    * it, since the caller has then decided it by its store-trouble policy. The process deadline is
    * shifted by a lower bound of (Redis TIME - process clock), so a call that runs after its caller
    * gave up is always skipped; one that runs up to a round trip before may be skipped too (its
-   * caller then decides it by policy as well). Before Redis' clock was ever read: no deadline.
+   * caller then decides it by policy as well). While no reply told Redis' clock yet (the first
+   * batch, or none for 20 s): no deadline, and the next batch asks its script for Redis TIME.
    */
   private deadline(signal: StopSignal | undefined): string {
     const d = (signal as { deadlineUs?: number } | undefined)?.deadlineUs;
-    if (d === undefined) return '';
     const lo = this.offset.lowerBound;
-    if (lo === undefined) this.measureClock(); // no reply on the Redis clock yet: read it now
-    return lo === undefined ? '' : String(Math.floor(d + lo));
+    return d === undefined || lo === undefined ? '' : String(Math.floor(d + lo));
   }
 
   private member(): string {
@@ -437,11 +424,13 @@ export class RedisStore implements Store {
       if (item.id !== undefined) out.push(item.id, String(item.forUs));
     });
     const tag = items[0]!.buckets[0]!.tag;
-    const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:')], calls, true);
+    const clock = this.offset.lowerBound === undefined ? '1' : '';
+    const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:'), clock], calls, true);
     this.writeBatch('admit', argv, items, (reply) => {
-      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate, 4: skipped)
+      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate, 4: skipped); then Redis TIME if asked
       const r = reply as number[];
       const received = systemClockUs();
+      if (clock) this.offset.sample(r[r.length - 1]!, received);
       for (let i = 0; i < items.length; i++) {
         const item = items[i]!;
         const limitedBy = r[4 * i]!;
@@ -571,13 +560,15 @@ export class RedisStore implements Store {
     });
     const argv: string[] = [num(keys.length)];
     for (const k of keys) argv.push(k);
-    argv.push(String(virtual ? this.virtualTtlMs : 0), this.base(OUTBOUND_TAG, 'call:out:'), num(routeIndex.size));
+    const clock = this.offset.lowerBound === undefined ? '1' : '';
+    argv.push(String(virtual ? this.virtualTtlMs : 0), this.base(OUTBOUND_TAG, 'call:out:'), clock, num(routeIndex.size));
     for (const v of routes) argv.push(v);
     for (const v of calls) argv.push(v);
     this.writeBatch('reserve', argv, items, (reply) => {
       // per call: m (-1: skipped), index (1-based, 0: none), waitUs, slotUs, now, then per carrier tried its wait and full flag
       const r = reply as Reply;
       const received = systemClockUs();
+      if (clock) this.offset.sample(Number(r[r.length - 1]), received);
       let at = 0;
       for (const item of items) {
         const m = Number(r[at]);
