@@ -9,7 +9,7 @@
   ARGV[2]     member: a unique id for this event (the sorted-set member)
   ARGV[3]     ttl floor, ms: the least expiry of a written key (0 when now is Redis TIME;
               a long floor when the caller's clock is virtual, so keys outlive real time)
-  ARGV[4]     call record key ('' when no bucket has a channel limit)
+  ARGV[4]     call record key, <base>call:in:<id> ('' when no bucket has a channel limit)
   ARGV[5]     the call's id (key-safe; '' when none)
   ARGV[6]     how long the call holds its channels, µs
   ARGV[7]     deadline, µs in Redis time ('' = none): past it the call is skipped, not counted

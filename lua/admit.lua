@@ -40,7 +40,7 @@
   counted once with ZCOUNT and each window hash read once; the calls admitted add their events
   to local state (all at t, so inside every window), which is written when the time changes or
   the batch ends: per log one trim, ZADD and PEXPIRE, per hash one HSET and PEXPIRE, per holds
-  set one trim, ZADD and expiry check, per call record one HSET and PEXPIRE. A refused call
+  set one trim, ZADD and expiry check, per call record one SET. A refused call
   changes nothing, so the retry-after lookups of a log are kept for the group too.
 ]]
 --- @include "common"

@@ -2,7 +2,7 @@
   refresh: a long call's holds last longer: every record of the call still holding at now (end
   > now) and each of its holds now end at now + forUs.
 
-  KEYS        the call's records (inbound and/or outbound; see release.lua)
+  KEYS        the call's records (inbound and/or outbound; includes/channels.lua)
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2]     the call's id (key-safe)
   ARGV[3]     forUs: how long the holds last from now, µs
@@ -19,12 +19,10 @@ local e = t + tonumber(ARGV[3])
 local floorMs = tonumber(ARGV[4])
 local refreshed = 0
 for i = 1, #KEYS do
-  local r = redis.call('HMGET', KEYS[i], 'e', 'k')
-  if r[1] and tonumber(r[1]) > t then
+  local old, keys = readRecord(KEYS[i])
+  if old ~= nil and old > t then
     refreshed = refreshed + 1
-    local keys = {}
-    for k in string.gmatch(r[2], '%S+') do
-      keys[#keys + 1] = k
+    for _, k in ipairs(keys) do
       -- ZADD without XX: a hold trimmed meanwhile (a caller-given clock gone back) comes back
       redis.call('ZADD', k, fmtInt(e), id)
       keepUntil(k, e, t, floorMs)

@@ -1,8 +1,8 @@
 --[[
   release: the end of a call (hang-up): drop its call records and every hold they name.
 
-  KEYS        the call's records (its inbound and/or outbound one; they may not exist): hashes
-              { e = end of its holds (µs), k = its holds keys, space-separated }
+  KEYS        the call's records (its inbound and/or outbound one; they may not exist): strings
+              "<end of its holds, µs> <hold name> ..." (includes/channels.lua)
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2]     the call's id (key-safe): its member in each holds sorted set
   Reply: { released (the records that still held at now: end > now), now }

@@ -120,6 +120,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       timeoutMs: opts.timeoutMs,
       localShare: opts.localShare,
     });
+    this.store.events?.on('error', this.onStoreError);
     this.dispatcher = new Dispatcher({
       store: this.store,
       clock: this.clock,
@@ -149,6 +150,9 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       onError: (err) => this.safeEmit('error', err),
     });
   }
+
+  /** A store's trouble outside any call (a Redis outage, once per outage) goes out on 'error'. */
+  private readonly onStoreError = (err: Error) => this.safeEmit('error', err);
 
   get config(): CallgateConfig {
     return this.current;
@@ -333,6 +337,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     await this.deferred.close();
     await this.store.close();
     await this.recorder?.close();
+    this.store.events?.off('error', this.onStoreError);
   }
 }
 

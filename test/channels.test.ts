@@ -17,6 +17,7 @@ import { carrierName, OUTBOUND_TAG, peerBucket, peerTag, accountBucket, accountT
 import { MemoryStore } from '../src/store/MemoryStore.js';
 import { RedisStore } from '../src/store/RedisStore.js';
 import type { Store } from '../src/store/types.js';
+import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { forEachStore, S, T0, uniquePrefix } from './admission/stores.js';
 
@@ -254,5 +255,45 @@ describe('release() while Redis is away', function () {
     expect(await gate.release('m1')).to.equal('released');
     expect(gate.deferredReleases).to.equal(0);
     await gate.close();
+  });
+});
+
+describe('channels on Redis, live (Redis TIME): every key expires, memory per held call is bounded', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => server?.stop());
+
+  it('holds and records live as long as their holds; a release leaves no key; about 600 bytes per held call at two levels', async () => {
+    const prefix = 'callgate:'; // the default: a server of its own
+    const store = RedisStore.connect(server.url);
+    const admin = new Redis(server.url);
+    const liveConfig: CallgateConfigInput = { maxCallDuration: 'PT60S', inbound: { accounts: { acme: [{ channels: 5000 }] }, peers: { pbx: [{ channels: 5000 }] } } };
+    const gate = await CallGate.create({ config: liveConfig, store });
+    try {
+      const before = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
+      const N = 2_000;
+      const ids = Array.from({ length: N }, (_, i) => `call-${i}@pbx.example.net`);
+      for (let i = 0; i < N; i += 200) await Promise.all(ids.slice(i, i + 200).map((callId) => gate.admit({ callId, peer: 'pbx', account: 'acme' })));
+      const after = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
+      const keys = await admin.keys(`${prefix}*`);
+      // two holds sets and one record per call, nothing else
+      expect(keys.length).to.equal(2 + N);
+      for (const key of keys) {
+        const ttl = await admin.pttl(key);
+        expect(ttl, `${key} expires with its holds`).to.be.within(55_000, 60_002);
+      }
+      const perCall = (after - before) / N;
+      console.log(`      Redis memory per held call (2 levels with channels): ${perCall.toFixed(0)} bytes`);
+      // measured 586 bytes here: the record (key, value, expiry) and one sorted-set member per level
+      expect(perCall).to.be.below(700);
+      for (let i = 0; i < N; i += 200) await Promise.all(ids.slice(i, i + 200).map((callId) => gate.release(callId)));
+      expect(await admin.keys(`${prefix}*`), 'released: no record, no holds set left').to.deep.equal([]);
+    } finally {
+      await gate.close();
+      admin.disconnect();
+    }
   });
 });

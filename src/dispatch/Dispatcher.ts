@@ -14,6 +14,16 @@
  * Redis clocks may differ. A timer that fires early (Node timers have millisecond resolution) is
  * re-armed: a call is never sent before its slot on the clock that holds it.
  *
+ * Wire spacing. Calls this Dispatcher sends on one carrier leave at least 1/cps apart on the
+ * holding time base, whatever the timer lateness: a send that left late pushes the next one on
+ * that carrier back (to 1/cps after it), it never squeezes the gap. Slots are exactly 1/cps apart
+ * in the store; this keeps the actual sends of one process so too. Calls whose time came wait in
+ * their carrier's lane, in the order of their targets, and leave one per 1/cps. The spacing
+ * counts from the clock reading just before send(); when send's promise settles before the next
+ * send on that carrier, from that moment instead. So a send that resolves once its message is
+ * written is spaced on the wire, even if the process was held up between the reading and the
+ * write; resolve on writing, not on the carrier's answer (that would slow the carrier down).
+ *
  * Nothing lost. Every call dispatch() accepts ends exactly once, as `dispatched`, `rejected`,
  * `cancelled` or `failed`; its promise resolves with that result (it never rejects) and exactly one
  * event of that name is emitted, just before the promise resolves. dispatch() rejects (with no
@@ -148,6 +158,22 @@ interface Decision {
 
 type State = 'reserving' | 'holding' | 'sending';
 
+/** A held call whose time came. */
+interface Due {
+  readonly call: Call;
+  readonly decision: Decision;
+  readonly send: SendFn | undefined;
+}
+
+/** Wire spacing of one carrier: its last send here, and the calls due waiting for 1/cps after it. */
+interface Lane {
+  lastSent?: number;
+  /** The call of the last send: when its send settles, the spacing counts from then. */
+  lastCall?: Call;
+  readonly waiting: Due[];
+  cancelTimer?: () => void;
+}
+
 interface Call {
   readonly callId: string;
   state: State;
@@ -192,6 +218,8 @@ export class Dispatcher {
   private closed = false;
   private cancelling = false;
   private idleWaiters: (() => void)[] = [];
+  /** Per carrier: the wire spacing (see Lane). */
+  private readonly lanes = new Map<string, Lane>();
 
   constructor(opts: DispatcherOptions) {
     this.store = opts.store;
@@ -393,10 +421,10 @@ export class Dispatcher {
     this.arm(call, decision, send);
   }
 
-  /** Hold until `target` on the decision's time base; re-arm a timer that fired early. */
+  /** Hold until `target` on the decision's time base (re-arm a timer that fired early), then join the carrier's lane. */
   private arm(call: Call, decision: Decision, send: SendFn | undefined): void {
     if (decision.now() >= decision.target) {
-      this.fire(call, decision, send);
+      this.due({ call, decision, send });
       return;
     }
     call.cancelTimer = this.clock.setTimer(decision.target, () => {
@@ -406,21 +434,70 @@ export class Dispatcher {
     });
   }
 
+  /** A held call whose time came: it waits in its carrier's lane, in target order, for the wire spacing. */
+  private due(d: Due): void {
+    const carrier = d.decision.reservation.carrier!;
+    let lane = this.lanes.get(carrier);
+    if (lane === undefined) this.lanes.set(carrier, (lane = { waiting: [] }));
+    const waiting = lane.waiting;
+    let i = waiting.length;
+    while (i > 0 && waiting[i - 1]!.decision.target > d.decision.target) i--;
+    waiting.splice(i, 0, d);
+    const l = lane;
+    d.call.cancelTimer = () => {
+      const j = l.waiting.indexOf(d);
+      if (j >= 0) l.waiting.splice(j, 1);
+      if (l.waiting.length === 0) l.cancelTimer?.();
+    };
+    this.pump(carrier, lane);
+  }
+
+  /** Send the lane's calls one per 1/cps (as configured now) after its last send, however late that one left. */
+  private pump(carrier: string, lane: Lane): void {
+    lane.cancelTimer?.();
+    lane.cancelTimer = undefined;
+    while (lane.waiting.length > 0) {
+      const head = lane.waiting[0]!;
+      const next = lane.lastSent === undefined ? -Infinity : lane.lastSent + (this.carriers().get(carrier)?.intervalUs ?? 0);
+      if (head.decision.now() < next) {
+        lane.cancelTimer = this.clock.setTimer(next, () => {
+          lane.cancelTimer = undefined;
+          this.pump(carrier, lane);
+        });
+        return;
+      }
+      lane.waiting.shift();
+      head.call.cancelTimer = undefined;
+      this.fire(head.call, head.decision, head.send);
+    }
+  }
+
   private fire(call: Call, decision: Decision, send: SendFn | undefined): void {
     call.state = 'sending';
     this.holding--;
     const r = decision.reservation;
     const sentAt = decision.now();
+    const lane = this.lanes.get(r.carrier!)!;
+    lane.lastSent = sentAt;
+    lane.lastCall = call;
+    // the send's end, while it is the carrier's last one: the next send counts from then
+    const settled = () => {
+      if (lane.lastCall === call) lane.lastSent = Math.max(sentAt, decision.now());
+    };
     if (!send) {
       this.finish(call, 'dispatched', this.decided(r, { sentAt }));
       return;
     }
     let outcome: Promise<unknown>;
+    let pending = false; // send returned a promise: it ends when that settles, else on return
     try {
-      outcome = Promise.resolve(send(r.carrier!));
+      const value = send(r.carrier!);
+      pending = typeof (value as PromiseLike<unknown> | null | undefined)?.then === 'function';
+      outcome = Promise.resolve(value);
     } catch (err) {
       outcome = Promise.reject(err);
     }
+    if (!pending) settled();
     if (this.sendTimeoutMs > 0 && Number.isFinite(this.sendTimeoutMs)) {
       const ms = this.sendTimeoutMs;
       outcome = new Promise((resolve, reject) => {
@@ -433,8 +510,9 @@ export class Dispatcher {
       });
     }
     outcome.then(
-      () => this.finish(call, 'dispatched', this.decided(r, { sentAt })),
+      () => (pending && settled(), this.finish(call, 'dispatched', this.decided(r, { sentAt }))),
       (err) => {
+        if (pending) settled();
         this.giveBack(call.callId);
         this.finish(call, 'failed', this.decided(r, { sentAt, reason: 'send-failed', error: toError(err) }));
       },
@@ -455,7 +533,8 @@ export class Dispatcher {
    * knows). Not awaited: the call ends now; a failure is reported on 'error' and the hold lapses.
    */
   private giveBack(callId: string): void {
-    this.store.release({ id: callId, direction: 'out' }).catch((err: unknown) => this.events.safeEmit('error', toError(err)));
+    // on the engine's clock (a virtual one in replay), else the store's
+    this.store.release({ id: callId, direction: 'out', now: this.clock.now() }).catch((err: unknown) => this.events.safeEmit('error', toError(err)));
   }
 
   private decided(r: Reservation, extra: Partial<DispatchResult>): Omit<DispatchResult, 'callId' | 'direction' | 'outcome'> {

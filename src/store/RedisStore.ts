@@ -20,6 +20,7 @@ import { randomBytes } from 'node:crypto';
 import { systemClockUs } from '../clock.js';
 import { Redis, type Cluster, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
+import { SafeEmitter } from '../events.js';
 import { OUTBOUND_TAG, encodeId } from '../keys.js';
 import { Batcher, type Pending, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucketArgs.js';
@@ -43,6 +44,7 @@ import type {
   ReserveResult,
   StopSignal,
   Store,
+  StoreEvents,
   WaitRequest,
   WaitResult,
 } from './types.js';
@@ -133,6 +135,22 @@ const MAX_BATCH_LIMIT = 1000;
 export class RedisStore implements Store {
   readonly kind = 'redis';
   readonly prefix: string;
+  /**
+   * The client's connection errors, once per outage (the first error after it was last ready) as
+   * a StoreUnavailableError. The store listens to the client's 'error' event, so ioredis does not
+   * print "Unhandled error event" on the console while Redis is away.
+   */
+  readonly events = new SafeEmitter<StoreEvents>();
+  /** An error was reported since the connection was last ready. */
+  private outage = false;
+  private readonly onClientError = (err: Error) => {
+    if (this.outage) return;
+    this.outage = true;
+    this.events.safeEmit('error', new StoreUnavailableError(`Redis connection lost: ${err.message}`, err));
+  };
+  private readonly onClientReady = () => {
+    this.outage = false;
+  };
   private readonly redis: Redis | Cluster;
   private readonly hashTags: boolean;
   private readonly virtualTtlMs: number;
@@ -179,6 +197,8 @@ export class RedisStore implements Store {
     for (const { command, lua } of Object.values(scripts())) {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
+    this.redis.on('error', this.onClientError);
+    this.redis.on('ready', this.onClientReady);
   }
 
   /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
@@ -199,21 +219,21 @@ export class RedisStore implements Store {
    * flag is read once ready: its call then does not go out).
    */
   private ready(given: StopSignal | undefined): Promise<void> {
-    const signal = given instanceof AbortSignal ? given : AbortSignal.timeout(this.readyTimeoutMs);
-    if (signal.aborted) return Promise.reject(new StoreUnavailableError('Redis not ready in time'));
+    const signal = given instanceof AbortSignal ? given : undefined;
+    if (signal?.aborted) return Promise.reject(new StoreUnavailableError('Redis not ready in time'));
     return new Promise((resolve, reject) => {
-      const onAbort = () => reject(new StoreUnavailableError('Redis not ready in time'));
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.connected().then(
-        () => {
-          signal.removeEventListener('abort', onAbort);
-          resolve();
-        },
-        (err: Error) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(err);
-        },
-      );
+      // a timer of our own, cleared when settled (AbortSignal.timeout would outlive the call)
+      let timer: NodeJS.Timeout | undefined;
+      const settle = (err?: Error) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (err) reject(err);
+        else resolve();
+      };
+      const onAbort = () => settle(new StoreUnavailableError('Redis not ready in time'));
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+      else (timer = setTimeout(onAbort, this.readyTimeoutMs)).unref();
+      this.connected().then(() => settle(), settle);
     });
   }
 
@@ -755,6 +775,8 @@ export class RedisStore implements Store {
 
   async close(): Promise<void> {
     if (this.ownsConnection) await this.redis.quit().catch(() => this.redis.disconnect());
+    this.redis.off('error', this.onClientError);
+    this.redis.off('ready', this.onClientReady);
   }
 }
 

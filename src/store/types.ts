@@ -8,6 +8,7 @@
  * MemoryStore) and reports the time it used in the result.
  */
 
+import type { EventEmitter } from 'eventemitter3';
 export type Algorithm = 'sliding-log' | 'sliding-window' | 'fixed-window';
 
 /**
@@ -291,9 +292,16 @@ export interface InspectResult {
   readonly now: number;
 }
 
+/** What a store reports outside any call (RedisStore: a lost connection, once per outage). */
+export interface StoreEvents {
+  error: [Error];
+}
+
 export interface Store {
   /** 'memory' or 'redis', for reports and logs. */
   readonly kind: string;
+  /** Trouble outside any call; CallGate re-emits it on its own 'error' event. */
+  readonly events?: EventEmitter<StoreEvents>;
   admit(req: AdmitRequest): Promise<AdmitResult>;
   record(req: RecordRequest): Promise<RecordResult>;
   count(req: CountRequest): Promise<CountResult>;
