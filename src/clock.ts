@@ -28,13 +28,21 @@ const POLL_US = 1_500;
 
 /**
  * The real clock: timers are real timers, unref'd so held calls never keep a process alive (but
- * for their last POLL_US). A
- * timer fires on the first turn of the event loop at or after its time (never before it): it
- * sleeps until POLL_US before, then polls with setImmediate (a busy wait of at most POLL_US).
+ * for their last `pollUs`). A timer fires on the first turn of the event loop at or after its
+ * time (never before it): it sleeps until `pollUs` before, then polls with setImmediate (the
+ * loop keeps serving I/O meanwhile, but spins: with many carriers at high cps that is CPU
+ * spent). `pollUs` 0 sleeps all the way (a send then leaves up to ~1 ms late, which pacing at
+ * full rate adds up: the next call waits 1/cps after the late one).
  */
 export class SystemClock implements Clock {
-  /** With `storeTime`, now() is undefined so the store uses its own clock (Redis TIME). */
-  constructor(private readonly storeTime = false) {}
+  /**
+   * With `storeTime`, now() is undefined so the store uses its own clock (Redis TIME).
+   * `pollUs`: how long before its time a timer polls instead of sleeping (default 1500 µs).
+   */
+  constructor(
+    private readonly storeTime = false,
+    private readonly pollUs = POLL_US,
+  ) {}
   now(): number | undefined {
     return this.storeTime ? undefined : systemClockUs();
   }
@@ -48,7 +56,7 @@ export class SystemClock implements Clock {
       else schedule(left);
     };
     const schedule = (left: number) => {
-      if (left > POLL_US) (timer = setTimeout(step, (left - POLL_US) / 1000)).unref();
+      if (left > this.pollUs) (timer = setTimeout(step, Math.max(1, (left - this.pollUs) / 1000))).unref();
       else immediate = setImmediate(step); // not unref'd: an unref'd immediate waits for other I/O to wake the loop
     };
     schedule(Math.max(1, atUs - systemClockUs())); // never synchronously

@@ -132,3 +132,46 @@ describe('policy local during an outage: each process takes its share of the lim
     }
   });
 });
+
+describe('while Redis is known to be down, the policy decides at once; back on Redis as soon as it answers', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => server?.stop());
+
+  it('no decision waits its timeout once the outage is known; the first after the restart is on Redis again', async () => {
+    const store = RedisStore.connect(server.url, { prefix: uniquePrefix('down') });
+    const gate = await CallGate.create({ config, store, policy: 'fail-closed', timeoutMs: 400 });
+    const errors: Error[] = [];
+    gate.on('error', (e) => errors.push(e));
+    try {
+      expect((await gate.admit({ callId: 'up', peer: 'p' })).admitted).to.equal(true);
+      await server.kill();
+      // the connection's error makes the outage known (reported once on 'error')
+      const deadline = Date.now() + 5_000;
+      while (errors.length === 0 && Date.now() < deadline) await sleep(10);
+      expect(errors.length, 'the outage was reported').to.equal(1);
+      const took: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const t = performance.now();
+        const d = await gate.admit({ callId: `down-${i}`, peer: 'p' });
+        took.push(performance.now() - t);
+        expect(d).to.include({ admitted: false, limitedBy: 'store-unavailable', degraded: 'fail-closed' });
+      }
+      expect(Math.max(...took), `decision times ${took.map((x) => x.toFixed(1)).join(', ')} ms`).to.be.below(50);
+      await server.restart();
+      const restarted = Date.now();
+      let d;
+      do {
+        d = await gate.admit({ callId: `back-${Date.now()}`, peer: 'p' });
+        if (d.degraded) await sleep(5);
+      } while (d.degraded && Date.now() - restarted < 10_000);
+      expect(d.admitted && d.degraded === undefined, 'decided on Redis again').to.equal(true);
+      expect(errors.length, 'still one report for the one outage').to.equal(1);
+    } finally {
+      await gate.close();
+    }
+  });
+});

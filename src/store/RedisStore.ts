@@ -295,6 +295,9 @@ export class RedisStore implements Store {
     const status = this.redis.status;
     if (status === 'ready') return undefined;
     if (status === 'end') return Promise.reject(new StoreUnavailableError('Redis connection closed'));
+    // known to be down (an error since it was last ready): the policy decides at once, rather
+    // than every call waiting its whole timeout; the first 'ready' ends this
+    if (this.outage) return Promise.reject(new StoreUnavailableError('Redis is unreachable (reconnecting)'));
     if (status === 'wait') this.redis.connect().catch(() => undefined); // lazyConnect
     return this.ready(signal);
   }
