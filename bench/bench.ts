@@ -10,7 +10,9 @@
  *   - the memory store (Store API and admitSync/reserveSync), in process;
  *   - Redis memory per peer at steady state, 10/100/1000 CPS, per algorithm;
  *   - the sidecar (`callgate serve`) over keep-alive HTTP, open loop at several rates, beside the
- *     library in process on the same Redis (sidecar.ts; --rates, --sidecar-seconds, --connections).
+ *     library in process on the same Redis (sidecar.ts; --sidecar-rates, --sidecar-seconds, --connections).
+ *   - open loop (bench/openloop.ts): lone decisions, fixed-rate arrivals at several rates
+ *     (latency from the scheduled time), and a 10x flood of one peer beside normal traffic.
  * Every run is checked: admitted times are scanned for any window over its limit, and callgate's
  * Redis decisions are replayed through the MemoryStore in execution order (they must be equal).
  * A run that fails a check prints FAIL instead of being a result.
@@ -30,6 +32,7 @@ import { startRedisServer, type RedisServer as BenchRedis } from '../test/helper
 import { sidecarSection, type SidecarRow } from './sidecar.js';
 import { AdmittedLog, reservationViolations, slidingLogViolations, type LimitSpec } from './verify.js';
 import { closedLoop, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
+import { floodSection, loneSection, openLoopSection, printOpenRows, saturation, type OpenRow, type Workload } from './openloop.js';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -64,9 +67,15 @@ const COMMANDSTATS = flag('commandstats');
 /** RedisStore maxBatch for the admission runs (default: the store's). */
 const MAX_BATCH = argv.includes('--max-batch') ? Number(opt('max-batch', '')) : undefined;
 /** Sidecar section: offered rates (calls/s), seconds per rate, HTTP connections. */
-const SIDECAR_RATES = opt('rates', QUICK ? '1000,4000' : '1000,2500,5000,10000,15000').split(',').map(Number);
+const SIDECAR_RATES = opt('sidecar-rates', QUICK ? '1000,4000' : '1000,2500,5000,10000,15000').split(',').map(Number);
 const SIDECAR_SECONDS = Number(opt('sidecar-seconds', QUICK ? '1' : '3'));
 const SIDECAR_CONNECTIONS = Number(opt('connections', '32'));
+/** Open loop: offered rates (calls/s), seconds per run, lone calls, flood: normal rate and the dialer's limit. */
+const RATES = opt('rates', QUICK ? '5000,20000,40000' : '5000,10000,20000,30000,40000,60000').split(',').map(Number);
+const OPEN_SECONDS = Number(opt('open-seconds', QUICK ? '1' : '2'));
+const LONE_CALLS = Number(opt('lone-calls', QUICK ? '1000' : '3000'));
+const FLOOD_NORMAL = Number(opt('flood-normal', '10000'));
+const FLOOD_LIMIT = Number(opt('flood-limit', '1000'));
 
 // ---------------------------------------------------------------------------------------------
 // Limits: one per-peer limit (1 level), or global + account + peer with two windows each.
@@ -499,7 +508,8 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
     const row = await measureRedis(name, label, admin, async (n, prefix) => {
       await gate?.close();
       const config = levels === 1 ? CONFIG_1 : levels === 3 ? CONFIG_3 : CONFIG_3CH;
-      gate = await CallGate.create({ config, store: new RedisStore({ redis: c, prefix, maxBatch: MAX_BATCH }), timeoutMs: 5000 });
+      // the closed loop is the throughput ceiling of the store itself: no flood shield
+      gate = await CallGate.create({ config, store: new RedisStore({ redis: c, prefix, maxBatch: MAX_BATCH }), timeoutMs: 5000, shield: false });
       return gateSystem(gate, levels, n);
     });
     await gate?.close();
@@ -808,6 +818,56 @@ async function main(): Promise<void> {
     log(`limits: 1 level = peer 40/1s sliding-log; 3 levels = global 15000/1s+100000/10s, account (${ACCOUNTS}) 1500/1s+10000/10s, peer 40/1s+250/10s, all sliding-log`);
     log(`rate-limiter-flexible: points 40, duration 1 (its fixed window); reserve: 3 carriers of 4000 cps, maxWait 25 ms\n`);
     seq = zipfSequence(CALLS, PEERS, ZIPF_S, SEED);
+
+    if (want('lone') || want('openloop') || want('flood')) {
+      const work: Workload = {
+        seq,
+        peers: PEERS,
+        accounts: ACCOUNTS,
+        config: (levels) => (levels === 1 ? CONFIG_1 : CONFIG_3),
+        bucketsOf: (levels, p) => bucketsOf(levels, p),
+        rlf: { points: PEER_1[0]!.limit, windowUs: PEER_1[0]!.windowUs },
+      };
+      const o = { url: server.url, work, seconds: OPEN_SECONDS, log };
+      const open: OpenRow[] = [];
+      if (want('lone')) {
+        const list = await loneSection(o, HAND_ROLLED, LONE_CALLS);
+        open.push(...list);
+        log(`lone decisions (each awaited before the next, ${fmtInt(LONE_CALLS)} calls, best of 3 interleaved rounds): Redis µs per decision = script time (INFO commandstats)`);
+        printOpenRows(list, log);
+        const hand = list.find((r) => r.name.startsWith('hand-rolled'))!;
+        const one = list.find((r) => r.name.includes('1 level'))!;
+        log(`  1 level x 1 window / hand-rolled: ${(one.redisUsPerCall / hand.redisUsPerCall).toFixed(2)} x\n`);
+      }
+      if (want('openloop')) {
+        const list = await openLoopSection(o, RATES);
+        open.push(...list);
+        log(`open loop: calls on a fixed schedule, each in its own callback, latency from its scheduled time; ${OPEN_SECONDS} s per run; rates ${RATES.join(', ')}/s`);
+        printOpenRows(list, log);
+        const g3 = 'callgate admit, 3 levels x 2 windows';
+        const rlf = 'rate-limiter-flexible consume';
+        for (const rate of RATES) {
+          const a = list.find((r) => r.name === g3 && r.offered === rate)!;
+          const b = list.find((r) => r.name === rlf && r.offered === rate)!;
+          log(`  at ${fmtInt(rate)}/s: 3-level p99 / RLF p99 = ${(a.p99us / b.p99us).toFixed(2)}`);
+        }
+        const s3 = saturation(list, g3);
+        const sr = saturation(list, rlf);
+        log(`  saturation (highest rate kept up with: >= 97% decided per second, p99 < 50 ms): 3 levels ${fmtInt(s3)}/s, RLF ${fmtInt(sr)}/s${sr ? `, ratio ${(s3 / sr).toFixed(2)}` : ''}\n`);
+      }
+      if (want('flood')) {
+        const list = await floodSection(o, FLOOD_NORMAL, FLOOD_LIMIT);
+        open.push(...list);
+        log(`flood: normal traffic ${fmtInt(FLOOD_NORMAL)}/s (Zipf peers) plus one dialer limited to ${fmtInt(FLOOD_LIMIT)}/s offering ${fmtInt(10 * FLOOD_LIMIT)}/s; decided/s and latency of the normal traffic`);
+        printOpenRows(list, log);
+        const base = list.find((r) => r.name.endsWith('normal traffic alone') && r.name.startsWith('callgate'))!;
+        const on = list.find((r) => r.name.endsWith('shield on'))!;
+        const off = list.find((r) => r.name.endsWith('shield off'))!;
+        log(`  normal traffic p99 with the flood / alone: shield on ${(on.p99us / base.p99us).toFixed(2)}, shield off ${(off.p99us / base.p99us).toFixed(2)}\n`);
+      }
+      for (const r of open) emit(r);
+      if (open.some((r) => r.check === 'FAIL')) rows.push({ type: 'run', name: 'open loop', client: '', decisions: 0, seconds: 0, perSecond: 0, admittedPct: 0, p50us: 0, p99us: 0, maxUs: 0, check: 'FAIL', checkDetail: 'an open-loop run failed its check' });
+    }
 
     for (const mode of PIPELINE === 'both' ? (['off', 'auto'] as const) : [PIPELINE]) {
       if (!want('redis')) break;

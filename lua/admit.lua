@@ -42,7 +42,128 @@
   the batch ends: per log one trim, ZADD and PEXPIRE, per hash one HSET and PEXPIRE, per holds
   set one trim, ZADD and expiry check, per call record one SET. A refused call
   changes nothing, so the retry-after lookups of a log are kept for the group too.
+
+  A lone call (the batch holds one call, the common case under light load) takes the same
+  decide() but keeps no group state: it reads and writes Redis directly, in the same commands.
+  Its fixed cost is what the script does besides those commands, so the arguments are read
+  where they lie in ARGV (no tables of profiles and buckets are built) and no table is created
+  per call but the reply (tables and their growth, plus the garbage collection they cause,
+  were most of a lone call's cost).
 ]]
+-- The lone path. A batch of one call whose buckets have only sliding-log limits and no channel
+-- limit (the common case under light load) is decided here, before anything else is defined:
+-- Redis runs the whole script body on every call, and creating the helper functions below
+-- (closures, and the garbage they leave) cost more than the decision itself. The rule is the
+-- one decide() applies (further down); any other batch goes on to the general code.
+local fmtd = string.format
+local argc = #ARGV
+local a = 6
+for _ = 1, tonumber(ARGV[5]) do
+  a = a + 4 + 4 * tonumber(ARGV[a + 3])
+end
+local bAt = a + 1 -- bucket b: ARGV[bAt + 2b - 2] its first key, ARGV[bAt + 2b - 1] its profile
+a = bAt + 2 * tonumber(ARGV[a])
+local nPlans = tonumber(ARGV[a])
+if nPlans == 1 and a + 5 + tonumber(ARGV[a + 1]) == argc and ARGV[argc - 2] == '1' then
+  local at = a + 1 -- the plan: n, then its n buckets
+  local n = tonumber(ARGV[at])
+  local run = at + n + 1 -- now, 1, then the call: plan 1, deadline
+  -- every bucket of the plan: sliding-log limits only, no channel limit
+  local plain = true
+  for q = 1, n do
+    local po = 6
+    local b = tonumber(ARGV[at + q])
+    for _ = 2, tonumber(ARGV[bAt + 2 * b - 1]) do
+      po = po + 4 + 4 * tonumber(ARGV[po + 3])
+    end
+    if ARGV[po + 1] ~= '0' then
+      plain = false
+    end
+    for j = po + 4, po + 4 * tonumber(ARGV[po + 3]), 4 do
+      if ARGV[j] ~= 'l' then
+        plain = false
+      end
+    end
+  end
+  if plain then
+    local clock -- Redis TIME, read at most once
+    local now, floor = ARGV[run], 0
+    local t
+    if now == '' or ARGV[run + 3] ~= '' or ARGV[4] == '1' then
+      local c = redis.call('TIME')
+      clock = tonumber(c[1]) * 1000000 + tonumber(c[2])
+    end
+    if now == '' then
+      t = clock
+    else
+      t, floor = tonumber(now), tonumber(ARGV[1])
+    end
+    local reply
+    if ARGV[run + 3] ~= '' and clock >= tonumber(ARGV[run + 3]) then
+      reply = { 0, 0, t, 4 } -- past its deadline: decided nowhere
+    else
+      local ts = fmtd('%d', t)
+      local limitedBy, retry = 0, 0
+      for q = 1, n do
+        local b = tonumber(ARGV[at + q])
+        local key = KEYS[tonumber(ARGV[bAt + 2 * b - 2])]
+        local po = 6
+        for _ = 2, tonumber(ARGV[bAt + 2 * b - 1]) do
+          po = po + 4 + 4 * tonumber(ARGV[po + 3])
+        end
+        local wider
+        for j = po + 4, po + 4 * tonumber(ARGV[po + 3]), 4 do
+          local L, W = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
+          if retry < W and (wider == nil or wider >= L) then
+            local above = '(' .. fmtd('%d', t - W)
+            local count = redis.call('ZCOUNT', key, above, ts)
+            wider = count
+            if count >= L then
+              local s = redis.call('ZRANGEBYSCORE', key, above, ts, 'WITHSCORES', 'LIMIT', fmtd('%d', count - L), '1')[2]
+              local wait = tonumber(s) + W - t
+              if wait > 0 then
+                if limitedBy == 0 then
+                  limitedBy = q
+                end
+                if wait > retry then
+                  retry = wait
+                end
+              end
+            end
+          end
+        end
+      end
+      if limitedBy == 0 then
+        local member = ARGV[2] .. '1'
+        for q = 1, n do
+          local b = tonumber(ARGV[at + q])
+          local key = KEYS[tonumber(ARGV[bAt + 2 * b - 2])]
+          local po = 6
+          for _ = 2, tonumber(ARGV[bAt + 2 * b - 1]) do
+            po = po + 4 + 4 * tonumber(ARGV[po + 3])
+          end
+          local r = tonumber(ARGV[po])
+          if r > 0 then
+            -- recording, the log drops what no limit can see any more (s <= t - retention)
+            redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtd('%d', t - r))
+            redis.call('ZADD', key, ts, member)
+            local ms = math.ceil(r / 1000) + 1
+            if ms < floor then
+              ms = floor
+            end
+            redis.call('PEXPIRE', key, fmtd('%d', ms))
+          end
+        end
+      end
+      reply = { limitedBy, retry, t, 0 }
+    end
+    if ARGV[4] == '1' then
+      reply[5] = clock
+    end
+    return reply
+  end
+end
+
 --- @include "common"
 --- @include "buckets"
 --- @include "runs"
@@ -52,95 +173,117 @@ local floorMs = tonumber(ARGV[1])
 local memberPrefix = ARGV[2]
 local recordPrefix = ARGV[3]
 local wantClock = ARGV[4] == '1'
-local bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, bN, bHold, a = readBuckets(5)
-local plans, planHolds = {}, {}
+
+-- Where things lie in ARGV (read in place, see the header of includes/buckets.lua):
+-- profile q at pAt[q] (retention, N, hoff, m, then 4 per limit), bucket b at bAt + 2b - 2
+-- (first key, profile), plan p at planAt[p] (n, then n bucket indices)
+local pAt = {}
+local a = 6
+for q = 1, tonumber(ARGV[5]) do
+  pAt[q] = a
+  a = a + 4 + 4 * tonumber(ARGV[a + 3])
+end
+local bAt = a + 1
+a = bAt + 2 * tonumber(ARGV[a])
+local planAt = {}
 for p = 1, tonumber(ARGV[a]) do
-  local n = tonumber(ARGV[a + 1])
-  local list = {}
-  local holds = false
-  for q = 1, n do
-    list[q] = tonumber(ARGV[a + 1 + q])
-    if bN[list[q]] > 0 then
-      holds = true
-    end
-  end
-  plans[p], planHolds[p] = list, holds
-  a = a + 1 + n
+  a = a + 1
+  planAt[p] = a
+  a = a + tonumber(ARGV[a])
 end
 a = a + 1
 
+-- bucket b's first key index and profile position
+local function bucketAt(b)
+  local i = bAt + 2 * b - 2
+  return tonumber(ARGV[i]), pAt[tonumber(ARGV[i + 1])]
+end
+
+-- whether a bucket of plan p has a channel limit (its calls then carry an id and a hold)
+local holdsByPlan = {}
+local function planHolds(p)
+  local h = holdsByPlan[p]
+  if h == nil then
+    h = false
+    local at = planAt[p]
+    for q = 1, tonumber(ARGV[at]) do
+      local _, po = bucketAt(tonumber(ARGV[at + q]))
+      if ARGV[po + 1] ~= '0' then
+        h = true
+      end
+    end
+    holdsByPlan[p] = h
+  end
+  return h
+end
+
+-- A lone call: one run of one call, with 2 arguments, or 4 (id and hold) when its plan holds.
+local argc = #ARGV
+local single = ARGV[a + 1] == '1' and (a + 3 == argc or a + 5 == argc)
+
 local t, ts -- the group's time, as a number and as a score
+local floor -- the least key expiry (ms) of what the group writes (runs.lua)
+-- group state of a batch (tables made on first use; nil for a lone call, which writes at once):
 local since, after -- per W: the scores t - W and '(' .. (t - W), formatted once per group
 local retention, counts, oldest, added, nAdded -- per log key index
-local hw, hc, hp, loaded, dirty -- per window hash key index
+local hw, hc, hp, loaded, dirty, hashW -- per window hash key index (a lone call uses the first four)
 local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
 local records -- call records to write: { id, end, keys }
-local recordEnds = {} -- end of every call record this batch wrote or will write, by id
+local recordEnds -- end of every call record this batch wrote or will write, by id
 
-local function newGroup(now)
-  t, ts = now, fmtInt(now)
-  since, after = {}, {}
-  retention, counts, oldest, added, nAdded = {}, {}, {}, {}, {}
-  hw, hc, hp, loaded, dirty = {}, {}, {}, {}, {}
-  holdsStored, holdsAdded, nHolds, records = {}, {}, {}, {}
+local function newGroup(now, groupFloor)
+  t, ts, floor = now, fmtInt(now), groupFloor
+  since, after, retention, counts, oldest, added, nAdded = nil, nil, nil, nil, nil, nil, nil
+  hw, hc, hp, loaded, dirty, hashW = nil, nil, nil, nil, nil, nil
+  holdsStored, holdsAdded, nHolds, records = nil, nil, nil, nil
 end
 
-local function writeGroup(floor)
-  for k, members in pairs(added) do
-    -- recording, the log drops what no limit can see any more (s <= t - retention)
-    local r = retention[k]
-    local bound = since[r]
-    if bound == nil then
-      bound = fmtInt(t - r)
-      since[r] = bound
+-- The fields of window hash k, read once per group (once per lone call).
+local function loadHash(k)
+  if loaded == nil then
+    hw, hc, hp, loaded = {}, {}, {}, {}
+  end
+  if not loaded[k] then
+    hw[k], hc[k], hp[k] = readHash(KEYS[k])
+    loaded[k] = true
+  end
+  return hw[k], hc[k], hp[k]
+end
+
+local function writeGroup()
+  if added ~= nil then
+    for k, members in pairs(added) do
+      -- recording, the log drops what no limit can see any more (s <= t - retention)
+      local r = retention[k]
+      local bound = since[r]
+      if bound == nil then
+        bound = fmtInt(t - r)
+        since[r] = bound
+      end
+      redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', bound)
+      local args = {}
+      for i = 1, #members do
+        args[2 * i - 1], args[2 * i] = ts, members[i]
+      end
+      redis.call('ZADD', KEYS[k], unpack(args))
+      redis.call('PEXPIRE', KEYS[k], fmtInt(ttlMs(r, floor)))
     end
-    redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', bound)
-    local args = {}
-    for i = 1, #members do
-      args[2 * i - 1], args[2 * i] = ts, members[i]
+  end
+  if dirty ~= nil then
+    for k in pairs(dirty) do
+      writeHash(KEYS[k], hw[k], hc[k], hp[k], t, hashW[k], floor)
     end
-    redis.call('ZADD', KEYS[k], unpack(args))
-    redis.call('PEXPIRE', KEYS[k], fmtInt(ttlMs(r, floor)))
   end
-  for k in pairs(dirty) do
-    writeHash(KEYS[k], hw[k], hc[k], hp[k], t, hashW[k], floor)
+  if holdsAdded ~= nil then
+    for k, ends in pairs(holdsAdded) do
+      writeHolds(KEYS[k], ends, t, ts, floor)
+    end
   end
-  for k, ends in pairs(holdsAdded) do
-    writeHolds(KEYS[k], ends, t, ts, floor)
+  if records ~= nil then
+    for _, r in ipairs(records) do
+      writeRecord(recordPrefix .. r[1], r[2], r[3], t, floor)
+    end
   end
-  for _, r in ipairs(records) do
-    writeRecord(recordPrefix .. r[1], r[2], r[3], t, floor)
-  end
-end
-
--- Holds of set k with an end after t: those in Redis (counted once per group) and those added
--- by earlier calls of the group (all end after t).
-local function holdCount(k)
-  local stored = holdsStored[k]
-  if stored == nil then
-    stored = holdsAfter(KEYS[k], ts)
-    holdsStored[k] = stored
-  end
-  return stored + (nHolds[k] or 0)
-end
-
--- Whether call `id` has a record still holding at t.
-local function stillHolding(id)
-  local e = recordEnds[id]
-  if e == nil then
-    e = recordEnd(recordPrefix .. id)
-  end
-  return e ~= nil and e > t
-end
-
--- '(' .. (t - W): the exclusive lower bound of the window W ending at t.
-local function above(W)
-  local s = after[W]
-  if s == nil then
-    s = '(' .. fmtInt(t - W)
-    after[W] = s
-  end
-  return s
 end
 
 -- tbl[k], a table created on first use.
@@ -153,9 +296,58 @@ local function sub(tbl, k)
   return v
 end
 
+-- Holds of set k with an end after t: those in Redis (counted once per group) and those added
+-- by earlier calls of the group (all end after t).
+local function holdCount(k)
+  if single then
+    return holdsAfter(KEYS[k], ts)
+  end
+  if holdsStored == nil then
+    holdsStored, holdsAdded, nHolds = {}, {}, {}
+  end
+  local stored = holdsStored[k]
+  if stored == nil then
+    stored = holdsAfter(KEYS[k], ts)
+    holdsStored[k] = stored
+  end
+  return stored + (nHolds[k] or 0)
+end
+
+-- Whether call `id` has a record still holding at t.
+local function stillHolding(id)
+  local e = recordEnds and recordEnds[id]
+  if e == nil then
+    e = recordEnd(recordPrefix .. id)
+  end
+  return e ~= nil and e > t
+end
+
+-- '(' .. (t - W): the exclusive lower bound of the window W ending at t.
+local function above(W)
+  if single then
+    return '(' .. fmtInt(t - W)
+  end
+  if after == nil then
+    after = {}
+  end
+  local s = after[W]
+  if s == nil then
+    s = '(' .. fmtInt(t - W)
+    after[W] = s
+  end
+  return s
+end
+
 -- Events of log k in (t - W, t]: those in Redis (counted once per group) and those added by
 -- earlier calls of the group (at t). Also the Redis part, for the retry-after lookup.
 local function logCount(k, W)
+  if single then
+    local n = redis.call('ZCOUNT', KEYS[k], above(W), ts)
+    return n, n
+  end
+  if counts == nil then
+    counts, nAdded = {}, {}
+  end
   local byW = sub(counts, k)
   local stored = byW[W]
   if stored == nil then
@@ -168,6 +360,12 @@ end
 -- The score of the (i + 1)-th oldest stored event of log k in (t - W, t]; a call refused by a
 -- log leaves it as it was, so the calls after it often ask the same.
 local function storedAt(k, W, i)
+  if single then
+    return tonumber(redis.call('ZRANGEBYSCORE', KEYS[k], above(W), ts, 'WITHSCORES', 'LIMIT', fmtInt(i), '1')[2])
+  end
+  if oldest == nil then
+    oldest = {}
+  end
   local byI = sub(sub(oldest, k), W)
   local s = byI[i]
   if s == nil then
@@ -177,57 +375,129 @@ local function storedAt(k, W, i)
   return s
 end
 
--- Decide one call on the buckets of its plan at the group's time; record it if admitted. `id`:
+-- Record an admitted call's event in log k (retention r).
+local function addEvent(k, r, member)
+  if single then
+    redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', fmtInt(t - r))
+    redis.call('ZADD', KEYS[k], ts, member)
+    redis.call('PEXPIRE', KEYS[k], fmtInt(ttlMs(r, floor)))
+    return
+  end
+  if added == nil then
+    added, retention, since = {}, {}, {}
+    if nAdded == nil then
+      counts, nAdded = {}, {}
+    end
+  end
+  local list = added[k]
+  if list == nil then
+    added[k], nAdded[k], retention[k] = { member }, 1, r
+  else
+    list[#list + 1] = member
+    nAdded[k] = nAdded[k] + 1
+  end
+end
+
+-- Count an admitted call's event in window hash k (windows of W).
+local function countHash(k, W)
+  local w, c, p = loadHash(k)
+  w, c, p = countIn(w, c, p, windowIndex(t, W))
+  if w then
+    hw[k], hc[k], hp[k] = w, c, p
+    if single then
+      writeHash(KEYS[k], w, c, p, t, W, floor)
+    else
+      if dirty == nil then
+        dirty, hashW = {}, {}
+      end
+      dirty[k], hashW[k] = true, W
+    end
+  end
+end
+
+-- Hold a channel in holds set k for call `id` until e.
+local function addHold(k, id, e)
+  if single then
+    redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', ts)
+    redis.call('ZADD', KEYS[k], fmtInt(e), id)
+    keepUntil(KEYS[k], e, t, floor)
+    return
+  end
+  if holdsStored == nil then
+    holdsStored, holdsAdded, nHolds = {}, {}, {}
+  end
+  sub(holdsAdded, k)[id] = e
+  nHolds[k] = (nHolds[k] or 0) + 1
+end
+
+-- Write call `id`'s record: holds in `keys` until e.
+local function addRecord(id, e, keys)
+  if single then
+    writeRecord(recordPrefix .. id, e, keys, t, floor)
+    return
+  end
+  if records == nil then
+    records = {}
+  end
+  records[#records + 1] = { id, e, keys }
+  if recordEnds == nil then
+    recordEnds = {}
+  end
+  recordEnds[id] = e
+end
+
+-- Decide one call on the buckets of plan p at the group's time; record it if admitted. `id`:
 -- the call's id when its plan has a channel limit (nil otherwise), `forUs` its hold.
-local function decide(list, call, id, forUs)
+local function decide(p, call, id, forUs)
   if id ~= nil and stillHolding(id) then
     return 0, 0, 2
   end
+  local at = planAt[p]
+  local n = tonumber(ARGV[at])
   local limitedBy, retry, flags = 0, 0, 0
-  for q = 1, #list do
-    local b = list[q]
+  for q = 1, n do
+    local first, po = bucketAt(tonumber(ARGV[at + q]))
     -- a log's limits come widest window first, and a window holds no more events than a wider
     -- one: a count below L already proves room
     local wider
-    for j = bLo[b], bHi[b] do
-      local algo, L, W, k = lAlgo[j], lL[j], lW[j], lKey[j]
+    for j = po + 4, po + 4 * tonumber(ARGV[po + 3]), 4 do
+      local algo, W = ARGV[j], tonumber(ARGV[j + 2])
       local wait = 0
       if retry >= W and algo ~= 's' then
         -- already refused, and no longer than this limit's wait can be (at most W): it can
         -- change neither the refusal nor its retry-after, so it is not even counted
         wait = 0
       elseif algo == 'l' then
+        local L = tonumber(ARGV[j + 1])
         if wider == nil or wider >= L then
-          local count, stored = logCount(k, W)
+          local count, stored = logCount(first, W)
           wider = count
           if count >= L then
             -- the (count - L + 1)-th oldest event in the window leaves it at s + W; events
             -- added in this group (at t) come after every stored one
             if count - L < stored then
-              wait = storedAt(k, W, count - L) + W - t
+              wait = storedAt(first, W, count - L) + W - t
             else
               wait = W
             end
           end
         end
       else
-        if not loaded[k] then
-          hw[k], hc[k], hp[k] = readHash(KEYS[k])
-          loaded[k] = true
-        end
+        local L = tonumber(ARGV[j + 1])
         local kw = windowIndex(t, W)
-        local c, p = windowCounts(hw[k], hc[k], hp[k], kw)
+        local w, c, prev = loadHash(first + tonumber(ARGV[j + 3]))
+        c, prev = windowCounts(w, c, prev, kw)
         if algo == 'f' then
           if c >= L then
             wait = (kw + 1) * W - t
           end
         else
           local f = (t - kw * W) / W
-          if c + p * (1 - f) >= L then
+          if c + prev * (1 - f) >= L then
             if c >= L then
               wait = (kw + 1) * W + math.floor(W * (1 - L / c)) + 1 - t
             else
-              wait = kw * W + math.floor(W * (1 - (L - c) / p)) + 1 - t
+              wait = kw * W + math.floor(W * (1 - (L - c) / prev)) + 1 - t
             end
             if wait < 1 then
               wait = 1
@@ -245,77 +515,95 @@ local function decide(list, call, id, forUs)
       end
     end
     -- then its channels; past the first bucket without room they change nothing
-    if limitedBy == 0 and bN[b] > 0 and holdCount(bHold[b]) >= bN[b] then
+    if limitedBy == 0 and ARGV[po + 1] ~= '0' and holdCount(first + tonumber(ARGV[po + 2])) >= tonumber(ARGV[po + 1]) then
       limitedBy, flags = q, 1
     end
   end
 
   if limitedBy == 0 then
     local member = memberPrefix .. call
-    for q = 1, #list do
-      local b = list[q]
-      local log = bLog[b]
-      if log > 0 then
-        local list = added[log]
-        if list == nil then
-          added[log], nAdded[log], retention[log] = { member }, 1, bRet[b]
-        else
-          list[#list + 1] = member
-          nAdded[log] = nAdded[log] + 1
-        end
-      end
-      local hashes = bHash[b]
-      if hashes then
-        for _, k in ipairs(hashes) do
-          if not loaded[k] then
-            hw[k], hc[k], hp[k] = readHash(KEYS[k])
-            loaded[k] = true
-          end
-          local w, c, p = countIn(hw[k], hc[k], hp[k], windowIndex(t, hashW[k]))
-          if w then
-            hw[k], hc[k], hp[k] = w, c, p
-            dirty[k] = true
-          end
-        end
-      end
-    end
+    local e, keys
     if id ~= nil and forUs > 0 then
       -- a channel in every bucket with a channel limit, until t + forUs
-      local e = t + forUs
-      local keys = {}
-      for q = 1, #list do
-        local k = bHold[list[q]]
-        if k > 0 then
-          local ends = sub(holdsAdded, k)
-          ends[id] = e
-          nHolds[k] = (nHolds[k] or 0) + 1
-          keys[#keys + 1] = KEYS[k]
+      e, keys = t + forUs, {}
+    end
+    for q = 1, n do
+      local first, po = bucketAt(tonumber(ARGV[at + q]))
+      local r = tonumber(ARGV[po])
+      if r > 0 then
+        addEvent(first, r, member)
+      end
+      -- each window hash of the bucket once (limits of one window share it)
+      local last = po + 4 * tonumber(ARGV[po + 3])
+      for j = po + 4, last, 4 do
+        if ARGV[j] ~= 'l' then
+          local off = ARGV[j + 3]
+          local seen = false
+          for i = po + 4, j - 4, 4 do
+            if ARGV[i] ~= 'l' and ARGV[i + 3] == off then
+              seen = true
+            end
+          end
+          if not seen then
+            countHash(first + tonumber(off), tonumber(ARGV[j + 2]))
+          end
         end
       end
-      records[#records + 1] = { id, e, keys }
-      recordEnds[id] = e
+      if e ~= nil and ARGV[po + 1] ~= '0' then
+        local k = first + tonumber(ARGV[po + 2])
+        addHold(k, id, e)
+        keys[#keys + 1] = KEYS[k]
+      end
+    end
+    if e ~= nil then
+      addRecord(id, e, keys)
     end
   end
   return limitedBy, retry, flags
 end
 
-local out = {}
-local call = 0
-eachCall(a, floorMs, newGroup, function(x)
-  call = call + 1
+-- A call's decision: its plan, deadline and (when its plan holds) id and hold from ARGV[x..];
+-- the index past its arguments.
+local function decideAt(x, call)
   local p, deadline = tonumber(ARGV[x]), ARGV[x + 1]
   local id, forUs
-  if planHolds[p] then
+  if planHolds(p) then
     id, forUs, x = ARGV[x + 2], tonumber(ARGV[x + 3]), x + 2
   end
-  local limitedBy, retry, flags = 0, 0, 4
-  if not pastDeadline(deadline) then
-    limitedBy, retry, flags = decide(plans[p], call, id, forUs)
+  if pastDeadline(deadline) then
+    return x + 2, 0, 0, 4
   end
+  return x + 2, decide(p, call, id, forUs)
+end
+
+if single then
+  local now = ARGV[a]
+  if now == '' then
+    newGroup(redisClock(), 0)
+  else
+    newGroup(tonumber(now), floorMs)
+  end
+  local _, limitedBy, retry, flags = decideAt(a + 2, 1)
+  if wantClock then
+    return { limitedBy, retry, t, flags, redisClock() }
+  end
+  return { limitedBy, retry, t, flags }
+end
+
+local out = {}
+local call = 0
+eachCall(a, floorMs, function(now)
+  newGroup(now, nil)
+end, function(x)
+  call = call + 1
+  local nx, limitedBy, retry, flags = decideAt(x, call)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = limitedBy, retry, t, flags
-  return x + 2
-end, writeGroup)
+  return nx
+end, function(groupFloor)
+  floor = groupFloor
+  writeGroup()
+end)
 if wantClock then
   out[#out + 1] = redisClock()
 end

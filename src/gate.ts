@@ -72,6 +72,8 @@ export interface CallGateOptions {
   readonly timeoutMs?: number;
   /** Policy `local`: the share of every limit the in-process stand-in allows (see AdmissionOptions.localShare). */
   readonly localShare?: number;
+  /** The flood shield: refuse in process a refused bucket's next calls until its retry-after (see AdmissionOptions.shield; default on, off on the memory store). */
+  readonly shield?: boolean;
   /** Record every decision's input as trace rows (replayable), in files rotated by size. */
   readonly record?: TraceRecorderOptions | TraceRecorder;
   /** Releases that could not reach the store, kept for retrying, at most (default 100,000; the oldest go first). */
@@ -119,6 +121,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       policy: opts.policy,
       timeoutMs: opts.timeoutMs,
       localShare: opts.localShare,
+      shield: opts.shield,
     });
     this.store.events?.on('error', this.onStoreError);
     this.dispatcher = new Dispatcher({

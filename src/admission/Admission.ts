@@ -10,6 +10,8 @@ import { MemoryStore } from '../store/MemoryStore.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 import type { AdmitResult, Hold, RefusalReason, StopSignal, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
+import { FloodShield } from './shield.js';
+import { systemClockUs } from '../clock.js';
 
 /**
  * What a decision does when the store cannot be reached in time: refuse (`fail-closed`), admit
@@ -55,6 +57,8 @@ export interface AdmissionDecision {
   readonly forced?: boolean;
   /** True for a repeated admit of a call still holding its channels: the same decision, counted once. */
   readonly duplicate?: boolean;
+  /** True for a refusal by the flood shield, in process (see src/admission/shield.ts). */
+  readonly shielded?: boolean;
 }
 
 export interface AdmissionEvents {
@@ -79,6 +83,14 @@ export interface AdmissionOptions {
    * L >= P; the floor of one call per process per window is never lost).
    */
   readonly localShare?: number;
+  /**
+   * The flood shield (src/admission/shield.ts): after a refusal by rate with a retry-after, the
+   * next calls of the same buckets are refused in process until then. Default: on for calls on
+   * the store's clock (Redis TIME, live), except on the memory store (in process already); with
+   * given times (replay) only when set to true, so that a replay's limited_by and retry_after
+   * stay exactly Redis' (the shield may name another level, see shield.ts).
+   */
+  readonly shield?: boolean;
 }
 
 function checkInput(input: AdmitInput): void {
@@ -107,6 +119,10 @@ export class Admission {
   private readonly localShare: number;
   /** The stand-in's plans: the limits scaled by localShare (built on first need, per configuration). */
   private localPlans?: PlanCache;
+  /** The flood shield, unless turned off. */
+  readonly shield?: FloodShield<AdmissionPlan>;
+  /** The shield also covers calls with given times (set explicitly). */
+  private readonly shieldGiven: boolean;
 
   constructor(opts: AdmissionOptions) {
     this.store = opts.store;
@@ -117,12 +133,15 @@ export class Admission {
     this.localShare = opts.localShare ?? 1;
     if (!(this.localShare > 0 && this.localShare <= 1)) throw new InvalidArgumentError(`localShare must be a number in (0, 1], got ${String(opts.localShare)}`);
     this.plans = new PlanCache(opts.config);
+    if (opts.shield ?? opts.store.kind !== 'memory') this.shield = new FloodShield();
+    this.shieldGiven = opts.shield === true;
   }
 
   /** New limits apply from the next call; counts live in the store and survive. */
   setConfig(config: CallgateConfig): void {
     this.plans = new PlanCache(config);
     this.localPlans = undefined;
+    this.shield?.clear();
   }
 
   /** The stand-in's plan of a call (limits scaled by localShare; same buckets, tag and labels). */
@@ -161,13 +180,18 @@ export class Admission {
     if (plan === UNKNOWN_PEER) {
       return this.emit({ callId: input.callId, admitted: false, limitedBy: UNKNOWN_PEER, retryAfterMs: 0, at: at ?? Date.now() * 1000 });
     }
+    const shield = at === undefined || this.shieldGiven ? this.shield : undefined;
+    const shielded = shield?.check(plan, at);
+    if (shielded !== undefined) return this.emit({ ...decision(input.callId, plan, { admitted: false, reason: 'rate', ...shielded }), shielded: true });
     const hold = this.holdFor(input);
+    const sentUs = shield && systemClockUs();
     let result: AdmitResult;
     try {
       result = await this.call((signal) => this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at, hold, signal }));
     } catch (err) {
       return this.emit(await this.degrade(input, plan, at, hold, err as Error));
     }
+    if (shield && !result.admitted) shield.learn(plan, at, sentUs as number, result);
     return this.emit(decision(input.callId, plan, result));
   }
 

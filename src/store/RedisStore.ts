@@ -3,10 +3,11 @@
  * through ioredis defineCommand (EVALSHA, falling back to EVAL, so NOSCRIPT after a Redis
  * restart heals by itself).
  *
- * Admissions and reservations are batched (batcher.ts): those issued in one tick go out together
- * as one script call (admissions per tag on a Cluster), which decides them one after the other
- * in the order issued; buckets and carriers many calls share are then read and written once per
- * batch instead of once per call.
+ * Admissions and reservations are batched (batcher.ts, group commit): those issued in one tick go
+ * out together as one script call (admissions per tag on a Cluster), and while a batch is in
+ * flight the calls arriving meanwhile wait for it and leave together, so batches grow with the
+ * load; the script decides them one after the other in the order issued, and buckets and
+ * carriers many calls share are read and written once per batch instead of once per call.
  *
  * Keys: `<prefix>{<tag>}:<bucket>:log` (sliding log), `<prefix>{<tag>}:<bucket>:win:<W>` (fixed
  * and sliding-window counts of windows of W µs), `<prefix>{<tag>}:<bucket>:ch` (the bucket's
@@ -76,10 +77,11 @@ export interface RedisStoreOptions {
   readonly readyTimeoutMs?: number;
   /**
    * Admissions (or reservations) decided in one script call, at most (default 64; 1: one call
-   * each). Those issued in one tick go to Redis together, a batch as soon as it is full and the
-   * rest at the end of the tick: a bucket or carrier many calls name is then read and written
-   * once per batch instead of once per call. Decisions are the same as one by one, in the order
-   * issued; nothing waits for a batch to fill.
+   * each). Those issued in one tick go to Redis together at the end of the tick; while a batch
+   * is in flight, those arriving meanwhile wait for it and leave together (group commit), and a
+   * full batch leaves at once: a bucket or carrier many calls name is then read and written once
+   * per batch instead of once per call. Decisions are the same as one by one, in the order
+   * issued; nothing waits for a batch to fill, and an idle store sends a call at once.
    */
   readonly maxBatch?: number;
 }
@@ -331,9 +333,9 @@ export class RedisStore implements Store {
     }
   }
 
-  /** Write a batch; `settle` resolves its calls from the reply, or every call rejects. */
-  private writeBatch(name: ScriptName, argv: string[], items: readonly Queued[], settle: (reply: unknown) => void): void {
-    this.write(name, argv)
+  /** Write a batch; `settle` resolves its calls from the reply, or every call rejects; settles once it is back. */
+  private writeBatch(name: ScriptName, argv: string[], items: readonly Queued[], settle: (reply: unknown) => void): Promise<void> {
+    return this.write(name, argv)
       .then(settle)
       .catch((err: unknown) => {
         for (const item of items) item.reject(err); // a call settled already stays settled
@@ -402,7 +404,7 @@ export class RedisStore implements Store {
    * limits (a reload between two calls) starts a new batch, so every call is checked against
    * its own.
    */
-  private sendAdmissions(items: PendingAdmit[]): void {
+  private sendAdmissions(items: PendingAdmit[]): Promise<void> {
     const b = new ArgsBuilder();
     const plans: number[] = new Array(items.length);
     let n = 0;
@@ -414,14 +416,12 @@ export class RedisStore implements Store {
     if (n === 0) {
       // two buckets of this one call share a key: no script call can decide it
       items[0]!.reject(new InvalidArgumentError('the buckets of one call must not share a Redis key'));
-      if (items.length > 1) this.sendAdmissions(items.slice(1));
-      return;
+      return items.length > 1 ? this.sendAdmissions(items.slice(1)) : Promise.resolve();
     }
     if (n < items.length) {
       // call n names a bucket again with other limits: those before it go now, the rest after
-      this.sendAdmissions(items.slice(0, n));
-      this.sendAdmissions(items.slice(n));
-      return;
+      const before = this.sendAdmissions(items.slice(0, n));
+      return Promise.all([before, this.sendAdmissions(items.slice(n))]).then(() => undefined);
     }
     const { calls, virtual } = runsOf(items, (i, out) => {
       const item = items[i]!;
@@ -431,7 +431,7 @@ export class RedisStore implements Store {
     const tag = items[0]!.buckets[0]!.tag;
     const clock = this.offset.lowerBound === undefined ? '1' : '';
     const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:'), clock], calls, true);
-    this.writeBatch('admit', argv, items, (reply) => {
+    return this.writeBatch('admit', argv, items, (reply) => {
       // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate, 4: skipped); then Redis TIME if asked
       const r = reply as number[];
       const received = systemClockUs();
@@ -530,7 +530,7 @@ export class RedisStore implements Store {
    * One reserve script call for a batch (lua/reserve.lua): each carrier's key once, each route
    * (carriers with their interval and maxWait) once, then the calls in runs sharing a time.
    */
-  private sendReservations(items: PendingReserve[]): void {
+  private sendReservations(items: PendingReserve[]): Promise<void> {
     const keys: string[] = [];
     const keyIndex = new Map<string, string>();
     const routes: string[] = [];
@@ -569,7 +569,7 @@ export class RedisStore implements Store {
     argv.push(String(virtual ? this.virtualTtlMs : 0), this.base(OUTBOUND_TAG, 'call:out:'), clock, num(routeIndex.size));
     for (const v of routes) argv.push(v);
     for (const v of calls) argv.push(v);
-    this.writeBatch('reserve', argv, items, (reply) => {
+    return this.writeBatch('reserve', argv, items, (reply) => {
       // per call: m (-1: skipped), index (1-based, 0: none), waitUs, slotUs, now, then per carrier tried its wait and full flag
       const r = reply as Reply;
       const received = systemClockUs();
@@ -678,6 +678,11 @@ export class RedisStore implements Store {
     checkHolds(req);
     const r = (await this.run('holds', [`${this.base(req.tag, req.name)}:ch`], [req.now ?? ''], req.signal)) as number[];
     return { holds: r[0]!, now: r[1]! };
+  }
+
+  /** Batches sent so far, by size (index: calls in the batch), of admissions and of reservations (diagnostics). */
+  batchSizes(): { admit: number[]; reserve: number[] } {
+    return { admit: this.admissions.batchSizes(), reserve: this.reservations.batchSizes() };
   }
 
   /** Delete every key under this store's prefix, on every master of a Cluster. */

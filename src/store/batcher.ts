@@ -1,7 +1,10 @@
 /**
- * Batcher: calls issued in one tick leave together. Each call joins the lane of its key group
- * (one Cluster slot); a lane is sent at the end of the tick, or at once when `maxBatch` calls
- * wait in it. Nothing waits for a batch to fill: a lone call leaves at the end of its tick.
+ * Batcher: group commit. Each call joins the lane of its key group (one Cluster slot). On an idle
+ * lane a call leaves at the end of its tick, with the calls issued in that same tick: nothing
+ * waits for a batch to fill. While a batch is in flight on the lane, calls that arrive meanwhile
+ * wait for it and leave together once it is back, so batches grow with the load (and a batch
+ * shares its buckets' reads and writes) without ever delaying a call on an idle system. A lane
+ * whose waiting calls reach `maxBatch` sends them at once, in flight or not.
  *
  * A call whose signal is aborted when its batch leaves is rejected and never sent (the caller
  * decided it already). While the connection is not ready, each call waits for it on its own
@@ -27,8 +30,8 @@ export interface BatcherOptions<I> {
   ready(): boolean;
   /** Resolves once a batch can be written, or rejects when the call can wait no longer. */
   whenReady(signal: StopSignal | undefined): Promise<void>;
-  /** Write one batch (connection ready), settling each of its items. */
-  send(items: I[]): void;
+  /** Write one batch (connection ready), settling each of its items; settles once the batch is back. */
+  send(items: I[]): Promise<void>;
   /** The error for a call that never left (store-specific wrapping). */
   unavailable(err: unknown): unknown;
 }
@@ -36,53 +39,67 @@ export interface BatcherOptions<I> {
 interface Lane<I> {
   readonly key: string;
   items: I[];
+  /** A flush at the end of the tick is scheduled. */
   scheduled: boolean;
+  /** Batches of this lane sent and not back yet. */
+  inFlight: number;
 }
 
 export class Batcher<I extends Queued> {
   private readonly lanes = new Map<string, Lane<I>>();
-  private scheduled = 0;
+  /** Calls queued on every lane, not sent yet. */
+  private queued = 0;
+  /** Batches sent, by size (index: calls in the batch). */
+  private readonly sizes: number[] = [];
 
   constructor(private readonly opts: BatcherOptions<I>) {}
 
   /** Calls queued and not yet sent. */
   get pending(): boolean {
-    return this.scheduled > 0;
+    return this.queued > 0;
+  }
+
+  /** How many batches of each size were sent (index: calls in the batch); a copy. */
+  batchSizes(): number[] {
+    return Array.from(this.sizes, (n) => n ?? 0);
   }
 
   /** Queue a call on its lane. */
   add(key: string, item: I): void {
     let lane = this.lanes.get(key);
     if (lane === undefined) {
-      lane = { key, items: [], scheduled: false };
+      lane = { key, items: [], scheduled: false, inFlight: 0 };
       this.lanes.set(key, lane);
     }
     lane.items.push(item);
+    this.queued++;
     if (lane.items.length >= this.opts.maxBatch) this.flush(lane);
-    else if (!lane.scheduled) {
-      lane.scheduled = true;
-      this.scheduled++;
-      const l = lane;
-      process.nextTick(() => this.flush(l));
-    }
+    else if (lane.inFlight === 0) this.schedule(lane);
+    // else: it leaves with the others waiting when the batch in flight is back
   }
 
   /** Send every queued call now (before another command, to keep the order calls were issued in). */
   flushAll(): void {
-    for (const lane of this.lanes.values()) if (lane.scheduled) this.flush(lane);
+    for (const lane of this.lanes.values()) if (lane.items.length > 0) this.flush(lane);
+  }
+
+  private schedule(lane: Lane<I>): void {
+    if (lane.scheduled) return;
+    lane.scheduled = true;
+    process.nextTick(() => {
+      lane.scheduled = false;
+      if (lane.inFlight === 0) this.flush(lane);
+      this.release(lane);
+    });
   }
 
   private flush(lane: Lane<I>): void {
-    if (lane.scheduled) {
-      lane.scheduled = false;
-      this.scheduled--;
-    }
     const items = lane.items;
     if (items.length === 0) return;
     lane.items = [];
-    // a lane lives while it holds calls: one per tag would otherwise pile up on a Cluster
-    if (this.lanes.get(lane.key) === lane) this.lanes.delete(lane.key);
+    this.queued -= items.length;
     if (!this.opts.ready()) {
+      this.release(lane);
       for (const item of items) {
         this.opts.whenReady(item.signal).then(
           () => this.addAgain(lane.key, item),
@@ -99,11 +116,31 @@ export class Batcher<I extends Queued> {
       }
       batch.push(item);
       if (batch.length === this.opts.maxBatch) {
-        this.opts.send(batch);
+        this.send(lane, batch);
         batch = [];
       }
     }
-    if (batch.length > 0) this.opts.send(batch);
+    if (batch.length > 0) this.send(lane, batch);
+    else this.release(lane);
+  }
+
+  private send(lane: Lane<I>, batch: I[]): void {
+    this.sizes[batch.length] = (this.sizes[batch.length] ?? 0) + 1;
+    lane.inFlight++;
+    const back = () => {
+      lane.inFlight--;
+      // the calls that waited leave at the end of this tick, with those its replies set off
+      if (lane.inFlight === 0) {
+        if (lane.items.length > 0) this.schedule(lane);
+        else this.release(lane);
+      }
+    };
+    this.opts.send(batch).then(back, back);
+  }
+
+  /** A lane lives while it holds or sends calls: one per tag would otherwise pile up on a Cluster. */
+  private release(lane: Lane<I>): void {
+    if (lane.items.length === 0 && lane.inFlight === 0 && !lane.scheduled && this.lanes.get(lane.key) === lane) this.lanes.delete(lane.key);
   }
 
   private addAgain(key: string, item: I): void {

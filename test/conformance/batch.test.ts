@@ -1050,6 +1050,56 @@ describe('RedisStore: batched admissions and reservations', function () {
         await server.stop();
       }
     });
+    it('group commit: calls arriving while a batch is in flight wait for it and leave together; a waiting call that aborts never leaves', async () => {
+      const server = await startRedisServer();
+      const raw = newRedisClient(server);
+      const client = newRedisClient(server);
+      try {
+        await ready(client);
+        const store = new RedisStore({ redis: client, prefix: freshPrefix(), maxBatch: 16 });
+        const one = list(bucket('gc', SL(5, S)));
+        await store.admit({ tag: 't', buckets: list(bucket('warm', SL(1, S))), now: T0 });
+        await raw.config('RESETSTAT');
+        const mem = reference();
+        const expected: AdmitResult[] = [];
+        const issue = (now: number, signal?: StopSignal): Promise<AdmitResult> => {
+          if (!signal) expected.push(mem.admitSync({ tag: 't', buckets: one, now }));
+          return store.admit({ tag: 't', buckets: one, now, signal });
+        };
+        // Redis frozen: the first call leaves at the end of its tick, alone (the store is idle),
+        // and stays in flight while 11 more arrive, each in a tick of its own
+        server.pause();
+        const first = issue(T0 + S);
+        await new Promise((r) => setImmediate(r));
+        const waiting: Promise<AdmitResult>[] = [];
+        const flag = { aborted: false };
+        let aborted: Promise<AdmitResult> | undefined;
+        for (let i = 1; i <= 11; i++) {
+          if (i === 4) (aborted = store.admit({ tag: 't', buckets: one, now: T0 + S + i, signal: flag })).catch(() => undefined);
+          else waiting.push(issue(T0 + S + i));
+          await new Promise((r) => setImmediate(r));
+        }
+        flag.aborted = true; // its caller gave up while it waited: it must never reach Redis
+        server.resume();
+        const got = [await first, ...(await Promise.all(waiting))];
+        expect(await rejection(aborted!)).to.be.instanceOf(StoreUnavailableError);
+        expect(got).to.deep.equal(expected);
+        expect(got.filter((r) => r.admitted).length).to.equal(5);
+        // the first alone, then the 10 that waited (the aborted one dropped) in one batch
+        const sizes = store.batchSizes().admit;
+        expect(sizes[1], 'batches of 1').to.equal(2); // the warm-up and the first
+        expect(sizes[10], 'batches of 10').to.equal(1);
+        expect(sizes.reduce((x, y) => x + y, 0), 'batches').to.equal(3);
+        expect(await scriptCalls(raw)).to.equal(2);
+        await store.clear();
+      } finally {
+        server.resume();
+        raw.disconnect();
+        client.disconnect();
+        await server.stop();
+      }
+    });
+
     it('batching happens: 100 concurrent reserves are 2 script calls with maxBatch 64 (64 + 36), 100 with maxBatch 1', async () => {
       const server = await startRedisServer();
       const raw = newRedisClient(server);

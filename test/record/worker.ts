@@ -46,6 +46,9 @@ const gate = await CallGate.create({
   config: args.config,
   store: new RedisStore({ redis, prefix: args.prefix }),
   timeoutMs: 5_000,
+  // the replay must give every call's live decision, limited_by included: a shielded refusal
+  // may name a later level than Redis would (src/admission/shield.ts), so no shield here
+  shield: false,
   record: { dir: args.dir, prefix: args.id, maxBytes: args.maxBytes },
 });
 const report: RecordWorkerReport = { id: args.id, decisions: [], files: [], errors: [] };

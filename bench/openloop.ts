@@ -1,0 +1,572 @@
+/**
+ * Open-loop measurement (issue 11): calls arrive on a fixed schedule, each in an I/O callback of
+ * its own (one setImmediate per call, as INVITEs come off sockets one by one), and latency is
+ * counted from each call's SCHEDULED time, so a system that falls behind pays for every call it
+ * delayed (no coordinated omission). Sections, run by bench.ts:
+ *   - lone:     decisions one at a time (sequential awaits): Redis µs per decision;
+ *   - openloop: callgate 3 levels and 1 level beside rate-limiter-flexible at each offered rate,
+ *               p50 / p99 / p99.9, Redis µs per decision, RedisStore batch sizes, checked;
+ *   - flood:    a 10x flood of one peer beside normal traffic: the normal traffic's decisions/s
+ *               and p99, the shield on and off, beside rate-limiter-flexible with and without
+ *               inMemoryBlockOnConsumed.
+ * Every callgate run is checked: no window of any bucket over its limit, and every decision as a
+ * MemoryStore replay in execution order gives it (a refusal by the flood shield may name an
+ * earlier level than the replay: see src/admission/shield.ts); rate-limiter-flexible's runs are
+ * checked against its own contract (at most 2L in any span of W).
+ */
+import { performance } from 'node:perf_hooks';
+import { Redis } from 'ioredis';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { AdmissionDecision } from '../src/admission/Admission.js';
+import type { CallgateConfigInput } from '../src/config/types.js';
+import { CallGate } from '../src/gate.js';
+import { MemoryStore } from '../src/store/MemoryStore.js';
+import { RedisStore } from '../src/store/RedisStore.js';
+import type { Bucket } from '../src/store/types.js';
+import { AdmittedLog, slidingLogViolations, type LimitSpec } from './verify.js';
+import { histogram, wallUs, type Histogram } from './workload.js';
+
+// ---------------------------------------------------------------------------------------------
+// The driver
+
+export interface OpenLoopResult {
+  offered: number;
+  done: number;
+  /** From the first scheduled call to the last completion. */
+  seconds: number;
+  /** Latency from the scheduled time, ns. */
+  hist: Histogram;
+  /** Calls still unanswered when the run gave up waiting (counted as failures by the checks). */
+  lost: number;
+}
+
+/**
+ * Offer `rate` calls/s for `seconds` (call i scheduled at start + i / rate), each issued in its
+ * own setImmediate; `op(i)` resolves when call i is decided. `record(i)` says whether call i's
+ * latency goes into the histogram (default all). Waits for every call, at most `graceMs` past
+ * the schedule.
+ */
+export function openLoop(rate: number, seconds: number, op: (i: number) => Promise<void>, record: (i: number) => boolean = () => true, graceMs = 30_000): Promise<OpenLoopResult> {
+  const n = Math.max(1, Math.floor(rate * seconds));
+  const hist = histogram();
+  const start = performance.now() + 2;
+  const stepMs = 1000 / rate;
+  let issued = 0;
+  let done = 0;
+  let last = start;
+  return new Promise((resolve) => {
+    let finished = false;
+    const finish = () => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(giveUp);
+      resolve({ offered: n, done, seconds: (last - start) / 1000, hist, lost: n - done });
+    };
+    const giveUp = setTimeout(finish, seconds * 1000 + graceMs);
+    const issue = (i: number) => {
+      const scheduled = start + i * stepMs;
+      op(i).then(
+        () => {
+          const t = performance.now();
+          if (record(i)) hist.recordValue(Math.max(1, Math.round((t - scheduled) * 1e6)));
+          last = t;
+          if (++done === n) finish();
+        },
+        () => {
+          if (++done === n) finish();
+        },
+      );
+    };
+    const pump = () => {
+      const due = Math.min(n, Math.floor((performance.now() - start) / stepMs) + 1);
+      while (issued < due) {
+        const i = issued++;
+        setImmediate(issue, i);
+      }
+      if (issued < n) setTimeout(pump, 0);
+    };
+    setTimeout(pump, 0);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the sections share
+
+export interface Workload {
+  /** Peer index of call i (seeded Zipf, as the closed loop). */
+  readonly seq: Uint16Array;
+  readonly peers: number;
+  readonly accounts: number;
+  /** Config of 1 and 3 levels, and the buckets of a call as the stores name them (checks). */
+  readonly config: (levels: 1 | 3) => CallgateConfigInput;
+  readonly bucketsOf: (levels: 1 | 3, p: number) => { buckets: Bucket[]; labels: string[] };
+  /** rate-limiter-flexible's per-peer limit (the 1-level limit). */
+  readonly rlf: { points: number; windowUs: number };
+}
+
+export interface OpenRow {
+  type: 'openloop' | 'flood' | 'lone';
+  name: string;
+  offered: number;
+  perSecond: number;
+  admittedPct: number;
+  p50us: number;
+  p99us: number;
+  p999us: number;
+  redisUsPerCall: number;
+  /** RedisStore admit batches: mean size and share of batches of one call. */
+  batchMean?: number;
+  batchOnes?: number;
+  batchMax?: number;
+  shielded?: number;
+  check: 'ok' | 'FAIL';
+  checkDetail: string;
+}
+
+async function scriptUsec(admin: Redis): Promise<number> {
+  const info = await admin.info('commandstats');
+  let usec = 0;
+  for (const m of info.matchAll(/^cmdstat_(evalsha|eval):calls=\d+,usec=(\d+)/gm)) usec += Number(m[2]);
+  return usec;
+}
+
+const pctl = (h: Histogram, p: number) => h.getValueAtPercentile(p) / 1000;
+
+function batchSummary(sizes: number[]): { batchMean: number; batchOnes: number; batchMax: number } {
+  let batches = 0;
+  let calls = 0;
+  let max = 0;
+  sizes.forEach((n, size) => {
+    batches += n;
+    calls += n * size;
+    if (n > 0) max = size;
+  });
+  return { batchMean: batches ? calls / batches : 0, batchOnes: batches ? (sizes[1] ?? 0) / batches : 0, batchMax: max };
+}
+
+/** What a callgate run keeps of each call, for its checks. */
+class GateRecord {
+  readonly admitted: Uint8Array;
+  readonly at: Float64Array;
+  readonly order: Uint32Array;
+  readonly limitedBy: (string | undefined)[];
+  readonly shielded: Uint8Array;
+  readonly decided: Uint8Array;
+  errors = 0;
+  private k = 0;
+  constructor(n: number) {
+    this.admitted = new Uint8Array(n);
+    this.at = new Float64Array(n);
+    this.order = new Uint32Array(n);
+    this.limitedBy = new Array(n);
+    this.shielded = new Uint8Array(n);
+    this.decided = new Uint8Array(n);
+  }
+  keep(i: number, d: AdmissionDecision): void {
+    this.decided[i] = 1;
+    this.order[i] = this.k++;
+    this.at[i] = d.at;
+    if (d.admitted) this.admitted[i] = 1;
+    else this.limitedBy[i] = d.limitedBy;
+    if (d.shielded) this.shielded[i] = 1;
+    if (d.degraded) this.errors++;
+  }
+  count(a: Uint8Array): number {
+    let n = 0;
+    for (const x of a) n += x;
+    return n;
+  }
+  /**
+   * No window over its limit; the MemoryStore replay in execution order gives every decision
+   * (a shielded refusal: refused too, by its level or an earlier one).
+   */
+  check(n: number, bucketsOf: (i: number) => { buckets: Bucket[]; labels: string[] }): string {
+    let undecided = 0;
+    for (let i = 0; i < n; i++) if (!this.decided[i]) undecided++;
+    if (undecided > 0) return `${undecided} calls never decided`;
+    if (this.errors > 0) return `${this.errors} decisions degraded (store unavailable or timed out)`;
+    const log = new AdmittedLog();
+    const limits = new Map<string, readonly LimitSpec[]>();
+    for (let i = 0; i < n; i++) {
+      if (!this.admitted[i]) continue;
+      for (const b of bucketsOf(i).buckets) {
+        log.add(b.name, this.at[i]!);
+        limits.set(b.name, b.limits);
+      }
+    }
+    const scan = log.check((b) => limits.get(b)!);
+    if (scan.violations > 0) return `${scan.violations} windows over their limit`;
+    const idx = Uint32Array.from({ length: n }, (_, i) => i).sort((a, b) => this.at[a]! - this.at[b]! || this.order[a]! - this.order[b]!);
+    const ref = new MemoryStore();
+    let diff = 0;
+    let first = '';
+    for (const i of idx) {
+      const { buckets, labels } = bucketsOf(i);
+      const r = ref.admitSync({ tag: 't', buckets, now: this.at[i]! });
+      const mine = this.limitedBy[i];
+      const same = r.admitted
+        ? this.admitted[i] === 1
+        : this.admitted[i] === 0 && (labels[r.limitedBy] === mine || (this.shielded[i] === 1 && r.limitedBy < labels.indexOf(mine!)));
+      if (!same && diff++ === 0) first = `call ${i} at ${this.at[i]}: redis ${this.admitted[i] ? 'admitted' : mine}${this.shielded[i] ? ' (shield)' : ''}, reference ${r.admitted ? 'admitted' : labels[r.limitedBy]}`;
+    }
+    return diff > 0 ? `${diff} decisions differ from the reference (first: ${first})` : '';
+  }
+}
+
+/** rate-limiter-flexible's contract: per peer at most 2L admitted in any span of W (its fixed windows anchored at a first hit). */
+function rlfCheck(n: number, peerOf: (i: number) => number, admitted: Uint8Array, at: Float64Array, L: number, W: number, maxLatencyUs: number): string {
+  const byPeer = new Map<number, number[]>();
+  for (let i = 0; i < n; i++) {
+    if (!admitted[i]) continue;
+    let a = byPeer.get(peerOf(i));
+    if (!a) byPeer.set(peerOf(i), (a = []));
+    a.push(at[i]!);
+  }
+  let bad = 0;
+  for (const list of byPeer.values()) bad += slidingLogViolations(Float64Array.from(list).sort(), 2 * L, W - maxLatencyUs - 2000);
+  return bad > 0 ? `${bad} windows over the limit` : '';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections
+
+export interface SectionOptions {
+  readonly url: string;
+  readonly work: Workload;
+  readonly seconds: number;
+  readonly log: (line: string) => void;
+}
+
+async function connected(url: string): Promise<Redis> {
+  const c = new Redis(url, { maxRetriesPerRequest: 1 });
+  await c.ping();
+  return c;
+}
+
+/** One callgate open-loop run at `rate`. */
+async function gateRun(o: SectionOptions, admin: Redis, levels: 1 | 3, rate: number, name: string): Promise<OpenRow> {
+  const { work } = o;
+  const c = await connected(o.url);
+  // warm-up: JIT, script cache, on other keys
+  {
+    const store = new RedisStore({ redis: c, prefix: 'warm:' });
+    const gate = await CallGate.create({ config: work.config(levels), store, timeoutMs: 5000 });
+    await openLoop(Math.min(rate, 5000), 0.5, (i) => gate.admit({ callId: `w${i}`, peer: `peer${work.seq[i % work.seq.length]!}`, account: `acct${work.seq[i % work.seq.length]! % work.accounts}` }).then(() => undefined));
+    await gate.close();
+  }
+  await admin.flushdb();
+  await admin.config('RESETSTAT');
+  const store = new RedisStore({ redis: c, prefix: 'bench:' });
+  const gate = await CallGate.create({ config: work.config(levels), store, timeoutMs: 5000 });
+  const n = Math.max(1, Math.floor(rate * o.seconds));
+  const rec = new GateRecord(n);
+  const peerOf = (i: number) => work.seq[i % work.seq.length]!;
+  const run = await openLoop(rate, o.seconds, (i) =>
+    gate.admit({ callId: `c${i}`, peer: `peer${peerOf(i)}`, account: levels === 3 ? `acct${peerOf(i) % work.accounts}` : undefined }).then((d) => rec.keep(i, d)),
+  );
+  const usec = await scriptUsec(admin);
+  const failure = rec.check(n, (i) => work.bucketsOf(levels, peerOf(i)));
+  const sizes = store.batchSizes().admit;
+  await gate.close();
+  c.disconnect();
+  await admin.flushdb();
+  return {
+    type: 'openloop',
+    name,
+    offered: rate,
+    perSecond: run.done / run.seconds,
+    admittedPct: (100 * rec.count(rec.admitted)) / n,
+    p50us: pctl(run.hist, 50),
+    p99us: pctl(run.hist, 99),
+    p999us: pctl(run.hist, 99.9),
+    redisUsPerCall: usec / n,
+    ...batchSummary(sizes),
+    shielded: rec.count(rec.shielded),
+    check: failure ? 'FAIL' : 'ok',
+    checkDetail: failure || 'no window over its limit; identical to the reference replay',
+  };
+}
+
+/** One rate-limiter-flexible open-loop run at `rate` (consume on the 1-level per-peer limit). */
+async function rlfRun(o: SectionOptions, admin: Redis, rate: number): Promise<OpenRow> {
+  const { work } = o;
+  const c = await connected(o.url);
+  const L = work.rlf.points;
+  const W = work.rlf.windowUs;
+  const peerOf = (i: number) => work.seq[i % work.seq.length]!;
+  {
+    const warm = new RateLimiterRedis({ storeClient: c, points: L, duration: W / 1e6, keyPrefix: 'warm' });
+    await openLoop(Math.min(rate, 5000), 0.5, (i) => warm.consume(`peer${peerOf(i)}`).then(() => undefined, () => undefined));
+  }
+  await admin.flushdb();
+  await admin.config('RESETSTAT');
+  const limiter = new RateLimiterRedis({ storeClient: c, points: L, duration: W / 1e6, keyPrefix: 'bench' });
+  const n = Math.max(1, Math.floor(rate * o.seconds));
+  const admitted = new Uint8Array(n);
+  const at = new Float64Array(n);
+  let errors = 0;
+  let maxLatencyUs = 0;
+  const run = await openLoop(rate, o.seconds, async (i) => {
+    const t0 = wallUs();
+    try {
+      await limiter.consume(`peer${peerOf(i)}`);
+      admitted[i] = 1;
+    } catch (e) {
+      if (!(e instanceof RateLimiterRes)) errors++;
+    }
+    const t1 = wallUs();
+    at[i] = t1;
+    if (t1 - t0 > maxLatencyUs) maxLatencyUs = t1 - t0;
+  });
+  const usec = await scriptUsec(admin);
+  const failure = errors > 0 ? `${errors} calls failed` : rlfCheck(n, peerOf, admitted, at, L, W, maxLatencyUs);
+  c.disconnect();
+  await admin.flushdb();
+  let ok = 0;
+  for (const x of admitted) ok += x;
+  return {
+    type: 'openloop',
+    name: 'rate-limiter-flexible consume',
+    offered: rate,
+    perSecond: run.done / run.seconds,
+    admittedPct: (100 * ok) / n,
+    p50us: pctl(run.hist, 50),
+    p99us: pctl(run.hist, 99),
+    p999us: pctl(run.hist, 99.9),
+    redisUsPerCall: usec / n,
+    check: failure ? 'FAIL' : 'ok',
+    checkDetail: failure || 'at most 2L in any span of W per peer',
+  };
+}
+
+/** The highest offered rate a system kept up with: >= 97% of it decided per second and p99 under 50 ms. */
+export function saturation(rows: OpenRow[], name: string): number {
+  let best = 0;
+  for (const r of rows) if (r.name === name && r.check === 'ok' && r.perSecond >= 0.97 * r.offered && r.p99us < 50_000) best = Math.max(best, r.offered);
+  return best;
+}
+
+/** callgate 3 levels, 1 level and rate-limiter-flexible at each rate, interleaved per rate. */
+export async function openLoopSection(o: SectionOptions, rates: number[]): Promise<OpenRow[]> {
+  const admin = await connected(o.url);
+  const rows: OpenRow[] = [];
+  for (const rate of rates) {
+    rows.push(await gateRun(o, admin, 3, rate, 'callgate admit, 3 levels x 2 windows'));
+    rows.push(await rlfRun(o, admin, rate));
+    rows.push(await gateRun(o, admin, 1, rate, 'callgate admit, 1 level'));
+  }
+  admin.disconnect();
+  return rows;
+}
+
+/**
+ * Decisions one at a time (each awaited before the next): Redis µs per decision (INFO
+ * commandstats, script time) of callgate 1 level x 1 window, 3 levels x 2 windows, and the
+ * hand-rolled one-key sliding-log script; the best of `rounds` interleaved rounds.
+ */
+export async function loneSection(o: SectionOptions, handRolled: string, calls: number, rounds = 3): Promise<OpenRow[]> {
+  const { work } = o;
+  const admin = await connected(o.url);
+  const rows: OpenRow[] = [];
+  const measure = async (name: string, op: (i: number) => Promise<unknown>): Promise<void> => {
+    for (let i = 0; i < 500; i++) await op(calls + i); // warm-up (script load, JIT)
+    await admin.flushdb();
+    await admin.config('RESETSTAT');
+    const hist = histogram();
+    const t0 = performance.now();
+    for (let i = 0; i < calls; i++) {
+      const s = performance.now();
+      await op(i);
+      hist.recordValue(Math.max(1, Math.round((performance.now() - s) * 1e6)));
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    const usec = await scriptUsec(admin);
+    const row: OpenRow = { type: 'lone', name, offered: 0, perSecond: calls / seconds, admittedPct: NaN, p50us: pctl(hist, 50), p99us: pctl(hist, 99), p999us: pctl(hist, 99.9), redisUsPerCall: usec / calls, check: 'ok', checkDetail: 'timing only (the same scripts are checked in the other sections)' };
+    // rounds interleave the systems (a busy machine hits them alike); each keeps its best round
+    const prev = rows.findIndex((r) => r.name === name);
+    if (prev < 0) rows.push(row);
+    else if (row.redisUsPerCall < rows[prev]!.redisUsPerCall) rows[prev] = row;
+    await admin.flushdb();
+  };
+  const c = await connected(o.url);
+  if (!('loneSlidingLog' in c)) c.defineCommand('loneSlidingLog', { numberOfKeys: 1, lua: handRolled });
+  const call = (c as unknown as { loneSlidingLog(key: string, w: number, l: number, m: string): Promise<unknown> }).loneSlidingLog;
+  const peer = (i: number) => work.seq[i % work.seq.length]!;
+  for (let round = 0; round < rounds; round++) {
+    for (const levels of [1, 3] as const) {
+      const gate = await CallGate.create({ config: work.config(levels), store: new RedisStore({ redis: c, prefix: `lone${levels}:` }), timeoutMs: 5000, shield: false });
+      await measure(levels === 1 ? 'callgate admit, 1 level x 1 window' : 'callgate admit, 3 levels x 2 windows', (i) => gate.admit({ callId: `l${round}:${i}`, peer: `peer${peer(i)}`, account: `acct${peer(i) % work.accounts}` }));
+      await gate.close();
+    }
+    await measure('hand-rolled sliding-log EVALSHA', (i) => call.call(c, `hand:peer${peer(i)}`, work.rlf.windowUs, work.rlf.points, `m${round}:${i}`));
+  }
+  c.disconnect();
+  admin.disconnect();
+  return rows;
+}
+
+/**
+ * A 10x flood of one peer beside normal traffic (3 levels): the dialer has its own limit
+ * (floodLimit per s) and offers ten times it; the normal traffic is the Zipf workload at
+ * `normalRate`. Normal traffic alone, then with the flood, the shield off and on; and
+ * rate-limiter-flexible (1 level) alone, with the flood, and with the flood and
+ * inMemoryBlockOnConsumed on the dialer's limiter.
+ */
+export async function floodSection(o: SectionOptions, normalRate: number, floodLimit: number): Promise<OpenRow[]> {
+  const { work } = o;
+  const admin = await connected(o.url);
+  const rows: OpenRow[] = [];
+  const floodRate = 10 * floodLimit;
+  const total = normalRate + floodRate;
+  // interleave: call i of the combined schedule is a flood call when it falls on the flood's share
+  const isFlood = (i: number, withFlood: boolean) => withFlood && Math.floor(((i + 1) * floodRate) / total) > Math.floor((i * floodRate) / total);
+  const config3 = work.config(3) as { inbound: Record<string, unknown> };
+  const dialerLimits = [
+    { limit: floodLimit, window: '1s' },
+    { limit: 8 * floodLimit, window: '10s' },
+  ];
+  const configFlood: CallgateConfigInput = { ...config3, inbound: { ...config3.inbound, peers: { dialer: dialerLimits } } } as CallgateConfigInput;
+  const dialerBuckets = (): { buckets: Bucket[]; labels: string[] } => {
+    const g = work.bucketsOf(3, 0);
+    return {
+      buckets: [g.buckets[0]!, { name: 'peer:dialer', limits: dialerLimits.map((l, k) => ({ limit: l.limit, windowUs: k === 0 ? 1_000_000 : 10_000_000, algorithm: 'sliding-log' as const })) }],
+      labels: ['global', 'peer:dialer'],
+    };
+  };
+
+  for (const [label, withFlood, shield] of [
+    ['normal traffic alone', false, true],
+    ['with the flood, shield off', true, false],
+    ['with the flood, shield on', true, true],
+  ] as const) {
+    const c = await connected(o.url);
+    await admin.flushdb();
+    await admin.config('RESETSTAT');
+    const store = new RedisStore({ redis: c, prefix: 'flood:' });
+    const gate = await CallGate.create({ config: configFlood, store, timeoutMs: 5000, shield });
+    const rate = withFlood ? total : normalRate;
+    const n = Math.max(1, Math.floor(rate * o.seconds));
+    const rec = new GateRecord(n);
+    const normalOf = new Int32Array(n); // peer of a normal call, -1 for a flood call
+    let k = 0;
+    for (let i = 0; i < n; i++) normalOf[i] = isFlood(i, withFlood) ? -1 : work.seq[k++ % work.seq.length]!;
+    const run = await openLoop(
+      rate,
+      o.seconds,
+      (i) => {
+        const p = normalOf[i]!;
+        const call = p < 0 ? { callId: `f${i}`, peer: 'dialer' } : { callId: `c${i}`, peer: `peer${p}`, account: `acct${p % work.accounts}` };
+        return gate.admit(call).then((d) => rec.keep(i, d));
+      },
+      (i) => normalOf[i]! >= 0,
+    );
+    const usec = await scriptUsec(admin);
+    const failure = rec.check(n, (i) => (normalOf[i]! < 0 ? dialerBuckets() : work.bucketsOf(3, normalOf[i]!)));
+    let normal = 0;
+    for (const p of normalOf) if (p >= 0) normal++;
+    await gate.close();
+    c.disconnect();
+    rows.push({
+      type: 'flood',
+      name: `callgate 3 levels, ${label}`,
+      offered: rate,
+      perSecond: (normal / n) * (run.done / run.seconds),
+      admittedPct: (100 * rec.count(rec.admitted)) / n,
+      p50us: pctl(run.hist, 50),
+      p99us: pctl(run.hist, 99),
+      p999us: pctl(run.hist, 99.9),
+      redisUsPerCall: usec / n,
+      ...batchSummary(store.batchSizes().admit),
+      shielded: rec.count(rec.shielded),
+      check: failure ? 'FAIL' : 'ok',
+      checkDetail: failure || 'no window over its limit; identical to the reference replay',
+    });
+  }
+
+  for (const [label, withFlood, block] of [
+    ['normal traffic alone', false, false],
+    ['with the flood', true, false],
+    ['with the flood, inMemoryBlockOnConsumed', true, true],
+  ] as const) {
+    const c = await connected(o.url);
+    await admin.flushdb();
+    await admin.config('RESETSTAT');
+    const L = work.rlf.points;
+    const W = work.rlf.windowUs;
+    const normalLimiter = new RateLimiterRedis({ storeClient: c, points: L, duration: W / 1e6, keyPrefix: 'fn' });
+    const dialer = new RateLimiterRedis({ storeClient: c, points: floodLimit, duration: 1, keyPrefix: 'fd', ...(block && { inMemoryBlockOnConsumed: floodLimit }) });
+    const rate = withFlood ? total : normalRate;
+    const n = Math.max(1, Math.floor(rate * o.seconds));
+    const normalOf = new Int32Array(n);
+    let k = 0;
+    for (let i = 0; i < n; i++) normalOf[i] = isFlood(i, withFlood) ? -1 : work.seq[k++ % work.seq.length]!;
+    const admitted = new Uint8Array(n);
+    const at = new Float64Array(n);
+    let errors = 0;
+    let maxLatencyUs = 0;
+    const run = await openLoop(
+      rate,
+      o.seconds,
+      async (i) => {
+        const p = normalOf[i]!;
+        const t0 = wallUs();
+        try {
+          await (p < 0 ? dialer.consume('dialer') : normalLimiter.consume(`peer${p}`));
+          admitted[i] = 1;
+        } catch (e) {
+          if (!(e instanceof RateLimiterRes)) errors++;
+        }
+        const t1 = wallUs();
+        at[i] = t1;
+        if (t1 - t0 > maxLatencyUs) maxLatencyUs = t1 - t0;
+      },
+      (i) => normalOf[i]! >= 0,
+    );
+    const usec = await scriptUsec(admin);
+    let failure = errors > 0 ? `${errors} calls failed` : rlfCheck(n, (i) => normalOf[i]!, Uint8Array.from(admitted, (a, i) => (normalOf[i]! >= 0 ? a : 0)), at, L, W, maxLatencyUs);
+    failure ||= rlfCheck(n, () => -1, Uint8Array.from(admitted, (a, i) => (normalOf[i]! < 0 ? a : 0)), at, floodLimit, 1_000_000, maxLatencyUs);
+    let normal = 0;
+    let ok = 0;
+    for (let i = 0; i < n; i++) {
+      if (normalOf[i]! >= 0) normal++;
+      ok += admitted[i]!;
+    }
+    c.disconnect();
+    rows.push({
+      type: 'flood',
+      name: `rate-limiter-flexible, ${label}`,
+      offered: rate,
+      perSecond: (normal / n) * (run.done / run.seconds),
+      admittedPct: (100 * ok) / n,
+      p50us: pctl(run.hist, 50),
+      p99us: pctl(run.hist, 99),
+      p999us: pctl(run.hist, 99.9),
+      redisUsPerCall: usec / n,
+      check: failure ? 'FAIL' : 'ok',
+      checkDetail: failure || 'at most 2L in any span of W per peer',
+    });
+  }
+  await admin.flushdb();
+  admin.disconnect();
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+const fmtInt = (x: number) => Math.round(x).toLocaleString('en-US');
+const fmtUs = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+const pad = (s: string, n: number) => (s.length >= n ? s : s + ' '.repeat(n - s.length));
+const lpad = (s: string, n: number) => (s.length >= n ? s : ' '.repeat(n - s.length) + s);
+
+export function printOpenRows(rows: OpenRow[], log: (line: string) => void): void {
+  log(
+    `${pad('system', 52)} ${lpad('offered/s', 10)} ${lpad('decided/s', 10)} ${lpad('admitted', 9)} ${lpad('p50 µs', 8)} ${lpad('p99 µs', 8)} ${lpad('p99.9 µs', 9)} ${lpad('redis µs', 9)} ${lpad('batch mean/max, 1s', 19)} ${lpad('shielded', 9)}  check`,
+  );
+  for (const r of rows) {
+    const batch = r.batchMean !== undefined ? `${r.batchMean.toFixed(2)}/${r.batchMax}, ${(100 * r.batchOnes!).toFixed(0)}%` : '';
+    log(
+      `${pad(r.name, 52)} ${lpad(r.offered ? fmtInt(r.offered) : '', 10)} ${lpad(r.check === 'FAIL' ? 'FAIL' : fmtInt(r.perSecond), 10)} ${lpad(Number.isNaN(r.admittedPct) ? '' : r.admittedPct.toFixed(1) + '%', 9)} ${lpad(fmtUs(r.p50us), 8)} ${lpad(fmtUs(r.p99us), 8)} ${lpad(fmtUs(r.p999us), 9)} ${lpad(r.redisUsPerCall.toFixed(1), 9)} ${lpad(batch, 19)} ${lpad(r.shielded !== undefined ? fmtInt(r.shielded) : '', 9)}  ${r.check === 'FAIL' ? 'FAIL: ' + r.checkDetail : 'ok'}`,
+    );
+  }
+}
