@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CallgateError } from '../src/errors/CallgateError.js';
+import { SHOWN_PROBLEMS, capProblems } from '../src/errors/problemList.js';
 import { MAX_ALIAS_NODES } from '../src/config/yaml.js';
 import {
   ConfigError,
@@ -383,6 +384,34 @@ describe('config', () => {
       expect(ce.name).to.equal('ConfigError');
       expect(ce.problems).to.deep.equal(expected);
       expect(ce.message).to.equal(expected.join('\n'));
+    });
+
+    it('lists 20 problems in its message and counts the rest, keeping them all in `problems`', () => {
+      const cfg = { inbound: { peers: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`p${i}`, [{ limit: 0, window: '1s' }]])) } };
+      const problems = problemsOf(() => parseConfig(cfg, 'big.json'));
+      expect(problems).to.have.length(200_000);
+      const lines = new ConfigError(problems).message.split('\n');
+      expect(lines).to.have.length(21);
+      expect(lines[0]).to.equal('big.json: inbound.peers.p0[0].limit: expected a positive integer, got 0');
+      expect(lines[19]).to.equal('big.json: inbound.peers.p19[0].limit: expected a positive integer, got 0');
+      expect(lines[20]).to.equal('… and 199980 more problems');
+    });
+  });
+
+  describe('capProblems (one cap for configuration and trace problems)', () => {
+    const list = (n: number) => Array.from({ length: n }, (_, i) => `problem ${i + 1}`);
+    it('shows up to 20 problems as they are', () => {
+      expect(SHOWN_PROBLEMS).to.equal(20);
+      expect(capProblems(list(0))).to.deep.equal([]);
+      expect(capProblems(list(20))).to.deep.equal(list(20));
+    });
+    it('counts the rest', () => {
+      expect(capProblems(list(21))).to.deep.equal([...list(20), '… and 1 more problem']);
+      expect(capProblems(list(200_000))).to.deep.equal([...list(20), '… and 199980 more problems']);
+    });
+    it('counts problems found but not kept', () => {
+      expect(capProblems(list(5), 1500)).to.deep.equal([...list(5), '… and 1495 more problems']);
+      expect(capProblems(list(1000), 1500)).to.deep.equal([...list(20), '… and 1480 more problems']);
     });
   });
 
