@@ -4,22 +4,26 @@
  *   callgate replay --config FILE --trace FILE [--store memory|redis] [--redis-url URL]
  *                   [--decisions FILE|-] [--json]
  *
- * Bad input (an invalid configuration, a malformed trace, an unreadable file) ends with exit
- * code 2 and one line per problem, no stack trace; a decisions file is written to a temporary
- * name and renamed only when the replay succeeded, so it is never left half written.
+ * Bad input (an invalid configuration, a malformed trace, an unreadable file, a decisions file
+ * that cannot be written, a bad option) ends with exit code 2 and one line per problem (at most
+ * 20, then a count), no stack trace; an unreachable Redis with exit code 1. A decisions file is
+ * written to a temporary name and renamed only when the replay succeeded, so it is never left
+ * half written (see cli/decisionsFile.ts). SIGINT / SIGTERM stop the replay, remove the temporary
+ * file, delete the run's Redis keys and exit with 130 / 143.
  */
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, realpathSync, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { realpathSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError as CliArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
 import { Redis } from 'ioredis';
-import { ConfigError } from './config/ConfigError.js';
+import { DecisionsFile } from './cli/decisionsFile.js';
 import { loadConfigFile } from './config/load.js';
 import { CallgateError } from './errors/index.js';
-import { replay, type DecisionLine } from './replay/replay.js';
+import { osReason } from './errors/osReason.js';
+import { replay } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
-import { TraceError, formatProblem } from './replay/trace.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import { RedisStore } from './store/RedisStore.js';
 import type { Store } from './store/types.js';
@@ -36,67 +40,72 @@ interface ReplayArgs {
   progress: boolean;
 }
 
-/** Decisions as JSON Lines, to a temporary file renamed into place on success (or stdout). */
-class DecisionWriter {
-  private readonly out: WriteStream | NodeJS.WriteStream;
-  private readonly tmp?: string;
-
-  constructor(private readonly target: string) {
-    if (target === '-') this.out = process.stdout;
-    else {
-      this.tmp = `${target}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
-      this.out = createWriteStream(this.tmp);
-    }
+/** SIGINT or SIGTERM received: the replay stops and the process exits with 128 + its number. */
+class InterruptedError extends CallgateError {
+  constructor(readonly signal: 'SIGINT' | 'SIGTERM') {
+    super('ERR_INTERRUPTED', `interrupted by ${signal}`);
   }
 
-  private buffer: string[] = [];
-
-  /** Returns a promise only when the output is full: the replay then waits (flat memory). */
-  write(d: DecisionLine): Promise<void> | undefined {
-    this.buffer.push(JSON.stringify(d));
-    if (this.buffer.length >= 512 && !this.flush()) return new Promise((resolve) => this.out.once('drain', resolve));
-    return undefined;
-  }
-
-  private flush(): boolean {
-    const ok = this.buffer.length > 0 ? this.out.write(this.buffer.join('\n') + '\n') : true;
-    this.buffer = [];
-    return ok;
-  }
-
-  private end(): Promise<void> {
-    this.flush();
-    if (this.out === process.stdout) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      this.out.once('error', reject);
-      (this.out as WriteStream).end(() => resolve());
-    });
-  }
-
-  async commit(): Promise<void> {
-    await this.end();
-    if (this.tmp) renameSync(this.tmp, this.target);
-  }
-
-  async abort(): Promise<void> {
-    await this.end().catch(() => undefined);
-    if (this.tmp) rmSync(this.tmp, { force: true });
+  get exitCode(): number {
+    return 128 + osConstants.signals[this.signal];
   }
 }
 
-async function openStore(args: ReplayArgs): Promise<Store> {
+/**
+ * SIGINT / SIGTERM while replaying: the first aborts `signal` (the replay stops at the next row
+ * or call, then everything is cleaned up as after any failure); a second one exits at once,
+ * after the synchronous part of the clean-up (removing the temporary decisions file).
+ */
+class Interruption {
+  private readonly controller = new AbortController();
+  readonly signal = this.controller.signal;
+  /** Run before exiting on a second signal. */
+  onSecond: () => void = () => undefined;
+
+  private readonly handler = (sig: 'SIGINT' | 'SIGTERM'): void => {
+    const err = new InterruptedError(sig);
+    if (this.signal.aborted) {
+      this.onSecond();
+      process.exit(err.exitCode);
+    }
+    this.controller.abort(err);
+  };
+
+  constructor() {
+    process.on('SIGINT', this.handler);
+    process.on('SIGTERM', this.handler);
+  }
+
+  dispose(): void {
+    process.off('SIGINT', this.handler);
+    process.off('SIGTERM', this.handler);
+  }
+}
+
+async function openStore(args: ReplayArgs, signal: AbortSignal): Promise<Store> {
   if (args.store === 'memory') return new MemoryStore();
-  // a fresh prefix per run: a replay never sees, nor leaves behind, another run's counts
-  const redis = new Redis(args.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
+  let redis: Redis;
+  try {
+    redis = new Redis(args.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
+  } catch (err) {
+    // ioredis parses the URL in its constructor: "notaurl::" is a TypeError there
+    throw new CallgateError('ERR_INVALID_ARGUMENT', `invalid --redis-url ${JSON.stringify(args.redisUrl)}: ${(err as Error).message}`);
+  }
   // connection errors surface through the commands that fail; keep the cause for the message
   let lastError: Error | undefined;
   redis.on('error', (err: Error) => (lastError = err));
+  const onAbort = () => redis.disconnect();
+  signal.addEventListener('abort', onAbort, { once: true });
   try {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
+    signal.throwIfAborted();
     throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${args.redisUrl}: ${(lastError ?? (err as Error)).message}`);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
   }
+  // a fresh prefix per run: a replay never sees, nor leaves behind, another run's counts
   const store = new RedisStore({ redis, prefix: `callgate:replay:${Date.now().toString(36)}${randomBytes(3).toString('hex')}:` });
   const close = store.close.bind(store);
   // closed by the replay's engine, and again by runReplay when the replay failed first: once only
@@ -111,11 +120,30 @@ async function openStore(args: ReplayArgs): Promise<Store> {
 }
 
 async function runReplay(args: ReplayArgs): Promise<void> {
+  const interruption = new Interruption();
+  try {
+    await replayInterruptibly(args, interruption);
+  } finally {
+    interruption.dispose();
+  }
+}
+
+async function replayInterruptibly(args: ReplayArgs, interruption: Interruption): Promise<void> {
+  const { signal } = interruption;
   const config = await loadConfigFile(args.config);
-  const store = await openStore(args);
-  const writer = args.decisions !== undefined ? new DecisionWriter(args.decisions) : undefined;
+  signal.throwIfAborted(); // a large configuration takes a while to load
+  // opened before the store: a target that cannot be written fails with nothing to undo
+  const writer = args.decisions !== undefined ? await DecisionsFile.open(args.decisions, signal) : undefined;
+  if (writer) interruption.onSecond = () => writer.removeTemporary();
+  let store: Store;
+  try {
+    store = await openStore(args, signal);
+  } catch (err) {
+    writer?.abort();
+    throw err;
+  }
   // the report goes to stderr when the decisions take stdout
-  const reportOut = args.decisions === '-' ? process.stderr : process.stdout;
+  const reportOut = writer?.toStdout ? process.stderr : process.stdout;
   const bar =
     args.progress && process.stderr.isTTY
       ? new cliProgress.SingleBar({ stream: process.stderr, format: 'replay [{bar}] {percentage}% {value}/{total} calls', hideCursor: true }, cliProgress.Presets.shades_classic)
@@ -126,6 +154,7 @@ async function runReplay(args: ReplayArgs): Promise<void> {
       config,
       tracePath: args.trace,
       store,
+      signal,
       onDecision: writer ? (d) => writer.write(d) : undefined,
       progressEvery: 5_000,
       onProgress: bar
@@ -140,28 +169,35 @@ async function runReplay(args: ReplayArgs): Promise<void> {
     });
     if (barStarted) bar!.stop();
     await writer?.commit();
-    reportOut.write((args.json ? JSON.stringify(reportJson(result)) : reportText(result)) + '\n');
+    await writeReport(reportOut, (args.json ? JSON.stringify(reportJson(result)) : reportText(result)) + '\n');
   } catch (err) {
     if (barStarted) bar!.stop();
-    await writer?.abort();
+    writer?.abort();
     throw err;
   } finally {
     await store.close();
   }
 }
 
-/** One line per problem, no stack trace: bad input is the user's to fix, not a crash. */
+/** The report; an output closed by its reader (`| true`) is one line of error, not a crash. */
+async function writeReport(out: NodeJS.WriteStream, text: string): Promise<void> {
+  out.on('error', () => undefined); // reported through the write's callback below
+  try {
+    await new Promise<void>((resolve, reject) => out.write(text, (err) => (err ? reject(err) : resolve())));
+  } catch (e) {
+    const name = out === process.stderr ? 'standard error' : 'standard output';
+    throw new CallgateError('ERR_OUTPUT', `cannot write the report to ${name}: ${osReason(e)}`, { cause: e });
+  }
+}
+
+/**
+ * One line per problem, no stack trace: bad input is the user's to fix, not a crash. The messages
+ * of ConfigError and TraceError hold one problem a line, at most 20 and a count of the rest.
+ */
 function reportFailure(err: unknown): number {
-  if (err instanceof TraceError) {
-    for (const p of err.problems) process.stderr.write(`error: ${formatProblem(p)}\n`);
-    return EXIT_BAD_INPUT;
-  }
-  if (err instanceof ConfigError) {
-    for (const p of err.problems) process.stderr.write(`error: ${p}\n`);
-    return EXIT_BAD_INPUT;
-  }
   if (err instanceof CallgateError) {
-    process.stderr.write(`error: ${err.message}\n`);
+    for (const line of err.message.split('\n')) process.stderr.write(`error: ${line}\n`);
+    if (err instanceof InterruptedError) return err.exitCode;
     return err.code === 'ERR_STORE_UNAVAILABLE' ? 1 : EXIT_BAD_INPUT;
   }
   process.stderr.write(`error: ${(err as Error)?.stack ?? String(err)}\n`);
@@ -194,7 +230,11 @@ export async function main(argv: string[]): Promise<number> {
     if (code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help') return 0;
     if (typeof code === 'string' && code.startsWith('commander.')) return EXIT_BAD_INPUT; // commander printed it
     if (err instanceof CliArgumentError) return EXIT_BAD_INPUT;
-    return reportFailure(err);
+    const exitCode = reportFailure(err);
+    // cleaned up; what cannot be cancelled (a FIFO's open waiting for a reader) must not keep the
+    // process alive
+    if (err instanceof InterruptedError) process.exit(exitCode);
+    return exitCode;
   }
 }
 
