@@ -86,15 +86,33 @@ const CONFIG_3 = {
     defaultPeer: PEER_3.map(limitInput),
   },
 };
+/**
+ * The same three levels, each with a channel limit too; every admitted call holds its channels
+ * for HOLD_US (maxCallDuration: the bench never hangs up). A busy peer admits 40/s for 2 s, so
+ * its 30 channels bind; the account's and the global ones are there to be checked and recorded.
+ */
+const CHANNELS_3 = { global: 100_000, account: 5_000, peer: 30 };
+const HOLD_US = 2_000_000;
+const CONFIG_3CH = {
+  maxCallDuration: 'PT2S',
+  inbound: {
+    global: [...CONFIG_3.inbound.global, { channels: CHANNELS_3.global }],
+    accounts: Object.fromEntries(Object.entries(CONFIG_3.inbound.accounts).map(([a, l]) => [a, [...l, { channels: CHANNELS_3.account }]])),
+    defaultPeer: [...CONFIG_3.inbound.defaultPeer, { channels: CHANNELS_3.peer }],
+  },
+};
+
+type Levels = 1 | 3 | '3ch';
 
 /** The buckets of a call at each level count, as the bench names them (for checks and replays). */
-function bucketsOf(levels: 1 | 3, p: number): { buckets: Bucket[]; labels: string[] } {
+function bucketsOf(levels: Levels, p: number): { buckets: Bucket[]; labels: string[] } {
   if (levels === 1) return { buckets: [{ name: `p${p}`, limits: PEER_1 }], labels: [`peer:${peerName(p)}`] };
+  const ch = levels === '3ch';
   return {
     buckets: [
-      { name: 'g', limits: GLOBAL_3 },
-      { name: `a${p % ACCOUNTS}`, limits: ACCOUNT_3 },
-      { name: `p${p}`, limits: PEER_3 },
+      { name: 'g', limits: GLOBAL_3, ...(ch && { channels: CHANNELS_3.global }) },
+      { name: `a${p % ACCOUNTS}`, limits: ACCOUNT_3, ...(ch && { channels: CHANNELS_3.account }) },
+      { name: `p${p}`, limits: PEER_3, ...(ch && { channels: CHANNELS_3.peer }) },
     ],
     labels: ['global', `account:${accountName(p)}`, `peer:${peerName(p)}`],
   };
@@ -209,11 +227,11 @@ function pct(a: Uint8Array, done: number): number {
 let seq: Uint16Array;
 
 /** Callgate admission through CallGate.admit (Redis TIME), checked two ways. */
-function gateSystem(gate: CallGate, levels: 1 | 3, n: number): System {
+function gateSystem(gate: CallGate, levels: Levels, n: number): System {
   const o = outcome(n);
   const limitedBy: (string | undefined)[] = new Array(n);
   let k = 0;
-  const plans = Array.from({ length: PEERS }, (_, p) => ({ peer: peerName(p), account: levels === 3 ? accountName(p) : undefined }));
+  const plans = Array.from({ length: PEERS }, (_, p) => ({ peer: peerName(p), account: levels !== 1 ? accountName(p) : undefined }));
   return {
     async op(i) {
       const p = plans[seq[i]!]!;
@@ -243,9 +261,11 @@ function gateSystem(gate: CallGate, levels: 1 | 3, n: number): System {
       const ref = new MemoryStore();
       let diff = 0;
       let first = '';
+      const lists = Array.from({ length: PEERS }, (_, p) => bucketsOf(levels, p));
       for (const i of executionOrder(o, done)) {
-        const { buckets, labels } = bucketsOf(levels, seq[i]!);
-        const r = ref.admitSync({ tag: 't', buckets, now: o.at[i]! });
+        const { buckets, labels } = lists[seq[i]!]!;
+        const hold = levels === '3ch' ? { id: `c${i}`, forUs: HOLD_US } : undefined;
+        const r = ref.admitSync({ tag: 't', buckets, now: o.at[i]!, hold });
         const same = r.admitted === (o.admitted[i] === 1) && (r.admitted || labels[r.limitedBy] === limitedBy[i]);
         if (!same && diff++ === 0) first = `call ${i} at ${o.at[i]}: redis ${o.admitted[i] ? 'admitted' : limitedBy[i]}, reference ${r.admitted ? 'admitted' : labels[r.limitedBy]}`;
       }
@@ -466,12 +486,13 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
     return c;
   };
 
-  const gateRow = async (name: string, levels: 1 | 3) => {
+  const gateRow = async (name: string, levels: Levels) => {
     const c = await client();
     let gate: CallGate | undefined;
     const row = await measureRedis(name, label, admin, async (n, prefix) => {
       await gate?.close();
-      gate = await CallGate.create({ config: levels === 1 ? CONFIG_1 : CONFIG_3, store: new RedisStore({ redis: c, prefix, maxBatch: MAX_BATCH }), timeoutMs: 5000 });
+      const config = levels === 1 ? CONFIG_1 : levels === 3 ? CONFIG_3 : CONFIG_3CH;
+      gate = await CallGate.create({ config, store: new RedisStore({ redis: c, prefix, maxBatch: MAX_BATCH }), timeoutMs: 5000 });
       return gateSystem(gate, levels, n);
     });
     await gate?.close();
@@ -482,6 +503,7 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
   const systems: [string, () => Promise<Row | undefined>][] = [
     ['callgate admit, 1 level (gate.admit)', () => gateRow('callgate admit, 1 level (gate.admit)', 1)],
     ['callgate admit, 3 levels x 2 windows', () => gateRow('callgate admit, 3 levels x 2 windows', 3)],
+    ['callgate admit, 3 levels x 2 windows + channels', () => gateRow('callgate admit, 3 levels x 2 windows + channels', '3ch')],
     [
       'rate-limiter-flexible consume',
       async () => {

@@ -1,24 +1,42 @@
 --[[
   add: record one event in several buckets at once, unconditionally (a call that must pass,
-  such as an emergency call, still counts against every limit).
+  such as an emergency call, still counts against every limit, channels included).
 
   KEYS        every structure of the buckets, each named once: sliding-log sorted sets
-              (members = event ids, scores = µs) and window hashes {w, c, p}
+              (members = event ids, scores = µs), window hashes {w, c, p} and holds sorted
+              sets (includes/channels.lua)
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2]     member: a unique id for this event (the sorted-set member)
   ARGV[3]     ttl floor, ms: the least expiry of a written key (0 when now is Redis TIME;
               a long floor when the caller's clock is virtual, so keys outlive real time)
-  ARGV[4..]   the profiles and buckets (includes/buckets.lua; their limits are not checked)
-  Reply: now (integer, µs)
+  ARGV[4]     call record key, <base>call:in:<id> ('' when no bucket has a channel limit)
+  ARGV[5]     the call's id (key-safe; '' when none)
+  ARGV[6]     how long the call holds its channels, µs
+  ARGV[7]     deadline, µs in Redis time ('' = none): past it the call is skipped, not counted
+  ARGV[8..]   the profiles and buckets (includes/buckets.lua; their limits are not checked)
+  Reply: { now (integer, µs), 0, or 1 when the call's record still held at now (a repeat:
+         nothing counted), or 2 when it was skipped (past its deadline: nothing counted) }
 ]]
 --- @include "common"
 --- @include "buckets"
+--- @include "channels"
 
 local t = readNow(ARGV[1])
 local ts = fmtInt(t)
 local member = ARGV[2]
 local floorMs = tonumber(ARGV[3])
-local bLog, bRet, bHash, _, _, _, _, _, _, hashW = readBuckets(4)
+local record, id, forUs = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local bLog, bRet, bHash, _, _, _, _, _, _, hashW, _, bHold = readBuckets(8)
+if pastDeadline(ARGV[7]) then
+  return { t, 2 }
+end
+if id ~= '' then
+  local e = recordEnd(record)
+  if e and e > t then
+    return { t, 1 }
+  end
+end
+local holdKeys = {}
 for b = 1, #bRet do
   local log = bLog[b]
   if log > 0 then
@@ -37,5 +55,15 @@ for b = 1, #bRet do
       end
     end
   end
+  if bHold[b] > 0 then
+    holdKeys[#holdKeys + 1] = KEYS[bHold[b]]
+  end
 end
-return t
+if id ~= '' and forUs > 0 then
+  local e = t + forUs
+  for _, k in ipairs(holdKeys) do
+    writeHolds(k, { [id] = e }, t, ts, floorMs)
+  end
+  writeRecord(record, e, holdKeys, t, floorMs)
+end
+return { t, 0 }

@@ -6,47 +6,65 @@
   many calls is read once and written once per distinct time.
 
   KEYS        every structure of the batch, each named once: sliding-log sorted sets
-              (members = event ids, scores = µs) and window hashes {w, c, p}
+              (members = event ids, scores = µs), window hashes {w, c, p} and holds sorted
+              sets (members = call ids, scores = hold ends, µs; includes/channels.lua)
   ARGV[1]     ttl floor, ms, for calls whose now is given (virtual clocks: keys must outlive
               real time); calls on Redis TIME use no floor
   ARGV[2]     member prefix: call i's event id (its sorted-set member) is the prefix .. i,
               unique as long as the prefix is unique per batch
-  ARGV[3..]   the profiles and buckets of the batch, each bucket once (includes/buckets.lua)
+  ARGV[3]     call record prefix: the record of call id x is the key prefix .. x (it shares
+              the batch's hash tag, so it is named here rather than in KEYS)
+  ARGV[4]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
+  ARGV[5..]   the profiles and buckets of the batch, each bucket once (includes/buckets.lua)
   then the plans, the bucket lists the calls name, each once:
     NP        the number of plans, then per plan: n, then n bucket indices (1-based), in
               check order
-  then the calls, in runs that share a time (includes/runs.lua), one plan index (1-based) per
-  call
+  then the calls, in runs that share a time (includes/runs.lua); per call its plan index
+  (1-based), its deadline (µs, Redis time; '' = none) and, when a bucket of the plan has a
+  channel limit, the call's id (key-safe) and how long it holds its channels once admitted (µs)
 
   Semantics at time t (normative: src/store/types.ts):
     sliding-log     n = #{s : t - W < s <= t}; room iff n < L
     fixed-window    c = count of window floor(t / W); room iff c < L
     sliding-window  room iff c + p * (1 - f) < L, f = (t - kW) / W
-  Reply: per call three integers (exact below 2^53): limitedBy (0: admitted; else the 1-based
+    channels N      holds with an end after t < N (checked after the bucket's rate limits)
+    a call whose record still holds at t (end > t) is admitted again, counted nowhere
+    a call whose deadline has passed (Redis TIME >= deadline) is skipped: decided nowhere
+  Reply: per call four integers (exact below 2^53): limitedBy (0: admitted; else the 1-based
          position, among the call's buckets, of the first without room), retryAfterUs (0 when
-         admitted; else the max over failing limits of the wait until room), now (µs)
+         admitted; else the max over failing rate limits of the wait until room), now (µs),
+         flags (1: refused by channels, not rate; 2: a repeated admit of a call still holding;
+         4: skipped, past its deadline); then, when asked (ARGV[4]), Redis TIME (µs)
 
   How the work is shared: calls with the same t form a group. In a group each (log, W) is
   counted once with ZCOUNT and each window hash read once; the calls admitted add their events
   to local state (all at t, so inside every window), which is written when the time changes or
-  the batch ends: per log one trim, ZADD and PEXPIRE, per hash one HSET and PEXPIRE. A refused
-  call changes nothing, so the retry-after lookups of a log are kept for the group too.
+  the batch ends: per log one trim, ZADD and PEXPIRE, per hash one HSET and PEXPIRE, per holds
+  set one trim, ZADD and expiry check, per call record one SET. A refused call
+  changes nothing, so the retry-after lookups of a log are kept for the group too.
 ]]
 --- @include "common"
 --- @include "buckets"
 --- @include "runs"
+--- @include "channels"
 
 local floorMs = tonumber(ARGV[1])
 local memberPrefix = ARGV[2]
-local bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, a = readBuckets(3)
-local plans = {}
+local recordPrefix = ARGV[3]
+local wantClock = ARGV[4] == '1'
+local bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, bN, bHold, a = readBuckets(5)
+local plans, planHolds = {}, {}
 for p = 1, tonumber(ARGV[a]) do
   local n = tonumber(ARGV[a + 1])
   local list = {}
+  local holds = false
   for q = 1, n do
     list[q] = tonumber(ARGV[a + 1 + q])
+    if bN[list[q]] > 0 then
+      holds = true
+    end
   end
-  plans[p] = list
+  plans[p], planHolds[p] = list, holds
   a = a + 1 + n
 end
 a = a + 1
@@ -55,12 +73,16 @@ local t, ts -- the group's time, as a number and as a score
 local since, after -- per W: the scores t - W and '(' .. (t - W), formatted once per group
 local retention, counts, oldest, added, nAdded -- per log key index
 local hw, hc, hp, loaded, dirty -- per window hash key index
+local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
+local records -- call records to write: { id, end, keys }
+local recordEnds = {} -- end of every call record this batch wrote or will write, by id
 
 local function newGroup(now)
   t, ts = now, fmtInt(now)
   since, after = {}, {}
   retention, counts, oldest, added, nAdded = {}, {}, {}, {}, {}
   hw, hc, hp, loaded, dirty = {}, {}, {}, {}, {}
+  holdsStored, holdsAdded, nHolds, records = {}, {}, {}, {}
 end
 
 local function writeGroup(floor)
@@ -83,6 +105,32 @@ local function writeGroup(floor)
   for k in pairs(dirty) do
     writeHash(KEYS[k], hw[k], hc[k], hp[k], t, hashW[k], floor)
   end
+  for k, ends in pairs(holdsAdded) do
+    writeHolds(KEYS[k], ends, t, ts, floor)
+  end
+  for _, r in ipairs(records) do
+    writeRecord(recordPrefix .. r[1], r[2], r[3], t, floor)
+  end
+end
+
+-- Holds of set k with an end after t: those in Redis (counted once per group) and those added
+-- by earlier calls of the group (all end after t).
+local function holdCount(k)
+  local stored = holdsStored[k]
+  if stored == nil then
+    stored = holdsAfter(KEYS[k], ts)
+    holdsStored[k] = stored
+  end
+  return stored + (nHolds[k] or 0)
+end
+
+-- Whether call `id` has a record still holding at t.
+local function stillHolding(id)
+  local e = recordEnds[id]
+  if e == nil then
+    e = recordEnd(recordPrefix .. id)
+  end
+  return e ~= nil and e > t
 end
 
 -- '(' .. (t - W): the exclusive lower bound of the window W ending at t.
@@ -129,9 +177,13 @@ local function storedAt(k, W, i)
   return s
 end
 
--- Decide one call on the buckets of its plan at the group's time; record it if admitted.
-local function decide(list, call)
-  local limitedBy, retry = 0, 0
+-- Decide one call on the buckets of its plan at the group's time; record it if admitted. `id`:
+-- the call's id when its plan has a channel limit (nil otherwise), `forUs` its hold.
+local function decide(list, call, id, forUs)
+  if id ~= nil and stillHolding(id) then
+    return 0, 0, 2
+  end
+  local limitedBy, retry, flags = 0, 0, 0
   for q = 1, #list do
     local b = list[q]
     -- a log's limits come widest window first, and a window holds no more events than a wider
@@ -192,6 +244,10 @@ local function decide(list, call)
         end
       end
     end
+    -- then its channels; past the first bucket without room they change nothing
+    if limitedBy == 0 and bN[b] > 0 and holdCount(bHold[b]) >= bN[b] then
+      limitedBy, flags = q, 1
+    end
   end
 
   if limitedBy == 0 then
@@ -223,17 +279,44 @@ local function decide(list, call)
         end
       end
     end
+    if id ~= nil and forUs > 0 then
+      -- a channel in every bucket with a channel limit, until t + forUs
+      local e = t + forUs
+      local keys = {}
+      for q = 1, #list do
+        local k = bHold[list[q]]
+        if k > 0 then
+          local ends = sub(holdsAdded, k)
+          ends[id] = e
+          nHolds[k] = (nHolds[k] or 0) + 1
+          keys[#keys + 1] = KEYS[k]
+        end
+      end
+      records[#records + 1] = { id, e, keys }
+      recordEnds[id] = e
+    end
   end
-  return limitedBy, retry
+  return limitedBy, retry, flags
 end
 
 local out = {}
 local call = 0
-eachCall(a, floorMs, newGroup, function(plan)
+eachCall(a, floorMs, newGroup, function(x)
   call = call + 1
-  local limitedBy, retry = decide(plans[tonumber(plan)], call)
-  out[#out + 1] = limitedBy
-  out[#out + 1] = retry
-  out[#out + 1] = t
+  local p, deadline = tonumber(ARGV[x]), ARGV[x + 1]
+  local id, forUs
+  if planHolds[p] then
+    id, forUs, x = ARGV[x + 2], tonumber(ARGV[x + 3]), x + 2
+  end
+  local limitedBy, retry, flags = 0, 0, 4
+  if not pastDeadline(deadline) then
+    limitedBy, retry, flags = decide(plans[p], call, id, forUs)
+  end
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = limitedBy, retry, t, flags
+  return x + 2
 end, writeGroup)
+if wantClock then
+  out[#out + 1] = redisClock()
+end
 return out

@@ -3,45 +3,69 @@
   the order given (each exactly as it would be as a script call of its own, in that order).
   Each carrier c sends one call per interval I; last(c) is the latest slot given on c. For each
   carrier of the call's route, in order: slot = max(t, last(c) + I), wait = slot - t; the first
-  carrier with wait <= maxWait takes the call (last(c) = slot). Carriers passed over keep their
-  state: nothing is reserved on a refusal.
+  carrier with wait <= maxWait and, when it has a channel limit N, fewer than N holds with an end
+  after t, takes the call (last(c) = slot). Carriers passed over keep their state: nothing is
+  reserved on a refusal.
 
-  KEYS        every carrier of the batch, once: its last slot (a string, µs)
+  KEYS        every carrier of the batch, once: its last slot (a string, µs), and the holds
+              sorted set of each carrier with a channel limit (includes/channels.lua)
   ARGV[1]     ttl floor, ms, for calls whose now is given (see admit.lua)
-  ARGV[2]     NR, the number of routes, then per route: n, then per carrier in route order:
-              its key (1-based index in KEYS), I (µs, may be fractional), maxWait (µs)
-  then the calls, in runs that share a time (includes/runs.lua), one route index (1-based) per
-  call
-  Reply: per call, m (the number of carriers tried) and then: index (1-based carrier that took
-         the call; 0 = none), waitUs, slotUs (0 when none), now, and the wait of each carrier
-         tried, in order (times as strings: I may be fractional)
+  ARGV[2]     call record prefix: the outbound record of call id x is the key prefix .. x (it
+              shares the carriers' hash tag, so it is named here rather than in KEYS)
+  ARGV[3]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
+  ARGV[4]     NR, the number of routes, then per route: n, then per carrier in route order:
+              its key (1-based index in KEYS), I (µs, may be fractional), maxWait (µs), N (its
+              channel limit, 0: none), its holds key (index in KEYS; 0 when N is 0)
+  then the calls, in runs that share a time (includes/runs.lua), four arguments per call:
+  route index (1-based), its deadline (µs, Redis time; '' = none: a call whose deadline has
+  passed is skipped), the call's id (key-safe; '' for none), how long the call holds its
+  carrier's channel after its slot (µs)
+  A call with an id that gets a carrier first drops the id's previous outbound record and its
+  hold (one outbound hold per call id); then, on a carrier with a channel limit, it holds a
+  channel from now until slot + its hold time, recorded under its id.
+  Reply: per call, m (the number of carriers tried; -1: skipped, past its deadline, and nothing
+         else follows but the four fields below) and then: index (1-based carrier that took
+         the call; 0 = none), waitUs, slotUs (0 when none), now, and per carrier tried, in
+         order: its wait and 1 when its channels were full (with a wait it could take), else 0
+         (times as strings: I may be fractional); then, when asked (ARGV[3]), Redis TIME (µs)
 
   How the work is shared: calls with the same t form a group; in a group each carrier is read
-  once (GET) and written once (SET with expiry) when the time changes or the batch ends.
+  once (GET) and written once (SET with expiry) when the time changes or the batch ends, its
+  holds counted once (ZCOUNT) and written once.
 ]]
 --- @include "common"
 --- @include "runs"
+--- @include "channels"
 
 local floorMs = tonumber(ARGV[1])
+local recordPrefix = ARGV[2]
+local wantClock = ARGV[3] == '1'
 local routes = {}
-local a = 3
-for r = 1, tonumber(ARGV[2]) do
+local a = 5
+for r = 1, tonumber(ARGV[4]) do
   local n = tonumber(ARGV[a])
-  local keys, Is, maxWaits = {}, {}, {}
+  local keys, Is, maxWaits, Ns, holdKeys = {}, {}, {}, {}, {}
   for i = 1, n do
-    local j = a + 3 * i - 2
+    local j = a + 5 * i - 4
     keys[i], Is[i], maxWaits[i] = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
+    Ns[i], holdKeys[i] = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
   end
-  routes[r] = { keys, Is, maxWaits }
-  a = a + 1 + 3 * n
+  routes[r] = { keys, Is, maxWaits, Ns, holdKeys }
+  a = a + 1 + 5 * n
 end
 
 local t, ts -- the group's time (number, string)
 local last, loaded, lastI, dirty -- per carrier key index
+local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
+local records -- outbound call records this group writes: { id, end, key, dead }
+local group = 0
+local pending = {} -- per call id, its record written by this batch: { group, holds key index, entry }
 
 local function newGroup(now)
   t, ts = now, fmtInt(now)
   last, loaded, lastI, dirty = {}, {}, {}, {}
+  holdsStored, holdsAdded, nHolds, records = {}, {}, {}, {}
+  group = group + 1
 end
 
 local function writeGroup(floor)
@@ -49,15 +73,55 @@ local function writeGroup(floor)
     -- last(c) matters until slot + I: after that every call gets slot = t anyway
     redis.call('SET', KEYS[k], fmt(last[k]), 'PX', fmtInt(ttlMs(last[k] + lastI[k] - t, floor)))
   end
+  for k, ends in pairs(holdsAdded) do
+    if next(ends) ~= nil then
+      writeHolds(KEYS[k], ends, t, ts, floor)
+    end
+  end
+  for _, r in ipairs(records) do
+    if not r[4] then
+      writeRecord(recordPrefix .. r[1], r[2], { r[3] }, t, floor)
+    end
+  end
+end
+
+-- Holds of set k with an end after t: in Redis (counted once per group) and added this group.
+local function holdCount(k)
+  local stored = holdsStored[k]
+  if stored == nil then
+    stored = holdsAfter(KEYS[k], ts)
+    holdsStored[k] = stored
+  end
+  return stored + (nHolds[k] or 0)
+end
+
+-- Drop the previous outbound record of call `id` and its hold, wherever it is.
+local function dropPrevious(id)
+  local prev = pending[id]
+  if prev ~= nil and prev[1] == group then
+    -- written by this group, not yet in Redis
+    local k = prev[2]
+    holdsAdded[k][id] = nil
+    nHolds[k] = nHolds[k] - 1
+    prev[3][4] = true
+  elseif dropRecord(recordPrefix .. id, id) then
+    holdsStored = {} -- a hold left Redis: count again
+  end
+  pending[id] = nil
 end
 
 local out = {}
-eachCall(a, floorMs, newGroup, function(r)
-  local route = routes[tonumber(r)]
-  local keys, Is, maxWaits = route[1], route[2], route[3]
+eachCall(a, floorMs, newGroup, function(x)
+  local route = routes[tonumber(ARGV[x])]
+  local id, forUs = ARGV[x + 2], tonumber(ARGV[x + 3])
+  local keys, Is, maxWaits, Ns, holdKeys = route[1], route[2], route[3], route[4], route[5]
   local head = #out
   out[head + 1] = 0 -- m, set below
   out[head + 2], out[head + 3], out[head + 4], out[head + 5] = 0, '0', '0', ts
+  if pastDeadline(ARGV[x + 1]) then
+    out[head + 1] = -1
+    return x + 4
+  end
   local m = 0
   for i = 1, #keys do
     local k, I = keys[i], Is[i]
@@ -75,14 +139,37 @@ eachCall(a, floorMs, newGroup, function(r)
     end
     local wait = slot - t
     local waitText = fmt(wait)
+    local fits = wait <= maxWaits[i]
+    local full = fits and Ns[i] > 0 and holdCount(holdKeys[i]) >= Ns[i]
+    out[head + 6 + 2 * m], out[head + 7 + 2 * m] = waitText, full and 1 or 0
     m = m + 1
-    out[head + 5 + m] = waitText
-    if wait <= maxWaits[i] then
+    if fits and not full then
       last[k], lastI[k], dirty[k] = slot, I, true
       out[head + 2], out[head + 3], out[head + 4] = i, waitText, fmt(slot)
+      if id ~= '' then
+        dropPrevious(id)
+        local e = slot + forUs
+        local h = holdKeys[i]
+        if h > 0 and e > t then
+          local ends = holdsAdded[h]
+          if ends == nil then
+            ends = {}
+            holdsAdded[h] = ends
+          end
+          ends[id] = e
+          nHolds[h] = (nHolds[h] or 0) + 1
+          local entry = { id, e, KEYS[h], false }
+          records[#records + 1] = entry
+          pending[id] = { group, h, entry }
+        end
+      end
       break
     end
   end
   out[head + 1] = m
+  return x + 4
 end, writeGroup)
+if wantClock then
+  out[#out + 1] = redisClock()
+end
 return out

@@ -8,7 +8,10 @@
  *     [--unsorted]      (swap neighbouring rows now and then: exercises loadTraceSorted)
  *
  * generateTrace(opts) yields the CSV text line by line (header first), in constant memory;
- * generateConfig(opts) gives the matching configuration (JSON form of the contract).
+ * generateConfig(opts) gives the matching configuration (JSON form of the contract): rate and
+ * channel limits at every level and on carriers. Calls last ~2 s on average (seconds with a
+ * fraction, some ISO-8601, some never reported), and now and then an inbound call is offered
+ * again 50 ms later under the same id (an INVITE retransmission).
  */
 import { createWriteStream, writeFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
@@ -64,26 +67,43 @@ export function generateConfig(opts: Pick<GenerateOptions, 'peers' | 'rate'> = {
       { limit: Math.max(2, Math.round(perPeer * 50)), window: 'PT1M' },
     ];
   }
+  // Calls in progress at a level ~ its admitted rate x 2 s (the mean duration): channel limits a
+  // little below that bite now and then; every sixth peer with limits has a channel limit too.
+  for (let i = 0; i < peers; i += 6) (peerLimits[peerId(i)] as unknown[]).push({ channels: Math.max(1, Math.round(perPeer * 2)) });
   const accounts: Record<string, unknown> = {};
-  for (let i = 0; i < 20; i += 2) accounts[accountId(i)] = [{ limit: Math.max(1, Math.round((rate * 0.7) / 20)), window: 'PT1S' }];
+  for (let i = 0; i < 20; i += 2) {
+    accounts[accountId(i)] = [{ limit: Math.max(1, Math.round((rate * 0.7) / 20)), window: 'PT1S' }];
+    if (i % 4 === 0) (accounts[accountId(i)] as unknown[]).push({ channels: Math.max(1, Math.round((rate * 0.7) / 20)) });
+  }
   return {
+    maxCallDuration: 'PT30S',
     inbound: {
-      global: [{ limit: Math.round(rate * 0.45), window: 'PT1S' }],
+      global: [{ limit: Math.round(rate * 0.45), window: 'PT1S' }, { channels: Math.round(rate * 0.7) }],
       accounts,
       peers: peerLimits,
-      defaultPeer: [{ limit: Math.max(1, Math.round(perPeer * 1.5)), window: 'PT1S', algorithm: 'sliding-window' }],
+      defaultPeer: [{ limit: Math.max(1, Math.round(perPeer * 1.5)), window: 'PT1S', algorithm: 'sliding-window' }, { channels: 3 }],
     },
     outbound: {
       carriers: {
-        A: { cps: Math.max(1, Math.round(rate * 0.1)), maxWait: 'PT1S' },
+        A: { cps: Math.max(1, Math.round(rate * 0.1)), maxWait: 'PT1S', channels: Math.max(1, Math.round(rate * 0.15)) },
         B: { cps: Math.max(0.5, rate * 0.05) + 0.5, maxWait: '500ms' },
-        C: { cps: Math.max(1, Math.round(rate * 0.08)), maxWait: 'PT2S' },
-        D: { cps: 2.5 },
+        C: { cps: Math.max(1, Math.round(rate * 0.08)), maxWait: 'PT2S', channels: Math.max(1, Math.round(rate * 0.1)) },
+        D: { cps: 2.5, channels: 3 },
         E: { cps: 0.5, maxWait: 'PT4S' },
         // F is not configured: routes naming it skip it
       },
     },
   };
+}
+
+/** A call's duration cell: mostly seconds with a fraction (mean ~2 s), some ISO-8601, some empty. */
+function durationCell(rand: () => number): string {
+  const r = rand();
+  const us = Math.round(expGapUs(rand, 0.5)); // exponential, mean 2 s
+  if (r < 0.05) return ''; // never reported: held maxCallDuration
+  if (r < 0.15) return `PT${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0')}S`;
+  if (r < 0.17) return '0';
+  return `${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0').replace(/0+$/, '') || '0'}`;
 }
 
 /** The trace as CSV lines (each ending in `\n`), header first; times never decrease unless `unsorted`. */
@@ -94,8 +114,10 @@ export async function* generateTrace(opts: GenerateOptions): AsyncGenerator<stri
   const peers = opts.peers ?? 200;
   let t = opts.startUs ?? Date.UTC(2024, 2, 5) * 1000;
   const styles: TimeStyle[] = ['Z', 'epoch', '+02:00', 'epoch', '-05:00', '+0200'];
-  yield 'time,call_id,direction,peer,account,route\n';
+  yield 'time,call_id,direction,peer,account,route,duration\n';
   let held: string | undefined;
+  // the latest inbound call, to offer it again now and then (a retransmission)
+  let lastIn: { id: string; peer: string; account: string; duration: string } | undefined;
   for (let n = 1; n <= opts.calls; n++) {
     // Every 1000th gap is 0: equal times.
     t += n % 1000 === 0 ? 0 : expGapUs(rand, rate);
@@ -109,12 +131,17 @@ export async function* generateTrace(opts: GenerateOptions): AsyncGenerator<stri
         const c = CARRIERS[Math.floor(rand() * CARRIERS.length)]!;
         if (!route.includes(c)) route.push(c);
       }
-      line = csvLine([time, `g${n}`, 'out', '', '', route.join('|')]);
+      line = csvLine([time, `g${n}`, 'out', '', '', route.join('|'), durationCell(rand)]);
+    } else if (lastIn !== undefined && n % 97 === 0) {
+      // the same call again, 50 ms after the last inbound one (an INVITE retransmission)
+      t += 50_000;
+      line = csvLine([formatUs(t, style), lastIn.id, 'in', lastIn.peer, lastIn.account, '', lastIn.duration]);
     } else {
       // Skewed: low peer numbers are busier.
       const p = Math.floor(peers * rand() * rand());
       const account = p % 2 === 0 ? accountId(p % 20) : '';
-      line = csvLine([time, `g${n}`, 'in', peerId(p), account, '']);
+      lastIn = { id: `g${n}`, peer: peerId(p), account, duration: durationCell(rand) };
+      line = csvLine([time, lastIn.id, 'in', lastIn.peer, lastIn.account, '', lastIn.duration]);
     }
     if (opts.unsorted) {
       if (held !== undefined) {

@@ -75,6 +75,8 @@ export interface Row {
   peer?: string;
   account?: string;
   route?: string[];
+  /** The duration cell as written (seconds, ISO-8601, or empty). */
+  duration?: string;
 }
 
 const S = 1_000_000; // µs per second
@@ -383,6 +385,86 @@ function algorithms(): Fixture {
   };
 }
 
+// ------------------------------------------------------------------ trunks (channels)
+
+/** Seconds with up to six fraction digits, as a trace writes a duration (93.5, 12.000125). */
+const seconds = (us: number): string => {
+  const frac = String(us % S).padStart(6, '0').replace(/0+$/, '');
+  return frac === '' ? String(Math.floor(us / S)) : `${Math.floor(us / S)}.${frac}`;
+};
+
+function trunks(): Fixture {
+  const rand = prng(0x7a0c5);
+  const start = T0 + 10 * 3600 * S;
+  const end = start + 4 * MIN;
+  const rows: Row[] = [];
+  // Durations: exponential, mean 12 s, mostly as seconds with a fraction, some ISO-8601, some
+  // never reported (held maxCallDuration, 90 s here).
+  const duration = (): string => {
+    const us = Math.round(expGapUs(rand, 1 / 12));
+    const r = rand();
+    if (r < 0.08) return '';
+    if (r < 0.2) return `PT${Math.floor(us / MIN)}M${seconds(us % MIN)}S`;
+    return seconds(us);
+  };
+  const inb = (time: number, peer: string, account?: string, d = duration()): void =>
+    void rows.push({ time, callId: '', direction: 'in', peer, ...(account && { account }), duration: d });
+  // acme's two PBXs share the account's 35 channels; pbx-acme-1 has 12 of its own
+  for (const t of poisson(rand, 0.9, start, end)) inb(t, 'pbx-acme-1', 'acme');
+  for (const t of poisson(rand, 0.7, start, end)) inb(t, 'pbx-acme-2', 'acme');
+  // pbx-acme-2 retries in a storm for 3 s: its 8/s (and acme's 15/s) refuse by rate
+  for (const t of poisson(rand, 14, start + 3 * MIN, start + 3 * MIN + 3 * S)) inb(t, 'pbx-acme-2', 'acme');
+  // a big SBC without a channel limit of its own: the global 70 channels bite at its peaks
+  for (const t of poisson(rand, 1.2, start, end)) inb(t, 'sbc-big');
+  for (const t of poisson(rand, 7, start + MIN, start + MIN + 12 * S)) inb(t, 'sbc-big');
+  // small peers on the default (2/s, 2 channels)
+  for (const t of poisson(rand, 0.15, start, end)) inb(t, `small-${1 + Math.floor(rand() * 4)}`);
+  // the exact boundary on small-9: a 5 s call frees its channel at x + 5 s exactly
+  const x = start + 2 * MIN;
+  inb(x, 'small-9', undefined, '5');
+  inb(x + S, 'small-9', undefined, 'PT4.5S'); // both channels held until x + 5 s and x + 5.5 s
+  inb(x + 5 * S - 1, 'small-9', undefined, '1'); // refused: 2 in progress
+  inb(x + 5 * S, 'small-9', undefined, '1'); // admitted: the first call ended exactly now
+  // outbound over A (5 cps, 8 channels), B (3 cps, 10 channels), C (2 cps, no channel limit)
+  for (const t of poisson(rand, 2.5, start, end)) rows.push({ time: t, callId: '', direction: 'out', route: rand() < 0.7 ? ['A', 'B', 'C'] : ['B', 'A'], duration: duration() });
+  for (const t of poisson(rand, 8, start + 2.5 * MIN, start + 2.5 * MIN + 8 * S)) rows.push({ time: t, callId: '', direction: 'out', route: ['A', 'B', 'C'], duration: duration() });
+  const sorted = byTime(rows);
+  sorted.forEach((r, i) => (r.callId = `${r.direction === 'out' ? 'o' : 'i'}-${String(i + 1).padStart(4, '0')}`));
+  // an INVITE retransmitted 200 ms later is the same call: admitted again, counted once
+  const first = sorted.find((r) => r.peer === 'pbx-acme-1' && r.time > start + 30 * S)!;
+  const again: Row = { ...first, time: first.time + 200_000 };
+  const all = byTime([...sorted, again]);
+  let csv = 'time,call_id,direction,peer,account,route,duration\n';
+  for (const r of all) csv += csvLine([formatUs(r.time, 'Z'), r.callId, r.direction, r.peer ?? '', r.account ?? '', (r.route ?? []).join('|'), r.duration ?? '']);
+  return {
+    config: {
+      maxCallDuration: 'PT90S',
+      inbound: {
+        global: [{ limit: 40, window: 'PT1S' }, { channels: 70 }],
+        accounts: { acme: [{ limit: 15, window: 'PT1S' }, { channels: 35 }] },
+        peers: {
+          'pbx-acme-1': [{ limit: 8, window: 'PT1S' }, { channels: 12 }],
+          'pbx-acme-2': [{ limit: 8, window: 'PT1S' }],
+          'sbc-big': [{ limit: 20, window: 'PT1S' }, { limit: 300, window: 'PT1M' }],
+        },
+        defaultPeer: [{ limit: 2, window: 'PT1S' }, { channels: 2 }],
+      },
+      outbound: {
+        carriers: {
+          A: { cps: 5, maxWait: 'PT1S', channels: 8 },
+          B: { cps: 3, maxWait: 'PT2S', channels: 10 },
+          C: { cps: 2 },
+        },
+      },
+    },
+    csv: '# trunks: channel limits (calls in progress) beside rate limits, with call durations;\n' +
+      '# acme shares 35 channels over two PBXs, the global 70 bite during the sbc-big burst,\n' +
+      '# small-9 shows a call ending exactly when the next one comes, carriers A and B fill up\n' + csv,
+    calls: all.length,
+    story: 'channel refusals at peer, account and global level, a channel freed exactly at its end, full carriers passed over, a retransmission counted once',
+  };
+}
+
 // ------------------------------------------------------------------ main
 
 export const FIXTURES: Record<string, () => Fixture> = {
@@ -392,6 +474,7 @@ export const FIXTURES: Record<string, () => Fixture> = {
   'user-windows': userWindows,
   campaign,
   algorithms,
+  trunks,
 };
 
 function main(): void {

@@ -2,7 +2,9 @@
  * The callgate command line. Its main job:
  *
  *   callgate replay --config FILE --trace FILE [--store memory|redis] [--redis-url URL]
- *                   [--decisions FILE|-] [--json]
+ *                   [--redis-tls-ca FILE] [--redis-tls-cert FILE --redis-tls-key FILE]
+ *                   [--decisions FILE|-] [--json] [--html FILE] [--compare OLD_CONFIG]
+ *   callgate merge-traces --out FILE TRACE...
  *
  * Bad input (an invalid configuration, a malformed trace, an unreadable file, a decisions file
  * that cannot be written, a bad option) ends with exit code 2 and one line per problem (at most
@@ -13,17 +15,22 @@
  */
 import { randomBytes } from 'node:crypto';
 import { realpathSync } from 'node:fs';
-import { constants as osConstants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError as CliArgumentError, Option } from 'commander';
-import cliProgress from 'cli-progress';
 import { Redis } from 'ioredis';
 import { DecisionsFile } from './cli/decisionsFile.js';
 import { loadConfigFile } from './config/load.js';
-import { CallgateError } from './errors/index.js';
-import { osReason } from './errors/osReason.js';
-import { replay } from './replay/replay.js';
+import { CallgateError, InterruptedError, OutputError } from './errors/index.js';
+import { osReason } from './osReason.js';
+import { compare, compareText } from './replay/compare.js';
+import { checkHtmlTarget, writeHtmlReport } from './replay/html.js';
+import { progress } from './replay/progress.js';
+import { replay, type DecisionLine } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
+import { ReplaySeries } from './replay/series.js';
+import { mergeTraces } from './replay/trace-merge.js';
+import { redactUrl, redisConnectionOptions } from './cliRedisOptions.js';
+import { packageVersion } from './packageRoot.js';
 import { MemoryStore } from './store/MemoryStore.js';
 import { RedisStore } from './store/RedisStore.js';
 import type { Store } from './store/types.js';
@@ -35,20 +42,14 @@ interface ReplayArgs {
   trace: string;
   store: 'memory' | 'redis';
   redisUrl: string;
+  redisTlsCa?: string;
+  redisTlsCert?: string;
+  redisTlsKey?: string;
   decisions?: string;
   json?: boolean;
+  html?: string;
+  compare?: string;
   progress: boolean;
-}
-
-/** SIGINT or SIGTERM received: the replay stops and the process exits with 128 + its number. */
-class InterruptedError extends CallgateError {
-  constructor(readonly signal: 'SIGINT' | 'SIGTERM') {
-    super('ERR_INTERRUPTED', `interrupted by ${signal}`);
-  }
-
-  get exitCode(): number {
-    return 128 + osConstants.signals[this.signal];
-  }
 }
 
 /**
@@ -85,11 +86,12 @@ class Interruption {
 async function openStore(args: ReplayArgs, signal: AbortSignal): Promise<Store> {
   if (args.store === 'memory') return new MemoryStore();
   let redis: Redis;
+  const options = { ...redisConnectionOptions(args), maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null };
   try {
-    redis = new Redis(args.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
+    redis = new Redis(args.redisUrl, options);
   } catch (err) {
     // ioredis parses the URL in its constructor: "notaurl::" is a TypeError there
-    throw new CallgateError('ERR_INVALID_ARGUMENT', `invalid --redis-url ${JSON.stringify(args.redisUrl)}: ${(err as Error).message}`);
+    throw new CallgateError('ERR_INVALID_ARGUMENT', `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${(err as Error).message}`);
   }
   // connection errors surface through the commands that fail; keep the cause for the message
   let lastError: Error | undefined;
@@ -101,7 +103,7 @@ async function openStore(args: ReplayArgs, signal: AbortSignal): Promise<Store> 
   } catch (err) {
     redis.disconnect();
     signal.throwIfAborted();
-    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${args.redisUrl}: ${(lastError ?? (err as Error)).message}`);
+    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
   } finally {
     signal.removeEventListener('abort', onAbort);
   }
@@ -132,50 +134,43 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
   const { signal } = interruption;
   const config = await loadConfigFile(args.config);
   signal.throwIfAborted(); // a large configuration takes a while to load
-  // opened before the store: a target that cannot be written fails with nothing to undo
+  const baseline = args.compare !== undefined ? await loadConfigFile(args.compare) : undefined;
+  if (args.html !== undefined) checkHtmlTarget(args.html);
+  // opened before the stores: a target that cannot be written fails with nothing to undo
   const writer = args.decisions !== undefined ? await DecisionsFile.open(args.decisions, signal) : undefined;
   if (writer) interruption.onSecond = () => writer.removeTemporary();
   let store: Store;
+  let baselineStore: Store | undefined;
   try {
     store = await openStore(args, signal);
+    // what-if: the old configuration on a store of its own
+    baselineStore = baseline ? await openStore(args, signal).catch(async (err) => (await store.close(), Promise.reject(err))) : undefined;
   } catch (err) {
     writer?.abort();
     throw err;
   }
   // the report goes to stderr when the decisions take stdout
   const reportOut = writer?.toStdout ? process.stderr : process.stdout;
-  const bar =
-    args.progress && process.stderr.isTTY
-      ? new cliProgress.SingleBar({ stream: process.stderr, format: 'replay [{bar}] {percentage}% {value}/{total} calls', hideCursor: true }, cliProgress.Presets.shades_classic)
-      : undefined;
-  let barStarted = false;
+  const bar = progress(baseline ? 'what-if' : 'replay', process.stderr, args.progress);
+  const series = args.html !== undefined ? new ReplaySeries() : undefined;
+  const baselineSeries = args.html !== undefined && baseline ? new ReplaySeries() : undefined;
   try {
-    const result = await replay({
-      config,
-      tracePath: args.trace,
-      store,
-      signal,
-      onDecision: writer ? (d) => writer.write(d) : undefined,
-      progressEvery: 5_000,
-      onProgress: bar
-        ? (done, total) => {
-            if (!barStarted && total >= 50_000) {
-              bar.start(total, 0);
-              barStarted = true;
-            }
-            if (barStarted) bar.update(done);
-          }
-        : undefined,
-    });
-    if (barStarted) bar!.stop();
+    const common = { tracePath: args.trace, signal, onDecision: writer ? (d: DecisionLine) => writer.write(d) : undefined, progressEvery: 5_000, onProgress: bar.update, series };
+    const { result, whatif, old } = baseline
+      ? await compare({ ...common, config, baseline, configName: args.config, baselineName: args.compare!, store, baselineStore: baselineStore!, baselineSeries }).then((c) => ({ ...c, old: c.baseline }))
+      : { result: await replay({ ...common, config, store }), whatif: undefined, old: undefined };
+    bar.finish();
     await writer?.commit();
-    await writeReport(reportOut, (args.json ? JSON.stringify(reportJson(result)) : reportText(result)) + '\n');
+    if (args.html !== undefined) writeHtmlReport(args.html, { result, series: series!, config, configPath: args.config, tracePath: args.trace, whatif, baselineSeries });
+    if (args.json) await writeReport(reportOut, JSON.stringify(whatif ? { report: reportJson(result), baseline: reportJson(old!), whatif } : reportJson(result)) + '\n');
+    else await writeReport(reportOut, reportText(result) + (whatif ? '\n' + compareText(whatif) : '') + '\n');
   } catch (err) {
-    if (barStarted) bar!.stop();
+    bar.abort();
     writer?.abort();
     throw err;
   } finally {
     await store.close();
+    await baselineStore?.close();
   }
 }
 
@@ -186,7 +181,7 @@ async function writeReport(out: NodeJS.WriteStream, text: string): Promise<void>
     await new Promise<void>((resolve, reject) => out.write(text, (err) => (err ? reject(err) : resolve())));
   } catch (e) {
     const name = out === process.stderr ? 'standard error' : 'standard output';
-    throw new CallgateError('ERR_OUTPUT', `cannot write the report to ${name}: ${osReason(e)}`, { cause: e });
+    throw new OutputError(`the report to ${name}`, osReason(e), { cause: e });
   }
 }
 
@@ -207,17 +202,36 @@ function reportFailure(err: unknown): number {
 export function program(): Command {
   const cmd = new Command('callgate').description('Call admission and pacing on Redis: replay call traces through the engine.');
   cmd.exitOverride();
+  cmd.version(packageVersion(), '-V, --version', 'print the version of callgate');
   cmd
     .command('replay')
     .description('replay a call trace on a virtual clock and report every decision')
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML)')
     .requiredOption('--trace <file>', 'call trace (CSV)')
     .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'))
-    .option('--redis-url <url>', 'Redis for --store redis', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .addOption(
+      new Option('--redis-url <url>', 'Redis for --store redis (rediss:// for TLS; ACL user via the URL or REDIS_USERNAME / REDIS_PASSWORD)')
+        // described, not shown: REDIS_URL may hold a password
+        .default(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', '$REDIS_URL, else redis://127.0.0.1:6379'),
+    )
+    .option('--redis-tls-ca <file>', 'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)')
+    .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
+    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
     .option('--decisions <file>', "write one decision per call as JSON Lines ('-' for standard output)")
     .option('--json', 'print the report as one JSON object')
+    .option('--html <file>', 'also write the report with charts as one self-contained HTML file')
+    .option('--compare <file>', 'what-if: replay under this (old) configuration too, report the calls decided differently')
     .option('--no-progress', 'no progress bar, even on a terminal')
     .action(async (opts: ReplayArgs) => runReplay(opts));
+  cmd
+    .command('merge-traces')
+    .description('merge recorded traces (several processes, rotated files) into one, in time order')
+    .requiredOption('--out <file>', 'the merged trace (written whole or not at all)')
+    .argument('<traces...>', 'recorded trace files; equal times keep the order given')
+    .action(async (traces: string[], opts: { out: string }) => {
+      const r = await mergeTraces(traces, opts.out);
+      process.stdout.write(`${opts.out}: ${r.rows} calls from ${traces.length} files\n`);
+    });
   return cmd;
 }
 

@@ -19,18 +19,52 @@ export interface Clock {
   setTimer(atUs: number, fn: () => void): () => void;
 }
 
-/** The real clock: timers are real timers, unref'd so held calls never keep a process alive. */
+/**
+ * How long before its time a SystemClock timer stops sleeping and checks the clock on every turn
+ * of the event loop instead. Node timers have millisecond resolution and fire up to ~1 ms early
+ * or late; held calls paced back to back would add that lateness up, call after call.
+ */
+const POLL_US = 1_500;
+
+/**
+ * The real clock: timers are real timers, unref'd so held calls never keep a process alive (but
+ * for their last `pollUs`). A timer fires on the first turn of the event loop at or after its
+ * time (never before it): it sleeps until `pollUs` before, then polls with setImmediate (the
+ * loop keeps serving I/O meanwhile, but spins: with many carriers at high cps that is CPU
+ * spent). `pollUs` 0 sleeps all the way (a send then leaves up to ~1 ms late, which pacing at
+ * full rate adds up: the next call waits 1/cps after the late one).
+ */
 export class SystemClock implements Clock {
-  /** With `storeTime`, now() is undefined so the store uses its own clock (Redis TIME). */
-  constructor(private readonly storeTime = false) {}
+  /**
+   * With `storeTime`, now() is undefined so the store uses its own clock (Redis TIME).
+   * `pollUs`: how long before its time a timer polls instead of sleeping (default 1500 µs).
+   */
+  constructor(
+    private readonly storeTime = false,
+    private readonly pollUs = POLL_US,
+  ) {}
   now(): number | undefined {
     return this.storeTime ? undefined : systemClockUs();
   }
   setTimer(atUs: number, fn: () => void): () => void {
-    const delayMs = Math.max(0, (atUs - systemClockUs()) / 1000);
-    const timer = setTimeout(fn, delayMs);
-    timer.unref();
-    return () => clearTimeout(timer);
+    let timer: NodeJS.Timeout | undefined;
+    let immediate: NodeJS.Immediate | undefined;
+    const step = () => {
+      timer = immediate = undefined;
+      const left = atUs - systemClockUs();
+      if (left <= 0) fn();
+      else schedule(left);
+    };
+    const schedule = (left: number) => {
+      if (left > this.pollUs) (timer = setTimeout(step, Math.max(1, (left - this.pollUs) / 1000))).unref();
+      else immediate = setImmediate(step); // not unref'd: an unref'd immediate waits for other I/O to wake the loop
+    };
+    schedule(Math.max(1, atUs - systemClockUs())); // never synchronously
+    return () => {
+      clearTimeout(timer);
+      clearImmediate(immediate);
+      timer = immediate = undefined;
+    };
   }
 }
 

@@ -6,7 +6,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { Admission, type AdmissionDecision, type AdmissionEvents, type AdmitInput, type StorePolicy } from './admission/Admission.js';
-import { SystemClock, type Clock } from './clock.js';
+import { SystemClock, systemClockUs, type Clock } from './clock.js';
 import { diffConfig, loadConfig, type CallgateConfig, type CallgateConfigInput, type ConfigChange } from './config/index.js';
 import {
   Dispatcher,
@@ -15,15 +15,31 @@ import {
   type DispatcherEvents,
   type Reservation,
 } from './dispatch/Dispatcher.js';
+import { InvalidArgumentError } from './errors/index.js';
 import { SafeEmitter } from './events.js';
+import { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
 import { MemoryStore } from './store/MemoryStore.js';
-import type { Store } from './store/types.js';
+import { ReleaseQueue } from './releaseQueue.js';
+import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';
+import type { StopSignal, Store } from './store/types.js';
+
+/**
+ * What release() did: `released` (the call held channels, now given back), `not-held` (nothing
+ * held any more: released already, or its hold lapsed), `deferred` (the store is out of reach:
+ * the release is retried in the background until it lands or the hold would have lapsed).
+ */
+export type ReleaseOutcome = 'released' | 'not-held' | 'deferred';
 
 export type CallGateEvents = AdmissionEvents &
   Omit<DispatcherEvents, 'rejected'> & {
     /** An inbound refusal or an outbound call no carrier could take (tell them apart by `direction`). */
     rejected: [AdmissionDecision | DispatchResult];
     reloaded: [ConfigChange[]];
+    /**
+     * A call's end was reported (release()); deferred ones are announced again once they land.
+     * `at`: when the store released it, µs (its clock: Redis TIME live on Redis); absent while deferred.
+     */
+    released: [{ callId: string; outcome: ReleaseOutcome; at?: number }];
   };
 
 export type ConfigSource = string | CallgateConfigInput | CallgateConfig;
@@ -39,8 +55,17 @@ export interface CallGateOptions {
   readonly clock?: Clock;
   /** What an inbound decision does when the store cannot be reached in time (default fail-closed). */
   readonly policy?: StorePolicy;
-  /** Bound on one store call per decision, ms (default 500). */
+  /**
+   * Bound on one store call per decision, admission and dispatch alike, ms (default 500: SIP's
+   * T1, after which a caller over UDP retransmits its INVITE). Not applied to the memory store.
+   */
   readonly timeoutMs?: number;
+  /** Policy `local`: the share of every limit the in-process stand-in allows (see AdmissionOptions.localShare). */
+  readonly localShare?: number;
+  /** Record every decision's input as trace rows (replayable), in files rotated by size. */
+  readonly record?: TraceRecorderOptions | TraceRecorder;
+  /** Releases that could not reach the store, kept for retrying, at most (default 100,000; the oldest go first). */
+  readonly maxDeferredReleases?: number;
 }
 
 function isNormalized(c: ConfigSource): c is CallgateConfig {
@@ -61,6 +86,10 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   /** The reloads started by watch(), in order. */
   private reloading: Promise<void> = Promise.resolve();
   private watchTimer?: NodeJS.Timeout;
+  /** The trace recorder, when the `record` option is given (closed by close()). */
+  readonly recorder?: TraceRecorder;
+  private readonly timeoutMs: number;
+  private readonly deferred: ReleaseQueue;
 
   /** Load and validate the configuration (a file path, an object, or an already parsed one). */
   static async create(opts: CallGateOptions): Promise<CallGate> {
@@ -79,15 +108,41 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       events: this as unknown as SafeEmitter<AdmissionEvents>,
       policy: opts.policy,
       timeoutMs: opts.timeoutMs,
+      localShare: opts.localShare,
     });
+    this.store.events?.on('error', this.onStoreError);
     this.dispatcher = new Dispatcher({
       store: this.store,
       clock: this.clock,
       carriers: () => this.current.outbound.carriers,
+      maxCallDurationUs: () => this.current.maxCallDurationUs,
       events: this as unknown as SafeEmitter<DispatcherEvents>,
       timeoutMs: opts.timeoutMs,
     });
+    if (opts.record) {
+      this.recorder = opts.record instanceof TraceRecorder ? opts.record : new TraceRecorder(opts.record);
+      const rec = this.recorder;
+      rec.onError = (err) => this.safeEmit('error', err);
+      rec.maxCallDurationUs = () => this.current.maxCallDurationUs;
+      rec.now = () => this.clock.now() ?? systemClockUs();
+      // the call ended: at the store's release time (a deferred release once it lands); an
+      // outbound call that will not go out gave its channel back: its row ends now
+      this.on('released', (e) => e.at !== undefined && rec.ended(e.callId, e.at));
+      this.on('cancelled', (r) => rec.ended(r.callId, rec.now(), 'out'));
+      this.on('failed', (r) => r.reason === 'send-failed' && rec.ended(r.callId, rec.now(), 'out'));
+    }
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.deferred = new ReleaseQueue({
+      release: (callId) => this.releaseInStore(callId),
+      max: opts.maxDeferredReleases ?? 100_000,
+      lifetimeMs: () => this.current.maxCallDurationUs / 1000,
+      onLanded: (callId, r) => this.safeEmit('released', { callId, outcome: r.released ? 'released' : 'not-held', at: r.at }),
+      onError: (err) => this.safeEmit('error', err),
+    });
   }
+
+  /** A store's trouble outside any call (a Redis outage, once per outage) goes out on 'error'. */
+  private readonly onStoreError = (err: Error) => this.safeEmit('error', err);
 
   get config(): CallgateConfig {
     return this.current;
@@ -95,17 +150,20 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /** May this inbound call in? Admitted calls count at every level; refused ones nowhere. */
   admit(input: AdmitInput): Promise<AdmissionDecision> {
-    return this.admission.admit(input);
+    const d = this.admission.admit(input);
+    return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
   }
 
   /** Count a call that must pass regardless (emergency): never refused, counted everywhere. */
   record(input: AdmitInput): Promise<AdmissionDecision> {
-    return this.admission.record(input);
+    const d = this.admission.record(input);
+    return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
   }
 
   /** The outbound decision alone: a slot on the first carrier of the route that can take the call in time. */
   reserve(input: DispatchInput): Promise<Reservation> {
-    return this.dispatcher.reserve(input);
+    const r = this.dispatcher.reserve(input);
+    return this.recorder ? r.then((x) => (this.recorder!.outbound(input, x), x)) : r;
   }
 
   /** Reserve, hold the call for its offset on the engine's clock, then hand it to `send`. */
@@ -114,12 +172,75 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     send?: (carrier: string) => unknown | Promise<unknown>,
     opts?: { onReserved?: (r: Reservation) => void },
   ): Promise<DispatchResult> {
+    const rec = this.recorder;
+    const onReserved = opts?.onReserved;
+    // (an onReserved that is not a function is left for dispatch() to refuse)
+    if (rec && (onReserved === undefined || typeof onReserved === 'function')) opts = { onReserved: (r) => (rec.outbound(input, r), onReserved?.(r)) };
     return this.dispatcher.dispatch(input, send, opts);
   }
 
-  /** The caller hung up while its call was held: it ends as cancelled. */
+  /**
+   * The caller hung up before its outbound call went out: a call waiting here for its
+   * reservation or its slot ends as cancelled, never sent, and gives back its carrier channel.
+   * False when no such call waits in this process.
+   */
   cancel(callId: string): boolean {
     return this.dispatcher.cancel(callId);
+  }
+
+  /**
+   * The call ended (BYE, or a failure final response): its channels are given back on every
+   * level and on its carrier. Works from any routing process sharing the store, knowing only the
+   * call id; a call of that id still waiting here to go out is cancelled. When the store is out
+   * of reach the release is kept and retried in the background (`deferred`), so a hang-up seen
+   * during an outage still frees its channels once the store answers.
+   */
+  async release(callId: string): Promise<ReleaseOutcome> {
+    checkCallId(callId);
+    this.dispatcher.cancel(callId);
+    try {
+      const r = await this.releaseInStore(callId);
+      const outcome = r.released ? 'released' : 'not-held';
+      this.safeEmit('released', { callId, outcome, at: r.at });
+      return outcome;
+    } catch (err) {
+      if (err instanceof InvalidArgumentError) throw err;
+      this.deferred.add(callId, err as Error);
+      this.safeEmit('released', { callId, outcome: 'deferred' });
+      return 'deferred';
+    }
+  }
+
+  /** One release in the store (and in the `local` policy's stand-in): whether something was held, and when. */
+  private async releaseInStore(callId: string): Promise<{ released: boolean; at: number }> {
+    const now = this.clock.now();
+    const local = this.admission.localStand?.releaseSync({ id: callId, now }).released ?? 0;
+    const r = await this.storeCall((signal) => this.store.release({ id: callId, now, signal }));
+    return { released: r.released + local > 0, at: r.now };
+  }
+
+  /**
+   * A long call: its channels stay held for maxCallDuration from now (call it well within that
+   * period while the call lasts). False when the call holds nothing any more; rejects with
+   * StoreUnavailableError when the store cannot be reached in time.
+   */
+  async refresh(callId: string): Promise<boolean> {
+    checkCallId(callId);
+    const now = this.clock.now();
+    const forUs = this.current.maxCallDurationUs;
+    const local = this.admission.localStand?.refreshSync({ id: callId, forUs, now }).refreshed ?? 0;
+    const r = await this.storeCall((signal) => this.store.refresh({ id: callId, forUs, now, signal }));
+    this.recorder?.refreshed(callId, r.now);
+    return r.refreshed + local > 0;
+  }
+
+  /** Releases kept for retrying while the store was out of reach. */
+  get deferredReleases(): number {
+    return this.deferred.size;
+  }
+
+  private storeCall<T>(run: (signal?: StopSignal) => Promise<T>): Promise<T> {
+    return this.store.kind === 'memory' ? run() : withDeadline(run, this.timeoutMs);
   }
 
   /** Calls held, waiting for their slot. */
@@ -173,6 +294,13 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     this.watcher?.close();
     clearTimeout(this.watchTimer);
     await this.dispatcher.close(opts);
+    await this.deferred.close();
     await this.store.close();
+    await this.recorder?.close();
+    this.store.events?.off('error', this.onStoreError);
   }
+}
+
+function checkCallId(callId: unknown): void {
+  if (typeof callId !== 'string' || callId === '') throw new InvalidArgumentError(`callId must be a non-empty string, got ${JSON.stringify(callId)}`);
 }

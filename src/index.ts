@@ -1,9 +1,53 @@
+/**
+ * The public surface of the callgate package: package.json "exports" maps `callgate` here and
+ * nothing else. Internals (Admission, the Dispatcher class, the configuration schema, key
+ * helpers, the batcher, the Lua scripts) are not part of it and may change in any release.
+ * test/public-api.json lists every name; test/public-api.test.ts keeps the two in step.
+ */
+
+// The engine
 export { CallGate, type CallGateEvents, type CallGateOptions, type ConfigSource } from './gate.js';
-export { Admission, type AdmissionDecision, type AdmitInput, type StorePolicy } from './admission/Admission.js';
-export { toSipResponse, type SipResponse, type SipOptions } from './admission/sip.js';
-export * from './dispatch/Dispatcher.js';
-export * from './config/index.js';
-export * from './store/index.js';
-export * from './errors/index.js';
-export { SystemClock, VirtualClock, systemClockUs, type Clock } from './clock.js';
-export * as keys from './keys.js';
+
+// Decisions, inputs and events
+export type { AdmissionDecision, AdmissionEvents, AdmitInput, StorePolicy } from './admission/Admission.js';
+export type {
+  DispatchInput,
+  DispatchOutcome,
+  DispatchReason,
+  DispatchResult,
+  DispatcherEvents,
+  Reservation,
+  SendFn,
+} from './dispatch/Dispatcher.js';
+
+// Stores
+export { MemoryStore, type MemoryStoreOptions } from './store/MemoryStore.js';
+export { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisConnectOptions, type RedisStoreOptions } from './store/RedisStore.js';
+export type * from './store/types.js';
+
+// Clocks
+export { SystemClock, VirtualClock, type Clock } from './clock.js';
+
+// Errors
+export {
+  CallgateError,
+  ConfigError,
+  DispatcherClosedError,
+  InvalidArgumentError,
+  StoreUnavailableError,
+  TraceError,
+  type CallgateErrorCode,
+  type TraceProblem,
+} from './errors/index.js';
+
+// SIP
+export { toSipResponse, type SipOptions, type SipResponse } from './admission/sip.js';
+
+// Configuration
+export { loadConfig, loadConfigFile } from './config/load.js';
+export type { CallgateConfig, CallgateConfigInput, CarrierConfig, CarrierInput, LimitInput } from './config/types.js';
+export type { ConfigChange, ConfigChangeKind, ConfigSection } from './config/diff.js';
+
+// Recording live traffic as replayable traces
+export { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
+export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

@@ -355,7 +355,7 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
       const d = await g.admit({ callId: 'k1', peer: 'p', at: T0 + 123 });
       expect(d).to.deep.equal({ callId: 'k1', admitted: true, retryAfterMs: 0, at: T0 + 123 });
       const r = await g.admit({ callId: 'k2', peer: 'p', at: T0 + 124 });
-      expect(r).to.deep.equal({ callId: 'k2', admitted: false, limitedBy: 'peer:p', retryAfterMs: 1_000, at: T0 + 124 });
+      expect(r).to.deep.equal({ callId: 'k2', admitted: false, limitedBy: 'peer:p', reason: 'rate', retryAfterMs: 1_000, at: T0 + 124 });
     });
 
     it('rejects bad input with InvalidArgumentError', async () => {

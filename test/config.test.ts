@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CallgateError } from '../src/errors/CallgateError.js';
-import { SHOWN_PROBLEMS, capProblems } from '../src/errors/problemList.js';
+import { SHOWN_PROBLEMS, capProblems } from '../src/problemList.js';
 import { MAX_ALIAS_NODES } from '../src/config/yaml.js';
 import {
   ConfigError,
@@ -51,11 +51,12 @@ outbound:
 const sec = (limit: number, windowUs = 1_000_000) => ({ limit, windowUs, algorithm: 'sliding-log' as const });
 
 const EXPECTED: CallgateConfig = {
+  maxCallDurationUs: 4 * 3600 * 1_000_000,
   inbound: {
-    global: [sec(100)],
-    accounts: new Map([['acme', [sec(20)]]]),
-    peers: new Map([['peer45', [sec(10), sec(300, 60_000_000)]]]),
-    defaultPeer: [sec(5)],
+    global: { limits: [sec(100)] },
+    accounts: new Map([['acme', { limits: [sec(20)] }]]),
+    peers: new Map([['peer45', { limits: [sec(10), sec(300, 60_000_000)] }]]),
+    defaultPeer: { limits: [sec(5)] },
   },
   outbound: {
     carriers: new Map([
@@ -166,6 +167,7 @@ describe('config', () => {
 
     it('accepts an empty configuration (every part optional)', () => {
       expect(parseConfig({})).to.deep.equal({
+        maxCallDurationUs: 4 * 3600 * 1_000_000,
         inbound: { accounts: new Map(), peers: new Map() },
         outbound: { carriers: new Map() },
       });
@@ -185,11 +187,13 @@ describe('config', () => {
         },
         outbound: { carriers: { X: { cps: 0.5 } } },
       });
-      expect(c.inbound.global).to.deep.equal([
-        { limit: 1, windowUs: 1_000_000, algorithm: 'sliding-log' },
-        { limit: 2, windowUs: 60_000_000, algorithm: 'fixed-window' },
-        { limit: 3, windowUs: 3_600_000_000, algorithm: 'sliding-window' },
-      ]);
+      expect(c.inbound.global).to.deep.equal({
+        limits: [
+          { limit: 1, windowUs: 1_000_000, algorithm: 'sliding-log' },
+          { limit: 2, windowUs: 60_000_000, algorithm: 'fixed-window' },
+          { limit: 3, windowUs: 3_600_000_000, algorithm: 'sliding-window' },
+        ],
+      });
       expect(c.outbound.carriers.get('X')).to.deep.equal({ cps: 0.5, intervalUs: 2_000_000, maxWaitUs: 0 });
     });
 
@@ -200,9 +204,9 @@ describe('config', () => {
 
     it('allows empty limit arrays (a known peer with no limit)', () => {
       const c = parseConfig({ inbound: { global: [], peers: { open: [] }, defaultPeer: [] } });
-      expect(c.inbound.global).to.deep.equal([]);
-      expect(c.inbound.peers.get('open')).to.deep.equal([]);
-      expect(c.inbound.defaultPeer).to.deep.equal([]);
+      expect(c.inbound.global).to.deep.equal({ limits: [] });
+      expect(c.inbound.peers.get('open')).to.deep.equal({ limits: [] });
+      expect(c.inbound.defaultPeer).to.deep.equal({ limits: [] });
     });
 
     it('takes __proto__, constructor and other awkward ids as plain ids', () => {
@@ -219,8 +223,8 @@ describe('config', () => {
       }`;
       const c = parseConfig(JSON.parse(json));
       expect([...c.inbound.peers.keys()]).to.have.members(['__proto__', 'hasOwnProperty', 'a b', '{tag}', 'x:y', '45']);
-      expect(c.inbound.peers.get('__proto__')).to.deep.equal([sec(1)]);
-      expect(c.inbound.accounts.get('constructor')).to.deep.equal([sec(2)]);
+      expect(c.inbound.peers.get('__proto__')).to.deep.equal({ limits: [sec(1)] });
+      expect(c.inbound.accounts.get('constructor')).to.deep.equal({ limits: [sec(2)] });
       expect(c.outbound.carriers.get('__proto__')).to.deep.equal({ cps: 1, intervalUs: 1_000_000, maxWaitUs: 0 });
       expect([...c.outbound.carriers.keys()]).to.deep.equal(['__proto__', 'toString']);
       expect(c.inbound.peers.has('constructor')).to.equal(false);
@@ -228,7 +232,7 @@ describe('config', () => {
 
     it('also takes Maps for id maps in programmatic configs', () => {
       const c = parseConfig({ inbound: { peers: new Map([['x y', [{ limit: 1, window: '1s' }]]]) } });
-      expect(c.inbound.peers).to.deep.equal(new Map([['x y', [sec(1)]]]));
+      expect(c.inbound.peers).to.deep.equal(new Map([['x y', { limits: [sec(1)] }]]));
     });
 
     it('reports a bad limit entry with its exact path and message', () => {
@@ -415,6 +419,65 @@ describe('config', () => {
     });
   });
 
+  describe('channels and maxCallDuration', () => {
+    it('normalizes the contract example: one channels entry per bucket, channels on a carrier, maxCallDuration', () => {
+      const c = parseConfig({
+        maxCallDuration: 'PT2H',
+        inbound: {
+          global: [{ channels: 500 }],
+          accounts: { acme: [{ limit: 20, window: 'PT1S' }, { channels: 40 }] },
+          peers: { peer45: [{ limit: 10, window: 'PT1S' }, { channels: 30 }, { limit: 300, window: 'PT1M' }] },
+          defaultPeer: [{ channels: 2 }],
+        },
+        outbound: { carriers: { A: { cps: 4, maxWait: 'PT1S', channels: 120 } } },
+      });
+      expect(c.maxCallDurationUs).to.equal(2 * 3600 * 1_000_000);
+      expect(c.inbound.global).to.deep.equal({ limits: [], channels: 500 });
+      expect(c.inbound.accounts.get('acme')).to.deep.equal({ limits: [sec(20)], channels: 40 });
+      expect(c.inbound.peers.get('peer45')).to.deep.equal({ limits: [sec(10), sec(300, 60_000_000)], channels: 30 });
+      expect(c.inbound.defaultPeer).to.deep.equal({ limits: [], channels: 2 });
+      expect(c.outbound.carriers.get('A')).to.deep.equal({ cps: 4, intervalUs: 250_000, maxWaitUs: 1_000_000, channels: 120 });
+      expect(parseConfig({}).maxCallDurationUs, 'default PT4H').to.equal(4 * 3600 * 1_000_000);
+    });
+
+    it('reports bad channel limits with their exact path and message', () => {
+      const cases: [unknown, string[]][] = [
+        [{ inbound: { peers: { pbx7: [{ limit: 1, window: '1s' }, {}, { channels: 0 }] } } }, [
+          'inbound.peers.pbx7[1].limit: missing (expected a positive integer)',
+          'inbound.peers.pbx7[1].window: missing (expected a positive duration)',
+          'inbound.peers.pbx7[2].channels: expected a positive integer, got 0',
+        ]],
+        [{ inbound: { peers: { pbx7: [{ channels: 2.5 }] } } }, ['inbound.peers.pbx7[0].channels: expected a positive integer, got 2.5']],
+        [{ inbound: { peers: { pbx7: [{ channels: '30' }] } } }, ['inbound.peers.pbx7[0].channels: expected a positive integer, got "30"']],
+        [{ inbound: { global: [{ channels: 3, limit: 5 }] } }, ['inbound.global[0].limit: unknown field']],
+        [{ inbound: { defaultPeer: [{ channels: 3 }, { limit: 1, window: '1s' }, { channels: 4 }] } }, [
+          'inbound.defaultPeer[2]: a bucket has at most one channels entry (another is at [0])',
+        ]],
+        [{ outbound: { carriers: { A: { cps: 1, channels: -1 } } } }, ['outbound.carriers.A.channels: expected a positive integer, got -1']],
+        [{ outbound: { carriers: { A: { cps: 1, channels: null } } } }, ['outbound.carriers.A.channels: expected a positive integer, got null']],
+        [{ maxCallDuration: 'PT0S' }, ['maxCallDuration: expected a positive duration, got "PT0S"']],
+        [{ maxCallDuration: 3600 }, ['maxCallDuration: expected a positive duration, got 3600 (durations are strings such as "PT1S" or "500ms", not numbers)']],
+      ];
+      for (const [input, lines] of cases) expect(problemsOf(() => parseConfig(input)), JSON.stringify(input)).to.deep.equal(lines);
+    });
+
+    it('diff: a channel limit changed, added to a carrier, or a new maxCallDuration is a change', () => {
+      const a = parseConfig({ inbound: { peers: { p: [{ limit: 1, window: '1s' }, { channels: 2 }] } }, outbound: { carriers: { A: { cps: 1 } } } });
+      const b = parseConfig({
+        maxCallDuration: 'PT1H',
+        inbound: { peers: { p: [{ channels: 3 }, { limit: 1, window: '1s' }] } },
+        outbound: { carriers: { A: { cps: 1, channels: 5 } } },
+      });
+      expect(diffConfig(a, b)).to.deep.equal([
+        { path: 'maxCallDuration', kind: 'changed', section: 'maxCallDuration' },
+        { path: 'inbound.peers.p', kind: 'changed', section: 'peer', id: 'p' },
+        { path: 'outbound.carriers.A', kind: 'changed', section: 'carrier', id: 'A' },
+      ]);
+      const reordered = parseConfig({ inbound: { peers: { p: [{ channels: 2 }, { limit: 1, window: '1s' }] } }, outbound: { carriers: { A: { cps: 1 } } } });
+      expect(diffConfig(a, reordered)).to.deep.equal([]);
+    });
+  });
+
   describe('loading files', () => {
     let dir: string;
     before(async () => {
@@ -451,7 +514,7 @@ describe('config', () => {
       for (const path of [json, yaml]) {
         const c = await loadConfigFile(path);
         expect([...c.inbound.peers.keys()]).to.deep.equal(['__proto__']);
-        expect(c.inbound.peers.get('__proto__')).to.deep.equal([sec(1)]);
+        expect(c.inbound.peers.get('__proto__')).to.deep.equal({ limits: [sec(1)] });
       }
     });
 
@@ -549,7 +612,7 @@ describe('config', () => {
       const path = await file('shared.yaml', lines.join('\n'));
       const config = await loadConfigFile(path);
       expect(config.inbound.peers.size).to.equal(n);
-      const expected = [sec(5), sec(100, 60_000_000)];
+      const expected = { limits: [sec(5), sec(100, 60_000_000)] };
       expect(config.inbound.defaultPeer).to.deep.equal(expected);
       expect(config.inbound.peers.get('peer-0')).to.deep.equal(expected);
       expect(config.inbound.peers.get(`peer-${n - 1}`)).to.deep.equal(expected);

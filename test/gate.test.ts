@@ -14,7 +14,7 @@ import { ConfigError, type CallgateConfigInput, type ConfigChange } from '../src
 import { CallGate } from '../src/gate.js';
 import { MemoryStore } from '../src/store/MemoryStore.js';
 import { RedisStore } from '../src/store/RedisStore.js';
-import { SCRIPTS } from '../src/store/scripts.js';
+import { scripts } from '../src/store/scripts.js';
 import { newRedisClient } from './helpers/redis.js';
 import { forEachStore, S, T0, uniquePrefix, type StoreKind } from './admission/stores.js';
 
@@ -392,7 +392,7 @@ describe('CallGate clocks', () => {
           const evalsha = seen.find((e) => e.source === source && e.args[0]!.toLowerCase() === 'evalsha')!;
           expect(Number(evalsha.args[2])).to.equal(5);
           expect(evalsha.args[1]).to.match(/^[0-9a-f]{40}$/);
-          expect(SCRIPTS.admit.command).to.match(/^callgate_admit_/);
+          expect(scripts().admit.command).to.match(/^callgate_admit_/);
 
           // a fresh connection: its first decision is one command too (EVAL with the source)
           const fresh = newRedisClient({ url: `redis://${client.options.host}:${client.options.port}` });

@@ -166,7 +166,7 @@ describe('reference model', () => {
     it('decisions have exactly the contract fields', () => {
       const [ok, ko] = runModel(config, [inCall(T, 'a'), inCall(T, 'a')]) as InDecision[];
       expect(ok).to.deep.equal({ call_id: `c${seq - 1}`, direction: 'in', outcome: 'admitted' });
-      expect(ko).to.deep.equal({ call_id: `c${seq}`, direction: 'in', outcome: 'rejected', limited_by: 'peer:a' });
+      expect(ko).to.deep.equal({ call_id: `c${seq}`, direction: 'in', outcome: 'rejected', limited_by: 'peer:a', reason: 'rate' });
     });
   });
 
@@ -244,6 +244,97 @@ describe('reference model', () => {
       const ds = runModel(config, calls) as OutDecision[];
       expect(ds[1]).to.deep.include({ outcome: 'rejected', rerouted_from: ['D', 'D'] });
     });
+  });
+});
+
+describe('reference model: channels', () => {
+  const inD = (t: number, peer: string, durationUs?: number, account?: string, callId?: string): ModelCall => {
+    const c = inCall(t, peer, account);
+    if (durationUs !== undefined) c.durationUs = durationUs;
+    if (callId !== undefined) c.callId = callId;
+    return c;
+  };
+  const outD = (t: number, route: string[], durationUs?: number): ModelCall => {
+    const c = outCall(t, route);
+    if (durationUs !== undefined) c.durationUs = durationUs;
+    return c;
+  };
+  const reasons = (ds: Decision[]): string[] =>
+    ds.map((d) => (d.direction === 'in' ? (d.outcome === 'admitted' ? (d.duplicate ? 'dup' : 'A') : `R:${d.limited_by}:${d.reason ?? '-'}`) : d.outcome === 'dispatched' ? `${d.carrier}+${d.delay_ms}` : 'congested'));
+
+  it('a call ending exactly at t has freed its channel; one ending later still holds', () => {
+    const config = { inbound: { peers: { p: [{ channels: 2 }] } } };
+    const calls = [inD(T, 'p', 5 * S), inD(T + S, 'p', 4 * S), inD(T + 5 * S - 1, 'p', S), inD(T + 5 * S, 'p', S), inD(T + 5 * S, 'p', S)];
+    // at T+5s-1µs both hold (ends T+5s, T+5s); at T+5s both have ended: two calls fit, the call at T+5s (4th) and (5th)
+    expect(reasons(runModel(config, calls))).to.deep.equal(['A', 'A', 'R:peer:p:channels', 'A', 'A']);
+  });
+
+  it('no duration: the call holds maxCallDuration (default PT4H)', () => {
+    const short = { maxCallDuration: 'PT10S', inbound: { peers: { p: [{ channels: 1 }] } } };
+    expect(reasons(runModel(short, [inD(T, 'p'), inD(T + 10 * S - 1, 'p'), inD(T + 10 * S, 'p')]))).to.deep.equal(['A', 'R:peer:p:channels', 'A']);
+    const dflt = { inbound: { peers: { p: [{ channels: 1 }] } } };
+    expect(reasons(runModel(dflt, [inD(T, 'p'), inD(T + 4 * 3600 * S - 1, 'p'), inD(T + 4 * 3600 * S, 'p')]))).to.deep.equal(['A', 'R:peer:p:channels', 'A']);
+  });
+
+  it('rate first, then channels, level by level; a refused call holds nothing', () => {
+    const config = {
+      inbound: {
+        global: [{ limit: 100, window: 'PT1S' }, { channels: 2 }],
+        peers: { a: [{ limit: 1, window: 'PT1S' }], b: [{ limit: 1, window: 'PT1S' }, { channels: 1 }] },
+      },
+    };
+    const calls = [
+      inD(T, 'a', 60 * S), // A: global holds 1
+      inD(T, 'a', 60 * S), // peer a rate: R rate (holds nothing)
+      inD(T, 'b', 60 * S), // A: global holds 2, b holds 1
+      inD(T + 1, 'a', 60 * S), // global channels full: named first, though a's rate is full too
+      inD(T + S, 'b', 60 * S), // global channels full
+      inD(T + 60 * S, 'b', 60 * S), // both ended at T+60s: A
+      inD(T + 60 * S + 1, 'b', 60 * S), // b: rate (1/s) first, though its channel is full too
+    ];
+    expect(reasons(runModel(config, calls))).to.deep.equal([
+      'A',
+      'R:peer:a:rate',
+      'A',
+      'R:global:channels',
+      'R:global:channels',
+      'A',
+      'R:peer:b:rate',
+    ]);
+  });
+
+  it('an account channel limit is shared by the account\'s peers', () => {
+    const config = { inbound: { accounts: { acme: [{ channels: 2 }] }, defaultPeer: [] } };
+    const calls = [inD(T, 'p1', 10 * S, 'acme'), inD(T, 'p2', 10 * S, 'acme'), inD(T, 'p3', 10 * S, 'acme'), inD(T, 'p3', 10 * S)];
+    expect(reasons(runModel(config, calls))).to.deep.equal(['A', 'A', 'R:account:acme:channels', 'A']);
+  });
+
+  it('a repeated admit of a call still holding is admitted and counted nowhere', () => {
+    const config = { inbound: { peers: { p: [{ limit: 2, window: 'PT1S' }, { channels: 5 }] } } };
+    const calls = [inD(T, 'p', 3 * S, undefined, 'x'), inD(T + 100, 'p', 3 * S, undefined, 'x'), inD(T + 200, 'p', 3 * S), inD(T + 300, 'p', 3 * S), inD(T + 3 * S, 'p', S, undefined, 'x')];
+    // the retransmission takes no rate slot: the third call is admitted, the fourth refused; x again after its end is a new call
+    expect(reasons(runModel(config, calls))).to.deep.equal(['A', 'dup', 'A', 'R:peer:p:rate', 'A']);
+    // without a channel limit on its path nothing holds: the same id is just another call
+    const plain = { inbound: { peers: { p: [{ limit: 2, window: 'PT1S' }] } } };
+    expect(reasons(runModel(plain, calls.slice(0, 3)))).to.deep.equal(['A', 'A', 'R:peer:p:rate']);
+  });
+
+  it('outbound: a full carrier is passed over like a long wait; a call holds from its decision to slot + duration', () => {
+    const config = { outbound: { carriers: { A: { cps: 10, maxWait: 'PT1S', channels: 2 }, B: { cps: 10 }, C: { cps: 1, maxWait: 'PT5S', channels: 1 } } } };
+    const calls = [
+      outD(T, ['A', 'B'], S), // A now, until T+1s
+      outD(T, ['A', 'B'], S), // A at +100 ms, until T+1.1s
+      outD(T, ['A', 'B'], S), // A full (wait 200 ms fits) -> B
+      outD(T + S, ['A', 'B'], S), // the first ended exactly: A
+      outD(T, ['C'], 0), // C now, duration 0: holds nothing
+      outD(T, ['C'], 0), // C at +1 s: holds from now until its slot
+      outD(T, ['C'], 0), // C full: congested
+      outD(T + S, ['C'], 0), // the held one went out at T+1s: C at +1 s
+    ];
+    const ds = runModel(config, calls) as OutDecision[];
+    expect(reasons(ds)).to.deep.equal(['A+0', 'A+100', 'B+0', 'A+0', 'C+0', 'C+1000', 'congested', 'C+1000']);
+    expect(ds[2]!.rerouted_from).to.deep.equal(['A']);
+    expect(ds[6]!.rerouted_from).to.deep.equal(['C']);
   });
 });
 
@@ -337,6 +428,38 @@ describe('fixture stories under the reference model', () => {
     expect(ins.some((d) => d.outcome === 'admitted')).to.equal(true);
     expect(ins.some((d) => d.limited_by === 'peer:sbc-callbacks')).to.equal(true);
     expect(ins.some((d) => d.limited_by === 'unknown-peer')).to.equal(true);
+  });
+
+  it('trunks: channel refusals at every level, a channel freed exactly at a call\'s end, full carriers passed over', () => {
+    const { calls, decisions } = modelFixture(FIXTURES, 'trunks');
+    const ins = decisions.filter((d): d is InDecision => d.direction === 'in');
+    const outs = decisions.filter((d): d is OutDecision => d.direction === 'out');
+    for (const level of ['global', 'account:acme', 'peer:pbx-acme-1']) {
+      expect(ins.filter((d) => d.limited_by === level && d.reason === 'channels').length, level).to.be.above(3);
+    }
+    expect(ins.some((d) => d.reason === 'rate')).to.equal(true);
+    expect(ins.filter((d) => d.duplicate).length).to.equal(1);
+    // small-9: admitted, admitted, refused 1 µs before the first ends, admitted as it ends
+    const nine = calls.map((c, i) => [c, decisions[i]!] as const).filter(([c]) => c.peer === 'small-9');
+    expect(nine.map(([, d]) => (d.outcome === 'admitted' ? 'A' : (d as InDecision).reason))).to.deep.equal(['A', 'A', 'channels', 'A']);
+    // carriers: A and B fill up; calls pass over them to C or are refused
+    expect(outs.filter((d) => d.carrier === 'C' && d.rerouted_from.includes('A')).length).to.be.above(10);
+    expect(outs.some((d) => d.reason === 'all-routes-congested')).to.equal(true);
+    // calls in progress never above the limits, computed here from decisions and durations
+    const maxCallUs = 90 * S;
+    const peakOf = (pick: (c: ModelCall, d: Decision) => boolean, start: (c: ModelCall, d: Decision) => number): number => {
+      const spans = calls.flatMap((c, i) => (pick(c, decisions[i]!) && !(decisions[i] as InDecision).duplicate ? [[c.time, start(c, decisions[i]!) + (c.durationUs ?? maxCallUs)] as const] : []));
+      let peak = 0;
+      for (const [t] of spans) peak = Math.max(peak, spans.filter(([s, e]) => s <= t && e > t).length);
+      return peak;
+    };
+    const inStart = (c: ModelCall) => c.time;
+    const outStart = (c: ModelCall, d: Decision) => c.time + Math.round((d as OutDecision).delay_ms! * 1000);
+    expect(peakOf((c, d) => c.direction === 'in' && d.outcome === 'admitted', inStart)).to.equal(70);
+    expect(peakOf((c, d) => c.account === 'acme' && d.outcome === 'admitted', inStart)).to.equal(35);
+    expect(peakOf((c, d) => c.peer === 'pbx-acme-1' && d.outcome === 'admitted', inStart)).to.equal(12);
+    expect(peakOf((_c, d) => d.direction === 'out' && d.carrier === 'A', outStart)).to.equal(8);
+    expect(peakOf((_c, d) => d.direction === 'out' && d.carrier === 'B', outStart)).to.equal(10);
   });
 
   it('algorithms: fixed-window admits most, sliding-log least, on the same traffic', () => {

@@ -43,6 +43,7 @@ describe('large generated traces', function () {
       await handle?.stop();
     });
 
+    let channelPeaks: { what: string; peak: number; limit: number }[] = [];
     async function decisions(store: Store): Promise<string[]> {
       const out: string[] = [];
       const toContract = (d: DecisionLine) => {
@@ -50,7 +51,11 @@ describe('large generated traces', function () {
         if ('retry_after_ms' in rest) delete (rest as { retry_after_ms?: number }).retry_after_ms;
         return JSON.stringify(rest);
       };
-      await replay({ config: parseConfig(generateConfig()), tracePath: trace(), store, onDecision: (d) => void out.push(toContract(d)) });
+      const r = await replay({ config: parseConfig(generateConfig()), tracePath: trace(), store, onDecision: (d) => void out.push(toContract(d)) });
+      channelPeaks = [
+        ...[...r.levels].filter(([, l]) => l.channels).map(([k, l]) => ({ what: k, peak: l.channels!.peak, limit: l.channels!.channels })),
+        ...[...r.carriers].filter(([, c]) => c.channels).map(([k, c]) => ({ what: `carrier ${k}`, peak: c.channels!.peak, limit: c.channels!.channels })),
+      ];
       return out;
     }
 
@@ -63,9 +68,15 @@ describe('large generated traces', function () {
       expect(mem.length).to.equal(20_000);
       // the story: refusals at every level, reroutes and congestion all happen
       const all = mem.join('\n');
-      for (const s of ['"limited_by":"global"', '"limited_by":"account:', '"limited_by":"peer:', 'all-routes-congested', '"rerouted_from":["']) {
+      const story = ['"limited_by":"global"', '"limited_by":"account:', '"limited_by":"peer:', 'all-routes-congested', '"rerouted_from":["'];
+      story.push('"limited_by":"global","reason":"channels"', '"reason":"channels"', '"duplicate":true');
+      for (const s of story) {
         expect(all, s).to.include(s);
       }
+      // channel limits were reached (and held) at a level and on a carrier
+      expect(channelPeaks.every((c) => c.peak <= c.limit), JSON.stringify(channelPeaks)).to.equal(true);
+      expect(channelPeaks.some((c) => c.what === 'global' && c.peak === c.limit)).to.equal(true);
+      expect(channelPeaks.some((c) => c.what.startsWith('carrier') && c.peak === c.limit), JSON.stringify(channelPeaks)).to.equal(true);
       for (let i = 0; i < model.length; i++) {
         expect(JSON.parse(mem[i]!), `memory, call ${i + 1}`).to.deep.equal(JSON.parse(model[i]!));
         expect(red[i], `redis, call ${i + 1}`).to.equal(mem[i]);

@@ -25,7 +25,7 @@ const names = readdirSync(FIXTURES)
 /** The contract's fields of a decision line (extra fields are welcome, not compared). */
 function contractFields(d: DecisionLine | Decision): Record<string, unknown> {
   const { call_id, direction, outcome } = d;
-  if (d.direction === 'in') return { call_id, direction, outcome, limited_by: d.limited_by };
+  if (d.direction === 'in') return { call_id, direction, outcome, limited_by: d.limited_by, reason: d.reason };
   return { call_id, direction, outcome, carrier: d.carrier, delay_ms: d.delay_ms, rerouted_from: d.rerouted_from, reason: d.reason };
 }
 

@@ -15,6 +15,7 @@ import {
   formatProblem,
   formatTime,
   loadTraceSorted,
+  parseCallDuration,
   parseTime,
   readTrace,
   readTraceFrom,
@@ -254,7 +255,7 @@ describe('trace reader', () => {
     });
 
     it('reads every fixture like the reference model’s own loader', async () => {
-      for (const name of ['boundary', 'autodialer', 'event-types', 'user-windows', 'campaign', 'algorithms']) {
+      for (const name of ['boundary', 'autodialer', 'event-types', 'user-windows', 'campaign', 'algorithms', 'trunks']) {
         const path = join(FIXTURES, `${name}.trace.csv`);
         const check = await validateTrace(path);
         expect(check.problems, name).to.deep.equal([]);
@@ -263,6 +264,61 @@ describe('trace reader', () => {
         expect(ours, name).to.deep.equal(theirs);
         expect(check.calls, name).to.equal(theirs.length);
       }
+    });
+  });
+
+  describe('durations', () => {
+    it('parseCallDuration: seconds with a fraction (truncated to µs), ISO-8601 exactly', () => {
+      const cases: [string, number | undefined][] = [
+        ['93.5', 93_500_000],
+        ['0', 0],
+        ['0.000001', 1],
+        ['12.3456789', 12_345_678],
+        ['7', 7_000_000],
+        ['PT1M33.5S', 93_500_000],
+        ['PT0.000001S', 1],
+        ['PT4H', 4 * 3600 * 1_000_000],
+        ['P1DT1S', 86_401_000_000],
+        ['PT0S', 0],
+        ['-5', undefined],
+        ['+5', undefined],
+        ['1e3', undefined],
+        ['1m', undefined],
+        ['5s', undefined],
+        ['.5', undefined],
+        ['5.', undefined],
+        ['P1M', undefined],
+        ['PT0.0000001S', undefined],
+        ['PT-1S', undefined],
+        ['abc', undefined],
+        ['99999999999', undefined],
+      ];
+      for (const [text, us] of cases) expect(parseCallDuration(text), text).to.equal(us);
+    });
+
+    it('reads the duration column; empty means never reported; bad ones are located problems', async () => {
+      const { calls, problems } = await read(
+        'time,call_id,direction,peer,route,duration\n' +
+          '1,a,in,p,,93.5\n' + // 2
+          '2,b,out,,A,PT1M\n' + // 3
+          '3,c,in,p,,\n' + // 4: never reported
+          '4,d,in,p,,  \n' + // 5: blank too
+          '5,e,in,p,, 2.25 \n' + // 6: trimmed
+          '6,f,in,p,,1m\n' + // 7
+          '7,g,in,p,,-1\n', // 8
+      );
+      expect(calls.map((c) => [c.callId, c.durationUs])).to.deep.equal([
+        ['a', 93_500_000],
+        ['b', 60_000_000],
+        ['c', undefined],
+        ['d', undefined],
+        ['e', 2_250_000],
+      ]);
+      expect(calls[2]).to.not.have.property('durationUs');
+      expect(problems).to.deep.equal([
+        't.csv:7: column "duration": bad duration "1m" (seconds such as 93.5, or ISO-8601 such as PT1M33.5S)',
+        't.csv:8: column "duration": bad duration "-1" (seconds such as 93.5, or ISO-8601 such as PT1M33.5S)',
+      ]);
     });
   });
 

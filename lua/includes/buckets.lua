@@ -2,6 +2,9 @@
 -- buckets share, e.g. every peer of a default), then the buckets:
 --   P           the number of profiles, then per profile:
 --     retention µs, the widest window of its sliding-log limits (0: no log)
+--     N         its channel limit (0: none)
+--     hoff      with a channel limit, its holds' sorted set: KEYS[first + hoff] (members = call
+--               ids, scores = end of each hold, µs)
 --     m         the number of its limits, then per limit (sliding-log limits widest first):
 --       algo    'l' sliding-log | 'f' fixed-window | 's' sliding-window
 --       L       the limit (events per window)
@@ -9,23 +12,25 @@
 --       off     the structure it reads: KEYS[first + off] (first: the bucket's, below)
 --   B           the number of buckets, then per bucket:
 --     first     index in KEYS of its first key: its sliding log when its profile has
---               sliding-log limits, then its window hashes (one per distinct window of the others)
+--               sliding-log limits, then its window hashes (one per distinct window of the
+--               others), then its holds when it has a channel limit
 --     profile   1-based index of its profile
 -- Every argument is a string Redis can take as is, and every number handed back to Redis goes
 -- through fmtInt: converting Lua numbers is the costly part of a script this small.
 --
 -- readBuckets returns flat arrays (faster than a table per bucket): per bucket b its log key
--- index (bLog[b], 0: none), retention, window hash key indices (bHash[b], a list, or nil) and
--- the range of its limits [bLo[b], bHi[b]]; per limit j: lAlgo, lL, lW, lKey (index in KEYS);
--- per window hash key index k: hashW[k]. Also the index of the first ARGV after the buckets.
+-- index (bLog[b], 0: none), retention, window hash key indices (bHash[b], a list, or nil), the
+-- range of its limits [bLo[b], bHi[b]], its channel limit bN[b] (0: none) and holds key index
+-- bHold[b]; per limit j: lAlgo, lL, lW, lKey (index in KEYS); per window hash key index k:
+-- hashW[k]. Also the index of the first ARGV after the buckets.
 local function readBuckets(a)
   local np = tonumber(ARGV[a])
   a = a + 1
-  local pRet, pAlgo, pL, pW, pOff = {}, {}, {}, {}, {}
+  local pRet, pN, pHoff, pAlgo, pL, pW, pOff = {}, {}, {}, {}, {}, {}, {}
   for q = 1, np do
-    local m = tonumber(ARGV[a + 1])
-    pRet[q] = tonumber(ARGV[a])
-    a = a + 2
+    local m = tonumber(ARGV[a + 3])
+    pRet[q], pN[q], pHoff[q] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    a = a + 4
     local algo, L, W, off = {}, {}, {}, {}
     for i = 1, m do
       algo[i], L[i], W[i], off[i] = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
@@ -35,7 +40,7 @@ local function readBuckets(a)
   end
   local nb = tonumber(ARGV[a])
   a = a + 1
-  local bLog, bRet, bHash, bLo, bHi = {}, {}, {}, {}, {}
+  local bLog, bRet, bHash, bLo, bHi, bN, bHold = {}, {}, {}, {}, {}, {}, {}
   local lAlgo, lL, lW, lKey, hashW = {}, {}, {}, {}, {}
   local j = 0
   for b = 1, nb do
@@ -44,6 +49,8 @@ local function readBuckets(a)
     local retention, algo, L, W, off = pRet[q], pAlgo[q], pL[q], pW[q], pOff[q]
     bRet[b] = retention
     bLog[b] = retention > 0 and first or 0
+    bN[b] = pN[q]
+    bHold[b] = pN[q] > 0 and first + pHoff[q] or 0
     bLo[b] = j + 1
     for i = 1, #algo do
       j = j + 1
@@ -61,7 +68,7 @@ local function readBuckets(a)
     end
     bHi[b] = j
   end
-  return bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, a
+  return bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, bN, bHold, a
 end
 
 -- Drop log entries no limit can see any more (s <= t - retention).

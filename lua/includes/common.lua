@@ -23,6 +23,21 @@ local function readNow(arg)
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- Redis TIME, read once per script call (the clock the deadlines of calls are in).
+local redisClockUs
+local function redisClock()
+  if redisClockUs == nil then
+    redisClockUs = readNow('')
+  end
+  return redisClockUs
+end
+
+-- Whether a call's deadline (µs, Redis time; '' = none) has passed: the process stopped waiting
+-- and decided the call by its store-trouble policy, so the script must not count it.
+local function pastDeadline(deadline)
+  return deadline ~= '' and redisClock() >= tonumber(deadline)
+end
+
 -- floor(t / W) for integers, corrected for the rounding of the double division.
 local function windowIndex(t, w)
   local k = math.floor(t / w)

@@ -1,22 +1,21 @@
 -- The calls of a batch (admit, reserve), from ARGV[a] to the end of ARGV, in runs that share a
 -- time:
 --   now   µs since the epoch (integer); empty = Redis TIME (read once per script)
---   c     the number of calls in the run, then c arguments, one per call
--- Consecutive calls with the same time form a group: begin(t) opens it, call(arg) decides each
--- of its calls in order, finish(floor) closes it (writes what it changed) before the next group
--- and at the end. floor is the least key expiry (ms) for what the group writes: floorMs when a
--- call of the group gave its now (a virtual clock), 0 when all ran on Redis TIME.
+--   c     the number of calls in the run, then the calls' arguments (each call's own number of
+--         them: the script's call function reads them)
+-- Consecutive calls with the same time form a group: begin(t) opens it, call(x) decides each
+-- of its calls in order (x: the index in ARGV of the call's first argument; it returns the index
+-- past its last), finish(floor) closes it (writes what it changed) before the next group and at
+-- the end. floor is the least key expiry (ms) for what the group writes: floorMs when a call of
+-- the group gave its now (a virtual clock), 0 when all ran on Redis TIME.
 local function eachCall(a, floorMs, begin, call, finish)
-  local live, t, floor
+  local t, floor
   local argc = #ARGV
   while a <= argc do
     local now, c = ARGV[a], tonumber(ARGV[a + 1])
     local runT, runFloor
     if now == '' then
-      if live == nil then
-        live = readNow('')
-      end
-      runT, runFloor = live, 0
+      runT, runFloor = redisClock(), 0
     else
       runT, runFloor = tonumber(now), floorMs
     end
@@ -29,10 +28,10 @@ local function eachCall(a, floorMs, begin, call, finish)
     elseif runFloor > floor then
       floor = runFloor
     end
-    for x = a + 2, a + 1 + c do
-      call(ARGV[x])
+    a = a + 2
+    for _ = 1, c do
+      a = call(a)
     end
-    a = a + 2 + c
   end
   if t ~= nil then
     finish(floor)

@@ -3,12 +3,12 @@
  * windows; the store-trouble policy when that call fails or times out.
  */
 import type { Clock } from '../clock.js';
-import type { CallgateConfig } from '../config/types.js';
+import type { BucketConfig, CallgateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import type { SafeEmitter } from '../events.js';
 import { MemoryStore } from '../store/MemoryStore.js';
-import { withDeadline } from '../store/timeout.js';
-import type { AdmitResult, StopSignal, Store } from '../store/types.js';
+import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
+import type { AdmitResult, Hold, RefusalReason, StopSignal, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
 
 /**
@@ -25,6 +25,11 @@ export interface AdmitInput {
   readonly account?: string;
   /** Decision time in µs since the epoch; default: the engine's clock (Redis TIME live on Redis). */
   readonly at?: number;
+  /**
+   * How long the call lasts, µs, when known at the decision (replay): it holds its channels that
+   * long. Default: until it is released (hang-up), at most the configuration's maxCallDuration.
+   */
+  readonly durationUs?: number;
 }
 
 export interface AdmissionDecision {
@@ -35,7 +40,12 @@ export interface AdmissionDecision {
    * `unknown-peer`, or `store-unavailable` (policy fail-closed).
    */
   readonly limitedBy?: string;
-  /** Whole ms until every level that lacked room has room again (0 when admitted or not applicable). */
+  /** On refusal by a level: `rate` when one of its rate limits lacked room, else `channels`. */
+  readonly reason?: RefusalReason;
+  /**
+   * Whole ms until every rate limit that lacked room has room again (0 when admitted or not
+   * applicable, and on a `channels` refusal: when a call in progress ends is not known).
+   */
   readonly retryAfterMs: number;
   /** The time the decision was taken at, µs (the store's clock when none was given). */
   readonly at: number;
@@ -43,6 +53,8 @@ export interface AdmissionDecision {
   readonly degraded?: StorePolicy;
   /** True for a call counted by record(): it passes regardless of the limits. */
   readonly forced?: boolean;
+  /** True for a repeated admit of a call still holding its channels: the same decision, counted once. */
+  readonly duplicate?: boolean;
 }
 
 export interface AdmissionEvents {
@@ -60,6 +72,13 @@ export interface AdmissionOptions {
   readonly policy?: StorePolicy;
   /** Bound on one store call, ms (default 500); not applied to the memory store. */
   readonly timeoutMs?: number;
+  /**
+   * Policy `local`: the share of every limit (rate and channels) the in-process stand-in allows,
+   * 0 < share <= 1 (default 1). With P routing processes deciding locally during an outage, each
+   * allows max(1, floor(share x L)) per window: set 1/P to keep the platform within L (as long as
+   * L >= P; the floor of one call per process per window is never lost).
+   */
+  readonly localShare?: number;
 }
 
 function checkInput(input: AdmitInput): void {
@@ -68,6 +87,9 @@ function checkInput(input: AdmitInput): void {
   if (input.account !== undefined && typeof input.account !== 'string') throw new InvalidArgumentError('account must be a string');
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     throw new InvalidArgumentError(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
+  }
+  if (input.durationUs !== undefined && !(Number.isSafeInteger(input.durationUs) && input.durationUs >= 0)) {
+    throw new InvalidArgumentError(`durationUs must be a non-negative integer number of microseconds, got ${String(input.durationUs)}`);
   }
 }
 
@@ -80,33 +102,71 @@ export class Admission {
   private readonly timeoutMs: number;
   /** The in-process stand-in of policy `local`, created on first need. */
   private local?: MemoryStore;
+  /** Decisions in flight, by call id: a repeated admit meanwhile gets the same one (counted once). */
+  private readonly deciding = new Map<string, Promise<AdmissionDecision>>();
+  private readonly localShare: number;
+  /** The stand-in's plans: the limits scaled by localShare (built on first need, per configuration). */
+  private localPlans?: PlanCache;
 
   constructor(opts: AdmissionOptions) {
     this.store = opts.store;
     this.clock = opts.clock;
     this.events = opts.events;
     this.policy = opts.policy ?? 'fail-closed';
-    this.timeoutMs = opts.timeoutMs ?? 500;
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.localShare = opts.localShare ?? 1;
+    if (!(this.localShare > 0 && this.localShare <= 1)) throw new InvalidArgumentError(`localShare must be a number in (0, 1], got ${String(opts.localShare)}`);
     this.plans = new PlanCache(opts.config);
   }
 
   /** New limits apply from the next call; counts live in the store and survive. */
   setConfig(config: CallgateConfig): void {
     this.plans = new PlanCache(config);
+    this.localPlans = undefined;
   }
 
-  async admit(input: AdmitInput): Promise<AdmissionDecision> {
-    checkInput(input);
+  /** The stand-in's plan of a call (limits scaled by localShare; same buckets, tag and labels). */
+  private localPlan(input: AdmitInput, plan: AdmissionPlan): AdmissionPlan {
+    if (this.localShare === 1) return plan;
+    this.localPlans ??= new PlanCache(scaleConfig(this.plans.config, this.localShare));
+    return this.localPlans.get(input.peer, input.account) as AdmissionPlan;
+  }
+
+  /** The stand-in of policy `local`, if it was ever used (its holds need releasing too). */
+  get localStand(): MemoryStore | undefined {
+    return this.local;
+  }
+
+  /** How long an admitted call holds its channels. */
+  holdFor(input: AdmitInput): Hold {
+    return { id: input.callId, forUs: input.durationUs ?? this.plans.config.maxCallDurationUs };
+  }
+
+  admit(input: AdmitInput): Promise<AdmissionDecision> {
+    try {
+      checkInput(input);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const inFlight = this.deciding.get(input.callId);
+    if (inFlight !== undefined) return inFlight;
+    const decided = this.decide(input).finally(() => this.deciding.delete(input.callId));
+    this.deciding.set(input.callId, decided);
+    return decided;
+  }
+
+  private async decide(input: AdmitInput): Promise<AdmissionDecision> {
     const plan = this.plans.get(input.peer, input.account);
     const at = input.at ?? this.clock.now();
     if (plan === UNKNOWN_PEER) {
       return this.emit({ callId: input.callId, admitted: false, limitedBy: UNKNOWN_PEER, retryAfterMs: 0, at: at ?? Date.now() * 1000 });
     }
+    const hold = this.holdFor(input);
     let result: AdmitResult;
     try {
-      result = await this.call((signal) => this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at, signal }));
+      result = await this.call((signal) => this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at, hold, signal }));
     } catch (err) {
-      return this.emit(await this.degrade(input, plan, at, err as Error));
+      return this.emit(await this.degrade(input, plan, at, hold, err as Error));
     }
     return this.emit(decision(input.callId, plan, result));
   }
@@ -122,17 +182,29 @@ export class Admission {
     const known = plan === UNKNOWN_PEER ? withoutPeer(this.plans.config, input) : plan;
     let now = at ?? Date.now() * 1000;
     let degraded: StorePolicy | undefined;
+    let duplicate = false;
     if (known.buckets.length > 0) {
+      const req = { tag: known.tag, buckets: known.buckets, now: at, hold: this.holdFor(input) };
       try {
-        now = (await this.call((signal) => this.store.record({ tag: known.tag, buckets: known.buckets, now: at, signal }))).now;
+        const r = await this.call((signal) => this.store.record({ ...req, signal }));
+        now = r.now;
+        duplicate = r.duplicate === true;
       } catch (err) {
         if (err instanceof InvalidArgumentError || this.policy === 'error') throw err;
         degraded = this.policy;
         this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error: err as Error });
-        if (this.policy === 'local') now = this.localStore().recordSync({ tag: known.tag, buckets: known.buckets, now: at }).now;
+        if (this.policy === 'local') now = this.localStore().recordSync(req).now;
       }
     }
-    return this.emit({ callId: input.callId, admitted: true, retryAfterMs: 0, at: now, forced: true, ...(degraded && { degraded }) });
+    return this.emit({
+      callId: input.callId,
+      admitted: true,
+      retryAfterMs: 0,
+      at: now,
+      forced: true,
+      ...(degraded && { degraded }),
+      ...(duplicate && { duplicate }),
+    });
   }
 
   /** A store call, bounded by the decision timeout (not needed in process). */
@@ -144,15 +216,17 @@ export class Admission {
     return (this.local ??= new MemoryStore());
   }
 
-  private async degrade(input: AdmitInput, plan: AdmissionPlan, at: number | undefined, error: Error): Promise<AdmissionDecision> {
+  private async degrade(input: AdmitInput, plan: AdmissionPlan, at: number | undefined, hold: Hold, error: Error): Promise<AdmissionDecision> {
     if (error instanceof InvalidArgumentError || this.policy === 'error') throw error;
     this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error });
     const now = at ?? Date.now() * 1000;
     switch (this.policy) {
       case 'fail-open':
         return { callId: input.callId, admitted: true, retryAfterMs: 0, at: now, degraded: 'fail-open' };
-      case 'local':
-        return { ...decision(input.callId, plan, this.localStore().admitSync({ tag: plan.tag, buckets: plan.buckets, now: at })), degraded: 'local' };
+      case 'local': {
+        const local = this.localPlan(input, plan);
+        return { ...decision(input.callId, local, this.localStore().admitSync({ tag: local.tag, buckets: local.buckets, now: at, hold })), degraded: 'local' };
+      }
       default:
         return { callId: input.callId, admitted: false, limitedBy: 'store-unavailable', retryAfterMs: 0, at: now, degraded: 'fail-closed' };
     }
@@ -165,13 +239,34 @@ export class Admission {
 }
 
 function decision(callId: string, plan: AdmissionPlan, r: AdmitResult): AdmissionDecision {
-  return r.admitted
-    ? { callId, admitted: true, retryAfterMs: 0, at: r.now }
-    : { callId, admitted: false, limitedBy: plan.labels[r.limitedBy], retryAfterMs: Math.ceil(r.retryAfterUs / 1000), at: r.now };
+  if (r.admitted) return r.duplicate ? { callId, admitted: true, retryAfterMs: 0, at: r.now, duplicate: true } : { callId, admitted: true, retryAfterMs: 0, at: r.now };
+  return {
+    callId,
+    admitted: false,
+    limitedBy: plan.labels[r.limitedBy],
+    reason: r.reason ?? 'rate',
+    retryAfterMs: Math.ceil(r.retryAfterUs / 1000),
+    at: r.now,
+  };
+}
+
+/** Every limit (and channel limit) scaled by `share`, never below one call. */
+function scaleConfig(config: CallgateConfig, share: number): CallgateConfig {
+  const scale = (n: number) => Math.max(1, Math.floor(n * share));
+  const bucket = (b: BucketConfig): BucketConfig => {
+    const limits = b.limits.map((l) => ({ ...l, limit: scale(l.limit) }));
+    return b.channels === undefined ? { limits } : { limits, channels: scale(b.channels) };
+  };
+  const map = (m: Map<string, BucketConfig>) => new Map([...m].map(([id, b]) => [id, bucket(b)]));
+  const { global, accounts, peers, defaultPeer } = config.inbound;
+  const inbound: CallgateConfig['inbound'] = { accounts: map(accounts), peers: map(peers) };
+  if (global !== undefined) inbound.global = bucket(global);
+  if (defaultPeer !== undefined) inbound.defaultPeer = bucket(defaultPeer);
+  return { ...config, inbound };
 }
 
 /** The global and account levels of a call whose peer is unknown (for record()). */
 function withoutPeer(config: CallgateConfig, input: AdmitInput): AdmissionPlan {
-  const plan = new PlanCache({ ...config, inbound: { ...config.inbound, defaultPeer: [] } }).get(input.peer, input.account) as AdmissionPlan;
+  const plan = new PlanCache({ ...config, inbound: { ...config.inbound, defaultPeer: { limits: [] } } }).get(input.peer, input.account) as AdmissionPlan;
   return { tag: plan.tag, buckets: plan.buckets.slice(0, -1), labels: plan.labels.slice(0, -1) };
 }

@@ -2,7 +2,7 @@
  * From a call (peer, account) to what admission checks: the buckets in contract order
  * (global, account, peer), their `limited_by` labels, and the hash tag they share.
  */
-import type { CallgateConfig } from '../config/types.js';
+import type { BucketConfig, CallgateConfig } from '../config/types.js';
 import { GLOBAL_BUCKET, GLOBAL_TAG, accountBucket, accountTag, peerBucket, peerTag } from '../keys.js';
 import type { Bucket } from '../store/types.js';
 
@@ -11,6 +11,11 @@ export interface AdmissionPlan {
   readonly buckets: readonly Bucket[];
   /** The contract's `limited_by` value of each bucket: `global`, `account:<id>`, `peer:<id>`. */
   readonly labels: readonly string[];
+}
+
+/** A bucket of a plan: its rate limits, and its channel limit when it has one. */
+function bucketOf(name: string, cfg: BucketConfig): Bucket {
+  return cfg.channels === undefined ? { name, limits: cfg.limits } : { name, limits: cfg.limits, channels: cfg.channels };
 }
 
 /** The contract's sentinel for a peer with neither its own limits nor a defaultPeer. */
@@ -23,15 +28,15 @@ export function planFor(config: CallgateConfig, peer: string, account: string | 
   const buckets: Bucket[] = [];
   const labels: string[] = [];
   if (global !== undefined) {
-    buckets.push({ name: GLOBAL_BUCKET, limits: global });
+    buckets.push(bucketOf(GLOBAL_BUCKET, global));
     labels.push('global');
   }
   const accountLimits = account !== undefined && account !== '' ? accounts.get(account) : undefined;
   if (accountLimits !== undefined) {
-    buckets.push({ name: accountBucket(account!), limits: accountLimits });
+    buckets.push(bucketOf(accountBucket(account!), accountLimits));
     labels.push(`account:${account}`);
   }
-  buckets.push({ name: peerBucket(peer), limits: peerLimits });
+  buckets.push(bucketOf(peerBucket(peer), peerLimits));
   labels.push(`peer:${peer}`);
   const tag = global !== undefined ? GLOBAL_TAG : accountLimits !== undefined ? accountTag(account!) : peerTag(peer);
   return { tag, buckets, labels };

@@ -11,7 +11,7 @@
  *   `>` would; nothing is renamed over it.
  * - a directory (or a link to nothing): refused.
  *
- * Every failure (missing directory, no permission, device full, reader gone) is a DecisionsFileError
+ * Every failure (missing directory, no permission, device full, reader gone) is an OutputError
  * naming the target, raised before the replay starts when the target cannot be opened. The
  * temporary file is removed on any failure and at process exit.
  */
@@ -35,17 +35,15 @@ import {
   type WriteStream,
 } from 'node:fs';
 import { promisify } from 'node:util';
-import { CallgateError } from '../errors/CallgateError.js';
-import { osReason } from '../errors/osReason.js';
+import { OutputError } from '../errors/OutputError.js';
+import { osReason } from '../osReason.js';
 
 const openAsync = promisify(open);
 
 /** The decisions cannot be written where `--decisions` says. */
-export class DecisionsFileError extends CallgateError {
-  constructor(target: string, reason: string, options?: { cause?: unknown }) {
-    const name = target === '-' ? 'standard output' : target === '' ? '""' : target;
-    super('ERR_DECISIONS_FILE', `cannot write decisions to ${name}: ${reason}`, options);
-  }
+function decisionsError(target: string, reason: string, cause?: unknown): OutputError {
+  const name = target === '-' ? 'standard output' : target === '' ? '""' : target;
+  return new OutputError(`decisions to ${name}`, reason, { cause });
 }
 
 /** Decisions go out in blocks of this many lines (one write call each). */
@@ -54,7 +52,7 @@ const BLOCK = 512;
 export class DecisionsFile {
   private buffer: string[] = [];
   private lastWrite: Promise<void> = Promise.resolve();
-  private failed?: DecisionsFileError;
+  private failed?: OutputError;
   private readonly removeAtExit = (): void => this.removeTemporary();
 
   private constructor(
@@ -76,7 +74,7 @@ export class DecisionsFile {
   static async open(target: string, signal?: AbortSignal): Promise<DecisionsFile> {
     if (target === '-') return new DecisionsFile(target, process.stdout);
     const fail = (reason: string, cause?: unknown): never => {
-      throw new DecisionsFileError(target, reason, { cause });
+      throw decisionsError(target, reason, cause);
     };
     if (target === '') fail('an empty file name');
     const stats = statOrNone(target, fail);
@@ -142,7 +140,7 @@ export class DecisionsFile {
   }
 
   private fail(err: Error): void {
-    this.failed ??= new DecisionsFileError(this.target, osReason(err), { cause: err });
+    this.failed ??= decisionsError(this.target, osReason(err), err);
   }
 
   private async drained(): Promise<void> {
@@ -175,11 +173,11 @@ export class DecisionsFile {
     try {
       // only a regular file is ever replaced: a name that became something else is left alone
       const now = lstatOrNone(t.finalPath);
-      if (now && !now.isFile()) throw new DecisionsFileError(this.target, 'it is no longer a regular file; left as it is');
+      if (now && !now.isFile()) throw decisionsError(this.target, 'it is no longer a regular file; left as it is');
       try {
         renameSync(t.path, t.finalPath);
       } catch (e) {
-        throw new DecisionsFileError(this.target, osReason(e), { cause: e });
+        throw decisionsError(this.target, osReason(e), e);
       }
     } finally {
       this.removeTemporary();

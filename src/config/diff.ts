@@ -3,17 +3,18 @@
  * bucket or carrier that was added, removed or changed. Granularity: `inbound.global`,
  * `inbound.defaultPeer`, each account, each peer, each carrier.
  *
- * A bucket's limits are compared as a set of (limit, window, algorithm): reordering the limits
- * of a bucket is no change, since every limit is checked. An empty list of limits is present
- * (a known peer, or a global bucket that counts without limiting): absent → [] is `added`.
- * Carriers compare by cps and maxWait.
+ * A bucket's limits are compared as a set of (limit, window, algorithm) plus its channel limit:
+ * reordering the limits of a bucket is no change, since every limit is checked. An empty list of
+ * limits is present (a known peer, or a global bucket that counts without limiting): absent → []
+ * is `added`. Carriers compare by cps, maxWait and channels. A new maxCallDuration is `changed`
+ * at `maxCallDuration` (it applies to calls decided from then on).
  */
 import type { Limit } from '../store/types.js';
 import { formatPath } from './path.js';
-import type { CallgateConfig, CarrierConfig } from './types.js';
+import type { BucketConfig, CallgateConfig, CarrierConfig } from './types.js';
 
 export type ConfigChangeKind = 'added' | 'removed' | 'changed';
-export type ConfigSection = 'global' | 'defaultPeer' | 'account' | 'peer' | 'carrier';
+export type ConfigSection = 'global' | 'defaultPeer' | 'account' | 'peer' | 'carrier' | 'maxCallDuration';
 
 export interface ConfigChange {
   /** `inbound.global`, `inbound.peers.peer45`, `inbound.peers["a b"]`, `outbound.carriers.A`… */
@@ -35,8 +36,12 @@ export function sameLimits(a: readonly Limit[], b: readonly Limit[]): boolean {
   return ka.every((k, i) => k === kb[i]);
 }
 
+function sameBucket(a: BucketConfig, b: BucketConfig): boolean {
+  return a.channels === b.channels && sameLimits(a.limits, b.limits);
+}
+
 function sameCarrier(a: CarrierConfig, b: CarrierConfig): boolean {
-  return a.cps === b.cps && a.maxWaitUs === b.maxWaitUs;
+  return a.cps === b.cps && a.maxWaitUs === b.maxWaitUs && a.channels === b.channels;
 }
 
 function kindOf<T>(a: T | undefined, b: T | undefined, same: (a: T, b: T) => boolean): ConfigChangeKind | undefined {
@@ -49,8 +54,11 @@ function kindOf<T>(a: T | undefined, b: T | undefined, same: (a: T, b: T) => boo
  * old ids first (removed / changed, in old order), then new ids (added, in new order). */
 export function diffConfig(old: CallgateConfig, next: CallgateConfig): ConfigChange[] {
   const changes: ConfigChange[] = [];
-  const single = (section: 'global' | 'defaultPeer', a?: Limit[], b?: Limit[]) => {
-    const kind = kindOf(a, b, sameLimits);
+  if (old.maxCallDurationUs !== next.maxCallDurationUs) {
+    changes.push({ path: 'maxCallDuration', kind: 'changed', section: 'maxCallDuration' });
+  }
+  const single = (section: 'global' | 'defaultPeer', a?: BucketConfig, b?: BucketConfig) => {
+    const kind = kindOf(a, b, sameBucket);
     if (kind) changes.push({ path: formatPath(['inbound', section]), kind, section });
   };
   const map = <T>(
@@ -67,8 +75,8 @@ export function diffConfig(old: CallgateConfig, next: CallgateConfig): ConfigCha
     }
   };
   single('global', old.inbound.global, next.inbound.global);
-  map('account', ['inbound', 'accounts'], old.inbound.accounts, next.inbound.accounts, sameLimits);
-  map('peer', ['inbound', 'peers'], old.inbound.peers, next.inbound.peers, sameLimits);
+  map('account', ['inbound', 'accounts'], old.inbound.accounts, next.inbound.accounts, sameBucket);
+  map('peer', ['inbound', 'peers'], old.inbound.peers, next.inbound.peers, sameBucket);
   single('defaultPeer', old.inbound.defaultPeer, next.inbound.defaultPeer);
   map('carrier', ['outbound', 'carriers'], old.outbound.carriers, next.outbound.carriers, sameCarrier);
   return changes;

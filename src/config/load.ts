@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import type { z } from 'zod';
-import { osReason } from '../errors/osReason.js';
+import { osReason } from '../osReason.js';
 import { ConfigError } from './ConfigError.js';
 import { jsonDuplicateKeys } from './duplicateKeys.js';
 import { formatPath } from './path.js';

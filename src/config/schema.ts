@@ -11,7 +11,7 @@ import { z } from 'zod';
 import type { Algorithm, Limit } from '../store/types.js';
 import { parseDuration } from './duration.js';
 import { describeValue } from './path.js';
-import type { CallgateConfig, CarrierConfig } from './types.js';
+import type { BucketConfig, CallgateConfig, CarrierConfig } from './types.js';
 
 export const ALGORITHMS = ['sliding-log', 'sliding-window', 'fixed-window'] as const satisfies readonly Algorithm[];
 export const DEFAULT_ALGORITHM: Algorithm = 'sliding-log';
@@ -69,7 +69,50 @@ const limitSchema = z
     (l): Limit => ({ limit: l.limit, windowUs: l.window, algorithm: l.algorithm ?? DEFAULT_ALGORITHM }),
   );
 
-const limitsSchema = z.array(limitSchema, { error: expected('an array of limits') });
+/** `{ "channels": N }`: at most N of the bucket's calls in progress at once. */
+const channelsEntrySchema = z.strictObject(
+  { channels: z.int({ error: positiveInteger }).positive({ error: positiveInteger }) },
+  { error: expected('a channels entry such as {"channels": 30}') },
+);
+
+const isChannelsEntry = (v: unknown): boolean => typeof v === 'object' && v !== null && !Array.isArray(v) && 'channels' in v;
+
+/**
+ * One entry of a bucket's list: a rate limit, or (when it names `channels`) the channel limit.
+ * Routed by that key rather than by a union, so that a bad entry gets the messages of the one
+ * schema it was meant for, at their own paths.
+ */
+const entrySchema = z.unknown().transform((value, ctx): Limit | { channels: number } => {
+  const r = isChannelsEntry(value) ? channelsEntrySchema.safeParse(value) : limitSchema.safeParse(value);
+  if (r.success) return r.data;
+  for (const issue of r.error.issues) ctx.issues.push(issue as never);
+  return z.NEVER;
+});
+
+/** A bucket's list: its rate limits and at most one channel limit. */
+const bucketSchema = z.array(entrySchema, { error: expected('an array of limits') }).transform((entries, ctx): BucketConfig => {
+  const limits: Limit[] = [];
+  let channels: number | undefined;
+  let channelsAt = -1;
+  entries.forEach((e, i) => {
+    if (!('channels' in e)) {
+      limits.push(e);
+      return;
+    }
+    if (channels === undefined) {
+      channels = e.channels;
+      channelsAt = i;
+      return;
+    }
+    ctx.issues.push({
+      code: 'custom',
+      input: e,
+      path: [i],
+      message: `a bucket has at most one channels entry (another is at [${channelsAt}])`,
+    });
+  });
+  return channels === undefined ? { limits } : { limits, channels };
+});
 
 const cpsError = expected('a positive finite number');
 
@@ -82,10 +125,14 @@ const carrierSchema = z
         error: expected('a positive finite number', (cps) => ((cps as number) > 0 ? 'too small' : undefined)),
       }),
       maxWait: durationSchema(false).optional(),
+      channels: z.int({ error: positiveInteger }).positive({ error: positiveInteger }).optional(),
     },
     { error: expected('a carrier such as {"cps": 4, "maxWait": "PT1S"}') },
   )
-  .transform((c): CarrierConfig => ({ cps: c.cps, intervalUs: 1e6 / c.cps, maxWaitUs: c.maxWait ?? 0 }));
+  .transform((c): CarrierConfig => {
+    const carrier = { cps: c.cps, intervalUs: 1e6 / c.cps, maxWaitUs: c.maxWait ?? 0 };
+    return c.channels === undefined ? carrier : { ...carrier, channels: c.channels };
+  });
 
 /** Plain objects become Maps before validation, so that ids such as `__proto__` survive. */
 function toMap(value: unknown): unknown {
@@ -106,10 +153,10 @@ const objectError = expected('an object');
 
 const inboundSchema = z.strictObject(
   {
-    global: limitsSchema.optional(),
-    accounts: idMapSchema('account', limitsSchema, 'arrays of limits').optional(),
-    peers: idMapSchema('peer', limitsSchema, 'arrays of limits').optional(),
-    defaultPeer: limitsSchema.optional(),
+    global: bucketSchema.optional(),
+    accounts: idMapSchema('account', bucketSchema, 'arrays of limits').optional(),
+    peers: idMapSchema('peer', bucketSchema, 'arrays of limits').optional(),
+    defaultPeer: bucketSchema.optional(),
   },
   { error: objectError },
 );
@@ -119,9 +166,15 @@ const outboundSchema = z.strictObject(
   { error: objectError },
 );
 
+/** How long a call whose end is never reported holds its channels, by default (DESIGN.md). */
+export const DEFAULT_MAX_CALL_DURATION_US = 4 * 3600 * 1_000_000;
+
 /** Validates a raw configuration and yields the normalized CallgateConfig. */
 export const configSchema = z
-  .strictObject({ inbound: inboundSchema.optional(), outbound: outboundSchema.optional() }, { error: objectError })
+  .strictObject(
+    { maxCallDuration: durationSchema(true).optional(), inbound: inboundSchema.optional(), outbound: outboundSchema.optional() },
+    { error: objectError },
+  )
   .transform((c): CallgateConfig => {
     const inbound: CallgateConfig['inbound'] = {
       accounts: c.inbound?.accounts ?? new Map(),
@@ -129,5 +182,9 @@ export const configSchema = z
     };
     if (c.inbound?.global !== undefined) inbound.global = c.inbound.global;
     if (c.inbound?.defaultPeer !== undefined) inbound.defaultPeer = c.inbound.defaultPeer;
-    return { inbound, outbound: { carriers: c.outbound?.carriers ?? new Map() } };
+    return {
+      maxCallDurationUs: c.maxCallDuration ?? DEFAULT_MAX_CALL_DURATION_US,
+      inbound,
+      outbound: { carriers: c.outbound?.carriers ?? new Map() },
+    };
   });

@@ -14,6 +14,16 @@
  * Redis clocks may differ. A timer that fires early (Node timers have millisecond resolution) is
  * re-armed: a call is never sent before its slot on the clock that holds it.
  *
+ * Wire spacing. Calls this Dispatcher sends on one carrier leave at least 1/cps apart on the
+ * holding time base, whatever the timer lateness: a send that left late pushes the next one on
+ * that carrier back (to 1/cps after it), it never squeezes the gap. Slots are exactly 1/cps apart
+ * in the store; this keeps the actual sends of one process so too. Calls whose time came wait in
+ * their carrier's lane, in the order of their targets, and leave one per 1/cps. The spacing
+ * counts from the clock reading just before send(); when send's promise settles before the next
+ * send on that carrier, from that moment instead. So a send that resolves once its message is
+ * written is spaced on the wire, even if the process was held up between the reading and the
+ * write; resolve on writing, not on the carrier's answer (that would slow the carrier down).
+ *
  * Nothing lost. Every call dispatch() accepts ends exactly once, as `dispatched`, `rejected`,
  * `cancelled` or `failed`; its promise resolves with that result (it never rejects) and exactly one
  * event of that name is emitted, just before the promise resolves. dispatch() rejects (with no
@@ -27,8 +37,11 @@
  * - close({ mode: 'cancel' }) ends held calls `cancelled` / `closed` (cancel() gives `cancelled` /
  *   `cancelled`); a call still waiting for the store ends `cancelled` / `closed` if it got a slot
  *   (the slot stays taken: a leaky bucket gives nothing back), or as decided otherwise;
- * - cancel() only acts on a held call (waiting for its slot); while its reservation or its send
- *   is in progress it returns false;
+ * - cancel() acts on a call waiting for its reservation (it then ends `cancelled` whatever the
+ *   store decided, never sent) or for its slot; while its send is in progress it returns false;
+ * - a call that took a carrier with a channel limit holds that channel from its decision: a call
+ *   that then ends without going out (cancelled, closed, send failed) gives it back at once;
+ *   a call sent holds it until release() (the hang-up) or until its hold lapses;
  * - close() resolves once every accepted call has ended, including sends in progress; bound sends
  *   with `sendTimeoutMs` if a send may never settle;
  * - reserve() is a pure decision (it takes the slot but holds nothing and emits no event); it
@@ -44,7 +57,7 @@ import type { CarrierConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { SafeEmitter } from '../events.js';
 import { carrierName } from '../keys.js';
-import { withDeadline } from '../store/timeout.js';
+import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 import type { Carrier, ReserveResult, StopSignal, Store } from '../store/types.js';
 import { DispatcherClosedError } from './DispatcherClosedError.js';
 
@@ -56,6 +69,11 @@ export interface DispatchInput {
   readonly route: readonly string[];
   /** Decision time, µs since the epoch; default: the clock (the store's clock when it gives none). */
   readonly at?: number;
+  /**
+   * How long the call lasts once sent, µs, when known at the decision (replay): it holds its
+   * carrier's channel until slot + duration. Default: until released, at most maxCallDuration.
+   */
+  readonly durationUs?: number;
 }
 
 /** The decision, known as soon as the store answered. */
@@ -115,9 +133,11 @@ export interface DispatcherOptions {
   readonly clock: Clock;
   /** Read on every call: a reload applies from the next call on. */
   readonly carriers: () => ReadonlyMap<string, CarrierConfig>;
+  /** How long a call whose end is never reported holds its channel, µs (read on every call; default 4 h). */
+  readonly maxCallDurationUs?: () => number;
   /** Default: a fresh SafeEmitter (see `events`). */
   readonly events?: DispatchEventSink;
-  /** Bound on one store call, ms (default 1000; not applied to the in-process memory store). */
+  /** Bound on one store call, ms (default 500, as admission; not applied to the in-process memory store). */
   readonly timeoutMs?: number;
   /** Bound on one send, ms: past it the call ends `failed` / `send-failed` (default: none). */
   readonly sendTimeoutMs?: number;
@@ -138,16 +158,32 @@ interface Decision {
 
 type State = 'reserving' | 'holding' | 'sending';
 
+/** A held call whose time came. */
+interface Due {
+  readonly call: Call;
+  readonly decision: Decision;
+  readonly send: SendFn | undefined;
+}
+
+/** Wire spacing of one carrier: its last send here, and the calls due waiting for 1/cps after it. */
+interface Lane {
+  lastSent?: number;
+  /** The call of the last send: when its send settles, the spacing counts from then. */
+  lastCall?: Call;
+  readonly waiting: Due[];
+  cancelTimer?: () => void;
+}
+
 interface Call {
   readonly callId: string;
   state: State;
   done: boolean;
+  /** cancel() came while the reservation was in flight. */
+  cancelled?: boolean;
   reservation?: Reservation;
   cancelTimer?: () => void;
   resolve(result: DispatchResult): void;
 }
-
-const DEFAULT_TIMEOUT_MS = 1000;
 
 function fail(message: string): never {
   throw new InvalidArgumentError(message);
@@ -162,6 +198,9 @@ function checkInput(input: DispatchInput): void {
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     fail(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }
+  if (input.durationUs !== undefined && !(Number.isSafeInteger(input.durationUs) && input.durationUs >= 0)) {
+    fail(`durationUs must be a non-negative integer number of microseconds, got ${String(input.durationUs)}`);
+  }
 }
 
 const toError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));
@@ -171,6 +210,7 @@ export class Dispatcher {
   private readonly store: Store;
   private readonly clock: Clock;
   private readonly carriers: () => ReadonlyMap<string, CarrierConfig>;
+  private readonly maxCallDurationUs: () => number;
   private readonly timeoutMs: number;
   private readonly sendTimeoutMs: number;
   private readonly calls = new Map<string, Call>();
@@ -178,11 +218,14 @@ export class Dispatcher {
   private closed = false;
   private cancelling = false;
   private idleWaiters: (() => void)[] = [];
+  /** Per carrier: the wire spacing (see Lane). */
+  private readonly lanes = new Map<string, Lane>();
 
   constructor(opts: DispatcherOptions) {
     this.store = opts.store;
     this.clock = opts.clock;
     this.carriers = opts.carriers;
+    this.maxCallDurationUs = opts.maxCallDurationUs ?? (() => 4 * 3600 * 1_000_000);
     this.events = opts.events ?? new SafeEmitter<DispatcherEvents>();
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.sendTimeoutMs = opts.sendTimeoutMs ?? 0;
@@ -256,10 +299,19 @@ export class Dispatcher {
     });
   }
 
-  /** End a held call as `cancelled`; false if no call of that id is held. */
+  /**
+   * End a call as `cancelled` before it is sent: one held for its slot at once, one whose
+   * reservation is in flight as soon as the store answers (it is never sent, and a channel it
+   * took is given back). False if no call of that id waits here (unknown, or being sent).
+   */
   cancel(callId: string): boolean {
     const call = this.calls.get(callId);
-    if (!call || call.state !== 'holding') return false;
+    if (!call) return false;
+    if (call.state === 'reserving') {
+      call.cancelled = true;
+      return true;
+    }
+    if (call.state !== 'holding') return false;
     this.endHeld(call, 'cancelled');
     return true;
   }
@@ -296,7 +348,8 @@ export class Dispatcher {
       const cfg = configured.get(id);
       if (!cfg) continue;
       ids.push(id);
-      carriers.push({ name: carrierName(id), intervalUs: cfg.intervalUs, maxWaitUs: cfg.maxWaitUs });
+      const carrier = { name: carrierName(id), intervalUs: cfg.intervalUs, maxWaitUs: cfg.maxWaitUs };
+      carriers.push(cfg.channels === undefined ? carrier : { ...carrier, channels: cfg.channels });
     }
     return { ids, carriers };
   }
@@ -310,7 +363,8 @@ export class Dispatcher {
       const at = now ?? systemClockUs();
       return { reservation: this.rejected(input.callId, [], at), target: 0, now: timeBase };
     }
-    const reserve = (signal?: StopSignal) => this.store.reserve({ route: route.carriers, now, signal });
+    const hold = { id: input.callId, forUs: input.durationUs ?? this.maxCallDurationUs() };
+    const reserve = (signal?: StopSignal) => this.store.reserve({ route: route.carriers, now, hold, signal });
     const res: ReserveResult = await (this.store.kind === 'memory' ? reserve() : withDeadline(reserve, this.timeoutMs));
     if (res.index < 0) return { reservation: this.rejected(input.callId, route.ids, res.now), target: 0, now: timeBase };
     const reservation: Reservation = {
@@ -352,12 +406,14 @@ export class Dispatcher {
     }
     if (r.outcome === 'rejected') {
       if (r.reroutedFrom.length > 1) this.events.safeEmit('rerouted', { callId: r.callId, from: [...r.reroutedFrom], to: null });
-      this.finish(call, 'rejected', this.decided(r, { reason: 'all-routes-congested' }));
+      if (call.cancelled) this.finish(call, 'cancelled', this.decided(r, { reason: 'cancelled' }));
+      else this.finish(call, 'rejected', this.decided(r, { reason: 'all-routes-congested' }));
       return;
     }
     if (r.reroutedFrom.length > 0) this.events.safeEmit('rerouted', { callId: r.callId, from: [...r.reroutedFrom], to: r.carrier });
-    if (this.cancelling) {
-      this.finish(call, 'cancelled', this.decided(r, { reason: 'closed' }));
+    if (call.cancelled || this.cancelling) {
+      this.giveBack(call.callId);
+      this.finish(call, 'cancelled', this.decided(r, { reason: call.cancelled ? 'cancelled' : 'closed' }));
       return;
     }
     call.state = 'holding';
@@ -365,10 +421,10 @@ export class Dispatcher {
     this.arm(call, decision, send);
   }
 
-  /** Hold until `target` on the decision's time base; re-arm a timer that fired early. */
+  /** Hold until `target` on the decision's time base (re-arm a timer that fired early), then join the carrier's lane. */
   private arm(call: Call, decision: Decision, send: SendFn | undefined): void {
     if (decision.now() >= decision.target) {
-      this.fire(call, decision, send);
+      this.due({ call, decision, send });
       return;
     }
     call.cancelTimer = this.clock.setTimer(decision.target, () => {
@@ -378,21 +434,70 @@ export class Dispatcher {
     });
   }
 
+  /** A held call whose time came: it waits in its carrier's lane, in target order, for the wire spacing. */
+  private due(d: Due): void {
+    const carrier = d.decision.reservation.carrier!;
+    let lane = this.lanes.get(carrier);
+    if (lane === undefined) this.lanes.set(carrier, (lane = { waiting: [] }));
+    const waiting = lane.waiting;
+    let i = waiting.length;
+    while (i > 0 && waiting[i - 1]!.decision.target > d.decision.target) i--;
+    waiting.splice(i, 0, d);
+    const l = lane;
+    d.call.cancelTimer = () => {
+      const j = l.waiting.indexOf(d);
+      if (j >= 0) l.waiting.splice(j, 1);
+      if (l.waiting.length === 0) l.cancelTimer?.();
+    };
+    this.pump(carrier, lane);
+  }
+
+  /** Send the lane's calls one per 1/cps (as configured now) after its last send, however late that one left. */
+  private pump(carrier: string, lane: Lane): void {
+    lane.cancelTimer?.();
+    lane.cancelTimer = undefined;
+    while (lane.waiting.length > 0) {
+      const head = lane.waiting[0]!;
+      const next = lane.lastSent === undefined ? -Infinity : lane.lastSent + (this.carriers().get(carrier)?.intervalUs ?? 0);
+      if (head.decision.now() < next) {
+        lane.cancelTimer = this.clock.setTimer(next, () => {
+          lane.cancelTimer = undefined;
+          this.pump(carrier, lane);
+        });
+        return;
+      }
+      lane.waiting.shift();
+      head.call.cancelTimer = undefined;
+      this.fire(head.call, head.decision, head.send);
+    }
+  }
+
   private fire(call: Call, decision: Decision, send: SendFn | undefined): void {
     call.state = 'sending';
     this.holding--;
     const r = decision.reservation;
     const sentAt = decision.now();
+    const lane = this.lanes.get(r.carrier!)!;
+    lane.lastSent = sentAt;
+    lane.lastCall = call;
+    // the send's end, while it is the carrier's last one: the next send counts from then
+    const settled = () => {
+      if (lane.lastCall === call) lane.lastSent = Math.max(sentAt, decision.now());
+    };
     if (!send) {
       this.finish(call, 'dispatched', this.decided(r, { sentAt }));
       return;
     }
     let outcome: Promise<unknown>;
+    let pending = false; // send returned a promise: it ends when that settles, else on return
     try {
-      outcome = Promise.resolve(send(r.carrier!));
+      const value = send(r.carrier!);
+      pending = typeof (value as PromiseLike<unknown> | null | undefined)?.then === 'function';
+      outcome = Promise.resolve(value);
     } catch (err) {
       outcome = Promise.reject(err);
     }
+    if (!pending) settled();
     if (this.sendTimeoutMs > 0 && Number.isFinite(this.sendTimeoutMs)) {
       const ms = this.sendTimeoutMs;
       outcome = new Promise((resolve, reject) => {
@@ -405,8 +510,12 @@ export class Dispatcher {
       });
     }
     outcome.then(
-      () => this.finish(call, 'dispatched', this.decided(r, { sentAt })),
-      (err) => this.finish(call, 'failed', this.decided(r, { sentAt, reason: 'send-failed', error: toError(err) })),
+      () => (pending && settled(), this.finish(call, 'dispatched', this.decided(r, { sentAt }))),
+      (err) => {
+        if (pending) settled();
+        this.giveBack(call.callId);
+        this.finish(call, 'failed', this.decided(r, { sentAt, reason: 'send-failed', error: toError(err) }));
+      },
     );
   }
 
@@ -415,7 +524,17 @@ export class Dispatcher {
     call.cancelTimer?.();
     call.cancelTimer = undefined;
     this.holding--;
+    this.giveBack(call.callId);
     this.finish(call, 'cancelled', this.decided(call.reservation!, { reason }));
+  }
+
+  /**
+   * A call that will not go out gives back the channel it holds on its carrier (if any: the store
+   * knows). Not awaited: the call ends now; a failure is reported on 'error' and the hold lapses.
+   */
+  private giveBack(callId: string): void {
+    // on the engine's clock (a virtual one in replay), else the store's
+    this.store.release({ id: callId, direction: 'out', now: this.clock.now() }).catch((err: unknown) => this.events.safeEmit('error', toError(err)));
   }
 
   private decided(r: Reservation, extra: Partial<DispatchResult>): Omit<DispatchResult, 'callId' | 'direction' | 'outcome'> {

@@ -1,8 +1,2 @@
-import { CallgateError } from '../errors/CallgateError.js';
-
-/** A call handed to a Dispatcher after close(): it ends `failed` with reason `closed` and this error. */
-export class DispatcherClosedError extends CallgateError {
-  constructor(message = 'dispatcher is closed') {
-    super('ERR_DISPATCHER_CLOSED', message);
-  }
-}
+/** Moved to src/errors/ (one error class per file there); this path keeps working. */
+export { DispatcherClosedError } from '../errors/DispatcherClosedError.js';

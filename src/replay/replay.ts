@@ -9,16 +9,26 @@
 import { statSync, type Stats } from 'node:fs';
 import type { AdmissionDecision } from '../admission/Admission.js';
 import { VirtualClock } from '../clock.js';
-import type { CallgateConfig } from '../config/types.js';
+import type { BucketConfig, CallgateConfig } from '../config/types.js';
 import type { Reservation } from '../dispatch/Dispatcher.js';
 import { CallGate } from '../gate.js';
 import type { Store } from '../store/types.js';
+import type { ReplaySeries } from './series.js';
 import { newCarrier, newLevel, type CarrierStats, type LevelStats } from './stats.js';
 import { TraceError, loadTraceSorted, readTrace, validateTrace, type TraceCall } from './trace.js';
 
 /** One line of the decisions output (JSON Lines), in the contract's field names. */
 export type DecisionLine =
-  | { call_id: string; direction: 'in'; outcome: 'admitted' | 'rejected'; limited_by?: string; time_us: number; retry_after_ms?: number }
+  | {
+      call_id: string;
+      direction: 'in';
+      outcome: 'admitted' | 'rejected';
+      limited_by?: string;
+      reason?: 'rate' | 'channels';
+      duplicate?: true;
+      time_us: number;
+      retry_after_ms?: number;
+    }
   | {
       call_id: string;
       direction: 'out';
@@ -41,11 +51,23 @@ export interface ReplayOptions {
   readonly progressEvery?: number;
   /** Stops the replay (at the latest at the next row or call): it then rejects with the signal's reason. */
   readonly signal?: AbortSignal;
+  /** Fed with every decision when given: the time series of the HTML report. */
+  readonly series?: ReplaySeries;
 }
 
 export interface ReplayResult {
   readonly calls: number;
-  readonly inbound: { offered: number; admitted: number; rejected: number; byReason: Map<string, number> };
+  readonly inbound: {
+    offered: number;
+    admitted: number;
+    rejected: number;
+    /** Rejections by `limited_by`. */
+    byReason: Map<string, number>;
+    /** Rejections by a level, by kind of limit. */
+    byKind: { rate: number; channels: number };
+    /** Repeated admits of calls still holding (counted in admitted, nowhere else). */
+    duplicates: number;
+  };
   readonly outbound: { offered: number; dispatched: number; rejected: number; rerouted: number };
   /** Keys: `global`, `account:<id>`, `peer:<id>` (as in limited_by). */
   readonly levels: Map<string, LevelStats>;
@@ -58,9 +80,14 @@ export interface ReplayResult {
 }
 
 export function inboundLine(call: TraceCall, d: AdmissionDecision): DecisionLine {
-  return d.admitted
-    ? { call_id: call.callId, direction: 'in', outcome: 'admitted', time_us: call.time }
-    : { call_id: call.callId, direction: 'in', outcome: 'rejected', limited_by: d.limitedBy!, time_us: call.time, retry_after_ms: d.retryAfterMs };
+  if (d.admitted) {
+    return d.duplicate
+      ? { call_id: call.callId, direction: 'in', outcome: 'admitted', duplicate: true, time_us: call.time }
+      : { call_id: call.callId, direction: 'in', outcome: 'admitted', time_us: call.time };
+  }
+  const line: DecisionLine = { call_id: call.callId, direction: 'in', outcome: 'rejected', limited_by: d.limitedBy!, time_us: call.time, retry_after_ms: d.retryAfterMs };
+  if (d.reason !== undefined) line.reason = d.reason;
+  return line;
 }
 
 export function outboundLine(call: TraceCall, r: Reservation): DecisionLine {
@@ -85,7 +112,7 @@ function dispatchHeld(gate: CallGate, call: TraceCall, sent: (carrier: string, a
   return new Promise<Reservation>((resolve, reject) => {
     let reserved = false;
     gate
-      .dispatch({ callId: call.callId, route: call.route!, at: call.time }, (carrier) => sent(carrier, gate.clock.now()!), {
+      .dispatch({ callId: call.callId, route: call.route!, at: call.time, durationUs: call.durationUs }, (carrier) => sent(carrier, gate.clock.now()!), {
         onReserved: (r) => {
           reserved = true;
           resolve(r);
@@ -124,48 +151,64 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   // a replay on a store that fails must stop, not turn the failure into decisions
   const gate = new CallGate({ config: opts.config, store: opts.store, clock, policy: 'error', timeoutMs: 30_000 });
   const { inbound: cfgIn, outbound: cfgOut } = opts.config;
+  const series = opts.series;
 
-  const inbound = { offered: 0, admitted: 0, rejected: 0, byReason: new Map<string, number>() };
+  const inbound = { offered: 0, admitted: 0, rejected: 0, byReason: new Map<string, number>(), byKind: { rate: 0, channels: 0 }, duplicates: 0 };
   const outbound = { offered: 0, dispatched: 0, rejected: 0, rerouted: 0 };
   const levels = new Map<string, LevelStats>();
   const carriers = new Map<string, CarrierStats>();
-  const level = (key: string, limits: () => CallgateConfig['inbound']['global']): LevelStats => {
+  const level = (key: string, bucket: () => BucketConfig | undefined): LevelStats => {
     let s = levels.get(key);
-    if (!s) levels.set(key, (s = newLevel(limits())));
+    if (!s) levels.set(key, (s = newLevel(bucket())));
     return s;
   };
   const carrier = (id: string): CarrierStats => {
     let s = carriers.get(id);
-    if (!s) carriers.set(id, (s = newCarrier(cfgOut.carriers.get(id)!.intervalUs)));
+    if (!s) {
+      const cfg = cfgOut.carriers.get(id)!;
+      carriers.set(id, (s = newCarrier(cfg.intervalUs, cfg.channels)));
+    }
     return s;
   };
+  // how long a call holds its channels: its duration, else until maxCallDuration
+  const holdUs = (call: TraceCall): number => call.durationUs ?? opts.config.maxCallDurationUs;
   for (const id of cfgOut.carriers.keys()) carrier(id);
 
   const onInbound = (call: TraceCall, d: AdmissionDecision): void => {
     inbound.offered++;
-    const touched: LevelStats[] = [];
+    const touched: [string, LevelStats][] = [];
+    const touch = (key: string, bucket: () => BucketConfig | undefined) => touched.push([key, level(key, bucket)]);
     if (d.limitedBy !== 'unknown-peer') {
-      if (cfgIn.global) touched.push(level('global', () => cfgIn.global));
+      if (cfgIn.global) touch('global', () => cfgIn.global);
       const acc = call.account !== undefined ? cfgIn.accounts.get(call.account) : undefined;
-      if (acc) touched.push(level(`account:${call.account}`, () => acc));
-      touched.push(level(`peer:${call.peer}`, () => cfgIn.peers.get(call.peer!) ?? cfgIn.defaultPeer));
+      if (acc) touch(`account:${call.account}`, () => acc);
+      touch(`peer:${call.peer}`, () => cfgIn.peers.get(call.peer!) ?? cfgIn.defaultPeer);
     }
-    for (const s of touched) {
+    series?.inboundCall(d.at, d.admitted);
+    for (const [key, s] of touched) {
       s.offered++;
-      if (d.admitted) {
+      let counts: number[] | undefined;
+      if (d.duplicate) s.duplicates++;
+      else if (d.admitted) {
         s.admitted++;
-        for (const peak of s.peaks) peak.add(d.at);
+        counts = s.peaks.map((peak) => peak.add(d.at));
+        s.channels?.add(d.at, d.at + holdUs(call), series && ((at, n) => series.levelChannel(key, at, n)));
       } else s.rejected++;
+      series?.levelCall(key, s.peaks.length, d.at, d.duplicate ? 'duplicate' : d.admitted ? 'admitted' : 'rejected', counts);
     }
-    if (d.admitted) inbound.admitted++;
-    else {
+    if (d.admitted) {
+      inbound.admitted++;
+      if (d.duplicate) inbound.duplicates++;
+    } else {
       inbound.rejected++;
       inbound.byReason.set(d.limitedBy!, (inbound.byReason.get(d.limitedBy!) ?? 0) + 1);
+      if (d.reason !== undefined) inbound.byKind[d.reason]++;
     }
   };
 
-  const onOutbound = (r: Reservation): void => {
+  const onOutbound = (call: TraceCall, r: Reservation): void => {
     outbound.offered++;
+    series?.outboundCall(r.at, r);
     for (const id of r.reroutedFrom) carrier(id).reroutedAway++;
     if (r.reroutedFrom.length > 0) outbound.rerouted++;
     if (r.outcome === 'dispatched') {
@@ -175,6 +218,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       s.delays.recordValue(Math.round((r.delayMs ?? 0) * 1000));
       if (!Number.isNaN(s.lastSlot)) s.minSpacingUs = Math.min(s.minSpacingUs, r.slotAt! - s.lastSlot);
       s.lastSlot = r.slotAt!;
+      s.channels?.add(r.at, r.slotAt! + holdUs(call), series && ((at, n) => series.carrierChannel(r.carrier!, at, n)));
     } else {
       outbound.rejected++;
       for (const id of r.reroutedFrom) carrier(id).rejected++;
@@ -197,19 +241,24 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       signal?.throwIfAborted(); // a sorted array (unsorted trace) has no reader to check it
       clock.advance(call.time);
       if (call.direction === 'in') {
-        const d = await gate.admit({ callId: call.callId, peer: call.peer!, account: call.account, at: call.time });
+        const d = await gate.admit({ callId: call.callId, peer: call.peer!, account: call.account, at: call.time, durationUs: call.durationUs });
         onInbound(call, d);
         const wait = opts.onDecision?.(inboundLine(call, d));
         if (wait) await wait;
       } else {
         const r = await dispatchHeld(gate, call, sent);
-        onOutbound(r);
+        onOutbound(call, r);
         const wait = opts.onDecision?.(outboundLine(call, r));
         if (wait) await wait;
       }
       if (++done % every === 0) opts.onProgress?.(done, check.calls);
     }
     opts.onProgress?.(done, check.calls);
+    if (series) {
+      // the ends after the last decision of each level and carrier: the channels in use fall to 0
+      for (const [key, s] of levels) s.channels?.drain((at, n) => series.levelChannel(key, at, n));
+      for (const [id, s] of carriers) s.channels?.drain((at, n) => series.carrierChannel(id, at, n));
+    }
     // let the calls still held reach their slots, then close with nothing pending
     for (let next = clock.nextTimer; next !== undefined; next = clock.nextTimer) clock.advance(next);
     await gate.close({ mode: 'drain' });

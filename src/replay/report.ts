@@ -2,11 +2,13 @@
  * The replay report: per level (global, account, peer) calls offered/admitted/rejected and, for
  * every configured limit, the peak admitted in any window of that limit next to the limit (the
  * proof it held); per carrier dispatched, rerouted away, rejected, delay percentiles and the
- * tightest slot spacing next to 1/cps; totals and replay speed. A table or one JSON object.
+ * tightest slot spacing next to 1/cps; per level and carrier with a channel limit, the most calls
+ * in progress at once next to it; totals and replay speed. A table or one JSON object.
  */
 import { formatDuration } from '../config/duration.js';
 import type { ReplayResult } from './replay.js';
-import type { LevelStats } from './stats.js';
+import type { ChannelPeak, LevelStats } from './stats.js';
+import { formatTime } from './trace.js';
 
 export interface ReportJson {
   store: string;
@@ -14,14 +16,31 @@ export interface ReportJson {
   elapsed_ms: number;
   calls_per_second: number;
   trace_span_s: number;
-  inbound: { offered: number; admitted: number; rejected: number; rejected_by: Record<string, number> };
+  inbound: {
+    offered: number;
+    admitted: number;
+    rejected: number;
+    rejected_by: Record<string, number>;
+    rejected_for: { rate: number; channels: number };
+    duplicates: number;
+  };
   outbound: { offered: number; dispatched: number; rejected: number; rerouted: number };
   levels: {
     level: string;
     offered: number;
     admitted: number;
     rejected: number;
-    limits: { limit: number; window: string; algorithm: string; peak: number; held: boolean }[];
+    limits: {
+      limit: number;
+      window: string;
+      algorithm: string;
+      peak: number;
+      held: boolean;
+      /** Where the peak was reached (see WindowPeak.busiest), ISO-8601 UTC; null when nothing was admitted. */
+      busiest: { from: string; to: string } | null;
+    }[];
+    /** With a channel limit: the most calls in progress at once. */
+    channels?: ChannelsJson;
   }[];
   carriers: {
     carrier: string;
@@ -32,9 +51,19 @@ export interface ReportJson {
     interval_ms: number;
     min_slot_spacing_ms: number | null;
     min_send_spacing_ms: number | null;
+    channels?: ChannelsJson;
   }[];
   all_limits_held: boolean;
 }
+
+export interface ChannelsJson {
+  limit: number;
+  peak: number;
+  held: boolean;
+}
+
+const channelsJson = (c: ChannelPeak | undefined): { channels?: ChannelsJson } =>
+  c === undefined ? {} : { channels: { limit: c.channels, peak: c.peak, held: c.held } };
 
 const ms = (us: number): number => Math.round(us) / 1000;
 const round2 = (x: number): number => Math.round(x * 100) / 100;
@@ -53,6 +82,7 @@ export function reportJson(r: ReplayResult): ReportJson {
       algorithm: p.limit.algorithm,
       peak: round2(p.peak),
       held: p.held,
+      busiest: p.busiest ? { from: formatTime(Math.max(0, p.busiest.fromUs)), to: formatTime(p.busiest.toUs) } : null,
     }));
   const finite = (x: number): number | null => (Number.isFinite(x) ? ms(x) : null);
   const carriers = [...r.carriers.entries()].map(([id, c]) => ({
@@ -61,17 +91,27 @@ export function reportJson(r: ReplayResult): ReportJson {
     rerouted_away: c.reroutedAway,
     rejected: c.rejected,
     delay_ms: {
-      p50: c.dispatched ? ms(c.delays.getValueAtPercentile(50)) : 0,
-      p99: c.dispatched ? ms(c.delays.getValueAtPercentile(99)) : 0,
+      // a histogram percentile is its bucket's top: never above the exact maximum
+      p50: c.dispatched ? ms(Math.min(c.delays.getValueAtPercentile(50), c.delays.maxValue)) : 0,
+      p99: c.dispatched ? ms(Math.min(c.delays.getValueAtPercentile(99), c.delays.maxValue)) : 0,
       max: c.dispatched ? ms(c.delays.maxValue) : 0,
     },
     interval_ms: ms(c.intervalUs),
     min_slot_spacing_ms: finite(c.minSpacingUs),
     min_send_spacing_ms: finite(c.minSentSpacingUs),
+    ...channelsJson(c.channels),
   }));
-  const levelRows = levels.map(([level, s]) => ({ level, offered: s.offered, admitted: s.admitted, rejected: s.rejected, limits: limitsOf(s) }));
+  const levelRows = levels.map(([level, s]) => ({
+    level,
+    offered: s.offered,
+    admitted: s.admitted,
+    rejected: s.rejected,
+    limits: limitsOf(s),
+    ...channelsJson(s.channels),
+  }));
   // pacing held when no two slots on a carrier are closer than its interval (1 µs of rounding slack)
   const pacingHeld = [...r.carriers.values()].every((c) => !(c.minSpacingUs < c.intervalUs - 1));
+  const channelsHeld = [...levelRows, ...carriers].every((x) => x.channels?.held !== false);
   return {
     store: r.store,
     calls: r.calls,
@@ -83,11 +123,13 @@ export function reportJson(r: ReplayResult): ReportJson {
       admitted: r.inbound.admitted,
       rejected: r.inbound.rejected,
       rejected_by: Object.fromEntries([...r.inbound.byReason.entries()].sort(([a], [b]) => levelOrder(a, b))),
+      rejected_for: { ...r.inbound.byKind },
+      duplicates: r.inbound.duplicates,
     },
     outbound: r.outbound,
     levels: levelRows,
     carriers,
-    all_limits_held: levelRows.every((l) => l.limits.every((x) => x.held)) && pacingHeld,
+    all_limits_held: levelRows.every((l) => l.limits.every((x) => x.held)) && pacingHeld && channelsHeld,
   };
 }
 
@@ -105,7 +147,9 @@ export function reportText(r: ReplayResult): string {
     `callgate replay on the ${j.store} store: ${j.calls} calls (${j.trace_span_s} s of traffic) in ${j.elapsed_ms} ms, ${j.calls_per_second} calls/s`,
   );
   const rej = Object.entries(j.inbound.rejected_by).map(([k, v]) => `${k} ${v}`).join(', ');
-  out.push(`inbound: ${j.inbound.offered} offered, ${j.inbound.admitted} admitted, ${j.inbound.rejected} rejected${rej ? ` (${rej})` : ''}`);
+  const kinds = j.inbound.rejected_for.channels > 0 ? `; for rate ${j.inbound.rejected_for.rate}, for channels ${j.inbound.rejected_for.channels}` : '';
+  const dups = j.inbound.duplicates > 0 ? `, ${j.inbound.duplicates} repeated admits of calls still holding (counted once)` : '';
+  out.push(`inbound: ${j.inbound.offered} offered, ${j.inbound.admitted} admitted, ${j.inbound.rejected} rejected${rej ? ` (${rej}${kinds})` : ''}${dups}`);
   out.push(
     `outbound: ${j.outbound.offered} offered, ${j.outbound.dispatched} dispatched, ${j.outbound.rejected} rejected, ${j.outbound.rerouted} rerouted`,
   );
@@ -147,6 +191,13 @@ export function reportText(r: ReplayResult): string {
         ]),
       ),
     );
+  }
+  const channelRows: (string | number)[][] = [];
+  for (const l of j.levels) if (l.channels) channelRows.push([l.level, l.channels.limit, l.channels.peak, l.channels.held ? 'held' : 'EXCEEDED']);
+  for (const c of j.carriers) if (c.channels) channelRows.push([`carrier ${c.carrier}`, c.channels.limit, c.channels.peak, c.channels.held ? 'held' : 'EXCEEDED']);
+  if (channelRows.length > 0) {
+    out.push('', 'Channels (peak = most calls in progress at once: each holds from its decision to its end)');
+    out.push(table(['level / carrier', 'channels', 'peak', ''], channelRows));
   }
   out.push('', j.all_limits_held ? 'Every limit held in every window.' : 'SOME LIMIT WAS EXCEEDED: see EXCEEDED above.');
   return out.join('\n');

@@ -5,6 +5,7 @@
  * Memory is flat in the number of calls: per limit, only the calls inside one window are kept.
  */
 import * as hdr from 'hdr-histogram-js';
+import type { BucketConfig } from '../config/types.js';
 import type { Algorithm, Limit } from '../store/types.js';
 import { windowIndex } from '../store/window.js';
 
@@ -18,10 +19,22 @@ export class WindowPeak {
   private c = 0;
   private p = 0;
   peak = 0;
+  /** The call time at which the peak was first reached (NaN before any call). */
+  peakAt = Number.NaN;
 
   constructor(readonly limit: Limit) {}
 
-  add(t: number): void {
+  /** Count an admitted call at `t` (times in order); returns its window's count (or estimate) with it. */
+  add(t: number): number {
+    const value = this.valueWith(t);
+    if (value > this.peak) {
+      this.peak = value;
+      this.peakAt = t;
+    }
+    return value;
+  }
+
+  private valueWith(t: number): number {
     const { windowUs: W, algorithm } = this.limit;
     if (algorithm === 'sliding-log') {
       this.times.push(t);
@@ -30,8 +43,7 @@ export class WindowPeak {
         this.times = this.times.slice(this.head);
         this.head = 0;
       }
-      this.peak = Math.max(this.peak, this.times.length - this.head);
-      return;
+      return this.times.length - this.head;
     }
     const k = windowIndex(t, W);
     if (k !== this.k) {
@@ -42,7 +54,19 @@ export class WindowPeak {
     // sliding-window: the estimate c + p(1 - f) this call was admitted under (must stay < L)
     const value = algorithm === 'fixed-window' ? this.c + 1 : this.c + this.p * (1 - (t - k * W) / W);
     this.c++;
-    this.peak = Math.max(this.peak, value);
+    return value;
+  }
+
+  /**
+   * The busiest window, µs [from, to]: (peakAt − W, peakAt] for the rolling log, the fixed window
+   * [kW, (k+1)W) holding peakAt otherwise; undefined before any call.
+   */
+  get busiest(): { fromUs: number; toUs: number } | undefined {
+    if (Number.isNaN(this.peakAt)) return undefined;
+    const W = this.limit.windowUs;
+    if (this.limit.algorithm === 'sliding-log') return { fromUs: this.peakAt - W, toUs: this.peakAt };
+    const k = windowIndex(this.peakAt, W);
+    return { fromUs: k * W, toUs: (k + 1) * W };
   }
 
   /** The limit held: never more than L calls in a window; for the estimate, always below L. */
@@ -51,15 +75,90 @@ export class WindowPeak {
   }
 }
 
+/**
+ * The most calls in progress at once under a channel limit, from the decisions: each call holds
+ * from its decision time until its end, and the holds at t are those ending after t. Decisions
+ * come in time order, so the count only rises at a decision: the peak is the largest count seen
+ * right after one. Memory: one end per call in progress (a binary min-heap).
+ */
+export class ChannelPeak {
+  private ends: number[] = [];
+  peak = 0;
+
+  constructor(readonly channels: number) {}
+
+  /**
+   * A call decided at t holds until `end`. `onCount(at, inUse)`, when given, hears every change:
+   * each call that ended since the last decision (at its end), then this one.
+   */
+  add(t: number, end: number, onCount?: (at: number, inUse: number) => void): void {
+    const h = this.ends;
+    while (h.length > 0 && h[0]! <= t) {
+      const e = h[0]!;
+      this.pop();
+      onCount?.(e, h.length);
+    }
+    if (end > t) this.push(end);
+    if (h.length > this.peak) this.peak = h.length;
+    onCount?.(t, h.length);
+  }
+
+  /** After the last decision: every call still holding ends, in end order (for onCount). */
+  drain(onCount: (at: number, inUse: number) => void): void {
+    while (this.ends.length > 0) {
+      const e = this.ends[0]!;
+      this.pop();
+      onCount(e, this.ends.length);
+    }
+  }
+
+  get held(): boolean {
+    return this.peak <= this.channels;
+  }
+
+  private push(x: number): void {
+    const h = this.ends;
+    let i = h.push(x) - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (h[parent]! <= x) break;
+      h[i] = h[parent]!;
+      i = parent;
+    }
+    h[i] = x;
+  }
+
+  private pop(): void {
+    const h = this.ends;
+    const last = h.pop()!;
+    if (h.length === 0) return;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= h.length) break;
+      const c = l + 1 < h.length && h[l + 1]! < h[l]! ? l + 1 : l;
+      if (h[c]! >= last) break;
+      h[i] = h[c]!;
+      i = c;
+    }
+    h[i] = last;
+  }
+}
+
 export interface LevelStats {
   offered: number;
   admitted: number;
   rejected: number;
+  /** Repeated admits of calls still holding (admitted again, counted nowhere). */
+  duplicates: number;
   peaks: WindowPeak[];
+  channels?: ChannelPeak;
 }
 
-export function newLevel(limits: readonly Limit[] = []): LevelStats {
-  return { offered: 0, admitted: 0, rejected: 0, peaks: limits.map((l) => new WindowPeak(l)) };
+export function newLevel(bucket: BucketConfig = { limits: [] }): LevelStats {
+  const s: LevelStats = { offered: 0, admitted: 0, rejected: 0, duplicates: 0, peaks: bucket.limits.map((l) => new WindowPeak(l)) };
+  if (bucket.channels !== undefined) s.channels = new ChannelPeak(bucket.channels);
+  return s;
 }
 
 export interface CarrierStats {
@@ -75,10 +174,11 @@ export interface CarrierStats {
   minSentSpacingUs: number;
   lastSent: number;
   intervalUs: number;
+  channels?: ChannelPeak;
 }
 
-export function newCarrier(intervalUs: number): CarrierStats {
-  return {
+export function newCarrier(intervalUs: number, channels?: number): CarrierStats {
+  const s: CarrierStats = {
     dispatched: 0,
     reroutedAway: 0,
     rejected: 0,
@@ -89,6 +189,8 @@ export function newCarrier(intervalUs: number): CarrierStats {
     lastSent: Number.NaN,
     intervalUs,
   };
+  if (channels !== undefined) s.channels = new ChannelPeak(channels);
+  return s;
 }
 
 export type { Algorithm };

@@ -3,7 +3,8 @@
  *
  * - Header row, columns by name in any order; unknown columns are ignored. `time`, `call_id`
  *   and `direction` are required columns; `peer` is required on `in` rows, `route` on `out`
- *   rows; `account` is optional (an empty cell means no account).
+ *   rows; `account` is optional (an empty cell means no account); `duration` is optional (an
+ *   empty cell means the call's end was never reported).
  * - Blank lines (empty or whitespace only) and lines whose first character is `#` are skipped.
  *   A `#` anywhere else is data: peer ids may contain it.
  * - A UTF-8 BOM, CRLF or LF line endings (mixed too) and a last line without a newline are fine.
@@ -20,8 +21,8 @@ import { createReadStream } from 'node:fs';
 import { Readable, Transform, addAbortSignal, pipeline, type TransformCallback } from 'node:stream';
 import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
 import { DateTime, FixedOffsetZone } from 'luxon';
-import { CallgateError } from '../errors/CallgateError.js';
-import { capProblems } from '../errors/problemList.js';
+import { parseDuration } from '../config/duration.js';
+import { TraceError, type TraceProblem } from '../errors/TraceError.js';
 
 // ---------------------------------------------------------------------------------------------
 // Time
@@ -101,6 +102,25 @@ export function parseTime(text: string): number | undefined {
   return us;
 }
 
+const SECONDS_RE = /^(\d+)(?:\.(\d{1,9}))?$/;
+
+/**
+ * A call's duration as integer microseconds, or undefined when the text is not one: seconds with
+ * an optional fraction (`93.5`; digits beyond the 6th truncated, as for times) or an ISO-8601
+ * duration (`PT1M33.5S`, exact; see config/duration.ts). No sign, no unit suffix (`1m` would read
+ * as minutes or metres), nothing beyond Number.MAX_SAFE_INTEGER µs.
+ */
+export function parseCallDuration(text: string): number | undefined {
+  const m = SECONDS_RE.exec(text);
+  if (m) {
+    const us = Number(m[1]) * 1_000_000 + fractionUs(m[2]);
+    return Number.isSafeInteger(us) ? us : undefined;
+  }
+  if (!text.startsWith('P')) return undefined;
+  const r = parseDuration(text);
+  return r.ok ? r.us : undefined;
+}
+
 /** Microseconds since the epoch as ISO-8601 UTC with six fraction digits (exact; for reports). */
 export function formatTime(us: number): string {
   if (!Number.isSafeInteger(us) || us < 0) throw new RangeError(`not a trace time: ${us}`);
@@ -128,39 +148,11 @@ export interface TraceCall {
   account?: string;
   /** Required on `out` rows (at least one carrier id); kept when given on `in` rows. */
   route?: string[];
+  /** How long the call lasted once it began, µs; absent when its end was never reported. */
+  durationUs?: number;
 }
 
-export interface TraceProblem {
-  file: string;
-  /** Physical line (1-based); 0 when the problem concerns the whole file (cannot read it). */
-  line: number;
-  /** Column name, when the problem concerns one cell. */
-  column?: string;
-  message: string;
-}
-
-/** `FILE:LINE: column "time": bad time "abc"` (`FILE: message` when line is 0). */
-export function formatProblem(p: TraceProblem): string {
-  const where = p.line > 0 ? `${p.file}:${p.line}` : p.file;
-  const col = p.column !== undefined ? `column ${JSON.stringify(p.column)}: ` : '';
-  return `${where}: ${col}${p.message}`;
-}
-
-/**
- * A trace that cannot be used; `problems` holds what was kept of the problems found (at least
- * one), `problemCount` how many were found. The message lists the first 20 and counts the rest.
- */
-export class TraceError extends CallgateError {
-  readonly problemCount: number;
-
-  constructor(
-    readonly problems: readonly TraceProblem[],
-    problemCount = problems.length,
-  ) {
-    super('ERR_TRACE', capProblems(problems.map(formatProblem), problemCount).join('\n'));
-    this.problemCount = Math.max(problemCount, problems.length);
-  }
-}
+export { TraceError, formatProblem, type TraceProblem } from '../errors/TraceError.js';
 
 export interface ReadTraceOptions {
   /**
@@ -174,7 +166,7 @@ export interface ReadTraceOptions {
 }
 
 export const REQUIRED_COLUMNS = ['time', 'call_id', 'direction'] as const;
-export const KNOWN_COLUMNS = ['time', 'call_id', 'direction', 'peer', 'account', 'route'] as const;
+export const KNOWN_COLUMNS = ['time', 'call_id', 'direction', 'peer', 'account', 'route', 'duration'] as const;
 type Known = (typeof KNOWN_COLUMNS)[number];
 
 const MAX_SHOWN = 80;
@@ -449,6 +441,12 @@ function decodeRow(
     if (parts.length > 0) route = parts;
   }
 
+  const durationText = cell('duration')?.trim() ?? '';
+  const durationUs = durationText === '' ? undefined : parseCallDuration(durationText);
+  if (durationText !== '' && durationUs === undefined) {
+    bad('duration', `bad duration ${show(durationText)} (seconds such as 93.5, or ISO-8601 such as PT1M33.5S)`);
+  }
+
   if (direction === 'in' && peer === undefined) bad('peer', 'missing peer (required on "in" rows)');
   if (direction === 'out' && route === undefined) {
     bad('route', routeText === undefined || routeText.trim() === ''
@@ -461,6 +459,7 @@ function decodeRow(
   if (peer !== undefined) call.peer = peer;
   if (account !== undefined) call.account = account;
   if (route !== undefined) call.route = route;
+  if (durationUs !== undefined) call.durationUs = durationUs;
   return call;
 }
 

@@ -8,21 +8,29 @@
  * Hash tags do not exist here: a bucket is its name, whatever the call's tag.
  */
 import { systemClockUs } from '../clock.js';
+import { OUTBOUND_TAG } from '../keys.js';
 import type {
   AdmitRequest,
   AdmitResult,
   Bucket,
   CountRequest,
   CountResult,
+  Hold,
+  HoldsRequest,
+  HoldsResult,
   RecordRequest,
   RecordResult,
+  RefreshRequest,
+  RefreshResult,
+  ReleaseRequest,
+  ReleaseResult,
   ReserveRequest,
   ReserveResult,
   Store,
   WaitRequest,
   WaitResult,
 } from './types.js';
-import { checkAdmit, checkCount, checkReserve, checkWait, logRetention } from './validate.js';
+import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels, logRetention } from './validate.js';
 import { windowIndex } from './window.js';
 
 /** A sorted log of event times; times[head..] are live, older ones await compaction. */
@@ -78,6 +86,86 @@ class Log {
   get size(): number {
     return this.times.length - this.head;
   }
+}
+
+/**
+ * The holds of one bucket or carrier (the Lua scripts' `:ch` sorted set: member = call id,
+ * score = end): ends sorted ascending, ends[head..] live, with the call id of each.
+ */
+class HoldSet {
+  ends: number[] = [];
+  ids: string[] = [];
+  head = 0;
+  /** End of each call id held here. */
+  readonly byId = new Map<string, number>();
+
+  /** Index of the first live hold with end > x. */
+  private upper(x: number): number {
+    const ends = this.ends;
+    let lo = this.head;
+    let hi = ends.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (ends[mid]! <= x) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Holds with an end after t (ZCOUNT (t +inf). */
+  count(t: number): number {
+    return this.ends.length - this.upper(t);
+  }
+
+  /** Drop the holds that ended at or before t (ZREMRANGEBYSCORE -inf t). */
+  trim(t: number): void {
+    const ends = this.ends;
+    let h = this.head;
+    while (h < ends.length && ends[h]! <= t) this.byId.delete(this.ids[h++]!);
+    this.head = h;
+    if (h > 64 && h * 2 > ends.length) {
+      this.ends = ends.slice(h);
+      this.ids = this.ids.slice(h);
+      this.head = 0;
+    }
+  }
+
+  /** Hold `id` until `end` (ZADD: an id held already gets the new end). */
+  add(id: string, end: number): void {
+    this.remove(id);
+    const i = this.upper(end);
+    if (i === this.ends.length) {
+      this.ends.push(end);
+      this.ids.push(id);
+    } else {
+      this.ends.splice(i, 0, end);
+      this.ids.splice(i, 0, id);
+    }
+    this.byId.set(id, end);
+  }
+
+  /** Drop the hold of `id` (ZREM). */
+  remove(id: string): boolean {
+    const end = this.byId.get(id);
+    if (end === undefined) return false;
+    this.byId.delete(id);
+    // the first live index with this end, then the one of this id among equal ends
+    let i = this.upper(end - 1);
+    while (this.ids[i] !== id) i++;
+    this.ends.splice(i, 1);
+    this.ids.splice(i, 1);
+    return true;
+  }
+
+  get size(): number {
+    return this.ends.length - this.head;
+  }
+}
+
+/** A call's record (one per id and direction): its end and the hold sets it holds a channel in. */
+interface CallRecord {
+  end: number;
+  readonly sets: HoldSet[];
 }
 
 /** Counts of the two latest fixed windows: w (latest), c (its count), p (count of w - 1). */
@@ -156,6 +244,12 @@ export class MemoryStore implements Store {
   private logs = new Map<string, Log>();
   private windows = new Map<string, WindowCounts>();
   private slots = new Map<string, Slot>();
+  /** Holds per bucket name and per carrier name (two maps: a bucket may share a carrier's name). */
+  private bucketHolds = new Map<string, HoldSet>();
+  private carrierHolds = new Map<string, HoldSet>();
+  /** Call records by call id: inbound and outbound. */
+  private inCalls = new Map<string, CallRecord>();
+  private outCalls = new Map<string, CallRecord>();
   private latest = 0;
   private opsToSweep = 1024;
 
@@ -165,10 +259,14 @@ export class MemoryStore implements Store {
   }
 
   /** Structures alive now (for tests of boundedness and for the benchmark). */
-  get size(): { logs: number; events: number; windows: number; carriers: number } {
+  get size(): { logs: number; events: number; windows: number; carriers: number; holds: number; calls: number } {
     let events = 0;
     for (const log of this.logs.values()) events += log.size;
-    return { logs: this.logs.size, events, windows: this.windows.size, carriers: this.slots.size };
+    let holds = 0;
+    for (const set of this.bucketHolds.values()) holds += set.size;
+    for (const set of this.carrierHolds.values()) holds += set.size;
+    const calls = this.inCalls.size + this.outCalls.size;
+    return { logs: this.logs.size, events, windows: this.windows.size, carriers: this.slots.size, holds, calls };
   }
 
   private time(now: number | undefined): number {
@@ -187,7 +285,32 @@ export class MemoryStore implements Store {
     }
     for (const [key, win] of this.windows) if ((win.w + 2) * win.windowUs <= t) this.windows.delete(key);
     for (const [key, slot] of this.slots) if (slot.last + slot.intervalUs <= t) this.slots.delete(key);
-    this.opsToSweep = Math.max(1024, this.logs.size + this.windows.size + this.slots.size);
+    for (const sets of [this.bucketHolds, this.carrierHolds]) {
+      for (const [key, set] of sets) {
+        set.trim(t);
+        if (set.size === 0) sets.delete(key);
+      }
+    }
+    for (const calls of [this.inCalls, this.outCalls]) for (const [id, rec] of calls) if (rec.end <= t) calls.delete(id);
+    this.opsToSweep = Math.max(
+      1024,
+      this.logs.size + this.windows.size + this.slots.size + this.bucketHolds.size + this.carrierHolds.size + this.inCalls.size + this.outCalls.size,
+    );
+  }
+
+  private holdSet(sets: Map<string, HoldSet>, name: string): HoldSet {
+    let set = sets.get(name);
+    if (!set) {
+      set = new HoldSet();
+      sets.set(name, set);
+    }
+    return set;
+  }
+
+  /** Drop a call record and its holds (a hang-up, or a new outbound hold of the same id). */
+  private drop(calls: Map<string, CallRecord>, id: string, rec: CallRecord): void {
+    for (const set of rec.sets) set.remove(id);
+    calls.delete(id);
   }
 
   private log(bucket: Bucket, retention: number): Log {
@@ -239,9 +362,13 @@ export class MemoryStore implements Store {
     checkAdmit(req);
     const t = this.time(req.now);
     const { buckets } = req;
+    // a hold only matters where a bucket has a channel limit
+    const hold = this.holdOf(req);
+    if (this.holding(hold, t)) return { admitted: true, limitedBy: -1, retryAfterUs: 0, now: t, duplicate: true };
     const plan = listPlan(buckets);
     const logs = this.logsOf(buckets, plan);
     let limitedBy = -1;
+    let reason: 'rate' | 'channels' | undefined;
     let retry = 0;
     for (let b = 0; b < buckets.length; b++) {
       const limits = buckets[b]!.limits;
@@ -278,20 +405,61 @@ export class MemoryStore implements Store {
           }
         }
         if (wait > 0) {
-          if (limitedBy < 0) limitedBy = b;
+          if (limitedBy < 0) {
+            limitedBy = b;
+            reason = 'rate';
+          }
           if (wait > retry) retry = wait;
         }
       }
+      // then the bucket's channels; past the first bucket without room they change nothing
+      const channels = buckets[b]!.channels;
+      if (channels !== undefined && limitedBy < 0 && (this.bucketHolds.get(buckets[b]!.name)?.count(t) ?? 0) >= channels) {
+        limitedBy = b;
+        reason = 'channels';
+      }
     }
-    if (limitedBy < 0) this.recordAll(buckets, plan, logs, t);
-    return { admitted: limitedBy < 0, limitedBy, retryAfterUs: retry, now: t };
+    if (limitedBy >= 0) return { admitted: false, limitedBy, reason, retryAfterUs: retry, now: t };
+    this.recordAll(buckets, plan, logs, t);
+    if (hold !== undefined) this.holdIn(hold, buckets, t);
+    return { admitted: true, limitedBy: -1, retryAfterUs: 0, now: t };
+  }
+
+  /** The hold of a call in a bucket list, when one of its buckets has a channel limit. */
+  private holdOf(req: AdmitRequest | RecordRequest): Hold | undefined {
+    return req.hold !== undefined && hasChannels(req.buckets) ? req.hold : undefined;
+  }
+
+  /** Whether `hold`'s id has an inbound record still holding at t (a repeated admit). */
+  private holding(hold: Hold | undefined, t: number): boolean {
+    if (hold === undefined) return false;
+    const rec = this.inCalls.get(hold.id);
+    return rec !== undefined && rec.end > t;
+  }
+
+  /** An admitted call holds a channel in every bucket with a channel limit, until t + forUs. */
+  private holdIn(hold: Hold, buckets: readonly Bucket[], t: number): void {
+    if (hold.forUs === 0) return;
+    const end = t + hold.forUs;
+    const sets: HoldSet[] = [];
+    for (const bucket of buckets) {
+      if (bucket.channels === undefined) continue;
+      const set = this.holdSet(this.bucketHolds, bucket.name);
+      set.trim(t);
+      set.add(hold.id, end);
+      sets.push(set);
+    }
+    this.inCalls.set(hold.id, { end, sets });
   }
 
   recordSync(req: RecordRequest): RecordResult {
     checkAdmit(req);
     const t = this.time(req.now);
+    const hold = this.holdOf(req);
+    if (this.holding(hold, t)) return { now: t, duplicate: true };
     const plan = listPlan(req.buckets);
     this.recordAll(req.buckets, plan, this.logsOf(req.buckets, plan), t);
+    if (hold !== undefined) this.holdIn(hold, req.buckets, t);
     return { now: t };
   }
 
@@ -306,8 +474,9 @@ export class MemoryStore implements Store {
     checkReserve(req);
     const t = this.time(req.now);
     const waits: number[] = [];
+    const full: boolean[] = [];
     for (let i = 0; i < req.route.length; i++) {
-      const { name, intervalUs, maxWaitUs } = req.route[i]!;
+      const { name, intervalUs, maxWaitUs, channels } = req.route[i]!;
       const state = this.slots.get(name);
       let slot = t;
       if (state) {
@@ -315,16 +484,70 @@ export class MemoryStore implements Store {
         if (nextFree > t) slot = nextFree;
       }
       const wait = slot - t;
+      const fits = wait <= maxWaitUs;
+      // channels are counted only where the wait fits: `full` says why a carrier was passed over
+      const isFull = fits && channels !== undefined && (this.carrierHolds.get(name)?.count(t) ?? 0) >= channels;
       waits.push(wait);
-      if (wait <= maxWaitUs) {
+      full.push(isFull);
+      if (fits && !isFull) {
         if (state) {
           state.last = slot;
           state.intervalUs = intervalUs;
         } else this.slots.set(name, { last: slot, intervalUs });
-        return { index: i, waitUs: wait, slotUs: slot, waits, now: t };
+        if (req.hold !== undefined) this.holdOut(req.hold.id, channels === undefined ? 0 : slot + req.hold.forUs, name, t);
+        return { index: i, waitUs: wait, slotUs: slot, waits, full, now: t };
       }
     }
-    return { index: -1, waitUs: 0, slotUs: 0, waits, now: t };
+    return { index: -1, waitUs: 0, slotUs: 0, waits, full, now: t };
+  }
+
+  /** A reserved call's outbound record: the id's previous one goes; a hold until `end` if after t. */
+  private holdOut(id: string, end: number, carrier: string, t: number): void {
+    const old = this.outCalls.get(id);
+    if (old !== undefined) this.drop(this.outCalls, id, old);
+    if (end <= t) return;
+    const set = this.holdSet(this.carrierHolds, carrier);
+    set.trim(t);
+    set.add(id, end);
+    this.outCalls.set(id, { end, sets: [set] });
+  }
+
+  releaseSync(req: ReleaseRequest): ReleaseResult {
+    checkRelease(req);
+    const t = this.time(req.now);
+    let released = 0;
+    for (const calls of this.recordsOf(req.direction)) {
+      const rec = calls.get(req.id);
+      if (rec === undefined) continue;
+      if (rec.end > t) released++;
+      this.drop(calls, req.id, rec);
+    }
+    return { released, now: t };
+  }
+
+  refreshSync(req: RefreshRequest): RefreshResult {
+    checkRefresh(req);
+    const t = this.time(req.now);
+    let refreshed = 0;
+    for (const calls of this.recordsOf(undefined)) {
+      const rec = calls.get(req.id);
+      if (rec === undefined || rec.end <= t) continue;
+      refreshed++;
+      rec.end = t + req.forUs;
+      for (const set of rec.sets) set.add(req.id, rec.end);
+    }
+    return { refreshed, now: t };
+  }
+
+  holdsSync(req: HoldsRequest): HoldsResult {
+    checkHolds(req);
+    const t = this.time(req.now);
+    const sets = req.tag === OUTBOUND_TAG ? this.carrierHolds : this.bucketHolds;
+    return { holds: sets.get(req.name)?.count(t) ?? 0, now: t };
+  }
+
+  private recordsOf(direction: 'in' | 'out' | undefined): Map<string, CallRecord>[] {
+    return direction === 'in' ? [this.inCalls] : direction === 'out' ? [this.outCalls] : [this.inCalls, this.outCalls];
   }
 
   waitSync(req: WaitRequest): WaitResult {
@@ -359,11 +582,24 @@ export class MemoryStore implements Store {
   wait(req: WaitRequest): Promise<WaitResult> {
     return settle(() => this.waitSync(req));
   }
+  release(req: ReleaseRequest): Promise<ReleaseResult> {
+    return settle(() => this.releaseSync(req));
+  }
+  refresh(req: RefreshRequest): Promise<RefreshResult> {
+    return settle(() => this.refreshSync(req));
+  }
+  holds(req: HoldsRequest): Promise<HoldsResult> {
+    return settle(() => this.holdsSync(req));
+  }
 
   async clear(): Promise<void> {
     this.logs.clear();
     this.windows.clear();
     this.slots.clear();
+    this.bucketHolds.clear();
+    this.carrierHolds.clear();
+    this.inCalls.clear();
+    this.outCalls.clear();
   }
 
   async close(): Promise<void> {}

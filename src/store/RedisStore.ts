@@ -9,17 +9,22 @@
  * batch instead of once per call.
  *
  * Keys: `<prefix>{<tag>}:<bucket>:log` (sliding log), `<prefix>{<tag>}:<bucket>:win:<W>` (fixed
- * and sliding-window counts of windows of W µs) and `<prefix>{out}:carrier:<id>` (leaky bucket).
+ * and sliding-window counts of windows of W µs), `<prefix>{<tag>}:<bucket>:ch` (the bucket's
+ * calls in progress), `<prefix>{out}:carrier:<id>` (leaky bucket) and `…{out}:carrier:<id>:ch`,
+ * and the call records `<prefix>{<tag>}:call:in:<call id>` and `<prefix>{out}:call:out:<call id>`.
  * Hash tags only matter on a Cluster; on a single Redis (hashTags false, the default there) keys
- * carry no tag, so a peer's bucket is one key whatever account its calls name.
+ * carry no tag, so a peer's bucket is one key whatever account its calls name. With tags, a call
+ * id's inbound record is found on release through `<prefix>{c:<call id>}:loc`, which names it.
  */
 import { randomBytes } from 'node:crypto';
-import { Cluster, Redis, ReplyError } from 'ioredis';
+import { systemClockUs } from '../clock.js';
+import { Redis, type Cluster, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
-import { OUTBOUND_TAG } from '../keys.js';
+import { SafeEmitter } from '../events.js';
+import { OUTBOUND_TAG, encodeId } from '../keys.js';
 import { Batcher, type Pending, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucketArgs.js';
-import { SCRIPTS, type ScriptName } from './scripts.js';
+import { scripts, type ScriptName } from './scripts.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -27,16 +32,23 @@ import type {
   Carrier,
   CountRequest,
   CountResult,
+  HoldsRequest,
+  HoldsResult,
   RecordRequest,
   RecordResult,
+  RefreshRequest,
+  RefreshResult,
+  ReleaseRequest,
+  ReleaseResult,
   ReserveRequest,
   ReserveResult,
   StopSignal,
   Store,
+  StoreEvents,
   WaitRequest,
   WaitResult,
 } from './types.js';
-import { checkAdmit, checkCount, checkReserve, checkWait } from './validate.js';
+import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels } from './validate.js';
 
 export interface RedisStoreOptions {
   /** An ioredis client or Cluster. The store does not close it unless it created it. */
@@ -70,6 +82,16 @@ export interface RedisStoreOptions {
   readonly maxBatch?: number;
 }
 
+/** RedisStore.connect(): the store's options, and the connection's. */
+export interface RedisConnectOptions extends Omit<RedisStoreOptions, 'redis'> {
+  /**
+   * ioredis options of the connection, over RECOMMENDED_REDIS_OPTIONS: TLS (`tls: { ca, cert,
+   * key }`; a `rediss://` URL alone trusts only the system's CAs), an ACL `username` and
+   * `password` (those in the URL win), timeouts. See README, "Redis: TLS and ACL".
+   */
+  readonly redisOptions?: RedisOptions;
+}
+
 /**
  * ioredis options for a client that serves decisions. The store itself waits for a ready
  * connection (bounded by the decision's deadline) before it sends a command; these settings
@@ -90,12 +112,18 @@ type Reply = (string | number)[];
 interface PendingReserve extends Pending<ReserveResult> {
   readonly route: readonly Carrier[];
   readonly now: string;
+  /** The call's encoded id ('' without a hold) and hold time (µs). */
+  readonly id: string;
+  readonly forUs: string;
 }
 
 /** An admission waiting for its batch. */
 interface PendingAdmit extends Pending<AdmitResult> {
   readonly buckets: readonly BucketArgs[];
   readonly now: string;
+  /** With a channel limit in its buckets: the call's encoded id and hold time (µs); else undefined. */
+  readonly id: string | undefined;
+  readonly forUs: number;
 }
 
 const DAY_MS = 86_400_000;
@@ -105,6 +133,22 @@ const MAX_BATCH_LIMIT = 1000;
 export class RedisStore implements Store {
   readonly kind = 'redis';
   readonly prefix: string;
+  /**
+   * The client's connection errors, once per outage (the first error after it was last ready) as
+   * a StoreUnavailableError. The store listens to the client's 'error' event, so ioredis does not
+   * print "Unhandled error event" on the console while Redis is away.
+   */
+  readonly events = new SafeEmitter<StoreEvents>();
+  /** An error was reported since the connection was last ready. */
+  private outage = false;
+  private readonly onClientError = (err: Error) => {
+    if (this.outage) return;
+    this.outage = true;
+    this.events.safeEmit('error', new StoreUnavailableError(`Redis connection lost: ${err.message}`, err));
+  };
+  private readonly onClientReady = () => {
+    this.outage = false;
+  };
   private readonly redis: Redis | Cluster;
   private readonly hashTags: boolean;
   private readonly virtualTtlMs: number;
@@ -123,12 +167,16 @@ export class RedisStore implements Store {
   private readonly admissions: Batcher<PendingAdmit>;
   /** Reservations not sent yet (one lane: every carrier is on one tag). */
   private readonly reservations: Batcher<PendingReserve>;
+  /** With hash tags: call ids whose inbound locator is being written (see locate()). */
+  private readonly locating = new Map<string, Promise<void>>();
+  /** How far Redis TIME is ahead of the process clock, at least (see deadline()). */
+  private readonly offset = new ClockOffset();
 
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
     this.prefix = opts.prefix ?? 'callgate:';
     if (/[{}]/.test(this.prefix)) throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
-    this.hashTags = opts.hashTags ?? opts.redis instanceof Cluster;
+    this.hashTags = opts.hashTags ?? isCluster(opts.redis);
     this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
     this.writeChunk = opts.writeChunk ?? 16;
     this.readyTimeoutMs = opts.readyTimeoutMs ?? 5_000;
@@ -144,14 +192,17 @@ export class RedisStore implements Store {
     };
     this.admissions = new Batcher<PendingAdmit>({ ...batching, send: (items) => this.sendAdmissions(items) });
     this.reservations = new Batcher<PendingReserve>({ ...batching, send: (items) => this.sendReservations(items) });
-    for (const { command, lua } of Object.values(SCRIPTS)) {
+    for (const { command, lua } of Object.values(scripts())) {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
+    this.redis.on('error', this.onClientError);
+    this.redis.on('ready', this.onClientReady);
   }
 
-  /** A store on its own connection to `url` (closed by close()). */
-  static connect(url: string, opts: Omit<RedisStoreOptions, 'redis'> = {}): RedisStore {
-    const store = new RedisStore({ ...opts, redis: new Redis(url, RECOMMENDED_REDIS_OPTIONS) });
+  /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
+  static connect(url: string, opts: RedisConnectOptions = {}): RedisStore {
+    const { redisOptions, ...storeOpts } = opts;
+    const store = new RedisStore({ ...storeOpts, redis: new Redis(url, { ...RECOMMENDED_REDIS_OPTIONS, ...redisOptions }) });
     store.ownsConnection = true;
     return store;
   }
@@ -166,21 +217,21 @@ export class RedisStore implements Store {
    * flag is read once ready: its call then does not go out).
    */
   private ready(given: StopSignal | undefined): Promise<void> {
-    const signal = given instanceof AbortSignal ? given : AbortSignal.timeout(this.readyTimeoutMs);
-    if (signal.aborted) return Promise.reject(new StoreUnavailableError('Redis not ready in time'));
+    const signal = given instanceof AbortSignal ? given : undefined;
+    if (signal?.aborted) return Promise.reject(new StoreUnavailableError('Redis not ready in time'));
     return new Promise((resolve, reject) => {
-      const onAbort = () => reject(new StoreUnavailableError('Redis not ready in time'));
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.connected().then(
-        () => {
-          signal.removeEventListener('abort', onAbort);
-          resolve();
-        },
-        (err: Error) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(err);
-        },
-      );
+      // a timer of our own, cleared when settled (AbortSignal.timeout would outlive the call)
+      let timer: NodeJS.Timeout | undefined;
+      const settle = (err?: Error) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (err) reject(err);
+        else resolve();
+      };
+      const onAbort = () => settle(new StoreUnavailableError('Redis not ready in time'));
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+      else (timer = setTimeout(onAbort, this.readyTimeoutMs)).unref();
+      this.connected().then(() => settle(), settle);
     });
   }
 
@@ -242,6 +293,9 @@ export class RedisStore implements Store {
     const status = this.redis.status;
     if (status === 'ready') return undefined;
     if (status === 'end') return Promise.reject(new StoreUnavailableError('Redis connection closed'));
+    // known to be down (an error since it was last ready): the policy decides at once, rather
+    // than every call waiting its whole timeout; the first 'ready' ends this
+    if (this.outage) return Promise.reject(new StoreUnavailableError('Redis is unreachable (reconnecting)'));
     if (status === 'wait') this.redis.connect().catch(() => undefined); // lazyConnect
     return this.ready(signal);
   }
@@ -266,9 +320,9 @@ export class RedisStore implements Store {
    * Redis starts on it while this process still handles the replies that made the next one.
    */
   private async write(name: ScriptName, argv: (string | number)[]): Promise<unknown> {
-    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[SCRIPTS[name].command]!;
+    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[scripts()[name].command]!;
     try {
-      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !(this.redis instanceof Cluster)) return await this.corked(this.redis, fn, argv);
+      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !isCluster(this.redis)) return await this.corked(this.redis, fn, argv);
       return await fn.apply(this.redis, argv);
     } catch (err) {
       throw unavailable(err);
@@ -296,6 +350,20 @@ export class RedisStore implements Store {
     return list;
   }
 
+  /**
+   * A call's deadline in Redis time ('' = none): the script skips the call if it runs at or after
+   * it, since the caller has then decided it by its store-trouble policy. The process deadline is
+   * shifted by a lower bound of (Redis TIME - process clock), so a call that runs after its caller
+   * gave up is always skipped; one that runs up to a round trip before may be skipped too (its
+   * caller then decides it by policy as well). While no reply told Redis' clock yet (the first
+   * batch, or none for 20 s): no deadline, and the next batch asks its script for Redis TIME.
+   */
+  private deadline(signal: StopSignal | undefined): string {
+    const d = (signal as { deadlineUs?: number } | undefined)?.deadlineUs;
+    const lo = this.offset.lowerBound;
+    return d === undefined || lo === undefined ? '' : String(Math.floor(d + lo));
+  }
+
   private member(): string {
     return `${this.instance}${(this.seq++).toString(36)}`;
   }
@@ -313,9 +381,17 @@ export class RedisStore implements Store {
     }
     const buckets = this.bucketArgs(req.tag, req.buckets);
     const now = req.now === undefined ? '' : String(req.now);
-    return new Promise<AdmitResult>((resolve, reject) => {
-      this.admissions.add(this.hashTags ? req.tag : '', { buckets, now, signal: req.signal, resolve, reject });
+    // a hold only matters (and travels) where a bucket has a channel limit
+    const held = req.hold !== undefined && hasChannels(req.buckets);
+    const id = held ? encodeId(req.hold!.id) : undefined;
+    const forUs = held ? req.hold!.forUs : 0;
+    const decided = new Promise<AdmitResult>((resolve, reject) => {
+      this.admissions.add(this.hashTags ? req.tag : '', { buckets, now, id, forUs, signal: req.signal, resolve, reject });
     });
+    if (this.hashTags && id !== undefined && forUs > 0) {
+      this.track(id, decided.then((r) => (r.admitted && !r.duplicate ? this.locate(req.tag, id, forUs, now !== '') : undefined)));
+    }
+    return decided;
   }
 
   /**
@@ -345,16 +421,58 @@ export class RedisStore implements Store {
       this.sendAdmissions(items.slice(n));
       return;
     }
-    const { calls, virtual } = runsOf(items, (i) => num(plans[i]!));
-    const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`], calls, true);
+    const { calls, virtual } = runsOf(items, (i, out) => {
+      const item = items[i]!;
+      out.push(num(plans[i]!), this.deadline(item.signal));
+      if (item.id !== undefined) out.push(item.id, String(item.forUs));
+    });
+    const tag = items[0]!.buckets[0]!.tag;
+    const clock = this.offset.lowerBound === undefined ? '1' : '';
+    const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:'), clock], calls, true);
     this.writeBatch('admit', argv, items, (reply) => {
-      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now
+      // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate, 4: skipped); then Redis TIME if asked
       const r = reply as number[];
+      const received = systemClockUs();
+      if (clock) this.offset.sample(r[r.length - 1]!, received);
       for (let i = 0; i < items.length; i++) {
-        const limitedBy = r[3 * i]!;
-        items[i]!.resolve({ admitted: limitedBy === 0, limitedBy: limitedBy - 1, retryAfterUs: r[3 * i + 1]!, now: r[3 * i + 2]! });
+        const item = items[i]!;
+        const limitedBy = r[4 * i]!;
+        const flags = r[4 * i + 3]!;
+        const now = r[4 * i + 2]!;
+        if (item.now === '') this.offset.sample(now, received);
+        if (flags === 4) item.reject(skipped());
+        else if (limitedBy !== 0) {
+          item.resolve({ admitted: false, limitedBy: limitedBy - 1, reason: flags === 1 ? 'channels' : 'rate', retryAfterUs: r[4 * i + 1]!, now });
+        } else if (flags === 2) item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now, duplicate: true });
+        else item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
       }
     });
+  }
+
+  /**
+   * With hash tags, a call's inbound record lives on its tag, which a release knowing only the
+   * call id cannot compute: a locator under the call id's own tag names the record. Written
+   * after the decision (another slot); a hold whose locator is lost still lapses by itself.
+   * Another process releasing the call within the round trip of that write misses the record.
+   */
+  private locate(tag: string, id: string, forUs: number, virtual: boolean): Promise<void> {
+    const ms = Math.max(Math.ceil(forUs / 1000) + 1, virtual ? this.virtualTtlMs : 0);
+    return this.redis.set(this.locatorKey(id), this.base(tag, `call:in:${id}`), 'PX', ms).then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  /** A locator being written for `id`: a release or refresh of `id` issued later waits for it. */
+  private track(id: string, writing: Promise<void>): void {
+    const done: Promise<void> = writing.catch(() => undefined).finally(() => {
+      if (this.locating.get(id) === done) this.locating.delete(id);
+    });
+    this.locating.set(id, done);
+  }
+
+  private locatorKey(id: string): string {
+    return this.base(`c:${id}`, 'loc');
   }
 
   async record(req: RecordRequest): Promise<RecordResult> {
@@ -363,9 +481,23 @@ export class RedisStore implements Store {
     for (const args of this.bucketArgs(req.tag, req.buckets)) {
       if (b.bucket(args) === 0) throw new InvalidArgumentError('the buckets of one call must not share a Redis key');
     }
-    const head = [req.now === undefined ? '' : String(req.now), this.member(), String(this.ttlFloor(req.now))];
-    const r = await this.send('add', b.argv(head, [], false), req.signal);
-    return { now: Number(r) };
+    const held = req.hold !== undefined && hasChannels(req.buckets);
+    const id = held ? encodeId(req.hold!.id) : '';
+    const forUs = held ? req.hold!.forUs : 0;
+    const head = [
+      req.now === undefined ? '' : String(req.now),
+      this.member(),
+      String(this.ttlFloor(req.now)),
+      held ? this.base(req.tag, `call:in:${id}`) : '',
+      id,
+      String(forUs),
+      this.deadline(req.signal),
+    ];
+    const sent = this.send('add', b.argv(head, [], false), req.signal) as Promise<number[]>;
+    if (this.hashTags && held && forUs > 0) this.track(id, sent.then((r) => (r[1] === 0 ? this.locate(req.tag, id, forUs, req.now !== undefined) : undefined)));
+    const r = await sent;
+    if (r[1] === 2) throw skipped();
+    return r[1] === 1 ? { now: r[0]!, duplicate: true } : { now: r[0]! };
   }
 
   async count(req: CountRequest): Promise<CountResult> {
@@ -385,8 +517,10 @@ export class RedisStore implements Store {
       return Promise.reject(err);
     }
     const now = req.now === undefined ? '' : String(req.now);
+    const id = req.hold === undefined ? '' : encodeId(req.hold.id);
+    const forUs = req.hold === undefined ? '0' : String(req.hold.forUs);
     return new Promise<ReserveResult>((resolve, reject) => {
-      this.reservations.add(OUTBOUND_TAG, { route: req.route, now, signal: req.signal, resolve, reject });
+      this.reservations.add(OUTBOUND_TAG, { route: req.route, now, id, forUs, signal: req.signal, resolve, reject });
     });
   }
 
@@ -399,16 +533,20 @@ export class RedisStore implements Store {
     const keyIndex = new Map<string, string>();
     const routes: string[] = [];
     const routeIndex = new Map<string, string>();
+    const keyOf = (key: string): string => {
+      let k = keyIndex.get(key);
+      if (k === undefined) {
+        k = num(keys.push(key));
+        keyIndex.set(key, k);
+      }
+      return k;
+    };
     const routeOf = (route: readonly Carrier[]): string => {
       const entry = [num(route.length)];
       for (const c of route) {
         const key = this.carrierKey(c);
-        let k = keyIndex.get(key);
-        if (k === undefined) {
-          k = num(keys.push(key));
-          keyIndex.set(key, k);
-        }
-        entry.push(k, String(c.intervalUs), String(c.maxWaitUs));
+        const channels = c.channels ?? 0;
+        entry.push(keyOf(key), String(c.intervalUs), String(c.maxWaitUs), String(channels), channels > 0 ? keyOf(`${key}:ch`) : '0');
       }
       const id = entry.join(' ');
       let r = routeIndex.get(id);
@@ -419,22 +557,38 @@ export class RedisStore implements Store {
       }
       return r;
     };
-    const { calls, virtual } = runsOf(items, (i) => routeOf(items[i]!.route));
+    const { calls, virtual } = runsOf(items, (i, out) => {
+      const item = items[i]!;
+      out.push(routeOf(item.route), this.deadline(item.signal), item.id, item.forUs);
+    });
     const argv: string[] = [num(keys.length)];
     for (const k of keys) argv.push(k);
-    argv.push(String(virtual ? this.virtualTtlMs : 0), num(routeIndex.size));
+    const clock = this.offset.lowerBound === undefined ? '1' : '';
+    argv.push(String(virtual ? this.virtualTtlMs : 0), this.base(OUTBOUND_TAG, 'call:out:'), clock, num(routeIndex.size));
     for (const v of routes) argv.push(v);
     for (const v of calls) argv.push(v);
     this.writeBatch('reserve', argv, items, (reply) => {
-      // per call: m, index (1-based, 0: none), waitUs, slotUs, now, then m waits
+      // per call: m (-1: skipped), index (1-based, 0: none), waitUs, slotUs, now, then per carrier tried its wait and full flag
       const r = reply as Reply;
+      const received = systemClockUs();
+      if (clock) this.offset.sample(Number(r[r.length - 1]), received);
       let at = 0;
       for (const item of items) {
         const m = Number(r[at]);
+        if (item.now === '') this.offset.sample(Number(r[at + 4]), received);
+        if (m < 0) {
+          item.reject(skipped());
+          at += 5;
+          continue;
+        }
         const waits: number[] = new Array(m);
-        for (let i = 0; i < m; i++) waits[i] = Number(r[at + 5 + i]);
-        item.resolve({ index: Number(r[at + 1]) - 1, waitUs: Number(r[at + 2]), slotUs: Number(r[at + 3]), now: Number(r[at + 4]), waits });
-        at += 5 + m;
+        const full: boolean[] = new Array(m);
+        for (let i = 0; i < m; i++) {
+          waits[i] = Number(r[at + 5 + 2 * i]);
+          full[i] = Number(r[at + 6 + 2 * i]) === 1;
+        }
+        item.resolve({ index: Number(r[at + 1]) - 1, waitUs: Number(r[at + 2]), slotUs: Number(r[at + 3]), now: Number(r[at + 4]), waits, full });
+        at += 5 + 2 * m;
       }
     });
   }
@@ -445,10 +599,89 @@ export class RedisStore implements Store {
     return { waitUs: Number(r[0]), now: Number(r[1]) };
   }
 
+  /**
+   * The call records of an id, grouped by the script call that can take them together (one
+   * Cluster slot each). Without tags both are named at once and go in one script call, issued
+   * at once (in issue order with the store's other operations). With tags, the outbound record
+   * is on the carriers' tag and the inbound one wherever its locator says (none without one):
+   * the locator is read first, so such a call is ordered after every operation issued before it
+   * but may be overtaken by one issued after it in the same tick.
+   */
+  private recordGroups(id: string, direction: 'in' | 'out' | undefined, signal: StopSignal | undefined): string[][] | Promise<string[][]> {
+    const wantIn = direction !== 'out';
+    const out = direction !== 'in' ? [this.base(OUTBOUND_TAG, `call:out:${id}`)] : [];
+    if (!this.hashTags) return [[...(wantIn ? [this.base('', `call:in:${id}`)] : []), ...out]];
+    if (this.admissions.pending) this.admissions.flushAll();
+    if (this.reservations.pending) this.reservations.flushAll();
+    if (!wantIn) return [out];
+    const locating = this.locating.get(id);
+    return (async () => {
+      await locating; // an admit of this id issued before: its locator first
+      let key: string | null;
+      try {
+        const wait = this.notReady(signal);
+        if (wait) await wait;
+        key = await this.redis.get(this.locatorKey(id));
+      } catch (err) {
+        throw unavailable(err);
+      }
+      const groups = out.length > 0 ? [out] : [];
+      if (key !== null) groups.push([key]);
+      return groups;
+    })();
+  }
+
+  /** Run `name` on every group of call records of `id`; the sum of the first reply fields, and the time. */
+  private onRecords(name: 'release' | 'refresh', id: string, direction: 'in' | 'out' | undefined, args: (string | number)[], now: number | undefined, signal: StopSignal | undefined): Promise<[number, number]> {
+    const run = (groups: string[][]): Promise<[number, number]> =>
+      Promise.all(groups.map((keys) => this.run(name, keys, args, signal) as Promise<number[]>)).then((replies) => [
+        replies.reduce((sum, r) => sum + r[0]!, 0),
+        replies.length > 0 ? replies[replies.length - 1]![1]! : (now ?? 0),
+      ]);
+    const groups = this.recordGroups(id, direction, signal);
+    return Array.isArray(groups) ? run(groups) : groups.then(run);
+  }
+
+  release(req: ReleaseRequest): Promise<ReleaseResult> {
+    try {
+      checkRelease(req);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const id = encodeId(req.id);
+    return this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal).then(async ([released, now]) => {
+      if (this.hashTags && req.direction !== 'out') await this.redis.del(this.locatorKey(id)).catch(() => undefined);
+      return { released, now };
+    });
+  }
+
+  refresh(req: RefreshRequest): Promise<RefreshResult> {
+    try {
+      checkRefresh(req);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const id = encodeId(req.id);
+    const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now))];
+    return this.onRecords('refresh', id, undefined, args, req.now, req.signal).then(async ([refreshed, now]) => {
+      if (this.hashTags && refreshed > 0) {
+        const ms = Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now));
+        await this.redis.pexpire(this.locatorKey(id), ms).catch(() => undefined);
+      }
+      return { refreshed, now };
+    });
+  }
+
+  async holds(req: HoldsRequest): Promise<HoldsResult> {
+    checkHolds(req);
+    const r = (await this.run('holds', [`${this.base(req.tag, req.name)}:ch`], [req.now ?? ''], req.signal)) as number[];
+    return { holds: r[0]!, now: r[1]! };
+  }
+
   /** Delete every key under this store's prefix, on every master of a Cluster. */
   async clear(): Promise<void> {
     const match = this.prefix.replace(/[*?[\]\\]/g, '\\$&') + '*';
-    const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    const nodes = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
     for (const node of nodes) {
       let cursor = '0';
       do {
@@ -462,14 +695,16 @@ export class RedisStore implements Store {
 
   async close(): Promise<void> {
     if (this.ownsConnection) await this.redis.quit().catch(() => this.redis.disconnect());
+    this.redis.off('error', this.onClientError);
+    this.redis.off('ready', this.onClientReady);
   }
 }
 
 /**
- * The calls of a batch in runs that share a time (lua/includes/runs.lua): now, count, then one
- * argument per call (`arg(i)` for call i). `virtual`: some call gave its own now.
+ * The calls of a batch in runs that share a time (lua/includes/runs.lua): now, count, then the
+ * arguments of each call (`args(i, out)` pushes call i's). `virtual`: some call gave its own now.
  */
-function runsOf(items: readonly { readonly now: string }[], arg: (i: number) => string): { calls: string[]; virtual: boolean } {
+function runsOf(items: readonly { readonly now: string }[], args: (i: number, out: string[]) => void): { calls: string[]; virtual: boolean } {
   const calls: string[] = [];
   let virtual = false;
   for (let i = 0; i < items.length; ) {
@@ -477,15 +712,59 @@ function runsOf(items: readonly { readonly now: string }[], arg: (i: number) => 
     let j = i + 1;
     while (j < items.length && items[j]!.now === now) j++;
     calls.push(now, num(j - i));
-    for (let k = i; k < j; k++) calls.push(arg(k));
+    for (let k = i; k < j; k++) args(k, calls);
     if (now !== '') virtual = true;
     i = j;
   }
   return { calls, virtual };
 }
 
-/** A Redis reply error is a bug to surface as is; anything else means Redis is out of reach. */
+/**
+ * A Cluster client, as ioredis marks it (Cluster sets isCluster true, Redis false). Not
+ * instanceof: the application's ioredis may be another copy than the one callgate resolves.
+ */
+function isCluster(redis: Redis | Cluster): redis is Cluster {
+  return (redis as { isCluster?: unknown }).isCluster === true;
+}
+
+/** A call the script skipped: its deadline had passed when Redis ran it (nothing was counted). */
+function skipped(): StoreUnavailableError {
+  return new StoreUnavailableError('Redis ran the call after its deadline: skipped, nothing counted');
+}
+
+/**
+ * A lower bound of (Redis TIME - process clock), µs, from replies: a Redis time read before a
+ * reply left, minus the reply's arrival time on the process clock, can only be below the true
+ * offset. The best (largest) bound of the last 10 to 20 s is kept, so a clock step is followed
+ * within 20 s. (On a Cluster one bound serves every node: their clocks are assumed in step, as
+ * NTP keeps them.)
+ */
+class ClockOffset {
+  private current?: number;
+  private previous?: number;
+  private windowEnds = 0;
+
+  sample(redisUs: number, receivedUs: number): void {
+    if (receivedUs >= this.windowEnds) {
+      this.previous = this.current;
+      this.current = undefined;
+      this.windowEnds = receivedUs + 10_000_000;
+    }
+    const lo = redisUs - receivedUs;
+    if (this.current === undefined || lo > this.current) this.current = lo;
+  }
+
+  get lowerBound(): number | undefined {
+    if (this.current === undefined) return this.previous;
+    return this.previous === undefined ? this.current : Math.max(this.current, this.previous);
+  }
+}
+
+/**
+ * A Redis reply error (redis-errors' ReplyError, named after its class) is a bug to surface as
+ * is; anything else means Redis is out of reach. By name, for the same reason as isCluster().
+ */
 function unavailable(err: unknown): Error {
-  if (err instanceof ReplyError || err instanceof StoreUnavailableError) return err as Error;
+  if ((err as Error | undefined)?.name === 'ReplyError' || err instanceof StoreUnavailableError) return err as Error;
   return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err as Error);
 }

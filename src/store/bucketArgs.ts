@@ -9,9 +9,9 @@ import { logRetention } from './validate.js';
 /** A bucket's part of the script arguments (lua/includes/buckets.lua), per bucket and tag. */
 export interface BucketArgs {
   readonly tag: string;
-  /** Its keys: the log first when it has sliding-log limits, then one hash per distinct window. */
+  /** Its keys: the log first when it has sliding-log limits, then one hash per distinct window, then its holds when it has a channel limit. */
   readonly keys: readonly string[];
-  /** Its limit profile: retention, m, then (algo, L, W, off) per limit. */
+  /** Its limit profile: retention, N, hoff, m, then (algo, L, W, off) per limit. */
   readonly profile: readonly string[];
   /** The profile as one string, to tell profiles apart. */
   readonly profileId: string;
@@ -35,15 +35,18 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketA
   const windows = new Map<number, number>();
   // sliding-log limits widest window first (admit.lua skips a count a wider one decides)
   const ordered = [...bucket.limits].sort((x, y) => logWindow(y) - logWindow(x));
-  const profile = [String(retention), String(ordered.length)];
+  const limits: string[] = [];
   for (const lim of ordered) {
     let off = 0;
     if (lim.algorithm !== 'sliding-log') {
       off = windows.get(lim.windowUs) ?? keys.push(`${base}:win:${lim.windowUs}`) - 1;
       windows.set(lim.windowUs, off);
     }
-    profile.push(ALGO_CODE[lim.algorithm], String(lim.limit), String(lim.windowUs), String(off));
+    limits.push(ALGO_CODE[lim.algorithm], String(lim.limit), String(lim.windowUs), String(off));
   }
+  const channels = bucket.channels ?? 0;
+  const hoff = channels > 0 ? keys.push(`${base}:ch`) - 1 : 0;
+  const profile = [String(retention), String(channels), String(hoff), String(ordered.length), ...limits];
   const profileId = profile.join(' ');
   return { tag, keys, profile, profileId, id: `${keys.join('\n')}\n${profileId}` };
 }

@@ -1,15 +1,15 @@
 /**
- * The Lua scripts of lua/, loaded once, with their `--- @include "name"` lines replaced by
- * lua/includes/name.lua. Command names carry a hash of the source, so two callgate versions
+ * The Lua scripts of lua/ (at the package root), loaded once, when the first RedisStore needs
+ * them (a memory-store user never reads them), with their `--- @include "name"` lines replaced
+ * by lua/includes/name.lua. Command names carry a hash of the source, so two callgate versions
  * sharing one Redis never run each other's script under one name.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from '../packageRoot.js';
 
-const LUA_DIR = fileURLToPath(new URL('../../lua/', import.meta.url));
-
-export type ScriptName = 'admit' | 'add' | 'get' | 'reserve' | 'wait';
+export type ScriptName = 'admit' | 'add' | 'get' | 'reserve' | 'wait' | 'release' | 'refresh' | 'holds';
 
 export interface Script {
   /** The ioredis command name (defineCommand), e.g. `callgate_admit_3fa9c1d2`. */
@@ -17,22 +17,28 @@ export interface Script {
   readonly lua: string;
 }
 
-function inline(source: string): string {
-  return source.replace(/^--- @include "([a-z-]+)"$/gm, (_, name: string) =>
-    readFileSync(`${LUA_DIR}includes/${name}.lua`, 'utf8'),
-  );
-}
-
-function load(name: ScriptName): Script {
-  const lua = inline(readFileSync(`${LUA_DIR}${name}.lua`, 'utf8'));
+function load(dir: string, name: ScriptName): Script {
+  const inline = (source: string) =>
+    source.replace(/^--- @include "([a-z-]+)"$/gm, (_, include: string) => readFileSync(join(dir, 'includes', `${include}.lua`), 'utf8'));
+  const lua = inline(readFileSync(join(dir, `${name}.lua`), 'utf8'));
   const hash = createHash('sha1').update(lua).digest('hex').slice(0, 8);
   return { command: `callgate_${name}_${hash}`, lua };
 }
 
-export const SCRIPTS: Readonly<Record<ScriptName, Script>> = {
-  admit: load('admit'),
-  add: load('add'),
-  get: load('get'),
-  reserve: load('reserve'),
-  wait: load('wait'),
-};
+let loaded: Readonly<Record<ScriptName, Script>> | undefined;
+
+/** Every script, read from lua/ on the first call. */
+export function scripts(): Readonly<Record<ScriptName, Script>> {
+  if (loaded) return loaded;
+  const dir = join(packageRoot(), 'lua');
+  return (loaded = {
+    admit: load(dir, 'admit'),
+    add: load(dir, 'add'),
+    get: load(dir, 'get'),
+    reserve: load(dir, 'reserve'),
+    wait: load(dir, 'wait'),
+    release: load(dir, 'release'),
+    refresh: load(dir, 'refresh'),
+    holds: load(dir, 'holds'),
+  });
+}

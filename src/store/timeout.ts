@@ -1,15 +1,24 @@
+import { systemClockUs } from '../clock.js';
 import { StoreUnavailableError } from '../errors/index.js';
 import type { StopSignal } from './types.js';
+
+/**
+ * The default bound on one store call per decision, inbound and outbound alike: SIP's T1
+ * (500 ms), the interval after which a caller over UDP retransmits its INVITE. A decision that
+ * waits longer on a stalled Redis adds more post-dial delay than the policy's answer is worth.
+ */
+export const DEFAULT_TIMEOUT_MS = 500;
 
 /**
  * Bound one store call in time. Past `ms`, the decision stops waiting and rejects with
  * StoreUnavailableError, and the signal handed to the call is aborted: a store that has not
  * sent its command yet (Redis reconnecting, or a batch not yet written) then never sends it, so
- * a call decided by the store-trouble policy is not counted on Redis later as well. The signal
- * is a plain flag, set before the rejection: cheap enough for every decision.
+ * a call decided by the store-trouble policy is not counted on Redis later as well; one already
+ * sent carries the deadline and is skipped by the script if it runs too late. The signal is a
+ * plain flag, set before the rejection: cheap enough for every decision.
  */
 export function withDeadline<T>(call: (signal: StopSignal) => Promise<T>, ms: number): Promise<T> {
-  const signal = { aborted: false };
+  const signal = { aborted: false, deadlineUs: systemClockUs() + ms * 1000 };
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
       signal.aborted = true;

@@ -8,6 +8,7 @@
  * MemoryStore) and reports the time it used in the result.
  */
 
+import type { EventEmitter } from 'eventemitter3';
 export type Algorithm = 'sliding-log' | 'sliding-window' | 'fixed-window';
 
 /**
@@ -15,7 +16,18 @@ export type Algorithm = 'sliding-log' | 'sliding-window' | 'fixed-window';
  * decision's deadline sets a plain flag: an AbortController per call costs more than the rest
  * of the call's work in process).
  */
-export type StopSignal = AbortSignal | { readonly aborted: boolean };
+export type StopSignal = AbortSignal | DeadlineSignal;
+
+/**
+ * A decision's deadline as a flag (set when the caller stopped waiting) and the time it will be
+ * set, on the process clock (systemClockUs, µs). A store that already sent the command cannot
+ * take it back; RedisStore sends the deadline with it, and the script skips a call whose
+ * deadline has passed (in Redis time) when it runs, so that it is never counted.
+ */
+export interface DeadlineSignal {
+  readonly aborted: boolean;
+  readonly deadlineUs?: number;
+}
 
 /** What every request may carry besides its own fields. */
 export interface RequestOptions {
@@ -36,10 +48,28 @@ export interface Limit {
 /**
  * A bucket: one counted thing (the platform, an account, a peer) and its limits.
  * `name` identifies it within its tag; it must be key-safe (see keys.ts: bucketName()).
+ * `channels`: at most that many of its calls in progress at once (absent: no channel limit).
  */
 export interface Bucket {
   readonly name: string;
   readonly limits: readonly Limit[];
+  readonly channels?: number;
+}
+
+/**
+ * What an admitted (or dispatched) call holds: a channel in every bucket with a channel limit
+ * (or on the carrier with one that takes it), from its decision until `end`, or until it is
+ * released. Inbound end = t + forUs; outbound end = slot + forUs. A hold whose end is at or
+ * before a time t no longer counts at t (a call ending exactly at t has freed its channel).
+ *
+ * `id` names the call (any non-empty string; stores encode it): one call record per id and
+ * direction ties the call's holds together, so that release / refresh find them knowing only
+ * the id, from any process.
+ */
+export interface Hold {
+  readonly id: string;
+  /** Microseconds the hold lasts (after t inbound, after the slot outbound); integer >= 0. */
+  readonly forUs: number;
 }
 
 /**
@@ -62,6 +92,16 @@ export interface Bucket {
  * (The MemoryStore also forgets what its latest time makes irrelevant, which a call far back in
  * time can notice: see MemoryStoreOptions.sweep.)
  *
+ *
+ * Channels. A bucket with a channel limit N has room iff fewer than N holds there have an end
+ * after t; within a bucket its rate limits are checked first, then its channels (`reason` says
+ * which lacked room in the first bucket without room). An admitted call holds a channel in every
+ * bucket with a channel limit, until t + hold.forUs (nothing when forUs is 0), and its call
+ * record remembers them. `hold` is required when a bucket has a channel limit.
+ * A call whose id already has an inbound call record with an end after t (a retransmission, a
+ * retry) is admitted again without being counted anywhere: `duplicate`.
+ * Recording holds at t first drops the holds of that bucket that ended at or before t.
+ *
  * Concurrent calls may be decided together (RedisStore batches those issued in one tick): each
  * decision is still exactly the one these rules give with the calls taken one by one, in the
  * order they were issued.
@@ -70,15 +110,24 @@ export interface AdmitRequest extends RequestOptions {
   readonly tag: string;
   readonly buckets: readonly Bucket[];
   readonly now?: number;
+  readonly hold?: Hold;
 }
+
+/** Which kind of limit of the first bucket without room refused the call. */
+export type RefusalReason = 'rate' | 'channels';
 
 export interface AdmitResult {
   readonly admitted: boolean;
   /** Index in `buckets` of the first bucket that lacked room; -1 when admitted. */
   readonly limitedBy: number;
+  /** On refusal: `rate` when a rate limit of that bucket lacked room, else `channels`. */
+  readonly reason?: RefusalReason;
+  /** Admitted because the call already holds (its id has a live inbound call record): counted nowhere. */
+  readonly duplicate?: boolean;
   /**
-   * When refused: microseconds until every limit that lacked room has room again, assuming no
-   * other event is admitted meanwhile (the max over the failing limits of every bucket). 0 when admitted.
+   * When refused: microseconds until every rate limit that lacked room has room again, assuming
+   * no other event is admitted meanwhile (the max over the failing rate limits of every bucket);
+   * 0 when admitted, and 0 when only channel limits lacked room (a call's end is not known).
    * - sliding-log (n >= L): the (n - L + 1)-th oldest event s in (t - W, t] leaves at s + W: s + W - t.
    * - fixed-window: (k + 1) * W - t.
    * - sliding-window: if c >= L: (k + 1) * W + r - t with r = floor(W * (1 - L / c)) + 1;
@@ -89,15 +138,21 @@ export interface AdmitResult {
   readonly now: number;
 }
 
-/** Unconditional record (the "add" operation): count one event in every bucket, refuse nothing. */
+/**
+ * Unconditional record (the "add" operation): count one event in every bucket, refuse nothing.
+ * With a hold, the call also holds its channels as an admitted one does (and a call still
+ * holding is not counted again: `duplicate`).
+ */
 export interface RecordRequest extends RequestOptions {
   readonly tag: string;
   readonly buckets: readonly Bucket[];
   readonly now?: number;
+  readonly hold?: Hold;
 }
 
 export interface RecordResult {
   readonly now: number;
+  readonly duplicate?: boolean;
 }
 
 /** The "get" operation: events of a bucket's sliding log with now - W < s <= now. */
@@ -113,23 +168,32 @@ export interface CountResult {
   readonly now: number;
 }
 
-/** One carrier of a route: `intervalUs` = 1e6 / cps (may be fractional), `maxWaitUs` >= 0. */
+/**
+ * One carrier of a route: `intervalUs` = 1e6 / cps (may be fractional), `maxWaitUs` >= 0,
+ * `channels`: at most that many calls in progress on it at once (absent: no channel limit).
+ */
 export interface Carrier {
   /** Key-safe carrier name (see keys.ts: carrierName()). */
   readonly name: string;
   readonly intervalUs: number;
   readonly maxWaitUs: number;
+  readonly channels?: number;
 }
 
 /**
  * Leaky-bucket reservation over a route, tried in order. For carrier c:
  * slot = max(t, last(c) + I) (no last: slot = t), wait = slot - t. The first carrier with
- * wait <= maxWait takes the call (last(c) = slot); a refused carrier keeps its state.
+ * wait <= maxWait and, when it has a channel limit N, fewer than N holds with an end after t
+ * takes the call (last(c) = slot) and, with a channel limit, holds it until slot + hold.forUs
+ * (holds count from the decision, also while the call waits for its slot). A refused carrier
+ * keeps its state. `hold` is required when a carrier of the route has a channel limit.
+ * A call record of the same id still holding elsewhere is released first (one outbound hold per id).
  * All carriers share one tag (one Cluster slot), since routes mix carriers freely.
  */
 export interface ReserveRequest extends RequestOptions {
   readonly route: readonly Carrier[];
   readonly now?: number;
+  readonly hold?: Hold;
 }
 
 export interface ReserveResult {
@@ -141,6 +205,53 @@ export interface ReserveResult {
   readonly slotUs: number;
   /** The wait each carrier tried would have imposed, in route order, up to the chosen one. */
   readonly waits: readonly number[];
+  /** Per carrier tried, in route order: true when its wait fitted but its channels were full at t. */
+  readonly full: readonly boolean[];
+  readonly now: number;
+}
+
+/**
+ * The end of a call (hang-up): drop every hold of the call records of `id` (inbound, outbound or
+ * both) and the records themselves. `released` counts the records that still held at t.
+ */
+export interface ReleaseRequest extends RequestOptions {
+  readonly id: string;
+  /** Which records: default both. */
+  readonly direction?: 'in' | 'out';
+  readonly now?: number;
+}
+
+export interface ReleaseResult {
+  /** Call records (0, 1 or 2) that still held something at t. */
+  readonly released: number;
+  readonly now: number;
+}
+
+/** A long call: every hold of the call records of `id` still holding at t now ends at t + forUs. */
+export interface RefreshRequest extends RequestOptions {
+  readonly id: string;
+  readonly forUs: number;
+  readonly now?: number;
+}
+
+export interface RefreshResult {
+  /** Call records (0, 1 or 2) that held at t and were extended. */
+  readonly refreshed: number;
+  readonly now: number;
+}
+
+/**
+ * Calls in progress in one bucket (tag and bucket name, as in AdmitRequest) or on one carrier
+ * (tag OUTBOUND_TAG, the carrier's name): the holds there with an end after t.
+ */
+export interface HoldsRequest extends RequestOptions {
+  readonly tag: string;
+  readonly name: string;
+  readonly now?: number;
+}
+
+export interface HoldsResult {
+  readonly holds: number;
   readonly now: number;
 }
 
@@ -155,14 +266,24 @@ export interface WaitResult {
   readonly now: number;
 }
 
+/** What a store reports outside any call (RedisStore: a lost connection, once per outage). */
+export interface StoreEvents {
+  error: [Error];
+}
+
 export interface Store {
   /** 'memory' or 'redis', for reports and logs. */
   readonly kind: string;
+  /** Trouble outside any call; CallGate re-emits it on its own 'error' event. */
+  readonly events?: EventEmitter<StoreEvents>;
   admit(req: AdmitRequest): Promise<AdmitResult>;
   record(req: RecordRequest): Promise<RecordResult>;
   count(req: CountRequest): Promise<CountResult>;
   reserve(req: ReserveRequest): Promise<ReserveResult>;
   wait(req: WaitRequest): Promise<WaitResult>;
+  release(req: ReleaseRequest): Promise<ReleaseResult>;
+  refresh(req: RefreshRequest): Promise<RefreshResult>;
+  holds(req: HoldsRequest): Promise<HoldsResult>;
   /** Drop every key of this store (its prefix); for tests and replay runs. */
   clear(): Promise<void>;
   close(): Promise<void>;

@@ -3,7 +3,19 @@
  * any I/O, so a bad caller never reaches Redis and both stores refuse exactly the same inputs.
  */
 import { InvalidArgumentError } from '../errors/index.js';
-import type { AdmitRequest, Bucket, Carrier, CountRequest, Limit, ReserveRequest, WaitRequest } from './types.js';
+import type {
+  AdmitRequest,
+  Bucket,
+  Carrier,
+  CountRequest,
+  Hold,
+  HoldsRequest,
+  Limit,
+  RefreshRequest,
+  ReleaseRequest,
+  ReserveRequest,
+  WaitRequest,
+} from './types.js';
 
 const ALGORITHMS = new Set(['sliding-log', 'sliding-window', 'fixed-window']);
 
@@ -40,7 +52,33 @@ function checkBuckets(buckets: readonly Bucket[] | undefined): void {
       }
       if (!ALGORITHMS.has(lim.algorithm)) fail(`${at}.algorithm must be sliding-log, sliding-window or fixed-window, got ${String(lim.algorithm)}`);
     });
+    checkChannels(`buckets[${b}].channels`, bucket.channels);
   });
+}
+
+function checkChannels(at: string, channels: unknown): void {
+  if (channels !== undefined && !(Number.isSafeInteger(channels) && (channels as number) > 0)) {
+    fail(`${at} must be a positive integer, got ${String(channels)}`);
+  }
+}
+
+/** A call id as given by traffic: any non-empty string (stores encode it in keys). */
+function checkId(at: string, id: unknown): void {
+  if (typeof id !== 'string' || id === '') fail(`${at} must be a non-empty string, got ${JSON.stringify(id)}`);
+}
+
+function checkForUs(at: string, forUs: unknown): void {
+  if (!(Number.isSafeInteger(forUs) && (forUs as number) >= 0)) fail(`${at} must be a non-negative integer number of microseconds, got ${String(forUs)}`);
+}
+
+/** The hold of a call: required when something on its way has a channel limit. */
+function checkHold(hold: Hold | undefined, needed: boolean): void {
+  if (hold === undefined) {
+    if (needed) fail('hold ({ id, forUs }) is required when a bucket or carrier has a channel limit');
+    return;
+  }
+  checkId('hold.id', hold?.id);
+  checkForUs('hold.forUs', hold.forUs);
 }
 
 /**
@@ -52,9 +90,22 @@ const validBuckets = new WeakSet<readonly Bucket[]>();
 export function checkAdmit(req: AdmitRequest): void {
   checkName('tag', req?.tag);
   checkNow(req.now);
-  if (validBuckets.has(req.buckets)) return;
-  checkBuckets(req.buckets);
-  validBuckets.add(req.buckets);
+  if (!validBuckets.has(req.buckets)) {
+    checkBuckets(req.buckets);
+    validBuckets.add(req.buckets);
+  }
+  if (req.hold !== undefined || hasChannels(req.buckets)) checkHold(req.hold, hasChannels(req.buckets));
+}
+
+/** Whether a bucket of the list has a channel limit (cached per list, as lists are readonly). */
+const channelLists = new WeakMap<readonly Bucket[], boolean>();
+export function hasChannels(buckets: readonly Bucket[]): boolean {
+  let has = channelLists.get(buckets);
+  if (has === undefined) {
+    has = buckets.some((b) => b.channels !== undefined);
+    channelLists.set(buckets, has);
+  }
+  return has;
 }
 
 export function checkCount(req: CountRequest): void {
@@ -68,12 +119,33 @@ function checkCarrier(at: string, c: Carrier): void {
   checkName(`${at}.name`, c?.name);
   if (!(Number.isFinite(c.intervalUs) && c.intervalUs > 0)) fail(`${at}.intervalUs must be a positive finite number, got ${String(c.intervalUs)}`);
   if (!(Number.isFinite(c.maxWaitUs) && c.maxWaitUs >= 0)) fail(`${at}.maxWaitUs must be a finite number >= 0, got ${String(c.maxWaitUs)}`);
+  checkChannels(`${at}.channels`, c.channels);
 }
 
 export function checkReserve(req: ReserveRequest): void {
   checkNow(req?.now);
   if (!Array.isArray(req.route) || req.route.length === 0) fail('route must be a non-empty array of carriers');
   req.route.forEach((c, i) => checkCarrier(`route[${i}]`, c));
+  const needed = req.route.some((c) => c.channels !== undefined);
+  if (req.hold !== undefined || needed) checkHold(req.hold, needed);
+}
+
+export function checkRelease(req: ReleaseRequest): void {
+  checkId('id', req?.id);
+  checkNow(req.now);
+  if (req.direction !== undefined && req.direction !== 'in' && req.direction !== 'out') fail(`direction must be in or out, got ${String(req.direction)}`);
+}
+
+export function checkRefresh(req: RefreshRequest): void {
+  checkId('id', req?.id);
+  checkNow(req.now);
+  checkForUs('forUs', req.forUs);
+}
+
+export function checkHolds(req: HoldsRequest): void {
+  checkName('tag', req?.tag);
+  checkName('name', req.name);
+  checkNow(req.now);
 }
 
 export function checkWait(req: WaitRequest): void {

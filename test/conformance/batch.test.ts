@@ -20,12 +20,17 @@ import type {
   Bucket,
   Carrier,
   CountResult,
+  Hold,
+  HoldsResult,
   Limit,
   RecordResult,
+  RefreshResult,
+  ReleaseResult,
   ReserveResult,
   StopSignal,
   WaitResult,
 } from '../../src/store/types.js';
+import { OUTBOUND_TAG } from '../../src/keys.js';
 import {
   getRedis,
   newClusterClient,
@@ -78,13 +83,16 @@ function reference(): MemoryStore {
 // Operations (issued against a RedisStore without awaiting, applied to the reference in order)
 
 type Op =
-  | { readonly kind: 'admit'; readonly tag: string; readonly buckets: readonly Bucket[]; readonly now?: number; readonly signal?: StopSignal }
-  | { readonly kind: 'record'; readonly tag: string; readonly buckets: readonly Bucket[]; readonly now: number }
+  | { readonly kind: 'admit'; readonly tag: string; readonly buckets: readonly Bucket[]; readonly now?: number; readonly signal?: StopSignal; readonly hold?: Hold }
+  | { readonly kind: 'record'; readonly tag: string; readonly buckets: readonly Bucket[]; readonly now: number; readonly hold?: Hold }
   | { readonly kind: 'count'; readonly tag: string; readonly bucket: string; readonly windowUs: number; readonly now: number }
-  | { readonly kind: 'reserve'; readonly route: readonly Carrier[]; readonly now?: number; readonly signal?: StopSignal }
-  | { readonly kind: 'wait'; readonly carrier: Carrier; readonly now: number };
+  | { readonly kind: 'reserve'; readonly route: readonly Carrier[]; readonly now?: number; readonly signal?: StopSignal; readonly hold?: Hold }
+  | { readonly kind: 'wait'; readonly carrier: Carrier; readonly now: number }
+  | { readonly kind: 'release'; readonly id: string; readonly direction?: 'in' | 'out'; readonly now: number }
+  | { readonly kind: 'refresh'; readonly id: string; readonly forUs: number; readonly now: number }
+  | { readonly kind: 'holds'; readonly tag: string; readonly name: string; readonly now: number };
 
-type Result = AdmitResult | RecordResult | CountResult | ReserveResult | WaitResult;
+type Result = AdmitResult | RecordResult | CountResult | ReserveResult | WaitResult | ReleaseResult | RefreshResult | HoldsResult;
 
 const admit = (tag: string, buckets: readonly Bucket[], now?: number): Op => ({ kind: 'admit', tag, buckets, now });
 const record = (tag: string, buckets: readonly Bucket[], now: number): Op => ({ kind: 'record', tag, buckets, now });
@@ -95,30 +103,42 @@ const wait = (carrier: Carrier, now: number): Op => ({ kind: 'wait', carrier, no
 function issue(store: RedisStore, op: Op): Promise<Result> {
   switch (op.kind) {
     case 'admit':
-      return store.admit({ tag: op.tag, buckets: op.buckets, now: op.now, signal: op.signal });
+      return store.admit({ tag: op.tag, buckets: op.buckets, now: op.now, signal: op.signal, hold: op.hold });
     case 'record':
-      return store.record({ tag: op.tag, buckets: op.buckets, now: op.now });
+      return store.record({ tag: op.tag, buckets: op.buckets, now: op.now, hold: op.hold });
     case 'count':
       return store.count({ tag: op.tag, bucket: op.bucket, windowUs: op.windowUs, now: op.now });
     case 'reserve':
-      return store.reserve({ route: op.route, now: op.now, signal: op.signal });
+      return store.reserve({ route: op.route, now: op.now, signal: op.signal, hold: op.hold });
     case 'wait':
       return store.wait({ carrier: op.carrier, now: op.now });
+    case 'release':
+      return store.release({ id: op.id, direction: op.direction, now: op.now });
+    case 'refresh':
+      return store.refresh({ id: op.id, forUs: op.forUs, now: op.now });
+    case 'holds':
+      return store.holds({ tag: op.tag, name: op.name, now: op.now });
   }
 }
 
 function apply(mem: MemoryStore, op: Op, now = op.now): Result {
   switch (op.kind) {
     case 'admit':
-      return mem.admitSync({ tag: op.tag, buckets: op.buckets, now });
+      return mem.admitSync({ tag: op.tag, buckets: op.buckets, now, hold: op.hold });
     case 'record':
-      return mem.recordSync({ tag: op.tag, buckets: op.buckets, now });
+      return mem.recordSync({ tag: op.tag, buckets: op.buckets, now, hold: op.hold });
     case 'count':
       return mem.countSync({ tag: op.tag, bucket: op.bucket, windowUs: op.windowUs, now });
     case 'reserve':
-      return mem.reserveSync({ route: op.route, now });
+      return mem.reserveSync({ route: op.route, now, hold: op.hold });
     case 'wait':
       return mem.waitSync({ carrier: op.carrier, now });
+    case 'release':
+      return mem.releaseSync({ id: op.id, direction: op.direction, now: now! });
+    case 'refresh':
+      return mem.refreshSync({ id: op.id, forUs: op.forUs, now: now! });
+    case 'holds':
+      return mem.holdsSync({ tag: op.tag, name: op.name, now: now! });
   }
 }
 
@@ -126,11 +146,15 @@ const describeCarrier = (c: Carrier): string => `${c.name}(I=${c.intervalUs},max
 
 function describeOp(op: Op): string {
   const at = op.now === undefined ? 'store clock' : `T0${op.now - T0 >= 0 ? '+' : ''}${op.now - T0}`;
+  const held = 'hold' in op && op.hold ? ` ${op.hold.id}+${op.hold.forUs}` : '';
   if (op.kind === 'count') return `count {${op.tag}} ${op.bucket} W=${op.windowUs} @${at}`;
-  if (op.kind === 'reserve') return `reserve [${op.route.map(describeCarrier).join(', ')}] @${at}`;
+  if (op.kind === 'reserve') return `reserve [${op.route.map(describeCarrier).join(', ')}]${held} @${at}`;
   if (op.kind === 'wait') return `wait ${describeCarrier(op.carrier)} @${at}`;
+  if (op.kind === 'release') return `release ${op.id} ${op.direction ?? 'both'} @${at}`;
+  if (op.kind === 'refresh') return `refresh ${op.id} +${op.forUs} @${at}`;
+  if (op.kind === 'holds') return `holds {${op.tag}} ${op.name} @${at}`;
   const names = op.buckets.map((b) => `${b.name}(${b.limits.map((l) => `${l.algorithm[0]}${l.algorithm.split('-')[1]![0]}${l.limit}/${l.windowUs}`).join(',')})`);
-  return `${op.kind} {${op.tag}} [${names.join(', ')}] @${at}`;
+  return `${op.kind} {${op.tag}} [${names.join(', ')}${op.buckets.some((b) => b.channels) ? ` ch ${op.buckets.map((b) => b.channels ?? '-').join('/')}` : ''}]${held} @${at}`;
 }
 
 /**
@@ -458,6 +482,96 @@ async function pacingEquivalence(store: RedisStore, w: PacingWorkload): Promise<
   }
 }
 
+// ---------------------------------------------------------------------------
+// The random channels workload (holds, records, release, refresh)
+
+const withCh = (b: Bucket, channels: number): Bucket => deepFreeze({ ...b, channels });
+const carrierCh = (name: string, intervalUs: number, maxWaitUs: number, channels?: number): Carrier =>
+  Object.freeze(channels === undefined ? { name, intervalUs, maxWaitUs } : { name, intervalUs, maxWaitUs, channels });
+
+/**
+ * `rounds` rounds of one tick each: admits and records of calls holding their channels (small
+ * channel limits at every level, beside rate limits; a bucket list without any), reservations
+ * over carriers with and without channel limits, releases (both legs, or one), refreshes and
+ * holds counts. Call ids come from a small pool, so repeated admits of calls still holding,
+ * re-admits after a release or a lapse, a second outbound hold of one id, and releases of ids
+ * that hold nothing all happen. Hold times from 0 to 4 s, times going backwards and repeating.
+ * With `tagged` (hash tags: a release first reads a locator), releases and refreshes come last
+ * in their tick, at most one per tick (see RedisStore: recordGroups). Every result is compared
+ * with the reference.
+ */
+async function channelEquivalence(store: RedisStore, seed: number, rounds: number, tagged: boolean): Promise<void> {
+  const rand = prng(seed);
+  const int = (n: number) => Math.floor(rand() * n);
+  const mem = reference();
+  const g = withCh(bucket('global', SL(40, S)), 8);
+  const a0 = withCh(bucket('account:a0'), 4);
+  const a1 = bucket('account:a1', SL(6, S));
+  const p0 = withCh(bucket('peer:p0', SL(5, S)), 3);
+  const p1 = withCh(bucket('peer:p1'), 2);
+  const p2 = bucket('peer:p2', FW(4, S));
+  const p3 = withCh(bucket('peer:p3', SW(4, S)), 1);
+  const lists = [list(g, a0, p0), list(g, a0, p1), list(g, a1, p2), list(g, p3), list(a0, p1), list(p2), list(g, a1, p0)];
+  const holdBuckets = [g, a0, p0, p1, p3];
+  const carriers = [carrierCh('carrier:h1', 100_000, 300_000, 2), carrierCh('carrier:h2', I3, 0, 1), carrierCh('carrier:h3', 1_000, 5_000), carrierCh('carrier:h4', 250_000, S, 3)];
+  const routes = [[carriers[0]!, carriers[1]!], [carriers[1]!, carriers[3]!, carriers[2]!], [carriers[0]!], [carriers[3]!, carriers[0]!]].map((r) => Object.freeze(r));
+  const ids = Array.from({ length: 24 }, (_, i) => (i % 5 === 4 ? `call {${i}}: x y` : `c${i}`));
+  const forUs = () => [0, 1 + int(S), 1 + int(4 * S), 2 * S][int(4)]!;
+  const n = { admitted: 0, refusedRate: 0, refusedChannels: 0, duplicates: 0, reserved: 0, passedFull: 0, released: 0, releasedNothing: 0, refreshed: 0, holdsSeen: 0 };
+  let base = T0 + int(10 * S);
+  let prev = base;
+  for (let round = 0; round < rounds; round++) {
+    base = rand() < 0.1 ? Math.max(0, prev - int(S)) : prev + int(400_000);
+    prev = base;
+    const ops: Op[] = [];
+    const last: Op[] = [];
+    const k = 1 + int(40);
+    for (let i = 0; i < k; i++) {
+      const r = rand();
+      let t = r < 0.3 ? prev : r < 0.75 ? prev + 1 + int(150_000) : r < 0.9 ? prev - 1 - int(200_000) : base + int(S);
+      t = Math.max(0, t);
+      prev = t;
+      const id = ids[int(ids.length)]!;
+      const kind = rand();
+      if (kind < 0.42) ops.push({ kind: 'admit', tag: 'in', buckets: lists[int(lists.length)]!, now: t, hold: { id, forUs: forUs() } });
+      else if (kind < 0.46) ops.push({ kind: 'record', tag: 'in', buckets: lists[int(lists.length)]!, now: t, hold: { id, forUs: forUs() } });
+      else if (kind < 0.7) ops.push({ kind: 'reserve', route: routes[int(routes.length)]!, now: t, hold: { id, forUs: forUs() } });
+      else if (kind < 0.85) {
+        const b = holdBuckets[int(holdBuckets.length)]!;
+        ops.push(rand() < 0.7 ? { kind: 'holds', tag: 'in', name: b.name, now: t } : { kind: 'holds', tag: OUTBOUND_TAG, name: carriers[int(carriers.length)]!.name, now: t });
+      } else {
+        const op: Op =
+          kind < 0.95
+            ? { kind: 'release', id, direction: ([undefined, 'in', 'out'] as const)[int(3)], now: t }
+            : { kind: 'refresh', id, forUs: forUs(), now: t };
+        if (!tagged) ops.push(op);
+        else if (last.length === 0) last.push(op);
+      }
+    }
+    ops.push(...last);
+    const results = await runTick(store, mem, ops, `seed ${seed} round ${round}`);
+    results.forEach((res, i) => {
+      const op = ops[i]!;
+      if (op.kind === 'admit') {
+        const a = res as AdmitResult;
+        if (a.duplicate) n.duplicates++;
+        else if (a.admitted) n.admitted++;
+        else if (a.reason === 'channels') n.refusedChannels++;
+        else n.refusedRate++;
+      } else if (op.kind === 'reserve') {
+        const r = res as ReserveResult;
+        if (r.index >= 0) n.reserved++;
+        if (r.full.some((f) => f)) n.passedFull++;
+      } else if (op.kind === 'release') (res as ReleaseResult).released > 0 ? n.released++ : n.releasedNothing++;
+      else if (op.kind === 'refresh') n.refreshed += (res as RefreshResult).refreshed;
+      else if (op.kind === 'holds' && (res as HoldsResult).holds > 0) n.holdsSeen++;
+    });
+  }
+  // not vacuous: every path is taken many times
+  const stats = JSON.stringify(n);
+  for (const [key, v] of Object.entries(n)) expect(v, `${key} ${stats}`).to.be.above(rounds / (tagged ? 40 : 15));
+}
+
 /** INFO commandstats: calls of the given commands, summed. */
 async function commandCalls(raw: Redis, ...cmds: string[]): Promise<number> {
   const info = await raw.info('commandstats');
@@ -705,6 +819,13 @@ function sharedTests(b: Backend, cluster: boolean): void {
     });
   });
 
+  // ------------------------------------------------------------------------- channels
+
+  it('channels: seeded random equivalence with MemoryStore (holds, repeats, release, refresh, full carriers)', async function () {
+    this.timeout(90_000);
+    await channelEquivalence(b.store(), cluster ? 0xc4a7e1 : 0xc4a701, 300, cluster);
+  });
+
   // ------------------------------------------------------------------------- reservations
 
   it(`reservations: seeded random equivalence with MemoryStore (reserve and wait, ${lanes})`, async function () {
@@ -830,9 +951,9 @@ function sharedTests(b: Backend, cluster: boolean): void {
     // reserve A, wait, reserve B on one carrier, increasing times
     const X = carrier('carrier:ox', 1000.5, 10_000);
     const r1 = await runTick(store, mem, [reserve([X], t), wait(X, t + 1), reserve([X], t + 2)], 'reserve, wait, reserve');
-    expect(r1[0]).to.deep.equal({ index: 0, waitUs: 0, slotUs: t, waits: [0], now: t });
+    expect(r1[0]).to.deep.equal({ index: 0, waitUs: 0, slotUs: t, waits: [0], full: [false], now: t });
     expect(r1[1], 'the wait sees A').to.deep.equal({ waitUs: 999.5, now: t + 1 });
-    expect(r1[2], 'B sees A').to.deep.equal({ index: 0, waitUs: 998.5, slotUs: t + 1000.5, waits: [998.5], now: t + 2 });
+    expect(r1[2], 'B sees A').to.deep.equal({ index: 0, waitUs: 998.5, slotUs: t + 1000.5, waits: [998.5], full: [false], now: t + 2 });
 
     // waits first, between and last in one tick at one time, each sees the reservations before it
     const Y = carrier('carrier:oy', I7, 3.5 * I7);

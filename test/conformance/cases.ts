@@ -3,10 +3,11 @@
  * the normative semantics of src/store/types.ts demand. Every expected value is computed by hand
  * (the arithmetic is in the comments); nothing here is derived from a store.
  */
-import type { Bucket, Carrier, Limit, Store } from '../../src/store/types.js';
+import type { Bucket, Carrier, Hold, Limit, Store } from '../../src/store/types.js';
 import {
   GLOBAL_BUCKET,
   GLOBAL_TAG,
+  OUTBOUND_TAG,
   accountBucket,
   accountTag,
   carrierName,
@@ -44,14 +45,27 @@ export interface AdmitExpect {
   limitedBy?: number;
   /** Checked exactly when given; 0 is always checked for admissions. */
   retryAfterUs?: number;
+  /** On refusals: checked always ('rate' by default). */
+  reason?: 'rate' | 'channels';
+  /** On admissions: checked always (false by default). */
+  duplicate?: boolean;
 }
 
 export type Op =
-  | { op: 'admit'; tag: string; buckets: Bucket[]; now: number; times: number; expect: AdmitExpect }
-  | { op: 'record'; tag: string; buckets: Bucket[]; now: number; times: number }
+  | { op: 'admit'; tag: string; buckets: Bucket[]; now: number; times: number; expect: AdmitExpect; hold?: Hold }
+  | { op: 'record'; tag: string; buckets: Bucket[]; now: number; times: number; hold?: Hold; duplicate?: boolean }
   | { op: 'count'; tag: string; bucket: string; windowUs: number; now: number; expect: number }
-  | { op: 'reserve'; route: Carrier[]; now: number; expect: { index: number; waitUs: number; waits: number[] } }
-  | { op: 'wait'; carrier: Carrier; now: number; expect: number };
+  | {
+      op: 'reserve';
+      route: Carrier[];
+      now: number;
+      hold?: Hold;
+      expect: { index: number; waitUs: number; waits: number[]; full?: boolean[] };
+    }
+  | { op: 'wait'; carrier: Carrier; now: number; expect: number }
+  | { op: 'release'; id: string; direction?: 'in' | 'out'; now: number; expect: number }
+  | { op: 'refresh'; id: string; forUs: number; now: number; expect: number }
+  | { op: 'holds'; tag: string; name: string; now: number; expect: number };
 
 export interface Case {
   name: string;
@@ -60,12 +74,20 @@ export interface Case {
 
 export const ok: AdmitExpect = { admitted: true, limitedBy: -1, retryAfterUs: 0 };
 export const no = (limitedBy: number, retryAfterUs?: number): AdmitExpect => ({ admitted: false, limitedBy, retryAfterUs });
+/** Refused by a channel limit: no retry-after (a call's end is not known). */
+export const noCh = (limitedBy: number): AdmitExpect => ({ admitted: false, limitedBy, retryAfterUs: 0, reason: 'channels' });
+export const dup: AdmitExpect = { admitted: true, limitedBy: -1, retryAfterUs: 0, duplicate: true };
 
 /** Operations on one tag and one list of buckets (the usual shape of a case). */
 function on(tag: string, buckets: Bucket[]) {
   return {
     admit: (now: number, expect: AdmitExpect, times = 1): Op => ({ op: 'admit', tag, buckets, now, times, expect }),
+    /** admit call `id`, holding its channels for `forUs` once admitted */
+    call: (now: number, id: string, forUs: number, expect: AdmitExpect): Op => ({ op: 'admit', tag, buckets, now, times: 1, expect, hold: { id, forUs } }),
     record: (now: number, times = 1): Op => ({ op: 'record', tag, buckets, now, times }),
+    recordCall: (now: number, id: string, forUs: number, duplicate = false): Op => ({ op: 'record', tag, buckets, now, times: 1, hold: { id, forUs }, duplicate }),
+    /** calls in progress in bucket `i` at `now` */
+    holds: (i: number, now: number, expect: number): Op => ({ op: 'holds', tag, name: buckets[i]!.name, now, expect }),
     /** count of bucket `i` (index in `buckets`) over window W at `now`. */
     count: (i: number, windowUs: number, now: number, expect: number): Op => ({
       op: 'count', tag, bucket: buckets[i]!.name, windowUs, now, expect,
@@ -76,6 +98,15 @@ const reserve = (route: Carrier[], now: number, index: number, waitUs: number, w
   op: 'reserve', route, now, expect: { index, waitUs, waits },
 });
 const wait = (c: Carrier, now: number, expect: number): Op => ({ op: 'wait', carrier: c, now, expect });
+/** reserve for call `id` holding its carrier's channel until slot + forUs */
+const reserveCall = (route: Carrier[], now: number, id: string, forUs: number, index: number, waitUs: number, waits: number[], full: boolean[]): Op => ({
+  op: 'reserve', route, now, hold: { id, forUs }, expect: { index, waitUs, waits, full },
+});
+const release = (id: string, now: number, expect: number, direction?: 'in' | 'out'): Op => ({ op: 'release', id, now, expect, direction });
+const refresh = (id: string, forUs: number, now: number, expect: number): Op => ({ op: 'refresh', id, forUs, now, expect });
+const carrierHolds = (c: Carrier, now: number, expect: number): Op => ({ op: 'holds', tag: OUTBOUND_TAG, name: c.name, now, expect });
+const withChannels = (b: Bucket, channels: number): Bucket => ({ ...b, channels });
+const carrierCh = (id: string, intervalUs: number, maxWaitUs: number, channels: number): Carrier => ({ ...carrier(id, intervalUs, maxWaitUs), channels });
 
 // ---------------------------------------------------------------------------
 // Sliding log
@@ -444,7 +475,135 @@ const leaky: Case[] = [
   },
 ];
 
-export const CASES: Case[] = [...slidingLog, ...buckets, ...windows, ...records, ...leaky];
+// ---------------------------------------------------------------------------
+// Channels (calls in progress). A hold counts at t iff its end > t.
+
+const chPeer = withChannels(bucket(peerBucket('ch one')), 2);
+const chGlobal = withChannels(bucket(GLOBAL_BUCKET, SL(10, S)), 2);
+const chRate = bucket(peerBucket('ch rate'), SL(1, S));
+const chBoth = withChannels(bucket(peerBucket('ch both'), SL(1, S)), 1);
+const chOther = bucket(peerBucket('ch other'));
+const chDup = withChannels(bucket(peerBucket('ch dup'), SL(2, S)), 5);
+const chAcc = withChannels(bucket(accountBucket('ch {acc}'), SL(100, S)), 3);
+const chPeerA = withChannels(bucket(peerBucket('ch a:1')), 1);
+const CA = carrierCh('chA', 100_000, S, 2); // 10 cps, maxWait 1 s, 2 channels
+const CB = carrier('chB', 100_000, 0); // no channel limit
+const CC = carrierCh('chC', S, 5 * S, 1); // 1 cps, maxWait 5 s, 1 channel
+
+const channels: Case[] = [
+  {
+    name: 'channels: at most N in progress; a hold ending exactly at t has freed its channel',
+    ops: [
+      on(peerTag('ch one'), [chPeer]).call(T0, 'c1', 10 * S, ok), // holds until T0+10s
+      on(peerTag('ch one'), [chPeer]).call(T0 + S, 'c2', 5 * S, ok), // until T0+6s
+      on(peerTag('ch one'), [chPeer]).holds(0, T0 + S, 2),
+      on(peerTag('ch one'), [chPeer]).call(T0 + 2 * S, 'c3', S, noCh(0)), // 2 >= 2
+      on(peerTag('ch one'), [chPeer]).call(T0 + 6 * S - 1, 'c3', S, noCh(0)), // c2 still holds at T0+6s-1µs
+      on(peerTag('ch one'), [chPeer]).holds(0, T0 + 6 * S, 1), // c2's end = t: freed
+      on(peerTag('ch one'), [chPeer]).call(T0 + 6 * S, 'c3', 4 * S, ok), // until T0+10s
+      on(peerTag('ch one'), [chPeer]).call(T0 + 9 * S, 'c4', S, noCh(0)),
+      on(peerTag('ch one'), [chPeer]).holds(0, T0 + 10 * S, 0), // c1 and c3 both end at T0+10s
+      on(peerTag('ch one'), [chPeer]).call(T0 + 10 * S, 'c4', 0, ok), // a call of duration 0 holds nothing
+      on(peerTag('ch one'), [chPeer]).holds(0, T0 + 10 * S, 0),
+    ],
+  },
+  {
+    name: 'channels: rate limits first, then channels, bucket by bucket; a refusal holds nothing anywhere',
+    ops: [
+      // global: 10/s and 2 channels; peer 'ch rate': 1/s
+      on(GLOBAL_TAG, [chGlobal, chRate]).call(T0, 'g1', 60 * S, ok),
+      on(GLOBAL_TAG, [chGlobal, chRate]).call(T0, 'g2', 60 * S, no(1, S)), // peer rate: reason rate, global holds 1 only
+      on(GLOBAL_TAG, [chGlobal, chRate]).holds(0, T0, 1),
+      on(GLOBAL_TAG, [chGlobal, chOther]).call(T0, 'g3', 60 * S, ok), // global holds 2
+      on(GLOBAL_TAG, [chGlobal, chOther]).call(T0 + 1, 'g4', 60 * S, noCh(0)), // global channels: the first bucket without room
+      // peer rate full too: the global bucket is named, for channels; the retry-after is the peer rate's (g1 leaves at T0+1s)
+      on(GLOBAL_TAG, [chGlobal, chRate]).call(T0 + 2, 'g5', 60 * S, { admitted: false, limitedBy: 0, retryAfterUs: S - 2, reason: 'channels' }),
+      // one bucket short of both rate and channels: reason rate (its rate limits come first)
+      on(peerTag('ch both'), [chBoth]).call(T0, 'b1', 60 * S, ok),
+      on(peerTag('ch both'), [chBoth]).call(T0 + 1, 'b2', 60 * S, no(0, S - 1)),
+      on(peerTag('ch both'), [chBoth]).call(T0 + S, 'b2', 60 * S, noCh(0)), // rate has room again; channels full
+      on(GLOBAL_TAG, [chGlobal, chRate]).holds(0, T0 + 60 * S - 1, 2),
+      on(GLOBAL_TAG, [chGlobal, chRate]).holds(0, T0 + 60 * S, 0),
+      on(GLOBAL_TAG, [chGlobal, chOther]).call(T0 + 60 * S, 'g6', 60 * S, ok),
+    ],
+  },
+  {
+    name: 'channels: a repeated admit of a call still holding is admitted and counted nowhere; after its end it is a new call',
+    ops: [
+      on(peerTag('ch dup'), [chDup]).call(T0, 'd1', 3 * S, ok),
+      on(peerTag('ch dup'), [chDup]).call(T0 + 100, 'd1', 3 * S, dup), // retransmission: not counted
+      on(peerTag('ch dup'), [chDup]).call(T0 + 200, 'd2', 3 * S, ok), // rate 2/s: d1 + d2
+      on(peerTag('ch dup'), [chDup]).call(T0 + 300, 'd3', 3 * S, no(0, S - 300)), // the duplicate took no rate slot
+      on(peerTag('ch dup'), [chDup]).holds(0, T0 + 300, 2),
+      on(peerTag('ch dup'), [chDup]).count(0, S, T0 + 300, 2),
+      on(peerTag('ch dup'), [chDup]).call(T0 + 3 * S, 'd1', 3 * S, ok), // d1's hold ended at T0+3s: a new call
+      on(peerTag('ch dup'), [chDup]).holds(0, T0 + 3 * S, 2), // d2 (until T0+3s+200) and the new d1
+      on(peerTag('ch dup'), [chDup]).recordCall(T0 + 3 * S + 1, 'd1', 3 * S, true), // record of a call still holding: counted once
+      on(peerTag('ch dup'), [chDup]).count(0, S, T0 + 3 * S + 1, 1),
+      on(peerTag('ch dup'), [chDup]).recordCall(T0 + 3 * S + 2, 'd9', 3 * S), // an emergency call holds too
+      on(peerTag('ch dup'), [chDup]).holds(0, T0 + 3 * S + 2, 3),
+      on(peerTag('ch dup'), [chDup]).count(0, S, T0 + 3 * S + 2, 2),
+    ],
+  },
+  {
+    name: 'channels: release by id frees every level at once, refresh extends, a second release finds nothing',
+    ops: [
+      on(accountTag('ch {acc}'), [chAcc, chPeerA]).call(T0, 'r1 {x}: y', 60 * S, ok),
+      on(accountTag('ch {acc}'), [chAcc, chPeerA]).call(T0 + 1, 'r2', 60 * S, noCh(1)), // peer: 1 channel
+      release('r1 {x}: y', T0 + 2, 1),
+      on(accountTag('ch {acc}'), [chAcc, chPeerA]).holds(0, T0 + 2, 0),
+      on(accountTag('ch {acc}'), [chAcc, chPeerA]).holds(1, T0 + 2, 0),
+      release('r1 {x}: y', T0 + 3, 0), // released already
+      on(accountTag('ch {acc}'), [chAcc, chPeerA]).call(T0 + 4, 'r2', 10 * S, ok),
+      refresh('r2', 60 * S, T0 + 5 * S, 1), // now until T0+65s
+      on(accountTag('ch {acc}'), [chAcc, chPeerA]).holds(1, T0 + 30 * S, 1),
+      on(accountTag('ch {acc}'), [chAcc, chPeerA]).call(T0 + 30 * S, 'r3', S, noCh(1)),
+      refresh('r2', 60 * S, T0 + 65 * S, 0), // lapsed exactly at T0+65s: nothing to extend
+      on(accountTag('ch {acc}'), [chAcc, chPeerA]).call(T0 + 65 * S, 'r3', S, ok),
+      release('r2', T0 + 65 * S, 0), // its record lapsed: released nothing (and is dropped)
+      release('nobody', T0 + 65 * S, 0),
+      on(accountTag('ch {acc}'), [chAcc, chPeerA]).holds(0, T0 + 65 * S, 1),
+    ],
+  },
+  {
+    name: 'leaky bucket channels: a full carrier is passed over like a long wait; holds from the decision to slot + duration',
+    ops: [
+      reserveCall([CA, CB], T0, 'o1', S, 0, 0, [0], [false]), // A until T0+1s
+      reserveCall([CA, CB], T0, 'o2', S, 0, 100_000, [100_000], [false]), // slot T0+0.1s: until T0+1.1s
+      reserveCall([CA, CB], T0, 'o3', S, 1, 0, [200_000, 0], [true, false]), // A: wait fits, 2 channels full -> B
+      carrierHolds(CA, T0, 2),
+      carrierHolds(CB, T0, 0), // B has no channel limit: nothing held there
+      wait(CA, T0, 200_000), // the refused A kept its state
+      carrierHolds(CA, T0 + S, 1), // o1's end = t
+      reserveCall([CA, CB], T0 + S, 'o4', S, 0, 0, [0], [false]),
+      // a call waiting for a later slot already holds: 1 cps, 1 channel
+      reserveCall([CC], T0, 'o5', 0, 0, 0, [0], [false]), // slot = t and duration 0: holds nothing
+      carrierHolds(CC, T0, 0),
+      reserveCall([CC], T0, 'o6', 0, 0, S, [S], [false]), // slot T0+1s: holds until then
+      carrierHolds(CC, T0, 1),
+      reserveCall([CC], T0, 'o7', 0, -1, 0, [2 * S], [true]), // wait 2 s fits; channel full
+      reserveCall([CC], T0 + S, 'o7', 0, 0, S, [S], [false]), // o6 ended at its slot
+    ],
+  },
+  {
+    name: 'leaky bucket channels: a call id reserved again drops its earlier hold; release by direction',
+    ops: [
+      reserveCall([CC], T0 + 20 * S, 'x1', 60 * S, 0, 0, [0], [false]),
+      on(peerTag('ch one'), [chPeer]).call(T0 + 20 * S, 'x1', 60 * S, ok), // the same call inbound
+      carrierHolds(CC, T0 + 20 * S, 1),
+      reserveCall([CC, CA], T0 + 20 * S, 'x1', 60 * S, 1, 0, [S, 0], [true, false]), // again: CC is full (with x1 itself), A takes it
+      carrierHolds(CC, T0 + 20 * S, 0), // x1's first hold went with its new reservation
+      carrierHolds(CA, T0 + 20 * S, 1),
+      release('x1', T0 + 21 * S, 1, 'out'),
+      carrierHolds(CA, T0 + 21 * S, 0),
+      on(peerTag('ch one'), [chPeer]).holds(0, T0 + 21 * S, 1), // the inbound hold stays
+      release('x1', T0 + 21 * S, 1),
+      on(peerTag('ch one'), [chPeer]).holds(0, T0 + 21 * S, 0),
+    ],
+  },
+];
+
+export const CASES: Case[] = [...slidingLog, ...buckets, ...windows, ...records, ...leaky, ...channels];
 
 // ---------------------------------------------------------------------------
 // Invalid arguments: each call must be refused with InvalidArgumentError before any I/O.
@@ -487,6 +646,22 @@ export const INVALID: InvalidCase[] = [
   { name: 'reserve: now Infinity', call: (s) => s.reserve({ route: [okC], now: Infinity }) },
   { name: 'wait: interval 0', call: (s) => s.wait({ carrier: carrier('bad', 0, 0), now: T0 }) },
   { name: 'wait: now NaN', call: (s) => s.wait({ carrier: okC, now: NaN }) },
+  { name: 'admit: channels 0', call: adm([okB, withChannels(bucket(peerBucket('bad')), 0)]) },
+  { name: 'admit: channels 1.5', call: adm([okB, withChannels(bucket(peerBucket('bad')), 1.5)]) },
+  { name: 'admit: a channel limit without a hold', call: adm([okB, withChannels(bucket(peerBucket('bad')), 3)]) },
+  { name: 'admit: hold with an empty id', call: (s) => s.admit({ tag: okTag, buckets: [withChannels(okB, 3)], now: T0, hold: { id: '', forUs: S } }) },
+  { name: 'admit: hold for -1 µs', call: (s) => s.admit({ tag: okTag, buckets: [withChannels(okB, 3)], now: T0, hold: { id: 'x', forUs: -1 } }) },
+  { name: 'admit: hold for 1.5 µs', call: (s) => s.admit({ tag: okTag, buckets: [okB], now: T0, hold: { id: 'x', forUs: 1.5 } }) },
+  { name: 'record: a channel limit without a hold', call: (s) => s.record({ tag: okTag, buckets: [withChannels(okB, 3)], now: T0 }) },
+  { name: 'reserve: channels -2', call: (s) => s.reserve({ route: [carrierCh('bad', 100_000, 0, -2)], now: T0, hold: { id: 'x', forUs: S } }) },
+  { name: 'reserve: a channel limit without a hold', call: (s) => s.reserve({ route: [okC, carrierCh('bad', 100_000, 0, 2)], now: T0 }) },
+  { name: 'reserve: hold for NaN µs', call: (s) => s.reserve({ route: [okC], now: T0, hold: { id: 'x', forUs: NaN } }) },
+  { name: 'release: empty id', call: (s) => s.release({ id: '', now: T0 }) },
+  { name: 'release: direction sideways', call: (s) => s.release({ id: 'x', now: T0, direction: 'sideways' as 'in' }) },
+  { name: 'release: now NaN', call: (s) => s.release({ id: 'x', now: NaN }) },
+  { name: 'refresh: forUs -1', call: (s) => s.refresh({ id: 'x', forUs: -1, now: T0 }) },
+  { name: 'refresh: id 42 (not a string)', call: (s) => s.refresh({ id: 42 as unknown as string, forUs: S, now: T0 }) },
+  { name: 'holds: a name with a brace', call: (s) => s.holds({ tag: okTag, name: 'peer:{x}', now: T0 }) },
 ];
 
 /** What the invalid calls above must have left untouched (checked after all of them). */

@@ -32,9 +32,15 @@ function describeOp(op: Op): string {
     case 'count':
       return `count ${op.bucket} W=${op.windowUs} @T0${fmt(now)}`;
     case 'reserve':
-      return `reserve [${op.route.map((c) => c.name).join(', ')}] @T0${fmt(now)}`;
+      return `reserve [${op.route.map((c) => c.name).join(', ')}]${op.hold ? ` ${op.hold.id}` : ''} @T0${fmt(now)}`;
     case 'wait':
       return `wait ${op.carrier.name} @T0${fmt(now)}`;
+    case 'release':
+      return `release ${op.id}${op.direction ? ` ${op.direction}` : ''} @T0${fmt(now)}`;
+    case 'refresh':
+      return `refresh ${op.id} +${op.forUs} @T0${fmt(now)}`;
+    case 'holds':
+      return `holds ${op.name} @T0${fmt(now)}`;
   }
 }
 const fmt = (now: number) => {
@@ -49,29 +55,48 @@ export async function runOps(store: Store, ops: readonly Op[]): Promise<void> {
     switch (op.op) {
       case 'admit':
         for (let k = 0; k < op.times; k++) {
-          const r = await store.admit({ tag: op.tag, buckets: op.buckets, now: op.now });
+          const r = await store.admit({ tag: op.tag, buckets: op.buckets, now: op.now, ...(op.hold && { hold: op.hold }) });
           const { admitted, limitedBy, retryAfterUs } = op.expect;
-          const exp = { admitted, limitedBy: limitedBy ?? -1, now: op.now, ...(retryAfterUs === undefined ? {} : { retryAfterUs }) };
-          const act = { admitted: r.admitted, limitedBy: r.limitedBy, now: r.now, ...(retryAfterUs === undefined ? {} : { retryAfterUs: r.retryAfterUs }) };
+          const kind = admitted ? { duplicate: op.expect.duplicate ?? false } : { reason: op.expect.reason ?? 'rate' };
+          const exp = { admitted, limitedBy: limitedBy ?? -1, now: op.now, ...kind, ...(retryAfterUs === undefined ? {} : { retryAfterUs }) };
+          const actKind = admitted ? { duplicate: r.duplicate ?? false } : { reason: r.reason };
+          const act = { admitted: r.admitted, limitedBy: r.limitedBy, now: r.now, ...actKind, ...(retryAfterUs === undefined ? {} : { retryAfterUs: r.retryAfterUs }) };
           expect(act, `${at} (call ${k + 1})`).to.deep.equal(exp);
         }
         break;
       case 'record':
         for (let k = 0; k < op.times; k++) {
-          const r = await store.record({ tag: op.tag, buckets: op.buckets, now: op.now });
+          const r = await store.record({ tag: op.tag, buckets: op.buckets, now: op.now, ...(op.hold && { hold: op.hold }) });
           expect(r.now, `${at} (call ${k + 1}) now`).to.equal(op.now);
+          expect(r.duplicate ?? false, `${at} (call ${k + 1}) duplicate`).to.equal(op.duplicate ?? false);
         }
         break;
+      case 'release': {
+        const r = await store.release({ id: op.id, now: op.now, ...(op.direction && { direction: op.direction }) });
+        expect({ released: r.released, now: r.now }, at).to.deep.equal({ released: op.expect, now: op.now });
+        break;
+      }
+      case 'refresh': {
+        const r = await store.refresh({ id: op.id, forUs: op.forUs, now: op.now });
+        expect({ refreshed: r.refreshed, now: r.now }, at).to.deep.equal({ refreshed: op.expect, now: op.now });
+        break;
+      }
+      case 'holds': {
+        const r = await store.holds({ tag: op.tag, name: op.name, now: op.now });
+        expect({ holds: r.holds, now: r.now }, at).to.deep.equal({ holds: op.expect, now: op.now });
+        break;
+      }
       case 'count': {
         const r = await store.count({ tag: op.tag, bucket: op.bucket, windowUs: op.windowUs, now: op.now });
         expect({ count: r.count, now: r.now }, at).to.deep.equal({ count: op.expect, now: op.now });
         break;
       }
       case 'reserve': {
-        const r = await store.reserve({ route: op.route, now: op.now });
+        const r = await store.reserve({ route: op.route, now: op.now, ...(op.hold && { hold: op.hold }) });
         const e = op.expect;
         const msg = `${at}: got ${JSON.stringify(r)}, expected ${JSON.stringify(e)}`;
         expect(r.index, msg).to.equal(e.index);
+        expect(r.full, msg).to.deep.equal(e.full ?? e.waits.map(() => false));
         expect(r.now, msg).to.equal(op.now);
         expect(r.waits.length, msg).to.equal(e.waits.length);
         r.waits.forEach((w, j) => expect(close(w, e.waits[j]!), `${msg} (waits[${j}])`).to.equal(true));

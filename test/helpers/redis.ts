@@ -28,6 +28,9 @@ export interface RedisServer {
   port: number;
   /** Sends `signal` (default SIGKILL) and waits for the process to exit. */
   kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Freezes the server (SIGSTOP) until resume() (SIGCONT): a stall, its sockets open. */
+  pause(): void;
+  resume(): void;
   /** Starts the server again on the same port; resolves once it answers PING. */
   restart(): Promise<void>;
   /** Stops the server and removes its data directory. */
@@ -341,6 +344,12 @@ export async function startRedisServer(opts: { port?: number; args?: string[] } 
     port,
     async kill(signal: NodeJS.Signals = 'SIGKILL') {
       await terminate(current, signal);
+    },
+    pause() {
+      current?.child.kill('SIGSTOP');
+    },
+    resume() {
+      current?.child.kill('SIGCONT');
     },
     async restart() {
       if (stopped) throw new Error('restart() after stop()');

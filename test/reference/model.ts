@@ -20,6 +20,8 @@ export interface ModelCall {
   peer?: string;
   account?: string;
   route?: string[];
+  /** How long the call lasted, µs; absent when its end was never reported. */
+  durationUs?: number;
 }
 
 export interface InDecision {
@@ -27,6 +29,8 @@ export interface InDecision {
   direction: 'in';
   outcome: 'admitted' | 'rejected';
   limited_by?: string;
+  reason?: 'rate' | 'channels';
+  duplicate?: true;
 }
 
 export interface OutDecision {
@@ -41,21 +45,24 @@ export interface OutDecision {
 
 export type Decision = InDecision | OutDecision;
 
-interface LimitJson {
-  limit: number;
-  window: string;
+/** A bucket list entry: a rate limit, or `{ channels: N }`. */
+interface EntryJson {
+  limit?: number;
+  window?: string;
   algorithm?: string;
+  channels?: number;
 }
 
 interface ConfigJson {
+  maxCallDuration?: string;
   inbound?: {
-    global?: LimitJson[];
-    accounts?: Record<string, LimitJson[]>;
-    peers?: Record<string, LimitJson[]>;
-    defaultPeer?: LimitJson[];
+    global?: EntryJson[];
+    accounts?: Record<string, EntryJson[]>;
+    peers?: Record<string, EntryJson[]>;
+    defaultPeer?: EntryJson[];
   };
   outbound?: {
-    carriers?: Record<string, { cps: number; maxWait?: string }>;
+    carriers?: Record<string, { cps: number; maxWait?: string; channels?: number }>;
   };
 }
 
@@ -86,14 +93,28 @@ interface ModelLimit {
   algorithm: 'sliding-log' | 'sliding-window' | 'fixed-window';
 }
 
-function limitsOf(list: LimitJson[]): ModelLimit[] {
-  return list.map((l) => {
-    const algorithm = (l.algorithm ?? 'sliding-log') as ModelLimit['algorithm'];
-    if (!['sliding-log', 'sliding-window', 'fixed-window'].includes(algorithm)) {
-      throw new Error(`model: bad algorithm ${l.algorithm}`);
-    }
-    return { limit: l.limit, windowUs: durationUs(l.window), algorithm };
-  });
+function limitsOf(list: EntryJson[]): ModelLimit[] {
+  return list
+    .filter((l) => l.channels === undefined)
+    .map((l) => {
+      const algorithm = (l.algorithm ?? 'sliding-log') as ModelLimit['algorithm'];
+      if (!['sliding-log', 'sliding-window', 'fixed-window'].includes(algorithm)) {
+        throw new Error(`model: bad algorithm ${l.algorithm}`);
+      }
+      return { limit: l.limit!, windowUs: durationUs(l.window!), algorithm };
+    });
+}
+
+/** The bucket's channel limit N, if its list has `{ channels: N }`. */
+function channelsOf(list: EntryJson[]): number | undefined {
+  return list.find((l) => l.channels !== undefined)?.channels;
+}
+
+/** Calls in progress at t: holds whose end is after t. */
+function inProgress(ends: number[], t: number): number {
+  let n = 0;
+  for (const e of ends) if (e > t) n++;
+  return n;
 }
 
 function own<T>(obj: Record<string, T> | undefined, key: string): T | undefined {
@@ -120,22 +141,44 @@ function hasRoom(log: number[], lim: ModelLimit, t: number): boolean {
   return c + p * (1 - f) < lim.limit;
 }
 
-/** Decisions for `calls` (in processing order) under `config` (the contract's JSON form). */
+/**
+ * Decisions for `calls` (in processing order) under `config` (the contract's JSON form).
+ *
+ * Beyond the contract's text, as callgate decides (one call record per call id and direction):
+ * - a repeated admit of a call id whose earlier admission still holds a channel (it held one in
+ *   a bucket with a channel limit and its end is after t), on a path that has a channel limit, is
+ *   admitted again and counted nowhere (`duplicate`);
+ * - an outbound call that gets a carrier drops the hold of an earlier outbound call of its id.
+ */
 export function runModel(config: unknown, calls: readonly ModelCall[]): Decision[] {
   const cfg = (config ?? {}) as ConfigJson;
   const inbound = cfg.inbound ?? {};
   const carriers = cfg.outbound?.carriers ?? {};
+  const maxCallUs = durationUs(cfg.maxCallDuration ?? 'PT4H');
 
-  // Admitted call times, one list per bucket.
+  // Admitted call times and hold ends, one list each per bucket.
   const globalLog: number[] = [];
   const accountLogs = new Map<string, number[]>();
   const peerLogs = new Map<string, number[]>();
-  // Latest slot given per carrier (µs, may be fractional).
+  const globalEnds: number[] = [];
+  const accountEnds = new Map<string, number[]>();
+  const peerEnds = new Map<string, number[]>();
+  // Per call id, the end of its inbound holds (only calls that hold somewhere).
+  const inboundEnd = new Map<string, number>();
+  // Latest slot given and hold ends, per carrier.
   const lastSlot = new Map<string, number>();
+  const carrierEnds = new Map<string, number[]>();
+  // Per call id, its outbound hold: the carrier's list and the end in it.
+  const outboundHold = new Map<string, { ends: number[]; end: number }>();
+  const listOf = (m: Map<string, number[]>, k: string): number[] => {
+    if (!m.has(k)) m.set(k, []);
+    return m.get(k)!;
+  };
 
   const out: Decision[] = [];
   for (const call of calls) {
     const t = call.time;
+    const end = (start: number) => start + (call.durationUs ?? maxCallUs);
     if (call.direction === 'in') {
       const peer = call.peer!;
       const peerLimits = own(inbound.peers, peer) ?? inbound.defaultPeer;
@@ -143,31 +186,52 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
         out.push({ call_id: call.callId, direction: 'in', outcome: 'rejected', limited_by: 'unknown-peer' });
         continue;
       }
-      const checks: { name: string; limits: ModelLimit[]; log: number[] }[] = [];
+      const checks: { name: string; limits: ModelLimit[]; channels?: number; log: number[]; ends: number[] }[] = [];
       if (inbound.global !== undefined) {
-        checks.push({ name: 'global', limits: limitsOf(inbound.global), log: globalLog });
+        checks.push({ name: 'global', limits: limitsOf(inbound.global), channels: channelsOf(inbound.global), log: globalLog, ends: globalEnds });
       }
       if (call.account !== undefined) {
         const accLimits = own(inbound.accounts, call.account);
         if (accLimits !== undefined) {
-          if (!accountLogs.has(call.account)) accountLogs.set(call.account, []);
-          checks.push({ name: `account:${call.account}`, limits: limitsOf(accLimits), log: accountLogs.get(call.account)! });
+          checks.push({
+            name: `account:${call.account}`,
+            limits: limitsOf(accLimits),
+            channels: channelsOf(accLimits),
+            log: listOf(accountLogs, call.account),
+            ends: listOf(accountEnds, call.account),
+          });
         }
       }
-      if (!peerLogs.has(peer)) peerLogs.set(peer, []);
-      checks.push({ name: `peer:${peer}`, limits: limitsOf(peerLimits), log: peerLogs.get(peer)! });
+      checks.push({ name: `peer:${peer}`, limits: limitsOf(peerLimits), channels: channelsOf(peerLimits), log: listOf(peerLogs, peer), ends: listOf(peerEnds, peer) });
 
-      let limitedBy: string | undefined;
+      const previous = inboundEnd.get(call.callId);
+      if (checks.some((c) => c.channels !== undefined) && previous !== undefined && previous > t) {
+        out.push({ call_id: call.callId, direction: 'in', outcome: 'admitted', duplicate: true });
+        continue;
+      }
+      let refusal: { limited_by: string; reason: 'rate' | 'channels' } | undefined;
       for (const check of checks) {
         if (!check.limits.every((lim) => hasRoom(check.log, lim, t))) {
-          limitedBy = check.name;
+          refusal = { limited_by: check.name, reason: 'rate' };
+          break;
+        }
+        if (check.channels !== undefined && inProgress(check.ends, t) >= check.channels) {
+          refusal = { limited_by: check.name, reason: 'channels' };
           break;
         }
       }
-      if (limitedBy !== undefined) {
-        out.push({ call_id: call.callId, direction: 'in', outcome: 'rejected', limited_by: limitedBy });
+      if (refusal !== undefined) {
+        out.push({ call_id: call.callId, direction: 'in', outcome: 'rejected', ...refusal });
       } else {
-        for (const check of checks) check.log.push(t);
+        let holds = false;
+        for (const check of checks) {
+          check.log.push(t);
+          if (check.channels !== undefined) {
+            check.ends.push(end(t));
+            holds = true;
+          }
+        }
+        if (holds && end(t) > t) inboundEnd.set(call.callId, end(t));
         out.push({ call_id: call.callId, direction: 'in', outcome: 'admitted' });
       }
     } else {
@@ -181,8 +245,17 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
         const last = lastSlot.get(id);
         const slot = last === undefined ? t : Math.max(t, last + interval);
         const wait = slot - t;
-        if (wait <= maxWait) {
+        const ends = listOf(carrierEnds, id);
+        const full = carrier.channels !== undefined && inProgress(ends, t) >= carrier.channels;
+        if (wait <= maxWait && !full) {
           lastSlot.set(id, slot);
+          const old = outboundHold.get(call.callId);
+          if (old !== undefined) old.ends.splice(old.ends.indexOf(old.end), 1);
+          outboundHold.delete(call.callId);
+          if (carrier.channels !== undefined && end(slot) > t) {
+            ends.push(end(slot));
+            outboundHold.set(call.callId, { ends, end: end(slot) });
+          }
           decision = {
             call_id: call.callId,
             direction: 'out',
@@ -251,6 +324,8 @@ export function loadTraceForModel(path: string): ModelCall[] {
       const route = r.route.split('|').map((s) => s.trim()).filter((s) => s !== '');
       if (route.length > 0) call.route = route;
     }
+    const d = r.duration?.trim() ?? '';
+    if (d !== '') call.durationUs = /^\d+(\.\d+)?$/.test(d) ? simpleTimeUs(d) : durationUs(d);
     return call;
   });
   return calls

@@ -1,0 +1,91 @@
+-- Channels (calls in progress), shared by admit, add, reserve, release and refresh. A holds
+-- sorted set has one member per call holding a channel there (the call id) scored by the end of
+-- its hold (µs); the holds at t are the members scored above t. A call record ties a call's holds
+-- together, so that release and refresh find them from the call id alone: a string
+--   "<end of its holds, µs> <name> <name> ..."
+-- under the key <base>call:in:<id> (or call:out:), each hold being the sorted set <base><name>
+-- (same hash tag; ids are key-safe, without ':'). A string, and names rather than keys: a held
+-- call costs Redis as little as it can.
+
+-- Holds of a set with an end after t ('(' .. ts: scores above t).
+local function holdsAfter(key, ts)
+  return redis.call('ZCOUNT', key, '(' .. ts, '+inf')
+end
+
+-- Keep a key until `untilUs` at least: PEXPIRE only when that lengthens its life.
+local function keepUntil(key, untilUs, t, floorMs)
+  local need = ttlMs(untilUs - t, floorMs)
+  if redis.call('PTTL', key) < need then
+    redis.call('PEXPIRE', key, fmtInt(need))
+  end
+end
+
+-- Record holds in a set at t: drop those that ended (scores <= t), add `ends` (call id -> end).
+local function writeHolds(key, ends, t, ts, floorMs)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', ts)
+  local args, n, latest = {}, 0, t
+  for id, e in pairs(ends) do
+    args[n + 1], args[n + 2] = fmtInt(e), id
+    n = n + 2
+    if e > latest then
+      latest = e
+    end
+  end
+  redis.call('ZADD', key, unpack(args))
+  keepUntil(key, latest, t, floorMs)
+end
+
+-- The part of a call record's key before call:in:<id> / call:out:<id>.
+local function recordBase(key)
+  return string.match(key, '^(.*)call:in:[^:]*$') or string.match(key, '^(.*)call:out:[^:]*$')
+end
+
+-- Write a call record: holds in `keys` (a list of key names) until `e`.
+local function writeRecord(key, e, keys, t, floorMs)
+  local from = #recordBase(key) + 1
+  local parts = { fmtInt(e) }
+  for i = 1, #keys do
+    parts[i + 1] = string.sub(keys[i], from)
+  end
+  redis.call('SET', key, table.concat(parts, ' '), 'PX', fmtInt(ttlMs(e - t, floorMs)))
+end
+
+-- A call record's end (a number) and hold keys (a list), or nil when there is none.
+local function readRecord(key)
+  local v = redis.call('GET', key)
+  if not v then
+    return nil
+  end
+  local base = recordBase(key)
+  local e, keys = nil, {}
+  for part in string.gmatch(v, '%S+') do
+    if e == nil then
+      e = tonumber(part)
+    else
+      keys[#keys + 1] = base .. part
+    end
+  end
+  return e, keys
+end
+
+-- The end of the call record `key` (a number), or nil when there is none.
+local function recordEnd(key)
+  local v = redis.call('GET', key)
+  if not v then
+    return nil -- (a missing key reads as false, which would not compare as a number)
+  end
+  return tonumber(string.match(v, '^%d+'))
+end
+
+-- Drop a call record and its holds (member `id` in each of its keys); returns its end (nil: none).
+local function dropRecord(key, id)
+  local e, keys = readRecord(key)
+  if e == nil then
+    return nil
+  end
+  for _, k in ipairs(keys) do
+    redis.call('ZREM', k, id)
+  end
+  redis.call('DEL', key)
+  return e
+end

@@ -1,0 +1,8 @@
+import { CallgateError } from './CallgateError.js';
+
+/** A call handed to a Dispatcher after close(): it ends `failed` with reason `closed` and this error. */
+export class DispatcherClosedError extends CallgateError {
+  constructor(message = 'dispatcher is closed') {
+    super('ERR_DISPATCHER_CLOSED', message);
+  }
+}

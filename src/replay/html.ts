@@ -1,0 +1,280 @@
+/**
+ * The HTML replay report: one self-contained file (uPlot, its stylesheet, the page's script and
+ * the data all inline; nothing fetched when it opens). The summary tables are plain HTML written
+ * here from the same ReportJson as the text report, so they read the same without any script;
+ * the charts are drawn in the page by assets/report/app.js from the embedded series.
+ *
+ * uPlot (MIT, ~50 kB minified) draws time series of 10^5–10^6 points on a canvas in
+ * milliseconds; the series are downsampled anyway (series.ts: busiest second per bucket).
+ */
+import { randomBytes } from 'node:crypto';
+import { accessSync, constants, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { basename, dirname, join, resolve } from 'node:path';
+import { formatDuration } from '../config/duration.js';
+import type { CallgateConfig } from '../config/types.js';
+import { InvalidArgumentError } from '../errors/InvalidArgumentError.js';
+import { packageRoot } from '../packageRoot.js';
+import type { CompareJson } from './compare.js';
+import type { ReplayResult } from './replay.js';
+import { reportJson, reportText, type ReportJson } from './report.js';
+import { seriesJson, totalsJson, type ReplaySeries, type ReplaySeriesJson } from './series.js';
+
+const require = createRequire(import.meta.url);
+/** The page's own script and stylesheet (assets/report/ of the package). */
+const asset = (name: string): string => readFileSync(join(packageRoot(), 'assets', 'report', name), 'utf8');
+
+export interface HtmlReportInput {
+  readonly result: ReplayResult;
+  readonly series: ReplaySeries;
+  readonly config: CallgateConfig;
+  readonly configPath: string;
+  readonly tracePath: string;
+  /** The what-if section, when the replay was compared with another configuration. */
+  readonly whatif?: CompareJson;
+  /** The series of the what-if's old configuration (its totals are drawn against the new ones). */
+  readonly baselineSeries?: ReplaySeries;
+}
+
+/** One level as the page lists it (busiest first within its kind). */
+export interface LevelMeta {
+  key: string;
+  kind: 'global' | 'account' | 'peer';
+  offered: number;
+  admitted: number;
+  rejected: number;
+  limits: { limit: number; window: string; windowS: number; algorithm: string; peak: number; busiest: [number, number] | null }[];
+  /** The channel limit and the most calls in progress at once, when configured. */
+  channels?: { limit: number; peak: number };
+}
+
+export interface CarrierMeta {
+  id: string;
+  cps: number;
+  maxWaitMs: number;
+  dispatched: number;
+  rerouted_away: number;
+  rejected: number;
+  channels?: { limit: number; peak: number };
+}
+
+export interface HtmlData {
+  trace: string;
+  config: string;
+  levels: LevelMeta[];
+  carriers: CarrierMeta[];
+  series: ReplaySeriesJson;
+  whatif?: CompareJson;
+  /** All inbound / outbound traffic under the what-if's old configuration, on the same grid. */
+  baseline?: Pick<ReplaySeriesJson, 'inbound' | 'outbound'>;
+}
+
+const esc = (s: string | number): string =>
+  String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+/** Busiest first; ties by key, so the page is the same for the same replay. */
+const busiestFirst = (a: { offered: number; key: string }, b: { offered: number; key: string }): number =>
+  b.offered - a.offered || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+
+function levelMetas(r: ReplayResult): LevelMeta[] {
+  const all: LevelMeta[] = [...r.levels.entries()].map(([key, s]) => ({
+    key,
+    kind: key === 'global' ? 'global' : key.startsWith('account:') ? 'account' : 'peer',
+    offered: s.offered,
+    admitted: s.admitted,
+    rejected: s.rejected,
+    limits: s.peaks.map((p) => {
+      const b = p.busiest;
+      return {
+        limit: p.limit.limit,
+        window: formatDuration(p.limit.windowUs),
+        windowS: p.limit.windowUs / 1e6,
+        algorithm: p.limit.algorithm,
+        peak: Math.round(p.peak * 100) / 100,
+        busiest: b ? [b.fromUs / 1e6, b.toUs / 1e6] : null,
+      };
+    }),
+    ...(s.channels && { channels: { limit: s.channels.channels, peak: s.channels.peak } }),
+  }));
+  const rank = { global: 0, account: 1, peer: 2 };
+  return all.sort((a, b) => rank[a.kind] - rank[b.kind] || busiestFirst(a, b));
+}
+
+function carrierMetas(r: ReplayResult, config: CallgateConfig): CarrierMeta[] {
+  return [...r.carriers.entries()]
+    .map(([id, c]) => {
+      const cfg = config.outbound.carriers.get(id);
+      return {
+        id,
+        cps: cfg?.cps ?? 0,
+        maxWaitMs: (cfg?.maxWaitUs ?? 0) / 1000,
+        dispatched: c.dispatched,
+        rerouted_away: c.reroutedAway,
+        rejected: c.rejected,
+        ...(c.channels && { channels: { limit: c.channels.channels, peak: c.channels.peak } }),
+      };
+    })
+    .sort((a, b) => b.dispatched + b.rejected - (a.dispatched + a.rejected) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+function table(id: string, header: string[], rows: (string | number)[][], numericFrom = 1): string {
+  const th = header.map((h, i) => `<th${i >= numericFrom ? ' class="num"' : ''}>${esc(h)}</th>`).join('');
+  const tr = rows.map((r) => `<tr>${r.map((c, i) => `<td${i >= numericFrom ? ' class="num"' : ''}>${esc(c)}</td>`).join('')}</tr>`).join('\n');
+  return `<table id="${id}"><thead><tr>${th}</tr></thead><tbody>\n${tr}\n</tbody></table>`;
+}
+
+/** The text report's tables, cell for cell (report.ts formats both from ReportJson). */
+function summaryTables(j: ReportJson): string {
+  const out: string[] = [];
+  if (j.levels.length > 0) {
+    const rows: (string | number)[][] = [];
+    for (const l of j.levels) {
+      const limits = l.limits.length ? l.limits : [undefined];
+      limits.forEach((x, i) =>
+        rows.push([
+          i === 0 ? l.level : '',
+          i === 0 ? l.offered : '',
+          i === 0 ? l.admitted : '',
+          i === 0 ? l.rejected : '',
+          x ? `${x.limit}/${x.window}${x.algorithm === 'sliding-log' ? '' : ` ${x.algorithm}`}` : '-',
+          x ? x.peak : '-',
+          x ? (x.held ? 'held' : 'EXCEEDED') : '',
+          x?.busiest ? `${x.busiest.from} – ${x.busiest.to}` : '',
+        ]),
+      );
+    }
+    out.push('<h3>Inbound levels</h3><p class="note">peak = most calls admitted in any window of the limit, as its algorithm counts; busiest = that window</p>');
+    out.push(table('levels-table', ['level', 'offered', 'admitted', 'rejected', 'limit', 'peak', '', 'busiest window'], rows));
+  }
+  if (j.carriers.length > 0) {
+    out.push('<h3>Carriers</h3><p class="note">delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps</p>');
+    out.push(
+      table(
+        'carriers-table',
+        ['carrier', 'dispatched', 'rerouted away', 'rejected', 'p50', 'p99', 'max', '1/cps', 'min slot gap', 'min send gap'],
+        j.carriers.map((c) => [
+          c.carrier,
+          c.dispatched,
+          c.rerouted_away,
+          c.rejected,
+          c.delay_ms.p50,
+          c.delay_ms.p99,
+          c.delay_ms.max,
+          c.interval_ms,
+          c.min_slot_spacing_ms ?? '-',
+          c.min_send_spacing_ms ?? '-',
+        ]),
+      ),
+    );
+  }
+  const channelRows: (string | number)[][] = [];
+  for (const l of j.levels) if (l.channels) channelRows.push([l.level, l.channels.limit, l.channels.peak, l.channels.held ? 'held' : 'EXCEEDED']);
+  for (const c of j.carriers) if (c.channels) channelRows.push([`carrier ${c.carrier}`, c.channels.limit, c.channels.peak, c.channels.held ? 'held' : 'EXCEEDED']);
+  if (channelRows.length > 0) {
+    out.push('<h3>Channels</h3><p class="note">peak = most calls in progress at once: each holds from its decision to its end</p>');
+    out.push(table('channels-table', ['level / carrier', 'channels', 'peak', ''], channelRows));
+  }
+  return out.join('\n');
+}
+
+function whatifSection(w: CompareJson): string {
+  const out: string[] = ['<section id="whatif"><h2>What-if</h2>'];
+  out.push(
+    `<p id="whatif-summary">${esc(w.summary)}</p>`,
+    '<div id="whatif-charts"></div>',
+    table('whatif-totals', ['', 'old', 'new', 'change'], w.totals.map((t) => [t.metric, t.old, t.new, t.new - t.old > 0 ? `+${t.new - t.old}` : t.new - t.old])),
+  );
+  if (w.groups.length > 0) {
+    out.push('<h3>Calls decided differently, by level / carrier and reason</h3>');
+    out.push(table('whatif-groups', ['direction', 'old decision', 'new decision', 'calls', 'first calls'], w.groups.map((g) => [g.direction, g.from, g.to, g.count, g.calls.join(', ')]), 3));
+    out.push(`<details><summary>${w.calls_listed.length === w.differing ? 'Every one of the' : `The first ${w.calls_listed.length} of the`} ${w.differing} calls decided differently</summary>`);
+    out.push(table('whatif-calls', ['call', 'time', 'direction', 'old decision', 'new decision'], w.calls_listed.map((c) => [c.call_id, c.time, c.direction, c.old, c.new]), 9));
+    out.push('</details>');
+  }
+  out.push('</section>');
+  return out.join('\n');
+}
+
+/** The page, as one string. */
+export function reportHtml(input: HtmlReportInput): string {
+  const { result: r } = input;
+  const j = reportJson(r);
+  const levels = levelMetas(r);
+  const carriers = carrierMetas(r, input.config);
+  // the busiest level of each kind stays at full resolution, whatever the budget
+  const keep = new Set<string>();
+  for (const kind of ['global', 'account', 'peer']) {
+    const first = levels.find((l) => l.kind === kind);
+    if (first) keep.add(first.key);
+  }
+  const series = seriesJson(input.series, r.firstUs ?? 0, keep);
+  const data: HtmlData = {
+    trace: input.tracePath,
+    config: input.configPath,
+    levels,
+    carriers,
+    series,
+    ...(input.whatif && { whatif: input.whatif }),
+    ...(input.baselineSeries && { baseline: totalsJson(input.baselineSeries, series.origin, series.step) }),
+  };
+  const text = reportText(r).split('\n');
+  const head = text.slice(0, 3);
+  const uplotJs = readFileSync(require.resolve('uplot/dist/uPlot.iife.min.js'), 'utf8');
+  const uplotCss = readFileSync(require.resolve('uplot/dist/uPlot.min.css'), 'utf8');
+  const appJs = asset('app.js');
+  const appCss = asset('style.css');
+  const title = `callgate replay: ${basename(input.tracePath)}`;
+  // `<` escaped: the data can never close its script element, whatever the ids hold
+  const json = JSON.stringify(data).replace(/</g, '\\u003c');
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${esc(title)}</title>
+<style>${uplotCss}</style>
+<style>${appCss}</style>
+</head>
+<body>
+<header>
+<h1>${esc(title)}</h1>
+<p class="meta">trace <code>${esc(input.tracePath)}</code>, configuration <code>${esc(input.configPath)}</code>${
+    input.whatif ? `, compared with <code>${esc(input.whatif.baseline_config)}</code>` : ''
+  }</p>
+<pre id="summary">${esc(head.join('\n'))}</pre>
+<p id="verdict" class="${j.all_limits_held ? 'ok' : 'bad'}">${esc(text[text.length - 1]!)}</p>
+</header>
+${input.whatif ? whatifSection(input.whatif) : ''}
+<main id="charts"></main>
+<section id="tables"><h2>Summary</h2>
+${summaryTables(j)}
+</section>
+<footer>Times in UTC. Charts: drag to zoom, double-click to zoom out. When a bucket holds more than one second, a rate shows its busiest second.</footer>
+<script id="data" type="application/json">${json}</script>
+<script>${uplotJs}</script>
+<script>${appJs}</script>
+</body>
+</html>
+`;
+}
+
+/** Fail early (before a long replay) when the report could not be written where asked. */
+export function checkHtmlTarget(path: string): void {
+  try {
+    accessSync(dirname(resolve(path)), constants.W_OK);
+  } catch (err) {
+    throw new InvalidArgumentError(`cannot write the HTML report ${path}: ${(err as Error).message}`);
+  }
+}
+
+/** Write the report to a temporary name, renamed into place once whole. */
+export function writeHtmlReport(path: string, input: HtmlReportInput): void {
+  const tmp = `${path}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
+  try {
+    writeFileSync(tmp, reportHtml(input));
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw new Error(`cannot write the HTML report ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}

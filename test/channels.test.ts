@@ -1,0 +1,299 @@
+/**
+ * The call's life in the engine, on every store: admitted and dispatched calls hold their
+ * channels until release() (from any engine sharing the store, knowing only the call id) or
+ * until maxCallDuration; refresh() extends; a repeated admit is counted once, also while the
+ * first is still being decided; cancel() during a reservation ends the call unsent and gives its
+ * carrier channel back; releases that cannot reach the store are kept and land later; the SIP
+ * mapping of a channel refusal.
+ */
+import { expect } from 'chai';
+import type { AdmissionDecision } from '../src/admission/Admission.js';
+import { toSipResponse } from '../src/admission/sip.js';
+import { VirtualClock } from '../src/clock.js';
+import type { CallgateConfigInput } from '../src/config/index.js';
+import { StoreUnavailableError } from '../src/errors/index.js';
+import { CallGate, type ReleaseOutcome } from '../src/gate.js';
+import { carrierName, OUTBOUND_TAG, peerBucket, peerTag, accountBucket, accountTag } from '../src/keys.js';
+import { MemoryStore } from '../src/store/MemoryStore.js';
+import { RedisStore } from '../src/store/RedisStore.js';
+import type { Store } from '../src/store/types.js';
+import { Redis } from 'ioredis';
+import { startRedisServer, type RedisServer } from './helpers/redis.js';
+import { forEachStore, S, T0, uniquePrefix } from './admission/stores.js';
+
+const outcome = (d: AdmissionDecision): string => (d.admitted ? (d.duplicate ? 'dup' : 'A') : `${d.limitedBy}:${d.reason ?? '-'}`);
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+const config: CallgateConfigInput = {
+  maxCallDuration: 'PT60S',
+  inbound: {
+    accounts: { acme: [{ channels: 3 }] },
+    peers: { pbx: [{ limit: 100, window: 'PT1S' }, { channels: 2 }], 'sbc {x}: 1': [{ channels: 1 }] },
+  },
+  outbound: { carriers: { A: { cps: 1000, maxWait: 'PT1S', channels: 1 }, B: { cps: 1000, maxWait: 'PT1S' } } },
+};
+
+forEachStore('channels in the engine', (kind, name) => {
+  let store: Store;
+  let clock: VirtualClock;
+  let gate: CallGate;
+  let n = 0;
+  const admit = (peer = 'pbx', account?: string, callId = `c${n++}`) => gate.admit({ callId, peer, account }).then(outcome);
+  const inProgress = async (tag: string, bucket: string) => (await store.holds({ tag, name: bucket, now: clock.now() })).holds;
+  const onCarrier = async (id: string) => (await store.holds({ tag: OUTBOUND_TAG, name: carrierName(id), now: clock.now() })).holds;
+
+  beforeEach(async () => {
+    store = kind().make();
+    clock = new VirtualClock(T0);
+    gate = await CallGate.create({ config, store, clock, policy: 'error' });
+  });
+  afterEach(async () => {
+    await gate.close({ mode: 'cancel' });
+    await store.clear();
+  });
+
+  it('holds until release(), by call id only; a second release finds nothing', async () => {
+    expect([await admit('pbx', 'acme', 'x1'), await admit('pbx', 'acme', 'x2'), await admit('pbx', 'acme', 'x3')]).to.deep.equal([
+      'A',
+      'A',
+      'peer:pbx:channels',
+    ]);
+    const released: { callId: string; outcome: ReleaseOutcome }[] = [];
+    gate.on('released', ({ callId, outcome, at }) => {
+      expect(at, 'the store time of the release').to.equal(T0);
+      released.push({ callId, outcome });
+    });
+    expect(await gate.release('x1')).to.equal('released');
+    expect(await inProgress(peerTag('pbx'), peerBucket('pbx'))).to.equal(1);
+    expect(await admit('pbx', 'acme', 'x3')).to.equal('A');
+    expect(await gate.release('x1')).to.equal('not-held');
+    expect(await gate.release('never-seen')).to.equal('not-held');
+    expect(released).to.deep.equal([
+      { callId: 'x1', outcome: 'released' },
+      { callId: 'x1', outcome: 'not-held' },
+      { callId: 'never-seen', outcome: 'not-held' },
+    ]);
+    // the account's 3 channels: x2, x3 held; one more on another peer of acme fits, then full
+    expect(await admit('sbc {x}: 1', 'acme', 'y1')).to.equal('A');
+    expect(await admit('sbc {x}: 1', undefined, 'y2')).to.equal('peer:sbc {x}: 1:channels');
+    expect(await inProgress(accountTag('acme'), accountBucket('acme'))).to.equal(3);
+    expect(await gate.release('y1')).to.equal('released');
+    expect(await inProgress(accountTag('acme'), accountBucket('acme'))).to.equal(2);
+  });
+
+  it('a hold lapses maxCallDuration after its decision unless refreshed', async () => {
+    expect([await admit('pbx', undefined, 'long'), await admit('pbx', undefined, 'short')]).to.deep.equal(['A', 'A']);
+    clock.advance(T0 + 50 * S);
+    expect(await gate.refresh('long')).to.equal(true); // now until T0 + 110 s
+    clock.advance(T0 + 60 * S); // 'short' lapses exactly now
+    expect(await inProgress(peerTag('pbx'), peerBucket('pbx'))).to.equal(1);
+    expect(await admit()).to.equal('A');
+    expect(await admit()).to.equal('peer:pbx:channels');
+    clock.advance(T0 + 110 * S);
+    expect(await inProgress(peerTag('pbx'), peerBucket('pbx'))).to.equal(1); // the one admitted at T0+60s holds until T0+120s
+    expect(await gate.refresh('long')).to.equal(false); // lapsed
+    expect(await gate.release('long')).to.equal('not-held');
+  });
+
+  it('a repeated admit is counted once: while still being decided, and while still holding', async () => {
+    // issued together: the second joins the first decision (same object, one count)
+    const [a, b] = await Promise.all([gate.admit({ callId: 'r1', peer: 'pbx' }), gate.admit({ callId: 'r1', peer: 'pbx' })]);
+    expect(a).to.equal(b);
+    expect(outcome(a)).to.equal('A');
+    // a retransmission after the decision: admitted again, flagged, counted nowhere
+    expect(await admit('pbx', undefined, 'r1')).to.equal('dup');
+    expect(await inProgress(peerTag('pbx'), peerBucket('pbx'))).to.equal(1);
+    expect(await admit('pbx', undefined, 'r2')).to.equal('A');
+    expect(await admit('pbx', undefined, 'r1')).to.equal('dup'); // the full trunk does not refuse its own call
+    expect(await admit('pbx', undefined, 'r3')).to.equal('peer:pbx:channels');
+    await gate.release('r1');
+    expect(await admit('pbx', undefined, 'r1')).to.equal('A'); // released: the id is a new call again
+  });
+
+  it('outbound: a carrier with full channels is passed over; release frees it; the call id ties both legs', async () => {
+    const r1 = await gate.reserve({ callId: 'o1', route: ['A', 'B'] });
+    const r2 = await gate.reserve({ callId: 'o2', route: ['A', 'B'] });
+    expect([r1.carrier, r2.carrier, r2.reroutedFrom]).to.deep.equal(['A', 'B', ['A']]);
+    expect(await onCarrier('A')).to.equal(1);
+    expect(await admit('pbx', undefined, 'o1')).to.equal('A'); // the inbound leg of o1
+    expect(await gate.release('o1')).to.equal('released');
+    expect([await onCarrier('A'), await inProgress(peerTag('pbx'), peerBucket('pbx'))]).to.deep.equal([0, 0]);
+    const r3 = await gate.reserve({ callId: 'o3', route: ['A', 'B'] });
+    expect(r3.carrier).to.equal('A');
+  });
+
+  it('cancel() while the reservation is in flight: ends cancelled, never sent, the carrier channel comes back', async () => {
+    const sent: string[] = [];
+    const p = gate.dispatch({ callId: 'k1', route: ['A'] }, (c) => void sent.push(c));
+    expect(gate.cancel('k1'), 'cancel during the reservation').to.equal(true);
+    const result = await p;
+    expect(result).to.include({ outcome: 'cancelled', reason: 'cancelled', carrier: 'A' });
+    clock.advance(T0 + 10 * S);
+    await sleep(10);
+    expect(sent).to.deep.equal([]);
+    await until(async () => (await onCarrier('A')) === 0);
+    expect((await gate.reserve({ callId: 'k2', route: ['A'] })).carrier).to.equal('A');
+  });
+
+  it('a held call (waiting for its slot) ended by release(): never sent, its channel given back', async () => {
+    const sent: string[] = [];
+    await gate.reserve({ callId: 'pace', route: ['B'] }); // B's next slot is 1 ms away
+    const reserved = new Promise<void>((resolve) => {
+      void gate.dispatch({ callId: 'h1', route: ['B', 'A'] }, (c) => void sent.push(c), { onReserved: () => resolve() });
+    });
+    await reserved;
+    expect(gate.held).to.equal(1);
+    expect(await gate.release('h1')).to.equal('not-held'); // B has no channel limit: nothing was held
+    expect(gate.held).to.equal(0);
+    clock.advance(T0 + S);
+    await sleep(10);
+    expect(sent).to.deep.equal([]);
+  });
+
+  it('a failed send gives the carrier channel back', async () => {
+    const result = await gate.dispatch({ callId: 'f1', route: ['A'] }, () => Promise.reject(new Error('no route to host')));
+    expect(result).to.include({ outcome: 'failed', reason: 'send-failed' });
+    await until(async () => (await onCarrier('A')) === 0);
+  });
+
+  it('channel refusals map to 503 without Retry-After, or as configured', async () => {
+    await admit('sbc {x}: 1', undefined, 's1');
+    const d = await gate.admit({ callId: 's2', peer: 'sbc {x}: 1' });
+    expect(d).to.include({ admitted: false, limitedBy: 'peer:sbc {x}: 1', reason: 'channels', retryAfterMs: 0 });
+    expect(toSipResponse(d)).to.deep.equal({ status: 503, reason: 'Service Unavailable' });
+    expect(toSipResponse(d, { jitterSeconds: 5 })).to.deep.equal({ status: 503, reason: 'Service Unavailable' });
+    expect(toSipResponse(d, { channels: { status: 486 } })).to.deep.equal({ status: 486, reason: 'Busy Here' });
+    expect(toSipResponse(d, { channels: { status: 480, retryAfter: 30 } })).to.deep.equal({ status: 480, reason: 'Temporarily Unavailable', retryAfter: 30 });
+    expect(toSipResponse(d, { channels: { status: 503, reason: 'Trunk Full' } })).to.deep.equal({ status: 503, reason: 'Trunk Full' });
+    expect(() => toSipResponse(d, { channels: { status: 200 } })).to.throw(RangeError);
+    expect(() => toSipResponse(d, { channels: { status: 486, retryAfter: -1 } })).to.throw(RangeError);
+  });
+
+  it('a reload keeps every hold; new limits apply from the next call', async () => {
+    expect([await admit('pbx', undefined, 'z1'), await admit('pbx', undefined, 'z2')]).to.deep.equal(['A', 'A']);
+    await gate.reload({ ...config, inbound: { ...config.inbound, peers: { pbx: [{ channels: 3 }] } } });
+    expect(await admit('pbx', undefined, 'z3')).to.equal('A');
+    expect(await admit('pbx', undefined, 'z4')).to.equal('peer:pbx:channels');
+    await gate.reload({ ...config, inbound: { ...config.inbound, peers: { pbx: [{ channels: 1 }] } } });
+    await gate.release('z1');
+    expect(await admit('pbx', undefined, 'z4')).to.equal('peer:pbx:channels'); // 2 still held > 1
+    await gate.release('z2');
+    await gate.release('z3');
+    expect(await admit('pbx', undefined, 'z4')).to.equal('A');
+  });
+
+  if (name === 'redis') {
+    it('release() from another engine on the same Redis, knowing only the call id', async () => {
+      const other = await CallGate.create({ config, store: kind().make(), clock });
+      // the same prefix: make the second engine's store share the first one's keys
+      const shared = new RedisStore({ redis: kind().client!, prefix: (store as RedisStore).prefix });
+      const peerGate = await CallGate.create({ config, store: shared, clock });
+      try {
+        expect([await admit('pbx', 'acme', 'q1'), await admit('pbx', 'acme', 'q2')]).to.deep.equal(['A', 'A']);
+        expect(await peerGate.release('q1')).to.equal('released');
+        expect(await admit('pbx', 'acme', 'q3')).to.equal('A');
+        expect(await other.release('q2'), 'another prefix: another platform').to.equal('not-held');
+      } finally {
+        await other.close();
+        await peerGate.close();
+      }
+    });
+  }
+});
+
+/** Poll `cond` until true (a background give-back), at most 2 s. */
+async function until(cond: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 2_000;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error('condition not met within 2 s');
+    await sleep(5);
+  }
+}
+
+describe('release() while Redis is away', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  before(async () => {
+    // an append-only file, so that a restarted server still has the holds to release
+    server = await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+  });
+  after(async () => server?.stop());
+
+  it('is deferred, retried in the background, and lands once Redis is back', async () => {
+    const store = RedisStore.connect(server.url, { prefix: uniquePrefix('deferred') });
+    const clock = new VirtualClock(T0);
+    const gate = await CallGate.create({ config, store, clock, timeoutMs: 200 });
+    const errors: Error[] = [];
+    const events: { callId: string; outcome: ReleaseOutcome }[] = [];
+    gate.on('error', (e) => errors.push(e));
+    gate.on('released', (e) => events.push(e));
+    try {
+      expect(outcome(await gate.admit({ callId: 'd1', peer: 'pbx' }))).to.equal('A');
+      expect(outcome(await gate.admit({ callId: 'd2', peer: 'pbx' }))).to.equal('A');
+      await server.kill();
+      expect(await gate.release('d1')).to.equal('deferred');
+      expect(await gate.release('d2')).to.equal('deferred');
+      expect(gate.deferredReleases).to.equal(2);
+      expect(errors.some((e) => e instanceof StoreUnavailableError)).to.equal(true);
+      await server.restart();
+      const deadline = Date.now() + 10_000;
+      while (gate.deferredReleases > 0 && Date.now() < deadline) await sleep(100);
+      expect(gate.deferredReleases).to.equal(0);
+      expect(events.slice(2).map(({ callId, outcome }) => ({ callId, outcome }))).to.deep.equal([
+        { callId: 'd1', outcome: 'released' },
+        { callId: 'd2', outcome: 'released' },
+      ]);
+      expect((await store.holds({ tag: peerTag('pbx'), name: peerBucket('pbx'), now: T0 })).holds).to.equal(0);
+    } finally {
+      await gate.close();
+    }
+  });
+
+  it('the memory store never defers', async () => {
+    const gate = await CallGate.create({ config, store: new MemoryStore(), clock: new VirtualClock(T0) });
+    await gate.admit({ callId: 'm1', peer: 'pbx' });
+    expect(await gate.release('m1')).to.equal('released');
+    expect(gate.deferredReleases).to.equal(0);
+    await gate.close();
+  });
+});
+
+describe('channels on Redis, live (Redis TIME): every key expires, memory per held call is bounded', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => server?.stop());
+
+  it('holds and records live as long as their holds; a release leaves no key; about 600 bytes per held call at two levels', async () => {
+    const prefix = 'callgate:'; // the default: a server of its own
+    const store = RedisStore.connect(server.url);
+    const admin = new Redis(server.url);
+    const liveConfig: CallgateConfigInput = { maxCallDuration: 'PT60S', inbound: { accounts: { acme: [{ channels: 5000 }] }, peers: { pbx: [{ channels: 5000 }] } } };
+    const gate = await CallGate.create({ config: liveConfig, store });
+    try {
+      const before = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
+      const N = 2_000;
+      const ids = Array.from({ length: N }, (_, i) => `call-${i}@pbx.example.net`);
+      for (let i = 0; i < N; i += 200) await Promise.all(ids.slice(i, i + 200).map((callId) => gate.admit({ callId, peer: 'pbx', account: 'acme' })));
+      const after = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
+      const keys = await admin.keys(`${prefix}*`);
+      // two holds sets and one record per call, nothing else
+      expect(keys.length).to.equal(2 + N);
+      for (const key of keys) {
+        const ttl = await admin.pttl(key);
+        expect(ttl, `${key} expires with its holds`).to.be.within(55_000, 60_002);
+      }
+      const perCall = (after - before) / N;
+      console.log(`      Redis memory per held call (2 levels with channels): ${perCall.toFixed(0)} bytes`);
+      // measured 586 bytes here: the record (key, value, expiry) and one sorted-set member per level
+      expect(perCall).to.be.below(700);
+      for (let i = 0; i < N; i += 200) await Promise.all(ids.slice(i, i + 200).map((callId) => gate.release(callId)));
+      expect(await admin.keys(`${prefix}*`), 'released: no record, no holds set left').to.deep.equal([]);
+    } finally {
+      await gate.close();
+      admin.disconnect();
+    }
+  });
+});

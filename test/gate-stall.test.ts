@@ -1,0 +1,177 @@
+/**
+ * Counting only what was decided: calls whose decision timed out while Redis was stalled
+ * (SIGSTOP) were decided by the store-trouble policy, so when Redis wakes and finally runs the
+ * commands already written to it, the scripts skip them (their deadline, in Redis time, has
+ * passed): nothing is counted, no slot and no channel is taken, under every policy.
+ */
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import type { StorePolicy } from '../src/admission/Admission.js';
+import type { CallgateConfigInput } from '../src/config/index.js';
+import { CallGate } from '../src/gate.js';
+import { carrierName, OUTBOUND_TAG, peerBucket, peerTag } from '../src/keys.js';
+import { RedisStore } from '../src/store/RedisStore.js';
+import { startRedisServer, type RedisServer } from './helpers/redis.js';
+import { uniquePrefix } from './admission/stores.js';
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const config: CallgateConfigInput = {
+  inbound: { peers: { p: [{ limit: 1_000, window: 'PT60S' }, { channels: 1_000 }] } },
+  outbound: { carriers: { A: { cps: 1, maxWait: 'PT100S', channels: 100 } } },
+};
+
+describe('decisions that timed out while Redis was stalled are never counted when it wakes', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => {
+    server?.resume();
+    await server?.stop();
+  });
+
+  for (const policy of ['fail-closed', 'fail-open', 'local'] as StorePolicy[]) {
+    it(`policy ${policy}: 20 admits, 5 records and 5 reservations issued during a 1.5 s stall count nothing`, async () => {
+      const prefix = uniquePrefix(`stall-${policy}`);
+      const client = new Redis(server.url, { maxRetriesPerRequest: 1 });
+      const store = new RedisStore({ redis: client, prefix });
+      const gate = await CallGate.create({ config, store, policy, timeoutMs: 200 });
+      const admin = new Redis(server.url);
+      try {
+        // warm: Redis' clock is measured, scripts are loaded, one call of each kind counted
+        expect((await gate.admit({ callId: 'warm', peer: 'p' })).admitted).to.equal(true);
+        expect((await gate.reserve({ callId: 'warm-out', route: ['A'] })).carrier).to.equal('A');
+        server.pause();
+        const started = Date.now();
+        const decisions = await Promise.all([
+          ...Array.from({ length: 20 }, (_, i) => gate.admit({ callId: `s${i}`, peer: 'p' })),
+          ...Array.from({ length: 5 }, (_, i) => gate.record({ callId: `r${i}`, peer: 'p' })),
+        ]);
+        const outbound = await Promise.all(Array.from({ length: 5 }, (_, i) => gate.reserve({ callId: `o${i}`, route: ['A'] }).catch((e: Error) => e)));
+        expect(Date.now() - started, 'every decision came within its timeout').to.be.below(1_200);
+        for (const d of decisions) expect(d.degraded, d.callId).to.equal(policy);
+        for (const r of outbound) expect(r).to.be.instanceOf(Error);
+        await sleep(1_500 - (Date.now() - started));
+        server.resume();
+        // the commands written during the stall now run (and are skipped); then look
+        expect(await admin.ping()).to.equal('PONG');
+        await sleep(200);
+        const count = await store.count({ tag: peerTag('p'), bucket: peerBucket('p'), windowUs: 60_000_000 });
+        expect(count.count, 'only the warm call is counted').to.equal(1);
+        const holds = await store.holds({ tag: peerTag('p'), name: peerBucket('p') });
+        expect(holds.holds, 'only the warm call holds a channel').to.equal(1);
+        const onA = await store.holds({ tag: OUTBOUND_TAG, name: carrierName('A') });
+        expect(onA.holds, 'only the warm outbound call holds on A').to.equal(1);
+        const wait = await store.wait({ carrier: { name: carrierName('A'), intervalUs: 1_000_000, maxWaitUs: 0 } });
+        expect(wait.waitUs, 'no slot was taken after the warm one').to.be.at.most(1_000_000);
+        // and the engine decides on Redis again
+        const after = await gate.admit({ callId: 'after', peer: 'p' });
+        expect(after.admitted && after.degraded === undefined).to.equal(true);
+      } finally {
+        await gate.close();
+        client.disconnect();
+        admin.disconnect();
+      }
+    });
+  }
+});
+
+describe('policy local during an outage: each process takes its share of the limits', function () {
+  this.timeout(20_000);
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => server?.stop());
+
+  const outage: CallgateConfigInput = { inbound: { peers: { p: [{ limit: 5, window: 'PT60S' }, { channels: 100 }], q: [{ channels: 4 }] } } };
+
+  async function admittedDuringOutage(localShare: number | undefined): Promise<{ p: number; q: number }> {
+    const gates = [];
+    for (let i = 0; i < 2; i++) {
+      const store = RedisStore.connect(server.url, { prefix: uniquePrefix('share') });
+      gates.push(await CallGate.create({ config: outage, store, policy: 'local', timeoutMs: 100, localShare }));
+    }
+    await server.kill();
+    try {
+      const n = { p: 0, q: 0 };
+      for (const [i, g] of gates.entries()) {
+        for (let k = 0; k < 8; k++) {
+          for (const peer of ['p', 'q'] as const) {
+            const d = await g.admit({ callId: `${i}-${peer}-${k}`, peer });
+            expect(d.degraded).to.equal('local');
+            if (d.admitted) n[peer]++;
+          }
+        }
+      }
+      return n;
+    } finally {
+      for (const g of gates) await g.close();
+      await server.restart();
+    }
+  }
+
+  it('localShare 1/2 with two processes: the platform stays within the limits (5 per minute, 4 channels)', async () => {
+    expect(await admittedDuringOutage(0.5)).to.deep.equal({ p: 4, q: 4 }); // 2 x floor(2.5) calls, 2 x floor(2) channels
+  });
+
+  it('without a share each process allows the whole limit: N times it in all', async () => {
+    expect(await admittedDuringOutage(undefined)).to.deep.equal({ p: 10, q: 8 });
+  });
+
+  it('a share outside (0, 1] is refused', async () => {
+    for (const localShare of [0, -0.5, 1.5, Number.NaN]) {
+      let err: unknown;
+      try {
+        await CallGate.create({ config: outage, policy: 'local', localShare });
+      } catch (e) {
+        err = e;
+      }
+      expect(String(err), String(localShare)).to.match(/localShare must be a number in \(0, 1\]/);
+    }
+  });
+});
+
+describe('while Redis is known to be down, the policy decides at once; back on Redis as soon as it answers', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => server?.stop());
+
+  it('no decision waits its timeout once the outage is known; the first after the restart is on Redis again', async () => {
+    const store = RedisStore.connect(server.url, { prefix: uniquePrefix('down') });
+    const gate = await CallGate.create({ config, store, policy: 'fail-closed', timeoutMs: 400 });
+    const errors: Error[] = [];
+    gate.on('error', (e) => errors.push(e));
+    try {
+      expect((await gate.admit({ callId: 'up', peer: 'p' })).admitted).to.equal(true);
+      await server.kill();
+      // the connection's error makes the outage known (reported once on 'error')
+      const deadline = Date.now() + 5_000;
+      while (errors.length === 0 && Date.now() < deadline) await sleep(10);
+      expect(errors.length, 'the outage was reported').to.equal(1);
+      const took: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const t = performance.now();
+        const d = await gate.admit({ callId: `down-${i}`, peer: 'p' });
+        took.push(performance.now() - t);
+        expect(d).to.include({ admitted: false, limitedBy: 'store-unavailable', degraded: 'fail-closed' });
+      }
+      expect(Math.max(...took), `decision times ${took.map((x) => x.toFixed(1)).join(', ')} ms`).to.be.below(50);
+      await server.restart();
+      const restarted = Date.now();
+      let d;
+      do {
+        d = await gate.admit({ callId: `back-${Date.now()}`, peer: 'p' });
+        if (d.degraded) await sleep(5);
+      } while (d.degraded && Date.now() - restarted < 10_000);
+      expect(d.admitted && d.degraded === undefined, 'decided on Redis again').to.equal(true);
+      expect(errors.length, 'still one report for the one outage').to.equal(1);
+    } finally {
+      await gate.close();
+    }
+  });
+});

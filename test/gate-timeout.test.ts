@@ -1,0 +1,52 @@
+/**
+ * One default bound on a decision's store call, for admission and dispatch alike (500 ms):
+ * against a Redis that answers nothing (CLIENT PAUSE), both end by the policy after 500 ms.
+ */
+import { expect } from 'chai';
+import { performance } from 'node:perf_hooks';
+import type { Redis } from 'ioredis';
+import { CallGate } from '../src/gate.js';
+import { RedisStore } from '../src/store/RedisStore.js';
+import { uniquePrefix } from './admission/stores.js';
+import { newRedisClient, rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
+
+describe('CallGate: the default decision timeout', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  let client: Redis;
+  before(async () => {
+    server = await startRedisServer();
+    client = newRedisClient(server);
+    await client.ping();
+  });
+  after(async () => {
+    client?.disconnect();
+    await server?.stop();
+  });
+
+  it('admit and dispatch both give up after 500 ms when Redis does not answer', async () => {
+    const gate = await CallGate.create({
+      config: { inbound: { peers: { p: [{ limit: 10, window: 'PT1S' }] } }, outbound: { carriers: { A: { cps: 100 } } } },
+      store: new RedisStore({ redis: client, prefix: uniquePrefix('timeout') }),
+    });
+    const degraded: Error[] = [];
+    gate.on('degraded', (e) => degraded.push(e.error));
+    // scripts loaded, connection warm: only the pause can make the next two slow
+    expect((await gate.admit({ callId: 'w1', peer: 'p' })).admitted).to.equal(true);
+    expect((await gate.dispatch({ callId: 'w2', route: ['A'] })).outcome).to.equal('dispatched');
+
+    expect(await rawCommand(server.port, ['CLIENT', 'PAUSE', '1500', 'ALL'])).to.equal('OK');
+    const t0 = performance.now();
+    const [d, r] = await Promise.all([
+      gate.admit({ callId: 'c1', peer: 'p' }).then((x) => ({ x, ms: performance.now() - t0 })),
+      gate.dispatch({ callId: 'o1', route: ['A'] }).then((x) => ({ x, ms: performance.now() - t0 })),
+    ]);
+    expect(d.x).to.include({ admitted: false, limitedBy: 'store-unavailable', degraded: 'fail-closed' });
+    expect(degraded.map((e) => e.message)).to.deep.equal(['store did not answer within 500 ms']);
+    expect(r.x).to.include({ outcome: 'failed', reason: 'store-unavailable' });
+    expect(r.x.error?.message).to.equal('store did not answer within 500 ms');
+    // both bounded by the same 500 ms (the pause lasts 1.5 s); generous slack for a loaded machine
+    for (const ms of [d.ms, r.ms]) expect(ms).to.be.within(490, 1_400);
+    await gate.close();
+  });
+});

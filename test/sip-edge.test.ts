@@ -1,0 +1,304 @@
+/**
+ * The reference SIP edge (examples/sip-edge), message by message: a caller and carriers made of
+ * plain UDP sockets on loopback send and answer exactly what each test says, against an edge in
+ * this process on the memory store. Retransmissions and merged requests, refusals (403, 503 with
+ * Retry-After, 503 for all routes congested), CANCEL of a held and of a forwarded call, the
+ * carrier's failure answer, BYE from either side, channels released, and configuration errors.
+ */
+import { createSocket, type Socket } from 'node:dgram';
+import { randomBytes } from 'node:crypto';
+import { expect } from 'chai';
+import sip from 'sip';
+import { parseEdgeConfig, type EdgeConfigInput } from '../examples/sip-edge/config.js';
+import { SipEdge } from '../examples/sip-edge/edge.js';
+import { ConfigError } from '../src/errors/index.js';
+import { freeUdpPort } from './helpers/sipp.js';
+
+const HOST = '127.0.0.1';
+
+/** A UDP endpoint that records every SIP message it gets and sends raw text. */
+class Endpoint {
+  readonly got: sip.Message[] = [];
+  private waiters: (() => void)[] = [];
+  private constructor(
+    readonly socket: Socket,
+    readonly port: number,
+  ) {
+    socket.on('message', (buf) => {
+      const m = sip.parse(buf);
+      if (m) this.got.push(m);
+      this.waiters.splice(0).forEach((w) => w());
+    });
+  }
+  static async open(): Promise<Endpoint> {
+    const socket = createSocket('udp4');
+    await new Promise<void>((r) => socket.bind(0, HOST, () => r()));
+    return new Endpoint(socket, socket.address().port);
+  }
+  send(text: string, port: number): void {
+    this.socket.send(Buffer.from(text.replace(/\n/g, '\r\n')), port, HOST);
+  }
+  /** The next message (from `from` on in `got`) matching, within `ms`. */
+  async next(match: (m: sip.Message) => boolean, ms = 3_000): Promise<sip.Message> {
+    const until = Date.now() + ms;
+    for (;;) {
+      const m = this.got.find(match);
+      if (m) {
+        this.got.splice(this.got.indexOf(m), 1);
+        return m;
+      }
+      if (Date.now() > until) throw new Error(`no matching message within ${ms} ms; got: ${this.got.map(first).join(' | ')}`);
+      await new Promise<void>((r) => (this.waiters.push(r), setTimeout(r, 50)));
+    }
+  }
+  /** Nothing matching arrives within `ms`. */
+  async none(match: (m: sip.Message) => boolean, ms: number): Promise<void> {
+    await new Promise((r) => setTimeout(r, ms));
+    expect(this.got.filter(match).map(first)).to.deep.equal([]);
+  }
+  close(): void {
+    this.socket.close();
+  }
+}
+
+const first = (m: sip.Message) => ('method' in m && m.method ? `${m.method} ${m.headers['call-id']}` : `${(m as sip.Response).status} ${m.headers.cseq.method} ${m.headers['call-id']}`);
+const isStatus = (callId: string, status: number, method = 'INVITE') => (m: sip.Message) =>
+  (m as sip.Response).status === status && m.headers['call-id'] === callId && m.headers.cseq.method === method;
+const isRequest = (callId: string, method: string) => (m: sip.Message) => (m as sip.Request).method === method && m.headers['call-id'] === callId;
+
+function invite(o: { callId: string; from: Endpoint; user?: string; branch?: string; edge: number; extra?: string }): string {
+  return `INVITE sip:1000@${HOST}:${o.edge} SIP/2.0
+Via: SIP/2.0/UDP ${HOST}:${o.from.port};branch=${o.branch ?? `z9hG4bK-${o.callId}`}
+From: <sip:${o.user ?? 'caller'}@${HOST}:${o.from.port}>;tag=t-${o.callId}
+To: <sip:1000@${HOST}:${o.edge}>
+Call-ID: ${o.callId}
+CSeq: 1 INVITE
+Contact: <sip:caller@${HOST}:${o.from.port}>
+Max-Forwards: 70
+${o.extra ?? ''}Content-Length: 0
+
+`.replace(/\n\n\n$/, '\n\n');
+}
+
+/** A response to a request the endpoint received, as its UA would write it. */
+function answer(rq: sip.Request, status: number, reason: string, toTag?: string, contactPort?: number): string {
+  const rs = sip.makeResponse(rq, status, reason);
+  if (toTag) rs.headers.to = { ...rs.headers.to, params: { ...rs.headers.to.params, tag: toTag } };
+  if (contactPort) rs.headers.contact = [{ uri: `sip:${HOST}:${contactPort}`, params: {} }];
+  if (rq.headers['record-route']) rs.headers['record-route'] = rq.headers['record-route'];
+  return sip.stringify(rs).replace(/\r\n/g, '\n');
+}
+
+function inDialog(method: string, o: { callId: string; from: Endpoint; fromTag: string; toTag: string; cseq: number; edge: number; branch?: string }): string {
+  return `${method} sip:1000@${HOST}:${o.edge} SIP/2.0
+Via: SIP/2.0/UDP ${HOST}:${o.from.port};branch=${o.branch ?? `z9hG4bK-${method}-${o.callId}-${randomBytes(3).toString('hex')}`}
+From: <sip:x@${HOST}:${o.from.port}>;tag=${o.fromTag}
+To: <sip:y@${HOST}:${o.edge}>;tag=${o.toTag}
+Call-ID: ${o.callId}
+CSeq: ${o.cseq} ${method}
+Max-Forwards: 70
+Content-Length: 0
+
+`;
+}
+
+describe('SIP edge, message by message (examples/sip-edge)', function () {
+  this.timeout(20_000);
+  let caller: Endpoint;
+  let other: Endpoint;
+  let carrierA: Endpoint;
+  let carrierB: Endpoint;
+  let edge: SipEdge;
+  let port: number;
+
+  async function start(limits: EdgeConfigInput['limits'], route = ['A', 'B']) {
+    port = await freeUdpPort();
+    const config = await parseEdgeConfig({
+      listen: `${HOST}:${port}`,
+      limits,
+      peers: { p1: { sources: [`${HOST}:${caller.port}`], account: 'acme' }, p2: {} },
+      route,
+      carriers: { A: { address: `${HOST}:${carrierA.port}` }, B: { address: `${HOST}:${carrierB.port}` } },
+      retryAfterJitter: 2,
+    });
+    edge = await SipEdge.start({ config, random: () => 0.99 });
+  }
+
+  beforeEach(async () => {
+    [caller, other, carrierA, carrierB] = await Promise.all([Endpoint.open(), Endpoint.open(), Endpoint.open(), Endpoint.open()]);
+  });
+  afterEach(async () => {
+    await edge?.stop();
+    for (const e of [caller, other, carrierA, carrierB]) e.close();
+  });
+
+  it('answers, relays and releases a call; refuses with 503 + Retry-After, 403 for an unknown peer; one decision per call', async () => {
+    await start({
+      inbound: { accounts: { acme: [{ channels: 5 }] }, peers: { p1: [{ limit: 1, window: 'PT1S' }, { channels: 1 }], p2: [{ limit: 5, window: 'PT1S' }] } },
+      outbound: { carriers: { A: { cps: 10, maxWait: 'PT1S', channels: 2 }, B: { cps: 10 } } },
+    });
+    // call 1: admitted, 100 Trying, forwarded to A with our Record-Route, answered, ACK and BYE relayed
+    caller.send(invite({ callId: 'c1', from: caller, edge: port }), port);
+    await caller.next(isStatus('c1', 100));
+    const inv = (await carrierA.next(isRequest('c1', 'INVITE'))) as sip.Request;
+    expect(sip.stringifyUri(inv.uri)).to.equal(`sip:1000@${HOST}:${carrierA.port}`);
+    expect(inv.headers['max-forwards']).to.equal('69');
+    expect(sip.stringifyUri(inv.headers['record-route']![0]!.uri)).to.equal(`sip:${HOST}:${port};lr`);
+    expect(inv.headers.via).to.have.length(2);
+    carrierA.send(answer(inv, 180, 'Ringing', 'callee1', carrierA.port), port);
+    await caller.next(isStatus('c1', 180));
+    carrierA.send(answer(inv, 200, 'OK', 'callee1', carrierA.port), port);
+    const ok = (await caller.next(isStatus('c1', 200))) as sip.Response;
+    expect(ok.headers.via).to.have.length(1);
+    caller.send(inDialog('ACK', { callId: 'c1', from: caller, fromTag: 't-c1', toTag: 'callee1', cseq: 1, edge: port }), port);
+    await carrierA.next(isRequest('c1', 'ACK'));
+
+    // call 2 within the second: 503, Retry-After = ceil(wait) + jitter, Warning names the limit
+    caller.send(invite({ callId: 'c2', from: caller, edge: port }), port);
+    const r2 = (await caller.next(isStatus('c2', 503))) as sip.Response;
+    expect(Number(r2.headers['retry-after'])).to.be.within(1, 3);
+    expect(r2.headers['warning']).to.match(/^399 127\.0\.0\.1 "callgate: peer:p1 rate"$/);
+    // its retransmission (same branch): the same answer from the transaction, no second decision
+    const decided = edge.summary().decisions;
+    caller.send(invite({ callId: 'c2', from: caller, edge: port }), port);
+    await caller.next(isStatus('c2', 503));
+    expect(edge.summary()).to.include({ decisions: decided, retransmissions: 1 });
+    // the same Call-ID on a new transaction: a merged request, no decision either
+    caller.send(invite({ callId: 'c2', from: caller, edge: port, branch: 'z9hG4bK-again' }), port);
+    await caller.next(isStatus('c2', 482));
+    expect(edge.summary()).to.include({ decisions: decided, merged: 1 });
+
+    // unknown source and user: 403; a source not in the table named by its From user (p2): admitted
+    other.send(invite({ callId: 'u1', from: other, user: 'nobody', edge: port }), port);
+    expect(((await other.next(isStatus('u1', 403))) as sip.Response).headers['retry-after']).to.equal(undefined);
+    other.send(invite({ callId: 'f1', from: other, user: 'p2', edge: port }), port);
+    await other.next(isStatus('f1', 100));
+    const invF = (await carrierA.next(isRequest('f1', 'INVITE'))) as sip.Request;
+    // the carrier refuses it: 486 relayed, the call ends and its channels go back
+    carrierA.send(answer(invF, 486, 'Busy Here', 'calleeF'), port);
+    await other.next(isStatus('f1', 486));
+    await carrierA.next(isRequest('f1', 'ACK')); // the edge's transaction acknowledges the carrier's 486
+
+    // BYE from the carrier side reaches the caller (its Contact); the answer goes back
+    carrierA.send(inDialog('BYE', { callId: 'c1', from: carrierA, fromTag: 'callee1', toTag: 't-c1', cseq: 7, edge: port }), port);
+    const bye = (await caller.next(isRequest('c1', 'BYE'))) as sip.Request;
+    caller.send(answer(bye, 200, 'OK'), port);
+    await carrierA.next(isStatus('c1', 200, 'BYE'));
+
+    // p1 holds no channel any more: a new call is admitted once the rate allows
+    await new Promise((r) => setTimeout(r, 1_050));
+    caller.send(invite({ callId: 'c3', from: caller, edge: port }), port);
+    await caller.next(isStatus('c3', 100));
+    await carrierA.next(isRequest('c3', 'INVITE'));
+    const s = edge.summary();
+    expect(s).to.include({ invites: 5, decisions: 5, admitted: 3, answered: 1, carrierFailures: 1, byes: 1, released: 2 });
+    expect(s.refused).to.deep.equal({ 'peer:p1 rate': 1, 'unknown-peer': 1 });
+    expect(await edge.holds()).to.deep.equal({ 'account:acme': 1, 'peer:p1': 1, 'carrier:A': 1 }); // c3 in progress
+  });
+
+  it('CANCEL: a held call ends 487 and never reaches a carrier; a forwarded one is cancelled at the carrier after its 180', async () => {
+    await start({ inbound: { peers: { p1: [{ limit: 10, window: 'PT1S' }, { channels: 5 }], p2: [] } }, outbound: { carriers: { A: { cps: 1, maxWait: 'PT2S' }, B: { cps: 1 } } } }, ['A']);
+    caller.send(invite({ callId: 'a', from: caller, edge: port }), port);
+    const invA = (await carrierA.next(isRequest('a', 'INVITE'))) as sip.Request;
+    caller.send(invite({ callId: 'b', from: caller, edge: port }), port); // held ~1 s for its slot
+    await caller.next(isStatus('b', 100));
+    caller.send(`CANCEL sip:1000@${HOST}:${port} SIP/2.0
+Via: SIP/2.0/UDP ${HOST}:${caller.port};branch=z9hG4bK-b
+From: <sip:caller@${HOST}:${caller.port}>;tag=t-b
+To: <sip:1000@${HOST}:${port}>
+Call-ID: b
+CSeq: 1 CANCEL
+Max-Forwards: 70
+Content-Length: 0
+
+`, port);
+    await caller.next(isStatus('b', 200, 'CANCEL'));
+    await caller.next(isStatus('b', 487));
+    // the forwarded call: CANCEL waits for the carrier's provisional answer, then goes with its branch
+    carrierA.send(answer(invA, 180, 'Ringing', 'ca'), port);
+    await caller.next(isStatus('a', 180));
+    caller.send(`CANCEL sip:1000@${HOST}:${port} SIP/2.0
+Via: SIP/2.0/UDP ${HOST}:${caller.port};branch=z9hG4bK-a
+From: <sip:caller@${HOST}:${caller.port}>;tag=t-a
+To: <sip:1000@${HOST}:${port}>
+Call-ID: a
+CSeq: 1 CANCEL
+Max-Forwards: 70
+Content-Length: 0
+
+`, port);
+    await caller.next(isStatus('a', 200, 'CANCEL'));
+    const cancel = (await carrierA.next(isRequest('a', 'CANCEL'))) as sip.Request;
+    expect(cancel.headers.via[0]!.params.branch).to.equal(invA.headers.via[0]!.params.branch);
+    carrierA.send(answer(cancel, 200, 'OK'), port);
+    carrierA.send(answer(invA, 487, 'Request Terminated', 'ca'), port);
+    await caller.next(isStatus('a', 487));
+    await carrierA.none(isRequest('b', 'INVITE'), 1_200); // b's slot passed: never sent
+    expect(edge.summary()).to.include({ admitted: 2, cancelled: 1, carrierFailures: 1, released: 2 });
+    expect(await edge.holds()).to.deep.equal({ 'peer:p1': 0 });
+  });
+
+  it('all routes congested: 503 without Retry-After; OPTIONS answered, other methods 405, a BYE for no call 481', async () => {
+    await start({ inbound: { peers: { p1: [{ limit: 10, window: 'PT1S' }], p2: [] } }, outbound: { carriers: { A: { cps: 1 }, B: { cps: 1 } } } });
+    caller.send(invite({ callId: 'x1', from: caller, edge: port }), port);
+    await carrierA.next(isRequest('x1', 'INVITE'));
+    caller.send(invite({ callId: 'x2', from: caller, edge: port }), port);
+    await carrierB.next(isRequest('x2', 'INVITE')); // A's next slot is 1 s away (maxWait 0): rerouted to B
+    caller.send(invite({ callId: 'x3', from: caller, edge: port }), port);
+    const r3 = (await caller.next(isStatus('x3', 503))) as sip.Response;
+    expect(r3.headers['retry-after']).to.equal(undefined);
+    expect(r3.headers['warning']).to.match(/all-routes-congested/);
+    caller.send(`OPTIONS sip:${HOST}:${port} SIP/2.0
+Via: SIP/2.0/UDP ${HOST}:${caller.port};branch=z9hG4bK-o1
+From: <sip:caller@${HOST}:${caller.port}>;tag=o
+To: <sip:${HOST}:${port}>
+Call-ID: o1
+CSeq: 1 OPTIONS
+Content-Length: 0
+
+`, port);
+    await caller.next(isStatus('o1', 200, 'OPTIONS'));
+    caller.send(`MESSAGE sip:${HOST}:${port} SIP/2.0
+Via: SIP/2.0/UDP ${HOST}:${caller.port};branch=z9hG4bK-m1
+From: <sip:caller@${HOST}:${caller.port}>;tag=m
+To: <sip:${HOST}:${port}>
+Call-ID: m1
+CSeq: 1 MESSAGE
+Content-Length: 0
+
+`, port);
+    await caller.next(isStatus('m1', 405, 'MESSAGE'));
+    caller.send(inDialog('BYE', { callId: 'nope', from: caller, fromTag: 'a', toTag: 'b', cseq: 2, edge: port }), port);
+    await caller.next(isStatus('nope', 481, 'BYE'));
+    expect(edge.summary()).to.include({ rerouted: 1, congested: 1, released: 1 });
+  });
+
+  it('configuration: every problem at once, with its path', async () => {
+    const bad = {
+      listen: '127.0.0.1',
+      limits: { inbound: { peers: { p1: [{ limit: 1, window: 'PT1S' }] } }, outbound: { carriers: { A: { cps: 1 } } } },
+      peers: { p1: { sources: ['127.0.0.1:5070'] }, p9: { sources: ['127.0.0.1:5070'] } },
+      route: ['A', 'Z'],
+      carriers: { A: { address: '127.0.0.1:5090' }, C: { address: '127.0.0.1:5091' } },
+    };
+    let err: unknown;
+    try {
+      await parseEdgeConfig(bad, { source: 'edge.json' });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).to.be.instanceOf(ConfigError);
+    expect((err as ConfigError).problems).to.deep.equal(['edge.json: listen: expected "ip:port" (an IPv4 address and a port 1-65535)']);
+    try {
+      await parseEdgeConfig({ ...bad, listen: '127.0.0.1:5080' }, { source: 'edge.json' });
+    } catch (e) {
+      err = e;
+    }
+    expect((err as ConfigError).problems).to.deep.equal([
+      'edge.json: carriers.C: no pacing for it in limits.outbound.carriers',
+      'edge.json: route[1]: carrier "Z" has no address in carriers',
+      'edge.json: peers.p9: no limits for it in limits.inbound.peers and no defaultPeer (every call would be refused 403)',
+      'edge.json: peers.p9.sources: 127.0.0.1:5070 is already the source of peer "p1"',
+    ]);
+  });
+});
