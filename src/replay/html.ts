@@ -17,7 +17,7 @@ import { InvalidArgumentError } from '../errors/InvalidArgumentError.js';
 import { packageRoot } from '../packageRoot.js';
 import type { CompareJson } from './compare.js';
 import type { ReplayResult } from './replay.js';
-import { reportJson, reportText, type ReportJson } from './report.js';
+import { carrierTable, channelTable, levelTable, reportJson, reportText, type ReportJson } from './report.js';
 import { seriesJson, totalsJson, type ReplaySeries, type ReplaySeriesJson } from './series.js';
 
 const require = createRequire(import.meta.url);
@@ -127,52 +127,19 @@ function table(id: string, header: string[], rows: (string | number)[][], numeri
 function summaryTables(j: ReportJson): string {
   const out: string[] = [];
   if (j.levels.length > 0) {
-    const rows: (string | number)[][] = [];
-    for (const l of j.levels) {
-      const limits = l.limits.length ? l.limits : [undefined];
-      limits.forEach((x, i) =>
-        rows.push([
-          i === 0 ? l.level : '',
-          i === 0 ? l.offered : '',
-          i === 0 ? l.admitted : '',
-          i === 0 ? l.rejected : '',
-          x ? `${x.limit}/${x.window}${x.algorithm === 'sliding-log' ? '' : ` ${x.algorithm}`}` : '-',
-          x ? x.peak : '-',
-          x ? (x.held ? 'held' : 'EXCEEDED') : '',
-          x?.busiest ? `${x.busiest.from} – ${x.busiest.to}` : '',
-        ]),
-      );
-    }
+    const t = levelTable(j, true);
     out.push('<h3>Inbound levels</h3><p class="note">peak = most calls admitted in any window of the limit, as its algorithm counts; busiest = that window</p>');
-    out.push(table('levels-table', ['level', 'offered', 'admitted', 'rejected', 'limit', 'peak', '', 'busiest window'], rows));
+    out.push(table('levels-table', t.header, t.rows));
   }
   if (j.carriers.length > 0) {
+    const t = carrierTable(j);
     out.push('<h3>Carriers</h3><p class="note">delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps</p>');
-    out.push(
-      table(
-        'carriers-table',
-        ['carrier', 'dispatched', 'rerouted away', 'rejected', 'p50', 'p99', 'max', '1/cps', 'min slot gap', 'min send gap'],
-        j.carriers.map((c) => [
-          c.carrier,
-          c.dispatched,
-          c.rerouted_away,
-          c.rejected,
-          c.delay_ms.p50,
-          c.delay_ms.p99,
-          c.delay_ms.max,
-          c.interval_ms,
-          c.min_slot_spacing_ms ?? '-',
-          c.min_send_spacing_ms ?? '-',
-        ]),
-      ),
-    );
+    out.push(table('carriers-table', t.header, t.rows));
   }
-  const channelRows: (string | number)[][] = [];
-  for (const l of j.levels) if (l.channels) channelRows.push([l.level, l.channels.limit, l.channels.peak, l.channels.held ? 'held' : 'EXCEEDED']);
-  for (const c of j.carriers) if (c.channels) channelRows.push([`carrier ${c.carrier}`, c.channels.limit, c.channels.peak, c.channels.held ? 'held' : 'EXCEEDED']);
-  if (channelRows.length > 0) {
+  const channels = channelTable(j);
+  if (channels.rows.length > 0) {
     out.push('<h3>Channels</h3><p class="note">peak = most calls in progress at once: each holds from its decision to its end</p>');
-    out.push(table('channels-table', ['level / carrier', 'channels', 'peak', ''], channelRows));
+    out.push(table('channels-table', channels.header, channels.rows));
   }
   return out.join('\n');
 }

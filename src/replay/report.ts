@@ -140,6 +140,62 @@ function table(header: string[], rows: (string | number)[][]): string {
   return [line(cells[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.slice(1).map(line)].join('\n');
 }
 
+/** A table of the report: its header and rows (the text and the HTML report draw the same cells). */
+export interface ReportTable {
+  readonly header: string[];
+  readonly rows: (string | number)[][];
+}
+
+/** Per level, one row per limit (the level's counts on its first row); `busiest` adds that window's span. */
+export function levelTable(j: ReportJson, busiest = false): ReportTable {
+  const rows: (string | number)[][] = [];
+  for (const l of j.levels) {
+    const limits = l.limits.length ? l.limits : [undefined];
+    limits.forEach((x, i) => {
+      const row: (string | number)[] = [
+        i === 0 ? l.level : '',
+        i === 0 ? l.offered : '',
+        i === 0 ? l.admitted : '',
+        i === 0 ? l.rejected : '',
+        x ? `${x.limit}/${x.window}${x.algorithm === 'sliding-log' ? '' : ` ${x.algorithm}`}` : '-',
+        x ? x.peak : '-',
+        x ? (x.held ? 'held' : 'EXCEEDED') : '',
+      ];
+      const span = x?.busiest;
+      if (busiest) row.push(span ? `${span.from} – ${span.to}` : '');
+      rows.push(row);
+    });
+  }
+  const header = ['level', 'offered', 'admitted', 'rejected', 'limit', 'peak', ''];
+  return { header: busiest ? [...header, 'busiest window'] : header, rows };
+}
+
+export function carrierTable(j: ReportJson): ReportTable {
+  return {
+    header: ['carrier', 'dispatched', 'rerouted away', 'rejected', 'p50', 'p99', 'max', '1/cps', 'min slot gap', 'min send gap'],
+    rows: j.carriers.map((c) => [
+      c.carrier,
+      c.dispatched,
+      c.rerouted_away,
+      c.rejected,
+      c.delay_ms.p50,
+      c.delay_ms.p99,
+      c.delay_ms.max,
+      c.interval_ms,
+      c.min_slot_spacing_ms ?? '-',
+      c.min_send_spacing_ms ?? '-',
+    ]),
+  };
+}
+
+/** Every level and carrier with a channel limit: the most calls in progress at once against it. */
+export function channelTable(j: ReportJson): ReportTable {
+  const rows: (string | number)[][] = [];
+  for (const l of j.levels) if (l.channels) rows.push([l.level, l.channels.limit, l.channels.peak, l.channels.held ? 'held' : 'EXCEEDED']);
+  for (const c of j.carriers) if (c.channels) rows.push([`carrier ${c.carrier}`, c.channels.limit, c.channels.peak, c.channels.held ? 'held' : 'EXCEEDED']);
+  return { header: ['level / carrier', 'channels', 'peak', ''], rows };
+}
+
 export function reportText(r: ReplayResult): string {
   const j = reportJson(r);
   const out: string[] = [];
@@ -155,49 +211,18 @@ export function reportText(r: ReplayResult): string {
   );
   if (j.levels.length > 0) {
     out.push('', 'Inbound levels (peak = most calls admitted in any window of the limit, as its algorithm counts)');
-    const rows: (string | number)[][] = [];
-    for (const l of j.levels) {
-      const limits = l.limits.length ? l.limits : [undefined];
-      limits.forEach((x, i) =>
-        rows.push([
-          i === 0 ? l.level : '',
-          i === 0 ? l.offered : '',
-          i === 0 ? l.admitted : '',
-          i === 0 ? l.rejected : '',
-          x ? `${x.limit}/${x.window}${x.algorithm === 'sliding-log' ? '' : ` ${x.algorithm}`}` : '-',
-          x ? x.peak : '-',
-          x ? (x.held ? 'held' : 'EXCEEDED') : '',
-        ]),
-      );
-    }
-    out.push(table(['level', 'offered', 'admitted', 'rejected', 'limit', 'peak', ''], rows));
+    const t = levelTable(j);
+    out.push(table(t.header, t.rows));
   }
   if (j.carriers.length > 0) {
     out.push('', 'Carriers (delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps)');
-    out.push(
-      table(
-        ['carrier', 'dispatched', 'rerouted away', 'rejected', 'p50', 'p99', 'max', '1/cps', 'min slot gap', 'min send gap'],
-        j.carriers.map((c) => [
-          c.carrier,
-          c.dispatched,
-          c.rerouted_away,
-          c.rejected,
-          c.delay_ms.p50,
-          c.delay_ms.p99,
-          c.delay_ms.max,
-          c.interval_ms,
-          c.min_slot_spacing_ms ?? '-',
-          c.min_send_spacing_ms ?? '-',
-        ]),
-      ),
-    );
+    const t = carrierTable(j);
+    out.push(table(t.header, t.rows));
   }
-  const channelRows: (string | number)[][] = [];
-  for (const l of j.levels) if (l.channels) channelRows.push([l.level, l.channels.limit, l.channels.peak, l.channels.held ? 'held' : 'EXCEEDED']);
-  for (const c of j.carriers) if (c.channels) channelRows.push([`carrier ${c.carrier}`, c.channels.limit, c.channels.peak, c.channels.held ? 'held' : 'EXCEEDED']);
-  if (channelRows.length > 0) {
+  const channels = channelTable(j);
+  if (channels.rows.length > 0) {
     out.push('', 'Channels (peak = most calls in progress at once: each holds from its decision to its end)');
-    out.push(table(['level / carrier', 'channels', 'peak', ''], channelRows));
+    out.push(table(channels.header, channels.rows));
   }
   out.push('', j.all_limits_held ? 'Every limit held in every window.' : 'SOME LIMIT WAS EXCEEDED: see EXCEEDED above.');
   return out.join('\n');

@@ -33,6 +33,17 @@ import type {
 import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels, logRetention } from './validate.js';
 import { windowIndex } from './window.js';
 
+/** Index of the first element of sorted[lo..] above x (sorted.length when none). */
+function firstAbove(sorted: readonly number[], lo: number, x: number): number {
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]! <= x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /** A sorted log of event times; times[head..] are live, older ones await compaction. */
 class Log {
   times: number[] = [];
@@ -54,15 +65,7 @@ class Log {
 
   /** Index of the first live event with s > x. */
   upper(x: number): number {
-    const times = this.times;
-    let lo = this.head;
-    let hi = times.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (times[mid]! <= x) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return firstAbove(this.times, this.head, x);
   }
 
   /** Events with t - w < s <= t, and the index of the first of them. */
@@ -101,15 +104,7 @@ class HoldSet {
 
   /** Index of the first live hold with end > x. */
   private upper(x: number): number {
-    const ends = this.ends;
-    let lo = this.head;
-    let hi = ends.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (ends[mid]! <= x) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return firstAbove(this.ends, this.head, x);
   }
 
   /** Holds with an end after t (ZCOUNT (t +inf). */
