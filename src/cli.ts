@@ -18,12 +18,12 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError as CliArgumentError, Option } from 'commander';
 import { Redis } from 'ioredis';
-import { DecisionsFile } from './cli/decisionsFile.js';
+import { OutputFile } from './outputFile.js';
 import { loadConfigFile } from './config/load.js';
 import { CallgateError, InterruptedError, OutputError } from './errors/index.js';
 import { osReason } from './osReason.js';
 import { compare, compareText } from './replay/compare.js';
-import { checkHtmlTarget, writeHtmlReport } from './replay/html.js';
+import { reportHtml } from './replay/html.js';
 import { progress } from './replay/progress.js';
 import { replay, type DecisionLine } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
@@ -135,38 +135,45 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
   const config = await loadConfigFile(args.config);
   signal.throwIfAborted(); // a large configuration takes a while to load
   const baseline = args.compare !== undefined ? await loadConfigFile(args.compare) : undefined;
-  if (args.html !== undefined) checkHtmlTarget(args.html);
-  // opened before the stores: a target that cannot be written fails with nothing to undo
-  const writer = args.decisions !== undefined ? await DecisionsFile.open(args.decisions, signal) : undefined;
-  if (writer) interruption.onSecond = () => writer.removeTemporary();
+  // outputs opened before the stores: a target that cannot be written fails with nothing to undo
+  const outputs: OutputFile[] = [];
+  const abortOutputs = () => outputs.forEach((o) => o.abort());
+  interruption.onSecond = () => outputs.forEach((o) => o.removeTemporary());
+  let writer: OutputFile | undefined;
+  let htmlOut: OutputFile | undefined;
   let store: Store;
   let baselineStore: Store | undefined;
   try {
+    if (args.decisions !== undefined) outputs.push((writer = await OutputFile.open(args.decisions, (name) => `decisions to ${name}`, { signal, dash: true })));
+    if (args.html !== undefined) outputs.push((htmlOut = await OutputFile.open(args.html, (name) => `the HTML report ${name}`, { signal })));
     store = await openStore(args, signal);
     // what-if: the old configuration on a store of its own
     baselineStore = baseline ? await openStore(args, signal).catch(async (err) => (await store.close(), Promise.reject(err))) : undefined;
   } catch (err) {
-    writer?.abort();
+    abortOutputs();
     throw err;
   }
   // the report goes to stderr when the decisions take stdout
-  const reportOut = writer?.toStdout ? process.stderr : process.stdout;
+  const reportOut = writer?.toStdout || htmlOut?.toStdout ? process.stderr : process.stdout;
   const bar = progress(baseline ? 'what-if' : 'replay', process.stderr, args.progress);
   const series = args.html !== undefined ? new ReplaySeries() : undefined;
   const baselineSeries = args.html !== undefined && baseline ? new ReplaySeries() : undefined;
   try {
-    const common = { tracePath: args.trace, signal, onDecision: writer ? (d: DecisionLine) => writer.write(d) : undefined, progressEvery: 5_000, onProgress: bar.update, series };
+    const common = { tracePath: args.trace, signal, onDecision: writer ? (d: DecisionLine) => writer.writeLine(d) : undefined, progressEvery: 5_000, onProgress: bar.update, series };
     const { result, whatif, old } = baseline
       ? await compare({ ...common, config, baseline, configName: args.config, baselineName: args.compare!, store, baselineStore: baselineStore!, baselineSeries }).then((c) => ({ ...c, old: c.baseline }))
       : { result: await replay({ ...common, config, store }), whatif: undefined, old: undefined };
     bar.finish();
     await writer?.commit();
-    if (args.html !== undefined) writeHtmlReport(args.html, { result, series: series!, config, configPath: args.config, tracePath: args.trace, whatif, baselineSeries });
+    if (htmlOut) {
+      await htmlOut.write(reportHtml({ result, series: series!, config, configPath: args.config, tracePath: args.trace, whatif, baselineSeries }));
+      await htmlOut.commit();
+    }
     if (args.json) await writeReport(reportOut, JSON.stringify(whatif ? { report: reportJson(result), baseline: reportJson(old!), whatif } : reportJson(result)) + '\n');
     else await writeReport(reportOut, reportText(result) + (whatif ? '\n' + compareText(whatif) : '') + '\n');
   } catch (err) {
     bar.abort();
-    writer?.abort();
+    abortOutputs();
     throw err;
   } finally {
     await store.close();

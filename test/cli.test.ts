@@ -6,7 +6,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { chmodSync, createReadStream, existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { writeTrace } from '../scripts/gen-trace.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 import { runNode, type Run } from './helpers/run.js';
@@ -34,13 +34,14 @@ function expectOneLine(r: Run, message: RegExp): void {
 const temporaries = (dir: string) => readdirSync(dir).filter((f) => f.includes('.tmp-'));
 
 /**
- * A copy of /dev/null (minor 3) or /dev/full (minor 7) made for the test (mknod, as root), so that
- * a regression can never replace the machine's own device; the real one for other users, who
- * cannot replace it.
+ * A copy of /dev/null (minor 3) or /dev/full (minor 7) made for the test (mknod, as root, in a
+ * directory of its own), so that a regression can never replace the machine's own device; the
+ * real one only for other users, who cannot replace it. Root without mknod skips the test.
  */
-function device(dir: string, name: 'null' | 'full'): string {
-  const path = join(dir, name);
+function device(ctx: Mocha.Context, dir: string, name: 'null' | 'full'): string {
+  const path = join(mkdtempSync(join(dir, 'dev-')), name);
   if (spawnSync('mknod', ['-m', '666', path, 'c', '1', name === 'null' ? '3' : '7']).status === 0) return path;
+  if (process.getuid?.() === 0) ctx.skip();
   return `/dev/${name}`;
 }
 
@@ -207,11 +208,11 @@ describe('callgate replay (the command)', function () {
       expectOneLine(decisions, /^error: cannot write decisions to standard output: its reader closed it \(EPIPE\)$/);
     });
 
-    it('a device that is full: the write error, no stack trace, no file left', async () => {
-      const full = device(sub, 'full');
+    it('a device that is full: the write error, no stack trace, no file left', async function () {
+      const full = device(this, sub, 'full');
       expectOneLine(await run(replayArgs('campaign', '--decisions', full)), /cannot write decisions to .*full: no space left on device.*\(ENOSPC\)$/);
       expect(statSync(full).isCharacterDevice()).to.equal(true);
-      expect(temporaries(sub)).to.deep.equal([]);
+      expect(temporaries(dirname(full))).to.deep.equal([]);
     });
   });
 
@@ -241,15 +242,37 @@ describe('callgate replay (the command)', function () {
       expect(temporaries(sub)).to.deep.equal([]);
     });
 
-    it('a character device (/dev/null) is written in place and stays that device', async () => {
-      const nul = device(sub, 'null');
+    it('a character device (/dev/null) is written in place and stays that device', async function () {
+      const nul = device(this, sub, 'null');
       const before = statSync(nul);
       const r = await run(replayArgs('campaign', '--decisions', nul));
       expect(r.code, r.stderr).to.equal(0);
       const after = statSync(nul);
       expect(after.isCharacterDevice()).to.equal(true);
       expect([after.ino, after.rdev, after.mode]).to.deep.equal([before.ino, before.rdev, before.mode]);
+      expect(temporaries(dirname(nul))).to.deep.equal([]);
+    });
+
+    it('--html and merge-traces --out follow the same rules: a device stays, a directory is refused', async function () {
+      const nul = device(this, sub, 'null');
+      const before = statSync(nul);
+      const directory = mkdtempSync(join(sub, 'out-dir-'));
+      const [html, merge, htmlDir, mergeDir] = await Promise.all([
+        run(replayArgs('boundary', '--html', nul)),
+        run(['merge-traces', '--out', nul, join(FIX, 'boundary.trace.csv')]),
+        run(replayArgs('boundary', '--html', directory)),
+        run(['merge-traces', '--out', directory, join(FIX, 'boundary.trace.csv')]),
+      ]);
+      expect(html.code, html.stderr).to.equal(0);
+      expect(merge.code, merge.stderr).to.equal(0);
+      const after = statSync(nul);
+      expect(after.isCharacterDevice()).to.equal(true);
+      expect([after.ino, after.rdev]).to.deep.equal([before.ino, before.rdev]);
+      expectOneLine(htmlDir, /^error: cannot write the HTML report .*out-dir-\w+: it is a directory$/);
+      expectOneLine(mergeDir, /^error: cannot write the merged trace .*out-dir-\w+: it is a directory$/);
+      expect(statSync(directory).isDirectory()).to.equal(true);
       expect(temporaries(sub)).to.deep.equal([]);
+      expect(temporaries(dirname(nul))).to.deep.equal([]);
     });
 
     it('a regular file is replaced by an atomic rename, keeping its mode; a link keeps naming it', async () => {

@@ -1,9 +1,9 @@
 /**
- * Where `--decisions TARGET` writes the replay's decisions (JSON Lines), without ever damaging
- * what the name points at:
+ * An output file of the command line (`--decisions`, `--html`, `merge-traces --out`), written
+ * without ever damaging what its name points at:
  *
- * - `-`, or a name of standard output (`/dev/stdout` …): standard output; the report then goes to
- *   standard error.
+ * - `-` (where the option allows it), or a name of standard output (`/dev/stdout` …): standard
+ *   output; the report then goes to standard error.
  * - a regular file, or no file yet: written beside it under a temporary name and renamed over it
  *   only when the replay succeeded, so it is never left half written. The file's mode (and owner,
  *   where allowed) is kept; a symbolic link keeps pointing at the file, which is replaced.
@@ -12,7 +12,7 @@
  * - a directory (or a link to nothing): refused.
  *
  * Every failure (missing directory, no permission, device full, reader gone) is an OutputError
- * naming the target, raised before the replay starts when the target cannot be opened. The
+ * naming the output, raised by open() when the target cannot be opened (so before any work). The
  * temporary file is removed on any failure and at process exit.
  */
 import { randomBytes } from 'node:crypto';
@@ -35,28 +35,28 @@ import {
   type WriteStream,
 } from 'node:fs';
 import { promisify } from 'node:util';
-import { OutputError } from '../errors/OutputError.js';
-import { osReason } from '../osReason.js';
+import { OutputError } from './errors/OutputError.js';
+import { osReason } from './osReason.js';
 
 const openAsync = promisify(open);
 
-/** The decisions cannot be written where `--decisions` says. */
-function decisionsError(target: string, reason: string, cause?: unknown): OutputError {
-  const name = target === '-' ? 'standard output' : target === '' ? '""' : target;
-  return new OutputError(`decisions to ${name}`, reason, { cause });
-}
+/** Names an output in messages, from its target as shown: `decisions to out.jsonl`. */
+export type OutputName = (shown: string) => string;
 
-/** Decisions go out in blocks of this many lines (one write call each). */
-const BLOCK = 512;
+/** Lines go out in blocks (one write call each) of this many, or this many characters. */
+const BLOCK_LINES = 512;
+const BLOCK_CHARS = 1 << 16;
 
-export class DecisionsFile {
+export class OutputFile {
   private buffer: string[] = [];
+  private buffered = 0;
   private lastWrite: Promise<void> = Promise.resolve();
   private failed?: OutputError;
   private readonly removeAtExit = (): void => this.removeTemporary();
 
   private constructor(
     private readonly target: string,
+    private readonly name: OutputName,
     private readonly out: WriteStream | NodeJS.WriteStream,
     /** The temporary file and the path it is renamed to, for a regular file. */
     private readonly temporary?: { path: string; finalPath: string },
@@ -65,22 +65,26 @@ export class DecisionsFile {
     if (temporary) process.on('exit', this.removeAtExit);
   }
 
-  /** Whether the decisions go to standard output (the report should then go elsewhere). */
+  /** Whether this output is standard output (the report should then go elsewhere). */
   get toStdout(): boolean {
     return this.out === process.stdout;
   }
 
-  /** Opens the target (see the module comment); waits for a reader on a FIFO, unless `signal` aborts. */
-  static async open(target: string, signal?: AbortSignal): Promise<DecisionsFile> {
-    if (target === '-') return new DecisionsFile(target, process.stdout);
+  /**
+   * Opens the target (see the module comment); waits for a reader on a FIFO, unless `signal`
+   * aborts. `dash`: `-` means standard output (else it is a file named `-`).
+   */
+  static async open(target: string, name: OutputName, opts: { signal?: AbortSignal; dash?: boolean } = {}): Promise<OutputFile> {
+    const { signal } = opts;
+    if (target === '-' && opts.dash) return new OutputFile(target, name, process.stdout);
     const fail = (reason: string, cause?: unknown): never => {
-      throw decisionsError(target, reason, cause);
+      throw outputError(target, name, reason, cause);
     };
     if (target === '') fail('an empty file name');
     const stats = statOrNone(target, fail);
     // /dev/stdout, /dev/fd/1…: renaming over the file standard output was redirected to would
     // leave the report in a deleted file, and a second open would overwrite it
-    if (stats && isStdout(stats)) return new DecisionsFile(target, process.stdout);
+    if (stats && isStdout(stats)) return new OutputFile(target, name, process.stdout);
     if (stats?.isDirectory()) fail('it is a directory');
     if (stats && !stats.isFile()) {
       // no O_CREAT, no O_TRUNC: a device or pipe is written in place, never created nor replaced
@@ -97,7 +101,7 @@ export class DecisionsFile {
         closeSync(fd);
         fail('it changed while being opened');
       }
-      return new DecisionsFile(target, createWriteStream('', { fd }));
+      return new OutputFile(target, name, createWriteStream('', { fd }));
     }
     if (!stats && isSymlink(target)) fail('it is a symbolic link to a missing file');
     // a link is followed: the file it names is replaced, the link stays
@@ -114,14 +118,23 @@ export class DecisionsFile {
         // only root may give a file away; others keep their own
       }
     }
-    return new DecisionsFile(target, createWriteStream('', { fd }), { path, finalPath });
+    return new OutputFile(target, name, createWriteStream('', { fd }), { path, finalPath });
   }
 
-  /** Adds one line; returns a promise only when the output is full: the replay then waits (flat memory). */
-  write(line: unknown): Promise<void> | undefined {
+  /** Adds `value` as one line of JSON (see write). */
+  writeLine(value: unknown): Promise<void> | undefined {
+    return this.write(JSON.stringify(value) + '\n');
+  }
+
+  /**
+   * Adds `text`; returns a promise only when the output is full: the caller then waits (flat
+   * memory). Throws (or rejects) once the output has failed.
+   */
+  write(text: string): Promise<void> | undefined {
     if (this.failed) throw this.failed;
-    this.buffer.push(JSON.stringify(line));
-    if (this.buffer.length >= BLOCK && !this.flush()) return this.drained();
+    this.buffer.push(text);
+    this.buffered += text.length;
+    if ((this.buffer.length >= BLOCK_LINES || this.buffered >= BLOCK_CHARS) && !this.flush()) return this.drained();
     return undefined;
   }
 
@@ -130,17 +143,18 @@ export class DecisionsFile {
     let ok = true;
     // writes complete in order: the last one's callback means all are done (or one failed)
     this.lastWrite = new Promise<void>((resolve) => {
-      ok = this.out.write(this.buffer.join('\n') + '\n', (err) => {
+      ok = this.out.write(this.buffer.join(''), (err) => {
         if (err) this.fail(err);
         resolve();
       });
     });
     this.buffer = [];
+    this.buffered = 0;
     return ok;
   }
 
   private fail(err: Error): void {
-    this.failed ??= decisionsError(this.target, osReason(err), err);
+    this.failed ??= outputError(this.target, this.name, osReason(err), err);
   }
 
   private async drained(): Promise<void> {
@@ -173,11 +187,11 @@ export class DecisionsFile {
     try {
       // only a regular file is ever replaced: a name that became something else is left alone
       const now = lstatOrNone(t.finalPath);
-      if (now && !now.isFile()) throw decisionsError(this.target, 'it is no longer a regular file; left as it is');
+      if (now && !now.isFile()) throw outputError(this.target, this.name, 'it is no longer a regular file; left as it is');
       try {
         renameSync(t.path, t.finalPath);
       } catch (e) {
-        throw decisionsError(this.target, osReason(e), e);
+        throw outputError(this.target, this.name, osReason(e), e);
       }
     } finally {
       this.removeTemporary();
@@ -187,6 +201,7 @@ export class DecisionsFile {
   /** The replay failed or was interrupted: nothing is left behind, nor waited for (a stalled reader). */
   abort(): void {
     this.buffer = [];
+    this.buffered = 0;
     if (this.out !== process.stdout) this.out.destroy();
     this.removeTemporary();
   }
@@ -197,6 +212,11 @@ export class DecisionsFile {
     rmSync(this.temporary.path, { force: true });
     process.off('exit', this.removeAtExit);
   }
+}
+
+function outputError(target: string, name: OutputName, reason: string, cause?: unknown): OutputError {
+  const shown = target === '-' ? 'standard output' : target === '' ? '""' : target;
+  return new OutputError(name(shown), reason, { cause });
 }
 
 /** `work`, or the signal's reason as soon as it aborts (an open cannot be cancelled; it is left behind). */
