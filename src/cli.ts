@@ -153,7 +153,7 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
     abortOutputs();
     throw err;
   }
-  // the report goes to stderr when the decisions take stdout
+  // the report goes to stderr when an output takes stdout
   const reportOut = writer?.toStdout || htmlOut?.toStdout ? process.stderr : process.stdout;
   const bar = progress(baseline ? 'what-if' : 'replay', process.stderr, args.progress);
   const series = args.html !== undefined ? new ReplaySeries() : undefined;
