@@ -8,7 +8,9 @@
  *   - a hand-rolled single-key sliding-log Lua script through plain ioredis;
  *   - callgate dispatch reservations (store.reserve over a 3-carrier route);
  *   - the memory store (Store API and admitSync/reserveSync), in process;
- *   - Redis memory per peer at steady state, 10/100/1000 CPS, per algorithm.
+ *   - Redis memory per peer at steady state, 10/100/1000 CPS, per algorithm;
+ *   - the sidecar (`callgate serve`) over keep-alive HTTP, open loop at several rates, beside the
+ *     library in process on the same Redis (sidecar.ts; --rates, --sidecar-seconds, --connections).
  * Every run is checked: admitted times are scanned for any window over its limit, and callgate's
  * Redis decisions are replayed through the MemoryStore in execution order (they must be equal).
  * A run that fails a check prints FAIL instead of being a result.
@@ -25,6 +27,7 @@ import { RedisStore } from '../src/store/RedisStore.js';
 import type { Algorithm, Bucket, Carrier, Limit, ReserveResult, Store } from '../src/store/types.js';
 // the same redis-server starter the tests use (free loopback port, nothing on disk)
 import { startRedisServer, type RedisServer as BenchRedis } from '../test/helpers/redis.js';
+import { sidecarSection, type SidecarRow } from './sidecar.js';
 import { AdmittedLog, reservationViolations, slidingLogViolations, type LimitSpec } from './verify.js';
 import { closedLoop, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
 
@@ -60,6 +63,10 @@ const ROUNDS = Number(opt('rounds', QUICK ? '1' : '2'));
 const COMMANDSTATS = flag('commandstats');
 /** RedisStore maxBatch for the admission runs (default: the store's). */
 const MAX_BATCH = argv.includes('--max-batch') ? Number(opt('max-batch', '')) : undefined;
+/** Sidecar section: offered rates (calls/s), seconds per rate, HTTP connections. */
+const SIDECAR_RATES = opt('rates', QUICK ? '1000,4000' : '1000,2500,5000,10000,15000').split(',').map(Number);
+const SIDECAR_SECONDS = Number(opt('sidecar-seconds', QUICK ? '1' : '3'));
+const SIDECAR_CONNECTIONS = Number(opt('connections', '32'));
 
 // ---------------------------------------------------------------------------------------------
 // Limits: one per-peer limit (1 level), or global + account + peer with two windows each.
@@ -817,6 +824,37 @@ async function main(): Promise<void> {
       rows.push(...list);
       log(`memory store: in process, virtual time at ${MEM_STEP_US} µs per call (20,000 calls/s offered), at most ${fmtInt(MEM_CALLS)} calls or ${MEM_SECONDS} s; sync decisions/s untimed, latency from a second timed pass`);
       printRuns(list);
+      log('');
+    }
+
+    if (want('sidecar')) {
+      log(
+        `sidecar: callgate serve on this Redis over keep-alive HTTP (${SIDECAR_CONNECTIONS} connections, POST /v1/admit), beside CallGate.admit in this process; 3 levels as above, the same peer sequence;\n` +
+          `open loop at ${SIDECAR_RATES.join(', ')} calls/s, ${SIDECAR_SECONDS} s each (latency from each call's scheduled time); cores: bench process / sidecar / redis`,
+      );
+      log(`${pad('system', 20)} ${lpad('offered/s', 10)} ${lpad('decisions/s', 12)} ${lpad('admitted', 9)} ${lpad('p50 ms', 8)} ${lpad('p99 ms', 8)} ${lpad('max ms', 8)} ${lpad('cores', 16)}  check`);
+      const print = (r: SidecarRow) => {
+        emit(r);
+        const cores = `${r.cores.bench.toFixed(2)}/${r.cores.sidecar === undefined ? '-' : r.cores.sidecar.toFixed(2)}/${r.cores.redis.toFixed(2)}`;
+        log(`${pad(r.system, 20)} ${lpad(fmtInt(r.rate), 10)} ${lpad(fmtInt(r.perSecond), 12)} ${lpad(r.admittedPct.toFixed(1) + '%', 9)} ${lpad(r.p50ms.toFixed(2), 8)} ${lpad(r.p99ms.toFixed(2), 8)} ${lpad(r.maxMs.toFixed(1), 8)} ${lpad(cores, 16)}  ${r.check === 'FAIL' ? 'FAIL: ' + r.checkDetail : r.unanswered > 0 ? `overloaded: ${fmtInt(r.unanswered)} calls unanswered 10 s after the end` : 'ok'}`);
+      };
+      const list = await sidecarSection(
+        {
+          redisUrl: server.url,
+          rates: SIDECAR_RATES,
+          seconds: SIDECAR_SECONDS,
+          config: CONFIG_3,
+          connections: SIDECAR_CONNECTIONS,
+          call: (i) => {
+            const p = seq[i % seq.length]!;
+            return { peer: peerName(p), account: accountName(p) };
+          },
+          bucketsOf: (i) => bucketsOf(3, seq[i % seq.length]!).buckets,
+        },
+        print,
+      );
+      if (list.some((r) => r.check === 'FAIL')) failed = true;
+      else log(`every run checked: ${list[0]!.checkDetail}`);
       log('');
     }
 

@@ -29,6 +29,10 @@ import { replay, type DecisionLine } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
 import { ReplaySeries } from './replay/series.js';
 import { mergeTraces } from './replay/trace-merge.js';
+import { runInspect, type InspectArgs } from './inspectCommand.js';
+import { runServe, type ServeArgs } from './server/serve.js';
+import { DEFAULT_LISTEN } from './server/listen.js';
+import { DEFAULT_TIMEOUT_MS } from './store/timeout.js';
 import { redactUrl, redisConnectionOptions } from './cliRedisOptions.js';
 import { packageVersion } from './packageRoot.js';
 import { MemoryStore } from './store/MemoryStore.js';
@@ -230,6 +234,40 @@ export function program(): Command {
     .option('--compare <file>', 'what-if: replay under this (old) configuration too, report the calls decided differently')
     .option('--no-progress', 'no progress bar, even on a terminal')
     .action(async (opts: ReplayArgs) => runReplay(opts));
+  const int = (v: string) => (/^\d+$/.test(v) ? Number(v) : NaN);
+  cmd
+    .command('serve')
+    .description('run the engine as an HTTP sidecar (JSON API, /metrics, /healthz, /readyz); see README "Sidecar"')
+    .requiredOption('--config <file>', 'limit configuration (JSON or YAML), reloaded on SIGHUP and on change')
+    .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'))
+    .option('--redis-url <url>', 'Redis for --store redis (rediss:// for TLS; ACL user via the URL or REDIS_USERNAME / REDIS_PASSWORD)', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .option('--prefix <prefix>', 'Redis key prefix (sidecars sharing limits share it)', 'callgate:')
+    .option('--redis-tls-ca <file>', 'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)')
+    .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
+    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
+    .option('--listen <addr>', 'PORT, HOST:PORT or [IPv6]:PORT; not loopback: needs a token', DEFAULT_LISTEN)
+    .addOption(new Option('--token <token>', 'require "Authorization: Bearer <token>" (16+ characters)').env('CALLGATE_TOKEN'))
+    .addOption(new Option('--policy <policy>', 'when Redis is out of reach').choices(['fail-closed', 'fail-open', 'local']).default('fail-closed'))
+    .option('--timeout-ms <ms>', 'bound on one decision\'s store call', int, DEFAULT_TIMEOUT_MS)
+    .option('--body-limit <bytes>', 'largest request body', int, 16384)
+    .option('--retry-jitter <s>', 'add up to this many seconds to Retry-After', int, 0)
+    .option('--channels-status <code>', 'SIP status for a refusal by a channel limit (default 503; 486 and 480 are common)', int)
+    .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
+    .option('--no-watch', 'do not reload when the configuration file changes')
+    .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind')
+    .action(async (opts: ServeArgs) => runServe(opts));
+  cmd
+    .command('inspect')
+    .description("what the limits see now on a live Redis: each bucket's count and retry-after per limit, each carrier's queue wait")
+    .requiredOption('--config <file>', 'limit configuration (JSON or YAML) the routing processes use')
+    .option('--redis-url <url>', 'the Redis they share', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .option('--redis-tls-ca <file>', 'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)')
+    .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
+    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
+    .option('--prefix <prefix>', 'their key prefix', 'callgate:')
+    .option('--peer <id>', 'also show this peer (repeatable; peers on defaultPeer are not listed otherwise)', (v: string, all: string[]) => [...all, v], [])
+    .option('--json', 'one JSON object (as GET /v1/state)')
+    .action(async (opts: InspectArgs) => runInspect(opts));
   cmd
     .command('merge-traces')
     .description('merge recorded traces (several processes, rotated files) into one, in time order')

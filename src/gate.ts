@@ -40,7 +40,17 @@ export type CallGateEvents = AdmissionEvents &
      * `at`: when the store released it, µs (its clock: Redis TIME live on Redis); absent while deferred.
      */
     released: [{ callId: string; outcome: ReleaseOutcome; at?: number }];
+    /** Every decision (dispatch: its reservation) or failure, with its latency: for metrics. */
+    decided: [DecisionTiming];
   };
+
+export interface DecisionTiming {
+  readonly operation: 'admit' | 'record' | 'reserve' | 'dispatch';
+  readonly seconds: number;
+  readonly decision?: AdmissionDecision | Reservation;
+  /** The call got no decision (store out of reach under policy `error`, reserve on store trouble, bad input). */
+  readonly error?: Error;
+}
 
 export type ConfigSource = string | CallgateConfigInput | CallgateConfig;
 
@@ -150,20 +160,26 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /** May this inbound call in? Admitted calls count at every level; refused ones nowhere. */
   admit(input: AdmitInput): Promise<AdmissionDecision> {
-    const d = this.admission.admit(input);
-    return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
+    return this.timed('admit', () => {
+      const d = this.admission.admit(input);
+      return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
+    });
   }
 
   /** Count a call that must pass regardless (emergency): never refused, counted everywhere. */
   record(input: AdmitInput): Promise<AdmissionDecision> {
-    const d = this.admission.record(input);
-    return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
+    return this.timed('record', () => {
+      const d = this.admission.record(input);
+      return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
+    });
   }
 
   /** The outbound decision alone: a slot on the first carrier of the route that can take the call in time. */
   reserve(input: DispatchInput): Promise<Reservation> {
-    const r = this.dispatcher.reserve(input);
-    return this.recorder ? r.then((x) => (this.recorder!.outbound(input, x), x)) : r;
+    return this.timed('reserve', () => {
+      const r = this.dispatcher.reserve(input);
+      return this.recorder ? r.then((x) => (this.recorder!.outbound(input, x), x)) : r;
+    });
   }
 
   /** Reserve, hold the call for its offset on the engine's clock, then hand it to `send`. */
@@ -176,7 +192,31 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     const onReserved = opts?.onReserved;
     // (an onReserved that is not a function is left for dispatch() to refuse)
     if (rec && (onReserved === undefined || typeof onReserved === 'function')) opts = { onReserved: (r) => (rec.outbound(input, r), onReserved?.(r)) };
+    const inner = opts?.onReserved;
+    if (this.listenerCount('decided') > 0 && (inner === undefined || typeof inner === 'function')) {
+      const start = performance.now();
+      opts = {
+        onReserved: (r: Reservation) => {
+          this.safeEmit('decided', { operation: 'dispatch', seconds: (performance.now() - start) / 1000, decision: r });
+          inner?.(r);
+        },
+      };
+    }
     return this.dispatcher.dispatch(input, send, opts);
+  }
+
+  /** Run a decision; with 'decided' listeners, time it and tell them. */
+  private timed<T extends AdmissionDecision | Reservation>(operation: DecisionTiming['operation'], run: () => Promise<T>): Promise<T> {
+    if (this.listenerCount('decided') === 0) return run();
+    const start = performance.now();
+    const seconds = () => (performance.now() - start) / 1000;
+    return run().then(
+      (decision) => (this.safeEmit('decided', { operation, seconds: seconds(), decision }), decision),
+      (error: Error) => {
+        this.safeEmit('decided', { operation, seconds: seconds(), error });
+        throw error;
+      },
+    );
   }
 
   /**

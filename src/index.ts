@@ -6,7 +6,7 @@
  */
 
 // The engine
-export { CallGate, type CallGateEvents, type CallGateOptions, type ConfigSource } from './gate.js';
+export { CallGate, type CallGateEvents, type CallGateOptions, type ConfigSource, type DecisionTiming } from './gate.js';
 
 // Decisions, inputs and events
 export type { AdmissionDecision, AdmissionEvents, AdmitInput, StorePolicy } from './admission/Admission.js';
@@ -48,6 +48,9 @@ export { loadConfig, loadConfigFile } from './config/load.js';
 export type { CallgateConfig, CallgateConfigInput, CarrierConfig, CarrierInput, LimitInput } from './config/types.js';
 export type { ConfigChange, ConfigChangeKind, ConfigSection } from './config/diff.js';
 
+// Metrics (prom-client) and live inspection
+export { gateMetrics, inspectLive, DEFAULT_LATENCY_BUCKETS, DEFAULT_WAIT_BUCKETS, type GateMetrics, type LiveState, type MetricsOptions } from './metrics.js';
+export { inspectGate, inspectState, stateText, type BucketState, type CarrierState, type GateState, type InspectOptions, type LimitState } from './inspect.js';
 // Recording live traffic as replayable traces
 export { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
 export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

@@ -90,6 +90,7 @@ class CountingStore implements Store {
   release = (r: Parameters<Store['release']>[0]) => this.inner.release(r);
   refresh = (r: Parameters<Store['refresh']>[0]) => this.inner.refresh(r);
   holds = (r: Parameters<Store['holds']>[0]) => this.inner.holds(r);
+  inspect = (r: Parameters<Store['inspect']>[0]) => this.inner.inspect(r);
   clear = () => this.inner.clear();
   close = () => this.inner.close();
 }

@@ -31,6 +31,8 @@ import type {
   WaitResult,
 } from './types.js';
 import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels, logRetention } from './validate.js';
+import { checkInspect, inspectMemory } from './inspectMemory.js';
+import type { InspectRequest, InspectResult } from './types.js';
 import { windowIndex } from './window.js';
 
 /** Index of the first element of sorted[lo..] above x (sorted.length when none). */
@@ -585,6 +587,21 @@ export class MemoryStore implements Store {
   }
   holds(req: HoldsRequest): Promise<HoldsResult> {
     return settle(() => this.holdsSync(req));
+  }
+
+  inspectSync(req: InspectRequest): InspectResult {
+    checkInspect(req);
+    const state = {
+      log: (name: string) => this.logs.get(name),
+      window: (key: string) => this.windows.get(key),
+      slot: (name: string) => this.slots.get(name)?.last,
+      holds: (name: string, t: number) => this.bucketHolds.get(name)?.count(t) ?? 0,
+      carrierHolds: (name: string, t: number) => this.carrierHolds.get(name)?.count(t) ?? 0,
+    };
+    return inspectMemory(state, req, this.time(req.now));
+  }
+  inspect(req: InspectRequest): Promise<InspectResult> {
+    return settle(() => this.inspectSync(req));
   }
 
   async clear(): Promise<void> {

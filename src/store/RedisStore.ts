@@ -49,6 +49,8 @@ import type {
   WaitResult,
 } from './types.js';
 import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels } from './validate.js';
+import { checkInspect } from './inspectMemory.js';
+import type { InspectRequest, InspectResult } from './types.js';
 
 export interface RedisStoreOptions {
   /** An ioredis client or Cluster. The store does not close it unless it created it. */
@@ -693,6 +695,87 @@ export class RedisStore implements Store {
     }
   }
 
+  /**
+   * Read-only (lua/inspect.lua): one script call per tag (all buckets in one on a single Redis,
+   * at most 256 buckets per call) and one for the carriers; the first call's time is the `now`
+   * of the others, so every number is of one instant.
+   */
+  async inspect(req: InspectRequest): Promise<InspectResult> {
+    checkInspect(req);
+    const chunks: number[][] = [];
+    const open = new Map<string, number[]>();
+    req.buckets.forEach((b, i) => {
+      const tag = this.hashTags ? b.tag : '';
+      let chunk = open.get(tag);
+      if (chunk === undefined || chunk.length >= 256) {
+        open.set(tag, (chunk = []));
+        chunks.push(chunk);
+      }
+      chunk.push(i);
+    });
+    const calls = chunks.map((indices) => {
+      const b = new ArgsBuilder();
+      const at = indices.map((i) => {
+        const { tag, bucket } = req.buckets[i]!;
+        const index = b.bucket(bucketArgsOf(tag, this.base(tag, bucket.name), bucket));
+        if (index === 0) throw new InvalidArgumentError(`buckets[${i}]: bucket ${JSON.stringify(bucket.name)} is named twice with different limits`);
+        return { i, index, limits: bucket.limits };
+      });
+      return { at, argv: (now: string) => b.argv([now], ['0'], false) };
+    });
+    const carrierArgv = (now: string): string[] => {
+      // KEYS: each carrier's last slot, then the holds of those with a channel limit, each once
+      const keys: string[] = [];
+      const keyOf = (k: string): string => {
+        let i = keys.indexOf(k);
+        if (i < 0) i = keys.push(k) - 1;
+        return String(i + 1);
+      };
+      const entries: string[] = [];
+      for (const c of req.carriers) entries.push(keyOf(this.carrierKey(c)), String(c.intervalUs), '');
+      req.carriers.forEach((c, i) => (entries[3 * i + 2] = (c.channels ?? 0) > 0 ? keyOf(`${this.carrierKey(c)}:ch`) : '0'));
+      return [String(keys.length), ...keys, now, '0', '0', String(req.carriers.length), ...entries];
+    };
+    let now = req.now === undefined ? '' : String(req.now);
+    const run = async (argv: string[]) => ((await this.send('inspect', argv, req.signal)) as string[]).map(Number);
+    const first = calls.length > 0 ? await run(calls[0]!.argv(now)) : await run(carrierArgv(now));
+    now = String(first[0]);
+    const rest = await Promise.all([...calls.slice(1).map((c) => run(c.argv(now))), calls.length > 0 ? run(carrierArgv(now)) : Promise.resolve(first)]);
+    const replies = [first, ...rest.slice(0, -1)];
+    const buckets: { counts: number[]; retryAfterUs: number[]; channels?: number }[] = new Array(req.buckets.length);
+    calls.forEach((call, c) => {
+      const reply = replies[c]!;
+      // per builder bucket, its limits in profile order (sliding-log widest window first), then
+      // its calls in progress (-1: no channel limit)
+      const offsets: number[] = [];
+      let off = 1;
+      for (const { index, limits } of call.at) {
+        if (offsets[index] === undefined) {
+          offsets[index] = off;
+          off += 2 * limits.length + 1;
+        }
+      }
+      for (const { i, index, limits } of call.at) {
+        const order = limits.map((_, j) => j).sort((x, y) => logWindowOf(limits[y]!) - logWindowOf(limits[x]!));
+        const counts: number[] = new Array(limits.length);
+        const retryAfterUs: number[] = new Array(limits.length);
+        order.forEach((j, q) => {
+          counts[j] = reply[offsets[index]! + 2 * q]!;
+          retryAfterUs[j] = reply[offsets[index]! + 2 * q + 1]!;
+        });
+        const channels = reply[offsets[index]! + 2 * limits.length]!;
+        buckets[i] = channels < 0 ? { counts, retryAfterUs } : { counts, retryAfterUs, channels };
+      }
+    });
+    const carrierReply = rest[rest.length - 1]!;
+    const carriers = req.carriers.map((_, k) => {
+      const waitUs = carrierReply[1 + 2 * k]!;
+      const channels = carrierReply[2 + 2 * k]!;
+      return channels < 0 ? { waitUs } : { waitUs, channels };
+    });
+    return { buckets, carriers, now: Number(now) };
+  }
+
   async close(): Promise<void> {
     if (this.ownsConnection) await this.redis.quit().catch(() => this.redis.disconnect());
     this.redis.off('error', this.onClientError);
@@ -768,3 +851,6 @@ function unavailable(err: unknown): Error {
   if ((err as Error | undefined)?.name === 'ReplyError' || err instanceof StoreUnavailableError) return err as Error;
   return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err as Error);
 }
+
+/** The order bucketArgsOf gives a bucket's limits: sliding-log ones widest window first. */
+const logWindowOf = (lim: Bucket['limits'][number]): number => (lim.algorithm === 'sliding-log' ? lim.windowUs : 0);

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../packageRoot.js';
 
-export type ScriptName = 'admit' | 'add' | 'get' | 'reserve' | 'wait' | 'release' | 'refresh' | 'holds';
+export type ScriptName = 'admit' | 'add' | 'get' | 'reserve' | 'wait' | 'release' | 'refresh' | 'holds' | 'inspect';
 
 export interface Script {
   /** The ioredis command name (defineCommand), e.g. `callgate_admit_3fa9c1d2`. */
@@ -40,5 +40,6 @@ export function scripts(): Readonly<Record<ScriptName, Script>> {
     release: load(dir, 'release'),
     refresh: load(dir, 'refresh'),
     holds: load(dir, 'holds'),
+    inspect: load(dir, 'inspect'),
   });
 }

@@ -266,6 +266,32 @@ export interface WaitResult {
   readonly now: number;
 }
 
+/**
+ * The "inspect" operation, read-only: what each limit of some buckets and each carrier sees at
+ * `now` (an operator's view). Buckets are named with their tag, as in an admission.
+ */
+export interface InspectRequest extends RequestOptions {
+  readonly buckets: readonly { readonly tag: string; readonly bucket: Bucket }[];
+  readonly carriers: readonly Carrier[];
+  readonly now?: number;
+}
+
+export interface InspectResult {
+  /**
+   * Per bucket, per limit (in the bucket's order): `counts`, the value the limit compares with L
+   * (sliding-log: events in (now - W, now]; fixed-window: the current window's count;
+   * sliding-window: the estimate c + p * (1 - f)), and `retryAfterUs`, 0 when it has room, else
+   * the wait an admission would be told (see AdmitResult).
+   */
+  readonly buckets: readonly { readonly counts: readonly number[]; readonly retryAfterUs: readonly number[]; readonly channels?: number }[];
+  /**
+   * Per carrier: its queue wait, max(0, last(c) + I - now), as WaitResult. `channels` (buckets and
+   * carriers with a channel limit): the calls in progress there at now, as HoldsResult.
+   */
+  readonly carriers: readonly { readonly waitUs: number; readonly channels?: number }[];
+  readonly now: number;
+}
+
 /** What a store reports outside any call (RedisStore: a lost connection, once per outage). */
 export interface StoreEvents {
   error: [Error];
@@ -284,6 +310,7 @@ export interface Store {
   release(req: ReleaseRequest): Promise<ReleaseResult>;
   refresh(req: RefreshRequest): Promise<RefreshResult>;
   holds(req: HoldsRequest): Promise<HoldsResult>;
+  inspect(req: InspectRequest): Promise<InspectResult>;
   /** Drop every key of this store (its prefix); for tests and replay runs. */
   clear(): Promise<void>;
   close(): Promise<void>;

@@ -662,6 +662,10 @@ export const INVALID: InvalidCase[] = [
   { name: 'refresh: forUs -1', call: (s) => s.refresh({ id: 'x', forUs: -1, now: T0 }) },
   { name: 'refresh: id 42 (not a string)', call: (s) => s.refresh({ id: 42 as unknown as string, forUs: S, now: T0 }) },
   { name: 'holds: a name with a brace', call: (s) => s.holds({ tag: okTag, name: 'peer:{x}', now: T0 }) },
+  { name: 'inspect: now NaN', call: (s) => s.inspect({ buckets: [{ tag: okTag, bucket: okB }], carriers: [okC], now: NaN }) },
+  { name: 'inspect: limit 0', call: (s) => s.inspect({ buckets: [{ tag: okTag, bucket: bucket(peerBucket('bad'), SL(0, S)) }], carriers: [], now: T0 }) },
+  { name: 'inspect: tag with a brace', call: (s) => s.inspect({ buckets: [{ tag: '{x', bucket: okB }], carriers: [], now: T0 }) },
+  { name: 'inspect: interval 0', call: (s) => s.inspect({ buckets: [], carriers: [carrier('bad', 0, 0)], now: T0 }) },
 ];
 
 /** What the invalid calls above must have left untouched (checked after all of them). */

@@ -7,6 +7,7 @@ import { InvalidArgumentError } from '../../src/errors/index.js';
 import type { Store } from '../../src/store/types.js';
 import { AFTER_INVALID, CASES, CONC, INVALID, MIN, S, SL, bucket, carrier, type Op } from './cases.js';
 import { peerBucket, peerTag } from '../../src/keys.js';
+import { inspectCase } from './inspect.js';
 
 export interface StoreHandle {
   store: Store;
@@ -153,6 +154,8 @@ export function runConformance(name: string, makeStore: () => Promise<StoreHandl
     for (const c of CASES) {
       it(c.name, async () => runOps(h!.store, c.ops));
     }
+
+    it('inspect: counts and retry-after per limit, queue waits, read-only', async () => inspectCase(h!.store));
 
     it('invalid arguments are refused with InvalidArgumentError before any I/O, and change nothing', async () => {
       const { store, ioCount } = h!;

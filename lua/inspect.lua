@@ -1,0 +1,96 @@
+--[[
+  inspect: read, never write, what the limits of some buckets and carriers see now (an
+  operator's view during an incident: OpenSIPS' rl_list, Kamailio's pl.stats).
+
+  KEYS        the structures of the buckets (as admit.lua: sliding-log sorted sets and window
+              hashes {w, c, p}), then the carriers' last slots, each named once
+  ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
+  ARGV[2..]   the profiles and buckets (includes/buckets.lua)
+  then NC     the number of carriers, then per carrier: its key (1-based index in KEYS), I (µs,
+              may be fractional) and its holds' key (index in KEYS; 0: no channel limit)
+  Reply: now, then per bucket, per limit in profile order (sliding-log limits widest window
+         first, as bucketArgs.ts orders them): count (the value the limit compares with L:
+         events in (now - W, now] for sliding-log, the current window's count for fixed-window,
+         the estimate c + p * (1 - f) for sliding-window) and retryAfterUs (0 when it has room,
+         else the wait until it has, as admit.lua computes it), as strings, then its calls in
+         progress (holds with an end after now; -1 without a channel limit); then per carrier
+         its queue wait, max(0, last + I - now), as a string, and its calls in progress (-1
+         without a channel limit)
+]]
+--- @include "common"
+--- @include "buckets"
+
+local t = readNow(ARGV[1])
+local ts = fmtInt(t)
+local bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, bN, bHold, a = readBuckets(2)
+
+-- calls in progress in a holds set (-1 when there is none)
+local function inProgress(k)
+  if k == 0 then
+    return -1
+  end
+  return redis.call('ZCOUNT', KEYS[k], '(' .. ts, '+inf')
+end
+
+local out = { ts }
+local hashes = {}
+for b = 1, #bLo do
+  for j = bLo[b], bHi[b] do
+    local algo, L, W, k = lAlgo[j], lL[j], lW[j], lKey[j]
+    local count, wait = 0, 0
+    if algo == 'l' then
+      local after = '(' .. fmtInt(t - W)
+      count = redis.call('ZCOUNT', KEYS[k], after, ts)
+      if count >= L then
+        -- the (count - L + 1)-th oldest event in the window leaves it at s + W
+        local s = redis.call('ZRANGEBYSCORE', KEYS[k], after, ts, 'WITHSCORES', 'LIMIT', fmtInt(count - L), '1')[2]
+        wait = tonumber(s) + W - t
+      end
+    else
+      local h = hashes[k]
+      if h == nil then
+        h = { readHash(KEYS[k]) }
+        hashes[k] = h
+      end
+      local kw = windowIndex(t, W)
+      local c, p = windowCounts(h[1], h[2], h[3], kw)
+      if algo == 'f' then
+        count = c
+        if c >= L then
+          wait = (kw + 1) * W - t
+        end
+      else
+        local f = (t - kw * W) / W
+        count = c + p * (1 - f)
+        if count >= L then
+          if c >= L then
+            wait = (kw + 1) * W + math.floor(W * (1 - L / c)) + 1 - t
+          else
+            wait = kw * W + math.floor(W * (1 - (L - c) / p)) + 1 - t
+          end
+          if wait < 1 then
+            wait = 1
+          end
+        end
+      end
+    end
+    out[#out + 1] = fmt(count)
+    out[#out + 1] = fmt(wait)
+  end
+  out[#out + 1] = inProgress(bN[b] > 0 and bHold[b] or 0)
+end
+
+for i = 1, tonumber(ARGV[a]) do
+  local k, I, h = tonumber(ARGV[a + 3 * i - 2]), tonumber(ARGV[a + 3 * i - 1]), tonumber(ARGV[a + 3 * i])
+  local last = redis.call('GET', KEYS[k])
+  local wait = 0
+  if last then
+    wait = tonumber(last) + I - t
+    if wait < 0 then
+      wait = 0
+    end
+  end
+  out[#out + 1] = fmt(wait)
+  out[#out + 1] = inProgress(h)
+end
+return out

@@ -1,0 +1,158 @@
+/**
+ * What the limits see right now, for an operator (`callgate inspect`, GET /v1/state, the live
+ * metrics): each configured bucket's count and retry-after per limit, each carrier's queue wait.
+ * One read-only store call (Store.inspect), nothing changed.
+ *
+ * Buckets: the global one, every configured account and peer, and the peers asked for by id
+ * (those on defaultPeer are not listed otherwise: there is no bound on them). Tags: with a
+ * global limit every inbound key has the tag `in`; without one, an account's bucket has its
+ * account's tag and a peer's bucket is read under the peer's own tag. On a Cluster, a peer whose
+ * calls name a configured account counts under that account's tag instead (README "Redis keys
+ * and Cluster"): inspect shows 0 for it there. On a single Redis keys carry no tag.
+ */
+import { formatDuration } from './config/duration.js';
+import type { BucketConfig, CallgateConfig } from './config/types.js';
+import { GLOBAL_BUCKET, GLOBAL_TAG, accountBucket, accountTag, carrierName, peerBucket, peerTag } from './keys.js';
+import type { CallGate } from './gate.js';
+import type { Bucket, Limit, Store } from './store/types.js';
+
+export interface LimitState {
+  limit: number;
+  window: string;
+  algorithm: Limit['algorithm'];
+  /** What the limit compares with `limit` now (sliding-window: an estimate, may be fractional). */
+  count: number;
+  /** 0 when it has room; else whole ms until it has (what a refusal would say). */
+  retry_after_ms: number;
+}
+
+export interface BucketState {
+  /** As in `limited_by`: `global`, `account:<id>`, `peer:<id>`. */
+  bucket: string;
+  /** A peer without limits of its own, on defaultPeer. */
+  default_peer?: true;
+  limits: LimitState[];
+  /** The longest wait over its limits: 0 when its rate limits would let a call pass now. */
+  retry_after_ms: number;
+  /** With a channel limit: the calls in progress now. */
+  channels?: { limit: number; in_use: number };
+}
+
+export interface CarrierState {
+  carrier: string;
+  cps: number;
+  max_wait_ms: number;
+  /** The wait a call arriving now would get on this carrier. */
+  queue_wait_ms: number;
+  /** With a channel limit: the calls in progress now. */
+  channels?: { limit: number; in_use: number };
+}
+
+export interface GateState {
+  time_us: number;
+  store: string;
+  buckets: BucketState[];
+  carriers: CarrierState[];
+}
+
+export interface InspectOptions {
+  /** Peers to show besides the configured ones (typically peers on defaultPeer). */
+  readonly peers?: readonly string[];
+  /** Time to inspect at, µs (default: the store's clock). */
+  readonly now?: number;
+}
+
+interface Asked {
+  label: string;
+  tag: string;
+  bucket: Bucket;
+  defaultPeer: boolean;
+}
+
+function bucketsOf(config: CallgateConfig, peers: readonly string[]): Asked[] {
+  const { global, accounts, defaultPeer } = config.inbound;
+  const out: Asked[] = [];
+  const bucket = (name: string, b: BucketConfig): Bucket => (b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels });
+  if (global !== undefined) out.push({ label: 'global', tag: GLOBAL_TAG, bucket: bucket(GLOBAL_BUCKET, global), defaultPeer: false });
+  for (const [id, b] of accounts) {
+    out.push({ label: `account:${id}`, tag: global !== undefined ? GLOBAL_TAG : accountTag(id), bucket: bucket(accountBucket(id), b), defaultPeer: false });
+  }
+  const seen = new Set<string>();
+  const addPeer = (id: string, b: BucketConfig, isDefault: boolean) => {
+    if (seen.has(id)) return;
+    seen.add(id);
+    out.push({ label: `peer:${id}`, tag: global !== undefined ? GLOBAL_TAG : peerTag(id), bucket: bucket(peerBucket(id), b), defaultPeer: isDefault });
+  };
+  for (const [id, limits] of config.inbound.peers) addPeer(id, limits, false);
+  for (const id of peers) {
+    const own = config.inbound.peers.get(id);
+    if (own !== undefined) addPeer(id, own, false);
+    else if (defaultPeer !== undefined) addPeer(id, defaultPeer, true);
+  }
+  return out;
+}
+
+const ms = (us: number): number => Math.ceil(us / 1000);
+
+export async function inspectState(config: CallgateConfig, store: Store, opts: InspectOptions = {}): Promise<GateState> {
+  const asked = bucketsOf(config, opts.peers ?? []);
+  const carriers = [...config.outbound.carriers];
+  const r = await store.inspect({
+    buckets: asked.map((a) => ({ tag: a.tag, bucket: a.bucket })),
+    carriers: carriers.map(([id, c]) => ({ name: carrierName(id), intervalUs: c.intervalUs, maxWaitUs: c.maxWaitUs, ...(c.channels !== undefined && { channels: c.channels }) })),
+    now: opts.now,
+  });
+  return {
+    time_us: r.now,
+    store: store.kind,
+    buckets: asked.map((a, i) => {
+      const { counts, retryAfterUs, channels } = r.buckets[i]!;
+      const limits = a.bucket.limits.map((l, j) => ({
+        limit: l.limit,
+        window: formatDuration(l.windowUs),
+        algorithm: l.algorithm,
+        count: counts[j]!,
+        retry_after_ms: ms(retryAfterUs[j]!),
+      }));
+      const state: BucketState = { bucket: a.label, limits, retry_after_ms: Math.max(0, ...limits.map((l) => l.retry_after_ms)) };
+      if (a.defaultPeer) state.default_peer = true;
+      if (a.bucket.channels !== undefined) state.channels = { limit: a.bucket.channels, in_use: channels ?? 0 };
+      return state;
+    }),
+    carriers: carriers.map(([id, c], k) => {
+      const state: CarrierState = { carrier: id, cps: c.cps, max_wait_ms: c.maxWaitUs / 1000, queue_wait_ms: Math.round(r.carriers[k]!.waitUs) / 1000 };
+      if (c.channels !== undefined) state.channels = { limit: c.channels, in_use: r.carriers[k]!.channels ?? 0 };
+      return state;
+    }),
+  };
+}
+
+/** The state of a gate's limits on its store, at its clock's time (the store's when it has none). */
+export function inspectGate(gate: CallGate, opts: Omit<InspectOptions, 'now'> = {}): Promise<GateState> {
+  return inspectState(gate.config, gate.store, { ...opts, now: gate.clock.now() });
+}
+
+/** The state as a terminal table. */
+export function stateText(s: GateState): string {
+  const ch = (c: { limit: number; in_use: number } | undefined) => (c === undefined ? '-' : `${c.in_use}/${c.limit}`);
+  const rows: string[][] = [['bucket', 'limit', 'window', 'algorithm', 'count', 'retry after', 'channels']];
+  for (const b of s.buckets) {
+    const name = `${b.bucket}${b.default_peer ? ' (default)' : ''}`;
+    b.limits.forEach((l, j) => {
+      const count = Number.isInteger(l.count) ? String(l.count) : l.count.toFixed(2);
+      rows.push([j === 0 ? name : '', String(l.limit), l.window, l.algorithm, count, l.retry_after_ms > 0 ? `${l.retry_after_ms} ms` : '-', j === 0 ? ch(b.channels) : '']);
+    });
+    if (b.limits.length === 0) rows.push([name, '-', '-', '-', '-', '-', ch(b.channels)]);
+  }
+  const carrierRows: string[][] = [['carrier', 'cps', 'max wait', 'queue wait', 'channels']];
+  for (const c of s.carriers) carrierRows.push([c.carrier, String(c.cps), `${c.max_wait_ms} ms`, `${c.queue_wait_ms} ms`, ch(c.channels)]);
+  const table = (t: string[][]) => {
+    const widths = t[0]!.map((_, i) => Math.max(...t.map((r) => r[i]!.length)));
+    return t.map((r) => r.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ').trimEnd()).join('\n');
+  };
+  const head = `callgate state at ${new Date(s.time_us / 1000).toISOString()} (${s.store} store)`;
+  const parts = [head];
+  parts.push(s.buckets.length > 0 ? table(rows) : 'no inbound buckets configured');
+  parts.push(s.carriers.length > 0 ? table(carrierRows) : 'no carriers configured');
+  return parts.join('\n\n') + '\n';
+}

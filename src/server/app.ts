@@ -1,0 +1,209 @@
+/**
+ * The sidecar's HTTP API on fastify (the fastest well-kept Node framework, with body limits,
+ * graceful close and 503-while-closing built in). Routes, in README "Sidecar":
+ *
+ *   POST|GET /v1/admit    /v1/record    /v1/reserve    /v1/release    /v1/refresh
+ *   POST     /v1/reload
+ *   GET      /v1/state    /metrics      /healthz       /readyz
+ *
+ * A decision is always HTTP 200 with the decision as JSON (a refusal is an answer, not an
+ * error). Bad input is a 400 naming every problem (`body.route[1]: expected ...`), never a 500;
+ * a body over `bodyLimit` is a 413. With a token, every route but /healthz and /readyz needs
+ * `Authorization: Bearer <token>`.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { parse as parseQueryString } from 'node:querystring';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import type { SipOptions } from '../admission/sip.js';
+import type { ConfigChange } from '../config/diff.js';
+import { ConfigError } from '../config/ConfigError.js';
+import { DispatcherClosedError } from '../dispatch/DispatcherClosedError.js';
+import { StoreUnavailableError } from '../errors/index.js';
+import type { CallGate } from '../gate.js';
+import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
+import { BadRequest, admitRequest, callRequest, emptyRequest, parseRequest, reserveRequest, stateRequest } from './requests.js';
+
+export interface AppOptions {
+  readonly gate: CallGate;
+  /** Required on every route but /healthz and /readyz when set. */
+  readonly token?: string;
+  /** Largest request body, bytes (default 16 KiB). */
+  readonly bodyLimit?: number;
+  /** Resolves when the store answers, rejects otherwise (/readyz). */
+  readonly ready: () => Promise<void>;
+  /** Reload the configuration from its file (POST /v1/reload). */
+  readonly reload: () => Promise<ConfigChange[]>;
+  /** Live state for GET /v1/state (`peers`: shown besides the configured ones). */
+  readonly state?: (peers: string[]) => Promise<unknown>;
+  /** Prometheus exposition for GET /metrics. */
+  readonly metrics?: { readonly contentType: string; metrics(): Promise<string> };
+  /** Retry-After jitter and friends for refusals (toSipResponse). */
+  readonly sip?: SipOptions;
+  /** fastify's logger option (default: none). */
+  readonly logger?: boolean | Record<string, unknown>;
+}
+
+export const DEFAULT_BODY_LIMIT = 16 * 1024;
+
+/** Routes any client may call without the token (probes). */
+const OPEN_ROUTES = new Set(['/healthz', '/readyz']);
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+export function buildApp(opts: AppOptions): FastifyInstance {
+  const { gate } = opts;
+  const sip = opts.sip ?? {};
+  const app = Fastify({
+    bodyLimit: opts.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    logger: opts.logger ?? false,
+    logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+    // a client that never finishes its request does not hold a socket forever
+    requestTimeout: 30_000,
+  });
+
+  // Closing: a keep-alive connection is closed after the answer in flight on it, so that close()
+  // ends once those answers are out instead of waiting for the clients' idle timeouts.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', (_req, reply, payload, done) => {
+    if (closing) reply.header('connection', 'close');
+    done(null, payload);
+  });
+
+  // An empty JSON body is no body (curl -X POST -H 'content-type: application/json').
+  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (body === '') done(null, undefined);
+    else jsonParser(req, body as string, done);
+  });
+  // Form bodies (what many SIP servers' HTTP clients send by default) read like a query string.
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+    done(null, { form: parseQueryString(body as string) });
+  });
+
+  if (opts.token !== undefined) {
+    const expected = digest(`Bearer ${opts.token}`);
+    app.addHook('onRequest', async (req, reply) => {
+      if (OPEN_ROUTES.has(req.url.split('?')[0]!)) return;
+      const given = req.headers.authorization;
+      if (typeof given !== 'string' || !timingSafeEqual(digest(given), expected)) {
+        return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'unauthorized', message: 'missing or wrong "Authorization: Bearer <token>" header' });
+      }
+    });
+  }
+
+  /** The request's fields: the query for GET (and for a POST without body), else the body. */
+  const read = <T extends z.ZodType>(schema: T, req: FastifyRequest): z.output<T> => {
+    const body = req.body as { form?: unknown } | undefined;
+    if (req.method === 'GET' || body === undefined) return parseRequest(schema, req.query, 'query');
+    if (typeof body === 'object' && body !== null && 'form' in body && req.headers['content-type']?.startsWith('application/x-www-form-urlencoded')) {
+      return parseRequest(schema, body.form, 'form');
+    }
+    return parseRequest(schema, body, 'body');
+  };
+
+  const both = (path: string, handler: (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>) => {
+    app.post(path, handler);
+    app.get(path, handler);
+  };
+
+  both('/v1/admit', async (req) => {
+    const r = read(admitRequest, req);
+    return admitAnswer(await gate.admit({ callId: r.call_id, peer: r.peer, account: r.account }), sip);
+  });
+
+  both('/v1/record', async (req) => {
+    const r = read(admitRequest, req);
+    return admitAnswer(await gate.record({ callId: r.call_id, peer: r.peer, account: r.account }), sip);
+  });
+
+  both('/v1/reserve', async (req) => {
+    const r = read(reserveRequest, req);
+    try {
+      return reserveAnswer(await gate.reserve({ callId: r.call_id, route: r.route }));
+    } catch (err) {
+      if (err instanceof StoreUnavailableError) return reserveFailed(r.call_id);
+      throw err;
+    }
+  });
+
+  both('/v1/release', async (req) => {
+    const r = read(callRequest, req);
+    // deferred: the store is out of reach; the engine retries until it lands or the hold lapses
+    const outcome = await gate.release(r.call_id);
+    return { call_id: r.call_id, released: outcome === 'released', outcome };
+  });
+
+  both('/v1/refresh', async (req, reply) => {
+    const r = read(callRequest, req);
+    try {
+      return { call_id: r.call_id, refreshed: await gate.refresh(r.call_id) };
+    } catch (err) {
+      if (err instanceof StoreUnavailableError) return reply.code(503).send({ error: 'store-unavailable', message: err.message });
+      throw err;
+    }
+  });
+
+  app.post('/v1/reload', async (req, reply) => {
+    read(emptyRequest, req);
+    try {
+      const changes = await opts.reload();
+      return { reloaded: true, changes: changes.map((c) => ({ path: c.path, kind: c.kind })) };
+    } catch (err) {
+      if (err instanceof ConfigError) return reply.code(422).send({ error: 'invalid-configuration', message: 'the configuration in force is unchanged', problems: err.problems });
+      throw err;
+    }
+  });
+
+  app.get('/v1/state', async (req, reply) => {
+    const r = read(stateRequest, req);
+    if (!opts.state) return reply.code(501).send({ error: 'not-implemented', message: 'no state here' });
+    return opts.state(r.peer ?? []);
+  });
+
+  if (opts.metrics) {
+    const registry = opts.metrics;
+    app.get('/metrics', async (_req, reply) => {
+      const text = await registry.metrics();
+      return reply.type(registry.contentType).send(text);
+    });
+  }
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (_req, reply) => {
+    try {
+      await opts.ready();
+      return { status: 'ready', store: gate.store.kind };
+    } catch (err) {
+      return reply.code(503).send({ status: 'unavailable', store: gate.store.kind, message: (err as Error).message });
+    }
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    reply.code(404).send({ error: 'not-found', message: `no route ${req.method} ${req.url.split('?')[0]}` });
+  });
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err instanceof BadRequest) {
+      return reply.code(400).send({ error: 'bad-request', message: err.problems[0], problems: err.problems });
+    }
+    if (err instanceof DispatcherClosedError) return reply.code(503).send({ error: 'closing', message: 'the sidecar is shutting down' });
+    const status = err.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      // fastify's own refusals (invalid JSON, body too large, unsupported media type): say where
+      const message = err.code?.startsWith('FST_ERR_CTP') ? `body: ${err.message}` : err.message;
+      return reply.code(status).send({ error: status === 413 ? 'too-large' : status === 415 ? 'unsupported-media-type' : 'bad-request', message, problems: [message] });
+    }
+    req.log.error({ err }, 'request failed');
+    return reply.code(500).send({ error: 'internal', message: err.message });
+  });
+
+  return app;
+}

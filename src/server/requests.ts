@@ -1,0 +1,109 @@
+/**
+ * The sidecar's requests: one zod schema per operation, read from a JSON body, a form body or
+ * the query string alike. Every problem is located (`body.call_id`, `query.route[1]`) and says
+ * what was expected and what came; nothing reaches the engine unchecked.
+ *
+ * Query strings and form bodies carry strings only: `route` may repeat (`route=A&route=B`, one
+ * carrier each, in order); any other field given twice is a problem, not a silent pick.
+ */
+import { z } from 'zod';
+import { describeValue, formatPath } from '../config/path.js';
+
+/** Longest id accepted (call id, peer, account, carrier): bounds memory and key sizes. */
+export const MAX_ID_LENGTH = 256;
+/** Most carriers in one route. */
+export const MAX_ROUTE = 32;
+
+/** A located problem: `where` (body, query) + path, and what was expected. */
+export class BadRequest extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(problems.join('; '));
+  }
+}
+
+function expected(what: string) {
+  return (iss: { code?: string; input?: unknown }): string | undefined => {
+    if (iss.code === 'unrecognized_keys') return undefined;
+    if (iss.input === undefined) return `missing (expected ${what})`;
+    return `expected ${what}, got ${describeValue(iss.input)}`;
+  };
+}
+
+const idWhat = `a non-empty string of at most ${MAX_ID_LENGTH} characters`;
+const id = z
+  .string({ error: expected(idWhat) })
+  .min(1, { error: expected(idWhat) })
+  .max(MAX_ID_LENGTH, { error: (iss) => `expected ${idWhat}, got ${String((iss.input as string).length)} characters` });
+
+/** An account may be empty ('' counts as none, as in a trace). */
+const accountWhat = `a string of at most ${MAX_ID_LENGTH} characters`;
+const account = z
+  .string({ error: expected(accountWhat) })
+  .max(MAX_ID_LENGTH, { error: (iss) => `expected ${accountWhat}, got ${String((iss.input as string).length)} characters` });
+
+const routeWhat = `an array of 1 to ${MAX_ROUTE} carrier ids`;
+const route = z
+  .array(id, { error: expected(routeWhat) })
+  .min(1, { error: expected(routeWhat) })
+  .max(MAX_ROUTE, { error: (iss) => `expected ${routeWhat}, got ${String((iss.input as unknown[]).length)}` });
+
+const object = { error: expected('an object') };
+
+export const admitRequest = z.strictObject({ call_id: id, peer: id, account: account.optional() }, object);
+export const reserveRequest = z.strictObject({ call_id: id, route }, object);
+export const callRequest = z.strictObject({ call_id: id }, object);
+/** Reload takes no field: `{}`, an empty body or no body. */
+export const emptyRequest = z.strictObject({}, object);
+/** State: peers to show besides the configured ones (`peer=a&peer=b`). */
+export const stateRequest = z.strictObject(
+  { peer: z.array(id, { error: expected('an array of peer ids') }).max(1000, { error: 'expected at most 1000 peers' }).optional() },
+  object,
+);
+
+export type AdmitRequest = z.infer<typeof admitRequest>;
+export type ReserveRequest = z.infer<typeof reserveRequest>;
+export type CallRequest = z.infer<typeof callRequest>;
+
+/** Fields that may repeat in a query string or a form body (kept as arrays), per schema. */
+const LIST_FIELDS = new Map<z.ZodType, ReadonlySet<string>>([
+  [reserveRequest, new Set(['route'])],
+  [stateRequest, new Set(['peer'])],
+]);
+const NONE: ReadonlySet<string> = new Set();
+
+/**
+ * A parsed query string or form body (values: string or string[]) shaped for a schema: a list
+ * field becomes an array even when given once; any other field given twice is a problem.
+ */
+function fromStrings(input: unknown, where: string, lists: ReadonlySet<string>): unknown {
+  if (typeof input !== 'object' || input === null) return {};
+  const out: Record<string, unknown> = {};
+  const problems: string[] = [];
+  for (const [key, value] of Object.entries(input as Record<string, unknown>)) {
+    if (lists.has(key)) out[key] = Array.isArray(value) ? value : [value];
+    else if (Array.isArray(value)) problems.push(`${where}.${key}: expected one value, got ${value.length}`);
+    else out[key] = value;
+  }
+  if (problems.length > 0) throw new BadRequest(problems);
+  return out;
+}
+
+/**
+ * Validate `input` from `where` ('body' for JSON, 'form' for a form body, 'query'); throws
+ * BadRequest listing every problem.
+ */
+export function parseRequest<T extends z.ZodType>(schema: T, input: unknown, where: 'body' | 'form' | 'query'): z.output<T> {
+  const value = where === 'body' ? (input === undefined || input === null || input === '' ? {} : input) : fromStrings(input, where, LIST_FIELDS.get(schema) ?? NONE);
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const lines: string[] = [];
+  for (const issue of r.error.issues) {
+    const keys = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => [...issue.path, k]) : [issue.path];
+    for (const path of keys) {
+      const p = formatPath(path);
+      const at = p === '' ? where : p.startsWith('[') ? `${where}${p}` : `${where}.${p}`;
+      lines.push(`${at}: ${issue.code === 'unrecognized_keys' ? 'unknown field' : issue.message}`);
+    }
+  }
+  throw new BadRequest([...new Set(lines)]);
+}

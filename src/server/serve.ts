@@ -1,0 +1,174 @@
+/**
+ * `callgate serve`: the engine as a sidecar process. One CallGate on the memory store or on
+ * Redis, the HTTP API of app.ts, the configuration reloaded on SIGHUP, on file change and on
+ * POST /v1/reload, and a graceful stop on SIGTERM / SIGINT: the listener closes, requests in
+ * flight finish and get their answers, then the store closes. Stopping releases nothing: calls
+ * in progress keep their channels (their hang-ups may reach another sidecar on the same Redis,
+ * and holds lapse after maxCallDuration otherwise).
+ */
+import { Redis } from 'ioredis';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import type { StorePolicy } from '../admission/Admission.js';
+import { redactUrl, redisConnectionOptions, type RedisConnectionArgs } from '../cliRedisOptions.js';
+import { loadConfigFile } from '../config/load.js';
+import { CallgateError } from '../errors/index.js';
+import { CallGate } from '../gate.js';
+import { inspectGate } from '../inspect.js';
+import { gateMetrics, inspectLive } from '../metrics.js';
+import { MemoryStore } from '../store/MemoryStore.js';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../store/RedisStore.js';
+import type { Store } from '../store/types.js';
+import { buildApp } from './app.js';
+import { checkExposure, parseListen } from './listen.js';
+
+export interface ServeArgs extends RedisConnectionArgs {
+  config: string;
+  store: 'memory' | 'redis';
+  redisUrl: string;
+  prefix: string;
+  listen: string;
+  token?: string;
+  policy: StorePolicy;
+  timeoutMs: number;
+  bodyLimit: number;
+  retryJitter: number;
+  logLevel: string;
+  watch: boolean;
+  metricsPerBucket: boolean;
+  /** SIP status for a refusal by a channel limit (default 503). */
+  channelsStatus?: number;
+}
+
+export interface Sidecar {
+  /** Where it listens, e.g. http://127.0.0.1:8790. */
+  readonly url: string;
+  /** Resolves once it has stopped (after SIGTERM / SIGINT or stop()). */
+  readonly stopped: Promise<void>;
+  stop(): Promise<void>;
+}
+
+function bad(message: string): never {
+  throw new CallgateError('ERR_INVALID_ARGUMENT', message);
+}
+
+function positiveInt(name: string, value: number, max: number): void {
+  if (!(Number.isSafeInteger(value) && value > 0 && value <= max)) bad(`${name}: expected an integer from 1 to ${max}, got ${String(value)}`);
+}
+
+/** Check everything a user typed before anything starts. */
+function checkArgs(args: ServeArgs): void {
+  positiveInt('--timeout-ms', args.timeoutMs, 60_000);
+  positiveInt('--body-limit', args.bodyLimit, 1024 * 1024);
+  if (!(Number.isSafeInteger(args.retryJitter) && args.retryJitter >= 0 && args.retryJitter <= 3600)) {
+    bad(`--retry-jitter: expected whole seconds from 0 to 3600, got ${String(args.retryJitter)}`);
+  }
+  if (args.store === 'redis' && !/^rediss?:\/\//.test(args.redisUrl)) bad(`--redis-url: expected redis://host:port or rediss://…, got ${JSON.stringify(redactUrl(args.redisUrl))}`);
+  if (args.channelsStatus !== undefined && !(Number.isSafeInteger(args.channelsStatus) && args.channelsStatus >= 400 && args.channelsStatus <= 699)) {
+    bad(`--channels-status: expected a SIP final response status from 400 to 699, got ${String(args.channelsStatus)}`);
+  }
+  if (args.prefix.includes('{') || args.prefix.includes('}')) bad(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
+}
+
+export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
+  checkArgs(args);
+  const address = parseListen(args.listen);
+  const token = args.token === '' ? undefined : args.token;
+  checkExposure(address, token);
+  const config = await loadConfigFile(args.config);
+
+  const app = { logger: { level: args.logLevel } };
+  let redis: Redis | undefined;
+  let store: Store;
+  if (args.store === 'redis') {
+    redis = new Redis(args.redisUrl, { ...redisConnectionOptions(args), ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true });
+    store = new RedisStore({ redis, prefix: args.prefix });
+  } else {
+    store = new MemoryStore();
+  }
+  const gate = new CallGate({ config, store, policy: args.policy, timeoutMs: args.timeoutMs });
+
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const state = (peers: string[] = []) => inspectGate(gate, { peers });
+  gateMetrics(gate, {
+    registry,
+    perBucket: args.metricsPerBucket,
+    live: inspectLive(gate),
+  });
+
+  const server = buildApp({
+    gate,
+    token,
+    bodyLimit: args.bodyLimit,
+    sip: { jitterSeconds: args.retryJitter, ...(args.channelsStatus !== undefined && { channels: { status: args.channelsStatus } }) },
+    logger: app.logger,
+    ready: async () => {
+      if (!redis) return;
+      const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('Redis did not answer PING within 1 s')), 1000).unref());
+      await Promise.race([redis.ping(), timeout]);
+    },
+    reload: () => gate.reload(args.config),
+    metrics: registry,
+    state,
+  });
+  const log = server.log;
+
+  if (redis) {
+    // one line per outage, not one per reconnect attempt
+    let down = false;
+    redis.on('error', (err: Error) => {
+      if (!down) log.warn({ err: err.message }, `Redis at ${redactUrl(args.redisUrl)} unreachable; decisions follow policy ${args.policy} until it is back`);
+      down = true;
+    });
+    redis.on('ready', () => {
+      if (down) log.info(`Redis at ${redactUrl(args.redisUrl)} reachable again`);
+      down = false;
+    });
+    // reported by the 'error' listener; the client keeps retrying. Start ready when Redis is.
+    const connected = redis.connect().then(() => true, () => false);
+    await Promise.race([connected, new Promise((r) => setTimeout(r, 3000).unref())]);
+  }
+
+  gate.on('reloaded', (changes) => log.info({ changes: changes.map((c) => `${c.kind} ${c.path}`) }, `configuration reloaded from ${args.config}`));
+  gate.on('error', (err) => log.error({ err: err.message }, 'engine error (the configuration in force is unchanged)'));
+  if (args.watch) gate.watch(args.config);
+
+  const onHup = () => {
+    gate.reload(args.config).catch((err: Error) => log.error({ err: err.message }, `reload on SIGHUP failed; the configuration in force is unchanged`));
+  };
+  let stopping: Promise<void> | undefined;
+  let resolveStopped!: () => void;
+  const stopped = new Promise<void>((r) => (resolveStopped = r));
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      process.off('SIGHUP', onHup);
+      process.off('SIGTERM', onTerm);
+      process.off('SIGINT', onTerm);
+      log.info('stopping: finishing requests in flight');
+      await server.close(); // answers what is in flight, refuses the rest with 503
+      await gate.close({ mode: 'drain' }); // the sidecar holds no call: reserve leaves the hold to the caller
+      if (redis) await redis.quit().catch(() => redis!.disconnect());
+      log.info('stopped');
+      resolveStopped();
+    })());
+  const onTerm = () => void stop();
+  process.on('SIGHUP', onHup);
+  process.on('SIGTERM', onTerm);
+  process.on('SIGINT', onTerm);
+
+  try {
+    const url = await server.listen({ host: address.host, port: address.port });
+    log.info({ store: store.kind, auth: token !== undefined }, `callgate sidecar listening at ${url}`);
+    return { url, stopped, stop };
+  } catch (err) {
+    await stop();
+    const e = err as NodeJS.ErrnoException;
+    throw new CallgateError('ERR_INVALID_ARGUMENT', `cannot listen on ${args.listen}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' '));
+  }
+}
+
+/** Run until stopped (the CLI's `serve`). */
+export async function runServe(args: ServeArgs): Promise<void> {
+  const sidecar = await startSidecar(args);
+  await sidecar.stopped;
+}

@@ -1,0 +1,117 @@
+/**
+ * The MemoryStore's "inspect" (see InspectRequest in types.ts): the same per-limit arithmetic as
+ * its admitSync and as lua/inspect.lua, reading and never changing the store's structures.
+ */
+import { InvalidArgumentError } from '../errors/index.js';
+import type { Bucket, InspectRequest, InspectResult } from './types.js';
+import { checkAdmit, checkNow, checkWait } from './validate.js';
+import { windowIndex } from './window.js';
+
+/** What inspect reads of a MemoryStore. */
+export interface MemoryState {
+  /** A bucket's sliding log: its times ascending, the live ones from `head`. */
+  log(bucket: string): { readonly times: readonly number[]; readonly head: number } | undefined;
+  /** A (bucket, W) window's counts: w the latest window, c its count, p the count of w - 1. */
+  window(key: string): { readonly w: number; readonly c: number; readonly p: number } | undefined;
+  /** A carrier's last slot. */
+  slot(carrier: string): number | undefined;
+  /** Calls in progress at t in a bucket, or on a carrier. */
+  holds(bucket: string, t: number): number;
+  carrierHolds(carrier: string, t: number): number;
+}
+
+/** The key MemoryStore keeps a bucket's window counts under. */
+export const windowKey = (bucket: string, windowUs: number): string => `${bucket}\u0000${windowUs}`;
+
+export function checkInspect(req: InspectRequest): void {
+  checkNow(req?.now);
+  if (!Array.isArray(req.buckets)) throw new InvalidArgumentError('buckets must be an array of { tag, bucket }');
+  if (!Array.isArray(req.carriers)) throw new InvalidArgumentError('carriers must be an array of carriers');
+  req.buckets.forEach((b, i) => {
+    try {
+      // (inspect holds nothing: the hold only satisfies the check of a bucket with channels)
+      checkAdmit({ tag: b?.tag, buckets: [b?.bucket], hold: { id: 'inspect', forUs: 0 } });
+    } catch (err) {
+      throw new InvalidArgumentError(`buckets[${i}]: ${(err as Error).message}`);
+    }
+  });
+  req.carriers.forEach((carrier, i) => {
+    try {
+      checkWait({ carrier });
+    } catch (err) {
+      throw new InvalidArgumentError(`carriers[${i}]: ${(err as Error).message}`);
+    }
+  });
+}
+
+/** Events of a sorted list with lo < s <= hi, and the index of the first. */
+function range(times: readonly number[], head: number, lo: number, hi: number): [first: number, count: number] {
+  const upper = (x: number) => {
+    let l = head;
+    let h = times.length;
+    while (l < h) {
+      const mid = (l + h) >>> 1;
+      if (times[mid]! <= x) l = mid + 1;
+      else h = mid;
+    }
+    return l;
+  };
+  const first = upper(lo);
+  return [first, upper(hi) - first];
+}
+
+function inspectBucket(state: MemoryState, bucket: Bucket, t: number): { counts: number[]; retryAfterUs: number[]; channels?: number } {
+  const counts: number[] = [];
+  const retryAfterUs: number[] = [];
+  for (const { limit: L, windowUs: W, algorithm } of bucket.limits) {
+    let count = 0;
+    let wait = 0;
+    if (algorithm === 'sliding-log') {
+      const log = state.log(bucket.name);
+      if (log !== undefined) {
+        const [first, n] = range(log.times, log.head, t - W, t);
+        count = n;
+        if (n >= L) wait = log.times[first + n - L]! + W - t;
+      }
+    } else {
+      const k = windowIndex(t, W);
+      const s = state.window(windowKey(bucket.name, W));
+      let c = 0;
+      let p = 0;
+      if (s !== undefined) {
+        if (k === s.w) {
+          c = s.c;
+          p = s.p;
+        } else if (k === s.w + 1) p = s.c;
+        else if (k === s.w - 1) c = s.p;
+      }
+      if (algorithm === 'fixed-window') {
+        count = c;
+        if (c >= L) wait = (k + 1) * W - t;
+      } else {
+        const f = (t - k * W) / W;
+        count = c + p * (1 - f);
+        if (count >= L) {
+          wait = c >= L ? (k + 1) * W + Math.floor(W * (1 - L / c)) + 1 - t : k * W + Math.floor(W * (1 - (L - c) / p)) + 1 - t;
+          if (wait < 1) wait = 1;
+        }
+      }
+    }
+    counts.push(count);
+    retryAfterUs.push(wait);
+  }
+  return bucket.channels === undefined ? { counts, retryAfterUs } : { counts, retryAfterUs, channels: state.holds(bucket.name, t) };
+}
+
+export function inspectMemory(state: MemoryState, req: InspectRequest, t: number): InspectResult {
+  return {
+    buckets: req.buckets.map((b) => inspectBucket(state, b.bucket, t)),
+    carriers: req.carriers.map((c) => {
+      const last = state.slot(c.name);
+      const wait = last === undefined ? 0 : last + c.intervalUs - t;
+      const waitUs = wait > 0 ? wait : 0;
+      return c.channels === undefined ? { waitUs } : { waitUs, channels: state.carrierHolds(c.name, t) };
+    }),
+    now: t,
+  };
+}

@@ -1,0 +1,163 @@
+/**
+ * `callgate serve` as an operator runs it: a child process on a real Redis, over real HTTP on
+ * loopback. Limits shared by two sidecars, reload on SIGHUP and on file change, readiness
+ * following Redis, a graceful stop that answers what is in flight, and the refusals to start.
+ */
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
+import { runNode } from './helpers/run.js';
+import { startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+
+type Json = Record<string, unknown>;
+
+async function call(url: string, body?: unknown): Promise<{ status: number; json: Json }> {
+  const r = await fetch(url, body === undefined ? { method: 'GET' } : { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  return { status: r.status, json: (await r.json()) as Json };
+}
+
+const limits = (peerLimit: number) => JSON.stringify({ inbound: { peers: { p1: [{ limit: peerLimit, window: 'PT10S' }] } }, outbound: { carriers: { A: { cps: 5, maxWait: 'PT1S' } } } });
+
+describe('callgate serve (the command, on Redis)', function () {
+  this.timeout(60_000);
+  let redis: RedisServer;
+  let dir: string;
+  const sidecars: SidecarProcess[] = [];
+  before(async () => {
+    redis = await startRedisServer();
+    dir = mkdtempSync(join(tmpdir(), 'callgate-serve-'));
+  });
+  afterEach(async () => {
+    await Promise.all(sidecars.splice(0).map((s) => s.stop('SIGKILL')));
+  });
+  after(async () => {
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const start = async (config: string, more: string[] = [], prefix = `cgserve:${randomBytes(4).toString('hex')}:`) => {
+    const s = await startSidecarProcess(['--config', config, '--store', 'redis', '--redis-url', redis.url, '--prefix', prefix, '--timeout-ms', '3000', ...more]);
+    sidecars.push(s);
+    return s;
+  };
+  const file = (name: string, text: string) => {
+    const p = join(dir, name);
+    writeFileSync(p, text);
+    return p;
+  };
+
+  it('two sidecars on one Redis share the limits: exactly the limit admitted across both', async () => {
+    const config = file('shared.json', limits(5));
+    const prefix = `cgserve:${randomBytes(4).toString('hex')}:`;
+    const [a, b] = await Promise.all([start(config, [], prefix), start(config, [], prefix)]);
+    const answers = await Promise.all(Array.from({ length: 16 }, (_, i) => call(`${(i % 2 ? a : b).url}/v1/admit`, { call_id: `c${i}`, peer: 'p1' })));
+    const outcomes = answers.map((r) => r.json.outcome);
+    expect(outcomes.filter((o) => o === 'admitted')).to.have.length(5);
+    expect(outcomes.filter((o) => o === 'rejected')).to.have.length(11);
+    for (const r of answers.filter((x) => x.json.outcome === 'rejected')) {
+      expect(r.json).to.deep.include({ limited_by: 'peer:p1' });
+      expect((r.json.sip as Json).status).to.equal(503);
+    }
+    expect((await call(`${a.url}/readyz`)).json).to.deep.equal({ status: 'ready', store: 'redis' });
+  });
+
+  it('reloads on SIGHUP (file watch off) and on file change; a bad file is logged and ignored', async () => {
+    const hup = file('hup.json', limits(1));
+    const s = await start(hup, ['--no-watch']);
+    expect((await call(`${s.url}/v1/admit`, { call_id: 'h1', peer: 'p1' })).json.outcome).to.equal('admitted');
+    expect((await call(`${s.url}/v1/admit`, { call_id: 'h2', peer: 'p1' })).json.outcome).to.equal('rejected');
+    writeFileSync(hup, limits(3));
+    s.child.kill('SIGHUP');
+    await s.waitFor(/configuration reloaded/);
+    expect((await call(`${s.url}/v1/admit`, { call_id: 'h3', peer: 'p1' })).json.outcome).to.equal('admitted');
+
+    const watched = file('watched.json', limits(1));
+    const w = await start(watched);
+    expect((await call(`${w.url}/v1/admit`, { call_id: 'w1', peer: 'p1' })).json.outcome).to.equal('admitted');
+    writeFileSync(watched, '{"inbound": {"peers": {"p1": [{"limit": -1, "window": "PT10S"}]}}}');
+    await w.waitFor(/inbound\.peers\.p1\[0\]\.limit: expected a positive integer/);
+    expect((await call(`${w.url}/v1/admit`, { call_id: 'w2', peer: 'p1' })).json.outcome, 'the old limit (1) stays').to.equal('rejected');
+    writeFileSync(watched, limits(4));
+    await w.waitFor(/configuration reloaded/);
+    expect((await call(`${w.url}/v1/admit`, { call_id: 'w3', peer: 'p1' })).json.outcome).to.equal('admitted');
+  });
+
+  it('SIGTERM: requests in flight are answered with real decisions, then it exits 0, releasing no channel', async () => {
+    const prefix = `cgserve:${randomBytes(4).toString('hex')}:`;
+    const config = file('term.json', JSON.stringify({ inbound: { peers: { p1: [{ limit: 5, window: 'PT10S' }, { channels: 100 }] } } }));
+    const s = await start(config, [], prefix);
+    // Redis holds every command for 800 ms: the admissions below are in flight when SIGTERM comes
+    await rawCommand(redis.port, ['CLIENT', 'PAUSE', '800', 'ALL']);
+    const inFlight = Array.from({ length: 12 }, (_, i) => call(`${s.url}/v1/admit`, { call_id: `t${i}`, peer: 'p1' }));
+    await new Promise((r) => setTimeout(r, 200));
+    const code = s.stop('SIGTERM');
+    const answers = await Promise.all(inFlight);
+    const exitCode = await code;
+    expect(exitCode, `${String(s.child.signalCode)}\n${s.lines.join("\n")}`).to.equal(0);
+    expect(answers.map((a) => a.status)).to.deep.equal(Array(12).fill(200));
+    expect(answers.filter((a) => a.json.outcome === 'admitted')).to.have.length(5);
+    for (const a of answers) expect(a.json.degraded, JSON.stringify(a.json)).to.equal(undefined);
+    await s.waitFor(/"msg":"stopped"/);
+    // the port is closed
+    let refused = false;
+    await fetch(`${s.url}/healthz`).catch(() => (refused = true));
+    expect(refused).to.equal(true);
+    // the admitted calls still hold their channels for the next sidecar on this Redis
+    const next = await start(config, [], prefix);
+    const state = (await call(`${next.url}/v1/state`)).json as { buckets: { channels: unknown }[] };
+    expect(state.buckets[0]!.channels).to.deep.equal({ limit: 100, in_use: 5 });
+    expect((await call(`${next.url}/v1/release`, { call_id: answers.find((a) => a.json.outcome === 'admitted')!.json.call_id })).json.outcome).to.equal('released');
+  });
+
+  it('readiness follows Redis; decisions while it is away follow the policy (fail-closed: 503)', async () => {
+    const own = await startRedisServer();
+    try {
+      const s = await startSidecarProcess(['--config', file('ready.json', limits(5)), '--store', 'redis', '--redis-url', own.url, '--timeout-ms', '300']);
+      sidecars.push(s);
+      const ready = async () => {
+        const deadline = Date.now() + 10_000;
+        while ((await call(`${s.url}/readyz`)).status !== 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+        return (await call(`${s.url}/readyz`)).status;
+      };
+      expect(await ready()).to.equal(200);
+      await own.kill();
+      const down = await call(`${s.url}/readyz`);
+      expect(down.status).to.equal(503);
+      expect(down.json.status).to.equal('unavailable');
+      expect((await call(`${s.url}/healthz`)).status, 'the process itself is up').to.equal(200);
+      const d = await call(`${s.url}/v1/admit`, { call_id: 'r1', peer: 'p1' });
+      expect(d.json).to.deep.include({ outcome: 'rejected', limited_by: 'store-unavailable', degraded: 'fail-closed', sip: { status: 503, reason: 'Service Unavailable', headers: {} } });
+      const o = await call(`${s.url}/v1/reserve`, { call_id: 'o1', route: ['A'] });
+      expect(o.json).to.deep.include({ outcome: 'failed', reason: 'store-unavailable' });
+      await s.waitFor(/unreachable; decisions follow policy fail-closed/);
+      await own.restart();
+      expect(await ready()).to.equal(200);
+      expect((await call(`${s.url}/v1/admit`, { call_id: 'r2', peer: 'p1' })).json.outcome).to.equal('admitted');
+      expect(s.lines.filter((l) => /unreachable/.test(l)), 'one line per outage').to.have.length(1);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('refuses to start, exit 2, one line: a non-loopback address without a token, a bad address, a bad file', async () => {
+    const config = file('ok.json', limits(1));
+    const run = (args: string[], env: NodeJS.ProcessEnv = {}) => runNode([join(ROOT, 'bin/callgate.js'), 'serve', '--config', config, ...args], { cwd: ROOT, env: { CALLGATE_TOKEN: '', ...env }, timeoutMs: 20_000 });
+    const open = await run(['--listen', '0.0.0.0:0']);
+    expect(open.code).to.equal(2);
+    expect(open.stderr).to.match(/^error: --listen 0\.0\.0\.0:0 is not a loopback address: .*Set a token \(CALLGATE_TOKEN or --token\)/);
+    const short = await run(['--listen', '127.0.0.1:0'], { CALLGATE_TOKEN: 'short' });
+    expect(short.code).to.equal(2);
+    expect(short.stderr).to.equal('error: the token must be at least 16 characters long\n');
+    const addr = await run(['--listen', 'nowhere:99999']);
+    expect(addr.code).to.equal(2);
+    expect(addr.stderr).to.equal('error: --listen: expected PORT, HOST:PORT or [IPv6]:PORT, got "nowhere:99999"\n');
+    const missing = await runNode([join(ROOT, 'bin/callgate.js'), 'serve', '--config', join(dir, 'absent.json'), '--listen', '127.0.0.1:0'], { cwd: ROOT });
+    expect(missing.code).to.equal(2);
+    expect(missing.stderr).to.match(/absent\.json: cannot read file: no such file or directory \(ENOENT\)/);
+  });
+});
