@@ -6,26 +6,29 @@
  *                   [--decisions FILE|-] [--json] [--html FILE] [--compare OLD_CONFIG]
  *   callgate merge-traces --out FILE TRACE...
  *
- * Bad input (an invalid configuration, a malformed trace, an unreadable file) ends with exit
- * code 2 and one line per problem, no stack trace; a decisions file is written to a temporary
- * name and renamed only when the replay succeeded, so it is never left half written.
+ * Bad input (an invalid configuration, a malformed trace, an unreadable file, a decisions file
+ * that cannot be written, a bad option) ends with exit code 2 and one line per problem (at most
+ * 20, then a count), no stack trace; an unreachable Redis with exit code 1. A decisions file is
+ * written to a temporary name and renamed only when the replay succeeded, so it is never left
+ * half written (see cli/decisionsFile.ts). SIGINT / SIGTERM stop the replay, remove the temporary
+ * file, delete the run's Redis keys and exit with 130 / 143.
  */
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, realpathSync, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError as CliArgumentError, Option } from 'commander';
 import { Redis } from 'ioredis';
-import { ConfigError } from './config/ConfigError.js';
+import { OutputFile } from './outputFile.js';
 import { loadConfigFile } from './config/load.js';
-import { CallgateError } from './errors/index.js';
+import { CallgateError, InterruptedError, OutputError } from './errors/index.js';
+import { osReason } from './osReason.js';
 import { compare, compareText } from './replay/compare.js';
-import { checkHtmlTarget, writeHtmlReport } from './replay/html.js';
+import { reportHtml } from './replay/html.js';
 import { progress } from './replay/progress.js';
 import { replay, type DecisionLine } from './replay/replay.js';
 import { reportJson, reportText } from './replay/report.js';
 import { ReplaySeries } from './replay/series.js';
 import { mergeTraces } from './replay/trace-merge.js';
-import { TraceError, formatProblem } from './replay/trace.js';
 import { runInspect, type InspectArgs } from './inspectCommand.js';
 import { runServe, type ServeArgs } from './server/serve.js';
 import { DEFAULT_LISTEN } from './server/listen.js';
@@ -53,67 +56,62 @@ interface ReplayArgs {
   progress: boolean;
 }
 
-/** Decisions as JSON Lines, to a temporary file renamed into place on success (or stdout). */
-class DecisionWriter {
-  private readonly out: WriteStream | NodeJS.WriteStream;
-  private readonly tmp?: string;
+/**
+ * SIGINT / SIGTERM while replaying: the first aborts `signal` (the replay stops at the next row
+ * or call, then everything is cleaned up as after any failure); a second one exits at once,
+ * after the synchronous part of the clean-up (removing the temporary decisions file).
+ */
+class Interruption {
+  private readonly controller = new AbortController();
+  readonly signal = this.controller.signal;
+  /** Run before exiting on a second signal. */
+  onSecond: () => void = () => undefined;
 
-  constructor(private readonly target: string) {
-    if (target === '-') this.out = process.stdout;
-    else {
-      this.tmp = `${target}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
-      this.out = createWriteStream(this.tmp);
+  private readonly handler = (sig: 'SIGINT' | 'SIGTERM'): void => {
+    const err = new InterruptedError(sig);
+    if (this.signal.aborted) {
+      this.onSecond();
+      process.exit(err.exitCode);
     }
+    this.controller.abort(err);
+  };
+
+  constructor() {
+    process.on('SIGINT', this.handler);
+    process.on('SIGTERM', this.handler);
   }
 
-  private buffer: string[] = [];
-
-  /** Returns a promise only when the output is full: the replay then waits (flat memory). */
-  write(d: DecisionLine): Promise<void> | undefined {
-    this.buffer.push(JSON.stringify(d));
-    if (this.buffer.length >= 512 && !this.flush()) return new Promise((resolve) => this.out.once('drain', resolve));
-    return undefined;
-  }
-
-  private flush(): boolean {
-    const ok = this.buffer.length > 0 ? this.out.write(this.buffer.join('\n') + '\n') : true;
-    this.buffer = [];
-    return ok;
-  }
-
-  private end(): Promise<void> {
-    this.flush();
-    if (this.out === process.stdout) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      this.out.once('error', reject);
-      (this.out as WriteStream).end(() => resolve());
-    });
-  }
-
-  async commit(): Promise<void> {
-    await this.end();
-    if (this.tmp) renameSync(this.tmp, this.target);
-  }
-
-  async abort(): Promise<void> {
-    await this.end().catch(() => undefined);
-    if (this.tmp) rmSync(this.tmp, { force: true });
+  dispose(): void {
+    process.off('SIGINT', this.handler);
+    process.off('SIGTERM', this.handler);
   }
 }
 
-async function openStore(args: ReplayArgs): Promise<Store> {
+async function openStore(args: ReplayArgs, signal: AbortSignal): Promise<Store> {
   if (args.store === 'memory') return new MemoryStore();
-  // a fresh prefix per run: a replay never sees, nor leaves behind, another run's counts
-  const redis = new Redis(args.redisUrl, { ...redisConnectionOptions(args), maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null });
+  let redis: Redis;
+  const options = { ...redisConnectionOptions(args), maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null };
+  try {
+    redis = new Redis(args.redisUrl, options);
+  } catch (err) {
+    // ioredis parses the URL in its constructor: "notaurl::" is a TypeError there
+    throw new CallgateError('ERR_INVALID_ARGUMENT', `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${(err as Error).message}`);
+  }
   // connection errors surface through the commands that fail; keep the cause for the message
   let lastError: Error | undefined;
   redis.on('error', (err: Error) => (lastError = err));
+  const onAbort = () => redis.disconnect();
+  signal.addEventListener('abort', onAbort, { once: true });
   try {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
+    signal.throwIfAborted();
     throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
   }
+  // a fresh prefix per run: a replay never sees, nor leaves behind, another run's counts
   const store = new RedisStore({ redis, prefix: `callgate:replay:${Date.now().toString(36)}${randomBytes(3).toString('hex')}:` });
   const close = store.close.bind(store);
   // closed by the replay's engine, and again by runReplay when the replay failed first: once only
@@ -128,31 +126,58 @@ async function openStore(args: ReplayArgs): Promise<Store> {
 }
 
 async function runReplay(args: ReplayArgs): Promise<void> {
+  const interruption = new Interruption();
+  try {
+    await replayInterruptibly(args, interruption);
+  } finally {
+    interruption.dispose();
+  }
+}
+
+async function replayInterruptibly(args: ReplayArgs, interruption: Interruption): Promise<void> {
+  const { signal } = interruption;
   const config = await loadConfigFile(args.config);
+  signal.throwIfAborted(); // a large configuration takes a while to load
   const baseline = args.compare !== undefined ? await loadConfigFile(args.compare) : undefined;
-  if (args.html !== undefined) checkHtmlTarget(args.html);
-  const store = await openStore(args);
-  // what-if: the old configuration on a store of its own
-  const baselineStore = baseline ? await openStore(args).catch(async (err) => (await store.close(), Promise.reject(err))) : undefined;
-  const writer = args.decisions !== undefined ? new DecisionWriter(args.decisions) : undefined;
-  // the report goes to stderr when the decisions take stdout
-  const reportOut = args.decisions === '-' ? process.stderr : process.stdout;
+  // outputs opened before the stores: a target that cannot be written fails with nothing to undo
+  const outputs: OutputFile[] = [];
+  const abortOutputs = () => outputs.forEach((o) => o.abort());
+  interruption.onSecond = () => outputs.forEach((o) => o.removeTemporary());
+  let writer: OutputFile | undefined;
+  let htmlOut: OutputFile | undefined;
+  let store: Store;
+  let baselineStore: Store | undefined;
+  try {
+    if (args.decisions !== undefined) outputs.push((writer = await OutputFile.open(args.decisions, (name) => `decisions to ${name}`, { signal, dash: true })));
+    if (args.html !== undefined) outputs.push((htmlOut = await OutputFile.open(args.html, (name) => `the HTML report ${name}`, { signal })));
+    store = await openStore(args, signal);
+    // what-if: the old configuration on a store of its own
+    baselineStore = baseline ? await openStore(args, signal).catch(async (err) => (await store.close(), Promise.reject(err))) : undefined;
+  } catch (err) {
+    abortOutputs();
+    throw err;
+  }
+  // the report goes to stderr when an output takes stdout
+  const reportOut = writer?.toStdout || htmlOut?.toStdout ? process.stderr : process.stdout;
   const bar = progress(baseline ? 'what-if' : 'replay', process.stderr, args.progress);
   const series = args.html !== undefined ? new ReplaySeries() : undefined;
   const baselineSeries = args.html !== undefined && baseline ? new ReplaySeries() : undefined;
   try {
-    const common = { tracePath: args.trace, onDecision: writer ? (d: DecisionLine) => writer.write(d) : undefined, progressEvery: 5_000, onProgress: bar.update, series };
+    const common = { tracePath: args.trace, signal, onDecision: writer ? (d: DecisionLine) => writer.writeLine(d) : undefined, progressEvery: 5_000, onProgress: bar.update, series };
     const { result, whatif, old } = baseline
       ? await compare({ ...common, config, baseline, configName: args.config, baselineName: args.compare!, store, baselineStore: baselineStore!, baselineSeries }).then((c) => ({ ...c, old: c.baseline }))
       : { result: await replay({ ...common, config, store }), whatif: undefined, old: undefined };
     bar.finish();
     await writer?.commit();
-    if (args.html !== undefined) writeHtmlReport(args.html, { result, series: series!, config, configPath: args.config, tracePath: args.trace, whatif, baselineSeries });
-    if (args.json) reportOut.write(JSON.stringify(whatif ? { report: reportJson(result), baseline: reportJson(old!), whatif } : reportJson(result)) + '\n');
-    else reportOut.write(reportText(result) + (whatif ? '\n' + compareText(whatif) : '') + '\n');
+    if (htmlOut) {
+      await htmlOut.write(reportHtml({ result, series: series!, config, configPath: args.config, tracePath: args.trace, whatif, baselineSeries }));
+      await htmlOut.commit();
+    }
+    if (args.json) await writeReport(reportOut, JSON.stringify(whatif ? { report: reportJson(result), baseline: reportJson(old!), whatif } : reportJson(result)) + '\n');
+    else await writeReport(reportOut, reportText(result) + (whatif ? '\n' + compareText(whatif) : '') + '\n');
   } catch (err) {
     bar.abort();
-    await writer?.abort();
+    abortOutputs();
     throw err;
   } finally {
     await store.close();
@@ -160,18 +185,25 @@ async function runReplay(args: ReplayArgs): Promise<void> {
   }
 }
 
-/** One line per problem, no stack trace: bad input is the user's to fix, not a crash. */
+/** The report; an output closed by its reader (`| true`) is one line of error, not a crash. */
+async function writeReport(out: NodeJS.WriteStream, text: string): Promise<void> {
+  out.on('error', () => undefined); // reported through the write's callback below
+  try {
+    await new Promise<void>((resolve, reject) => out.write(text, (err) => (err ? reject(err) : resolve())));
+  } catch (e) {
+    const name = out === process.stderr ? 'standard error' : 'standard output';
+    throw new OutputError(`the report to ${name}`, osReason(e), { cause: e });
+  }
+}
+
+/**
+ * One line per problem, no stack trace: bad input is the user's to fix, not a crash. The messages
+ * of ConfigError and TraceError hold one problem a line, at most 20 and a count of the rest.
+ */
 function reportFailure(err: unknown): number {
-  if (err instanceof TraceError) {
-    for (const p of err.problems) process.stderr.write(`error: ${formatProblem(p)}\n`);
-    return EXIT_BAD_INPUT;
-  }
-  if (err instanceof ConfigError) {
-    for (const p of err.problems) process.stderr.write(`error: ${p}\n`);
-    return EXIT_BAD_INPUT;
-  }
   if (err instanceof CallgateError) {
-    process.stderr.write(`error: ${err.message}\n`);
+    for (const line of err.message.split('\n')) process.stderr.write(`error: ${line}\n`);
+    if (err instanceof InterruptedError) return err.exitCode;
     return err.code === 'ERR_STORE_UNAVAILABLE' ? 1 : EXIT_BAD_INPUT;
   }
   process.stderr.write(`error: ${(err as Error)?.stack ?? String(err)}\n`);
@@ -257,7 +289,11 @@ export async function main(argv: string[]): Promise<number> {
     if (code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help') return 0;
     if (typeof code === 'string' && code.startsWith('commander.')) return EXIT_BAD_INPUT; // commander printed it
     if (err instanceof CliArgumentError) return EXIT_BAD_INPUT;
-    return reportFailure(err);
+    const exitCode = reportFailure(err);
+    // cleaned up; what cannot be cancelled (a FIFO's open waiting for a reader) must not keep the
+    // process alive
+    if (err instanceof InterruptedError) process.exit(exitCode);
+    return exitCode;
   }
 }
 

@@ -2,9 +2,12 @@
  * The callgate command as a user runs it: a real child process, real files, exit codes.
  */
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { chmodSync, createReadStream, existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { writeTrace } from '../scripts/gen-trace.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 import { runNode, type Run } from './helpers/run.js';
 
@@ -17,6 +20,30 @@ function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
 }
 
 const replayArgs = (name: string, ...more: string[]) => ['replay', '--config', join(FIX, `${name}.config.json`), '--trace', join(FIX, `${name}.trace.csv`), ...more];
+
+/** Exit 2 and exactly one `error: ` line matching `message`, no stack trace. */
+function expectOneLine(r: Run, message: RegExp): void {
+  expect(r.code, r.stderr).to.equal(2);
+  const lines = r.stderr.trimEnd().split('\n');
+  expect(lines, r.stderr).to.have.length(1);
+  expect(lines[0]).to.match(/^error: /);
+  expect(lines[0]).to.match(message);
+}
+
+/** The temporary decisions files left in `dir`. */
+const temporaries = (dir: string) => readdirSync(dir).filter((f) => f.includes('.tmp-'));
+
+/**
+ * A copy of /dev/null (minor 3) or /dev/full (minor 7) made for the test (mknod, as root, in a
+ * directory of its own), so that a regression can never replace the machine's own device; the
+ * real one only for other users, who cannot replace it. Root without mknod skips the test.
+ */
+function device(ctx: Mocha.Context, dir: string, name: 'null' | 'full'): string {
+  const path = join(mkdtempSync(join(dir, 'dev-')), name);
+  if (spawnSync('mknod', ['-m', '666', path, 'c', '1', name === 'null' ? '3' : '7']).status === 0) return path;
+  if (process.getuid?.() === 0) ctx.skip();
+  return `/dev/${name}`;
+}
 
 describe('callgate replay (the command)', function () {
   this.timeout(120_000);
@@ -107,6 +134,278 @@ describe('callgate replay (the command)', function () {
     expect(r.code).to.equal(2);
   });
 
+  describe('bad input on the command line: exit 2, one line, no stack trace', () => {
+    const cfg = join(FIX, 'boundary.config.json');
+    const trace = join(FIX, 'boundary.trace.csv');
+    let sub: string;
+    before(() => {
+      sub = mkdtempSync(join(dir, 'bad-'));
+      mkdirSync(join(sub, 'a-directory'));
+    });
+
+    it('--decisions in a missing directory', async () => {
+      const target = join(sub, 'missing', 'out.jsonl');
+      expectOneLine(await run(['replay', '--config', cfg, '--trace', trace, '--decisions', target]), /cannot write decisions to .*missing\/out\.jsonl: no such file or directory \(ENOENT\)$/);
+      expect(existsSync(join(sub, 'missing'))).to.equal(false);
+    });
+
+    it('--decisions naming a directory: refused, left as it is', async () => {
+      const target = join(sub, 'a-directory');
+      expectOneLine(await run(['replay', '--config', cfg, '--trace', trace, '--decisions', target]), /cannot write decisions to .*a-directory: it is a directory$/);
+      expect(statSync(target).isDirectory()).to.equal(true);
+      expect(temporaries(sub)).to.deep.equal([]);
+    });
+
+    it('--decisions empty, or a link to nothing', async () => {
+      const link = join(sub, 'dangling');
+      symlinkSync(join(sub, 'nothing'), link);
+      const [empty, dangling] = await Promise.all([
+        run(['replay', '--config', cfg, '--trace', trace, '--decisions', '']),
+        run(['replay', '--config', cfg, '--trace', trace, '--decisions', link]),
+      ]);
+      expectOneLine(empty, /cannot write decisions to "": an empty file name$/);
+      expectOneLine(dangling, /it is a symbolic link to a missing file$/);
+      expect(existsSync(join(sub, 'nothing'))).to.equal(false);
+    });
+
+    it('--redis-url that is no URL', async () => {
+      const redisRun = (url: string) => run(['replay', '--config', cfg, '--trace', trace, '--store', 'redis', '--redis-url', url]);
+      const [notUrl, badPort] = await Promise.all([redisRun('notaurl::'), redisRun('redis://127.0.0.1:99999')]);
+      expectOneLine(notUrl, /invalid --redis-url "notaurl::": Invalid URL$/);
+      expectOneLine(badPort, /invalid --redis-url "redis:\/\/127\.0\.0\.1:99999": Invalid URL$/);
+    });
+
+    it('a missing --config file, a --config or --trace that is a directory, an unknown --store', async () => {
+      const [missing, configDir, traceDir, store] = await Promise.all([
+        run(['replay', '--config', join(sub, 'none.json'), '--trace', trace]),
+        run(['replay', '--config', join(sub, 'a-directory'), '--trace', trace]),
+        run(['replay', '--config', cfg, '--trace', join(sub, 'a-directory')]),
+        run(['replay', '--config', cfg, '--trace', trace, '--store', 'mongo']),
+      ]);
+      expectOneLine(missing, /none\.json: cannot read file: no such file or directory \(ENOENT\)$/);
+      expectOneLine(configDir, /a-directory: cannot read file: .*\(EISDIR\)$/);
+      expectOneLine(traceDir, /a-directory: cannot read the trace: it is a directory$/);
+      expectOneLine(store, /'mongo' is invalid\. Allowed choices are memory, redis\.$/);
+    });
+
+    it('a --trace that is a FIFO (read only once; a replay reads its trace twice)', async () => {
+      const fifo = join(sub, 'trace-fifo');
+      expect(spawnSync('mkfifo', [fifo]).status).to.equal(0);
+      expectOneLine(await run(['replay', '--config', cfg, '--trace', fifo]), /trace-fifo: cannot read the trace: it is a FIFO, and a replay reads its trace twice$/);
+    });
+
+    it('standard output closed by its reader (| true): the report, or the decisions', async () => {
+      const closedStdout = (args: string[]) =>
+        new Promise<Run>((resolve) => {
+          const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT });
+          child.stdout.destroy(); // nobody reads: every write gets EPIPE
+          let stderr = '';
+          child.stderr.on('data', (b: Buffer) => (stderr += b));
+          child.on('close', (code) => resolve({ code, stdout: '', stderr }));
+        });
+      const [report, decisions] = await Promise.all([closedStdout(replayArgs('boundary')), closedStdout(replayArgs('boundary', '--decisions', '-'))]);
+      expectOneLine(report, /^error: cannot write the report to standard output: its reader closed it \(EPIPE\)$/);
+      expectOneLine(decisions, /^error: cannot write decisions to standard output: its reader closed it \(EPIPE\)$/);
+    });
+
+    it('a device that is full: the write error, no stack trace, no file left', async function () {
+      const full = device(this, sub, 'full');
+      expectOneLine(await run(replayArgs('campaign', '--decisions', full)), /cannot write decisions to .*full: no space left on device.*\(ENOSPC\)$/);
+      expect(statSync(full).isCharacterDevice()).to.equal(true);
+      expect(temporaries(dirname(full))).to.deep.equal([]);
+    });
+  });
+
+  describe('--decisions never replaces what is not a regular file', () => {
+    let sub: string;
+    let expected: string;
+    before(async () => {
+      sub = mkdtempSync(join(dir, 'targets-'));
+      const r = await run(replayArgs('campaign', '--decisions', '-'));
+      expect(r.code, r.stderr).to.equal(0);
+      expected = r.stdout;
+      expect(expected.split('\n')).to.have.length(2451); // 2450 calls and the last newline
+    });
+
+    it('a FIFO is written in place: its reader gets every decision, and it stays a FIFO', async function () {
+      this.timeout(30_000); // renamed over, the FIFO never gets a writer: the reader would wait forever
+      const fifo = join(sub, 'fifo');
+      expect(spawnSync('mkfifo', [fifo]).status).to.equal(0);
+      const chunks: Buffer[] = [];
+      const reader = createReadStream(fifo);
+      reader.on('data', (b) => chunks.push(Buffer.from(b)));
+      const [r] = await Promise.all([run(replayArgs('campaign', '--decisions', fifo)), once(reader, 'close')]);
+      expect(r.code, r.stderr).to.equal(0);
+      expect(Buffer.concat(chunks).toString()).to.equal(expected);
+      expect(statSync(fifo).isFIFO()).to.equal(true);
+      expect(r.stdout).to.match(/2450 calls/); // the report stays on stdout
+      expect(temporaries(sub)).to.deep.equal([]);
+    });
+
+    it('a character device (/dev/null) is written in place and stays that device', async function () {
+      const nul = device(this, sub, 'null');
+      const before = statSync(nul);
+      const r = await run(replayArgs('campaign', '--decisions', nul));
+      expect(r.code, r.stderr).to.equal(0);
+      const after = statSync(nul);
+      expect(after.isCharacterDevice()).to.equal(true);
+      expect([after.ino, after.rdev, after.mode]).to.deep.equal([before.ino, before.rdev, before.mode]);
+      expect(temporaries(dirname(nul))).to.deep.equal([]);
+    });
+
+    it('--html and merge-traces --out follow the same rules: a device stays, a directory is refused', async function () {
+      const nul = device(this, sub, 'null');
+      const before = statSync(nul);
+      const directory = mkdtempSync(join(sub, 'out-dir-'));
+      const [html, merge, htmlDir, mergeDir] = await Promise.all([
+        run(replayArgs('boundary', '--html', nul)),
+        run(['merge-traces', '--out', nul, join(FIX, 'boundary.trace.csv')]),
+        run(replayArgs('boundary', '--html', directory)),
+        run(['merge-traces', '--out', directory, join(FIX, 'boundary.trace.csv')]),
+      ]);
+      expect(html.code, html.stderr).to.equal(0);
+      expect(merge.code, merge.stderr).to.equal(0);
+      const after = statSync(nul);
+      expect(after.isCharacterDevice()).to.equal(true);
+      expect([after.ino, after.rdev]).to.deep.equal([before.ino, before.rdev]);
+      expectOneLine(htmlDir, /^error: cannot write the HTML report .*out-dir-\w+: it is a directory$/);
+      expectOneLine(mergeDir, /^error: cannot write the merged trace .*out-dir-\w+: it is a directory$/);
+      expect(statSync(directory).isDirectory()).to.equal(true);
+      expect(temporaries(sub)).to.deep.equal([]);
+      expect(temporaries(dirname(nul))).to.deep.equal([]);
+    });
+
+    it('a regular file is replaced by an atomic rename, keeping its mode; a link keeps naming it', async () => {
+      const file = join(sub, 'out.jsonl');
+      writeFileSync(file, 'old content\n');
+      chmodSync(file, 0o640);
+      const oldName = join(sub, 'old-inode');
+      linkSync(file, oldName); // a second name for the old file: a rename leaves it untouched
+      const link = join(sub, 'link.jsonl');
+      symlinkSync(file, link);
+      const r = await run(replayArgs('campaign', '--decisions', link));
+      expect(r.code, r.stderr).to.equal(0);
+      expect(readFileSync(file, 'utf8')).to.equal(expected);
+      expect(readFileSync(oldName, 'utf8')).to.equal('old content\n');
+      expect(statSync(file).ino).not.to.equal(statSync(oldName).ino);
+      expect(statSync(file).mode & 0o777).to.equal(0o640);
+      expect(readFileSync(link, 'utf8')).to.equal(expected); // still a link to the file
+      expect(temporaries(sub)).to.deep.equal([]);
+    });
+
+    it('a name of standard output (/dev/stdout) takes standard output, as - does', async () => {
+      // /proc/self/fd/1 is what /dev/stdout links to; unlike /dev, /proc takes no new file, so a
+      // regression that renames over the target cannot replace the machine's /dev/stdout
+      const r = await run(replayArgs('campaign', '--decisions', '/proc/self/fd/1'));
+      expect(r.code, r.stderr).to.equal(0);
+      expect(r.stdout).to.equal(expected);
+      expect(r.stderr).to.match(/2450 calls/);
+    });
+  });
+
+  describe('many problems: the first 20, then a count of the rest', () => {
+    it('a trace with 50 bad rows', async () => {
+      const trace = join(dir, 'fifty.trace.csv');
+      const rows = Array.from({ length: 50 }, (_, i) => `bad-${i},c${i},in,p1,,`);
+      writeFileSync(trace, ['time,call_id,direction,peer,account,route', ...rows, ''].join('\n'));
+      const r = await run(['replay', '--config', join(FIX, 'boundary.config.json'), '--trace', trace]);
+      expect(r.code).to.equal(2);
+      const lines = r.stderr.trimEnd().split('\n');
+      expect(lines).to.have.length(21);
+      expect(lines[0]).to.equal(`error: ${trace}:2: column "time": bad time "bad-0"`);
+      expect(lines[19]).to.equal(`error: ${trace}:21: column "time": bad time "bad-19"`);
+      expect(lines[20]).to.equal('error: … and 30 more problems');
+    });
+
+    it('a trace with more bad rows than the validation keeps (1,000): all are counted', async () => {
+      const trace = join(dir, 'many.trace.csv');
+      const rows = Array.from({ length: 1500 }, (_, i) => `2024-01-01T00:00:00Z,c${i},sideways,p1,,`);
+      writeFileSync(trace, ['time,call_id,direction,peer,account,route', ...rows, ''].join('\n'));
+      const r = await run(['replay', '--config', join(FIX, 'boundary.config.json'), '--trace', trace]);
+      expect(r.code).to.equal(2);
+      const lines = r.stderr.trimEnd().split('\n');
+      expect(lines).to.have.length(21);
+      expect(lines[20]).to.equal('error: … and 1480 more problems');
+    });
+
+    it('a configuration with 2,000 problems (200,000 in config.test.ts)', async () => {
+      const cfg = join(dir, 'many-problems.config.json');
+      const peers = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`p${i}`, [{ limit: 0, window: '1s' }]]));
+      writeFileSync(cfg, JSON.stringify({ inbound: { peers } }));
+      const r = await run(['replay', '--config', cfg, '--trace', join(FIX, 'boundary.trace.csv')]);
+      expect(r.code).to.equal(2);
+      const lines = r.stderr.trimEnd().split('\n');
+      expect(lines).to.have.length(21);
+      expect(lines[0]).to.equal(`error: ${cfg}: inbound.peers.p0[0].limit: expected a positive integer, got 0`);
+      expect(lines[20]).to.equal('error: … and 1980 more problems');
+    });
+  });
+
+  describe('SIGINT / SIGTERM during a replay', () => {
+    let sub: string;
+    let trace: string;
+    let config: string;
+    before(async function () {
+      this.timeout(120_000);
+      sub = mkdtempSync(join(dir, 'signal-'));
+      trace = join(sub, 'big.trace.csv');
+      config = join(sub, 'big.config.json');
+      await writeTrace(trace, config, { calls: 100_000, seed: 7 });
+    });
+
+    /**
+     * Starts a replay of the large trace into `out`, waits until the temporary file holds
+     * decisions (or, with `early`, until it exists: the trace is still being validated), sends
+     * `signal`, and returns how the process ended.
+     */
+    async function interrupt(signal: 'SIGINT' | 'SIGTERM', out: string, extra: string[] = [], early = false): Promise<Run> {
+      const child = spawn(process.execPath, [BIN, 'replay', '--config', config, '--trace', trace, '--decisions', out, ...extra], { cwd: ROOT });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (b: Buffer) => (stdout += b));
+      child.stderr.on('data', (b: Buffer) => (stderr += b));
+      const closed = once(child, 'close');
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        const tmp = temporaries(sub).find((f) => f.startsWith('out'));
+        if (tmp !== undefined && (early || statSync(join(sub, tmp)).size > 0)) break;
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the replay never started writing: ${stderr}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      child.kill(signal);
+      const [code] = (await closed) as [number | null];
+      return { code, stdout, stderr };
+    }
+
+    for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+      it(`${signal} after the first decisions are written: exit ${code}, no temporary file, no decisions file`, async () => {
+        const out = join(sub, `out-${signal}.jsonl`);
+        const r = await interrupt(signal, out);
+        expect(r.code, r.stderr).to.equal(code);
+        expect(r.stderr).to.equal(`error: interrupted by ${signal}\n`);
+        expect(temporaries(sub)).to.deep.equal([]);
+        expect(existsSync(out)).to.equal(false);
+      });
+    }
+
+    it('SIGINT while the trace is still being validated', async () => {
+      const out = join(sub, 'out-early.jsonl');
+      const r = await interrupt('SIGINT', out, [], true);
+      expect(r.code, r.stderr).to.equal(130);
+      expect(temporaries(sub)).to.deep.equal([]);
+      expect(existsSync(out)).to.equal(false);
+    });
+
+    it('an existing decisions file is left as it was', async () => {
+      const out = join(sub, 'out-kept.jsonl');
+      writeFileSync(out, 'previous run\n');
+      const r = await interrupt('SIGTERM', out);
+      expect(r.code, r.stderr).to.equal(143);
+      expect(readFileSync(out, 'utf8')).to.equal('previous run\n');
+      expect(temporaries(sub)).to.deep.equal([]);
+    });
+  });
+
   describe('--store redis', () => {
     let handle: RedisHandle;
     before(async () => {
@@ -123,6 +422,38 @@ describe('callgate replay (the command)', function () {
       expect(b.code, b.stderr).to.equal(0);
       expect(b.stdout).to.match(/on the redis store/);
       expect(readFileSync(red, 'utf8')).to.equal(readFileSync(mem, 'utf8'));
+      const { Redis } = await import('ioredis');
+      const redis = new Redis(handle.url);
+      try {
+        expect(await redis.keys('callgate:replay:*')).to.deep.equal([]);
+      } finally {
+        redis.disconnect();
+      }
+    });
+
+    it('SIGINT during a replay on Redis: exit 130, no temporary file, no key left', async function () {
+      this.timeout(180_000);
+      const sub = mkdtempSync(join(dir, 'redis-signal-'));
+      const trace = join(sub, 'big.trace.csv');
+      const config = join(sub, 'big.config.json');
+      await writeTrace(trace, config, { calls: 100_000, seed: 3 });
+      const out = join(sub, 'out.jsonl');
+      const child = spawn(process.execPath, [BIN, 'replay', '--config', config, '--trace', trace, '--decisions', out, '--store', 'redis', '--redis-url', handle.url], { cwd: ROOT });
+      let stderr = '';
+      child.stderr.on('data', (b: Buffer) => (stderr += b));
+      const closed = once(child, 'close');
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const tmp = temporaries(sub)[0];
+        if (tmp !== undefined && statSync(join(sub, tmp)).size > 0) break;
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the replay never started writing: ${stderr}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      child.kill('SIGINT');
+      const [code] = (await closed) as [number | null];
+      expect(code, stderr).to.equal(130);
+      expect(temporaries(sub)).to.deep.equal([]);
+      expect(existsSync(out)).to.equal(false);
       const { Redis } = await import('ioredis');
       const redis = new Redis(handle.url);
       try {

@@ -222,7 +222,7 @@ describe('what-if: one trace under two configurations', function () {
     expect(missing.stderr).to.match(/^error: .*nope\.json: cannot read file: no such file or directory \(ENOENT\)\n$/);
     const html = await runNode([BIN, 'replay', '--config', newPath, '--compare', oldPath, '--trace', trace, '--html', join(dir, 'no/such/dir/r.html')], { cwd: ROOT });
     expect(html.code).to.equal(2);
-    expect(html.stderr).to.match(/^error: cannot write the HTML report .*r\.html: ENOENT/);
+    expect(html.stderr).to.match(/^error: cannot write the HTML report .*r\.html: no such file or directory \(ENOENT\)\n$/);
     expect(html.stderr.trim().split('\n')).to.have.length(1);
     expect(html.stdout).to.equal('');
   });

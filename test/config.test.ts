@@ -3,6 +3,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CallgateError } from '../src/errors/CallgateError.js';
+import { SHOWN_PROBLEMS, capProblems } from '../src/problemList.js';
+import { MAX_ALIAS_NODES } from '../src/config/yaml.js';
 import {
   ConfigError,
   diffConfig,
@@ -387,6 +389,34 @@ describe('config', () => {
       expect(ce.problems).to.deep.equal(expected);
       expect(ce.message).to.equal(expected.join('\n'));
     });
+
+    it('lists 20 problems in its message and counts the rest, keeping them all in `problems`', () => {
+      const cfg = { inbound: { peers: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`p${i}`, [{ limit: 0, window: '1s' }]])) } };
+      const problems = problemsOf(() => parseConfig(cfg, 'big.json'));
+      expect(problems).to.have.length(200_000);
+      const lines = new ConfigError(problems).message.split('\n');
+      expect(lines).to.have.length(21);
+      expect(lines[0]).to.equal('big.json: inbound.peers.p0[0].limit: expected a positive integer, got 0');
+      expect(lines[19]).to.equal('big.json: inbound.peers.p19[0].limit: expected a positive integer, got 0');
+      expect(lines[20]).to.equal('… and 199980 more problems');
+    });
+  });
+
+  describe('capProblems (one cap for configuration and trace problems)', () => {
+    const list = (n: number) => Array.from({ length: n }, (_, i) => `problem ${i + 1}`);
+    it('shows up to 20 problems as they are', () => {
+      expect(SHOWN_PROBLEMS).to.equal(20);
+      expect(capProblems(list(0))).to.deep.equal([]);
+      expect(capProblems(list(20))).to.deep.equal(list(20));
+    });
+    it('counts the rest', () => {
+      expect(capProblems(list(21))).to.deep.equal([...list(20), '… and 1 more problem']);
+      expect(capProblems(list(200_000))).to.deep.equal([...list(20), '… and 199980 more problems']);
+    });
+    it('counts problems found but not kept', () => {
+      expect(capProblems(list(5), 1500)).to.deep.equal([...list(5), '… and 1495 more problems']);
+      expect(capProblems(list(1000), 1500)).to.deep.equal([...list(20), '… and 1480 more problems']);
+    });
   });
 
   describe('channels and maxCallDuration', () => {
@@ -528,7 +558,96 @@ describe('config', () => {
       expect(line).to.match(new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: invalid YAML at line \\d+, column \\d+: \\S`));
       const dup = await file('dup.yaml', 'inbound:\n  global: []\n  global: []\n');
       expect(await problemsOfAsync(loadConfigFile(dup))).to.deep.equal([
-        `${dup}: invalid YAML at line 3, column 3: Map keys must be unique`,
+        `${dup}: inbound.global: duplicate key at line 3, column 3 (first at line 2, column 3)`,
+      ]);
+    });
+
+    it('refuses every repeated key of a YAML file with its path, keys compared as JavaScript names them', async () => {
+      const path = await file(
+        'dups.yaml',
+        [
+          'inbound:',
+          '  peers:',
+          '    p1: [{ limit: 5, window: PT1S, limit: 500000 }]',
+          '    1: []',
+          '    "1": []',
+          '    p1: []',
+          'k: &k p2',
+          'outbound: { carriers: { p2: { cps: 1 }, *k : { cps: 2 } } }',
+        ].join('\n'),
+      );
+      expect(await problemsOfAsync(loadConfigFile(path))).to.deep.equal([
+        `${path}: inbound.peers.p1[0].limit: duplicate key at line 3, column 36 (first at line 3, column 12)`,
+        `${path}: inbound.peers["1"]: duplicate key at line 5, column 5 (first at line 4, column 5)`,
+        `${path}: inbound.peers.p1: duplicate key at line 6, column 5 (first at line 3, column 5)`,
+        `${path}: outbound.carriers.p2: duplicate key at line 8, column 41 (first at line 8, column 25)`,
+      ]);
+    });
+
+    it('refuses repeated keys in JSON with their path, where JSON.parse would keep the last one', async () => {
+      const limit = await file('dup-limit.json', '{"inbound": {"peers": {"p1": [\n  {"limit": 5, "window": "PT1S",\n   "limit": 500000}\n]}}}');
+      expect(await problemsOfAsync(loadConfigFile(limit))).to.deep.equal([
+        `${limit}: inbound.peers.p1[0].limit: duplicate key at line 3, column 4 (first at line 2, column 4)`,
+      ]);
+      // a repeated peer id, one of them escaped; and the same key in two objects is no repeat
+      const peer = await file(
+        'dup-peer.json',
+        '{"inbound": {"peers": {\n  "peer 1": [{"limit": 5, "window": "1s"}],\n  "p1": [],\n  "peer\\u00201": []\n}},\n "outbound": {"carriers": {"A": {"cps": 1}, "B": {"cps": 1}}}}',
+      );
+      expect(await problemsOfAsync(loadConfigFile(peer))).to.deep.equal([
+        `${peer}: inbound.peers["peer 1"]: duplicate key at line 4, column 3 (first at line 2, column 3)`,
+      ]);
+      const top = await file('dup-top.json', '{"inbound": {}, "outbound": {}, "inbound": {}, "outbound": {}}');
+      expect(await problemsOfAsync(loadConfigFile(top))).to.deep.equal([
+        `${top}: inbound: duplicate key at line 1, column 33 (first at line 1, column 2)`,
+        `${top}: outbound: duplicate key at line 1, column 48 (first at line 1, column 17)`,
+      ]);
+    });
+
+    it('loads 100,000 peers sharing one YAML anchor (yaml refuses more than 100 aliases by default)', async function () {
+      this.timeout(120_000);
+      const n = 100_000;
+      const lines = ['inbound:', '  defaultPeer: &std', '    - { limit: 5, window: PT1S }', '    - { limit: 100, window: PT1M }', '  peers:'];
+      for (let i = 0; i < n; i++) lines.push(`    peer-${i}: *std`);
+      const path = await file('shared.yaml', lines.join('\n'));
+      const config = await loadConfigFile(path);
+      expect(config.inbound.peers.size).to.equal(n);
+      const expected = { limits: [sec(5), sec(100, 60_000_000)] };
+      expect(config.inbound.defaultPeer).to.deep.equal(expected);
+      expect(config.inbound.peers.get('peer-0')).to.deep.equal(expected);
+      expect(config.inbound.peers.get(`peer-${n - 1}`)).to.deep.equal(expected);
+    });
+
+    it('refuses an alias bomb (nested aliases) at the alias that expands past the bound, before expanding it', async () => {
+      // 9 levels of 10 aliases each: 10^9 scalars once expanded, from 10 lines
+      const lines = ['a0: &a0 [x, x, x, x, x, x, x, x, x, x]'];
+      for (let i = 1; i <= 9; i++) lines.push(`a${i}: &a${i} [${Array(10).fill(`*a${i - 1}`).join(', ')}]`);
+      lines.push('inbound: { peers: { p: *a9 } }');
+      const path = await file('bomb.yaml', lines.join('\n'));
+      // a_k is s_k = 1 + 10 s_(k-1) nodes (s_0 = 11): lines 2 to 6 add 10 (s_0 + … + s_4) =
+      // 1,234,550; each *a5 on line 7 adds s_5 = 1,111,111, so the 4th takes the total past 5 M
+      expect(await problemsOfAsync(loadConfigFile(path))).to.deep.equal([
+        `${path}: invalid YAML at line 7, column ${'a6: &a6 ['.length + 1 + 3 * '*a5, '.length}: aliases expand the configuration by more than 5,000,000 nodes here (an alias bomb?)`,
+      ]);
+    });
+
+    it('refuses one big anchor used many times (a linear bomb yaml\'s own count lets through)', async () => {
+      // an anchor of 1,000 limits is 1 + 1,000 × 5 = 5,001 nodes; 10,000 aliases of it would be 50 M
+      const lines = ['inbound:', '  defaultPeer: &big'];
+      for (let i = 0; i < 1000; i++) lines.push(`    - { limit: ${i + 1}, window: PT1S }`);
+      lines.push('  peers:');
+      for (let i = 0; i < 10_000; i++) lines.push(`    p${i}: *big`);
+      const path = await file('linear.yaml', lines.join('\n'));
+      const crossing = Math.floor(MAX_ALIAS_NODES / 5001) + 1; // the alias that takes the total past the bound
+      expect(await problemsOfAsync(loadConfigFile(path))).to.deep.equal([
+        `${path}: invalid YAML at line ${3 + 1000 + crossing}, column ${`    p${crossing - 1}: `.length + 1}: aliases expand the configuration by more than 5,000,000 nodes here (an alias bomb?)`,
+      ]);
+    });
+
+    it('refuses an alias inside its own anchor', async () => {
+      const path = await file('cycle.yaml', 'inbound:\n  peers: &p\n    p1: *p\n');
+      expect(await problemsOfAsync(loadConfigFile(path))).to.deep.equal([
+        `${path}: inbound.peers.p1: alias *p at line 3, column 9 is inside its own anchor (a recursive structure)`,
       ]);
     });
 

@@ -17,6 +17,8 @@ const CODES: Record<CallgateErrorCode, true> = {
   ERR_CONFIG: true,
   ERR_TRACE: true,
   ERR_DISPATCHER_CLOSED: true,
+  ERR_OUTPUT: true,
+  ERR_INTERRUPTED: true,
 };
 
 /** One instance of each class (the base class with a code of its own). */
@@ -24,7 +26,9 @@ const samples: Record<string, () => errors.CallgateError> = {
   CallgateError: () => new errors.CallgateError('ERR_INVALID_ARGUMENT', 'base'),
   ConfigError: () => new errors.ConfigError(['limits.json: inbound: bad']),
   DispatcherClosedError: () => new errors.DispatcherClosedError(),
+  InterruptedError: () => new errors.InterruptedError('SIGINT'),
   InvalidArgumentError: () => new errors.InvalidArgumentError('limit must be positive'),
+  OutputError: () => new errors.OutputError('decisions to out.jsonl', 'no space left on device (ENOSPC)'),
   StoreUnavailableError: () => new errors.StoreUnavailableError('Redis unavailable', new Error('ECONNREFUSED')),
   TraceError: () => new errors.TraceError([{ file: 't.csv', line: 2, column: 'time', message: 'bad time "x"' }]),
 };

@@ -12,6 +12,7 @@ import { MemoryStore } from '../src/store/MemoryStore.js';
 import { RedisStore } from '../src/store/RedisStore.js';
 import type { Store } from '../src/store/types.js';
 import { StoreUnavailableError } from '../src/errors/index.js';
+import { TraceError } from '../src/replay/trace.js';
 import { getRedis, startRedisServer, type RedisHandle } from './helpers/redis.js';
 import { modelFixture, type Decision } from './reference/model.js';
 
@@ -118,6 +119,62 @@ describe('replay on a Redis that goes away', function () {
     } finally {
       redis.disconnect();
       await server.stop();
+    }
+  });
+});
+
+describe('replay stopped by an AbortSignal', () => {
+  const config = () => loadConfigFile(`${FIXTURES}campaign.config.json`);
+  const tracePath = `${FIXTURES}campaign.trace.csv`;
+
+  it('mid-way: rejects with the signal reason, and no call starts after the abort', async () => {
+    const controller = new AbortController();
+    const reason = new Error('stop');
+    const seen: DecisionLine[] = [];
+    const store = new MemoryStore();
+    const run = replay({
+      config: await config(),
+      tracePath,
+      store,
+      signal: controller.signal,
+      onDecision: (d) => {
+        seen.push(d);
+        if (seen.length === 100) controller.abort(reason);
+      },
+    });
+    let error: unknown;
+    await run.catch((e: unknown) => (error = e));
+    expect(error).to.equal(reason);
+    expect(seen).to.have.length(100);
+  });
+
+  it('before it starts, or while the trace is validated: no decision at all', async () => {
+    for (const abortAt of ['before', 'validating'] as const) {
+      const controller = new AbortController();
+      const reason = new Error(abortAt);
+      if (abortAt === 'before') controller.abort(reason);
+      else queueMicrotask(() => controller.abort(reason));
+      let decisions = 0;
+      const error = await replay({ config: await config(), tracePath, store: new MemoryStore(), signal: controller.signal, onDecision: () => void decisions++ }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error, abortAt).to.equal(reason);
+      expect(decisions, abortAt).to.equal(0);
+    }
+  });
+
+  it('a trace that is no regular file is refused before reading (it is read twice)', async () => {
+    for (const [path, what] of [
+      [FIXTURES, 'it is a directory'],
+      ['/dev/zero', 'it is not a regular file, and a replay reads its trace twice'],
+    ]) {
+      const error = await replay({ config: await config(), tracePath: path, store: new MemoryStore() }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error, path).to.be.instanceOf(TraceError);
+      expect((error as TraceError).message).to.equal(`${path}: cannot read the trace: ${what}`);
     }
   });
 });

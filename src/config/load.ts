@@ -4,11 +4,13 @@
  */
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
-import { parseDocument } from 'yaml';
 import type { z } from 'zod';
+import { osReason } from '../osReason.js';
 import { ConfigError } from './ConfigError.js';
+import { jsonDuplicateKeys } from './duplicateKeys.js';
 import { formatPath } from './path.js';
 import { configSchema } from './schema.js';
+import { parseYamlText } from './yaml.js';
 import type { CallgateConfig, CallgateConfigInput } from './types.js';
 
 /** One line per zod issue (one per unknown field), `[source: ]path: message`, duplicates dropped. */
@@ -84,8 +86,9 @@ function jsonErrorOffset(text: string, message: string): number {
 }
 
 function parseJsonText(text: string, source: string): unknown {
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (e) {
     const message = (e as Error).message;
     const { line, column } = lineColumn(text, jsonErrorOffset(text, message));
@@ -94,31 +97,10 @@ function parseJsonText(text: string, source: string): unknown {
       .replace(/^(Unexpected token '.*?'), .*$/s, '$1');
     throw new ConfigError([`${source}: invalid JSON at line ${line}, column ${column}: ${reason}`], { cause: e });
   }
-}
-
-function parseYamlText(text: string, source: string): unknown {
-  // uniqueKeys (the default) makes a repeated key an error rather than a silent overwrite.
-  const doc = parseDocument(text, { prettyErrors: true });
-  if (doc.errors.length > 0) {
-    const lines = doc.errors.map((err) => {
-      const pos = err.linePos?.[0];
-      const reason = err.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
-      return pos
-        ? `${source}: invalid YAML at line ${pos.line}, column ${pos.col}: ${reason}`
-        : `${source}: invalid YAML: ${reason}`;
-    });
-    throw new ConfigError([...new Set(lines)], { cause: doc.errors[0] });
-  }
-  return doc.toJS();
-}
-
-/** "no such file or directory (ENOENT)" from a Node system error. */
-function osReason(e: unknown): string {
-  const err = e as NodeJS.ErrnoException;
-  const text = typeof err?.message === 'string' ? err.message : String(e);
-  const m = /^([A-Z0-9_]+): (.*?)(?:, \w+ '.*')?$/s.exec(text);
-  if (m) return `${m[2]} (${m[1]})`;
-  return err?.code ? `${text} (${err.code})` : text;
+  // JSON.parse keeps the last of repeated keys; they are refused, as in YAML
+  const duplicates = jsonDuplicateKeys(text, source);
+  if (duplicates.length > 0) throw new ConfigError(duplicates);
+  return value;
 }
 
 /** Whether a path is read as YAML (`.yaml`, `.yml`, any case); anything else is JSON. */

@@ -4,14 +4,18 @@
  * - ERR_STORE_UNAVAILABLE: StoreUnavailableError, Redis out of reach or too slow;
  * - ERR_CONFIG: ConfigError, a limit configuration that cannot be used;
  * - ERR_TRACE: TraceError, a call trace that cannot be used;
- * - ERR_DISPATCHER_CLOSED: DispatcherClosedError, a call handed over after close().
+ * - ERR_DISPATCHER_CLOSED: DispatcherClosedError, a call handed over after close();
+ * - ERR_OUTPUT: OutputError, the replay's decisions or report cannot be written (command line);
+ * - ERR_INTERRUPTED: InterruptedError, a replay stopped by SIGINT / SIGTERM (command line).
  */
 export type CallgateErrorCode =
   | 'ERR_INVALID_ARGUMENT'
   | 'ERR_STORE_UNAVAILABLE'
   | 'ERR_CONFIG'
   | 'ERR_TRACE'
-  | 'ERR_DISPATCHER_CLOSED';
+  | 'ERR_DISPATCHER_CLOSED'
+  | 'ERR_OUTPUT'
+  | 'ERR_INTERRUPTED';
 
 /** Base class of every error callgate throws on purpose; `code` is stable and machine-readable. */
 export class CallgateError extends Error {

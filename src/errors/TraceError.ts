@@ -1,4 +1,5 @@
 import { CallgateError } from './CallgateError.js';
+import { capProblems } from '../problemList.js';
 
 /** One problem of a call trace, located in its file. */
 export interface TraceProblem {
@@ -17,11 +18,18 @@ export function formatProblem(p: TraceProblem): string {
   return `${where}: ${col}${p.message}`;
 }
 
-/** A trace that cannot be used; `problems` holds what was found (at least one). */
+/**
+ * A trace that cannot be used; `problems` holds what was kept of the problems found (at least
+ * one), `problemCount` how many were found. The message lists the first 20 and counts the rest.
+ */
 export class TraceError extends CallgateError {
-  constructor(readonly problems: readonly TraceProblem[]) {
-    const shown = problems.slice(0, 10).map(formatProblem);
-    if (problems.length > 10) shown.push(`… and ${problems.length - 10} more problems`);
-    super('ERR_TRACE', shown.join('\n'));
+  readonly problemCount: number;
+
+  constructor(
+    readonly problems: readonly TraceProblem[],
+    problemCount = problems.length,
+  ) {
+    super('ERR_TRACE', capProblems(problems.map(formatProblem), problemCount).join('\n'));
+    this.problemCount = Math.max(problemCount, problems.length);
   }
 }

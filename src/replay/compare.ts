@@ -30,6 +30,8 @@ export interface CompareOptions {
   /** Fed with the new configuration's decisions, and with the old one's. */
   readonly series?: ReplaySeries;
   readonly baselineSeries?: ReplaySeries;
+  /** Stops both replays (see ReplayOptions.signal). */
+  readonly signal?: AbortSignal;
 }
 
 export interface DiffCall {
@@ -245,11 +247,11 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
       throw err;
     });
   const [baseline, result] = await Promise.allSettled([
-    run(replay({ config: opts.baseline, tracePath: opts.tracePath, store: opts.baselineStore, onDecision: (d) => pairing.push(d), onProgress: progress('old'), progressEvery: every, series: opts.baselineSeries })).then((r) => {
+    run(replay({ config: opts.baseline, tracePath: opts.tracePath, store: opts.baselineStore, onDecision: (d) => pairing.push(d), onProgress: progress('old'), progressEvery: every, series: opts.baselineSeries, signal: opts.signal })).then((r) => {
       pairing.end();
       return r;
     }),
-    run(replay({ config: opts.config, tracePath: opts.tracePath, store: opts.store, onDecision: onNew, onProgress: progress('neu'), progressEvery: every, series: opts.series })),
+    run(replay({ config: opts.config, tracePath: opts.tracePath, store: opts.store, onDecision: onNew, onProgress: progress('neu'), progressEvery: every, series: opts.series, signal: opts.signal })),
   ]);
   if (baseline.status === 'rejected' || result.status === 'rejected') throw firstError;
   const old = (baseline as PromiseFulfilledResult<ReplayResult>).value;

@@ -7,13 +7,11 @@
  * uPlot (MIT, ~50 kB minified) draws time series of 10^5–10^6 points on a canvas in
  * milliseconds; the series are downsampled anyway (series.ts: busiest second per bucket).
  */
-import { randomBytes } from 'node:crypto';
-import { accessSync, constants, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, join } from 'node:path';
 import { formatDuration } from '../config/duration.js';
 import type { CallgateConfig } from '../config/types.js';
-import { InvalidArgumentError } from '../errors/InvalidArgumentError.js';
 import { packageRoot } from '../packageRoot.js';
 import type { CompareJson } from './compare.js';
 import type { ReplayResult } from './replay.js';
@@ -223,25 +221,4 @@ ${summaryTables(j)}
 </body>
 </html>
 `;
-}
-
-/** Fail early (before a long replay) when the report could not be written where asked. */
-export function checkHtmlTarget(path: string): void {
-  try {
-    accessSync(dirname(resolve(path)), constants.W_OK);
-  } catch (err) {
-    throw new InvalidArgumentError(`cannot write the HTML report ${path}: ${(err as Error).message}`);
-  }
-}
-
-/** Write the report to a temporary name, renamed into place once whole. */
-export function writeHtmlReport(path: string, input: HtmlReportInput): void {
-  const tmp = `${path}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
-  try {
-    writeFileSync(tmp, reportHtml(input));
-    renameSync(tmp, path);
-  } catch (err) {
-    rmSync(tmp, { force: true });
-    throw new Error(`cannot write the HTML report ${path}: ${(err as Error).message}`, { cause: err });
-  }
 }

@@ -6,6 +6,7 @@
  * The trace is validated in a first streaming pass: a bad trace stops the replay before any
  * decision is made. A sorted trace then streams (flat memory); an unsorted one is sorted in memory.
  */
+import { statSync, type Stats } from 'node:fs';
 import type { AdmissionDecision } from '../admission/Admission.js';
 import { VirtualClock } from '../clock.js';
 import type { BucketConfig, CallgateConfig } from '../config/types.js';
@@ -48,6 +49,8 @@ export interface ReplayOptions {
   /** Called every `progressEvery` calls with (done, total). */
   readonly onProgress?: (done: number, total: number) => void;
   readonly progressEvery?: number;
+  /** Stops the replay (at the latest at the next row or call): it then rejects with the signal's reason. */
+  readonly signal?: AbortSignal;
   /** Fed with every decision when given: the time series of the HTML report. */
   readonly series?: ReplaySeries;
 }
@@ -121,9 +124,28 @@ function dispatchHeld(gate: CallGate, call: TraceCall, sent: (carrier: string, a
   });
 }
 
+/**
+ * The trace is read twice (checked, then replayed): a FIFO or a device gives its data once, and
+ * waits for a writer before that. A missing file is left to the reader, which names the reason.
+ */
+function refuseUnreadableTwice(path: string): void {
+  let stats: Stats;
+  try {
+    stats = statSync(path);
+  } catch {
+    return;
+  }
+  if (stats.isFile()) return;
+  const what = stats.isDirectory() ? 'it is a directory' : `it is ${stats.isFIFO() ? 'a FIFO' : 'not a regular file'}, and a replay reads its trace twice`;
+  throw new TraceError([{ file: path, line: 0, message: `cannot read the trace: ${what}` }]);
+}
+
 export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
-  const check = await validateTrace(opts.tracePath);
-  if (check.problems.length > 0) throw new TraceError(check.problems);
+  const { signal } = opts;
+  signal?.throwIfAborted();
+  refuseUnreadableTwice(opts.tracePath);
+  const check = await validateTrace(opts.tracePath, { signal });
+  if (check.problems.length > 0) throw new TraceError(check.problems, check.problemCount);
   const started = performance.now();
   const clock = new VirtualClock(check.first ?? 0);
   // a replay on a store that fails must stop, not turn the failure into decisions
@@ -210,12 +232,13 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     s.lastSent = at;
   };
 
-  const calls: AsyncIterable<TraceCall> | Iterable<TraceCall> = check.sorted ? readTrace(opts.tracePath) : await loadTraceSorted(opts.tracePath);
+  const calls: AsyncIterable<TraceCall> | Iterable<TraceCall> = check.sorted ? readTrace(opts.tracePath, { signal }) : await loadTraceSorted(opts.tracePath, { signal });
   const every = opts.progressEvery ?? 10_000;
   let done = 0;
   let closed = false;
   try {
     for await (const call of calls) {
+      signal?.throwIfAborted(); // a sorted array (unsorted trace) has no reader to check it
       clock.advance(call.time);
       if (call.direction === 'in') {
         const d = await gate.admit({ callId: call.callId, peer: call.peer!, account: call.account, at: call.time, durationUs: call.durationUs });

@@ -7,12 +7,11 @@
  * streams it. Every input is validated as it is read: a bad row stops the merge with a
  * TraceError and no output file is left behind.
  */
-import { randomBytes } from 'node:crypto';
-import { accessSync, constants, createReadStream, createWriteStream, mkdtempSync, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { createReadStream, createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { InvalidArgumentError } from '../errors/InvalidArgumentError.js';
+import { OutputFile } from '../outputFile.js';
 import { TRACE_HEADER, traceRow } from './recorder.js';
 import { readTrace } from './trace.js';
 
@@ -53,12 +52,8 @@ async function* readRun(path: string): AsyncGenerator<Placed> {
 
 export async function mergeTraces(inputs: readonly string[], output: string, opts: { chunkRows?: number } = {}): Promise<MergeResult> {
   const chunkRows = opts.chunkRows ?? 200_000;
-  try {
-    accessSync(dirname(resolve(output)), constants.W_OK);
-  } catch (err) {
-    throw new InvalidArgumentError(`cannot write the merged trace ${output}: ${(err as Error).message}`);
-  }
-  const tmp = `${output}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
+  // whole or not at all, and never over a directory or a device (see OutputFile)
+  const out = await OutputFile.open(output, (name) => `the merged trace ${name}`);
   let spill: string | undefined;
   const runs: string[] = [];
   let chunk: Placed[] = [];
@@ -78,7 +73,6 @@ export async function mergeTraces(inputs: readonly string[], output: string, opt
     runs.push(path);
     chunk = [];
   };
-  const { out, failed } = outputStream(tmp, `the merged trace ${output}`);
   try {
     for (const input of inputs) {
       for await (const call of readTrace(input)) {
@@ -103,20 +97,14 @@ export async function mergeTraces(inputs: readonly string[], output: string, opt
       for (let i = 0; i < heads.length; i++) if (heads[i] && (k < 0 || byPlace(heads[i]!, heads[k]!) < 0)) k = i;
       if (k < 0) break;
       text += heads[k]![2];
-      if (text.length > 65_536) (await writeAll(out, failed, text), (text = ''));
+      if (text.length > 65_536) (await out.write(text), (text = ''));
       heads[k] = await next(k);
     }
-    await writeAll(out, failed, text);
-    await endStream(out, failed);
-    try {
-      renameSync(tmp, output);
-    } catch (err) {
-      throw new Error(`cannot write the merged trace ${output}: ${(err as Error).message}`, { cause: err });
-    }
+    await out.write(text);
+    await out.commit();
     return { rows: seq, spilled: runs.length };
   } catch (err) {
-    out.destroy();
-    rmSync(tmp, { force: true });
+    out.abort();
     throw err;
   } finally {
     if (spill) rmSync(spill, { recursive: true, force: true });

@@ -18,7 +18,7 @@
  * loadTraceSorted, which must hold every row to sort them.
  */
 import { createReadStream } from 'node:fs';
-import { Readable, Transform, pipeline, type TransformCallback } from 'node:stream';
+import { Readable, Transform, addAbortSignal, pipeline, type TransformCallback } from 'node:stream';
 import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
 import { DateTime, FixedOffsetZone } from 'luxon';
 import { parseDuration } from '../config/duration.js';
@@ -161,6 +161,8 @@ export interface ReadTraceOptions {
    * the first problem throws a TraceError.
    */
   onProblem?: (problem: TraceProblem) => void;
+  /** Stops reading: the reader then throws the signal's reason (at the latest at the next row). */
+  signal?: AbortSignal;
 }
 
 export const REQUIRED_COLUMNS = ['time', 'call_id', 'direction'] as const;
@@ -301,6 +303,7 @@ async function* decodeStream(
   input: Readable,
   file: string,
   report: (p: TraceProblem) => void,
+  signal?: AbortSignal,
 ): AsyncGenerator<TraceCall> {
   let thrownByReport: unknown;
   const rep = (p: TraceProblem): void => {
@@ -327,6 +330,7 @@ async function* decodeStream(
     },
   };
   parser = parse(options);
+  if (signal) addAbortSignal(signal, input); // an abort also ends a read that waits (a FIFO)
   // pipeline forwards an error of any stage (ENOENT, EISDIR…) to the parser, failing the loop.
   pipeline(input, new CommentBlanker(), parser, () => undefined);
 
@@ -336,6 +340,7 @@ async function* decodeStream(
   let consumed = 0;
   try {
     for await (const cells of parser as AsyncIterable<string[]>) {
+      signal?.throwIfAborted();
       if (fatal !== undefined && consumed >= fatal.after) break; // records after the error: garbage
       consumed++;
       const row: Row = { cells, line };
@@ -357,6 +362,7 @@ async function* decodeStream(
     }
   } catch (err) {
     if (thrownByReport !== undefined && err === thrownByReport) throw err; // from report / onProblem
+    if (signal?.aborted) throw signal.reason;
     const e = err as NodeJS.ErrnoException;
     rep({ file, line: 0, message: `cannot read the trace: ${e.message}` });
     return;
@@ -473,7 +479,7 @@ function reporter(opts: ReadTraceOptions | undefined): (p: TraceProblem) => void
  * Without `onProblem`, the first problem throws a TraceError.
  */
 export function readTrace(path: string, opts?: ReadTraceOptions): AsyncGenerator<TraceCall> {
-  return decodeStream(createReadStream(path), path, reporter(opts));
+  return decodeStream(createReadStream(path), path, reporter(opts), opts?.signal);
 }
 
 /**
@@ -486,7 +492,7 @@ export function readTraceFrom(
   opts?: ReadTraceOptions,
 ): AsyncGenerator<TraceCall> {
   const stream = input instanceof Readable ? input : Readable.from(input, { objectMode: false });
-  return decodeStream(stream, file, reporter(opts));
+  return decodeStream(stream, file, reporter(opts), opts?.signal);
 }
 
 export interface TraceValidation {
@@ -506,24 +512,25 @@ export interface TraceValidation {
 /** One streaming pass over the trace: problems, number of good rows, and whether they are sorted. */
 export async function validateTrace(
   path: string,
-  opts?: { maxProblems?: number },
+  opts?: { maxProblems?: number; signal?: AbortSignal },
 ): Promise<TraceValidation> {
-  return validateCalls(readTrace, path, opts?.maxProblems);
+  return validateCalls(readTrace, path, opts?.maxProblems, opts?.signal);
 }
 
 /** validateTrace over a stream (see readTraceFrom). */
 export async function validateTraceFrom(
   input: Readable | Iterable<string | Buffer> | AsyncIterable<string | Buffer>,
   file: string,
-  opts?: { maxProblems?: number },
+  opts?: { maxProblems?: number; signal?: AbortSignal },
 ): Promise<TraceValidation> {
-  return validateCalls((_f, o) => readTraceFrom(input, file, o), file, opts?.maxProblems);
+  return validateCalls((_f, o) => readTraceFrom(input, file, o), file, opts?.maxProblems, opts?.signal);
 }
 
 async function validateCalls(
   read: (path: string, opts: ReadTraceOptions) => AsyncGenerator<TraceCall>,
   path: string,
   maxProblems = 1000,
+  signal?: AbortSignal,
 ): Promise<TraceValidation> {
   const problems: TraceProblem[] = [];
   let problemCount = 0;
@@ -535,7 +542,7 @@ async function validateCalls(
     problemCount++;
     if (problems.length < maxProblems) problems.push(p);
   };
-  for await (const call of read(path, { onProblem })) {
+  for await (const call of read(path, { onProblem, signal })) {
     calls++;
     if (last !== undefined && call.time < last) sorted = false;
     if (first === undefined || call.time < first) first = call.time;
@@ -559,7 +566,7 @@ export async function loadTraceSorted(path: string, opts?: ReadTraceOptions): Pr
   const onProblem = opts?.onProblem ?? ((p: TraceProblem) => void problems.push(p));
   const calls: TraceCall[] = [];
   let sorted = true;
-  for await (const call of readTrace(path, { onProblem })) {
+  for await (const call of readTrace(path, { onProblem, signal: opts?.signal })) {
     if (calls.length > 0 && call.time < calls[calls.length - 1]!.time) sorted = false;
     calls.push(call);
   }
