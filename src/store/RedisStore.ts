@@ -138,20 +138,31 @@ export class RedisStore implements Store {
   readonly kind = 'redis';
   readonly prefix: string;
   /**
-   * The client's connection errors, once per outage (the first error after it was last ready) as
-   * a StoreUnavailableError. The store listens to the client's 'error' event, so ioredis does not
-   * print "Unhandled error event" on the console while Redis is away.
+   * The loss of the connection, once per outage (the first error or close after it was last
+   * ready) as a StoreUnavailableError. The store listens to the client's 'error' event, so
+   * ioredis does not print "Unhandled error event" on the console while Redis is away; and to
+   * 'close', since a server that comes back at once may be reconnected to without any error.
    */
   readonly events = new SafeEmitter<StoreEvents>();
-  /** An error was reported since the connection was last ready. */
-  private outage = false;
+  /** The connection was lost since it was last ready (reported). */
+  private lost = false;
+  /** A connection error since it was last ready: Redis is known to be out of reach. */
+  private down = false;
+  private closing = false;
+  private report(reason: string, err?: Error): void {
+    if (this.lost) return;
+    this.lost = true;
+    this.events.safeEmit('error', new StoreUnavailableError(`Redis connection lost: ${reason}`, err));
+  }
   private readonly onClientError = (err: Error) => {
-    if (this.outage) return;
-    this.outage = true;
-    this.events.safeEmit('error', new StoreUnavailableError(`Redis connection lost: ${err.message}`, err));
+    this.down = true;
+    this.report(err.message, err);
+  };
+  private readonly onClientClose = () => {
+    if (!this.closing) this.report('connection closed');
   };
   private readonly onClientReady = () => {
-    this.outage = false;
+    this.lost = this.down = false;
   };
   private readonly redis: Redis | Cluster;
   private readonly hashTags: boolean;
@@ -200,6 +211,7 @@ export class RedisStore implements Store {
       if (!(command in this.redis)) this.redis.defineCommand(command, { lua });
     }
     this.redis.on('error', this.onClientError);
+    this.redis.on('close', this.onClientClose);
     this.redis.on('ready', this.onClientReady);
   }
 
@@ -299,7 +311,7 @@ export class RedisStore implements Store {
     if (status === 'end') return Promise.reject(new StoreUnavailableError('Redis connection closed'));
     // known to be down (an error since it was last ready): the policy decides at once, rather
     // than every call waiting its whole timeout; the first 'ready' ends this
-    if (this.outage) return Promise.reject(new StoreUnavailableError('Redis is unreachable (reconnecting)'));
+    if (this.down) return Promise.reject(new StoreUnavailableError('Redis is unreachable (reconnecting)'));
     if (status === 'wait') this.redis.connect().catch(() => undefined); // lazyConnect
     return this.ready(signal);
   }
@@ -782,8 +794,10 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     if (this.ownsConnection) await this.redis.quit().catch(() => this.redis.disconnect());
     this.redis.off('error', this.onClientError);
+    this.redis.off('close', this.onClientClose);
     this.redis.off('ready', this.onClientReady);
   }
 }
