@@ -193,28 +193,59 @@ for p = 1, tonumber(ARGV[a]) do
 end
 a = a + 1
 
--- bucket b's first key index and profile position
-local function bucketAt(b)
-  local i = bAt + 2 * b - 2
-  return tonumber(ARGV[i]), pAt[tonumber(ARGV[i + 1])]
-end
-
--- whether a bucket of plan p has a channel limit (its calls then carry an id and a hold)
-local holdsByPlan = {}
-local function planHolds(p)
-  local h = holdsByPlan[p]
-  if h == nil then
-    h = false
-    local at = planAt[p]
-    for q = 1, tonumber(ARGV[at]) do
-      local _, po = bucketAt(tonumber(ARGV[at + q]))
-      if ARGV[po + 1] ~= '0' then
-        h = true
+-- Profiles, buckets and plans as numbers, each parsed on first use (once per script call,
+-- however many calls of the batch name it). A profile: r (log retention), N (channel limit),
+-- hoff, and per limit algo, L, W, off; hashes: the window hashes to record, each once ({off, W}).
+local profiles, buckets, plans = {}, {}, {}
+local function profileAt(po)
+  local pr = profiles[po]
+  if pr == nil then
+    local m = tonumber(ARGV[po + 3])
+    local algo, L, W, off, hashes = {}, {}, {}, {}, {}
+    local seen = {}
+    for i = 1, m do
+      local j = po + 4 * i
+      algo[i], L[i], W[i], off[i] = ARGV[j], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
+      if algo[i] ~= 'l' and not seen[off[i]] then
+        seen[off[i]] = true
+        hashes[#hashes + 1] = { off[i], W[i] }
       end
     end
-    holdsByPlan[p] = h
+    pr = { r = tonumber(ARGV[po]), N = tonumber(ARGV[po + 1]), hoff = tonumber(ARGV[po + 2]), m = m, algo = algo, L = L, W = W, off = off, hashes = hashes }
+    profiles[po] = pr
   end
-  return h
+  return pr
+end
+
+-- bucket b: its first key index and its profile
+local function bucketAt(b)
+  local bk = buckets[b]
+  if bk == nil then
+    local i = bAt + 2 * b - 2
+    bk = { tonumber(ARGV[i]), profileAt(pAt[tonumber(ARGV[i + 1])]) }
+    buckets[b] = bk
+  end
+  return bk[1], bk[2]
+end
+
+-- plan p: its bucket indices in check order, and whether one has a channel limit (its calls
+-- then carry an id and a hold)
+local function planOf(p)
+  local pl = plans[p]
+  if pl == nil then
+    local at = planAt[p]
+    local list, holds = {}, false
+    for q = 1, tonumber(ARGV[at]) do
+      list[q] = tonumber(ARGV[at + q])
+      local _, pr = bucketAt(list[q])
+      if pr.N > 0 then
+        holds = true
+      end
+    end
+    pl = { list = list, holds = holds }
+    plans[p] = pl
+  end
+  return pl
 end
 
 -- A lone call: one run of one call, with 2 arguments, or 4 (id and hold) when its plan holds.
@@ -452,23 +483,23 @@ local function decide(p, call, id, forUs)
   if id ~= nil and stillHolding(id) then
     return 0, 0, 2
   end
-  local at = planAt[p]
-  local n = tonumber(ARGV[at])
+  local list = planOf(p).list
+  local n = #list
   local limitedBy, retry, flags = 0, 0, 0
   for q = 1, n do
-    local first, po = bucketAt(tonumber(ARGV[at + q]))
+    local first, pr = bucketAt(list[q])
     -- a log's limits come widest window first, and a window holds no more events than a wider
     -- one: a count below L already proves room
     local wider
-    for j = po + 4, po + 4 * tonumber(ARGV[po + 3]), 4 do
-      local algo, W = ARGV[j], tonumber(ARGV[j + 2])
+    for i = 1, pr.m do
+      local algo, W = pr.algo[i], pr.W[i]
       local wait = 0
       if retry >= W and algo ~= 's' then
         -- already refused, and no longer than this limit's wait can be (at most W): it can
         -- change neither the refusal nor its retry-after, so it is not even counted
         wait = 0
       elseif algo == 'l' then
-        local L = tonumber(ARGV[j + 1])
+        local L = pr.L[i]
         if wider == nil or wider >= L then
           local count, stored = logCount(first, W)
           wider = count
@@ -483,9 +514,9 @@ local function decide(p, call, id, forUs)
           end
         end
       else
-        local L = tonumber(ARGV[j + 1])
+        local L = pr.L[i]
         local kw = windowIndex(t, W)
-        local w, c, prev = loadHash(first + tonumber(ARGV[j + 3]))
+        local w, c, prev = loadHash(first + pr.off[i])
         c, prev = windowCounts(w, c, prev, kw)
         if algo == 'f' then
           if c >= L then
@@ -515,7 +546,7 @@ local function decide(p, call, id, forUs)
       end
     end
     -- then its channels; past the first bucket without room they change nothing
-    if limitedBy == 0 and ARGV[po + 1] ~= '0' and holdCount(first + tonumber(ARGV[po + 2])) >= tonumber(ARGV[po + 1]) then
+    if limitedBy == 0 and pr.N > 0 and holdCount(first + pr.hoff) >= pr.N then
       limitedBy, flags = q, 1
     end
   end
@@ -528,29 +559,16 @@ local function decide(p, call, id, forUs)
       e, keys = t + forUs, {}
     end
     for q = 1, n do
-      local first, po = bucketAt(tonumber(ARGV[at + q]))
-      local r = tonumber(ARGV[po])
-      if r > 0 then
-        addEvent(first, r, member)
+      local first, pr = bucketAt(list[q])
+      if pr.r > 0 then
+        addEvent(first, pr.r, member)
       end
       -- each window hash of the bucket once (limits of one window share it)
-      local last = po + 4 * tonumber(ARGV[po + 3])
-      for j = po + 4, last, 4 do
-        if ARGV[j] ~= 'l' then
-          local off = ARGV[j + 3]
-          local seen = false
-          for i = po + 4, j - 4, 4 do
-            if ARGV[i] ~= 'l' and ARGV[i + 3] == off then
-              seen = true
-            end
-          end
-          if not seen then
-            countHash(first + tonumber(off), tonumber(ARGV[j + 2]))
-          end
-        end
+      for _, h in ipairs(pr.hashes) do
+        countHash(first + h[1], h[2])
       end
-      if e ~= nil and ARGV[po + 1] ~= '0' then
-        local k = first + tonumber(ARGV[po + 2])
+      if e ~= nil and pr.N > 0 then
+        local k = first + pr.hoff
         addHold(k, id, e)
         keys[#keys + 1] = KEYS[k]
       end
@@ -567,7 +585,7 @@ end
 local function decideAt(x, call)
   local p, deadline = tonumber(ARGV[x]), ARGV[x + 1]
   local id, forUs
-  if planHolds(p) then
+  if planOf(p).holds then
     id, forUs, x = ARGV[x + 2], tonumber(ARGV[x + 3]), x + 2
   end
   if pastDeadline(deadline) then

@@ -150,7 +150,7 @@ describe('flood shield', function () {
     for (let i = 0; i < calls.length; i++) {
       expect(on[i]!.admitted, `call ${i} (${calls[i]!.peer} at ${calls[i]!.at})`).to.equal(off[i]!.admitted);
       if (on[i]!.admitted) continue;
-      // where a shielded refusal may differ: an earlier level, a longer retry-after from Redis
+      // where a shielded refusal may differ: another level, a longer retry-after from Redis
       if (on[i]!.limitedBy === off[i]!.limitedBy) sameLevel++;
       expect(on[i]!.retryAfterMs, `retry-after of call ${i}`).to.be.at.most(off[i]!.retryAfterMs);
     }

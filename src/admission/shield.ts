@@ -12,9 +12,12 @@
  * call of the same buckets in that span is refused by Redis too.
  *
  * Where a shielded refusal may differ from Redis' (never in admitted or not):
- *   - limited_by: the shield names the level that refused the call it learnt from; Redis names
- *     the FIRST level without room, which may be an earlier one that filled meanwhile (e.g. the
- *     peer refused, then the global level filled: Redis says `global`, the shield `peer:x`);
+ *   - limited_by: the shield names the level that refused the call it learnt from (the first one
+ *     without room then); Redis names the first level without room NOW, which may be an earlier
+ *     one that filled meanwhile (the peer refused, then the global level filled: Redis says
+ *     `global`, the shield `peer:x`), or a later one, when the level named had the shorter wait
+ *     and has room again while a later level's longer wait (the retry-after) still runs (global
+ *     and peer both full, global's window frees first: Redis says `peer:x`, the shield `global`);
  *   - retry_after_ms: the shield gives what is left of the wait it knows; Redis' is never
  *     shorter, and longer when more limits lack room by then (other levels filled, or calls
  *     counted by record() pushed the wait of a full sliding log further).
