@@ -336,12 +336,7 @@ local function holdCount(k)
   if holdsStored == nil then
     holdsStored, holdsAdded, nHolds = {}, {}, {}
   end
-  local stored = holdsStored[k]
-  if stored == nil then
-    stored = holdsAfter(KEYS[k], ts)
-    holdsStored[k] = stored
-  end
-  return stored + (nHolds[k] or 0)
+  return storedHolds(holdsStored, k, ts) + (nHolds[k] or 0)
 end
 
 -- Whether call `id` has a record still holding at t.

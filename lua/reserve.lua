@@ -87,12 +87,7 @@ end
 
 -- Holds of set k with an end after t: in Redis (counted once per group) and added this group.
 local function holdCount(k)
-  local stored = holdsStored[k]
-  if stored == nil then
-    stored = holdsAfter(KEYS[k], ts)
-    holdsStored[k] = stored
-  end
-  return stored + (nHolds[k] or 0)
+  return storedHolds(holdsStored, k, ts) + (nHolds[k] or 0)
 end
 
 -- Drop the previous outbound record of call `id` and its hold, wherever it is.

@@ -12,6 +12,17 @@ local function holdsAfter(key, ts)
   return redis.call('ZCOUNT', key, '(' .. ts, '+inf')
 end
 
+-- Holds of set k with an end after t in Redis, counted once per group of calls at one time
+-- (`stored`: per key index, the count read at that time).
+local function storedHolds(stored, k, ts)
+  local n = stored[k]
+  if n == nil then
+    n = holdsAfter(KEYS[k], ts)
+    stored[k] = n
+  end
+  return n
+end
+
 -- Keep a key until `untilUs` at least: PEXPIRE only when that lengthens its life.
 local function keepUntil(key, untilUs, t, floorMs)
   local need = ttlMs(untilUs - t, floorMs)

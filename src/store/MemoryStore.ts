@@ -33,18 +33,7 @@ import type {
 import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels, logRetention } from './validate.js';
 import { checkInspect, inspectMemory } from './inspectMemory.js';
 import type { InspectRequest, InspectResult } from './types.js';
-import { windowIndex } from './window.js';
-
-/** Index of the first element of sorted[lo..] above x (sorted.length when none). */
-function firstAbove(sorted: readonly number[], lo: number, x: number): number {
-  let hi = sorted.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (sorted[mid]! <= x) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
+import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
 
 /** A sorted log of event times; times[head..] are live, older ones await compaction. */
 class Log {
@@ -380,26 +369,8 @@ export class MemoryStore implements Store {
           if (n >= L) wait = log.times[first + n - L]! + W - t;
         } else {
           const k = windowIndex(t, W);
-          const s = this.windows.get(plan.windowKey[b]![j]!);
-          // counts of t's window k and of k - 1 (as lua/includes/buckets.lua windowCounts)
-          let c = 0;
-          let p = 0;
-          if (s !== undefined) {
-            if (k === s.w) {
-              c = s.c;
-              p = s.p;
-            } else if (k === s.w + 1) p = s.c;
-            else if (k === s.w - 1) c = s.p;
-          }
-          if (algorithm === 'fixed-window') {
-            if (c >= L) wait = (k + 1) * W - t;
-          } else {
-            const f = (t - k * W) / W;
-            if (c + p * (1 - f) >= L) {
-              wait = c >= L ? (k + 1) * W + Math.floor(W * (1 - L / c)) + 1 - t : k * W + Math.floor(W * (1 - (L - c) / p)) + 1 - t;
-              if (wait < 1) wait = 1;
-            }
-          }
+          const [c, p] = windowCounts(this.windows.get(plan.windowKey[b]![j]!), k);
+          wait = windowLimit(algorithm, L, W, t, k, c, p).wait;
         }
         if (wait > 0) {
           if (limitedBy < 0) {

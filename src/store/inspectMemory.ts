@@ -5,7 +5,7 @@
 import { InvalidArgumentError } from '../errors/index.js';
 import type { Bucket, InspectRequest, InspectResult } from './types.js';
 import { checkAdmit, checkNow, checkWait } from './validate.js';
-import { windowIndex } from './window.js';
+import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
 
 /** What inspect reads of a MemoryStore. */
 export interface MemoryState {
@@ -46,18 +46,8 @@ export function checkInspect(req: InspectRequest): void {
 
 /** Events of a sorted list with lo < s <= hi, and the index of the first. */
 function range(times: readonly number[], head: number, lo: number, hi: number): [first: number, count: number] {
-  const upper = (x: number) => {
-    let l = head;
-    let h = times.length;
-    while (l < h) {
-      const mid = (l + h) >>> 1;
-      if (times[mid]! <= x) l = mid + 1;
-      else h = mid;
-    }
-    return l;
-  };
-  const first = upper(lo);
-  return [first, upper(hi) - first];
+  const first = firstAbove(times, head, lo);
+  return [first, firstAbove(times, first, hi) - first];
 }
 
 function inspectBucket(state: MemoryState, bucket: Bucket, t: number): { counts: number[]; retryAfterUs: number[]; channels?: number } {
@@ -75,27 +65,8 @@ function inspectBucket(state: MemoryState, bucket: Bucket, t: number): { counts:
       }
     } else {
       const k = windowIndex(t, W);
-      const s = state.window(windowKey(bucket.name, W));
-      let c = 0;
-      let p = 0;
-      if (s !== undefined) {
-        if (k === s.w) {
-          c = s.c;
-          p = s.p;
-        } else if (k === s.w + 1) p = s.c;
-        else if (k === s.w - 1) c = s.p;
-      }
-      if (algorithm === 'fixed-window') {
-        count = c;
-        if (c >= L) wait = (k + 1) * W - t;
-      } else {
-        const f = (t - k * W) / W;
-        count = c + p * (1 - f);
-        if (count >= L) {
-          wait = c >= L ? (k + 1) * W + Math.floor(W * (1 - L / c)) + 1 - t : k * W + Math.floor(W * (1 - (L - c) / p)) + 1 - t;
-          if (wait < 1) wait = 1;
-        }
-      }
+      const [c, p] = windowCounts(state.window(windowKey(bucket.name, W)), k);
+      ({ value: count, wait } = windowLimit(algorithm, L, W, t, k, c, p));
     }
     counts.push(count);
     retryAfterUs.push(wait);

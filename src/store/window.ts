@@ -9,3 +9,40 @@ export function windowIndex(t: number, w: number): number {
   else if ((k + 1) * w <= t) k++;
   return k;
 }
+
+/** Index of the first element of sorted[lo..] above x (sorted.length when none). */
+export function firstAbove(sorted: readonly number[], lo: number, x: number): number {
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]! <= x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * The counts of t's fixed window k and of window k - 1, from the two latest windows kept
+ * ({ w: latest window, c: its count, p: the count of w - 1 }), as lua/includes/buckets.lua
+ * windowCounts.
+ */
+export function windowCounts(s: { readonly w: number; readonly c: number; readonly p: number } | undefined, k: number): [c: number, p: number] {
+  if (s === undefined) return [0, 0];
+  if (k === s.w) return [s.c, s.p];
+  if (k === s.w + 1) return [0, s.c];
+  if (k === s.w - 1) return [s.p, 0];
+  return [0, 0];
+}
+
+/**
+ * A fixed-window or sliding-window limit (L, W) at t, in window k with counts c and p: the value
+ * compared with L (c, or the estimate c + p(1 - f)) and the wait until room (0: room), by the
+ * formulas of src/store/types.ts (AdmitResult.retryAfterUs).
+ */
+export function windowLimit(algorithm: 'fixed-window' | 'sliding-window', L: number, W: number, t: number, k: number, c: number, p: number): { value: number; wait: number } {
+  if (algorithm === 'fixed-window') return { value: c, wait: c >= L ? (k + 1) * W - t : 0 };
+  const value = c + p * (1 - (t - k * W) / W);
+  if (value < L) return { value, wait: 0 };
+  const wait = c >= L ? (k + 1) * W + Math.floor(W * (1 - L / c)) + 1 - t : k * W + Math.floor(W * (1 - (L - c) / p)) + 1 - t;
+  return { value, wait: wait < 1 ? 1 : wait };
+}
