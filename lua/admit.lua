@@ -513,23 +513,8 @@ local function decide(p, call, id, forUs)
         local kw = windowIndex(t, W)
         local w, c, prev = loadHash(first + pr.off[i])
         c, prev = windowCounts(w, c, prev, kw)
-        if algo == 'f' then
-          if c >= L then
-            wait = (kw + 1) * W - t
-          end
-        else
-          local f = (t - kw * W) / W
-          if c + prev * (1 - f) >= L then
-            if c >= L then
-              wait = (kw + 1) * W + math.floor(W * (1 - L / c)) + 1 - t
-            else
-              wait = kw * W + math.floor(W * (1 - (L - c) / prev)) + 1 - t
-            end
-            if wait < 1 then
-              wait = 1
-            end
-          end
-        end
+        local _
+        _, wait = windowLimit(algo, L, W, t, kw, c, prev)
       end
       if wait > 0 then
         if limitedBy == 0 then

@@ -54,25 +54,7 @@ for b = 1, #bLo do
       end
       local kw = windowIndex(t, W)
       local c, p = windowCounts(h[1], h[2], h[3], kw)
-      if algo == 'f' then
-        count = c
-        if c >= L then
-          wait = (kw + 1) * W - t
-        end
-      else
-        local f = (t - kw * W) / W
-        count = c + p * (1 - f)
-        if count >= L then
-          if c >= L then
-            wait = (kw + 1) * W + math.floor(W * (1 - L / c)) + 1 - t
-          else
-            wait = kw * W + math.floor(W * (1 - (L - c) / p)) + 1 - t
-          end
-          if wait < 1 then
-            wait = 1
-          end
-        end
-      end
+      count, wait = windowLimit(algo, L, W, t, kw, c, p)
     end
     out[#out + 1] = fmt(count)
     out[#out + 1] = fmt(wait)

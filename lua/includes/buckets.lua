@@ -100,6 +100,32 @@ local function windowCounts(w, c, p, k)
   return 0, 0
 end
 
+-- A fixed-window ('f') or sliding-window ('s') limit (L, W) at t in window kw with counts c and
+-- p: the value compared with L (c, or the estimate c + p(1 - f)) and the wait until room (0:
+-- room), by the formulas of src/store/types.ts (AdmitResult.retryAfterUs).
+local function windowLimit(algo, L, W, t, kw, c, p)
+  if algo == 'f' then
+    if c >= L then
+      return c, (kw + 1) * W - t
+    end
+    return c, 0
+  end
+  local value = c + p * (1 - (t - kw * W) / W)
+  if value < L then
+    return value, 0
+  end
+  local wait
+  if c >= L then
+    wait = (kw + 1) * W + math.floor(W * (1 - L / c)) + 1 - t
+  else
+    wait = kw * W + math.floor(W * (1 - (L - c) / p)) + 1 - t
+  end
+  if wait < 1 then
+    wait = 1
+  end
+  return value, wait
+end
+
 -- The fields after counting one event in window k; nil when k is older than the two windows
 -- kept (nowhere to count it).
 local function countIn(w, c, p, k)
