@@ -27,7 +27,7 @@ import { expect } from 'chai';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
 import { callsOf, SCENARIOS } from './helpers/sipEdge.js';
-import { freeUdpPort, maxInWindow, minGap, sippAvailable, SIPP_INSTALL_HINT, startSipp, type SipLogEntry } from './helpers/sipp.js';
+import { freeUdpPort, maxInWindow, minGap, provenInOneSecond, sippAvailable, SIPP_INSTALL_HINT, startSipp, warning } from './helpers/sipp.js';
 
 const CONFIG = path.resolve('examples/kamailio/kamailio.cfg');
 const KAMAILIO_HINT = 'kamailio not found: install it (Debian: apt-get install kamailio kamailio-utils-modules kamailio-json-modules); .ci/run does so when it is missing';
@@ -81,20 +81,6 @@ async function startKamailio(dir: string, defines: Record<string, string>): Prom
   };
 }
 
-/** Most admitted calls whose decision intervals [INVITE sent, 100 received] all fit in one window shorter than 1 s. */
-function provenInOneSecond(intervals: { a: number; b: number }[]): number {
-  const sorted = [...intervals].sort((x, y) => x.a - y.a);
-  let best = 0;
-  for (let i = 0; i < sorted.length; i++) {
-    const from = sorted[i]!.a;
-    let n = 0;
-    for (let j = i; j < sorted.length && sorted[j]!.a < from + S; j++) if (sorted[j]!.b < from + S) n++;
-    best = Math.max(best, n);
-  }
-  return best;
-}
-
-const warning = (m: SipLogEntry) => m.headers['warning']?.join(' ') ?? '';
 
 describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and carriers', function () {
   this.timeout(120_000);

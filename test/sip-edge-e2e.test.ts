@@ -26,25 +26,8 @@ import { expect } from 'chai';
 import type { EdgeSummary } from '../examples/sip-edge/edge.js';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { callsOf, CPS, PEER_LIMIT, RESOLUTION_US, runCalls, S, type Run } from './helpers/sipEdge.js';
-import { maxInWindow, minGap, sippAvailable, SIPP_INSTALL_HINT, type SipLogEntry, type SippReport } from './helpers/sipp.js';
+import { maxInWindow, minGap, provenInOneSecond, sippAvailable, SIPP_INSTALL_HINT, warning, type SippReport } from './helpers/sipp.js';
 
-/**
- * Most admitted calls whose decision intervals [INVITE sent, 100 received] all fit in one window
- * shorter than 1 s: each was certainly decided inside it.
- */
-function provenInOneSecond(intervals: { a: number; b: number }[]): number {
-  const sorted = [...intervals].sort((x, y) => x.a - y.a);
-  let best = 0;
-  for (let i = 0; i < sorted.length; i++) {
-    const from = sorted[i]!.a;
-    let n = 0;
-    for (let j = i; j < sorted.length && sorted[j]!.a < from + S; j++) if (sorted[j]!.b < from + S) n++;
-    best = Math.max(best, n);
-  }
-  return best;
-}
-
-const warning = (m: SipLogEntry) => m.headers['warning']?.join(' ') ?? '';
 
 /** Every check of the issue that holds in every run; returns the numbers for the log line. */
 function checkRun(run: Run, label: string) {

@@ -355,6 +355,25 @@ export function maxInWindow(timesUs: readonly number[], windowUs: number): numbe
   return best;
 }
 
+/**
+ * Most admitted calls whose decision intervals [INVITE sent, 100 received] (µs) all fit in one
+ * window shorter than 1 s: each was certainly decided inside it.
+ */
+export function provenInOneSecond(intervals: { a: number; b: number }[]): number {
+  const sorted = [...intervals].sort((x, y) => x.a - y.a);
+  let best = 0;
+  for (let i = 0; i < sorted.length; i++) {
+    const from = sorted[i]!.a;
+    let n = 0;
+    for (let j = i; j < sorted.length && sorted[j]!.a < from + 1_000_000; j++) if (sorted[j]!.b < from + 1_000_000) n++;
+    best = Math.max(best, n);
+  }
+  return best;
+}
+
+/** The Warning header of a logged SIP message ('' when none). */
+export const warning = (m: SipLogEntry): string => m.headers['warning']?.join(' ') ?? '';
+
 /** Smallest gap between consecutive times (Infinity with fewer than two). */
 export function minGap(timesUs: readonly number[]): number {
   const t = [...timesUs].sort((a, b) => a - b);
