@@ -42,7 +42,7 @@ for b = 1, #bRet do
   if log > 0 then
     trimLog(KEYS[log], t, bRet[b])
     redis.call('ZADD', KEYS[log], ts, member)
-    redis.call('PEXPIRE', KEYS[log], fmtInt(ttlMs(bRet[b], floorMs)))
+    redis.call('PEXPIRE', KEYS[log], fmtInt(logTtlMs(bRet[b], floorMs)))
   end
   local hashes = bHash[b]
   if hashes then

@@ -43,125 +43,109 @@
   set one trim, ZADD and expiry check, per call record one SET. A refused call
   changes nothing, so the retry-after lookups of a log are kept for the group too.
 
-  A lone call (the batch holds one call, the common case under light load) takes the same
-  decide() but keeps no group state: it reads and writes Redis directly, in the same commands.
-  Its fixed cost is what the script does besides those commands, so the arguments are read
-  where they lie in ARGV (no tables of profiles and buckets are built) and no table is created
-  per call but the reply (tables and their growth, plus the garbage collection they cause,
-  were most of a lone call's cost).
+  A lone call (the batch holds one call, the common case under light load) whose buckets are
+  plain sliding logs comes in a short layout of its own and is decided first thing (the lone
+  path, below). Any other lone call takes the same decide() as a batch but keeps no group
+  state: it reads and writes Redis directly, in the same commands.
 ]]
--- The lone path. A batch of one call whose buckets have only sliding-log limits and no channel
--- limit (the common case under light load) is decided here, before anything else is defined:
--- Redis runs the whole script body on every call, and creating the helper functions below
--- (closures, and the garbage they leave) cost more than the decision itself. The rule is the
--- one decide() applies (further down); any other batch goes on to the general code.
-local fmtd = string.format
-local argc = #ARGV
-local a = 6
-for _ = 1, tonumber(ARGV[5]) do
-  a = a + 4 + 4 * tonumber(ARGV[a + 3])
-end
-local bAt = a + 1 -- bucket b: ARGV[bAt + 2b - 2] its first key, ARGV[bAt + 2b - 1] its profile
-a = bAt + 2 * tonumber(ARGV[a])
-local nPlans = tonumber(ARGV[a])
-if nPlans == 1 and a + 5 + tonumber(ARGV[a + 1]) == argc and ARGV[argc - 2] == '1' then
-  local at = a + 1 -- the plan: n, then its n buckets
-  local n = tonumber(ARGV[at])
-  local run = at + n + 1 -- now, 1, then the call: plan 1, deadline
-  -- every bucket of the plan: sliding-log limits only, no channel limit
-  local plain = true
-  for q = 1, n do
-    local po = 6
-    local b = tonumber(ARGV[at + q])
-    for _ = 2, tonumber(ARGV[bAt + 2 * b - 1]) do
-      po = po + 4 + 4 * tonumber(ARGV[po + 3])
-    end
-    if ARGV[po + 1] ~= '0' then
-      plain = false
-    end
-    for j = po + 4, po + 4 * tonumber(ARGV[po + 3]), 4 do
-      if ARGV[j] ~= 'l' then
-        plain = false
-      end
-    end
+-- The lone path (ARGV[5] == 'l'): a batch of one call whose buckets have only sliding-log
+-- limits and no channel limit, the common case under light load, comes in a short layout of
+-- its own:
+--   KEYS[q]     the log of the call's q-th bucket, in check order
+--   ARGV[1]     ttl floor, ms, as above (given only with now)
+--   ARGV[2]     the call's event id (its member in every log)
+--   ARGV[3]     '1': set every log's expiry (the caller does not know it was set for these
+--               limits: see includes/common.lua, logTtlMs), else '';  ARGV[4] as above
+--   ARGV[5]     'l'
+--   ARGV[6]     now, µs ('' = Redis TIME);  ARGV[7] deadline, µs, Redis time ('' = none)
+--   ARGV[8..]   per bucket q: m, then m pairs L, W (widest window first: the first W is the
+--               log's retention r)
+-- It is decided here, before anything else is defined: Redis runs the whole script body on
+-- every call, and creating the helper functions below (closures, and the garbage they leave)
+-- cost more than the decision itself. The rule is decide()'s (further down), the reply the
+-- same. On Redis TIME its logs keep their expiry as includes/common.lua (logTtlMs) says: the
+-- trim is rounded, and the PEXPIRE sent only when the trim removed something, the log may be
+-- new or ARGV[3] asks. With now given (a virtual clock, whose times may go back) it trims
+-- exactly at t - r, as every other write does, and always sets the expiry.
+if ARGV[5] == 'l' then
+  local fmtd = string.format
+  local now, deadline = ARGV[6], ARGV[7]
+  local clock -- Redis TIME, read at most once
+  if now == '' or deadline ~= '' or ARGV[4] == '1' then
+    local c = redis.call('TIME')
+    clock = tonumber(c[1]) * 1000000 + tonumber(c[2])
   end
-  if plain then
-    local clock -- Redis TIME, read at most once
-    local now, floor = ARGV[run], 0
-    local t
-    if now == '' or ARGV[run + 3] ~= '' or ARGV[4] == '1' then
-      local c = redis.call('TIME')
-      clock = tonumber(c[1]) * 1000000 + tonumber(c[2])
-    end
-    if now == '' then
-      t = clock
-    else
-      t, floor = tonumber(now), tonumber(ARGV[1])
-    end
-    local reply
-    if ARGV[run + 3] ~= '' and clock >= tonumber(ARGV[run + 3]) then
-      reply = { 0, 0, t, 4 } -- past its deadline: decided nowhere
-    else
-      local ts = fmtd('%d', t)
-      local limitedBy, retry = 0, 0
-      for q = 1, n do
-        local b = tonumber(ARGV[at + q])
-        local key = KEYS[tonumber(ARGV[bAt + 2 * b - 2])]
-        local po = 6
-        for _ = 2, tonumber(ARGV[bAt + 2 * b - 1]) do
-          po = po + 4 + 4 * tonumber(ARGV[po + 3])
-        end
-        local wider
-        for j = po + 4, po + 4 * tonumber(ARGV[po + 3]), 4 do
-          local L, W = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
-          if retry < W and (wider == nil or wider >= L) then
-            local above = '(' .. fmtd('%d', t - W)
-            local count = redis.call('ZCOUNT', key, above, ts)
-            wider = count
-            if count >= L then
-              local s = redis.call('ZRANGEBYSCORE', key, above, ts, 'WITHSCORES', 'LIMIT', fmtd('%d', count - L), '1')[2]
-              local wait = tonumber(s) + W - t
-              if wait > 0 then
-                if limitedBy == 0 then
-                  limitedBy = q
-                end
-                if wait > retry then
-                  retry = wait
-                end
+  local t, floor = clock, 0
+  local live = now == '' -- on Redis TIME: the rounded trim and the PEXPIRE skipped (see above)
+  if not live then
+    t, floor = tonumber(now), tonumber(ARGV[1])
+  end
+  local reply
+  if deadline ~= '' and clock >= tonumber(deadline) then
+    reply = { 0, 0, t, 4 } -- past its deadline: decided nowhere
+  else
+    local ts = fmtd('%d', t)
+    local limitedBy, retry = 0, 0
+    local widest = {} -- per bucket, the count of its widest window (0: its log may be new)
+    local a = 8
+    for q = 1, #KEYS do
+      local key = KEYS[q]
+      local last = a + 2 * tonumber(ARGV[a])
+      local wider -- the count of the window before (wider): a narrower one can hold no more
+      for j = a + 1, last, 2 do
+        local L, W = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
+        if retry < W and (wider == nil or wider >= L) then
+          local above = '(' .. fmtd('%d', t - W)
+          local count = redis.call('ZCOUNT', key, above, ts)
+          if wider == nil then
+            widest[q] = count
+          end
+          wider = count
+          if count >= L then
+            local s = redis.call('ZRANGEBYSCORE', key, above, ts, 'WITHSCORES', 'LIMIT', fmtd('%d', count - L), '1')[2]
+            local wait = tonumber(s) + W - t
+            if wait > 0 then
+              if limitedBy == 0 then
+                limitedBy = q
+              end
+              if wait > retry then
+                retry = wait
               end
             end
           end
         end
       end
-      if limitedBy == 0 then
-        local member = ARGV[2] .. '1'
-        for q = 1, n do
-          local b = tonumber(ARGV[at + q])
-          local key = KEYS[tonumber(ARGV[bAt + 2 * b - 2])]
-          local po = 6
-          for _ = 2, tonumber(ARGV[bAt + 2 * b - 1]) do
-            po = po + 4 + 4 * tonumber(ARGV[po + 3])
-          end
-          local r = tonumber(ARGV[po])
-          if r > 0 then
-            -- recording, the log drops what no limit can see any more (s <= t - retention)
-            redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtd('%d', t - r))
-            redis.call('ZADD', key, ts, member)
-            local ms = math.ceil(r / 1000) + 1
-            if ms < floor then
-              ms = floor
-            end
-            redis.call('PEXPIRE', key, fmtd('%d', ms))
-          end
+      a = last + 1
+    end
+    if limitedBy == 0 then
+      local member = ARGV[2]
+      a = 8
+      for q = 1, #KEYS do
+        local key = KEYS[q]
+        local r = tonumber(ARGV[a + 2])
+        local e = math.floor(r / 4) + 1
+        local bound = t - r
+        if live then
+          bound = bound - bound % e
         end
+        local removed = redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtd('%d', bound))
+        redis.call('ZADD', key, ts, member)
+        if not live or removed > 0 or widest[q] == 0 or ARGV[3] == '1' then
+          local ms = math.ceil((2 * r + e) / 1000) + 1
+          if ms < floor then
+            ms = floor
+          end
+          redis.call('PEXPIRE', key, fmtd('%d', ms))
+        end
+        a = a + 1 + 2 * tonumber(ARGV[a])
       end
-      reply = { limitedBy, retry, t, 0 }
     end
-    if ARGV[4] == '1' then
-      reply[5] = clock
-    end
-    return reply
+    reply = { limitedBy, retry, t, 0 }
   end
+  if ARGV[4] == '1' then
+    reply[5] = clock
+  end
+  return reply
 end
 
 --- @include "common"
@@ -297,7 +281,7 @@ local function writeGroup()
         args[2 * i - 1], args[2 * i] = ts, members[i]
       end
       redis.call('ZADD', KEYS[k], unpack(args))
-      redis.call('PEXPIRE', KEYS[k], fmtInt(ttlMs(r, floor)))
+      redis.call('PEXPIRE', KEYS[k], fmtInt(logTtlMs(r, floor)))
     end
   end
   if dirty ~= nil then
@@ -406,7 +390,7 @@ local function addEvent(k, r, member)
   if single then
     redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', fmtInt(t - r))
     redis.call('ZADD', KEYS[k], ts, member)
-    redis.call('PEXPIRE', KEYS[k], fmtInt(ttlMs(r, floor)))
+    redis.call('PEXPIRE', KEYS[k], fmtInt(logTtlMs(r, floor)))
     return
   end
   if added == nil then

@@ -178,6 +178,8 @@ export class RedisStore implements Store {
   private ownsConnection = false;
   /** Script arguments per bucket list (see bucketArgs()); weak, so dropped plans cost nothing. */
   private readonly argsOf = new WeakMap<readonly Bucket[], readonly BucketArgs[]>();
+  /** Buckets (with their limits) whose logs a lone admit has given an expiry for: see loneArgv. */
+  private readonly expiryKnown = new WeakSet<BucketArgs>();
   /** Admissions not sent yet, per tag (one lane for all when keys carry no tag). */
   private readonly admissions: Batcher<PendingAdmit>;
   /** Reservations not sent yet (one lane: every carrier is on one tag). */
@@ -417,6 +419,11 @@ export class RedisStore implements Store {
    * its own.
    */
   private sendAdmissions(items: PendingAdmit[]): Promise<void> {
+    const clock = this.offset.lowerBound === undefined ? '1' : '';
+    if (items.length === 1) {
+      const lone = this.loneArgv(items[0]!, clock);
+      if (lone !== undefined) return this.writeBatch('admit', lone.argv, items, this.settleAdmissions(items, clock, lone.refresh));
+    }
     const b = new ArgsBuilder();
     const plans: number[] = new Array(items.length);
     let n = 0;
@@ -441,13 +448,19 @@ export class RedisStore implements Store {
       if (item.id !== undefined) out.push(item.id, String(item.forUs));
     });
     const tag = items[0]!.buckets[0]!.tag;
-    const clock = this.offset.lowerBound === undefined ? '1' : '';
     const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:'), clock], calls, true);
-    return this.writeBatch('admit', argv, items, (reply) => {
+    return this.writeBatch('admit', argv, items, this.settleAdmissions(items, clock, false));
+  }
+
+  /** The calls of an admit script call, from its reply; `refreshed`: a lone call's logs got their expiry (see loneArgv). */
+  private settleAdmissions(items: readonly PendingAdmit[], clock: string, refreshed: boolean): (reply: unknown) => void {
+    return (reply) => {
       // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate, 4: skipped); then Redis TIME if asked
       const r = reply as number[];
       const received = systemClockUs();
       if (clock) this.offset.sample(r[r.length - 1]!, received);
+      // a lone call's logs got their expiry when it was admitted (written)
+      if (refreshed && r[0] === 0 && r[3] === 0) for (const args of items[0]!.buckets) this.expiryKnown.add(args);
       for (let i = 0; i < items.length; i++) {
         const item = items[i]!;
         const limitedBy = r[4 * i]!;
@@ -460,7 +473,30 @@ export class RedisStore implements Store {
         } else if (flags === 2) item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now, duplicate: true });
         else item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
       }
-    });
+    };
+  }
+
+  /**
+   * A lone call in admit.lua's short layout, when every bucket of it has sliding-log limits only
+   * (one key each, all distinct); else undefined (the general layout). Its third argument asks
+   * the script to refresh every log's expiry: sent until a reply confirms it for these buckets'
+   * limits in this process, since the script otherwise skips the PEXPIRE while the log's expiry,
+   * set for the limits of that time, is known to be enough (a reload may have widened a window).
+   */
+  private loneArgv(item: PendingAdmit, clock: string): { argv: string[]; refresh: boolean } | undefined {
+    const list = item.buckets;
+    const argv: string[] = [num(list.length)];
+    let refresh = false;
+    for (const args of list) {
+      if (args.lone === undefined) return undefined;
+      const key = args.keys[0]!;
+      for (let k = 1; k < argv.length; k++) if (argv[k] === key) return undefined;
+      argv.push(key);
+      if (!this.expiryKnown.has(args)) refresh = true;
+    }
+    argv.push(item.now === '' ? '0' : String(this.virtualTtlMs), `${this.member()}:1`, refresh ? '1' : '', clock, 'l', item.now, this.deadline(item.signal));
+    for (const args of list) for (const v of args.lone!) argv.push(v);
+    return { argv, refresh };
   }
 
   /**

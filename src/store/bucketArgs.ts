@@ -17,6 +17,11 @@ export interface BucketArgs {
   readonly profileId: string;
   /** Keys and profile as one string: two buckets are the same in a batch iff these are equal. */
   readonly id: string;
+  /**
+   * Its part of a lone call (admit.lua's short layout: m, then L, W per limit, widest first)
+   * when it has sliding-log limits only and no channel limit; else undefined.
+   */
+  readonly lone: readonly string[] | undefined;
 }
 
 /** The window of a sliding-log limit, 0 for the other algorithms (for ordering). */
@@ -48,7 +53,9 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketA
   const hoff = channels > 0 ? keys.push(`${base}:ch`) - 1 : 0;
   const profile = [String(retention), String(channels), String(hoff), String(ordered.length), ...limits];
   const profileId = profile.join(' ');
-  return { tag, keys, profile, profileId, id: `${keys.join('\n')}\n${profileId}` };
+  const plain = retention > 0 && channels === 0 && ordered.every((lim) => lim.algorithm === 'sliding-log');
+  const lone = plain ? [String(ordered.length), ...ordered.flatMap((lim) => [String(lim.limit), String(lim.windowUs)])] : undefined;
+  return { tag, keys, profile, profileId, id: `${keys.join('\n')}\n${profileId}`, lone };
 }
 
 /**
