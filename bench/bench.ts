@@ -32,7 +32,7 @@ import { startRedisServer, type RedisServer as BenchRedis } from '../test/helper
 import { sidecarSection, type SidecarRow } from './sidecar.js';
 import { AdmittedLog, reservationViolations, slidingLogViolations, type LimitSpec } from './verify.js';
 import { closedLoop, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
-import { floodSection, loneSection, median, OPEN_G3, OPEN_RLF, openLoopSection, printOpenRows, saturation, type OpenRow, type Workload } from './openloop.js';
+import { callIdOf, floodSection, loneSection, median, OPEN_G3, OPEN_RLF, openLoopSection, printOpenRows, saturation, type OpenRow, type Workload } from './openloop.js';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -252,7 +252,7 @@ function gateSystem(gate: CallGate, levels: Levels, n: number): System {
   return {
     async op(i) {
       const p = plans[seq[i]!]!;
-      const d = await gate.admit({ callId: `c${i}`, peer: p.peer, account: p.account });
+      const d = await gate.admit({ callId: callIdOf('c', i), peer: p.peer, account: p.account });
       o.order[i] = k++;
       o.at[i] = d.at;
       if (d.admitted) o.admitted[i] = 1;

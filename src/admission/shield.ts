@@ -37,16 +37,21 @@
 import { systemClockUs } from '../clock.js';
 import type { Bucket } from '../store/types.js';
 
-interface Guard {
+/**
+ * A plan's guard, one object per plan updated in place: a WeakMap keeps what it holds alive
+ * through young-generation collections (its keys, the plans, live in the old generation), so a
+ * new object per refusal would be copied and promoted, which made every collection longer.
+ */
+class Guard {
   /** The clock the guard is on: given times, or the process clock. */
-  readonly given: boolean;
+  given = false;
   /** Calls at from <= time < until are refused. */
-  readonly from: number;
-  readonly until: number;
+  from = 0;
+  until = 0;
   /** Store time of the refusal, and the process time its call was sent (process clock guards). */
-  readonly refusedAt: number;
+  refusedAt = 0;
   /** Index of the refusing bucket in the plan's buckets. */
-  readonly limitedBy: number;
+  limitedBy = 0;
 }
 
 /** What a shielded call is told. */
@@ -102,8 +107,12 @@ export class FloodShield<P extends { readonly buckets: readonly Bucket[] }> {
    */
   learn(plan: P, at: number | undefined, sentUs: number, r: { admitted: boolean; limitedBy: number; reason?: string; retryAfterUs: number; now: number }): void {
     if (r.admitted || r.reason === 'channels' || !(r.retryAfterUs > 0) || !this.shieldable(plan)) return;
-    const given = at !== undefined;
-    const from = given ? r.now : sentUs;
-    this.guards.set(plan, { given, from, until: from + r.retryAfterUs, refusedAt: r.now, limitedBy: r.limitedBy });
+    let g = this.guards.get(plan);
+    if (g === undefined) this.guards.set(plan, (g = new Guard()));
+    g.given = at !== undefined;
+    g.from = g.given ? r.now : sentUs;
+    g.until = g.from + r.retryAfterUs;
+    g.refusedAt = r.now;
+    g.limitedBy = r.limitedBy;
   }
 }

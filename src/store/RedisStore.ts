@@ -379,7 +379,7 @@ export class RedisStore implements Store {
   private deadline(signal: StopSignal | undefined): string {
     const d = (signal as { deadlineUs?: number } | undefined)?.deadlineUs;
     const lo = this.offset.lowerBound;
-    return d === undefined || lo === undefined ? '' : String(Math.floor(d + lo));
+    return d === undefined || lo === undefined ? '' : num(Math.floor(d + lo));
   }
 
   private member(): string {
@@ -398,7 +398,7 @@ export class RedisStore implements Store {
       return Promise.reject(err);
     }
     const buckets = this.bucketArgs(req.tag, req.buckets);
-    const now = req.now === undefined ? '' : String(req.now);
+    const now = req.now === undefined ? '' : num(req.now);
     // a hold only matters (and travels) where a bucket has a channel limit
     const held = req.hold !== undefined && hasChannels(req.buckets);
     const id = held ? encodeId(req.hold!.id) : undefined;
@@ -445,7 +445,7 @@ export class RedisStore implements Store {
     const { calls, virtual } = runsOf(items, (i, out) => {
       const item = items[i]!;
       out.push(num(plans[i]!), this.deadline(item.signal));
-      if (item.id !== undefined) out.push(item.id, String(item.forUs));
+      if (item.id !== undefined) out.push(item.id, num(item.forUs));
     });
     const tag = items[0]!.buckets[0]!.tag;
     const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:'), clock], calls, true);
@@ -535,12 +535,12 @@ export class RedisStore implements Store {
     const id = held ? encodeId(req.hold!.id) : '';
     const forUs = held ? req.hold!.forUs : 0;
     const head = [
-      req.now === undefined ? '' : String(req.now),
+      req.now === undefined ? '' : num(req.now),
       this.member(),
       String(this.ttlFloor(req.now)),
       held ? this.base(req.tag, `call:in:${id}`) : '',
       id,
-      String(forUs),
+      num(forUs),
       this.deadline(req.signal),
     ];
     const sent = this.send('add', b.argv(head, [], false), req.signal) as Promise<number[]>;
@@ -566,9 +566,9 @@ export class RedisStore implements Store {
     } catch (err) {
       return Promise.reject(err);
     }
-    const now = req.now === undefined ? '' : String(req.now);
+    const now = req.now === undefined ? '' : num(req.now);
     const id = req.hold === undefined ? '' : encodeId(req.hold.id);
-    const forUs = req.hold === undefined ? '0' : String(req.hold.forUs);
+    const forUs = req.hold === undefined ? '0' : num(req.hold.forUs);
     return new Promise<ReserveResult>((resolve, reject) => {
       this.reservations.add(OUTBOUND_TAG, { route: req.route, now, id, forUs, signal: req.signal, resolve, reject });
     });
@@ -789,10 +789,10 @@ export class RedisStore implements Store {
       req.carriers.forEach((c, i) => (entries[3 * i + 2] = (c.channels ?? 0) > 0 ? keyOf(`${this.carrierKey(c)}:ch`) : '0'));
       return [String(keys.length), ...keys, now, '0', '0', String(req.carriers.length), ...entries];
     };
-    let now = req.now === undefined ? '' : String(req.now);
+    let now = req.now === undefined ? '' : num(req.now);
     const run = async (argv: string[]) => ((await this.send('inspect', argv, req.signal)) as string[]).map(Number);
     const first = calls.length > 0 ? await run(calls[0]!.argv(now)) : await run(carrierArgv(now));
-    now = String(first[0]);
+    now = num(first[0]);
     const rest = await Promise.all([...calls.slice(1).map((c) => run(c.argv(now))), calls.length > 0 ? run(carrierArgv(now)) : Promise.resolve(first)]);
     const replies = [first, ...rest.slice(0, -1)];
     const buckets: { counts: number[]; retryAfterUs: number[]; channels?: number }[] = new Array(req.buckets.length);
