@@ -37,21 +37,16 @@
 import { systemClockUs } from '../clock.js';
 import type { Bucket } from '../store/types.js';
 
-/**
- * A plan's guard, one object per plan updated in place: a WeakMap keeps what it holds alive
- * through young-generation collections (its keys, the plans, live in the old generation), so a
- * new object per refusal would be copied and promoted, which made every collection longer.
- */
-class Guard {
+interface Guard {
   /** The clock the guard is on: given times, or the process clock. */
-  given = false;
+  readonly given: boolean;
   /** Calls at from <= time < until are refused. */
-  from = 0;
-  until = 0;
+  readonly from: number;
+  readonly until: number;
   /** Store time of the refusal, and the process time its call was sent (process clock guards). */
-  refusedAt = 0;
+  readonly refusedAt: number;
   /** Index of the refusing bucket in the plan's buckets. */
-  limitedBy = 0;
+  readonly limitedBy: number;
 }
 
 /** What a shielded call is told. */
@@ -107,12 +102,8 @@ export class FloodShield<P extends { readonly buckets: readonly Bucket[] }> {
    */
   learn(plan: P, at: number | undefined, sentUs: number, r: { admitted: boolean; limitedBy: number; reason?: string; retryAfterUs: number; now: number }): void {
     if (r.admitted || r.reason === 'channels' || !(r.retryAfterUs > 0) || !this.shieldable(plan)) return;
-    let g = this.guards.get(plan);
-    if (g === undefined) this.guards.set(plan, (g = new Guard()));
-    g.given = at !== undefined;
-    g.from = g.given ? r.now : sentUs;
-    g.until = g.from + r.retryAfterUs;
-    g.refusedAt = r.now;
-    g.limitedBy = r.limitedBy;
+    const given = at !== undefined;
+    const from = given ? r.now : sentUs;
+    this.guards.set(plan, { given, from, until: from + r.retryAfterUs, refusedAt: r.now, limitedBy: r.limitedBy });
   }
 }
