@@ -253,18 +253,34 @@ async function connected(url: string): Promise<Redis> {
   return c;
 }
 
+/** Warm-up rate and length: a second of live traffic, at the run's rate up to 30,000/s. */
+const warmRate = (rate: number) => Math.min(rate, 30_000);
+const WARM_SECONDS = 1;
+
+/**
+ * Bring a gate to the state of a process that has run for a while, before its counts are
+ * flushed: every measured peer's plan and keys cached (each peer once, at given times, which the
+ * shield ignores), then a second of live traffic on other peers of the same accounts (JIT, the
+ * shield, the young generation's steady state: without it the first second of a run promoted
+ * ten times the bytes per collection of the following ones, measured with --trace-gc-nvp).
+ */
+async function warmGate(gate: CallGate, work: Workload, levels: 1 | 3, rate: number): Promise<void> {
+  const account = (p: number) => (levels === 3 ? `acct${p % work.accounts}` : undefined);
+  const start = wallUs();
+  for (let p = 0; p < work.peers; p++) await gate.admit({ callId: callIdOf('wp', p), peer: `peer${p}`, account: account(p), at: start + p });
+  await openLoop(warmRate(rate), WARM_SECONDS, (i) => {
+    const p = work.seq[i % work.seq.length]!;
+    return gate.admit({ callId: callIdOf('w', i), peer: `wpeer${p}`, account: account(p) }).then(() => undefined);
+  });
+}
+
 /** One callgate open-loop run at `rate`. */
 async function gateRun(o: SectionOptions, admin: Redis, levels: 1 | 3, rate: number, name: string): Promise<OpenRow> {
   const { work } = o;
   const c = await connected(o.url);
   const store = new RedisStore({ redis: c, prefix: 'bench:' });
   const gate = await CallGate.create({ config: work.config(levels), store, timeoutMs: 5000 });
-  // warm-up on this gate, as in a process that has run for a while (JIT, script cache, each
-  // peer's plan and keys cached): the same peers at given times (the shield stays out of it),
-  // then their counts are flushed
-  const warmStart = wallUs();
-  await openLoop(Math.min(rate, 5000), 0.5, (i) => gate.admit({ callId: callIdOf('w', i), peer: `peer${work.seq[i % work.seq.length]!}`, account: levels === 3 ? `acct${work.seq[i % work.seq.length]! % work.accounts}` : undefined, at: warmStart + i * 200 }).then(() => undefined));
-  for (let p = 0; p < work.peers; p++) await gate.admit({ callId: `wp${p}`, peer: `peer${p}`, account: levels === 3 ? `acct${p % work.accounts}` : undefined, at: warmStart + 1_000_000 + p });
+  await warmGate(gate, work, levels, rate);
   const warmBatches = store.batchSizes().admit;
   await admin.flushdb();
   await admin.config('RESETSTAT');
@@ -306,7 +322,7 @@ async function rlfRun(o: SectionOptions, admin: Redis, rate: number): Promise<Op
   const peerOf = (i: number) => work.seq[i % work.seq.length]!;
   {
     const warm = new RateLimiterRedis({ storeClient: c, points: L, duration: W / 1e6, keyPrefix: 'warm' });
-    await openLoop(Math.min(rate, 5000), 0.5, (i) => warm.consume(`peer${peerOf(i)}`).then(() => undefined, () => undefined));
+    await openLoop(warmRate(rate), WARM_SECONDS, (i) => warm.consume(`peer${peerOf(i)}`).then(() => undefined, () => undefined));
   }
   await admin.flushdb();
   await admin.config('RESETSTAT');
@@ -491,10 +507,12 @@ export async function floodSection(o: SectionOptions, normalRate: number, floodL
     ['with the flood, shield on', true, true],
   ] as const) {
     const c = await connected(o.url);
-    await admin.flushdb();
-    await admin.config('RESETSTAT');
     const store = new RedisStore({ redis: c, prefix: 'flood:' });
     const gate = await CallGate.create({ config: configFlood, store, timeoutMs: 5000, shield });
+    await warmGate(gate, work, 3, normalRate);
+    const warmBatches = store.batchSizes().admit;
+    await admin.flushdb();
+    await admin.config('RESETSTAT');
     const rate = withFlood ? total : normalRate;
     const n = Math.max(1, Math.floor(rate * o.seconds));
     const rec = new GateRecord(n);
@@ -527,7 +545,7 @@ export async function floodSection(o: SectionOptions, normalRate: number, floodL
       p99us: pctl(run.hist, 99),
       p999us: pctl(run.hist, 99.9),
       redisUsPerCall: usec / n,
-      ...batchSummary(store.batchSizes().admit),
+      ...batchSummary(store.batchSizes().admit.map((k, size) => k - (warmBatches[size] ?? 0))),
       shielded: rec.count(rec.shielded),
       check: failure ? 'FAIL' : 'ok',
       checkDetail: failure || 'no window over its limit; identical to the reference replay',
@@ -540,10 +558,12 @@ export async function floodSection(o: SectionOptions, normalRate: number, floodL
     ['with the flood, inMemoryBlockOnConsumed', true, true],
   ] as const) {
     const c = await connected(o.url);
-    await admin.flushdb();
-    await admin.config('RESETSTAT');
     const L = work.rlf.points;
     const W = work.rlf.windowUs;
+    const warm = new RateLimiterRedis({ storeClient: c, points: L, duration: W / 1e6, keyPrefix: 'warm' });
+    await openLoop(warmRate(normalRate), WARM_SECONDS, (i) => warm.consume(`peer${work.seq[i % work.seq.length]!}`).then(() => undefined, () => undefined));
+    await admin.flushdb();
+    await admin.config('RESETSTAT');
     const normalLimiter = new RateLimiterRedis({ storeClient: c, points: L, duration: W / 1e6, keyPrefix: 'fn' });
     const dialer = new RateLimiterRedis({ storeClient: c, points: floodLimit, duration: 1, keyPrefix: 'fd', ...(block && { inMemoryBlockOnConsumed: floodLimit }) });
     const rate = withFlood ? total : normalRate;
