@@ -32,7 +32,7 @@ import { startRedisServer, type RedisServer as BenchRedis } from '../test/helper
 import { sidecarSection, type SidecarRow } from './sidecar.js';
 import { AdmittedLog, reservationViolations, slidingLogViolations, type LimitSpec } from './verify.js';
 import { closedLoop, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
-import { callIdOf, floodSection, loneSection, median, OPEN_G3, OPEN_RLF, openLoopSection, printOpenRows, saturation, type OpenRow, type Workload } from './openloop.js';
+import { callIdOf, floodSection, loneSection, median, OPEN_DRIVER, OPEN_G3, OPEN_RLF, openLoopSection, printOpenRows, saturation, type OpenRow, type Workload } from './openloop.js';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -847,7 +847,8 @@ async function main(): Promise<void> {
         printOpenRows(list, log);
         for (const rate of RATES) {
           const each = ratios.get(rate)!;
-          log(`  at ${fmtInt(rate)}/s: 3-level p99 / RLF p99 = ${median(each).toFixed(2)} (median of the rounds: ${each.map((x) => x.toFixed(2)).join(', ')})`);
+          const floor = list.find((r) => r.name === OPEN_DRIVER && r.offered === rate)!.p99us;
+          log(`  at ${fmtInt(rate)}/s: 3-level p99 / RLF p99 = ${median(each).toFixed(2)} (median of the rounds: ${each.map((x) => x.toFixed(2)).join(', ')}); the driver alone: p99 ${fmtUs(floor)} µs`);
         }
         const s3 = saturation(list, OPEN_G3);
         const sr = saturation(list, OPEN_RLF);

@@ -365,6 +365,29 @@ async function rlfRun(o: SectionOptions, admin: Redis, rate: number): Promise<Op
   };
 }
 
+/**
+ * The driver alone: each call decided at once (a resolved promise), so its latency is the
+ * schedule's own lateness (the timer that issues calls, the event loop, the machine). No system
+ * driven this way can show a p99 below this row's.
+ */
+async function driverRun(o: SectionOptions, rate: number): Promise<OpenRow> {
+  await openLoop(warmRate(rate), WARM_SECONDS, () => Promise.resolve());
+  const run = await openLoop(rate, o.seconds, () => Promise.resolve());
+  return {
+    type: 'openloop',
+    name: OPEN_DRIVER,
+    offered: rate,
+    perSecond: run.done / run.seconds,
+    admittedPct: NaN,
+    p50us: pctl(run.hist, 50),
+    p99us: pctl(run.hist, 99),
+    p999us: pctl(run.hist, 99.9),
+    redisUsPerCall: 0,
+    check: run.lost > 0 ? 'FAIL' : 'ok',
+    checkDetail: run.lost > 0 ? `${run.lost} calls never completed` : 'no decision: the schedule alone',
+  };
+}
+
 /** The highest offered rate a system kept up with: >= 97% of it decided per second and p99 under 50 ms. */
 export function saturation(rows: OpenRow[], name: string): number {
   let best = 0;
@@ -376,12 +399,13 @@ export function saturation(rows: OpenRow[], name: string): number {
 export const OPEN_G3 = 'callgate admit, 3 levels x 2 windows';
 export const OPEN_RLF = 'rate-limiter-flexible consume';
 export const OPEN_G1 = 'callgate admit, 1 level';
+export const OPEN_DRIVER = 'driver alone (no decision)';
 
 /**
- * callgate 3 levels, 1 level and rate-limiter-flexible at each rate, in `rounds` rounds (each
- * round every rate, the three systems in turn, their order rotated from round to round): a
- * system's row at a rate is its round with the median p99, with the range of its p99s over the
- * rounds; `ratios` holds, per rate, the 3-level p99 ÷ RLF p99 of each round (same round, side by
+ * callgate 3 levels, 1 level and rate-limiter-flexible at each rate, and the driver alone (its
+ * floor), in `rounds` rounds (each round every rate, the systems in turn, their order rotated
+ * from round to round): a system's row at a rate is its round with the median p99, with the
+ * range of its p99s over the rounds; `ratios` holds, per rate, the 3-level p99 ÷ RLF p99 of each round (same round, side by
  * side). Single runs of the same code moved p99 by 2x on this machine; the median of paired
  * rounds is what the targets are judged on. Every run of every round is checked.
  */
@@ -393,6 +417,7 @@ export async function openLoopSection(o: SectionOptions, rates: number[], rounds
     (rate: number) => gateRun(o, admin, 3, rate, OPEN_G3),
     (rate: number) => rlfRun(o, admin, rate),
     (rate: number) => gateRun(o, admin, 1, rate, OPEN_G1),
+    (rate: number) => driverRun(o, rate),
   ];
   for (let round = 0; round < rounds; round++) {
     for (const rate of rates) {
@@ -409,7 +434,7 @@ export async function openLoopSection(o: SectionOptions, rates: number[], rounds
   admin.disconnect();
   const rows: OpenRow[] = [];
   for (const rate of rates) {
-    for (const name of [OPEN_G3, OPEN_RLF, OPEN_G1]) {
+    for (const name of [OPEN_G3, OPEN_RLF, OPEN_G1, OPEN_DRIVER]) {
       const list = runs.get(`${name}@${rate}`)!;
       const sorted = [...list].sort((a, b) => a.p99us - b.p99us);
       const failed = list.find((r) => r.check === 'FAIL');
