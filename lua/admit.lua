@@ -19,6 +19,9 @@
   then the plans, the bucket lists the calls name, each once:
     NP        the number of plans, then per plan: n, then n bucket indices (1-based), in
               check order
+  then per bucket (in bucket order), the bound of its log's latest trim the caller knows of
+  ('' = none, and the caller does not know the log's expiry was set for these limits): see the
+  lone path on how a write on Redis TIME trims and sets the expiry
   then the calls, in runs that share a time (includes/runs.lua); per call its plan index
   (1-based), its deadline (µs, Redis time; '' = none) and, when a bucket of the plan has a
   channel limit, the call's id (key-safe) and how long it holds its channels once admitted (µs)
@@ -39,9 +42,11 @@
   How the work is shared: calls with the same t form a group. In a group each (log, W) is
   counted once with ZCOUNT and each window hash read once; the calls admitted add their events
   to local state (all at t, so inside every window), which is written when the time changes or
-  the batch ends: per log one trim, ZADD and PEXPIRE, per hash one HSET and PEXPIRE, per holds
-  set one trim, ZADD and expiry check, per call record one SET. A refused call
-  changes nothing, so the retry-after lookups of a log are kept for the group too.
+  the batch ends: per log one trim, ZADD and PEXPIRE (on Redis TIME the trim and the PEXPIRE
+  only when needed, as on the lone path), per hash one HSET and PEXPIRE, per holds set one
+  trim, ZADD and expiry check, per call record one SET. A refused call changes nothing, so the
+  retry-after lookups of a log are kept for the group too. A log's size (ZCARD, O(1)) bounds
+  every count of it: a log below a limit has room without counting.
 
   A lone call (the batch holds one call, the common case under light load) whose buckets are
   plain sliding logs comes in a short layout of its own and is decided first thing (the lone
@@ -50,7 +55,7 @@
 ]]
 -- The lone path (ARGV[5] == 'l'): a batch of one call whose buckets have only sliding-log
 -- limits and no channel limit, the common case under light load, comes in a short layout of
--- its own:
+-- its own (n buckets):
 --   KEYS[q]     the log of the call's q-th bucket, in check order
 --   ARGV[1]     ttl floor, ms, as above (given only with now)
 --   ARGV[2]     the call's event id (its member in every log)
@@ -58,58 +63,71 @@
 --               limits: see includes/common.lua, logTtlMs), else '';  ARGV[4] as above
 --   ARGV[5]     'l'
 --   ARGV[6]     now, µs ('' = Redis TIME);  ARGV[7] deadline, µs, Redis time ('' = none)
---   ARGV[8..]   per bucket q: m, then m pairs L, W (widest window first: the first W is the
+--   ARGV[7 + q] the bound of the latest trim of log q the caller knows of ('' = none): the
+--               caller saw an admit on Redis TIME trim it there (see below)
+--   ARGV[8 + n..] per bucket q: m, then m pairs L, W (widest window first: the first W is the
 --               log's retention r)
 -- It is decided here, before anything else is defined: Redis runs the whole script body on
 -- every call, and creating the helper functions below (closures, and the garbage they leave)
 -- cost more than the decision itself. The rule is decide()'s (further down), the reply the
 -- same. On Redis TIME its logs keep their expiry as includes/common.lua (logTtlMs) says: the
--- trim is rounded, and the PEXPIRE sent only when the trim removed something, the log may be
--- new or ARGV[3] asks. With now given (a virtual clock, whose times may go back) it trims
--- exactly at t - r, as every other write does, and always sets the expiry.
+-- trim is rounded (its bound t - r rounded down to a multiple of E), and the PEXPIRE sent only
+-- when the trim removed something, the log may be new or ARGV[3] asks. The trim itself is
+-- skipped when the caller knows the log was trimmed at the same bound already: every event
+-- added since is newer than that bound (times on Redis TIME only grow), so it would remove
+-- nothing, and all the above holds as if it had run. With now given (a virtual clock, whose
+-- times may go back) it trims exactly at t - r, as every other write does, and always sets
+-- the expiry.
 if ARGV[5] == 'l' then
-  local fmtd = string.format
-  local now, deadline = ARGV[6], ARGV[7]
+  -- globals and library fields as locals: each lookup is a table access per use
+  local call, tn, fmtd, argv = redis.call, tonumber, string.format, ARGV
+  local now, deadline = argv[6], argv[7]
   local clock -- Redis TIME, read at most once
-  if now == '' or deadline ~= '' or ARGV[4] == '1' then
-    local c = redis.call('TIME')
-    clock = tonumber(c[1]) * 1000000 + tonumber(c[2])
+  if now == '' or deadline ~= '' or argv[4] == '1' then
+    local c = call('TIME')
+    clock = tn(c[1]) * 1000000 + tn(c[2])
   end
   local t, floor = clock, 0
   local live = now == '' -- on Redis TIME: the rounded trim and the PEXPIRE skipped (see above)
   if not live then
-    t, floor = tonumber(now), tonumber(ARGV[1])
+    t, floor = tn(now), tn(argv[1])
   end
   local reply
-  if deadline ~= '' and clock >= tonumber(deadline) then
+  if deadline ~= '' and clock >= tn(deadline) then
     reply = { 0, 0, t, 4 } -- past its deadline: decided nowhere
   else
     local ts = fmtd('%d', t)
     local limitedBy, retry = 0, 0
-    local widest = {} -- per bucket, the count of its widest window (0: its log may be new)
-    local a = 8
-    for q = 1, #KEYS do
+    -- per bucket q: [q] its retention r (the widest window), [-q] the size of its log (0: new)
+    local logs = {}
+    local n = #KEYS
+    local a = 8 + n
+    for q = 1, n do
       local key = KEYS[q]
-      local last = a + 2 * tonumber(ARGV[a])
-      local wider -- the count of the window before (wider): a narrower one can hold no more
+      local last = a + 2 * tn(argv[a])
+      -- no window holds more events than the whole log (O(1) to read), nor than a wider
+      -- window: below L, either proves room without counting (the common case, far from limits)
+      local wider = call('ZCARD', key)
+      logs[q], logs[-q] = tn(argv[a + 2]), wider
       for j = a + 1, last, 2 do
-        local L, W = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
-        if retry < W and (wider == nil or wider >= L) then
-          local above = '(' .. fmtd('%d', t - W)
-          local count = redis.call('ZCOUNT', key, above, ts)
-          if wider == nil then
-            widest[q] = count
-          end
-          wider = count
-          if count >= L then
-            local s = redis.call('ZRANGEBYSCORE', key, above, ts, 'WITHSCORES', 'LIMIT', fmtd('%d', count - L), '1')[2]
-            local wait = tonumber(s) + W - t
-            if wait > 0 then
-              if limitedBy == 0 then
-                limitedBy = q
-              end
-              if wait > retry then
-                retry = wait
+        local L = tn(argv[j])
+        if wider >= L then
+          local W = tn(argv[j + 1])
+          if retry < W then
+            -- scores are integers: (t - W, t] is [t - W + 1, t]
+            local from = fmtd('%d', t - W + 1)
+            local count = call('ZCOUNT', key, from, ts)
+            wider = count
+            if count >= L then
+              local s = call('ZRANGEBYSCORE', key, from, ts, 'WITHSCORES', 'LIMIT', fmtd('%d', count - L), '1')[2]
+              local wait = tn(s) + W - t
+              if wait > 0 then
+                if limitedBy == 0 then
+                  limitedBy = q
+                end
+                if wait > retry then
+                  retry = wait
+                end
               end
             end
           end
@@ -118,31 +136,34 @@ if ARGV[5] == 'l' then
       a = last + 1
     end
     if limitedBy == 0 then
-      local member = ARGV[2]
-      a = 8
-      for q = 1, #KEYS do
-        local key = KEYS[q]
-        local r = tonumber(ARGV[a + 2])
-        local e = math.floor(r / 4) + 1
+      local member, refresh = argv[2], argv[3] == '1'
+      for q = 1, n do
+        local key, r = KEYS[q], logs[q]
+        local e = (r - r % 4) / 4 + 1 -- floor(r / 4) + 1, E
         local bound = t - r
-        if live then
+        local removed = 0
+        if not live then
+          removed = call('ZREMRANGEBYSCORE', key, '-inf', fmtd('%d', bound))
+        else
           bound = bound - bound % e
+          local known = argv[7 + q]
+          if known == '' or tn(known) ~= bound then
+            removed = call('ZREMRANGEBYSCORE', key, '-inf', fmtd('%d', bound))
+          end
         end
-        local removed = redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtd('%d', bound))
-        redis.call('ZADD', key, ts, member)
-        if not live or removed > 0 or widest[q] == 0 or ARGV[3] == '1' then
+        call('ZADD', key, ts, member)
+        if not live or removed > 0 or logs[-q] == 0 or refresh then
           local ms = math.ceil((2 * r + e) / 1000) + 1
           if ms < floor then
             ms = floor
           end
-          redis.call('PEXPIRE', key, fmtd('%d', ms))
+          call('PEXPIRE', key, fmtd('%d', ms))
         end
-        a = a + 1 + 2 * tonumber(ARGV[a])
       end
     end
     reply = { limitedBy, retry, t, 0 }
   end
-  if ARGV[4] == '1' then
+  if argv[4] == '1' then
     reply[5] = clock
   end
   return reply
@@ -168,14 +189,17 @@ for q = 1, tonumber(ARGV[5]) do
   a = a + 4 + 4 * tonumber(ARGV[a + 3])
 end
 local bAt = a + 1
-a = bAt + 2 * tonumber(ARGV[a])
+local nBuckets = tonumber(ARGV[a])
+a = bAt + 2 * nBuckets
 local planAt = {}
 for p = 1, tonumber(ARGV[a]) do
   a = a + 1
   planAt[p] = a
   a = a + tonumber(ARGV[a])
 end
-a = a + 1
+-- bucket b's known trim bound: ARGV[knownAt + b]
+local knownAt = a
+a = a + nBuckets + 1
 
 -- Profiles, buckets and plans as numbers, each parsed on first use (once per script call,
 -- however many calls of the batch name it). A profile: r (log retention), N (channel limit),
@@ -238,9 +262,10 @@ local single = ARGV[a + 1] == '1' and (a + 3 == argc or a + 5 == argc)
 
 local t, ts -- the group's time, as a number and as a score
 local floor -- the least key expiry (ms) of what the group writes (runs.lua)
+local virtual -- whether a call of the group gave its now (runs.lua): times may go back
 -- group state of a batch (tables made on first use; nil for a lone call, which writes at once):
 local since, after -- per W: the scores t - W and '(' .. (t - W), formatted once per group
-local retention, counts, oldest, added, nAdded -- per log key index
+local retention, counts, oldest, added, nAdded, sizes, knownOf -- per log key index
 local hw, hc, hp, loaded, dirty, hashW -- per window hash key index (a lone call uses the first four)
 local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
 local records -- call records to write: { id, end, keys }
@@ -248,7 +273,7 @@ local recordEnds -- end of every call record this batch wrote or will write, by 
 
 local function newGroup(now, groupFloor)
   t, ts, floor = now, fmtInt(now), groupFloor
-  since, after, retention, counts, oldest, added, nAdded = nil, nil, nil, nil, nil, nil, nil
+  since, after, retention, counts, oldest, added, nAdded, sizes, knownOf = nil, nil, nil, nil, nil, nil, nil, nil, nil
   hw, hc, hp, loaded, dirty, hashW = nil, nil, nil, nil, nil, nil
   holdsStored, holdsAdded, nHolds, records = nil, nil, nil, nil
 end
@@ -268,20 +293,35 @@ end
 local function writeGroup()
   if added ~= nil then
     for k, members in pairs(added) do
-      -- recording, the log drops what no limit can see any more (s <= t - retention)
-      local r = retention[k]
-      local bound = since[r]
-      if bound == nil then
-        bound = fmtInt(t - r)
-        since[r] = bound
+      -- recording, the log drops what no limit can see any more (s <= t - retention); on Redis
+      -- TIME at a rounded bound, as the lone path does, and only when needed
+      local r, key = retention[k], KEYS[k]
+      local removed, always = 0, true
+      if virtual then
+        local bound = since[r]
+        if bound == nil then
+          bound = fmtInt(t - r)
+          since[r] = bound
+        end
+        removed = redis.call('ZREMRANGEBYSCORE', key, '-inf', bound)
+      else
+        local e = math.floor(r / 4) + 1
+        local bound = t - r
+        bound = bound - bound % e
+        local known = ARGV[knownAt + knownOf[k]]
+        if known == '' or tonumber(known) ~= bound then
+          removed = redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtInt(bound))
+        end
+        always = known == '' or sizes == nil or (sizes[k] or 0) == 0 -- unknown, or the log is new
       end
-      redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', bound)
       local args = {}
       for i = 1, #members do
         args[2 * i - 1], args[2 * i] = ts, members[i]
       end
-      redis.call('ZADD', KEYS[k], unpack(args))
-      redis.call('PEXPIRE', KEYS[k], fmtInt(logTtlMs(r, floor)))
+      redis.call('ZADD', key, unpack(args))
+      if always or removed > 0 then
+        redis.call('PEXPIRE', key, fmtInt(logTtlMs(r, floor)))
+      end
     end
   end
   if dirty ~= nil then
@@ -348,6 +388,23 @@ local function above(W)
   return s
 end
 
+-- The size of log k: what Redis holds (read once per group) and what earlier calls of the group
+-- added. No window of it holds more.
+local function logSize(k)
+  if single then
+    return redis.call('ZCARD', KEYS[k])
+  end
+  if sizes == nil then
+    sizes = {}
+  end
+  local z = sizes[k]
+  if z == nil then
+    z = redis.call('ZCARD', KEYS[k])
+    sizes[k] = z
+  end
+  return z + (nAdded and nAdded[k] or 0)
+end
+
 -- Events of log k in (t - W, t]: those in Redis (counted once per group) and those added by
 -- earlier calls of the group (at t). Also the Redis part, for the retry-after lookup.
 local function logCount(k, W)
@@ -385,8 +442,8 @@ local function storedAt(k, W, i)
   return s
 end
 
--- Record an admitted call's event in log k (retention r).
-local function addEvent(k, r, member)
+-- Record an admitted call's event in log k (retention r) of bucket b.
+local function addEvent(k, r, member, b)
   if single then
     redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', fmtInt(t - r))
     redis.call('ZADD', KEYS[k], ts, member)
@@ -394,14 +451,14 @@ local function addEvent(k, r, member)
     return
   end
   if added == nil then
-    added, retention, since = {}, {}, {}
+    added, retention, since, knownOf = {}, {}, {}, {}
     if nAdded == nil then
       counts, nAdded = {}, {}
     end
   end
   local list = added[k]
   if list == nil then
-    added[k], nAdded[k], retention[k] = { member }, 1, r
+    added[k], nAdded[k], retention[k], knownOf[k] = { member }, 1, r, b
   else
     list[#list + 1] = member
     nAdded[k] = nAdded[k] + 1
@@ -479,7 +536,10 @@ local function decide(p, call, id, forUs)
         wait = 0
       elseif algo == 'l' then
         local L = pr.L[i]
-        if wider == nil or wider >= L then
+        if wider == nil then
+          wider = logSize(first) -- a bound on every count of the log
+        end
+        if wider >= L then
           local count, stored = logCount(first, W)
           wider = count
           if count >= L then
@@ -523,9 +583,10 @@ local function decide(p, call, id, forUs)
       e, keys = t + forUs, {}
     end
     for q = 1, n do
-      local first, pr = bucketAt(list[q])
+      local b = list[q]
+      local first, pr = bucketAt(b)
       if pr.r > 0 then
-        addEvent(first, pr.r, member)
+        addEvent(first, pr.r, member, b)
       end
       -- each window hash of the bucket once (limits of one window share it)
       for _, h in ipairs(pr.hashes) do
@@ -582,8 +643,8 @@ end, function(x)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = limitedBy, retry, t, flags
   return nx
-end, function(groupFloor)
-  floor = groupFloor
+end, function(groupFloor, groupVirtual)
+  floor, virtual = groupFloor, groupVirtual
   writeGroup()
 end)
 if wantClock then

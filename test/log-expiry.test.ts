@@ -1,13 +1,15 @@
 /**
  * A sliding log's life on Redis TIME (includes/common.lua, logTtlMs): a lone admit trims its logs
- * at a rounded bound and sends PEXPIRE only when the trim removed something, the log may be new,
- * or the process does not yet know the expiry was set for the bucket's current limits. These
- * tests hold it to what that must keep: every event lives at least its retention past its time
- * (so no count is ever lost), the log stays bounded, and the PEXPIREs saved are real.
+ * at a rounded bound (skipped when the process knows the log was trimmed there already) and sends
+ * PEXPIRE only when the trim removed something, the log may be new, or the process does not yet
+ * know the expiry was set for the bucket's current limits. These tests hold it to what that must
+ * keep: every event lives at least its retention past its time (so no count is ever lost), the
+ * log stays bounded, and the trims and PEXPIREs saved are real.
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { RedisStore } from '../src/store/RedisStore.js';
+import { trimBound } from '../src/store/bucketArgs.js';
 import type { Bucket } from '../src/store/types.js';
 import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
 
@@ -41,7 +43,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     await server?.stop();
   });
 
-  it('lone admits every 20 ms for 1.6 s: after each, the log outlives the new event by its window; PEXPIRE on a fraction of them; the log holds no more than r + r/4 of events', async () => {
+  it('lone admits every 20 ms for 1.6 s: after each, the log outlives the new event by its window; a trim and a PEXPIRE on a fraction of them; the log holds no more than r + r/4 of events', async () => {
     const store = new RedisStore({ redis: client, prefix: 'exp1:' });
     const buckets = logBucket('peer:a', 1_000, 400); // r = 400 ms
     const key = 'exp1:peer:a:log';
@@ -64,10 +66,56 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     }
     const admits = await calls(raw, 'evalsha');
     const pexpires = await calls(raw, 'pexpire');
+    const trims = await calls(raw, 'zremrangebyscore');
     expect(admits).to.equal(80);
+    // the trim's bound moves once per r/4: one trim per move at most, plus one
+    expect(trims, 'trims of 80 lone admits').to.be.within(1, 25);
     // one refresh per r/4 (100 ms) at most, plus one: ~17 of 80
     expect(pexpires, 'PEXPIREs of 80 lone admits').to.be.within(1, 25);
     await store.close();
+  });
+
+  it('two processes writing one log in turn: each trims it once per move of the bound at most, and it stays bounded', async () => {
+    const stores = [new RedisStore({ redis: client, prefix: 'exp4:' }), new RedisStore({ redis: client, prefix: 'exp4:' })];
+    const buckets = logBucket('peer:d', 1_000, 400); // r = 400 ms, the bound moves every 100 ms
+    const key = 'exp4:peer:d:log';
+    for (const store of stores) await store.admit({ tag: 'in', buckets });
+    await raw.config('RESETSTAT');
+    const admitted: number[] = [];
+    for (let i = 0; i < 60; i++) {
+      await sleep(20);
+      const r = await stores[i % 2]!.admit({ tag: 'in', buckets });
+      expect(r.admitted, `call ${i}`).to.equal(true);
+      admitted.push(r.now);
+      expect(await raw.pttl(key), `pttl after call ${i}`).to.be.at.least(400);
+      const recent = admitted.filter((t) => t > r.now - 500 * MS - MS).length + 2; // + the first two calls
+      expect(await raw.zcard(key), `events held after call ${i}`).to.be.at.most(recent);
+    }
+    // 1.2 s: ~12 moves of the bound, each seen by both processes
+    expect(await calls(raw, 'zremrangebyscore'), 'trims of 60 lone admits').to.be.within(2, 2 * 14 + 2);
+    for (const store of stores) await store.close();
+  });
+
+  it("the process computes a trim's bound exactly as Lua does (so it can tell the script a trim would remove nothing)", async () => {
+    // admit.lua's lone path: e = (r - r % 4) / 4 + 1; b = t - r; b = b - b % e
+    const lua = `local out = {}
+      for i = 1, #ARGV, 2 do
+        local t, r = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+        local e = (r - r % 4) / 4 + 1
+        local b = t - r
+        out[#out + 1] = string.format('%d', b - b % e)
+      end
+      return out`;
+    let seed = 11;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const pairs: [number, number][] = [[2 ** 52, 1], [2 ** 53 - 2, 2 ** 40], [1_795_529_616_377_442, 250_001]];
+    for (let i = 0; i < 3_000; i++) {
+      const r = Math.max(1, Math.floor(rand() ** 4 * 86_400_000_000)); // 1 µs to a day, mostly small
+      const t = 1_700_000_000_000_000 + Math.floor(rand() * 2 ** 40) + r;
+      pairs.push([t, r]);
+    }
+    const got = (await raw.eval(lua, 0, ...pairs.flatMap(([t, r]) => [String(t), String(r)]))) as string[];
+    pairs.forEach(([t, r], i) => expect(String(trimBound(t, r)), `t ${t}, r ${r}`).to.equal(got[i]));
   });
 
   it('an idle log expires, and the next call (nothing in its window) sets the expiry again', async () => {
@@ -108,5 +156,59 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     expect(await raw.pttl(key), 'no PEXPIRE once known').to.be.within(29_000, 30_000);
     await first.close();
     await second.close();
+  });
+});
+
+describe('RedisStore: admits on Redis TIME, lone and batched, decide exactly as the memory store at the same times', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  let client: Redis;
+  before(async () => {
+    server = await startRedisServer();
+    client = newRedisClient(server);
+  });
+  after(async () => {
+    client?.disconnect();
+    await server?.stop();
+  });
+
+  it('three levels x two windows near their limits, 600 calls in bursts of 1 to 4 with irregular gaps: every decision and retry-after equal', async () => {
+    const { MemoryStore } = await import('../src/store/MemoryStore.js');
+    const lim = (limit: number, windowMs: number) => Object.freeze({ limit, windowUs: windowMs * MS, algorithm: 'sliding-log' as const });
+    const level = (name: string, a: number, b: number) => Object.freeze({ name, limits: Object.freeze([lim(a, 40), lim(b, 200)]) });
+    const platform = level('g', 6, 20);
+    const accounts = [level('acct:0', 4, 12), level('acct:1', 4, 12)];
+    const peers = [0, 1, 2, 3].map((i) => level(`peer:${i}`, 2, 5));
+    const store = new RedisStore({ redis: client, prefix: 'exact:' });
+    const memory = new MemoryStore();
+    let seed = 7;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    let admitted = 0;
+    let batched = 0;
+    const levels = new Set<number>();
+    for (let i = 0; i < 600; ) {
+      if (rand() < 0.5) await sleep(Math.floor(rand() * 6));
+      // a burst: issued in one tick, so the store sends it as one script call (one Redis time)
+      const burst = rand() < 0.5 ? 1 : 2 + Math.floor(rand() * 3);
+      const lists = Array.from({ length: burst }, () => {
+        const p = Math.floor(rand() * 4);
+        return Object.freeze([platform, accounts[p % 2]!, peers[p]!]);
+      });
+      const results = await Promise.all(lists.map((buckets) => store.admit({ tag: 'in', buckets })));
+      if (burst > 1) batched += burst;
+      for (let j = 0; j < burst; j++) {
+        const live = results[j]!;
+        const ref = await memory.admit({ tag: 'in', buckets: lists[j]!, now: live.now });
+        expect({ admitted: live.admitted, limitedBy: live.limitedBy, retryAfterUs: live.retryAfterUs }, `call ${i + j} at ${live.now}`).to.deep.equal({ admitted: ref.admitted, limitedBy: ref.limitedBy, retryAfterUs: ref.retryAfterUs });
+        if (live.admitted) admitted++;
+        else levels.add(live.limitedBy);
+      }
+      i += burst;
+    }
+    // both outcomes, refusals at every level, and batches were exercised
+    expect(admitted).to.be.above(50);
+    expect([...levels].sort()).to.deep.equal([0, 1, 2]);
+    expect(batched).to.be.above(200);
+    await store.close();
   });
 });

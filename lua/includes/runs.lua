@@ -7,9 +7,10 @@
 -- of its calls in order (x: the index in ARGV of the call's first argument; it returns the index
 -- past its last), finish(floor) closes it (writes what it changed) before the next group and at
 -- the end. floor is the least key expiry (ms) for what the group writes: floorMs when a call of
--- the group gave its now (a virtual clock), 0 when all ran on Redis TIME.
+-- the group gave its now (a virtual clock), 0 when all ran on Redis TIME; virtual says whether
+-- one did (finish(floor, virtual)).
 local function eachCall(a, floorMs, begin, call, finish)
-  local t, floor
+  local t, floor, virtual
   local argc = #ARGV
   while a <= argc do
     local now, c = ARGV[a], tonumber(ARGV[a + 1])
@@ -21,12 +22,15 @@ local function eachCall(a, floorMs, begin, call, finish)
     end
     if runT ~= t then
       if t ~= nil then
-        finish(floor)
+        finish(floor, virtual)
       end
-      t, floor = runT, runFloor
+      t, floor, virtual = runT, runFloor, now ~= ''
       begin(t)
-    elseif runFloor > floor then
-      floor = runFloor
+    else
+      if runFloor > floor then
+        floor = runFloor
+      end
+      virtual = virtual or now ~= ''
     end
     a = a + 2
     for _ = 1, c do
@@ -34,6 +38,6 @@ local function eachCall(a, floorMs, begin, call, finish)
     end
   end
   if t ~= nil then
-    finish(floor)
+    finish(floor, virtual)
   end
 end

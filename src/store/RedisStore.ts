@@ -24,7 +24,7 @@ import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js'
 import { SafeEmitter } from '../events.js';
 import { OUTBOUND_TAG, encodeId } from '../keys.js';
 import { Batcher, type Pending, type Queued } from './batcher.js';
-import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucketArgs.js';
+import { ArgsBuilder, bucketArgsOf, num, trimBound, type BucketArgs } from './bucketArgs.js';
 import { scripts, type ScriptName } from './scripts.js';
 import type {
   AdmitRequest,
@@ -178,8 +178,12 @@ export class RedisStore implements Store {
   private ownsConnection = false;
   /** Script arguments per bucket list (see bucketArgs()); weak, so dropped plans cost nothing. */
   private readonly argsOf = new WeakMap<readonly Bucket[], readonly BucketArgs[]>();
-  /** Buckets (with their limits) whose logs a lone admit has given an expiry for: see loneArgv. */
-  private readonly expiryKnown = new WeakSet<BucketArgs>();
+  /**
+   * Buckets (with their limits) a lone admit of this process has written: the bound at which
+   * their log was last trimmed (on Redis TIME), and that its expiry was set for these limits.
+   * See loneArgv.
+   */
+  private readonly logsKnown = new WeakMap<BucketArgs, number>();
   /** Admissions not sent yet, per tag (one lane for all when keys carry no tag). */
   private readonly admissions: Batcher<PendingAdmit>;
   /** Reservations not sent yet (one lane: every carrier is on one tag). */
@@ -422,7 +426,7 @@ export class RedisStore implements Store {
     const clock = this.offset.lowerBound === undefined ? '1' : '';
     if (items.length === 1) {
       const lone = this.loneArgv(items[0]!, clock);
-      if (lone !== undefined) return this.writeBatch('admit', lone.argv, items, this.settleAdmissions(items, clock, lone.refresh));
+      if (lone !== undefined) return this.writeBatch('admit', lone, items, this.settleAdmissions(items, clock));
     }
     const b = new ArgsBuilder();
     const plans: number[] = new Array(items.length);
@@ -448,19 +452,27 @@ export class RedisStore implements Store {
       if (item.id !== undefined) out.push(item.id, num(item.forUs));
     });
     const tag = items[0]!.buckets[0]!.tag;
-    const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:'), clock], calls, true);
-    return this.writeBatch('admit', argv, items, this.settleAdmissions(items, clock, false));
+    // per bucket, what this process knows of its log (see loneArgv), then the calls
+    const tail: string[] = [];
+    for (const args of b.bucketList) tail.push(this.knownBound(args));
+    for (const v of calls) tail.push(v);
+    const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:'), clock], tail, true);
+    return this.writeBatch('admit', argv, items, this.settleAdmissions(items, clock));
   }
 
-  /** The calls of an admit script call, from its reply; `refreshed`: a lone call's logs got their expiry (see loneArgv). */
-  private settleAdmissions(items: readonly PendingAdmit[], clock: string, refreshed: boolean): (reply: unknown) => void {
+  /** The bound of the latest trim of the bucket's log this process knows of, '' when none (see loneArgv). */
+  private knownBound(args: BucketArgs): string {
+    const bound = this.logsKnown.get(args);
+    return bound === undefined ? '' : num(bound);
+  }
+
+  /** The calls of an admit script call, from its reply. */
+  private settleAdmissions(items: readonly PendingAdmit[], clock: string): (reply: unknown) => void {
     return (reply) => {
       // per call: limitedBy (0: admitted, else 1-based), retryAfterUs, now, flags (1: channels, 2: duplicate, 4: skipped); then Redis TIME if asked
       const r = reply as number[];
       const received = systemClockUs();
       if (clock) this.offset.sample(r[r.length - 1]!, received);
-      // a lone call's logs got their expiry when it was admitted (written)
-      if (refreshed && r[0] === 0 && r[3] === 0) for (const args of items[0]!.buckets) this.expiryKnown.add(args);
       for (let i = 0; i < items.length; i++) {
         const item = items[i]!;
         const limitedBy = r[4 * i]!;
@@ -471,19 +483,25 @@ export class RedisStore implements Store {
         else if (limitedBy !== 0) {
           item.resolve({ admitted: false, limitedBy: limitedBy - 1, reason: flags === 1 ? 'channels' : 'rate', retryAfterUs: r[4 * i + 1]!, now });
         } else if (flags === 2) item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now, duplicate: true });
-        else item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
+        else {
+          // on Redis TIME, an admitted call's logs have their expiry and were trimmed at the bound of its time
+          if (item.now === '') for (const args of item.buckets) if (args.retention > 0) this.logsKnown.set(args, trimBound(now, args.retention));
+          item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
+        }
       }
     };
   }
 
   /**
    * A lone call in admit.lua's short layout, when every bucket of it has sliding-log limits only
-   * (one key each, all distinct); else undefined (the general layout). Its third argument asks
-   * the script to refresh every log's expiry: sent until a reply confirms it for these buckets'
-   * limits in this process, since the script otherwise skips the PEXPIRE while the log's expiry,
-   * set for the limits of that time, is known to be enough (a reload may have widened a window).
+   * (one key each, all distinct); else undefined (the general layout). Per bucket it sends what
+   * this process knows of the log (logsKnown): the bound of its latest trim, so that the script
+   * skips a trim that would remove nothing; and until a reply confirms a write with these
+   * buckets' limits, its third argument asks the script to set every log's expiry, since the
+   * script otherwise skips the PEXPIRE while the log's expiry, set for the limits of that time,
+   * is known to be enough (a reload may have widened a window).
    */
-  private loneArgv(item: PendingAdmit, clock: string): { argv: string[]; refresh: boolean } | undefined {
+  private loneArgv(item: PendingAdmit, clock: string): string[] | undefined {
     const list = item.buckets;
     const argv: string[] = [num(list.length)];
     let refresh = false;
@@ -492,11 +510,17 @@ export class RedisStore implements Store {
       const key = args.keys[0]!;
       for (let k = 1; k < argv.length; k++) if (argv[k] === key) return undefined;
       argv.push(key);
-      if (!this.expiryKnown.has(args)) refresh = true;
     }
-    argv.push(item.now === '' ? '0' : String(this.virtualTtlMs), `${this.member()}:1`, refresh ? '1' : '', clock, 'l', item.now, this.deadline(item.signal));
+    const at = argv.length;
+    argv.push(item.now === '' ? '0' : String(this.virtualTtlMs), `${this.member()}:1`, '', clock, 'l', item.now, this.deadline(item.signal));
+    for (const args of list) {
+      const bound = this.knownBound(args);
+      if (bound === '') refresh = true;
+      argv.push(bound);
+    }
+    if (refresh) argv[at + 2] = '1';
     for (const args of list) for (const v of args.lone!) argv.push(v);
-    return { argv, refresh };
+    return argv;
   }
 
   /**

@@ -15,6 +15,8 @@ export interface BucketArgs {
   readonly profile: readonly string[];
   /** The profile as one string, to tell profiles apart. */
   readonly profileId: string;
+  /** Its log's retention r, µs: the widest window of its sliding-log limits (0: no log). */
+  readonly retention: number;
   /** Keys and profile as one string: two buckets are the same in a batch iff these are equal. */
   readonly id: string;
   /**
@@ -56,6 +58,17 @@ export function num(n: number): string {
   return SMALL[n]! + s; // 1 <= n < 1000 here: no leading zero
 }
 
+/**
+ * The bound below which a write at t (µs, Redis TIME) trims a log of retention r (admit.lua):
+ * t - r rounded down to a multiple of E = floor(r / 4) + 1, in the very operations Lua does on
+ * the same doubles (a % b is a - floor(a / b) * b there), so both get the same number.
+ */
+export function trimBound(t: number, r: number): number {
+  const e = (r - (r - Math.floor(r / 4) * 4)) / 4 + 1;
+  const b = t - r;
+  return b - (b - Math.floor(b / e) * e);
+}
+
 /** A bucket's keys (named from `base`) and limit profile. */
 export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketArgs {
   const retention = logRetention(bucket);
@@ -78,7 +91,7 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketA
   const profileId = profile.join(' ');
   const plain = retention > 0 && channels === 0 && ordered.every((lim) => lim.algorithm === 'sliding-log');
   const lone = plain ? [String(ordered.length), ...ordered.flatMap((lim) => [String(lim.limit), String(lim.windowUs)])] : undefined;
-  return { tag, keys, profile, profileId, id: `${keys.join('\n')}\n${profileId}`, lone };
+  return { tag, keys, profile, profileId, retention, id: `${keys.join('\n')}\n${profileId}`, lone };
 }
 
 /**
@@ -93,6 +106,8 @@ export class ArgsBuilder {
   private readonly buckets: string[] = [];
   /** 1-based index of each bucket, by its id (keys and limits). */
   private readonly bucketIndex = new Map<string, number>();
+  /** The buckets, in index order. */
+  readonly bucketList: BucketArgs[] = [];
   private readonly plans: string[] = [];
   /** 1-based index of each bucket list (the store's cached list per plan). */
   private readonly planIndex = new Map<readonly BucketArgs[], number>();
@@ -135,6 +150,7 @@ export class ArgsBuilder {
     }
     const i = this.bucketIndex.size + 1;
     this.bucketIndex.set(args.id, i);
+    this.bucketList.push(args);
     return i;
   }
 
