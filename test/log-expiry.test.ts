@@ -75,6 +75,29 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     await store.close();
   });
 
+  it('batches (three calls at once) every 20 ms for 1.6 s: the same life, bound and savings as lone calls', async () => {
+    const store = new RedisStore({ redis: client, prefix: 'exp5:' });
+    const buckets = logBucket('peer:e', 10_000, 400); // r = 400 ms
+    const key = 'exp5:peer:e:log';
+    await Promise.all([1, 2, 3].map(() => store.admit({ tag: 'in', buckets })));
+    await raw.config('RESETSTAT');
+    const admitted: number[] = [];
+    for (let i = 0; i < 80; i++) {
+      await sleep(20);
+      const rs = await Promise.all([1, 2, 3].map(() => store.admit({ tag: 'in', buckets })));
+      for (const r of rs) expect(r.admitted, `batch ${i}`).to.equal(true);
+      expect(new Set(rs.map((r) => r.now)).size, 'one script call, one time').to.equal(1);
+      admitted.push(...rs.map((r) => r.now));
+      expect(await raw.pttl(key), `pttl after batch ${i}`).to.be.at.least(400);
+      const recent = admitted.filter((t) => t > rs[0]!.now - 500 * MS - MS).length + 3; // + the first batch
+      expect(await raw.zcard(key), `events held after batch ${i}`).to.be.at.most(recent);
+    }
+    expect(await calls(raw, 'evalsha')).to.equal(80);
+    expect(await calls(raw, 'zremrangebyscore'), 'trims of 80 batches').to.be.within(1, 25);
+    expect(await calls(raw, 'pexpire'), 'PEXPIREs of 80 batches').to.be.within(1, 25);
+    await store.close();
+  });
+
   it('two processes writing one log in turn: each trims it once per move of the bound at most, and it stays bounded', async () => {
     const stores = [new RedisStore({ redis: client, prefix: 'exp4:' }), new RedisStore({ redis: client, prefix: 'exp4:' })];
     const buckets = logBucket('peer:d', 1_000, 400); // r = 400 ms, the bound moves every 100 ms
