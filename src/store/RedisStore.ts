@@ -179,9 +179,9 @@ export class RedisStore implements Store {
   /** Script arguments per bucket list (see bucketArgs()); weak, so dropped plans cost nothing. */
   private readonly argsOf = new WeakMap<readonly Bucket[], readonly BucketArgs[]>();
   /**
-   * Buckets (with their limits) a lone admit of this process has written: the bound at which
-   * their log was last trimmed (on Redis TIME), and that its expiry was set for these limits.
-   * See loneArgv.
+   * Buckets (with their limits) whose log an admit of this process on Redis TIME has written:
+   * the bound at which the log was then trimmed (or found trimmed), which also says its expiry
+   * was set for these limits. See loneArgv.
    */
   private readonly logsKnown = new WeakMap<BucketArgs, number>();
   /** Admissions not sent yet, per tag (one lane for all when keys carry no tag). */
