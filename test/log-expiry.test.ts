@@ -27,7 +27,7 @@ async function calls(raw: Redis, cmd: string): Promise<number> {
   return m ? Number(m[1]) : 0;
 }
 
-describe('RedisStore: a sliding log on Redis TIME keeps every event for its retention, with few PEXPIREs', function () {
+describe('RedisStore: a sliding log on Redis TIME keeps every event for its retention, with few trims and PEXPIREs, and decides as the memory store', function () {
   this.timeout(30_000);
   let server: RedisServer;
   let raw: Redis;
@@ -180,28 +180,16 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     await first.close();
     await second.close();
   });
-});
 
-describe('RedisStore: admits on Redis TIME, lone and batched, decide exactly as the memory store at the same times', function () {
-  this.timeout(30_000);
-  let server: RedisServer;
-  let client: Redis;
-  before(async () => {
-    server = await startRedisServer();
-    client = newRedisClient(server);
-  });
-  after(async () => {
-    client?.disconnect();
-    await server?.stop();
-  });
-
-  it('three levels x two windows near their limits, 600 calls in bursts of 1 to 4 with irregular gaps: every decision and retry-after equal', async () => {
+  it('lone and batched admits decide exactly as the memory store at the same times: three levels x two windows near their limits, one batch that fills each level then bursts of 1 to 4 calls at irregular times, 600 calls: every decision and retry-after equal', async () => {
     const { MemoryStore } = await import('../src/store/MemoryStore.js');
     const lim = (limit: number, windowMs: number) => Object.freeze({ limit, windowUs: windowMs * MS, algorithm: 'sliding-log' as const });
     const level = (name: string, a: number, b: number) => Object.freeze({ name, limits: Object.freeze([lim(a, 40), lim(b, 200)]) });
-    const platform = level('g', 6, 20);
-    const accounts = [level('acct:0', 4, 12), level('acct:1', 4, 12)];
+    // two accounts of two peers each; each level's 40 ms limit is below the sum of those under it
+    const platform = level('g', 5, 15);
+    const accounts = [level('acct:0', 3, 9), level('acct:1', 3, 9)];
     const peers = [0, 1, 2, 3].map((i) => level(`peer:${i}`, 2, 5));
+    const listOf = (p: number) => Object.freeze([platform, accounts[p % 2]!, peers[p]!]);
     const store = new RedisStore({ redis: client, prefix: 'exact:' });
     const memory = new MemoryStore();
     let seed = 7;
@@ -209,14 +197,15 @@ describe('RedisStore: admits on Redis TIME, lone and batched, decide exactly as 
     let admitted = 0;
     let batched = 0;
     const levels = new Set<number>();
+    // first one batch (one script call, one Redis time) that fills each level in turn: the third
+    // call of peer 0 is refused by its peer, the second of peer 2 by their account, peer 3's
+    // calls by the platform; then bursts of random peers at irregular times
+    const first = [0, 0, 0, 2, 2, 1, 1, 3, 3];
     for (let i = 0; i < 600; ) {
-      if (rand() < 0.5) await sleep(Math.floor(rand() * 6));
+      if (i > 0 && rand() < 0.5) await sleep(Math.floor(rand() * 6));
       // a burst: issued in one tick, so the store sends it as one script call (one Redis time)
-      const burst = rand() < 0.5 ? 1 : 2 + Math.floor(rand() * 3);
-      const lists = Array.from({ length: burst }, () => {
-        const p = Math.floor(rand() * 4);
-        return Object.freeze([platform, accounts[p % 2]!, peers[p]!]);
-      });
+      const burst = i === 0 ? first.length : rand() < 0.5 ? 1 : 2 + Math.floor(rand() * 3);
+      const lists = Array.from({ length: burst }, (_, j) => listOf(i === 0 ? first[j]! : Math.floor(rand() * 4)));
       const results = await Promise.all(lists.map((buckets) => store.admit({ tag: 'in', buckets })));
       if (burst > 1) batched += burst;
       for (let j = 0; j < burst; j++) {
@@ -224,13 +213,13 @@ describe('RedisStore: admits on Redis TIME, lone and batched, decide exactly as 
         const ref = await memory.admit({ tag: 'in', buckets: lists[j]!, now: live.now });
         expect({ admitted: live.admitted, limitedBy: live.limitedBy, retryAfterUs: live.retryAfterUs }, `call ${i + j} at ${live.now}`).to.deep.equal({ admitted: ref.admitted, limitedBy: ref.limitedBy, retryAfterUs: ref.retryAfterUs });
         if (live.admitted) admitted++;
-        else levels.add(live.limitedBy);
+        else if (i === 0) levels.add(live.limitedBy);
       }
       i += burst;
     }
     // both outcomes, refusals at every level, and batches were exercised
-    expect(admitted).to.be.above(50);
-    expect([...levels].sort()).to.deep.equal([0, 1, 2]);
+    expect(admitted).to.be.above(20);
+    expect([...levels].sort(), 'levels refused in the first batch').to.deep.equal([0, 1, 2]);
     expect(batched).to.be.above(200);
     await store.close();
   });
