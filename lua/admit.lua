@@ -72,7 +72,7 @@
 -- cost more than the decision itself. The rule is decide()'s (further down), the reply the
 -- same. On Redis TIME its logs keep their expiry as includes/common.lua (logTtlMs) says: the
 -- trim is rounded (its bound t - r rounded down to a multiple of E), and the PEXPIRE sent only
--- when the trim removed something, the log may be new or ARGV[3] asks. The trim itself is
+-- when the trim removed something, the log is new (it was empty) or ARGV[3] asks. The trim itself is
 -- skipped when the caller knows the log was trimmed at the same bound already: every event
 -- added since is newer than that bound (times on Redis TIME only grow), so it would remove
 -- nothing, and all the above holds as if it had run. With now given (a virtual clock, whose
@@ -139,17 +139,17 @@ if ARGV[5] == 'l' then
       local member, refresh = argv[2], argv[3] == '1'
       for q = 1, n do
         local key, r = KEYS[q], logs[q]
-        local e = (r - r % 4) / 4 + 1 -- floor(r / 4) + 1, E
+        local e = math.floor(r / 4) + 1
         local bound = t - r
-        local removed = 0
-        if not live then
-          removed = call('ZREMRANGEBYSCORE', key, '-inf', fmtd('%d', bound))
-        else
+        local trim = true
+        if live then
           bound = bound - bound % e
           local known = argv[7 + q]
-          if known == '' or tn(known) ~= bound then
-            removed = call('ZREMRANGEBYSCORE', key, '-inf', fmtd('%d', bound))
-          end
+          trim = known == '' or tn(known) ~= bound
+        end
+        local removed = 0
+        if trim then
+          removed = call('ZREMRANGEBYSCORE', key, '-inf', fmtd('%d', bound))
         end
         call('ZADD', key, ts, member)
         if not live or removed > 0 or logs[-q] == 0 or refresh then
@@ -264,7 +264,7 @@ local t, ts -- the group's time, as a number and as a score
 local floor -- the least key expiry (ms) of what the group writes (runs.lua)
 local virtual -- whether a call of the group gave its now (runs.lua): times may go back
 -- group state of a batch (tables made on first use; nil for a lone call, which writes at once):
-local since, after -- per W: the scores t - W and '(' .. (t - W), formatted once per group
+local after -- per W: the score '(' .. (t - W), formatted once per group
 local retention, counts, oldest, added, nAdded, sizes, knownOf -- per log key index
 local hw, hc, hp, loaded, dirty, hashW -- per window hash key index (a lone call uses the first four)
 local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
@@ -273,7 +273,7 @@ local recordEnds -- end of every call record this batch wrote or will write, by 
 
 local function newGroup(now, groupFloor)
   t, ts, floor = now, fmtInt(now), groupFloor
-  since, after, retention, counts, oldest, added, nAdded, sizes, knownOf = nil, nil, nil, nil, nil, nil, nil, nil, nil
+  after, retention, counts, oldest, added, nAdded, sizes, knownOf = nil, nil, nil, nil, nil, nil, nil, nil
   hw, hc, hp, loaded, dirty, hashW = nil, nil, nil, nil, nil, nil
   holdsStored, holdsAdded, nHolds, records = nil, nil, nil, nil
 end
@@ -296,23 +296,17 @@ local function writeGroup()
       -- recording, the log drops what no limit can see any more (s <= t - retention); on Redis
       -- TIME at a rounded bound, as the lone path does, and only when needed
       local r, key = retention[k], KEYS[k]
-      local removed, always = 0, true
-      if virtual then
-        local bound = since[r]
-        if bound == nil then
-          bound = fmtInt(t - r)
-          since[r] = bound
-        end
-        removed = redis.call('ZREMRANGEBYSCORE', key, '-inf', bound)
-      else
+      local bound, trim, always = t - r, true, true
+      if not virtual then
         local e = math.floor(r / 4) + 1
-        local bound = t - r
         bound = bound - bound % e
         local known = ARGV[knownAt + knownOf[k]]
-        if known == '' or tonumber(known) ~= bound then
-          removed = redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtInt(bound))
-        end
+        trim = known == '' or tonumber(known) ~= bound
         always = known == '' or sizes == nil or (sizes[k] or 0) == 0 -- unknown, or the log is new
+      end
+      local removed = 0
+      if trim then
+        removed = redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtInt(bound))
       end
       local args = {}
       for i = 1, #members do
@@ -451,7 +445,7 @@ local function addEvent(k, r, member, b)
     return
   end
   if added == nil then
-    added, retention, since, knownOf = {}, {}, {}, {}
+    added, retention, knownOf = {}, {}, {}
     if nAdded == nil then
       counts, nAdded = {}, {}
     end

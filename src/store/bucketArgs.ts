@@ -64,7 +64,7 @@ export function num(n: number): string {
  * the same doubles (a % b is a - floor(a / b) * b there), so both get the same number.
  */
 export function trimBound(t: number, r: number): number {
-  const e = (r - (r - Math.floor(r / 4) * 4)) / 4 + 1;
+  const e = Math.floor(r / 4) + 1;
   const b = t - r;
   return b - (b - Math.floor(b / e) * e);
 }
