@@ -204,7 +204,7 @@ a = a + nBuckets + 1
 -- Profiles, buckets and plans as numbers, each parsed on first use (once per script call,
 -- however many calls of the batch name it). A profile: r (log retention), N (channel limit),
 -- hoff, and per limit algo, L, W, off; hashes: the window hashes to record, each once ({off, W}).
-local profiles, buckets, plans = {}, {}, {}
+local profiles, plans = {}, {}
 local function profileAt(po)
   local pr = profiles[po]
   if pr == nil then
@@ -225,24 +225,27 @@ local function profileAt(po)
   return pr
 end
 
--- bucket b: its first key index and its profile
+-- bucket b: its first key index and its profile (two flat arrays: a table per bucket costs more)
+local bFirst, bProfile = {}, {}
 local function bucketAt(b)
-  local bk = buckets[b]
-  if bk == nil then
+  local first = bFirst[b]
+  if first == nil then
     local i = bAt + 2 * b - 2
-    bk = { tonumber(ARGV[i]), profileAt(pAt[tonumber(ARGV[i + 1])]) }
-    buckets[b] = bk
+    first = tonumber(ARGV[i])
+    bFirst[b], bProfile[b] = first, profileAt(pAt[tonumber(ARGV[i + 1])])
   end
-  return bk[1], bk[2]
+  return first, bProfile[b]
 end
 
 -- plan p: its bucket indices in check order, and whether one has a channel limit (its calls
 -- then carry an id and a hold)
+local planHolds = {}
 local function planOf(p)
-  local pl = plans[p]
-  if pl == nil then
+  local list = plans[p]
+  if list == nil then
     local at = planAt[p]
-    local list, holds = {}, false
+    local holds = false
+    list = {}
     for q = 1, tonumber(ARGV[at]) do
       list[q] = tonumber(ARGV[at + q])
       local _, pr = bucketAt(list[q])
@@ -250,10 +253,9 @@ local function planOf(p)
         holds = true
       end
     end
-    pl = { list = list, holds = holds }
-    plans[p] = pl
+    plans[p], planHolds[p] = list, holds
   end
-  return pl
+  return list, planHolds[p]
 end
 
 -- A lone call: one run of one call, with 2 arguments, or 4 (id and hold) when its plan holds.
@@ -292,7 +294,7 @@ end
 
 local function writeGroup()
   if added ~= nil then
-    for k, members in pairs(added) do
+    for k, args in pairs(added) do
       -- recording, the log drops what no limit can see any more (s <= t - retention); on Redis
       -- TIME at a rounded bound, as the lone path does, and only when needed
       local r, key = retention[k], KEYS[k]
@@ -307,10 +309,6 @@ local function writeGroup()
       local removed = 0
       if trim then
         removed = redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtInt(bound))
-      end
-      local args = {}
-      for i = 1, #members do
-        args[2 * i - 1], args[2 * i] = ts, members[i]
       end
       redis.call('ZADD', key, unpack(args))
       if always or removed > 0 then
@@ -450,12 +448,14 @@ local function addEvent(k, r, member, b)
       counts, nAdded = {}, {}
     end
   end
-  local list = added[k]
-  if list == nil then
-    added[k], nAdded[k], retention[k], knownOf[k] = { member }, 1, r, b
+  -- the log's ZADD arguments (score, member pairs), built as the group goes
+  local args = added[k]
+  if args == nil then
+    added[k], nAdded[k], retention[k], knownOf[k] = { ts, member }, 1, r, b
   else
-    list[#list + 1] = member
-    nAdded[k] = nAdded[k] + 1
+    local n = nAdded[k] + 1
+    args[2 * n - 1], args[2 * n] = ts, member
+    nAdded[k] = n
   end
 end
 
@@ -513,7 +513,7 @@ local function decide(p, call, id, forUs)
   if id ~= nil and stillHolding(id) then
     return 0, 0, 2
   end
-  local list = planOf(p).list
+  local list = planOf(p)
   local n = #list
   local limitedBy, retry, flags = 0, 0, 0
   for q = 1, n do
@@ -604,7 +604,8 @@ end
 local function decideAt(x, call)
   local p, deadline = tonumber(ARGV[x]), ARGV[x + 1]
   local id, forUs
-  if planOf(p).holds then
+  local _, holds = planOf(p)
+  if holds then
     id, forUs, x = ARGV[x + 2], tonumber(ARGV[x + 3]), x + 2
   end
   if pastDeadline(deadline) then
