@@ -141,6 +141,30 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     pairs.forEach(([t, r], i) => expect(String(trimBound(t, r)), `t ${t}, r ${r}`).to.equal(got[i]));
   });
 
+  it('a lost connection (a failover, a restart) makes the process forget what it knew: the next admit trims and sets the expiry again', async () => {
+    const own = newRedisClient(server);
+    const store = new RedisStore({ redis: own, prefix: 'exp6:' });
+    // r = 4,000 s: the trim's bound moves every 1,000 s, so not during this test
+    const buckets = logBucket('peer:f', 10, 4_000_000);
+    const trims = () => calls(raw, 'zremrangebyscore');
+    const pexpires = () => calls(raw, 'pexpire');
+    await store.admit({ tag: 'in', buckets });
+    const [t0, p0] = [await trims(), await pexpires()];
+    await store.admit({ tag: 'in', buckets });
+    expect([await trims(), await pexpires()], 'known: no trim, no PEXPIRE').to.deep.equal([t0, p0]);
+    // the server drops the store's connection; ioredis reconnects
+    const id = (await own.client('ID')) as number;
+    const back = new Promise((resolve) => own.once('close', () => own.once('ready', resolve)));
+    await raw.client('KILL', 'ID', String(id));
+    await back;
+    await store.admit({ tag: 'in', buckets });
+    expect([await trims(), await pexpires()], 'after the connection was lost: a trim and a PEXPIRE').to.deep.equal([t0 + 1, p0 + 1]);
+    await store.admit({ tag: 'in', buckets });
+    expect([await trims(), await pexpires()], 'known again').to.deep.equal([t0 + 1, p0 + 1]);
+    await store.close();
+    own.disconnect();
+  });
+
   it('an idle log expires, and the next call (nothing in its window) sets the expiry again', async () => {
     const store = new RedisStore({ redis: client, prefix: 'exp2:' });
     const buckets = logBucket('peer:b', 10, 100); // r = 100 ms: kept ~227 ms

@@ -156,10 +156,20 @@ export class RedisStore implements Store {
   }
   private readonly onClientError = (err: Error) => {
     this.down = true;
+    this.forgetLogs();
     this.report(err.message, err);
   };
   private readonly onClientClose = () => {
+    this.forgetLogs();
     if (!this.closing) this.report('connection closed');
+  };
+  /**
+   * What this process knows of its logs (logsKnown) holds for the server it saw write them; a
+   * connection lost may mean a failover to a replica that missed the latest trims, or a restart
+   * from an older copy: the next write of each log trims it and sets its expiry again.
+   */
+  private readonly forgetLogs = () => {
+    this.logsKnown = new WeakMap();
   };
   private readonly onClientReady = () => {
     this.lost = this.down = false;
@@ -183,7 +193,7 @@ export class RedisStore implements Store {
    * the bound at which the log was then trimmed (or found trimmed), which also says its expiry
    * was set for these limits. See loneArgv.
    */
-  private readonly logsKnown = new WeakMap<BucketArgs, number>();
+  private logsKnown = new WeakMap<BucketArgs, number>();
   /** Admissions not sent yet, per tag (one lane for all when keys carry no tag). */
   private readonly admissions: Batcher<PendingAdmit>;
   /** Reservations not sent yet (one lane: every carrier is on one tag). */
@@ -219,6 +229,9 @@ export class RedisStore implements Store {
     this.redis.on('error', this.onClientError);
     this.redis.on('close', this.onClientClose);
     this.redis.on('ready', this.onClientReady);
+    // on a Cluster, one node's connection lost (its failover) is a 'node error' or '-node'
+    this.redis.on('node error', this.forgetLogs);
+    this.redis.on('-node', this.forgetLogs);
   }
 
   /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
@@ -859,6 +872,8 @@ export class RedisStore implements Store {
     this.redis.off('error', this.onClientError);
     this.redis.off('close', this.onClientClose);
     this.redis.off('ready', this.onClientReady);
+    this.redis.off('node error', this.forgetLogs);
+    this.redis.off('-node', this.forgetLogs);
   }
 }
 
