@@ -14,7 +14,7 @@
  * level than the replay: see src/admission/shield.ts); rate-limiter-flexible's runs are
  * checked against its own contract (at most 2L in any span of W).
  */
-import { performance } from 'node:perf_hooks';
+import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { AdmissionDecision } from '../src/admission/Admission.js';
@@ -38,6 +38,9 @@ export interface OpenLoopResult {
   hist: Histogram;
   /** Calls still unanswered when the run gave up waiting (counted as failures by the checks). */
   lost: number;
+  /** The process' garbage-collection pauses during the run: total and longest, ms. */
+  gcMs: number;
+  gcMaxMs: number;
 }
 
 /**
@@ -54,13 +57,24 @@ export function openLoop(rate: number, seconds: number, op: (i: number) => Promi
   let issued = 0;
   let done = 0;
   let last = start;
+  // every pause stops the event loop, and the calls due meanwhile leave late together: the tail
+  let gcMs = 0;
+  let gcMaxMs = 0;
+  const gc = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      gcMs += e.duration;
+      if (e.duration > gcMaxMs) gcMaxMs = e.duration;
+    }
+  });
+  gc.observe({ entryTypes: ['gc'] });
   return new Promise((resolve) => {
     let finished = false;
     const finish = () => {
       if (finished) return;
       finished = true;
       clearTimeout(giveUp);
-      resolve({ offered: n, done, seconds: (last - start) / 1000, hist, lost: n - done });
+      gc.disconnect();
+      resolve({ offered: n, done, seconds: (last - start) / 1000, hist, lost: n - done, gcMs, gcMaxMs });
     };
     const giveUp = setTimeout(finish, seconds * 1000 + graceMs);
     const issue = (i: number) => {
@@ -129,6 +143,9 @@ export interface OpenRow {
   shielded?: number;
   /** Over several rounds: the lowest and highest p99 (µs). */
   p99RangeUs?: [number, number];
+  /** The driving process' GC pauses: ms per second of run, and the longest (open-loop runs). */
+  gcMsPerS?: number;
+  gcMaxMs?: number;
   check: 'ok' | 'FAIL';
   checkDetail: string;
 }
@@ -141,6 +158,9 @@ async function scriptUsec(admin: Redis): Promise<number> {
 }
 
 const pctl = (h: Histogram, p: number) => h.getValueAtPercentile(p) / 1000;
+
+/** A run's GC pauses per second of run, and its longest. */
+const gcOf = (run: OpenLoopResult) => ({ gcMsPerS: run.seconds > 0 ? run.gcMs / run.seconds : 0, gcMaxMs: run.gcMaxMs });
 
 function batchSummary(sizes: number[]): { batchMean: number; batchOnes: number; batchMax: number } {
   let batches = 0;
@@ -305,6 +325,7 @@ async function gateRun(o: SectionOptions, admin: Redis, levels: 1 | 3, rate: num
     p50us: pctl(run.hist, 50),
     p99us: pctl(run.hist, 99),
     p999us: pctl(run.hist, 99.9),
+    ...gcOf(run),
     redisUsPerCall: usec / n,
     ...batchSummary(sizes),
     shielded: rec.count(rec.shielded),
@@ -359,6 +380,7 @@ async function rlfRun(o: SectionOptions, admin: Redis, rate: number): Promise<Op
     p50us: pctl(run.hist, 50),
     p99us: pctl(run.hist, 99),
     p999us: pctl(run.hist, 99.9),
+    ...gcOf(run),
     redisUsPerCall: usec / n,
     check: failure ? 'FAIL' : 'ok',
     checkDetail: failure || 'at most 2L in any span of W per peer',
@@ -382,6 +404,7 @@ async function driverRun(o: SectionOptions, rate: number): Promise<OpenRow> {
     p50us: pctl(run.hist, 50),
     p99us: pctl(run.hist, 99),
     p999us: pctl(run.hist, 99.9),
+    ...gcOf(run),
     redisUsPerCall: 0,
     check: run.lost > 0 ? 'FAIL' : 'ok',
     checkDetail: run.lost > 0 ? `${run.lost} calls never completed` : 'no decision: the schedule alone',
@@ -569,6 +592,7 @@ export async function floodSection(o: SectionOptions, normalRate: number, floodL
       p50us: pctl(run.hist, 50),
       p99us: pctl(run.hist, 99),
       p999us: pctl(run.hist, 99.9),
+      ...gcOf(run),
       redisUsPerCall: usec / n,
       ...batchSummary(store.batchSizes().admit.map((k, size) => k - (warmBatches[size] ?? 0))),
       shielded: rec.count(rec.shielded),
@@ -637,6 +661,7 @@ export async function floodSection(o: SectionOptions, normalRate: number, floodL
       p50us: pctl(run.hist, 50),
       p99us: pctl(run.hist, 99),
       p999us: pctl(run.hist, 99.9),
+      ...gcOf(run),
       redisUsPerCall: usec / n,
       check: failure ? 'FAIL' : 'ok',
       checkDetail: failure || 'at most 2L in any span of W per peer',
@@ -657,12 +682,12 @@ const lpad = (s: string, n: number) => (s.length >= n ? s : ' '.repeat(n - s.len
 
 export function printOpenRows(rows: OpenRow[], log: (line: string) => void): void {
   log(
-    `${pad('system', 52)} ${lpad('offered/s', 10)} ${lpad('decided/s', 10)} ${lpad('admitted', 9)} ${lpad('p50 µs', 8)} ${lpad('p99 µs', 8)} ${lpad('p99.9 µs', 9)} ${lpad('p99 range µs', 14)} ${lpad('redis µs', 9)} ${lpad('batch mean/max, 1s', 19)} ${lpad('shielded', 9)}  check`,
+    `${pad('system', 52)} ${lpad('offered/s', 10)} ${lpad('decided/s', 10)} ${lpad('admitted', 9)} ${lpad('p50 µs', 8)} ${lpad('p99 µs', 8)} ${lpad('p99.9 µs', 9)} ${lpad('p99 range µs', 14)} ${lpad('redis µs', 9)} ${lpad('batch mean/max, 1s', 19)} ${lpad('shielded', 9)} ${lpad('gc ms/s, max', 13)}  check`,
   );
   for (const r of rows) {
     const batch = r.batchMean !== undefined ? `${r.batchMean.toFixed(2)}/${r.batchMax}, ${(100 * r.batchOnes!).toFixed(0)}%` : '';
     log(
-      `${pad(r.name, 52)} ${lpad(r.offered ? fmtInt(r.offered) : '', 10)} ${lpad(r.check === 'FAIL' ? 'FAIL' : fmtInt(r.perSecond), 10)} ${lpad(Number.isNaN(r.admittedPct) ? '' : r.admittedPct.toFixed(1) + '%', 9)} ${lpad(fmtUs(r.p50us), 8)} ${lpad(fmtUs(r.p99us), 8)} ${lpad(fmtUs(r.p999us), 9)} ${lpad(r.p99RangeUs ? `${fmtUs(r.p99RangeUs[0])}-${fmtUs(r.p99RangeUs[1])}` : '', 14)} ${lpad(r.redisUsPerCall.toFixed(1), 9)} ${lpad(batch, 19)} ${lpad(r.shielded !== undefined ? fmtInt(r.shielded) : '', 9)}  ${r.check === 'FAIL' ? 'FAIL: ' + r.checkDetail : 'ok'}`,
+      `${pad(r.name, 52)} ${lpad(r.offered ? fmtInt(r.offered) : '', 10)} ${lpad(r.check === 'FAIL' ? 'FAIL' : fmtInt(r.perSecond), 10)} ${lpad(Number.isNaN(r.admittedPct) ? '' : r.admittedPct.toFixed(1) + '%', 9)} ${lpad(fmtUs(r.p50us), 8)} ${lpad(fmtUs(r.p99us), 8)} ${lpad(fmtUs(r.p999us), 9)} ${lpad(r.p99RangeUs ? `${fmtUs(r.p99RangeUs[0])}-${fmtUs(r.p99RangeUs[1])}` : '', 14)} ${lpad(r.redisUsPerCall.toFixed(1), 9)} ${lpad(batch, 19)} ${lpad(r.shielded !== undefined ? fmtInt(r.shielded) : '', 9)} ${lpad(r.gcMsPerS !== undefined ? `${r.gcMsPerS.toFixed(1)}, ${r.gcMaxMs!.toFixed(1)}` : '', 13)}  ${r.check === 'FAIL' ? 'FAIL: ' + r.checkDetail : 'ok'}`,
     );
   }
 }
