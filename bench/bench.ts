@@ -32,7 +32,7 @@ import { startRedisServer, type RedisServer as BenchRedis } from '../test/helper
 import { sidecarSection, type SidecarRow } from './sidecar.js';
 import { AdmittedLog, reservationViolations, slidingLogViolations, type LimitSpec } from './verify.js';
 import { closedLoop, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
-import { callIdOf, floodSection, loneSection, median, OPEN_DRIVER, OPEN_G3, OPEN_RLF, openLoopSection, printOpenRows, saturation, type OpenRow, type Workload } from './openloop.js';
+import { callIdOf, floodSection, loneSection, median, OPEN_DRIVER, OPEN_G3, OPEN_RLF, openLoopSection, printBatchShares, printOpenRows, saturation, type OpenRow, type Workload } from './openloop.js';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -845,6 +845,7 @@ async function main(): Promise<void> {
         open.push(...list);
         log(`open loop: calls on a fixed schedule, each in its own callback, latency from its scheduled time; ${OPEN_SECONDS} s per run; rates ${RATES.join(', ')}/s; ${OPEN_ROUNDS} interleaved rounds, each row its round with the median p99`);
         printOpenRows(list, log);
+        printBatchShares(list, log);
         for (const rate of RATES) {
           const each = ratios.get(rate)!;
           const floor = list.find((r) => r.name === OPEN_DRIVER && r.offered === rate)!.p99us;

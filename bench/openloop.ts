@@ -140,6 +140,8 @@ export interface OpenRow {
   batchMean?: number;
   batchOnes?: number;
   batchMax?: number;
+  /** Share of the calls that left in a batch of each size class (BATCH_CLASSES). */
+  batchCallShares?: number[];
   shielded?: number;
   /** Over several rounds: the lowest and highest p99 (µs). */
   p99RangeUs?: [number, number];
@@ -162,16 +164,26 @@ const pctl = (h: Histogram, p: number) => h.getValueAtPercentile(p) / 1000;
 /** A run's GC pauses per second of run, and its longest. */
 const gcOf = (run: OpenLoopResult) => ({ gcMsPerS: run.seconds > 0 ? run.gcMs / run.seconds : 0, gcMaxMs: run.gcMaxMs });
 
-function batchSummary(sizes: number[]): { batchMean: number; batchOnes: number; batchMax: number } {
+/** Batch-size classes of the distribution: 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64 and more. */
+export const BATCH_CLASSES = ['1', '2-3', '4-7', '8-15', '16-31', '32-63', '64+'];
+
+function batchSummary(sizes: number[]): { batchMean: number; batchOnes: number; batchMax: number; batchCallShares: number[] } {
   let batches = 0;
   let calls = 0;
   let max = 0;
+  const byClass = BATCH_CLASSES.map(() => 0);
   sizes.forEach((n, size) => {
     batches += n;
     calls += n * size;
     if (n > 0) max = size;
+    if (size > 0) byClass[Math.min(BATCH_CLASSES.length - 1, Math.floor(Math.log2(size)))]! += n * size;
   });
-  return { batchMean: batches ? calls / batches : 0, batchOnes: batches ? (sizes[1] ?? 0) / batches : 0, batchMax: max };
+  return {
+    batchMean: batches ? calls / batches : 0,
+    batchOnes: batches ? (sizes[1] ?? 0) / batches : 0,
+    batchMax: max,
+    batchCallShares: byClass.map((k) => (calls ? k / calls : 0)),
+  };
 }
 
 /** What a callgate run keeps of each call, for its checks. */
@@ -679,6 +691,15 @@ const fmtInt = (x: number) => Math.round(x).toLocaleString('en-US');
 const fmtUs = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
 const pad = (s: string, n: number) => (s.length >= n ? s : s + ' '.repeat(n - s.length));
 const lpad = (s: string, n: number) => (s.length >= n ? s : ' '.repeat(n - s.length) + s);
+
+/** The batch-size distribution of each callgate row: the share of its calls that left in batches of each size. */
+export function printBatchShares(rows: OpenRow[], log: (line: string) => void): void {
+  log(`  batch sizes: share of the calls that left in a batch of ${BATCH_CLASSES.join(' | ')} calls`);
+  for (const r of rows) {
+    if (r.batchCallShares === undefined) continue;
+    log(`    ${pad(r.name, 48)} ${lpad(fmtInt(r.offered) + '/s', 10)}  ${r.batchCallShares.map((x) => lpad((100 * x).toFixed(0) + '%', 4)).join(' | ')}`);
+  }
+}
 
 export function printOpenRows(rows: OpenRow[], log: (line: string) => void): void {
   log(
