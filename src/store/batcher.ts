@@ -45,6 +45,9 @@ interface Lane<I> {
   inFlight: number;
 }
 
+/** Lanes kept when idle (see release). */
+const IDLE_LANES = 64;
+
 export class Batcher<I extends Queued> {
   private readonly lanes = new Map<string, Lane<I>>();
   /** Calls queued on every lane, not sent yet. */
@@ -138,8 +141,14 @@ export class Batcher<I extends Queued> {
     this.opts.send(batch).then(back, back);
   }
 
-  /** A lane lives while it holds or sends calls: one per tag would otherwise pile up on a Cluster. */
+  /**
+   * Idle lanes are kept while there are at most IDLE_LANES lanes, so that a lane used by every
+   * batch is not taken out of the Map and put back each time (a Map changed on every batch made
+   * young collections copy its replaced tables); past that, an idle lane is dropped as it goes
+   * idle, so lanes for many tags (a Cluster) do not pile up.
+   */
   private release(lane: Lane<I>): void {
+    if (this.lanes.size <= IDLE_LANES) return;
     if (lane.items.length === 0 && lane.inFlight === 0 && !lane.scheduled && this.lanes.get(lane.key) === lane) this.lanes.delete(lane.key);
   }
 
