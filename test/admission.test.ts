@@ -33,6 +33,37 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
     gates = [];
   });
 
+  describe('calls in flight', () => {
+    const config: CallgateConfigInput = { inbound: { global: [{ limit: 3, window: 'PT1S' }], defaultPeer: [{ limit: 100, window: 'PT1S' }] } };
+
+    it('a repeat of a call still being decided gets the same decision, counted once; after it, a new one', async () => {
+      const g = await gate(config);
+      const first = g.admit({ callId: 'same', peer: 'p', at: T0 });
+      const again = g.admit({ callId: 'same', peer: 'p', at: T0 });
+      const [a, b] = await Promise.all([first, again]);
+      expect(b, 'the very same decision').to.equal(a);
+      expect(a).to.include({ admitted: true });
+      expect(await outcomes(g, [{ peer: 'p', at: T0 + 1 }, { peer: 'p', at: T0 + 2 }, { peer: 'p', at: T0 + 3 }])).to.deep.equal(['A', 'A', 'global']);
+      // decided: the same call id is a new call (no channel limit, so no hold to find it by)
+      expect(await g.admit({ callId: 'same', peer: 'p', at: T0 + 4 })).to.include({ admitted: false, limitedBy: 'global' });
+    });
+
+    it('a clock that throws gives a rejected promise, not a throw', async () => {
+      const clock = {
+        now: (): number => {
+          throw new Error('clock broken');
+        },
+        setTimer: () => () => {},
+      };
+      const g = await CallGate.create({ config, store: kind().make(), clock });
+      gates.push(g);
+      let p: Promise<unknown> | undefined;
+      expect(() => (p = g.admit({ callId: 'x', peer: 'p' }))).to.not.throw();
+      const err = await p!.then(() => undefined, (e: unknown) => e);
+      expect((err as Error | undefined)?.message).to.equal('clock broken');
+    });
+  });
+
   describe('unknown-peer', () => {
     const config: CallgateConfigInput = {
       inbound: { global: [{ limit: 2, window: 'PT1S' }], peers: { p1: [{ limit: 5, window: 'PT1S' }] } },

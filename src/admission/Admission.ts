@@ -115,7 +115,11 @@ export class Admission {
   private readonly timeoutMs: number;
   /** The in-process stand-in of policy `local`, created on first need. */
   private local?: MemoryStore;
-  /** Decisions in flight, by call id: a repeated admit meanwhile gets the same one (counted once). */
+  /**
+   * Decisions in flight on the store, by call id: a repeated admit meanwhile gets the same one
+   * (counted once). Decisions taken at once in process (unknown peer, flood shield) are not
+   * kept: a repeat is decided again, with the same outcome while the shield holds.
+   */
   private readonly deciding = new CallIdTable<Promise<AdmissionDecision>>();
   private readonly localShare: number;
   /** The stand-in's plans: the limits scaled by localShare (built on first need, per configuration). */
@@ -164,10 +168,16 @@ export class Admission {
 
   admit(input: AdmitInput): Promise<AdmissionDecision> {
     try {
-      checkInput(input);
+      return this.admitNow(input);
     } catch (err) {
+      // bad input, or a clock that threw: a rejected promise, never a throw
       return Promise.reject(err);
     }
+  }
+
+  /** A decision taken here at once (unknown peer, flood shield), else the store's, shared by a repeat meanwhile. */
+  private admitNow(input: AdmitInput): Promise<AdmissionDecision> {
+    checkInput(input);
     const inFlight = this.deciding.get(input.callId);
     if (inFlight !== undefined) return inFlight;
     const plan = this.plans.get(input.peer, input.account);
