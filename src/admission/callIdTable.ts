@@ -13,20 +13,24 @@
  * grow (to the most calls ever in flight at once; it never shrinks).
  */
 export class CallIdTable<V> {
-  private mask: number;
+  private mask!: number;
   /** First entry of each bucket, -1 when none. */
-  private heads: Int32Array;
+  private heads!: Int32Array;
   /** Next entry in the same bucket, or in the free list; -1 at the end. */
-  private next: Int32Array;
-  private hashes: Int32Array;
-  private keys: (string | undefined)[];
-  private vals: (V | undefined)[];
+  private next!: Int32Array;
+  private hashes!: Int32Array;
+  private keys!: (string | undefined)[];
+  private vals!: (V | undefined)[];
   /** First free entry, -1 when all are taken. */
-  private free: number;
-  private count = 0;
+  private free!: number;
+  private count!: number;
 
   constructor(capacity = 64) {
-    const n = 2 ** Math.ceil(Math.log2(Math.max(8, capacity)));
+    this.allocate(2 ** Math.ceil(Math.log2(Math.max(8, capacity))));
+  }
+
+  /** `n` (a power of two) empty buckets and entries, every entry free. */
+  private allocate(n: number): void {
     this.mask = n - 1;
     this.heads = new Int32Array(n).fill(-1);
     this.next = new Int32Array(n);
@@ -35,6 +39,7 @@ export class CallIdTable<V> {
     this.vals = new Array<V | undefined>(n).fill(undefined);
     for (let i = 0; i < n; i++) this.next[i] = i + 1 < n ? i + 1 : -1;
     this.free = 0;
+    this.count = 0;
   }
 
   get size(): number {
@@ -98,19 +103,7 @@ export class CallIdTable<V> {
   private grow(): void {
     const keys = this.keys;
     const vals = this.vals;
-    const n = 2 * keys.length;
-    this.mask = n - 1;
-    this.heads = new Int32Array(n).fill(-1);
-    this.next = new Int32Array(n);
-    this.hashes = new Int32Array(n);
-    this.keys = new Array<string | undefined>(n).fill(undefined);
-    this.vals = new Array<V | undefined>(n).fill(undefined);
-    this.free = -1;
-    for (let i = n - 1; i >= 0; i--) {
-      this.next[i] = this.free;
-      this.free = i;
-    }
-    this.count = 0;
+    this.allocate(2 * keys.length);
     for (let i = 0; i < keys.length; i++) if (keys[i] !== undefined) this.set(keys[i]!, vals[i] as V);
   }
 }
