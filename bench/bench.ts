@@ -24,8 +24,8 @@ import { performance } from 'node:perf_hooks';
 import { Redis, type RedisOptions } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { CallGate } from '../src/gate.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Algorithm, Bucket, Carrier, Limit, ReserveResult, Store } from '../src/store/types.js';
 // the same redis-server starter the tests use (free loopback port, nothing on disk)
 import { startRedisServer, type RedisServer as BenchRedis } from '../test/helpers/redis.js';

@@ -17,11 +17,11 @@
 import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import type { AdmissionDecision } from '../src/admission/Admission.js';
-import type { CallgateConfigInput } from '../src/config/types.js';
+import type { AdmissionDecision } from '../src/admission/admission.js';
+import type { CallGateConfigInput } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Bucket } from '../src/store/types.js';
 import { AdmittedLog, slidingLogViolations, type LimitSpec } from './verify.js';
 import { histogram, wallUs, type Histogram } from './workload.js';
@@ -120,7 +120,7 @@ export interface Workload {
   readonly peers: number;
   readonly accounts: number;
   /** Config of 1 and 3 levels, and the buckets of a call as the stores name them (checks). */
-  readonly config: (levels: 1 | 3) => CallgateConfigInput;
+  readonly config: (levels: 1 | 3) => CallGateConfigInput;
   readonly bucketsOf: (levels: 1 | 3, p: number) => { buckets: Bucket[]; labels: string[] };
   /** rate-limiter-flexible's per-peer limit (the 1-level limit). */
   readonly rlf: { points: number; windowUs: number };
@@ -552,7 +552,7 @@ export async function floodSection(o: SectionOptions, normalRate: number, floodL
     { limit: floodLimit, window: '1s' },
     { limit: 8 * floodLimit, window: '10s' },
   ];
-  const configFlood: CallgateConfigInput = { ...config3, inbound: { ...config3.inbound, peers: { dialer: dialerLimits } } } as CallgateConfigInput;
+  const configFlood: CallGateConfigInput = { ...config3, inbound: { ...config3.inbound, peers: { dialer: dialerLimits } } } as CallGateConfigInput;
   const dialerBuckets = (): { buckets: Bucket[]; labels: string[] } => {
     const g = work.bucketsOf(3, 0);
     return {

@@ -22,7 +22,7 @@ import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { Pool } from 'undici';
 import { CallGate } from '../src/gate.js';
-import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/RedisStore.js';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
 import type { Bucket } from '../src/store/types.js';
 import { startSidecarProcess } from '../test/helpers/sidecar.js';
 import { AdmittedLog, type LimitSpec } from './verify.js';

@@ -1,6 +1,6 @@
 /**
  * The reference SIP edge measured in a real SIP path (npm run bench:edge [-- --seconds N]):
- * the end-to-end test's setup (test/helpers/sipEdge.ts: sipp callers at three times peer p1's
+ * the end-to-end test's setup (test/helpers/sip-edge.ts: sipp callers at three times peer p1's
  * limit, two sipp carriers, the edge as its own process on loopback), run for N seconds (default
  * 20) on the memory store, then on Redis (a redis-server child on a free port). Prints, per store:
  * calls offered, admitted and refused; the edge's admission latency and its INVITE-in to
@@ -10,7 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import { startRedisServer } from '../test/helpers/redis.js';
-import { callsOf, CPS, OFFERED_CPS, PEER_LIMIT, runCalls, S, type Run } from '../test/helpers/sipEdge.js';
+import { callsOf, CPS, OFFERED_CPS, PEER_LIMIT, runCalls, S, type Run } from '../test/helpers/sip-edge.js';
 import { maxInWindow, minGap, sippAvailable, SIPP_INSTALL_HINT } from '../test/helpers/sipp.js';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '20' }, json: { type: 'boolean', default: false } } });

@@ -4,8 +4,8 @@
 // tested there; in the installed package (no src/) it runs the compiled CLI in dist/.
 import { existsSync } from 'node:fs';
 
-const source = new URL('../src/cli.ts', import.meta.url);
-const built = new URL('../dist/src/cli.js', import.meta.url);
+const source = new URL('../src/cli/main.ts', import.meta.url);
+const built = new URL('../dist/src/cli/main.js', import.meta.url);
 
 async function tsx() {
   try {

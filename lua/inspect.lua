@@ -9,7 +9,7 @@
   then NC     the number of carriers, then per carrier: its key (1-based index in KEYS), I (µs,
               may be fractional) and its holds' key (index in KEYS; 0: no channel limit)
   Reply: now, then per bucket, per limit in profile order (sliding-log limits widest window
-         first, as bucketArgs.ts orders them): count (the value the limit compares with L:
+         first, as src/store/redis/bucket-args.ts orders them): count (the value the limit compares with L:
          events in (now - W, now] for sliding-log, the current window's count for fixed-window,
          the estimate c + p * (1 - f) for sliding-window) and retryAfterUs (0 when it has room,
          else the wait until it has, as admit.lua computes it), as strings, then its calls in

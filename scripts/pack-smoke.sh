@@ -28,7 +28,7 @@ tgz="$(npm pack --silent --pack-destination "$scratch" | tail -n 1)"
 [ -f "$scratch/$tgz" ] || fail "npm pack produced no tarball"
 contents="$(tar -tzf "$scratch/$tgz")"
 for f in package/LICENSE package/README.md package/bin/callgate.js package/lua/admit.lua \
-  package/lua/includes/common.lua package/assets/report/app.js package/assets/report/style.css package/dist/src/index.js package/dist/src/index.d.ts package/dist/src/cli.js; do
+  package/lua/includes/common.lua package/assets/report/app.js package/assets/report/style.css package/dist/src/index.js package/dist/src/index.d.ts package/dist/src/cli/main.js; do
   grep -qx "$f" <<<"$contents" || fail "$f missing from $tgz"
 done
 if grep -Eq '^package/(src|test|fixtures|bench|scripts|\.ci)/' <<<"$contents"; then
@@ -82,7 +82,7 @@ node --input-type=module -e '
   const second = await gate.admit({ callId: "c2", peer: "p" });
   if (!first.admitted || second.admitted || second.limitedBy !== "peer:p") throw new Error("wrong decisions");
   await gate.close();
-  for (const deep of ["callgate/dist/src/admission/Admission.js", "callgate/dist/src/store/scripts.js", "callgate/lua/admit.lua"]) {
+  for (const deep of ["callgate/dist/src/admission/admission.js", "callgate/dist/src/store/redis/scripts.js", "callgate/lua/admit.lua"]) {
     try {
       await import(deep);
       throw new Error(`${deep} is importable`);

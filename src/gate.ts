@@ -5,21 +5,21 @@
  */
 import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
-import { Admission, type AdmissionDecision, type AdmissionEvents, type AdmitInput, type StorePolicy } from './admission/Admission.js';
+import { Admission, type AdmissionDecision, type AdmissionEvents, type AdmitInput, type StorePolicy } from './admission/admission.js';
 import { SystemClock, systemClockUs, type Clock } from './clock.js';
-import { diffConfig, loadConfig, type CallgateConfig, type CallgateConfigInput, type ConfigChange } from './config/index.js';
+import { diffConfig, loadConfig, type CallGateConfig, type CallGateConfigInput, type ConfigChange } from './config/index.js';
 import {
   Dispatcher,
   type DispatchInput,
   type DispatchResult,
   type DispatcherEvents,
   type Reservation,
-} from './dispatch/Dispatcher.js';
+} from './dispatch/dispatcher.js';
 import { InvalidArgumentError } from './errors/index.js';
 import { SafeEmitter } from './events.js';
 import { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
-import { MemoryStore } from './store/MemoryStore.js';
-import { ReleaseQueue } from './releaseQueue.js';
+import { MemoryStore } from './store/memory-store.js';
+import { ReleaseQueue } from './store/release-queue.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';
 import type { StopSignal, Store } from './store/types.js';
 
@@ -52,7 +52,7 @@ export interface DecisionTiming {
   readonly error?: Error;
 }
 
-export type ConfigSource = string | CallgateConfigInput | CallgateConfig;
+export type ConfigSource = string | CallGateConfigInput | CallGateConfig;
 
 export interface CallGateOptions {
   readonly config: ConfigSource;
@@ -74,31 +74,34 @@ export interface CallGateOptions {
   readonly localShare?: number;
   /** The flood shield: refuse in process a refused bucket's next calls until its retry-after (see AdmissionOptions.shield; default on, off on the memory store). */
   readonly shield?: boolean;
-  /** Record every decision's input as trace rows (replayable), in files rotated by size. */
-  readonly record?: TraceRecorderOptions | TraceRecorder;
+  /**
+   * Write every decision's input as trace rows (replayable), in files rotated by size. (Not to be
+   * confused with record(), which counts an emergency call.)
+   */
+  readonly recordTrace?: TraceRecorderOptions | TraceRecorder;
   /** Releases that could not reach the store, kept for retrying, at most (default 100,000; the oldest go first). */
   readonly maxDeferredReleases?: number;
 }
 
-function isNormalized(c: ConfigSource): c is CallgateConfig {
-  return typeof c === 'object' && c !== null && (c as CallgateConfig).inbound?.peers instanceof Map;
+function isNormalized(c: ConfigSource): c is CallGateConfig {
+  return typeof c === 'object' && c !== null && (c as CallGateConfig).inbound?.peers instanceof Map;
 }
 
-async function resolveConfig(source: ConfigSource): Promise<CallgateConfig> {
+async function resolveConfig(source: ConfigSource): Promise<CallGateConfig> {
   return isNormalized(source) ? source : loadConfig(source);
 }
 
 export class CallGate extends SafeEmitter<CallGateEvents> {
   readonly store: Store;
   readonly clock: Clock;
-  private current: CallgateConfig;
+  private current: CallGateConfig;
   private readonly admission: Admission;
   private readonly dispatcher: Dispatcher;
   private watcher?: FSWatcher;
   /** The reloads started by watch(), in order. */
   private reloading: Promise<void> = Promise.resolve();
   private watchTimer?: NodeJS.Timeout;
-  /** The trace recorder, when the `record` option is given (closed by close()). */
+  /** The trace recorder, when the `recordTrace` option is given (closed by close()). */
   readonly recorder?: TraceRecorder;
   private readonly timeoutMs: number;
   private readonly deferred: ReleaseQueue;
@@ -108,7 +111,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     return new CallGate({ ...opts, config: await resolveConfig(opts.config) });
   }
 
-  constructor(opts: CallGateOptions & { config: CallgateConfig }) {
+  constructor(opts: CallGateOptions & { config: CallGateConfig }) {
     super();
     this.current = opts.config;
     this.store = opts.store ?? new MemoryStore();
@@ -132,8 +135,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       events: this as unknown as SafeEmitter<DispatcherEvents>,
       timeoutMs: opts.timeoutMs,
     });
-    if (opts.record) {
-      this.recorder = opts.record instanceof TraceRecorder ? opts.record : new TraceRecorder(opts.record);
+    if (opts.recordTrace) {
+      this.recorder = opts.recordTrace instanceof TraceRecorder ? opts.recordTrace : new TraceRecorder(opts.recordTrace);
       const rec = this.recorder;
       rec.onError = (err) => this.safeEmit('error', err);
       rec.maxCallDurationUs = () => this.current.maxCallDurationUs;
@@ -157,7 +160,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   /** A store's trouble outside any call (a Redis outage, once per outage) goes out on 'error'. */
   private readonly onStoreError = (err: Error) => this.safeEmit('error', err);
 
-  get config(): CallgateConfig {
+  get config(): CallGateConfig {
     return this.current;
   }
 

@@ -9,7 +9,7 @@
 export { CallGate, type CallGateEvents, type CallGateOptions, type ConfigSource, type DecisionTiming } from './gate.js';
 
 // Decisions, inputs and events
-export type { AdmissionDecision, AdmissionEvents, AdmitInput, StorePolicy } from './admission/Admission.js';
+export type { AdmissionDecision, AdmissionEvents, AdmitInput, StorePolicy } from './admission/admission.js';
 export type {
   DispatchInput,
   DispatchOutcome,
@@ -18,11 +18,11 @@ export type {
   DispatcherEvents,
   Reservation,
   SendFn,
-} from './dispatch/Dispatcher.js';
+} from './dispatch/dispatcher.js';
 
 // Stores
-export { MemoryStore, type MemoryStoreOptions } from './store/MemoryStore.js';
-export { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisConnectOptions, type RedisStoreOptions } from './store/RedisStore.js';
+export { MemoryStore, type MemoryStoreOptions } from './store/memory-store.js';
+export { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisConnectOptions, type RedisStoreOptions } from './store/redis/redis-store.js';
 export type * from './store/types.js';
 
 // Clocks
@@ -30,13 +30,13 @@ export { SystemClock, VirtualClock, type Clock } from './clock.js';
 
 // Errors
 export {
-  CallgateError,
+  CallGateError,
   ConfigError,
   DispatcherClosedError,
   InvalidArgumentError,
   StoreUnavailableError,
   TraceError,
-  type CallgateErrorCode,
+  type CallGateErrorCode,
   type TraceProblem,
 } from './errors/index.js';
 
@@ -45,12 +45,12 @@ export { toSipResponse, type SipOptions, type SipResponse } from './admission/si
 
 // Configuration
 export { loadConfig, loadConfigFile } from './config/load.js';
-export type { CallgateConfig, CallgateConfigInput, CarrierConfig, CarrierInput, LimitInput } from './config/types.js';
+export type { CallGateConfig, CallGateConfigInput, CarrierConfig, CarrierInput, LimitInput } from './config/types.js';
 export type { ConfigChange, ConfigChangeKind, ConfigSection } from './config/diff.js';
 
 // Metrics (prom-client) and live inspection
-export { gateMetrics, inspectLive, DEFAULT_LATENCY_BUCKETS, DEFAULT_WAIT_BUCKETS, type GateMetrics, type LiveState, type MetricsOptions } from './metrics.js';
-export { inspectGate, inspectState, stateText, type BucketState, type CarrierState, type GateState, type InspectOptions, type LimitState } from './inspect.js';
+export { gateMetrics, inspectLive, DEFAULT_LATENCY_BUCKETS, DEFAULT_WAIT_BUCKETS, type GateMetrics, type LiveState, type MetricsOptions } from './observe/metrics.js';
+export { inspectGate, inspectState, stateText, type BucketState, type CarrierState, type GateState, type InspectOptions, type LimitState } from './observe/inspect.js';
 // Recording live traffic as replayable traces
 export { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
 export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

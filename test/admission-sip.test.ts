@@ -4,7 +4,7 @@
  * unknown peer; and the retryAfterMs the engine computes, end to end.
  */
 import { expect } from 'chai';
-import type { AdmissionDecision } from '../src/admission/Admission.js';
+import type { AdmissionDecision } from '../src/admission/admission.js';
 import { toSipResponse } from '../src/admission/sip.js';
 import { CallGate } from '../src/gate.js';
 import { prng as mulberry32 } from '../scripts/make-fixtures.js';

@@ -4,8 +4,8 @@
  * on the memory store and on a real Redis.
  */
 import { expect } from 'chai';
-import type { AdmissionDecision } from '../src/admission/Admission.js';
-import type { CallgateConfigInput } from '../src/config/index.js';
+import type { AdmissionDecision } from '../src/admission/admission.js';
+import type { CallGateConfigInput } from '../src/config/index.js';
 import { CallGate } from '../src/gate.js';
 import { forEachStore, MS, S, T0, type StoreKind } from './admission/stores.js';
 
@@ -17,7 +17,7 @@ const outcome = (d: AdmissionDecision): string => (d.admitted ? 'A' : d.limitedB
 forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
   let gates: CallGate[] = [];
   let n = 0;
-  const gate = async (config: CallgateConfigInput): Promise<CallGate> => {
+  const gate = async (config: CallGateConfigInput): Promise<CallGate> => {
     const g = await CallGate.create({ config, store: kind().make() });
     gates.push(g);
     return g;
@@ -34,7 +34,7 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
   });
 
   describe('calls in flight', () => {
-    const config: CallgateConfigInput = { inbound: { global: [{ limit: 3, window: 'PT1S' }], defaultPeer: [{ limit: 100, window: 'PT1S' }] } };
+    const config: CallGateConfigInput = { inbound: { global: [{ limit: 3, window: 'PT1S' }], defaultPeer: [{ limit: 100, window: 'PT1S' }] } };
 
     it('a repeat of a call still being decided gets the same decision, counted once; after it, a new one', async () => {
       const g = await gate(config);
@@ -65,7 +65,7 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
   });
 
   describe('unknown-peer', () => {
-    const config: CallgateConfigInput = {
+    const config: CallGateConfigInput = {
       inbound: { global: [{ limit: 2, window: 'PT1S' }], peers: { p1: [{ limit: 5, window: 'PT1S' }] } },
     };
 
@@ -104,7 +104,7 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
   });
 
   describe('hierarchy: global → account → peer', () => {
-    const config: CallgateConfigInput = {
+    const config: CallGateConfigInput = {
       inbound: {
         global: [{ limit: 5, window: 'PT1S' }],
         accounts: { acme: [{ limit: 3, window: 'PT1S' }] },
@@ -353,7 +353,7 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
   });
 
   describe('record()', () => {
-    const config: CallgateConfigInput = {
+    const config: CallGateConfigInput = {
       inbound: { global: [{ limit: 3, window: 'PT1S' }], accounts: { acme: [{ limit: 2, window: 'PT1S' }] }, peers: { p1: [{ limit: 1, window: 'PT1S' }], p2: [] } },
     };
 

@@ -1,10 +1,10 @@
 /**
  * num(): integers as the decimal strings the scripts read, joined from constant digit groups for
- * large ones (see src/store/bucketArgs.ts: String() would keep each in V8's number cache, which
+ * large ones (see src/store/redis/bucket-args.ts: String() would keep each in V8's number cache, which
  * promoted them). It must give exactly what String() gives, for every kind of value it meets.
  */
 import { expect } from 'chai';
-import { num } from '../src/store/bucketArgs.js';
+import { num } from '../src/store/redis/bucket-args.js';
 import { prng } from '../scripts/make-fixtures.js';
 
 describe('num: integers as script arguments', () => {

@@ -1,10 +1,10 @@
 /**
- * The Batcher's lanes (src/store/batcher.ts): a lane that every batch uses stays in its map
+ * The Batcher's lanes (src/store/redis/batcher.ts): a lane that every batch uses stays in its map
  * while idle (not taken out and put back for each batch), and idle lanes of many keys (tags on
  * a Cluster) do not pile up past the bound.
  */
 import { expect } from 'chai';
-import { Batcher, type Pending } from '../src/store/batcher.js';
+import { Batcher, type Pending } from '../src/store/redis/batcher.js';
 
 type Item = Pending<number>;
 

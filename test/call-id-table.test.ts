@@ -1,12 +1,12 @@
 /**
- * CallIdTable (src/admission/callIdTable.ts), the table of decisions in flight by call id: the
+ * CallIdTable (src/admission/call-id-table.ts), the table of decisions in flight by call id: the
  * same answers as a Map under a seeded random mix of adds, replacements, lookups and removals
  * (with growth past its first capacity and keys that share buckets), and what a removal leaves
  * behind (nothing: its slot no longer points at the value).
  */
 import { expect } from 'chai';
 import { prng } from '../scripts/make-fixtures.js';
-import { CallIdTable } from '../src/admission/callIdTable.js';
+import { CallIdTable } from '../src/admission/call-id-table.js';
 
 describe('CallIdTable (decisions in flight by call id)', () => {
   it('answers as a Map over a seeded random mix of set, get and delete, through growth', () => {

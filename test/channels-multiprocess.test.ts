@@ -13,10 +13,10 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import type { CallgateConfigInput } from '../src/config/types.js';
+import type { CallGateConfigInput } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
-import { accountBucket, accountTag, GLOBAL_BUCKET, GLOBAL_TAG, peerBucket, peerTag } from '../src/keys.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { accountBucket, accountTag, GLOBAL_BUCKET, GLOBAL_TAG, peerBucket, peerTag } from '../src/store/keys.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 import { uniquePrefix } from './admission/stores.js';
 import type { ChannelWorkerArgs, ChannelWorkerReport, Decided } from './channels/worker.js';
@@ -88,7 +88,7 @@ describe('channels across four routing processes on one Redis (live Redis TIME)'
   });
 
   it('calls in progress never exceed any channel limit at any instant; releases from any process; repeats counted once', async () => {
-    const config: CallgateConfigInput = {
+    const config: CallGateConfigInput = {
       maxCallDuration: 'PT30S',
       inbound: {
         global: [{ limit: 5_000, window: 'PT1S' }, { channels: 20 }],
@@ -167,7 +167,7 @@ describe('channels across four routing processes on one Redis (live Redis TIME)'
   });
 
   it('a process killed with SIGKILL: its holds lapse maxCallDuration after their decisions; refreshed ones stay', async () => {
-    const config: CallgateConfigInput = { maxCallDuration: 'PT3S', inbound: { peers: { pbx: [{ channels: 6 }] } } };
+    const config: CallGateConfigInput = { maxCallDuration: 'PT3S', inbound: { peers: { pbx: [{ channels: 6 }] } } };
     const prefix = uniquePrefix('ch-kill');
     const base = { url: handle.url, prefix, config, callers: [{ peer: 'pbx' }], mode: 'hold' as const, holdCalls: 3 };
     const doomed = startWorker({ ...base, id: 'doomed' });

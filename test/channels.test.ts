@@ -7,15 +7,15 @@
  * mapping of a channel refusal.
  */
 import { expect } from 'chai';
-import type { AdmissionDecision } from '../src/admission/Admission.js';
+import type { AdmissionDecision } from '../src/admission/admission.js';
 import { toSipResponse } from '../src/admission/sip.js';
 import { VirtualClock } from '../src/clock.js';
-import type { CallgateConfigInput } from '../src/config/index.js';
+import type { CallGateConfigInput } from '../src/config/index.js';
 import { StoreUnavailableError } from '../src/errors/index.js';
 import { CallGate, type ReleaseOutcome } from '../src/gate.js';
-import { carrierName, OUTBOUND_TAG, peerBucket, peerTag, accountBucket, accountTag } from '../src/keys.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { carrierName, OUTBOUND_TAG, peerBucket, peerTag, accountBucket, accountTag } from '../src/store/keys.js';
+import { MemoryStore } from '../src/store/memory-store.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Store } from '../src/store/types.js';
 import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
@@ -24,7 +24,7 @@ import { forEachStore, S, T0, uniquePrefix } from './admission/stores.js';
 const outcome = (d: AdmissionDecision): string => (d.admitted ? (d.duplicate ? 'dup' : 'A') : `${d.limitedBy}:${d.reason ?? '-'}`);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-const config: CallgateConfigInput = {
+const config: CallGateConfigInput = {
   maxCallDuration: 'PT60S',
   inbound: {
     accounts: { acme: [{ channels: 3 }] },
@@ -270,7 +270,7 @@ describe('channels on Redis, live (Redis TIME): every key expires, memory per he
     const prefix = 'callgate:'; // the default: a server of its own
     const store = RedisStore.connect(server.url);
     const admin = new Redis(server.url);
-    const liveConfig: CallgateConfigInput = { maxCallDuration: 'PT60S', inbound: { accounts: { acme: [{ channels: 5000 }] }, peers: { pbx: [{ channels: 5000 }] } } };
+    const liveConfig: CallGateConfigInput = { maxCallDuration: 'PT60S', inbound: { accounts: { acme: [{ channels: 5000 }] }, peers: { pbx: [{ channels: 5000 }] } } };
     const gate = await CallGate.create({ config: liveConfig, store });
     try {
       const before = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);

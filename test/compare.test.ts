@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { loadConfigFile } from '../src/config/load.js';
 import { compare, compareText, type CompareJson } from '../src/replay/compare.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
 import type { AdmitRequest, AdmitResult } from '../src/store/types.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 import { runNode } from './helpers/run.js';

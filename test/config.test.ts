@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CallgateError } from '../src/errors/CallgateError.js';
-import { SHOWN_PROBLEMS, capProblems } from '../src/problemList.js';
+import { CallGateError } from '../src/errors/call-gate-error.js';
+import { SHOWN_PROBLEMS, capProblems } from '../src/problem-list.js';
 import { MAX_ALIAS_NODES } from '../src/config/yaml.js';
 import {
   ConfigError,
@@ -13,7 +13,7 @@ import {
   loadConfigFile,
   parseConfig,
   parseDurationUs,
-  type CallgateConfig,
+  type CallGateConfig,
 } from '../src/config/index.js';
 
 const CONTRACT_EXAMPLE = {
@@ -50,7 +50,7 @@ outbound:
 
 const sec = (limit: number, windowUs = 1_000_000) => ({ limit, windowUs, algorithm: 'sliding-log' as const });
 
-const EXPECTED: CallgateConfig = {
+const EXPECTED: CallGateConfig = {
   maxCallDurationUs: 4 * 3600 * 1_000_000,
   inbound: {
     global: { limits: [sec(100)] },
@@ -382,7 +382,7 @@ describe('config', () => {
         'limits.json: outbound.carriers.B.maxWait: expected a duration >= 0, got "P1Y" (years and months have no fixed length)',
       ];
       expect(error).to.be.instanceOf(ConfigError);
-      expect(error).to.be.instanceOf(CallgateError);
+      expect(error).to.be.instanceOf(CallGateError);
       const ce = error as ConfigError;
       expect(ce.code).to.equal('ERR_CONFIG');
       expect(ce.name).to.equal('ConfigError');

@@ -5,9 +5,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { expect } from 'chai';
-import { MemoryStore } from '../src/store/MemoryStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
 import type { Bucket } from '../src/store/types.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import { runConformance } from './conformance/run.js';
 import {
   getRedis,

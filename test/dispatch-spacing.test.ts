@@ -6,8 +6,8 @@
 import { expect } from 'chai';
 import { SystemClock, VirtualClock, systemClockUs, type Clock } from '../src/clock.js';
 import type { CarrierConfig } from '../src/config/types.js';
-import { Dispatcher, type DispatchResult } from '../src/dispatch/Dispatcher.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
+import { Dispatcher, type DispatchResult } from '../src/dispatch/dispatcher.js';
+import { MemoryStore } from '../src/store/memory-store.js';
 
 const T0 = 1_700_000_000_000_000;
 const MS = 1_000;

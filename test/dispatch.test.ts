@@ -16,11 +16,11 @@ import {
   type DispatchResult,
   type DispatcherEvents,
   type Reservation,
-} from '../src/dispatch/Dispatcher.js';
+} from '../src/dispatch/dispatcher.js';
 import { InvalidArgumentError, StoreUnavailableError } from '../src/errors/index.js';
 import { SafeEmitter } from '../src/events.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { ReserveRequest, ReserveResult, Store } from '../src/store/types.js';
 import { getRedis, newRedisClient, startRedisServer, type RedisHandle, type RedisServer } from './helpers/redis.js';
 import type { WorkerArgs, WorkerReport } from './dispatch/worker.js';

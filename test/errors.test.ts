@@ -1,17 +1,14 @@
 /**
  * The errors callgate throws on purpose: one class per file in src/errors/, every one a
- * CallgateError with its own code from the CallgateErrorCode union.
+ * CallGateError with its own code from the CallGateErrorCode union.
  */
 import { expect } from 'chai';
 import { readdirSync } from 'node:fs';
 import * as errors from '../src/errors/index.js';
-import { ConfigError as ConfigErrorOldPath } from '../src/config/ConfigError.js';
-import { DispatcherClosedError as DispatcherClosedErrorOldPath } from '../src/dispatch/DispatcherClosedError.js';
-import { TraceError as TraceErrorOldPath } from '../src/replay/trace.js';
-import type { CallgateErrorCode } from '../src/errors/index.js';
+import type { CallGateErrorCode } from '../src/errors/index.js';
 
 /** Every code, once: the compiler refuses a code missing here or one outside the union. */
-const CODES: Record<CallgateErrorCode, true> = {
+const CODES: Record<CallGateErrorCode, true> = {
   ERR_INVALID_ARGUMENT: true,
   ERR_STORE_UNAVAILABLE: true,
   ERR_CONFIG: true,
@@ -22,8 +19,8 @@ const CODES: Record<CallgateErrorCode, true> = {
 };
 
 /** One instance of each class (the base class with a code of its own). */
-const samples: Record<string, () => errors.CallgateError> = {
-  CallgateError: () => new errors.CallgateError('ERR_INVALID_ARGUMENT', 'base'),
+const samples: Record<string, () => errors.CallGateError> = {
+  CallGateError: () => new errors.CallGateError('ERR_INVALID_ARGUMENT', 'base'),
   ConfigError: () => new errors.ConfigError(['limits.json: inbound: bad']),
   DispatcherClosedError: () => new errors.DispatcherClosedError(),
   InterruptedError: () => new errors.InterruptedError('SIGINT'),
@@ -38,21 +35,23 @@ describe('errors (src/errors/)', () => {
     .filter((f) => f !== 'index.ts')
     .map((f) => f.replace(/\.ts$/, ''))
     .sort();
+  /** A file's class: kebab-case file name, PascalCase class (call-gate-error.ts: CallGateError). */
+  const classOf = (file: string) => file.replace(/(^|-)([a-z])/g, (_, _dash: string, c: string) => c.toUpperCase());
 
-  it('one class per file, each exported by src/errors/index.ts under the file name', () => {
-    expect(files).to.deep.equal(Object.keys(samples).sort());
-    const exported = Object.keys(errors).sort();
-    expect(exported).to.deep.equal(files);
+  it('one class per file, each exported by src/errors/index.ts under its file name in PascalCase', () => {
+    const classes = files.map(classOf).sort();
+    expect(classes).to.deep.equal(Object.keys(samples).sort());
+    expect(Object.keys(errors).sort()).to.deep.equal(classes);
   });
 
-  it('every class is a CallgateError named after itself; the codes are the union, one per subclass', () => {
+  it('every class is a CallGateError named after itself; the codes are the union, one per subclass', () => {
     const codes = new Map<string, string>();
     for (const [name, make] of Object.entries(samples)) {
       const err = make();
-      expect(err).to.be.instanceOf(Error).and.instanceOf(errors.CallgateError);
+      expect(err).to.be.instanceOf(Error).and.instanceOf(errors.CallGateError);
       expect(err.name).to.equal(name);
       expect(err.code in CODES, err.code).to.equal(true);
-      if (name !== 'CallgateError') {
+      if (name !== 'CallGateError') {
         expect(codes.has(err.code), `${err.code} used twice`).to.equal(false);
         codes.set(err.code, name);
       }
@@ -60,11 +59,6 @@ describe('errors (src/errors/)', () => {
     expect([...codes.keys()].sort()).to.deep.equal(Object.keys(CODES).sort());
   });
 
-  it('the old import paths inside src give the same classes', () => {
-    expect(ConfigErrorOldPath).to.equal(errors.ConfigError);
-    expect(DispatcherClosedErrorOldPath).to.equal(errors.DispatcherClosedError);
-    expect(TraceErrorOldPath).to.equal(errors.TraceError);
-  });
 
   it('keeps the cause and the problems', () => {
     const cause = new Error('ECONNREFUSED');

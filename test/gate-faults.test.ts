@@ -8,13 +8,13 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import type { AdmissionDecision, StorePolicy } from '../src/admission/Admission.js';
+import type { AdmissionDecision, StorePolicy } from '../src/admission/admission.js';
 import { toSipResponse } from '../src/admission/sip.js';
-import type { CallgateConfigInput } from '../src/config/index.js';
+import type { CallGateConfigInput } from '../src/config/index.js';
 import { StoreUnavailableError } from '../src/errors/index.js';
 import { CallGate } from '../src/gate.js';
-import { RedisStore } from '../src/store/RedisStore.js';
-import { scripts } from '../src/store/scripts.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
+import { scripts } from '../src/store/redis/scripts.js';
 import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 import { S, T0, uniquePrefix } from './admission/stores.js';
 
@@ -23,7 +23,7 @@ const SLACK_MS = 150;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const outcome = (d: AdmissionDecision): string => (d.admitted ? 'A' : d.limitedBy!);
 
-const config: CallgateConfigInput = {
+const config: CallGateConfigInput = {
   inbound: { global: [{ limit: 100, window: 'PT1S' }], peers: { p: [{ limit: 3, window: 'PT1S' }, { limit: 5, window: 'PT10S' }], r: [] } },
 };
 

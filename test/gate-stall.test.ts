@@ -6,16 +6,16 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import type { StorePolicy } from '../src/admission/Admission.js';
-import type { CallgateConfigInput } from '../src/config/index.js';
+import type { StorePolicy } from '../src/admission/admission.js';
+import type { CallGateConfigInput } from '../src/config/index.js';
 import { CallGate } from '../src/gate.js';
-import { carrierName, OUTBOUND_TAG, peerBucket, peerTag } from '../src/keys.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { carrierName, OUTBOUND_TAG, peerBucket, peerTag } from '../src/store/keys.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { uniquePrefix } from './admission/stores.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const config: CallgateConfigInput = {
+const config: CallGateConfigInput = {
   inbound: { peers: { p: [{ limit: 1_000, window: 'PT60S' }, { channels: 1_000 }] } },
   outbound: { carriers: { A: { cps: 1, maxWait: 'PT100S', channels: 100 } } },
 };
@@ -85,7 +85,7 @@ describe('policy local during an outage: each process takes its share of the lim
   });
   after(async () => server?.stop());
 
-  const outage: CallgateConfigInput = { inbound: { peers: { p: [{ limit: 5, window: 'PT60S' }, { channels: 100 }], q: [{ channels: 4 }] } } };
+  const outage: CallGateConfigInput = { inbound: { peers: { p: [{ limit: 5, window: 'PT60S' }, { channels: 100 }], q: [{ channels: 4 }] } } };
 
   async function admittedDuringOutage(localShare: number | undefined): Promise<{ p: number; q: number }> {
     const gates = [];

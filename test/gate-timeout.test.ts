@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import { uniquePrefix } from './admission/stores.js';
 import { newRedisClient, rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 

@@ -8,13 +8,13 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
-import type { AdmissionDecision } from '../src/admission/Admission.js';
+import type { AdmissionDecision } from '../src/admission/admission.js';
 import { systemClockUs, VirtualClock } from '../src/clock.js';
-import { ConfigError, type CallgateConfigInput, type ConfigChange } from '../src/config/index.js';
+import { ConfigError, type CallGateConfigInput, type ConfigChange } from '../src/config/index.js';
 import { CallGate } from '../src/gate.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
-import { RedisStore } from '../src/store/RedisStore.js';
-import { scripts } from '../src/store/scripts.js';
+import { MemoryStore } from '../src/store/memory-store.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
+import { scripts } from '../src/store/redis/scripts.js';
 import { newRedisClient } from './helpers/redis.js';
 import { forEachStore, S, T0, uniquePrefix, type StoreKind } from './admission/stores.js';
 
@@ -38,7 +38,7 @@ function nextEvent<T extends unknown[]>(gate: CallGate, event: 'reloaded' | 'err
 }
 
 describe('CallGate events', () => {
-  const config: CallgateConfigInput = { inbound: { peers: { p: [{ limit: 1, window: 'PT1S' }] } } };
+  const config: CallGateConfigInput = { inbound: { peers: { p: [{ limit: 1, window: 'PT1S' }] } } };
 
   it('emits admitted and rejected with the decision', async () => {
     const gate = await CallGate.create({ config, clock: new VirtualClock(T0) });
@@ -332,7 +332,7 @@ describe('CallGate clocks', () => {
     });
 
     describe('one decision = one round trip to Redis', () => {
-      const config: CallgateConfigInput = {
+      const config: CallGateConfigInput = {
         inbound: {
           global: [{ limit: 100, window: 'PT1S' }, { limit: 1000, window: 'PT1M' }],
           accounts: { acme: [{ limit: 50, window: 'PT1S' }, { limit: 500, window: 'PT1M', algorithm: 'fixed-window' }] },

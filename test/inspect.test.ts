@@ -1,5 +1,5 @@
 /**
- * Live inspection (src/inspect.ts): the exact state after known decisions on a VirtualClock,
+ * Live inspection (src/observe/inspect.ts): the exact state after known decisions on a VirtualClock,
  * GET /v1/state and the live metrics in the sidecar, and `callgate inspect` on a real Redis
  * shared with a routing process.
  */
@@ -11,11 +11,11 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { VirtualClock } from '../src/clock.js';
 import { CallGate } from '../src/gate.js';
-import { inspectGate, stateText } from '../src/inspect.js';
-import { gateMetrics } from '../src/metrics.js';
+import { inspectGate, stateText } from '../src/observe/inspect.js';
+import { gateMetrics } from '../src/observe/metrics.js';
 import { buildApp } from '../src/server/app.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 import { runNode } from './helpers/run.js';
 

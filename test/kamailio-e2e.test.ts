@@ -26,7 +26,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
-import { callsOf, SCENARIOS } from './helpers/sipEdge.js';
+import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
 import { freeUdpPort, maxInWindow, minGap, provenInOneSecond, sippAvailable, SIPP_INSTALL_HINT, startSipp, warning } from './helpers/sipp.js';
 
 const CONFIG = path.resolve('examples/kamailio/kamailio.cfg');

@@ -8,8 +8,8 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { RedisStore } from '../src/store/RedisStore.js';
-import { trimBound } from '../src/store/bucketArgs.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
+import { trimBound } from '../src/store/redis/bucket-args.js';
 import type { Bucket } from '../src/store/types.js';
 import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
 
@@ -206,7 +206,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it('lone and batched admits decide exactly as the memory store at the same times: three levels x two windows near their limits, one batch that fills each level then bursts of 1 to 4 calls at irregular times, 600 calls: every decision and retry-after equal', async () => {
-    const { MemoryStore } = await import('../src/store/MemoryStore.js');
+    const { MemoryStore } = await import('../src/store/memory-store.js');
     const lim = (limit: number, windowMs: number) => Object.freeze({ limit, windowUs: windowMs * MS, algorithm: 'sliding-log' as const });
     const level = (name: string, a: number, b: number) => Object.freeze({ name, limits: Object.freeze([lim(a, 40), lim(b, 200)]) });
     // two accounts of two peers each; each level's 40 ms limit is below the sum of those under it

@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (src/metrics.ts): exact counts for known decisions on a VirtualClock, the
+ * Prometheus metrics (src/observe/metrics.ts): exact counts for known decisions on a VirtualClock, the
  * bounded labels, store errors and degraded decisions from a Redis that is not there, and the
  * sidecar's /metrics.
  */
@@ -8,10 +8,10 @@ import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { VirtualClock } from '../src/clock.js';
 import { CallGate } from '../src/gate.js';
-import { gateMetrics, inspectLive } from '../src/metrics.js';
+import { gateMetrics, inspectLive } from '../src/observe/metrics.js';
 import { buildApp } from '../src/server/app.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
-import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/RedisStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
 import { freePort } from './helpers/redis.js';
 
 const T0 = 1_700_000_000_000_000;

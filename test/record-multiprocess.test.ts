@@ -13,10 +13,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../src/config/load.js';
-import type { CallgateConfigInput } from '../src/config/types.js';
+import type { CallGateConfigInput } from '../src/config/types.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
 import { mergeTraces } from '../src/replay/trace-merge.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
 import { uniquePrefix } from './admission/stores.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 import { startWorker, type Worker } from './helpers/worker.js';
@@ -25,7 +25,7 @@ import type { RecordWorkerArgs, RecordWorkerReport } from './record/worker.js';
 const WORKER = fileURLToPath(new URL('./record/worker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-const CONFIG: CallgateConfigInput = {
+const CONFIG: CallGateConfigInput = {
   maxCallDuration: 'PT10S',
   inbound: {
     global: [{ limit: 50, window: 'PT1S' }],

@@ -1,5 +1,5 @@
 /**
- * Recording live traffic (CallGate option `record`, src/replay/recorder.ts) in one process: the
+ * Recording live traffic (CallGate option `recordTrace`, src/replay/recorder.ts) in one process: the
  * rows are the contract's trace (odd ids survive the round trip), files rotate by size, the
  * merged files replay to the very decisions the live engine took, and a failing disk is
  * reported without breaking a decision.
@@ -10,21 +10,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VirtualClock } from '../src/clock.js';
 import { loadConfig } from '../src/config/load.js';
-import type { CallgateConfigInput } from '../src/config/types.js';
+import type { CallGateConfigInput } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
 import { TRACE_HEADER, TraceRecorder, epochSeconds } from '../src/replay/recorder.js';
-import type { Reservation } from '../src/dispatch/Dispatcher.js';
+import type { Reservation } from '../src/dispatch/dispatcher.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
 import { mergeTraces } from '../src/replay/trace-merge.js';
-import { readTrace, TraceError, type TraceCall } from '../src/replay/trace.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
+import { TraceError } from '../src/errors/trace-error.js';
+import { readTrace, type TraceCall } from '../src/replay/trace.js';
+import { MemoryStore } from '../src/store/memory-store.js';
 import { prng } from '../scripts/make-fixtures.js';
 import { runNode } from './helpers/run.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const BIN = join(ROOT, 'bin/callgate.js');
 
-const CONFIG: CallgateConfigInput = {
+const CONFIG: CallGateConfigInput = {
   maxCallDuration: 'PT8S',
   inbound: {
     global: [{ limit: 40, window: 'PT1S' }],
@@ -140,7 +141,7 @@ describe('recording live decisions as a trace', function () {
   it('rows round-trip through the trace reader, files rotate by size, the merged trace replays to the same decisions', async () => {
     const config = await loadConfig(CONFIG);
     const clock = new VirtualClock(1_700_000_000_000_000);
-    const gate = new CallGate({ config, clock, record: { dir, prefix: 'rec', maxBytes: 4096 } });
+    const gate = new CallGate({ config, clock, recordTrace: { dir, prefix: 'rec', maxBytes: 4096 } });
     const errors: Error[] = [];
     gate.on('error', (e) => errors.push(e));
     const { decisions: live, durations, ends } = await runLive(gate, clock, 600, 11);
@@ -187,7 +188,7 @@ describe('recording live decisions as a trace', function () {
   });
 
   it('record() (a call that passes whatever the limits) is written as an ordinary `in` row', async () => {
-    const gate = new CallGate({ config: await loadConfig(CONFIG), clock: new VirtualClock(1_700_000_000_000_000), record: { dir } });
+    const gate = new CallGate({ config: await loadConfig(CONFIG), clock: new VirtualClock(1_700_000_000_000_000), recordTrace: { dir } });
     await gate.record({ callId: 'sos', peer: 'trunk {7}: a', account: 'acme, "inc"' });
     await gate.close();
     expect(readFileSync(gate.recorder!.files[0]!, 'utf8')).to.equal(`${TRACE_HEADER}\n1700000000.000000,sos,in,trunk {7}: a,"acme, ""inc""",,\n`);
@@ -254,7 +255,7 @@ describe('recording live decisions as a trace', function () {
     const target = join(dir, 'gone');
     const recorder = new TraceRecorder({ dir: target });
     rmSync(target, { recursive: true }); // the folder disappears: opening the first file fails
-    const gate = new CallGate({ config, clock: new VirtualClock(1_700_000_000_000_000), record: recorder });
+    const gate = new CallGate({ config, clock: new VirtualClock(1_700_000_000_000_000), recordTrace: recorder });
     const errors: Error[] = [];
     gate.on('error', (e) => errors.push(e));
     // (durations given: the rows are whole at the decision and go to the file at once)
@@ -272,7 +273,7 @@ describe('recording live decisions as a trace', function () {
 
   it('a disk that cannot keep up: rows beyond maxPendingBytes are dropped and counted, once reported', async () => {
     const config = await loadConfig(CONFIG);
-    const gate = new CallGate({ config, clock: new VirtualClock(1_700_000_000_000_000), record: { dir, maxPendingBytes: 1 } });
+    const gate = new CallGate({ config, clock: new VirtualClock(1_700_000_000_000_000), recordTrace: { dir, maxPendingBytes: 1 } });
     const errors: Error[] = [];
     gate.on('error', (e) => errors.push(e));
     await gate.admit({ callId: 'first', peer: 'p', durationUs: 0 });

@@ -8,7 +8,7 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import { newRedisClient, startCluster, startRedisServer, type RedisClusterHandle, type RedisServer } from './helpers/redis.js';
 
 const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import * as ours from 'ioredis';
 import { CallGate } from '../src/gate.js';
 import { StoreUnavailableError } from '../src/errors/index.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import { uniquePrefix } from './admission/stores.js';
 import { startCluster, type RedisClusterHandle } from './helpers/redis.js';
 

@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
-import { redisConnectionOptions, type RedisConnectionArgs } from '../src/cliRedisOptions.js';
+import { redisConnectionOptions, type RedisConnectionArgs } from '../src/cli/redis.js';
 import { InvalidArgumentError, StoreUnavailableError } from '../src/errors/index.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import { runNode, type Run } from './helpers/run.js';
 import { makeCertificates, startTlsRedis, type TlsFiles, type TlsRedis } from './helpers/tls.js';
 

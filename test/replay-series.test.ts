@@ -8,7 +8,7 @@ import { loadConfig, loadConfigFile } from '../src/config/load.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
 import { reportJson } from '../src/replay/report.js';
 import { Bins, LEVEL_BUDGET, MAX_POINTS, ReplaySeries, seriesJson, stepFor } from '../src/replay/series.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
 import { prng } from '../scripts/make-fixtures.js';
 
 const FIX = new URL('../fixtures/', import.meta.url).pathname;

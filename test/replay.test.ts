@@ -8,11 +8,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { loadConfigFile } from '../src/config/load.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Store } from '../src/store/types.js';
 import { StoreUnavailableError } from '../src/errors/index.js';
-import { TraceError } from '../src/replay/trace.js';
+import { TraceError } from '../src/errors/trace-error.js';
 import { getRedis, startRedisServer, type RedisHandle } from './helpers/redis.js';
 import { modelFixture, type Decision } from './reference/model.js';
 

@@ -11,9 +11,9 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { VirtualClock } from '../src/clock.js';
 import { CallGate } from '../src/gate.js';
-import { inspectGate } from '../src/inspect.js';
+import { inspectGate } from '../src/observe/inspect.js';
 import { buildApp } from '../src/server/app.js';
-import { MemoryStore } from '../src/store/MemoryStore.js';
+import { MemoryStore } from '../src/store/memory-store.js';
 import { prng } from '../scripts/make-fixtures.js';
 
 const T0 = 1_700_000_000_000_000;

@@ -13,10 +13,10 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { prng } from '../scripts/make-fixtures.js';
-import type { AdmissionDecision } from '../src/admission/Admission.js';
-import type { CallgateConfigInput } from '../src/config/types.js';
+import type { AdmissionDecision } from '../src/admission/admission.js';
+import type { CallGateConfigInput } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
-import { RedisStore } from '../src/store/RedisStore.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import { uniquePrefix } from './admission/stores.js';
 import { getRedis, newRedisClient, type RedisHandle } from './helpers/redis.js';
 import { startWorker, type Worker } from './helpers/worker.js';
@@ -53,7 +53,7 @@ describe('flood shield', function () {
     client.disconnect();
     await handle.stop();
   });
-  const gate = async (config: CallgateConfigInput, shield?: boolean): Promise<CallGate> => {
+  const gate = async (config: CallGateConfigInput, shield?: boolean): Promise<CallGate> => {
     const g = await CallGate.create({ config, store: new RedisStore({ redis: client, prefix: uniquePrefix('shield') }), timeoutMs: 5_000, shield });
     gates.push(g);
     return g;
@@ -119,7 +119,7 @@ describe('flood shield', function () {
   });
 
   it('a seeded trace (three levels, a 10x flood beside normal traffic): the same outcome for every call with and without the shield', async () => {
-    const config: CallgateConfigInput = {
+    const config: CallGateConfigInput = {
       inbound: {
         global: [{ limit: 120, window: '1s' }, { limit: 900, window: '10s' }],
         accounts: { acme: [{ limit: 40, window: '1s' }, { limit: 300, window: '10s', algorithm: 'fixed-window' }] },

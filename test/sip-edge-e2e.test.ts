@@ -25,7 +25,7 @@
 import { expect } from 'chai';
 import type { EdgeSummary } from '../examples/sip-edge/edge.js';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
-import { callsOf, CPS, PEER_LIMIT, RESOLUTION_US, runCalls, S, type Run } from './helpers/sipEdge.js';
+import { callsOf, CPS, PEER_LIMIT, RESOLUTION_US, runCalls, S, type Run } from './helpers/sip-edge.js';
 import { maxInWindow, minGap, provenInOneSecond, sippAvailable, SIPP_INSTALL_HINT, warning, type SippReport } from './helpers/sipp.js';
 
 

@@ -11,8 +11,6 @@ import { pipeline } from 'node:stream/promises';
 import { createWriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import {
-  TraceError,
-  formatProblem,
   formatTime,
   loadTraceSorted,
   parseCallDuration,
@@ -22,8 +20,8 @@ import {
   validateTrace,
   validateTraceFrom,
   type TraceCall,
-  type TraceProblem,
 } from '../src/replay/trace.js';
+import { TraceError, formatProblem, type TraceProblem } from '../src/errors/trace-error.js';
 import { generateTrace } from '../scripts/gen-trace.js';
 import { loadTraceForModel } from './reference/model.js';
 

@@ -8,8 +8,8 @@ import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
-import type { StorePolicy } from '../../src/admission/Admission.js';
-import { ConfigError, loadConfig, type CallgateConfig } from '../../src/config/index.js';
+import type { StorePolicy } from '../../src/admission/admission.js';
+import { ConfigError, loadConfig, type CallGateConfig } from '../../src/config/index.js';
 import { formatIssues } from '../../src/config/load.js';
 
 /** How an INVITE's peer is found, in the configured order (see README, SIP edge). */
@@ -32,7 +32,7 @@ export interface EdgeConfig {
   readonly listen: HostPort;
   /** The host put in Via and Record-Route (default: the listen address). */
   readonly advertise: string;
-  readonly limits: CallgateConfig;
+  readonly limits: CallGateConfig;
   readonly peers: ReadonlyMap<string, PeerEntry>;
   /** `ip:port` or `ip` → peer id. */
   readonly bySource: ReadonlyMap<string, string>;
@@ -94,7 +94,7 @@ export async function parseEdgeConfig(input: unknown, opts: { source?: string; b
   if (!parsed.success) throw new ConfigError(formatIssues(parsed.error.issues, opts.source));
   const c = parsed.data;
   const prefix = opts.source ? `${opts.source}: ` : '';
-  let limits: CallgateConfig;
+  let limits: CallGateConfig;
   try {
     limits = await loadConfig(typeof c.limits === 'string' ? resolve(opts.baseDir ?? '.', c.limits) : (c.limits as never));
   } catch (err) {

@@ -28,13 +28,13 @@
 import { createSocket } from 'node:dgram';
 import * as hdr from 'hdr-histogram-js';
 import sip from 'sip';
-import type { AdmissionDecision } from '../../src/admission/Admission.js';
+import type { AdmissionDecision } from '../../src/admission/admission.js';
 import { planFor, UNKNOWN_PEER } from '../../src/admission/plan.js';
 import { toSipResponse } from '../../src/admission/sip.js';
 import { systemClockUs } from '../../src/clock.js';
-import type { DispatchResult } from '../../src/dispatch/Dispatcher.js';
+import type { DispatchResult } from '../../src/dispatch/dispatcher.js';
 import { CallGate } from '../../src/gate.js';
-import { carrierName, OUTBOUND_TAG } from '../../src/keys.js';
+import { carrierName, OUTBOUND_TAG } from '../../src/store/keys.js';
 import type { Store } from '../../src/store/types.js';
 import type { EdgeConfig, HostPort, IdentifyBy } from './config.js';
 

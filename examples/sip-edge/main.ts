@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { ConfigError } from '../../src/config/index.js';
 import { Redis } from 'ioredis';
-import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../../src/store/RedisStore.js';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../../src/store/redis/redis-store.js';
 import type { Store } from '../../src/store/types.js';
 import { loadEdgeConfig, parseHostPort } from './config.js';
 import { SipEdge } from './edge.js';

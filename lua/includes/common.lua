@@ -1,4 +1,4 @@
--- Shared helpers, inlined into each script by the loader (src/store/scripts.ts).
+-- Shared helpers, inlined into each script by the loader (src/store/redis/scripts.ts).
 
 -- Doubles print exactly with 17 significant digits; Lua's own tostring keeps only 14,
 -- which would corrupt microsecond timestamps (16 digits). (Any Lua number handed to

@@ -2,8 +2,8 @@
  * From a call (peer, account) to what admission checks: the buckets in contract order
  * (global, account, peer), their `limited_by` labels, and the hash tag they share.
  */
-import type { BucketConfig, CallgateConfig } from '../config/types.js';
-import { GLOBAL_BUCKET, GLOBAL_TAG, accountBucket, accountTag, peerBucket, peerTag } from '../keys.js';
+import type { BucketConfig, CallGateConfig } from '../config/types.js';
+import { GLOBAL_BUCKET, GLOBAL_TAG, accountBucket, accountTag, peerBucket, peerTag } from '../store/keys.js';
 import type { Bucket } from '../store/types.js';
 
 export interface AdmissionPlan {
@@ -21,7 +21,7 @@ function bucketOf(name: string, cfg: BucketConfig): Bucket {
 /** The contract's sentinel for a peer with neither its own limits nor a defaultPeer. */
 export const UNKNOWN_PEER = 'unknown-peer';
 
-export function planFor(config: CallgateConfig, peer: string, account: string | undefined): AdmissionPlan | typeof UNKNOWN_PEER {
+export function planFor(config: CallGateConfig, peer: string, account: string | undefined): AdmissionPlan | typeof UNKNOWN_PEER {
   const { global, accounts, peers, defaultPeer } = config.inbound;
   const peerLimits = peers.get(peer) ?? defaultPeer;
   if (peerLimits === undefined) return UNKNOWN_PEER;
@@ -50,7 +50,7 @@ export class PlanCache {
   private plans = new Map<string, AdmissionPlan | typeof UNKNOWN_PEER>();
 
   constructor(
-    readonly config: CallgateConfig,
+    readonly config: CallGateConfig,
     private readonly max = 100_000,
   ) {}
 

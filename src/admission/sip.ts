@@ -7,7 +7,7 @@
  * peer: 403 Forbidden (retrying cannot help). Store unavailable: 503 without Retry-After (nobody
  * knows when it will be back).
  */
-import type { AdmissionDecision } from './Admission.js';
+import type { AdmissionDecision } from './admission.js';
 
 export interface SipResponse {
   readonly status: number;

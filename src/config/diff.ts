@@ -11,7 +11,7 @@
  */
 import type { Limit } from '../store/types.js';
 import { formatPath } from './path.js';
-import type { BucketConfig, CallgateConfig, CarrierConfig } from './types.js';
+import type { BucketConfig, CallGateConfig, CarrierConfig } from './types.js';
 
 export type ConfigChangeKind = 'added' | 'removed' | 'changed';
 export type ConfigSection = 'global' | 'defaultPeer' | 'account' | 'peer' | 'carrier' | 'maxCallDuration';
@@ -52,7 +52,7 @@ function kindOf<T>(a: T | undefined, b: T | undefined, same: (a: T, b: T) => boo
 
 /** Changes from `old` to `next`: global, accounts, peers, defaultPeer, carriers; within a map,
  * old ids first (removed / changed, in old order), then new ids (added, in new order). */
-export function diffConfig(old: CallgateConfig, next: CallgateConfig): ConfigChange[] {
+export function diffConfig(old: CallGateConfig, next: CallGateConfig): ConfigChange[] {
   const changes: ConfigChange[] = [];
   if (old.maxCallDurationUs !== next.maxCallDurationUs) {
     changes.push({ path: 'maxCallDuration', kind: 'changed', section: 'maxCallDuration' });

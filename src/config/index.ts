@@ -1,4 +1,4 @@
-export { ConfigError } from './ConfigError.js';
+export { ConfigError } from '../errors/config-error.js';
 export { formatDuration, parseDuration, parseDurationUs } from './duration.js';
 export type { DurationParse } from './duration.js';
 export { configSchema, ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_MAX_CALL_DURATION_US } from './schema.js';
@@ -6,4 +6,4 @@ export { parseConfig, loadConfig, loadConfigFile, isYamlPath } from './load.js';
 export { diffConfig } from './diff.js';
 export type { ConfigChange, ConfigChangeKind, ConfigSection } from './diff.js';
 export { formatPath } from './path.js';
-export type { BucketConfig, BucketEntryInput, CallgateConfig, CallgateConfigInput, CarrierConfig, CarrierInput, ChannelsInput, LimitInput } from './types.js';
+export type { BucketConfig, BucketEntryInput, CallGateConfig, CallGateConfigInput, CarrierConfig, CarrierInput, ChannelsInput, LimitInput } from './types.js';

@@ -5,13 +5,13 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import type { z } from 'zod';
-import { osReason } from '../osReason.js';
-import { ConfigError } from './ConfigError.js';
-import { jsonDuplicateKeys } from './duplicateKeys.js';
+import { osReason } from '../cli/os-reason.js';
+import { ConfigError } from '../errors/config-error.js';
+import { jsonDuplicateKeys } from './duplicate-keys.js';
 import { formatPath } from './path.js';
 import { configSchema } from './schema.js';
 import { parseYamlText } from './yaml.js';
-import type { CallgateConfig, CallgateConfigInput } from './types.js';
+import type { CallGateConfig, CallGateConfigInput } from './types.js';
 
 /** One line per zod issue (one per unknown field), `[source: ]path: message`, duplicates dropped. */
 export function formatIssues(issues: readonly z.core.$ZodIssue[], source?: string): string[] {
@@ -35,7 +35,7 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[], source?: strin
  * Validates and normalizes a configuration object (as parsed from JSON or YAML, or written in
  * code). `source` (a file name) prefixes every problem. Throws ConfigError with all problems.
  */
-export function parseConfig(obj: unknown, source?: string): CallgateConfig {
+export function parseConfig(obj: unknown, source?: string): CallGateConfig {
   const r = configSchema.safeParse(obj);
   if (!r.success) throw new ConfigError(formatIssues(r.error.issues, source), { cause: r.error });
   return r.data;
@@ -113,7 +113,7 @@ export function isYamlPath(path: string): boolean {
  * Reads and validates a configuration file: YAML for `.yaml` / `.yml`, JSON otherwise (UTF-8, a
  * leading BOM is ignored). Problems are prefixed with `path` as given.
  */
-export async function loadConfigFile(path: string): Promise<CallgateConfig> {
+export async function loadConfigFile(path: string): Promise<CallGateConfig> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -126,6 +126,6 @@ export async function loadConfigFile(path: string): Promise<CallgateConfig> {
 }
 
 /** A file path (see loadConfigFile) or a configuration object (see parseConfig). */
-export async function loadConfig(pathOrObject: string | CallgateConfigInput): Promise<CallgateConfig> {
+export async function loadConfig(pathOrObject: string | CallGateConfigInput): Promise<CallGateConfig> {
   return typeof pathOrObject === 'string' ? loadConfigFile(pathOrObject) : parseConfig(pathOrObject);
 }

@@ -2,7 +2,7 @@
  * The zod schema of the limit configuration (DESIGN.md, "Limit configuration").
  *
  * Input: the configuration as parsed from JSON / YAML (or an object literal). Output: the
- * normalized CallgateConfig (durations in integer µs, ids as Map keys, defaults filled in).
+ * normalized CallGateConfig (durations in integer µs, ids as Map keys, defaults filled in).
  * Every object is strict (an unknown field is an error); every part is optional. Each schema
  * carries its own error text, so a zod issue's message is already the problem as shown to the
  * user; load.ts only adds the path (and the file name).
@@ -11,7 +11,7 @@ import { z } from 'zod';
 import type { Algorithm, Limit } from '../store/types.js';
 import { parseDuration } from './duration.js';
 import { describeValue } from './path.js';
-import type { BucketConfig, CallgateConfig, CarrierConfig } from './types.js';
+import type { BucketConfig, CallGateConfig, CarrierConfig } from './types.js';
 
 export const ALGORITHMS = ['sliding-log', 'sliding-window', 'fixed-window'] as const satisfies readonly Algorithm[];
 export const DEFAULT_ALGORITHM: Algorithm = 'sliding-log';
@@ -169,14 +169,14 @@ const outboundSchema = z.strictObject(
 /** How long a call whose end is never reported holds its channels, by default (DESIGN.md). */
 export const DEFAULT_MAX_CALL_DURATION_US = 4 * 3600 * 1_000_000;
 
-/** Validates a raw configuration and yields the normalized CallgateConfig. */
+/** Validates a raw configuration and yields the normalized CallGateConfig. */
 export const configSchema = z
   .strictObject(
     { maxCallDuration: durationSchema(true).optional(), inbound: inboundSchema.optional(), outbound: outboundSchema.optional() },
     { error: objectError },
   )
-  .transform((c): CallgateConfig => {
-    const inbound: CallgateConfig['inbound'] = {
+  .transform((c): CallGateConfig => {
+    const inbound: CallGateConfig['inbound'] = {
       accounts: c.inbound?.accounts ?? new Map(),
       peers: c.inbound?.peers ?? new Map(),
     };

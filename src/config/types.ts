@@ -20,7 +20,7 @@ export interface BucketConfig {
 }
 
 /** A validated, normalized limit configuration. Ids are Map keys, so any string works as an id. */
-export interface CallgateConfig {
+export interface CallGateConfig {
   /** How long a call whose end is never reported holds its channels, µs (default 4 h). */
   maxCallDurationUs: number;
   inbound: {
@@ -64,7 +64,7 @@ export interface CarrierInput {
 type IdMap<T> = Record<string, T> | ReadonlyMap<string, T>;
 
 /** The configuration as written (JSON / YAML / a literal in code); see DESIGN.md "Limit configuration". */
-export interface CallgateConfigInput {
+export interface CallGateConfigInput {
   /** Duration string, default `PT4H`. */
   maxCallDuration?: string;
   inbound?: {

@@ -15,8 +15,8 @@
  * The count here is exact, so it replaces it.
  */
 import { LineCounter, isAlias, isCollection, isPair, isScalar, isSeq, parseDocument, type Node as YamlNode } from 'yaml';
-import { ConfigError } from './ConfigError.js';
-import { duplicateKeyProblem, type Place } from './duplicateKeys.js';
+import { ConfigError } from '../errors/config-error.js';
+import { duplicateKeyProblem, type Place } from './duplicate-keys.js';
 import { formatPath } from './path.js';
 
 /**

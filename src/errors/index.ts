@@ -1,8 +1,8 @@
-export { CallgateError, type CallgateErrorCode } from './CallgateError.js';
-export { ConfigError } from './ConfigError.js';
-export { DispatcherClosedError } from './DispatcherClosedError.js';
-export { InterruptedError } from './InterruptedError.js';
-export { InvalidArgumentError } from './InvalidArgumentError.js';
-export { OutputError } from './OutputError.js';
-export { StoreUnavailableError } from './StoreUnavailableError.js';
-export { TraceError, type TraceProblem } from './TraceError.js';
+export { CallGateError, type CallGateErrorCode } from './call-gate-error.js';
+export { ConfigError } from './config-error.js';
+export { DispatcherClosedError } from './dispatcher-closed-error.js';
+export { InterruptedError } from './interrupted-error.js';
+export { InvalidArgumentError } from './invalid-argument-error.js';
+export { OutputError } from './output-error.js';
+export { StoreUnavailableError } from './store-unavailable-error.js';
+export { TraceError, type TraceProblem } from './trace-error.js';

@@ -6,7 +6,7 @@
  * trace in the same order), so memory stays flat however long the trace: at most PAIR_AHEAD
  * decisions of the faster one wait for the other.
  */
-import type { CallgateConfig } from '../config/types.js';
+import type { CallGateConfig } from '../config/types.js';
 import type { Store } from '../store/types.js';
 import { replay, type DecisionLine, type ReplayResult } from './replay.js';
 import type { ReplaySeries } from './series.js';
@@ -14,8 +14,8 @@ import { formatTime } from './trace.js';
 
 export interface CompareOptions {
   /** The configuration under test ("new"), and the one it is compared with ("old"). */
-  readonly config: CallgateConfig;
-  readonly baseline: CallgateConfig;
+  readonly config: CallGateConfig;
+  readonly baseline: CallGateConfig;
   readonly configName: string;
   readonly baselineName: string;
   readonly tracePath: string;

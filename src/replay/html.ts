@@ -11,8 +11,8 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, join } from 'node:path';
 import { formatDuration } from '../config/duration.js';
-import type { CallgateConfig } from '../config/types.js';
-import { packageRoot } from '../packageRoot.js';
+import type { CallGateConfig } from '../config/types.js';
+import { packageRoot } from '../package-root.js';
 import type { CompareJson } from './compare.js';
 import type { ReplayResult } from './replay.js';
 import { carrierTable, channelTable, levelTable, reportJson, reportText, type ReportJson } from './report.js';
@@ -25,7 +25,7 @@ const asset = (name: string): string => readFileSync(join(packageRoot(), 'assets
 export interface HtmlReportInput {
   readonly result: ReplayResult;
   readonly series: ReplaySeries;
-  readonly config: CallgateConfig;
+  readonly config: CallGateConfig;
   readonly configPath: string;
   readonly tracePath: string;
   /** The what-if section, when the replay was compared with another configuration. */
@@ -98,7 +98,7 @@ function levelMetas(r: ReplayResult): LevelMeta[] {
   return all.sort((a, b) => rank[a.kind] - rank[b.kind] || busiestFirst(a, b));
 }
 
-function carrierMetas(r: ReplayResult, config: CallgateConfig): CarrierMeta[] {
+function carrierMetas(r: ReplayResult, config: CallGateConfig): CarrierMeta[] {
   return [...r.carriers.entries()]
     .map(([id, c]) => {
       const cfg = config.outbound.carriers.get(id);

@@ -32,9 +32,9 @@
  */
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
-import type { AdmissionDecision, AdmitInput } from '../admission/Admission.js';
+import type { AdmissionDecision, AdmitInput } from '../admission/admission.js';
 import { systemClockUs } from '../clock.js';
-import type { DispatchInput, Reservation } from '../dispatch/Dispatcher.js';
+import type { DispatchInput, Reservation } from '../dispatch/dispatcher.js';
 
 export const TRACE_HEADER = 'time,call_id,direction,peer,account,route,duration';
 

@@ -7,15 +7,16 @@
  * decision is made. A sorted trace then streams (flat memory); an unsorted one is sorted in memory.
  */
 import { statSync, type Stats } from 'node:fs';
-import type { AdmissionDecision } from '../admission/Admission.js';
+import type { AdmissionDecision } from '../admission/admission.js';
 import { VirtualClock } from '../clock.js';
-import type { BucketConfig, CallgateConfig } from '../config/types.js';
-import type { Reservation } from '../dispatch/Dispatcher.js';
+import type { BucketConfig, CallGateConfig } from '../config/types.js';
+import type { Reservation } from '../dispatch/dispatcher.js';
 import { CallGate } from '../gate.js';
 import type { Store } from '../store/types.js';
 import type { ReplaySeries } from './series.js';
 import { newCarrier, newLevel, type CarrierStats, type LevelStats } from './stats.js';
-import { TraceError, loadTraceSorted, readTrace, validateTrace, type TraceCall } from './trace.js';
+import { TraceError } from '../errors/trace-error.js';
+import { loadTraceSorted, readTrace, validateTrace, type TraceCall } from './trace.js';
 
 /** One line of the decisions output (JSON Lines), in the contract's field names. */
 export type DecisionLine =
@@ -41,7 +42,7 @@ export type DecisionLine =
     };
 
 export interface ReplayOptions {
-  readonly config: CallgateConfig;
+  readonly config: CallGateConfig;
   readonly tracePath: string;
   readonly store: Store;
   /** Called with each decision, in processing order; a returned promise is awaited (backpressure). */

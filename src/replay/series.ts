@@ -8,7 +8,7 @@
  * trace in at most MAX_POINTS buckets), each bucket showing the busiest second it holds, so the
  * peaks stay exact however coarse the view; only buckets with traffic are listed.
  */
-import type { Reservation } from '../dispatch/Dispatcher.js';
+import type { Reservation } from '../dispatch/dispatcher.js';
 
 /** How a column merges the values of one second: added up, the largest kept, or the latest. */
 type Agg = 'sum' | 'max' | 'last';

@@ -11,7 +11,7 @@ import { createReadStream, createWriteStream, mkdtempSync, rmSync, type WriteStr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { OutputFile } from '../outputFile.js';
+import { OutputFile } from '../cli/output-file.js';
 import { TRACE_HEADER, traceRow } from './recorder.js';
 import { readTrace } from './trace.js';
 

@@ -22,7 +22,7 @@ import { Readable, Transform, addAbortSignal, pipeline, type TransformCallback }
 import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
 import { DateTime, FixedOffsetZone } from 'luxon';
 import { parseDuration } from '../config/duration.js';
-import { TraceError, type TraceProblem } from '../errors/TraceError.js';
+import { TraceError, type TraceProblem } from '../errors/trace-error.js';
 
 // ---------------------------------------------------------------------------------------------
 // Time
@@ -151,8 +151,6 @@ export interface TraceCall {
   /** How long the call lasted once it began, µs; absent when its end was never reported. */
   durationUs?: number;
 }
-
-export { TraceError, formatProblem, type TraceProblem } from '../errors/TraceError.js';
 
 export interface ReadTraceOptions {
   /**

@@ -3,9 +3,9 @@
  * replay writes it) plus `time_us` and, for a refusal, `sip`: the status, reason phrase and
  * headers the routing process sends back to the caller (null when the call goes on).
  */
-import type { AdmissionDecision } from '../admission/Admission.js';
+import type { AdmissionDecision } from '../admission/admission.js';
 import { toSipResponse, type SipOptions } from '../admission/sip.js';
-import type { Reservation } from '../dispatch/Dispatcher.js';
+import type { Reservation } from '../dispatch/dispatcher.js';
 
 export interface SipAnswer {
   readonly status: number;

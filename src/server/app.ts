@@ -17,8 +17,8 @@ import Fastify, { LogController, type FastifyError, type FastifyInstance, type F
 import type { z } from 'zod';
 import type { SipOptions } from '../admission/sip.js';
 import type { ConfigChange } from '../config/diff.js';
-import { ConfigError } from '../config/ConfigError.js';
-import { DispatcherClosedError } from '../dispatch/DispatcherClosedError.js';
+import { ConfigError } from '../errors/config-error.js';
+import { DispatcherClosedError } from '../errors/dispatcher-closed-error.js';
 import { StoreUnavailableError } from '../errors/index.js';
 import type { CallGate } from '../gate.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';

@@ -1,3 +1,3 @@
 export type * from './types.js';
-export { MemoryStore, type MemoryStoreOptions } from './MemoryStore.js';
-export { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisStoreOptions } from './RedisStore.js';
+export { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
+export { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisStoreOptions } from './redis/redis-store.js';

@@ -47,7 +47,7 @@ export interface Limit {
 
 /**
  * A bucket: one counted thing (the platform, an account, a peer) and its limits.
- * `name` identifies it within its tag; it must be key-safe (see keys.ts: bucketName()).
+ * `name` identifies it within its tag; it must be key-safe (see store/keys.ts: bucketName()).
  * `channels`: at most that many of its calls in progress at once (absent: no channel limit).
  */
 export interface Bucket {
@@ -74,7 +74,7 @@ export interface Hold {
 
 /**
  * Admission request. `tag` groups the keys of one call so that they live on one Cluster slot
- * (key-safe, see keys.ts). Buckets are checked in the order given.
+ * (key-safe, see store/keys.ts). Buckets are checked in the order given.
  *
  * Semantics at time t, for each limit (L, W) of each bucket:
  * - sliding-log: n = events of the bucket with t - W < s <= t; room iff n < L.
@@ -173,7 +173,7 @@ export interface CountResult {
  * `channels`: at most that many calls in progress on it at once (absent: no channel limit).
  */
 export interface Carrier {
-  /** Key-safe carrier name (see keys.ts: carrierName()). */
+  /** Key-safe carrier name (see store/keys.ts: carrierName()). */
   readonly name: string;
   readonly intervalUs: number;
   readonly maxWaitUs: number;

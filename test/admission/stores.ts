@@ -3,8 +3,8 @@
  * RedisStore over a real Redis (getRedis), each test on a fresh key prefix.
  */
 import { Redis } from 'ioredis';
-import { MemoryStore } from '../../src/store/MemoryStore.js';
-import { RedisStore } from '../../src/store/RedisStore.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { Store } from '../../src/store/types.js';
 import { getRedis, newRedisClient, type RedisHandle } from '../helpers/redis.js';
 

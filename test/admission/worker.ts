@@ -12,7 +12,7 @@ import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import type { LimitInput } from '../../src/config/types.js';
 import { CallGate } from '../../src/gate.js';
-import { RedisStore } from '../../src/store/RedisStore.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
 
 export interface WorkerArgs {
   id: string;

@@ -17,15 +17,15 @@
  */
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
-import type { CallgateConfigInput } from '../../src/config/types.js';
+import type { CallGateConfigInput } from '../../src/config/types.js';
 import { CallGate } from '../../src/gate.js';
-import { RedisStore } from '../../src/store/RedisStore.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
 
 export interface ChannelWorkerArgs {
   id: string;
   url: string;
   prefix: string;
-  config: CallgateConfigInput;
+  config: CallGateConfigInput;
   /** Peer and account of each call, chosen in turn. */
   callers: { peer: string; account?: string }[];
   mode: 'traffic' | 'hold';

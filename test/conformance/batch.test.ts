@@ -13,8 +13,8 @@ import { expect } from 'chai';
 import { Redis, type Cluster } from 'ioredis';
 import { prng } from '../../scripts/make-fixtures.js';
 import { InvalidArgumentError, StoreUnavailableError } from '../../src/errors/index.js';
-import { MemoryStore } from '../../src/store/MemoryStore.js';
-import { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisStoreOptions } from '../../src/store/RedisStore.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisStoreOptions } from '../../src/store/redis/redis-store.js';
 import type {
   AdmitResult,
   Bucket,
@@ -30,7 +30,7 @@ import type {
   StopSignal,
   WaitResult,
 } from '../../src/store/types.js';
-import { OUTBOUND_TAG } from '../../src/keys.js';
+import { OUTBOUND_TAG } from '../../src/store/keys.js';
 import {
   getRedis,
   newClusterClient,

@@ -13,7 +13,7 @@ import {
   carrierName,
   peerBucket,
   peerTag,
-} from '../../src/keys.js';
+} from '../../src/store/keys.js';
 
 // ---------------------------------------------------------------------------
 // Units and a base time aligned to the hour (T0 mod 3600 s = 0), so every window that divides

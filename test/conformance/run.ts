@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import { InvalidArgumentError } from '../../src/errors/index.js';
 import type { Store } from '../../src/store/types.js';
 import { AFTER_INVALID, CASES, CONC, INVALID, MIN, S, SL, bucket, carrier, type Op } from './cases.js';
-import { peerBucket, peerTag } from '../../src/keys.js';
+import { peerBucket, peerTag } from '../../src/store/keys.js';
 import { inspectCase } from './inspect.js';
 
 export interface StoreHandle {

@@ -12,8 +12,8 @@ import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { SystemClock, systemClockUs } from '../../src/clock.js';
 import type { CarrierConfig } from '../../src/config/types.js';
-import { Dispatcher, type DispatchResult } from '../../src/dispatch/Dispatcher.js';
-import { RedisStore } from '../../src/store/RedisStore.js';
+import { Dispatcher, type DispatchResult } from '../../src/dispatch/dispatcher.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
 
 export interface WorkerArgs {
   id: string;

@@ -12,9 +12,9 @@
 import { createHook } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import type { AdmissionDecision } from '../../src/admission/Admission.js';
+import type { AdmissionDecision } from '../../src/admission/admission.js';
 import { CallGate } from '../../src/gate.js';
-import { RedisStore } from '../../src/store/RedisStore.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
 
 const WATCHED = new Set(['Timeout', 'Immediate', 'TCPWRAP', 'TCPCONNECTWRAP', 'UDPWRAP', 'PIPEWRAP', 'GETADDRINFOREQWRAP']);
 const live = new Map<number, string>();

@@ -12,16 +12,16 @@
  */
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
-import type { CallgateConfigInput } from '../../src/config/types.js';
+import type { CallGateConfigInput } from '../../src/config/types.js';
 import { CallGate } from '../../src/gate.js';
 import type { DecisionLine } from '../../src/replay/replay.js';
-import { RedisStore } from '../../src/store/RedisStore.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
 
 export interface RecordWorkerArgs {
   id: string;
   url: string;
   prefix: string;
-  config: CallgateConfigInput;
+  config: CallGateConfigInput;
   dir: string;
   maxBytes: number;
   peers: { peer: string; account?: string }[];
@@ -49,7 +49,7 @@ const gate = await CallGate.create({
   // the replay must give every call's live decision, limited_by included: a shielded refusal
   // may name a later level than Redis would (src/admission/shield.ts), so no shield here
   shield: false,
-  record: { dir: args.dir, prefix: args.id, maxBytes: args.maxBytes },
+  recordTrace: { dir: args.dir, prefix: args.id, maxBytes: args.maxBytes },
 });
 const report: RecordWorkerReport = { id: args.id, decisions: [], files: [], errors: [] };
 gate.on('error', (e) => report.errors.push(String(e)));

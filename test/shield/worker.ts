@@ -13,7 +13,7 @@ import { Redis } from 'ioredis';
 import { systemClockUs } from '../../src/clock.js';
 import type { LimitInput } from '../../src/config/types.js';
 import { CallGate } from '../../src/gate.js';
-import { RedisStore } from '../../src/store/RedisStore.js';
+import { RedisStore } from '../../src/store/redis/redis-store.js';
 
 export interface ShieldWorkerArgs {
   id: string;

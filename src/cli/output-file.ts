@@ -35,8 +35,8 @@ import {
   type WriteStream,
 } from 'node:fs';
 import { promisify } from 'node:util';
-import { OutputError } from './errors/OutputError.js';
-import { osReason } from './osReason.js';
+import { OutputError } from '../errors/output-error.js';
+import { osReason } from './os-reason.js';
 
 const openAsync = promisify(open);
 

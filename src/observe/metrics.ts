@@ -29,10 +29,10 @@
  * the configured global, accounts and peers with a channel limit.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { AdmissionDecision } from './admission/Admission.js';
-import type { DispatchResult, Reservation } from './dispatch/Dispatcher.js';
-import { StoreUnavailableError } from './errors/index.js';
-import type { CallGate, DecisionTiming } from './gate.js';
+import type { AdmissionDecision } from '../admission/admission.js';
+import type { DispatchResult, Reservation } from '../dispatch/dispatcher.js';
+import { StoreUnavailableError } from '../errors/index.js';
+import type { CallGate, DecisionTiming } from '../gate.js';
 import { inspectGate } from './inspect.js';
 
 export interface MetricsOptions {

@@ -1,5 +1,5 @@
-import { CallgateError } from './CallgateError.js';
-import { capProblems } from '../problemList.js';
+import { CallGateError } from './call-gate-error.js';
+import { capProblems } from '../problem-list.js';
 
 /** One problem of a call trace, located in its file. */
 export interface TraceProblem {
@@ -22,7 +22,7 @@ export function formatProblem(p: TraceProblem): string {
  * A trace that cannot be used; `problems` holds what was kept of the problems found (at least
  * one), `problemCount` how many were found. The message lists the first 20 and counts the rest.
  */
-export class TraceError extends CallgateError {
+export class TraceError extends CallGateError {
   readonly problemCount: number;
 
   constructor(

@@ -18,13 +18,13 @@
  * id's inbound record is found on release through `<prefix>{c:<call id>}:loc`, which names it.
  */
 import { randomBytes } from 'node:crypto';
-import { systemClockUs } from '../clock.js';
+import { systemClockUs } from '../../clock.js';
 import { Redis, type Cluster, type RedisOptions } from 'ioredis';
-import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
-import { SafeEmitter } from '../events.js';
+import { InvalidArgumentError, StoreUnavailableError } from '../../errors/index.js';
+import { SafeEmitter } from '../../events.js';
 import { OUTBOUND_TAG, encodeId } from '../keys.js';
 import { Batcher, type Pending, type Queued } from './batcher.js';
-import { ArgsBuilder, bucketArgsOf, num, trimBound, type BucketArgs } from './bucketArgs.js';
+import { ArgsBuilder, bucketArgsOf, num, trimBound, type BucketArgs } from './bucket-args.js';
 import { scripts, type ScriptName } from './scripts.js';
 import type {
   AdmitRequest,
@@ -48,10 +48,10 @@ import type {
   StoreEvents,
   WaitRequest,
   WaitResult,
-} from './types.js';
-import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels } from './validate.js';
-import { checkInspect } from './inspectMemory.js';
-import type { InspectRequest, InspectResult } from './types.js';
+} from '../types.js';
+import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels } from '../validate.js';
+import { checkInspect } from '../inspect-memory.js';
+import type { InspectRequest, InspectResult } from '../types.js';
 
 export interface RedisStoreOptions {
   /** An ioredis client or Cluster. The store does not close it unless it created it. */

@@ -1,8 +1,8 @@
 import { constants } from 'node:os';
-import { CallgateError } from './CallgateError.js';
+import { CallGateError } from './call-gate-error.js';
 
 /** SIGINT or SIGTERM received: the replay stops and the command exits with 128 + its number. */
-export class InterruptedError extends CallgateError {
+export class InterruptedError extends CallGateError {
   constructor(readonly signal: 'SIGINT' | 'SIGTERM') {
     super('ERR_INTERRUPTED', `interrupted by ${signal}`);
   }

@@ -3,14 +3,14 @@
  * windows; the store-trouble policy when that call fails or times out.
  */
 import type { Clock } from '../clock.js';
-import type { BucketConfig, CallgateConfig } from '../config/types.js';
+import type { BucketConfig, CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import type { SafeEmitter } from '../events.js';
-import { MemoryStore } from '../store/MemoryStore.js';
+import { MemoryStore } from '../store/memory-store.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 import type { AdmitResult, Hold, RefusalReason, StopSignal, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
-import { CallIdTable } from './callIdTable.js';
+import { CallIdTable } from './call-id-table.js';
 import { FloodShield } from './shield.js';
 import { systemClockUs } from '../clock.js';
 
@@ -72,7 +72,7 @@ export interface AdmissionEvents {
 export interface AdmissionOptions {
   readonly store: Store;
   readonly clock: Clock;
-  readonly config: CallgateConfig;
+  readonly config: CallGateConfig;
   readonly events: SafeEmitter<AdmissionEvents>;
   readonly policy?: StorePolicy;
   /** Bound on one store call, ms (default 500); not applied to the memory store. */
@@ -143,7 +143,7 @@ export class Admission {
   }
 
   /** New limits apply from the next call; counts live in the store and survive. */
-  setConfig(config: CallgateConfig): void {
+  setConfig(config: CallGateConfig): void {
     this.plans = new PlanCache(config);
     this.localPlans = undefined;
     this.shield?.clear();
@@ -309,7 +309,7 @@ function decision(callId: string, plan: AdmissionPlan, r: AdmitResult): Admissio
 }
 
 /** Every limit (and channel limit) scaled by `share`, never below one call. */
-function scaleConfig(config: CallgateConfig, share: number): CallgateConfig {
+function scaleConfig(config: CallGateConfig, share: number): CallGateConfig {
   const scale = (n: number) => Math.max(1, Math.floor(n * share));
   const bucket = (b: BucketConfig): BucketConfig => {
     const limits = b.limits.map((l) => ({ ...l, limit: scale(l.limit) }));
@@ -317,14 +317,14 @@ function scaleConfig(config: CallgateConfig, share: number): CallgateConfig {
   };
   const map = (m: Map<string, BucketConfig>) => new Map([...m].map(([id, b]) => [id, bucket(b)]));
   const { global, accounts, peers, defaultPeer } = config.inbound;
-  const inbound: CallgateConfig['inbound'] = { accounts: map(accounts), peers: map(peers) };
+  const inbound: CallGateConfig['inbound'] = { accounts: map(accounts), peers: map(peers) };
   if (global !== undefined) inbound.global = bucket(global);
   if (defaultPeer !== undefined) inbound.defaultPeer = bucket(defaultPeer);
   return { ...config, inbound };
 }
 
 /** The global and account levels of a call whose peer is unknown (for record()). */
-function withoutPeer(config: CallgateConfig, input: AdmitInput): AdmissionPlan {
+function withoutPeer(config: CallGateConfig, input: AdmitInput): AdmissionPlan {
   const plan = new PlanCache({ ...config, inbound: { ...config.inbound, defaultPeer: { limits: [] } } }).get(input.peer, input.account) as AdmissionPlan;
   return { tag: plan.tag, buckets: plan.buckets.slice(0, -1), labels: plan.labels.slice(0, -1) };
 }

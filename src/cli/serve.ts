@@ -8,18 +8,18 @@
  */
 import { Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import type { StorePolicy } from '../admission/Admission.js';
-import { redactUrl, redisConnectionOptions, type RedisConnectionArgs } from '../cliRedisOptions.js';
+import type { StorePolicy } from '../admission/admission.js';
+import { redactUrl, redisConnectionOptions, type RedisConnectionArgs } from './redis.js';
 import { loadConfigFile } from '../config/load.js';
-import { CallgateError } from '../errors/index.js';
+import { CallGateError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
-import { inspectGate } from '../inspect.js';
-import { gateMetrics, inspectLive } from '../metrics.js';
-import { MemoryStore } from '../store/MemoryStore.js';
-import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../store/RedisStore.js';
+import { inspectGate } from '../observe/inspect.js';
+import { gateMetrics, inspectLive } from '../observe/metrics.js';
+import { MemoryStore } from '../store/memory-store.js';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../store/redis/redis-store.js';
 import type { Store } from '../store/types.js';
-import { buildApp } from './app.js';
-import { checkExposure, parseListen } from './listen.js';
+import { buildApp } from '../server/app.js';
+import { checkExposure, parseListen } from '../server/listen.js';
 
 export interface ServeArgs extends RedisConnectionArgs {
   config: string;
@@ -48,7 +48,7 @@ export interface Sidecar {
 }
 
 function bad(message: string): never {
-  throw new CallgateError('ERR_INVALID_ARGUMENT', message);
+  throw new CallGateError('ERR_INVALID_ARGUMENT', message);
 }
 
 function positiveInt(name: string, value: number, max: number): void {
@@ -163,7 +163,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   } catch (err) {
     await stop();
     const e = err as NodeJS.ErrnoException;
-    throw new CallgateError('ERR_INVALID_ARGUMENT', `cannot listen on ${args.listen}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' '));
+    throw new CallGateError('ERR_INVALID_ARGUMENT', `cannot listen on ${args.listen}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' '));
   }
 }
 

@@ -1,5 +1,5 @@
 /**
- * Every code a CallgateError can carry, one per error class:
+ * Every code a CallGateError can carry, one per error class:
  * - ERR_INVALID_ARGUMENT: InvalidArgumentError, an argument refused before any I/O;
  * - ERR_STORE_UNAVAILABLE: StoreUnavailableError, Redis out of reach or too slow;
  * - ERR_CONFIG: ConfigError, a limit configuration that cannot be used;
@@ -8,7 +8,7 @@
  * - ERR_OUTPUT: OutputError, the replay's decisions or report cannot be written (command line);
  * - ERR_INTERRUPTED: InterruptedError, a replay stopped by SIGINT / SIGTERM (command line).
  */
-export type CallgateErrorCode =
+export type CallGateErrorCode =
   | 'ERR_INVALID_ARGUMENT'
   | 'ERR_STORE_UNAVAILABLE'
   | 'ERR_CONFIG'
@@ -18,9 +18,9 @@ export type CallgateErrorCode =
   | 'ERR_INTERRUPTED';
 
 /** Base class of every error callgate throws on purpose; `code` is stable and machine-readable. */
-export class CallgateError extends Error {
+export class CallGateError extends Error {
   constructor(
-    readonly code: CallgateErrorCode,
+    readonly code: CallGateErrorCode,
     message: string,
     options?: { cause?: unknown },
   ) {

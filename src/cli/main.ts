@@ -18,26 +18,26 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError as CliArgumentError, Option } from 'commander';
 import { Redis } from 'ioredis';
-import { OutputFile } from './outputFile.js';
-import { loadConfigFile } from './config/load.js';
-import { CallgateError, InterruptedError, OutputError } from './errors/index.js';
-import { osReason } from './osReason.js';
-import { compare, compareText } from './replay/compare.js';
-import { reportHtml } from './replay/html.js';
-import { progress } from './replay/progress.js';
-import { replay, type DecisionLine } from './replay/replay.js';
-import { reportJson, reportText } from './replay/report.js';
-import { ReplaySeries } from './replay/series.js';
-import { mergeTraces } from './replay/trace-merge.js';
-import { runInspect, type InspectArgs } from './inspectCommand.js';
-import { runServe, type ServeArgs } from './server/serve.js';
-import { DEFAULT_LISTEN } from './server/listen.js';
-import { DEFAULT_TIMEOUT_MS } from './store/timeout.js';
-import { redactUrl, redisConnectionOptions } from './cliRedisOptions.js';
-import { packageVersion } from './packageRoot.js';
-import { MemoryStore } from './store/MemoryStore.js';
-import { RedisStore } from './store/RedisStore.js';
-import type { Store } from './store/types.js';
+import { OutputFile } from './output-file.js';
+import { loadConfigFile } from '../config/load.js';
+import { CallGateError, InterruptedError, OutputError } from '../errors/index.js';
+import { osReason } from './os-reason.js';
+import { compare, compareText } from '../replay/compare.js';
+import { reportHtml } from '../replay/html.js';
+import { progress } from '../replay/progress.js';
+import { replay, type DecisionLine } from '../replay/replay.js';
+import { reportJson, reportText } from '../replay/report.js';
+import { ReplaySeries } from '../replay/series.js';
+import { mergeTraces } from '../replay/trace-merge.js';
+import { runInspect, type InspectArgs } from './inspect.js';
+import { runServe, type ServeArgs } from './serve.js';
+import { DEFAULT_LISTEN } from '../server/listen.js';
+import { DEFAULT_TIMEOUT_MS } from '../store/timeout.js';
+import { redactUrl, redisConnectionOptions } from './redis.js';
+import { packageVersion } from '../package-root.js';
+import { MemoryStore } from '../store/memory-store.js';
+import { RedisStore } from '../store/redis/redis-store.js';
+import type { Store } from '../store/types.js';
 
 const EXIT_BAD_INPUT = 2;
 
@@ -95,7 +95,7 @@ async function openStore(args: ReplayArgs, signal: AbortSignal): Promise<Store> 
     redis = new Redis(args.redisUrl, options);
   } catch (err) {
     // ioredis parses the URL in its constructor: "notaurl::" is a TypeError there
-    throw new CallgateError('ERR_INVALID_ARGUMENT', `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${(err as Error).message}`);
+    throw new CallGateError('ERR_INVALID_ARGUMENT', `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${(err as Error).message}`);
   }
   // connection errors surface through the commands that fail; keep the cause for the message
   let lastError: Error | undefined;
@@ -107,7 +107,7 @@ async function openStore(args: ReplayArgs, signal: AbortSignal): Promise<Store> 
   } catch (err) {
     redis.disconnect();
     signal.throwIfAborted();
-    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
+    throw new CallGateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
   } finally {
     signal.removeEventListener('abort', onAbort);
   }
@@ -201,7 +201,7 @@ async function writeReport(out: NodeJS.WriteStream, text: string): Promise<void>
  * of ConfigError and TraceError hold one problem a line, at most 20 and a count of the rest.
  */
 function reportFailure(err: unknown): number {
-  if (err instanceof CallgateError) {
+  if (err instanceof CallGateError) {
     for (const line of err.message.split('\n')) process.stderr.write(`error: ${line}\n`);
     if (err instanceof InterruptedError) return err.exitCode;
     return err.code === 'ERR_STORE_UNAVAILABLE' ? 1 : EXIT_BAD_INPUT;

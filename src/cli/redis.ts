@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { RedisOptions } from 'ioredis';
-import { InvalidArgumentError } from './errors/index.js';
+import { InvalidArgumentError } from '../errors/index.js';
 
 export interface RedisConnectionArgs {
   redisUrl: string;

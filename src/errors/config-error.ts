@@ -1,5 +1,5 @@
-import { CallgateError } from './CallgateError.js';
-import { capProblems } from '../problemList.js';
+import { CallGateError } from './call-gate-error.js';
+import { capProblems } from '../problem-list.js';
 
 /**
  * A limit configuration that cannot be used: unreadable file, JSON/YAML syntax error, or values
@@ -9,7 +9,7 @@ import { capProblems } from '../problemList.js';
  * The message is those lines joined by newlines, the first 20 of them and a count of the rest
  * (see capProblems); `problems` keeps them all.
  */
-export class ConfigError extends CallgateError {
+export class ConfigError extends CallGateError {
   readonly problems: readonly string[];
 
   constructor(problems: readonly string[], options?: { cause?: unknown }) {

@@ -1,13 +1,13 @@
 /**
- * `callgate inspect`: the state of the limits (src/inspect.ts) on the live Redis that routing
+ * `callgate inspect`: the state of the limits (src/observe/inspect.ts) on the live Redis that routing
  * processes or sidecars share, read-only, as a table or as JSON.
  */
 import { Redis } from 'ioredis';
-import { redactUrl, redisConnectionOptions, type RedisConnectionArgs } from './cliRedisOptions.js';
-import { loadConfigFile } from './config/load.js';
-import { CallgateError } from './errors/index.js';
-import { inspectState, stateText } from './inspect.js';
-import { RedisStore } from './store/RedisStore.js';
+import { redactUrl, redisConnectionOptions, type RedisConnectionArgs } from './redis.js';
+import { loadConfigFile } from '../config/load.js';
+import { CallGateError } from '../errors/index.js';
+import { inspectState, stateText } from '../observe/inspect.js';
+import { RedisStore } from '../store/redis/redis-store.js';
 
 export interface InspectArgs extends RedisConnectionArgs {
   config: string;
@@ -26,7 +26,7 @@ export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream =
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new CallgateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
+    throw new CallGateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
   }
   try {
     const state = await inspectState(config, new RedisStore({ redis, prefix: args.prefix }), { peers: args.peer });

@@ -8,7 +8,7 @@
  * Hash tags do not exist here: a bucket is its name, whatever the call's tag.
  */
 import { systemClockUs } from '../clock.js';
-import { OUTBOUND_TAG } from '../keys.js';
+import { OUTBOUND_TAG } from './keys.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -31,7 +31,7 @@ import type {
   WaitResult,
 } from './types.js';
 import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels, logRetention } from './validate.js';
-import { checkInspect, inspectMemory } from './inspectMemory.js';
+import { checkInspect, inspectMemory } from './inspect-memory.js';
 import type { InspectRequest, InspectResult } from './types.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
 

@@ -10,11 +10,11 @@
  * calls name a configured account counts under that account's tag instead (README "Redis keys
  * and Cluster"): inspect shows 0 for it there. On a single Redis keys carry no tag.
  */
-import { formatDuration } from './config/duration.js';
-import type { BucketConfig, CallgateConfig } from './config/types.js';
-import { GLOBAL_BUCKET, GLOBAL_TAG, accountBucket, accountTag, carrierName, peerBucket, peerTag } from './keys.js';
-import type { CallGate } from './gate.js';
-import type { Bucket, Limit, Store } from './store/types.js';
+import { formatDuration } from '../config/duration.js';
+import type { BucketConfig, CallGateConfig } from '../config/types.js';
+import { GLOBAL_BUCKET, GLOBAL_TAG, accountBucket, accountTag, carrierName, peerBucket, peerTag } from '../store/keys.js';
+import type { CallGate } from '../gate.js';
+import type { Bucket, Limit, Store } from '../store/types.js';
 
 export interface LimitState {
   limit: number;
@@ -69,7 +69,7 @@ interface Asked {
   defaultPeer: boolean;
 }
 
-function bucketsOf(config: CallgateConfig, peers: readonly string[]): Asked[] {
+function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
   const { global, accounts, defaultPeer } = config.inbound;
   const out: Asked[] = [];
   const bucket = (name: string, b: BucketConfig): Bucket => (b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels });
@@ -94,7 +94,7 @@ function bucketsOf(config: CallgateConfig, peers: readonly string[]): Asked[] {
 
 const ms = (us: number): number => Math.ceil(us / 1000);
 
-export async function inspectState(config: CallgateConfig, store: Store, opts: InspectOptions = {}): Promise<GateState> {
+export async function inspectState(config: CallGateConfig, store: Store, opts: InspectOptions = {}): Promise<GateState> {
   const asked = bucketsOf(config, opts.peers ?? []);
   const carriers = [...config.outbound.carriers];
   const r = await store.inspect({

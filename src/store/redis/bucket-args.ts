@@ -3,8 +3,8 @@
  * (its keys and limit profile, built once per bucket and tag), and the builder of one script
  * call, which names each key, profile, bucket and bucket list once.
  */
-import type { Bucket, Limit } from './types.js';
-import { logRetention } from './validate.js';
+import type { Bucket, Limit } from '../types.js';
+import { logRetention } from '../validate.js';
 
 /** A bucket's part of the script arguments (lua/includes/buckets.lua), per bucket and tag. */
 export interface BucketArgs {

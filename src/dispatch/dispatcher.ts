@@ -56,12 +56,12 @@ import { systemClockUs, type Clock } from '../clock.js';
 import type { CarrierConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { SafeEmitter } from '../events.js';
-import { carrierName } from '../keys.js';
+import { carrierName } from '../store/keys.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 import type { Carrier, ReserveResult, StopSignal, Store } from '../store/types.js';
-import { DispatcherClosedError } from './DispatcherClosedError.js';
+import { DispatcherClosedError } from '../errors/dispatcher-closed-error.js';
 
-export { DispatcherClosedError } from './DispatcherClosedError.js';
+export { DispatcherClosedError } from '../errors/dispatcher-closed-error.js';
 
 export interface DispatchInput {
   readonly callId: string;

@@ -1,7 +1,7 @@
-import { CallgateError } from './CallgateError.js';
+import { CallGateError } from './call-gate-error.js';
 
 /** A call handed to a Dispatcher after close(): it ends `failed` with reason `closed` and this error. */
-export class DispatcherClosedError extends CallgateError {
+export class DispatcherClosedError extends CallGateError {
   constructor(message = 'dispatcher is closed') {
     super('ERR_DISPATCHER_CLOSED', message);
   }

@@ -5,7 +5,7 @@
  * hold still lapses by itself), and an entry is given up once its hold would have lapsed anyway.
  * Retries run one at a time, in the order the calls ended, and stop at the first failure.
  */
-import { StoreUnavailableError } from './errors/index.js';
+import { StoreUnavailableError } from '../errors/index.js';
 
 export interface ReleaseQueueOptions {
   /** Release a call in the store (whether it held something, and when); rejects while the store is away. */

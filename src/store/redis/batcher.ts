@@ -10,8 +10,8 @@
  * decided it already). While the connection is not ready, each call waits for it on its own
  * deadline, then joins a later batch.
  */
-import { StoreUnavailableError } from '../errors/index.js';
-import type { StopSignal } from './types.js';
+import { StoreUnavailableError } from '../../errors/index.js';
+import type { StopSignal } from '../types.js';
 
 /** What the batcher needs of a queued call (it only ever rejects one; send() settles them). */
 export interface Queued {

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from '../packageRoot.js';
+import { packageRoot } from '../../package-root.js';
 
 export type ScriptName = 'admit' | 'add' | 'get' | 'reserve' | 'wait' | 'release' | 'refresh' | 'holds' | 'inspect';
 
