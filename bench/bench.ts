@@ -32,7 +32,21 @@ import { startRedisServer, type RedisServer as BenchRedis } from '../test/helper
 import { sidecarSection, type SidecarRow } from './sidecar.js';
 import { AdmittedLog, reservationViolations, slidingLogViolations, type LimitSpec } from './verify.js';
 import { closedLoop, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
-import { callIdOf, floodSection, loneSection, median, OPEN_DRIVER, OPEN_G3, OPEN_RLF, openLoopSection, printBatchShares, printOpenRows, saturation, type OpenRow, type Workload } from './openloop.js';
+import {
+  callIdOf,
+  floodSection,
+  loneSection,
+  median,
+  OPEN_DRIVER,
+  OPEN_G3,
+  OPEN_RLF,
+  openLoopSection,
+  printBatchShares,
+  printOpenRows,
+  saturation,
+  type OpenRow,
+  type Workload,
+} from './openloop.js';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -67,11 +81,15 @@ const COMMANDSTATS = flag('commandstats');
 /** RedisStore maxBatch for the admission runs (default: the store's). */
 const MAX_BATCH = argv.includes('--max-batch') ? Number(opt('max-batch', '')) : undefined;
 /** Sidecar section: offered rates (calls/s), seconds per rate, HTTP connections. */
-const SIDECAR_RATES = opt('sidecar-rates', QUICK ? '1000,4000' : '1000,2500,5000,10000,15000').split(',').map(Number);
+const SIDECAR_RATES = opt('sidecar-rates', QUICK ? '1000,4000' : '1000,2500,5000,10000,15000')
+  .split(',')
+  .map(Number);
 const SIDECAR_SECONDS = Number(opt('sidecar-seconds', QUICK ? '1' : '3'));
 const SIDECAR_CONNECTIONS = Number(opt('connections', '32'));
 /** Open loop: offered rates (calls/s), seconds per run, lone calls, flood: normal rate and the dialer's limit. */
-const RATES = opt('rates', QUICK ? '5000,20000,40000' : '5000,10000,20000,30000,40000,50000,60000,70000,80000').split(',').map(Number);
+const RATES = opt('rates', QUICK ? '5000,20000,40000' : '5000,10000,20000,30000,40000,50000,60000,70000,80000')
+  .split(',')
+  .map(Number);
 const OPEN_SECONDS = Number(opt('open-seconds', QUICK ? '1' : '2'));
 const OPEN_ROUNDS = Number(opt('open-rounds', QUICK ? '1' : '3'));
 const LONE_CALLS = Number(opt('lone-calls', QUICK ? '1000' : '3000'));
@@ -114,7 +132,9 @@ const CONFIG_3CH = {
   maxCallDuration: 'PT2S',
   inbound: {
     global: [...CONFIG_3.inbound.global, { channels: CHANNELS_3.global }],
-    accounts: Object.fromEntries(Object.entries(CONFIG_3.inbound.accounts).map(([a, l]) => [a, [...l, { channels: CHANNELS_3.account }]])),
+    accounts: Object.fromEntries(
+      Object.entries(CONFIG_3.inbound.accounts).map(([a, l]) => [a, [...l, { channels: CHANNELS_3.account }]]),
+    ),
     defaultPeer: [...CONFIG_3.inbound.defaultPeer, { channels: CHANNELS_3.peer }],
   },
 };
@@ -135,7 +155,11 @@ function bucketsOf(levels: Levels, p: number): { buckets: Bucket[]; labels: stri
   };
 }
 
-const ROUTE: Carrier[] = ['A', 'B', 'C'].map((c) => ({ name: `carrier:${c}`, intervalUs: 1e6 / 4000, maxWaitUs: 25_000 }));
+const ROUTE: Carrier[] = ['A', 'B', 'C'].map((c) => ({
+  name: `carrier:${c}`,
+  intervalUs: 1e6 / 4000,
+  maxWaitUs: 25_000,
+}));
 
 // ---------------------------------------------------------------------------------------------
 // Results
@@ -173,11 +197,11 @@ function lat(h: Histogram): { p50us: number; p99us: number; maxUs: number } {
 }
 
 function log(line: string): void {
-  if (!JSON_OUT) process.stdout.write(line + '\n');
+  if (!JSON_OUT) process.stdout.write(`${line}\n`);
 }
 
 function emit(obj: object): void {
-  if (JSON_OUT) process.stdout.write(JSON.stringify(obj) + '\n');
+  if (JSON_OUT) process.stdout.write(`${JSON.stringify(obj)}\n`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -226,7 +250,8 @@ async function printCommandStats(admin: Redis, name: string, decisions: number):
   }
   lines.sort((a, b) => b[2] - a[2]);
   process.stderr.write(`commandstats per decision, ${name}:\n`);
-  for (const [cmd, calls, us] of lines) process.stderr.write(`  ${cmd.padEnd(18)} ${calls.toFixed(3).padStart(8)} calls ${us.toFixed(2).padStart(8)} µs\n`);
+  for (const [cmd, calls, us] of lines)
+    process.stderr.write(`  ${cmd.padEnd(18)} ${calls.toFixed(3).padStart(8)} calls ${us.toFixed(2).padStart(8)} µs\n`);
 }
 
 /** Indices 0..done-1 sorted by decision time, ties by completion order: the execution order. */
@@ -248,7 +273,10 @@ function gateSystem(gate: CallGate, levels: Levels, n: number): System {
   const o = outcome(n);
   const limitedBy: (string | undefined)[] = new Array(n);
   let k = 0;
-  const plans = Array.from({ length: PEERS }, (_, p) => ({ peer: peerName(p), account: levels !== 1 ? accountName(p) : undefined }));
+  const plans = Array.from({ length: PEERS }, (_, p) => ({
+    peer: peerName(p),
+    account: levels !== 1 ? accountName(p) : undefined,
+  }));
   return {
     async op(i) {
       const p = plans[seq[i]!]!;
@@ -284,7 +312,8 @@ function gateSystem(gate: CallGate, levels: Levels, n: number): System {
         const hold = levels === '3ch' ? { id: `c${i}`, forUs: HOLD_US } : undefined;
         const r = ref.admitSync({ tag: 't', buckets, now: o.at[i]!, hold });
         const same = r.admitted === (o.admitted[i] === 1) && (r.admitted || labels[r.limitedBy] === limitedBy[i]);
-        if (!same && diff++ === 0) first = `call ${i} at ${o.at[i]}: redis ${o.admitted[i] ? 'admitted' : limitedBy[i]}, reference ${r.admitted ? 'admitted' : labels[r.limitedBy]}`;
+        if (!same && diff++ === 0)
+          first = `call ${i} at ${o.at[i]}: redis ${o.admitted[i] ? 'admitted' : limitedBy[i]}, reference ${r.admitted ? 'admitted' : labels[r.limitedBy]}`;
       }
       if (diff > 0) return `${diff} decisions differ from the reference (first: ${first})`;
       return '';
@@ -376,7 +405,9 @@ return { 0, now }`;
 function handRolledSystem(client: Redis, prefix: string, n: number): System {
   const { limit: L, windowUs: W } = PEER_1[0]!;
   if (!('benchSlidingLog' in client)) client.defineCommand('benchSlidingLog', { numberOfKeys: 1, lua: HAND_ROLLED });
-  const call = (client as unknown as { benchSlidingLog(key: string, w: number, l: number, m: string): Promise<[number, number]> }).benchSlidingLog;
+  const call = (
+    client as unknown as { benchSlidingLog(key: string, w: number, l: number, m: string): Promise<[number, number]> }
+  ).benchSlidingLog;
   const o = outcome(n);
   return {
     async op(i) {
@@ -428,7 +459,14 @@ function reserveSystem(store: Store, n: number): System {
   };
 }
 
-function checkReservations(done: number, index: Int8Array, wait: Float64Array, slot: Float64Array, at: Float64Array, order: Uint32Array | null): string {
+function checkReservations(
+  done: number,
+  index: Int8Array,
+  wait: Float64Array,
+  slot: Float64Array,
+  at: Float64Array,
+  order: Uint32Array | null,
+): string {
   const slots = new Map<string, number[]>();
   let bad = 0;
   for (let i = 0; i < done; i++) {
@@ -485,7 +523,8 @@ async function measureRedis(
     redisCores: (after.cpu - before.cpu) / run.seconds,
     nodeCores: run.nodeCores,
     check: failure ? 'FAIL' : 'ok',
-    checkDetail: failure || 'no window over its limit' + (name.startsWith('callgate') ? '; identical to the reference replay' : ''),
+    checkDetail:
+      failure || `no window over its limit${name.startsWith('callgate') ? '; identical to the reference replay' : ''}`,
     ...(note && { note }),
   };
   return row;
@@ -510,7 +549,12 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
       await gate?.close();
       const config = levels === 1 ? CONFIG_1 : levels === 3 ? CONFIG_3 : CONFIG_3CH;
       // the closed loop is the throughput ceiling of the store itself: no flood shield
-      gate = await CallGate.create({ config, store: new RedisStore({ redis: c, prefix, maxBatch: MAX_BATCH }), timeoutMs: 5000, shield: false });
+      gate = await CallGate.create({
+        config,
+        store: new RedisStore({ redis: c, prefix, maxBatch: MAX_BATCH }),
+        timeoutMs: 5000,
+        shield: false,
+      });
       return gateSystem(gate, levels, n);
     });
     await gate?.close();
@@ -521,12 +565,21 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
   const systems: [string, () => Promise<Row | undefined>][] = [
     ['callgate admit, 1 level (gate.admit)', () => gateRow('callgate admit, 1 level (gate.admit)', 1)],
     ['callgate admit, 3 levels x 2 windows', () => gateRow('callgate admit, 3 levels x 2 windows', 3)],
-    ['callgate admit, 3 levels x 2 windows + channels', () => gateRow('callgate admit, 3 levels x 2 windows + channels', '3ch')],
+    [
+      'callgate admit, 3 levels x 2 windows + channels',
+      () => gateRow('callgate admit, 3 levels x 2 windows + channels', '3ch'),
+    ],
     [
       'rate-limiter-flexible consume',
       async () => {
         const c = await client();
-        const row = await measureRedis('rate-limiter-flexible consume', label, admin, (n, prefix) => rlfSystem(c, prefix, n), 'fixed window anchored at first hit');
+        const row = await measureRedis(
+          'rate-limiter-flexible consume',
+          label,
+          admin,
+          (n, prefix) => rlfSystem(c, prefix, n),
+          'fixed window anchored at first hit',
+        );
         c.disconnect();
         return row;
       },
@@ -535,7 +588,9 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
       'hand-rolled sliding-log EVALSHA',
       async () => {
         const c = await client();
-        const row = await measureRedis('hand-rolled sliding-log EVALSHA', label, admin, (n, prefix) => handRolledSystem(c, prefix, n));
+        const row = await measureRedis('hand-rolled sliding-log EVALSHA', label, admin, (n, prefix) =>
+          handRolledSystem(c, prefix, n),
+        );
         c.disconnect();
         return row;
       },
@@ -544,7 +599,9 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
       'callgate reserve, 3 carriers (store)',
       async () => {
         const c = await client();
-        const row = await measureRedis('callgate reserve, 3 carriers (store)', label, admin, (n, prefix) => reserveSystem(new RedisStore({ redis: c, prefix }), n));
+        const row = await measureRedis('callgate reserve, 3 carriers (store)', label, admin, (n, prefix) =>
+          reserveSystem(new RedisStore({ redis: c, prefix }), n),
+        );
         c.disconnect();
         return row;
       },
@@ -602,7 +659,14 @@ async function memorySection(): Promise<Row[]> {
     return scan.violations > 0 ? `${scan.violations} windows over their limit` : '';
   };
 
-  const row = (name: string, done: number, seconds: number, admittedPct: number, h: Histogram, failure: string): Row => ({
+  const row = (
+    name: string,
+    done: number,
+    seconds: number,
+    admittedPct: number,
+    h: Histogram,
+    failure: string,
+  ): Row => ({
     type: 'run',
     name,
     client: 'in-process',
@@ -630,7 +694,16 @@ async function memorySection(): Promise<Row[]> {
       });
       const timed = new MemoryStore();
       const h = syncLatency(MEM_CALLS, MEM_SECONDS, (i) => timed.admitSync(req(i)));
-      out.push(row(`memory admit, ${what} (admitSync)`, run.done, run.seconds, pct(admitted, run.done), h, admitCheck(levels, run.done, admitted)));
+      out.push(
+        row(
+          `memory admit, ${what} (admitSync)`,
+          run.done,
+          run.seconds,
+          pct(admitted, run.done),
+          h,
+          admitCheck(levels, run.done, admitted),
+        ),
+      );
     }
     // async Store API, one call awaited at a time (in process, more in flight changes nothing)
     {
@@ -641,7 +714,16 @@ async function memorySection(): Promise<Row[]> {
       const run = await closedLoop(MEM_CALLS, MEM_SECONDS, 1, async (i) => {
         if ((await store.admit(req(i))).admitted) admitted[i] = 1;
       });
-      out.push(row(`memory admit, ${what} (Store API)`, run.done, run.seconds, pct(admitted, run.done), run.hist, admitCheck(levels, run.done, admitted)));
+      out.push(
+        row(
+          `memory admit, ${what} (Store API)`,
+          run.done,
+          run.seconds,
+          pct(admitted, run.done),
+          run.hist,
+          admitCheck(levels, run.done, admitted),
+        ),
+      );
     }
   }
 
@@ -671,7 +753,11 @@ async function memorySection(): Promise<Row[]> {
       const warm: Store = new MemoryStore();
       await closedLoop(warmCalls, MEM_SECONDS, 1, async (i) => void (await warm.reserve(req(i))));
       const store: Store = new MemoryStore();
-      ({ done, seconds, hist: h } = await closedLoop(MEM_CALLS, MEM_SECONDS, 1, async (i) => keep(i, await store.reserve(req(i)))));
+      ({
+        done,
+        seconds,
+        hist: h,
+      } = await closedLoop(MEM_CALLS, MEM_SECONDS, 1, async (i) => keep(i, await store.reserve(req(i)))));
     }
     let ok = 0;
     for (let i = 0; i < done; i++) if (index[i]! >= 0) ok++;
@@ -714,16 +800,31 @@ async function memoryUsageSection(server: BenchRedis): Promise<MemRow[]> {
       const prefix = `mem:${algorithm}:${cps}:`;
       const store = new RedisStore({ redis: c, prefix });
       const req = { tag: 'p', buckets: [{ name: 'peer:p', limits: [{ limit: 2 * cps, windowUs: W1, algorithm }] }] };
-      peers.push({ algorithm, cps, prefix, times: [], call: async () => ((r) => (r.admitted ? r.now : undefined))(await store.admit(req)) });
+      peers.push({
+        algorithm,
+        cps,
+        prefix,
+        times: [],
+        call: async () => ((r) => (r.admitted ? r.now : undefined))(await store.admit(req)),
+      });
     }
     const prefix = `mem:rlf:${cps}:`;
-    const limiter = new RateLimiterRedis({ storeClient: c, points: 2 * cps, duration: 1, keyPrefix: prefix.slice(0, -1) });
+    const limiter = new RateLimiterRedis({
+      storeClient: c,
+      points: 2 * cps,
+      duration: 1,
+      keyPrefix: prefix.slice(0, -1),
+    });
     peers.push({
       algorithm: 'rate-limiter-flexible',
       cps,
       prefix,
       times: [],
-      call: () => limiter.consume('p').then(() => wallUs(), () => undefined),
+      call: () =>
+        limiter.consume('p').then(
+          () => wallUs(),
+          () => undefined,
+        ),
     });
   }
   const start = performance.now();
@@ -759,7 +860,15 @@ async function memoryUsageSection(server: BenchRedis): Promise<MemRow[]> {
       for (const t of times) log.add('p', t);
       bad = log.check(() => [{ limit: lim, windowUs: W1, algorithm: p.algorithm as Algorithm }]).violations;
     }
-    out.push({ type: 'memory', algorithm: p.algorithm, cps: p.cps, keys: keys.length, bytes, events: times.length, check: bad ? 'FAIL' : 'ok' });
+    out.push({
+      type: 'memory',
+      algorithm: p.algorithm,
+      cps: p.cps,
+      keys: keys.length,
+      bytes,
+      events: times.length,
+      check: bad ? 'FAIL' : 'ok',
+    });
   }
   await admin.flushdb();
   c.disconnect();
@@ -798,7 +907,7 @@ function printRuns(list: Row[]): void {
   for (const r of list) {
     const bad = r.check === 'FAIL';
     log(
-      `${pad(r.name, 44)} ${pad(r.client, 12)} ${lpad(bad ? 'FAIL' : fmtInt(r.perSecond), 12)} ${lpad(r.admittedPct.toFixed(1) + '%', 9)} ${lpad(fmtUs(r.p50us), 8)} ${lpad(fmtUs(r.p99us), 8)} ${lpad(fmtUs(r.maxUs), 8)} ${lpad(r.vsRlf ? r.vsRlf.perSecond.toFixed(2) : '', 7)} ${lpad(r.vsRlf ? r.vsRlf.p99.toFixed(2) : '', 9)} ${lpad(r.redisUsPerCall !== undefined ? r.redisUsPerCall.toFixed(1) : '', 9)} ${lpad(r.nodeCores !== undefined ? `${r.nodeCores.toFixed(2)}/${r.redisCores!.toFixed(2)}` : '', 15)}  ${bad ? 'FAIL: ' + r.checkDetail : 'ok'}`,
+      `${pad(r.name, 44)} ${pad(r.client, 12)} ${lpad(bad ? 'FAIL' : fmtInt(r.perSecond), 12)} ${lpad(`${r.admittedPct.toFixed(1)}%`, 9)} ${lpad(fmtUs(r.p50us), 8)} ${lpad(fmtUs(r.p99us), 8)} ${lpad(fmtUs(r.maxUs), 8)} ${lpad(r.vsRlf ? r.vsRlf.perSecond.toFixed(2) : '', 7)} ${lpad(r.vsRlf ? r.vsRlf.p99.toFixed(2) : '', 9)} ${lpad(r.redisUsPerCall !== undefined ? r.redisUsPerCall.toFixed(1) : '', 9)} ${lpad(r.nodeCores !== undefined ? `${r.nodeCores.toFixed(2)}/${r.redisCores!.toFixed(2)}` : '', 15)}  ${bad ? `FAIL: ${r.checkDetail}` : 'ok'}`,
     );
   }
 }
@@ -816,8 +925,12 @@ async function main(): Promise<void> {
     log(
       `offered load: ${PEERS} peers (Zipf s=${ZIPF_S}, seed ${SEED}), ${CONCURRENCY} calls in flight, at most ${fmtInt(CALLS)} calls or ${SECONDS} s per run (after ${fmtInt(WARMUP)} warm-up calls); best of ${ROUNDS} interleaved rounds`,
     );
-    log(`limits: 1 level = peer 40/1s sliding-log; 3 levels = global 15000/1s+100000/10s, account (${ACCOUNTS}) 1500/1s+10000/10s, peer 40/1s+250/10s, all sliding-log`);
-    log(`rate-limiter-flexible: points 40, duration 1 (its fixed window); reserve: 3 carriers of 4000 cps, maxWait 25 ms\n`);
+    log(
+      `limits: 1 level = peer 40/1s sliding-log; 3 levels = global 15000/1s+100000/10s, account (${ACCOUNTS}) 1500/1s+10000/10s, peer 40/1s+250/10s, all sliding-log`,
+    );
+    log(
+      `rate-limiter-flexible: points 40, duration 1 (its fixed window); reserve: 3 carriers of 4000 cps, maxWait 25 ms\n`,
+    );
     seq = zipfSequence(CALLS, PEERS, ZIPF_S, SEED);
 
     if (want('lone') || want('openloop') || want('flood')) {
@@ -834,7 +947,9 @@ async function main(): Promise<void> {
       if (want('lone')) {
         const list = await loneSection(o, HAND_ROLLED, LONE_CALLS);
         open.push(...list);
-        log(`lone decisions (each awaited before the next, ${fmtInt(LONE_CALLS)} calls, best of 3 interleaved rounds): Redis µs per decision = script time (INFO commandstats)`);
+        log(
+          `lone decisions (each awaited before the next, ${fmtInt(LONE_CALLS)} calls, best of 3 interleaved rounds): Redis µs per decision = script time (INFO commandstats)`,
+        );
         printOpenRows(list, log);
         const hand = list.find((r) => r.name.startsWith('hand-rolled'))!;
         const one = list.find((r) => r.name.includes('1 level'))!;
@@ -843,30 +958,54 @@ async function main(): Promise<void> {
       if (want('openloop')) {
         const { rows: list, ratios } = await openLoopSection(o, RATES, OPEN_ROUNDS);
         open.push(...list);
-        log(`open loop: calls on a fixed schedule, each in its own callback, latency from its scheduled time; ${OPEN_SECONDS} s per run; rates ${RATES.join(', ')}/s; ${OPEN_ROUNDS} interleaved rounds, each row its round with the median p99`);
+        log(
+          `open loop: calls on a fixed schedule, each in its own callback, latency from its scheduled time; ${OPEN_SECONDS} s per run; rates ${RATES.join(', ')}/s; ${OPEN_ROUNDS} interleaved rounds, each row its round with the median p99`,
+        );
         printOpenRows(list, log);
         printBatchShares(list, log);
         for (const rate of RATES) {
           const each = ratios.get(rate)!;
           const floor = list.find((r) => r.name === OPEN_DRIVER && r.offered === rate)!.p99us;
-          log(`  at ${fmtInt(rate)}/s: 3-level p99 / RLF p99 = ${median(each).toFixed(2)} (median of the rounds: ${each.map((x) => x.toFixed(2)).join(', ')}); the driver alone: p99 ${fmtUs(floor)} µs`);
+          log(
+            `  at ${fmtInt(rate)}/s: 3-level p99 / RLF p99 = ${median(each).toFixed(2)} (median of the rounds: ${each.map((x) => x.toFixed(2)).join(', ')}); the driver alone: p99 ${fmtUs(floor)} µs`,
+          );
         }
         const s3 = saturation(list, OPEN_G3);
         const sr = saturation(list, OPEN_RLF);
-        log(`  saturation (highest rate kept up with: >= 97% decided per second, p99 < 50 ms): 3 levels ${fmtInt(s3)}/s, RLF ${fmtInt(sr)}/s${sr ? `, ratio ${(s3 / sr).toFixed(2)}` : ''}\n`);
+        log(
+          `  saturation (highest rate kept up with: >= 97% decided per second, p99 < 50 ms): 3 levels ${fmtInt(s3)}/s, RLF ${fmtInt(sr)}/s${sr ? `, ratio ${(s3 / sr).toFixed(2)}` : ''}\n`,
+        );
       }
       if (want('flood')) {
         const list = await floodSection(o, FLOOD_NORMAL, FLOOD_LIMIT);
         open.push(...list);
-        log(`flood: normal traffic ${fmtInt(FLOOD_NORMAL)}/s (Zipf peers) plus one dialer limited to ${fmtInt(FLOOD_LIMIT)}/s offering ${fmtInt(10 * FLOOD_LIMIT)}/s; decided/s and latency of the normal traffic`);
+        log(
+          `flood: normal traffic ${fmtInt(FLOOD_NORMAL)}/s (Zipf peers) plus one dialer limited to ${fmtInt(FLOOD_LIMIT)}/s offering ${fmtInt(10 * FLOOD_LIMIT)}/s; decided/s and latency of the normal traffic`,
+        );
         printOpenRows(list, log);
         const base = list.find((r) => r.name.endsWith('normal traffic alone') && r.name.startsWith('callgate'))!;
         const on = list.find((r) => r.name.endsWith('shield on'))!;
         const off = list.find((r) => r.name.endsWith('shield off'))!;
-        log(`  normal traffic p99 with the flood / alone: shield on ${(on.p99us / base.p99us).toFixed(2)}, shield off ${(off.p99us / base.p99us).toFixed(2)}\n`);
+        log(
+          `  normal traffic p99 with the flood / alone: shield on ${(on.p99us / base.p99us).toFixed(2)}, shield off ${(off.p99us / base.p99us).toFixed(2)}\n`,
+        );
       }
       for (const r of open) emit(r);
-      if (open.some((r) => r.check === 'FAIL')) rows.push({ type: 'run', name: 'open loop', client: '', decisions: 0, seconds: 0, perSecond: 0, admittedPct: 0, p50us: 0, p99us: 0, maxUs: 0, check: 'FAIL', checkDetail: 'an open-loop run failed its check' });
+      if (open.some((r) => r.check === 'FAIL'))
+        rows.push({
+          type: 'run',
+          name: 'open loop',
+          client: '',
+          decisions: 0,
+          seconds: 0,
+          perSecond: 0,
+          admittedPct: 0,
+          p50us: 0,
+          p99us: 0,
+          maxUs: 0,
+          check: 'FAIL',
+          checkDetail: 'an open-loop run failed its check',
+        });
     }
 
     for (const mode of PIPELINE === 'both' ? (['off', 'auto'] as const) : [PIPELINE]) {
@@ -882,7 +1021,9 @@ async function main(): Promise<void> {
       const list = await memorySection();
       for (const r of list) emit(r);
       rows.push(...list);
-      log(`memory store: in process, virtual time at ${MEM_STEP_US} µs per call (20,000 calls/s offered), at most ${fmtInt(MEM_CALLS)} calls or ${MEM_SECONDS} s; sync decisions/s untimed, latency from a second timed pass`);
+      log(
+        `memory store: in process, virtual time at ${MEM_STEP_US} µs per call (20,000 calls/s offered), at most ${fmtInt(MEM_CALLS)} calls or ${MEM_SECONDS} s; sync decisions/s untimed, latency from a second timed pass`,
+      );
       printRuns(list);
       log('');
     }
@@ -892,11 +1033,15 @@ async function main(): Promise<void> {
         `sidecar: callgate serve on this Redis over keep-alive HTTP (${SIDECAR_CONNECTIONS} connections, POST /v1/admit), beside CallGate.admit in this process; 3 levels as above, the same peer sequence;\n` +
           `open loop at ${SIDECAR_RATES.join(', ')} calls/s, ${SIDECAR_SECONDS} s each (latency from each call's scheduled time); cores: bench process / sidecar / redis`,
       );
-      log(`${pad('system', 20)} ${lpad('offered/s', 10)} ${lpad('decisions/s', 12)} ${lpad('admitted', 9)} ${lpad('p50 ms', 8)} ${lpad('p99 ms', 8)} ${lpad('max ms', 8)} ${lpad('cores', 16)}  check`);
+      log(
+        `${pad('system', 20)} ${lpad('offered/s', 10)} ${lpad('decisions/s', 12)} ${lpad('admitted', 9)} ${lpad('p50 ms', 8)} ${lpad('p99 ms', 8)} ${lpad('max ms', 8)} ${lpad('cores', 16)}  check`,
+      );
       const print = (r: SidecarRow) => {
         emit(r);
         const cores = `${r.cores.bench.toFixed(2)}/${r.cores.sidecar === undefined ? '-' : r.cores.sidecar.toFixed(2)}/${r.cores.redis.toFixed(2)}`;
-        log(`${pad(r.system, 20)} ${lpad(fmtInt(r.rate), 10)} ${lpad(fmtInt(r.perSecond), 12)} ${lpad(r.admittedPct.toFixed(1) + '%', 9)} ${lpad(r.p50ms.toFixed(2), 8)} ${lpad(r.p99ms.toFixed(2), 8)} ${lpad(r.maxMs.toFixed(1), 8)} ${lpad(cores, 16)}  ${r.check === 'FAIL' ? 'FAIL: ' + r.checkDetail : r.unanswered > 0 ? `overloaded: ${fmtInt(r.unanswered)} calls unanswered 10 s after the end` : 'ok'}`);
+        log(
+          `${pad(r.system, 20)} ${lpad(fmtInt(r.rate), 10)} ${lpad(fmtInt(r.perSecond), 12)} ${lpad(`${r.admittedPct.toFixed(1)}%`, 9)} ${lpad(r.p50ms.toFixed(2), 8)} ${lpad(r.p99ms.toFixed(2), 8)} ${lpad(r.maxMs.toFixed(1), 8)} ${lpad(cores, 16)}  ${r.check === 'FAIL' ? `FAIL: ${r.checkDetail}` : r.unanswered > 0 ? `overloaded: ${fmtInt(r.unanswered)} calls unanswered 10 s after the end` : 'ok'}`,
+        );
       };
       const list = await sidecarSection(
         {
@@ -921,13 +1066,15 @@ async function main(): Promise<void> {
     if (want('usage')) {
       const mem = await memoryUsageSection(server);
       for (const r of mem) emit(r);
-      log('Redis memory per peer at steady state (MEMORY USAGE of its keys after 2.5 s at the given rate, limit 2x the rate per 1 s)');
+      log(
+        'Redis memory per peer at steady state (MEMORY USAGE of its keys after 2.5 s at the given rate, limit 2x the rate per 1 s)',
+      );
       log(`${pad('algorithm', 24)} ${lpad('10 CPS', 16)} ${lpad('100 CPS', 16)} ${lpad('1000 CPS', 16)}`);
       for (const algorithm of ['sliding-log', 'fixed-window', 'sliding-window', 'rate-limiter-flexible'] as const) {
         const cells = [10, 100, 1000].map((cps) => {
           const r = mem.find((x) => x.algorithm === algorithm && x.cps === cps)!;
           if (r.check === 'FAIL') failed = true;
-          return r.check === 'FAIL' ? 'FAIL' : `${fmtInt(r.bytes)} B` + (r.keys === 1 ? '' : ` (${r.keys} keys)`);
+          return r.check === 'FAIL' ? 'FAIL' : `${fmtInt(r.bytes)} B${r.keys === 1 ? '' : ` (${r.keys} keys)`}`;
         });
         log(`${pad(algorithm, 24)} ${cells.map((c) => lpad(c, 16)).join(' ')}`);
       }

@@ -76,7 +76,12 @@ interface RunResult {
  * Issue op(i) for i < rate * seconds, call i at start + i / rate (timer ticks of ~1 ms issue
  * every call due); latency from the scheduled time.
  */
-function openLoop(rate: number, seconds: number, op: (i: number) => Promise<boolean>, midway?: (issued: () => number) => void): Promise<RunResult> {
+function openLoop(
+  rate: number,
+  seconds: number,
+  op: (i: number) => Promise<boolean>,
+  midway?: (issued: () => number) => void,
+): Promise<RunResult> {
   const n = Math.max(1, Math.round(rate * seconds));
   const hist = histogram();
   const start = performance.now();
@@ -145,7 +150,10 @@ function decisionsIn(text: string): { total: number; admitted: number } {
 
 const q = (h: Histogram, p: number) => h.getValueAtPercentile(p) / 1e6;
 
-export async function sidecarSection(opts: SidecarBenchOptions, report: (row: SidecarRow) => void): Promise<SidecarRow[]> {
+export async function sidecarSection(
+  opts: SidecarBenchOptions,
+  report: (row: SidecarRow) => void,
+): Promise<SidecarRow[]> {
   const dir = mkdtempSync(join(tmpdir(), 'callgate-bench-'));
   const configPath = join(dir, 'limits.json');
   writeFileSync(configPath, JSON.stringify(opts.config));
@@ -161,7 +169,19 @@ export async function sidecarSection(opts: SidecarBenchOptions, report: (row: Si
 
   // --- the sidecar over HTTP -------------------------------------------------------------------
   const prefix = `bench:sidecar:${randomBytes(3).toString('hex')}:`;
-  const sidecar = await startSidecarProcess(['--config', configPath, '--store', 'redis', '--redis-url', opts.redisUrl, '--prefix', prefix, '--log-level', 'info', '--no-watch']);
+  const sidecar = await startSidecarProcess([
+    '--config',
+    configPath,
+    '--store',
+    'redis',
+    '--redis-url',
+    opts.redisUrl,
+    '--prefix',
+    prefix,
+    '--log-level',
+    'info',
+    '--no-watch',
+  ]);
   const pool = new Pool(sidecar.url, { connections: opts.connections, pipelining: 1, keepAliveTimeout: 30_000 });
   const httpLog = new AdmittedLog();
   let answered = 0;
@@ -172,7 +192,12 @@ export async function sidecarSection(opts: SidecarBenchOptions, report: (row: Si
     const { peer, account } = opts.call(i);
     outstanding++;
     try {
-      const res = await pool.request({ method: 'POST', path: '/v1/admit', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ call_id: callId, peer, account }) });
+      const res = await pool.request({
+        method: 'POST',
+        path: '/v1/admit',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ call_id: callId, peer, account }),
+      });
       const body = (await res.body.json()) as { outcome: string; time_us: number };
       if (res.statusCode !== 200) return false;
       answered++;
@@ -196,7 +221,13 @@ export async function sidecarSection(opts: SidecarBenchOptions, report: (row: Si
     await openLoop(opts.rates[0]!, 1, (i) => admitHttp(`w${i}`, i));
     for (const rate of opts.rates) {
       run++;
-      const before = { answered, admitted: answeredAdmitted, bench: process.cpuUsage(), sidecar: procCpu(sidecar.child.pid!), redis: await redisCpu(admin) };
+      const before = {
+        answered,
+        admitted: answeredAdmitted,
+        bench: process.cpuUsage(),
+        sidecar: procCpu(sidecar.child.pid!),
+        redis: await redisCpu(admin),
+      };
       let scrape: Promise<string> | undefined;
       let scrapeCheck = '';
       const r = await openLoop(
@@ -212,7 +243,8 @@ export async function sidecarSection(opts: SidecarBenchOptions, report: (row: Si
               const seen = decisionsIn(text).total;
               const high = before.answered + issued();
               // counted before answered: at least what was answered when the scrape left
-              if (seen < low || seen > high) scrapeCheck = `/metrics counted ${seen} decisions mid-run, outside [${low}, ${high}]`;
+              if (seen < low || seen > high)
+                scrapeCheck = `/metrics counted ${seen} decisions mid-run, outside [${low}, ${high}]`;
               return text;
             });
         },
@@ -224,7 +256,11 @@ export async function sidecarSection(opts: SidecarBenchOptions, report: (row: Si
       const redisUsed = (await redisCpu(admin)) - before.redis;
       const decisions = answered - before.answered;
       const admitted = answeredAdmitted - before.admitted;
-      const failures = [r.errors > 0 ? `${r.errors} calls answered without a decision` : '', left > 0 ? `${left} calls never answered` : '', scrapeCheck].filter(Boolean);
+      const failures = [
+        r.errors > 0 ? `${r.errors} calls answered without a decision` : '',
+        left > 0 ? `${left} calls never answered` : '',
+        scrapeCheck,
+      ].filter(Boolean);
       const row: SidecarRow = {
         type: 'sidecar-run',
         system: 'sidecar HTTP',
@@ -237,7 +273,10 @@ export async function sidecarSection(opts: SidecarBenchOptions, report: (row: Si
         maxMs: r.hist.maxValue / 1e6,
         cores: {
           bench: (cpu.user + cpu.system) / 1e6 / r.seconds,
-          sidecar: sidecarCpu !== undefined && before.sidecar !== undefined ? (sidecarCpu - before.sidecar) / r.seconds : undefined,
+          sidecar:
+            sidecarCpu !== undefined && before.sidecar !== undefined
+              ? (sidecarCpu - before.sidecar) / r.seconds
+              : undefined,
           redis: redisUsed / r.seconds,
         },
         unanswered: r.unanswered,
@@ -254,14 +293,17 @@ export async function sidecarSection(opts: SidecarBenchOptions, report: (row: Si
     const scan = httpLog.check((b) => limitsOf.get(b)!);
     const problems: string[] = [];
     if (final.total !== answered || final.admitted !== answeredAdmitted) {
-      problems.push(`/metrics counts ${final.total} decisions (${final.admitted} admitted), the bench got ${answered} (${answeredAdmitted} admitted)`);
+      problems.push(
+        `/metrics counts ${final.total} decisions (${final.admitted} admitted), the bench got ${answered} (${answeredAdmitted} admitted)`,
+      );
     }
     if (scan.violations > 0) problems.push(`${scan.violations} windows over their limit`);
     for (const row of rows) {
       if (problems.length > 0) {
         row.check = 'FAIL';
         row.checkDetail = [row.checkDetail, ...problems].join('; ');
-      } else row.checkDetail += `; /metrics = ${final.total} decisions answered; no window over its limit (${scan.events} admitted events, ${scan.buckets} buckets)`;
+      } else
+        row.checkDetail += `; /metrics = ${final.total} decisions answered; no window over its limit (${scan.events} admitted events, ${scan.buckets} buckets)`;
     }
   } finally {
     await pool.close();
@@ -271,7 +313,10 @@ export async function sidecarSection(opts: SidecarBenchOptions, report: (row: Si
   // --- the library in process, same Redis, same rates -----------------------------------------
   const redis = new Redis(opts.redisUrl, { ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true });
   await redis.connect();
-  const gate = await CallGate.create({ config: opts.config as never, store: new RedisStore({ redis, prefix: `bench:lib:${randomBytes(3).toString('hex')}:` }) });
+  const gate = await CallGate.create({
+    config: opts.config as never,
+    store: new RedisStore({ redis, prefix: `bench:lib:${randomBytes(3).toString('hex')}:` }),
+  });
   const libLog = new AdmittedLog();
   const libRows: SidecarRow[] = [];
   try {
@@ -307,7 +352,10 @@ export async function sidecarSection(opts: SidecarBenchOptions, report: (row: Si
         p50ms: q(r.hist, 50),
         p99ms: q(r.hist, 99),
         maxMs: r.hist.maxValue / 1e6,
-        cores: { bench: (cpu.user + cpu.system) / 1e6 / r.seconds, redis: ((await redisCpu(admin)) - before.redis) / r.seconds },
+        cores: {
+          bench: (cpu.user + cpu.system) / 1e6 / r.seconds,
+          redis: ((await redisCpu(admin)) - before.redis) / r.seconds,
+        },
         unanswered: r.unanswered,
         check: r.errors > 0 ? 'FAIL' : 'ok',
         checkDetail: r.errors > 0 ? `${r.errors} calls degraded (store out of reach)` : 'every call decided',

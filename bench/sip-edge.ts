@@ -13,9 +13,12 @@ import { startRedisServer } from '../test/helpers/redis.js';
 import { callsOf, CPS, OFFERED_CPS, PEER_LIMIT, runCalls, S, type Run } from '../test/helpers/sip-edge.js';
 import { maxInWindow, minGap, sippAvailable, SIPP_INSTALL_HINT } from '../test/helpers/sipp.js';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '20' }, json: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: { seconds: { type: 'string', default: '20' }, json: { type: 'boolean', default: false } },
+});
 const seconds = Number(values.seconds);
-if (!(Number.isInteger(seconds) && seconds >= 2 && seconds <= 120)) throw new Error(`--seconds must be an integer from 2 to 120, got ${values.seconds}`);
+if (!(Number.isInteger(seconds) && seconds >= 2 && seconds <= 120))
+  throw new Error(`--seconds must be an integer from 2 to 120, got ${values.seconds}`);
 if (!sippAvailable()) throw new Error(SIPP_INSTALL_HINT);
 
 const ms = (us: number) => Math.round(us) / 1000;
@@ -25,12 +28,27 @@ function numbers(store: string, run: Run) {
   const carriers = Object.fromEntries(
     (['A', 'B'] as const).map((c) => {
       const first = new Map<string, number>();
-      for (const m of run.carriers[c].messages) if (m.dir === 'received' && m.method === 'INVITE' && !first.has(m.callId)) first.set(m.callId, m.t);
+      for (const m of run.carriers[c].messages)
+        if (m.dir === 'received' && m.method === 'INVITE' && !first.has(m.callId)) first.set(m.callId, m.t);
       const times = [...first.values()];
-      return [c, { cps: CPS[c], invites: times.length, minGapMs: ms(minGap(times)), maxPerRollingSecond: maxInWindow(times, S), edgeMinGapMs: run.summary.carriers[c]?.minGapMs ?? null }];
+      return [
+        c,
+        {
+          cps: CPS[c],
+          invites: times.length,
+          minGapMs: ms(minGap(times)),
+          maxPerRollingSecond: maxInWindow(times, S),
+          edgeMinGapMs: run.summary.carriers[c]?.minGapMs ?? null,
+        },
+      ];
     }),
   );
-  const lat = (h: Run['summary']['admissionUs']) => ({ count: h.count, p50Ms: ms(h.p50), p99Ms: ms(h.p99), maxMs: ms(h.max) });
+  const lat = (h: Run['summary']['admissionUs']) => ({
+    count: h.count,
+    p50Ms: ms(h.p50),
+    p99Ms: ms(h.p99),
+    maxMs: ms(h.max),
+  });
   return {
     store,
     seconds,
@@ -56,11 +74,19 @@ try {
       console.log(JSON.stringify(n));
       continue;
     }
-    console.log(`${store}: ${n.offered} calls offered at ${OFFERED_CPS}/s over ${seconds} s (peer limit ${PEER_LIMIT}/s): ${n.admitted} admitted, ${n.refused} refused 503 (${JSON.stringify(n.refusedBy)}), ${n.rerouted} rerouted, ${n.congested} all routes congested`);
-    console.log(`  admission at the edge: p50 ${n.admission.p50Ms} ms, p99 ${n.admission.p99Ms} ms, max ${n.admission.maxMs} ms (${n.admission.count} decisions)`);
-    console.log(`  INVITE in -> out, no pacing delay: p50 ${n.inviteInToOut.p50Ms} ms, p99 ${n.inviteInToOut.p99Ms} ms, max ${n.inviteInToOut.maxMs} ms (${n.inviteInToOut.count} calls)`);
+    console.log(
+      `${store}: ${n.offered} calls offered at ${OFFERED_CPS}/s over ${seconds} s (peer limit ${PEER_LIMIT}/s): ${n.admitted} admitted, ${n.refused} refused 503 (${JSON.stringify(n.refusedBy)}), ${n.rerouted} rerouted, ${n.congested} all routes congested`,
+    );
+    console.log(
+      `  admission at the edge: p50 ${n.admission.p50Ms} ms, p99 ${n.admission.p99Ms} ms, max ${n.admission.maxMs} ms (${n.admission.count} decisions)`,
+    );
+    console.log(
+      `  INVITE in -> out, no pacing delay: p50 ${n.inviteInToOut.p50Ms} ms, p99 ${n.inviteInToOut.p99Ms} ms, max ${n.inviteInToOut.maxMs} ms (${n.inviteInToOut.count} calls)`,
+    );
     for (const [c, s] of Object.entries(n.carriers)) {
-      console.log(`  carrier ${c} (cps ${s.cps}, 1/cps ${1000 / s.cps} ms): ${s.invites} INVITEs, min gap ${s.minGapMs} ms at the carrier's sipp (${s.edgeMinGapMs} ms at the edge), at most ${s.maxPerRollingSecond} in a rolling second`);
+      console.log(
+        `  carrier ${c} (cps ${s.cps}, 1/cps ${1000 / s.cps} ms): ${s.invites} INVITEs, min gap ${s.minGapMs} ms at the carrier's sipp (${s.edgeMinGapMs} ms at the edge), at most ${s.maxPerRollingSecond} in a rolling second`,
+      );
     }
   }
 } finally {

@@ -14,7 +14,7 @@ export const rng = prng;
 export function zipfSequence(n: number, peers: number, s: number, seed: number): Uint16Array {
   const cdf = new Float64Array(peers);
   let sum = 0;
-  for (let i = 0; i < peers; i++) cdf[i] = sum += 1 / Math.pow(i + 1, s);
+  for (let i = 0; i < peers; i++) cdf[i] = sum += 1 / (i + 1) ** s;
   for (let i = 0; i < peers; i++) cdf[i]! /= sum;
   const rand = rng(seed);
   const out = new Uint16Array(n);
@@ -35,7 +35,12 @@ export function zipfSequence(n: number, peers: number, s: number, seed: number):
 export type Histogram = ReturnType<typeof hdr.build>;
 
 export function histogram(): Histogram {
-  return hdr.build({ bitBucketSize: 32, autoResize: true, lowestDiscernibleValue: 1, numberOfSignificantValueDigits: 3 });
+  return hdr.build({
+    bitBucketSize: 32,
+    autoResize: true,
+    lowestDiscernibleValue: 1,
+    numberOfSignificantValueDigits: 3,
+  });
 }
 
 export interface LoopResult {
@@ -51,7 +56,12 @@ export interface LoopResult {
  * Closed loop: `concurrency` workers, each issuing call i (a shared counter) and awaiting it,
  * until `calls` were issued or `seconds` passed. Every call's latency is recorded.
  */
-export async function closedLoop(calls: number, seconds: number, concurrency: number, op: (i: number) => Promise<void>): Promise<LoopResult> {
+export async function closedLoop(
+  calls: number,
+  seconds: number,
+  concurrency: number,
+  op: (i: number) => Promise<void>,
+): Promise<LoopResult> {
   const hist = histogram();
   let next = 0;
   const start = performance.now();

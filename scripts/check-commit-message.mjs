@@ -20,8 +20,12 @@ export function commitMessageProblems(message) {
   const problems = [];
   const subject = lines[0] ?? '';
   if (subject.trim() === '') problems.push('the subject line is empty');
-  if (subject.length > MAX_SUBJECT) problems.push(`the subject has ${subject.length} characters; at most ${MAX_SUBJECT} (say what changed; the why goes in the body)`);
-  if (lines.length > 1 && lines[1] !== '') problems.push('the subject must be followed by a blank line before the body');
+  if (subject.length > MAX_SUBJECT)
+    problems.push(
+      `the subject has ${subject.length} characters; at most ${MAX_SUBJECT} (say what changed; the why goes in the body)`,
+    );
+  if (lines.length > 1 && lines[1] !== '')
+    problems.push('the subject must be followed by a blank line before the body');
   return problems;
 }
 

@@ -47,7 +47,7 @@ const PEER_SHAPES = [
 
 /** Peer id number i (0-based): mostly plain, some with `{`, `}`, `:`, spaces, commas, quotes, `#`. */
 export function peerId(i: number): string {
-  return PEER_SHAPES[i % 10 < 5 ? 0 : (i % 5)]!(i);
+  return PEER_SHAPES[i % 10 < 5 ? 0 : i % 5]!(i);
 }
 export const accountId = (i: number): string => (i % 4 === 3 ? `acct {${i}}: odd` : `acct-${i}`);
 export const CARRIERS = ['A', 'B', 'C', 'D', 'E', 'F'] as const;
@@ -69,11 +69,13 @@ export function generateConfig(opts: Pick<GenerateOptions, 'peers' | 'rate'> = {
   }
   // Calls in progress at a level ~ its admitted rate x 2 s (the mean duration): channel limits a
   // little below that bite now and then; every sixth peer with limits has a channel limit too.
-  for (let i = 0; i < peers; i += 6) (peerLimits[peerId(i)] as unknown[]).push({ channels: Math.max(1, Math.round(perPeer * 2)) });
+  for (let i = 0; i < peers; i += 6)
+    (peerLimits[peerId(i)] as unknown[]).push({ channels: Math.max(1, Math.round(perPeer * 2)) });
   const accounts: Record<string, unknown> = {};
   for (let i = 0; i < 20; i += 2) {
     accounts[accountId(i)] = [{ limit: Math.max(1, Math.round((rate * 0.7) / 20)), window: 'PT1S' }];
-    if (i % 4 === 0) (accounts[accountId(i)] as unknown[]).push({ channels: Math.max(1, Math.round((rate * 0.7) / 20)) });
+    if (i % 4 === 0)
+      (accounts[accountId(i)] as unknown[]).push({ channels: Math.max(1, Math.round((rate * 0.7) / 20)) });
   }
   return {
     maxCallDuration: 'PT30S',
@@ -81,13 +83,24 @@ export function generateConfig(opts: Pick<GenerateOptions, 'peers' | 'rate'> = {
       global: [{ limit: Math.round(rate * 0.45), window: 'PT1S' }, { channels: Math.round(rate * 0.7) }],
       accounts,
       peers: peerLimits,
-      defaultPeer: [{ limit: Math.max(1, Math.round(perPeer * 1.5)), window: 'PT1S', algorithm: 'sliding-window' }, { channels: 3 }],
+      defaultPeer: [
+        { limit: Math.max(1, Math.round(perPeer * 1.5)), window: 'PT1S', algorithm: 'sliding-window' },
+        { channels: 3 },
+      ],
     },
     outbound: {
       carriers: {
-        A: { cps: Math.max(1, Math.round(rate * 0.1)), maxWait: 'PT1S', channels: Math.max(1, Math.round(rate * 0.15)) },
+        A: {
+          cps: Math.max(1, Math.round(rate * 0.1)),
+          maxWait: 'PT1S',
+          channels: Math.max(1, Math.round(rate * 0.15)),
+        },
         B: { cps: Math.max(0.5, rate * 0.05) + 0.5, maxWait: '500ms' },
-        C: { cps: Math.max(1, Math.round(rate * 0.08)), maxWait: 'PT2S', channels: Math.max(1, Math.round(rate * 0.1)) },
+        C: {
+          cps: Math.max(1, Math.round(rate * 0.08)),
+          maxWait: 'PT2S',
+          channels: Math.max(1, Math.round(rate * 0.1)),
+        },
         D: { cps: 2.5, channels: 3 },
         E: { cps: 0.5, maxWait: 'PT4S' },
         // F is not configured: routes naming it skip it
@@ -103,7 +116,11 @@ function durationCell(rand: () => number): string {
   if (r < 0.05) return ''; // never reported: held maxCallDuration
   if (r < 0.15) return `PT${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0')}S`;
   if (r < 0.17) return '0';
-  return `${Math.floor(us / 1e6)}.${String(us % 1e6).padStart(6, '0').replace(/0+$/, '') || '0'}`;
+  return `${Math.floor(us / 1e6)}.${
+    String(us % 1e6)
+      .padStart(6, '0')
+      .replace(/0+$/, '') || '0'
+  }`;
 }
 
 /** The trace as CSV lines (each ending in `\n`), header first; times never decrease unless `unsorted`. */
@@ -155,7 +172,7 @@ export async function* generateTrace(opts: GenerateOptions): AsyncGenerator<stri
         continue;
       }
     }
-    if (n % 5000 === 0) yield '# checkpoint ' + n + '\n';
+    if (n % 5000 === 0) yield `# checkpoint ${n}\n`;
     yield line;
   }
   if (held !== undefined) yield held;
@@ -164,7 +181,7 @@ export async function* generateTrace(opts: GenerateOptions): AsyncGenerator<stri
 /** Writes the trace (streaming) and its config. */
 export async function writeTrace(out: string, configPath: string, opts: GenerateOptions): Promise<void> {
   await pipeline(Readable.from(generateTrace(opts)), createWriteStream(out));
-  writeFileSync(configPath, JSON.stringify(generateConfig(opts), null, 2) + '\n');
+  writeFileSync(configPath, `${JSON.stringify(generateConfig(opts), null, 2)}\n`);
 }
 
 async function main(): Promise<void> {
@@ -180,12 +197,13 @@ async function main(): Promise<void> {
   });
   if (values.out === undefined) throw new Error('--out FILE is required');
   const out = values.out;
-  const config = values.config ?? (out.endsWith('.trace.csv') ? out.replace(/\.trace\.csv$/, '.config.json') : `${out}.config.json`);
+  const config =
+    values.config ?? (out.endsWith('.trace.csv') ? out.replace(/\.trace\.csv$/, '.config.json') : `${out}.config.json`);
   const opts: GenerateOptions = {
     calls: Number(values.calls),
     seed: Number(values.seed),
     rate: Number(values.rate),
-    unsorted: values.unsorted!,
+    unsorted: values.unsorted,
   };
   await writeTrace(out, config, opts);
   console.log(`${out}: ${opts.calls} calls; config ${config}`);

@@ -44,12 +44,18 @@ export function formatUs(us: number, style: TimeStyle, digits = 6, extra = '000'
   const frac = us - secs * 1e6;
   let fracText = String(frac).padStart(6, '0');
   if (digits < 6) {
-    if (!fracText.slice(digits).split('').every((c) => c === '0')) throw new Error(`cannot write ${us} with ${digits} digits`);
+    if (
+      !fracText
+        .slice(digits)
+        .split('')
+        .every((c) => c === '0')
+    )
+      throw new Error(`cannot write ${us} with ${digits} digits`);
     fracText = fracText.slice(0, digits);
   } else if (digits > 6) {
     fracText += extra.padEnd(digits - 6, '0').slice(0, digits - 6);
   }
-  const dot = digits > 0 ? '.' + fracText : '';
+  const dot = digits > 0 ? `.${fracText}` : '';
   if (style === 'epoch') return `${secs}${dot}`;
   const offsetMin = style === 'Z' ? 0 : style === '-05:00' ? -300 : 120;
   const d = new Date((secs + offsetMin * 60) * 1000);
@@ -61,12 +67,12 @@ export function formatUs(us: number, style: TimeStyle, digits = 6, extra = '000'
 /** One CSV cell: quoted when it holds a delimiter, quote, line break, `#` first or outer spaces. */
 export function csvCell(value: string): string {
   if (/[",\r\n]/.test(value) || value.startsWith('#') || value !== value.trim()) {
-    return '"' + value.replace(/"/g, '""') + '"';
+    return `"${value.replace(/"/g, '""')}"`;
   }
   return value;
 }
 
-export const csvLine = (cells: readonly string[]): string => cells.map(csvCell).join(',') + '\n';
+export const csvLine = (cells: readonly string[]): string => `${cells.map(csvCell).join(',')}\n`;
 
 export interface Row {
   time: number;
@@ -84,7 +90,10 @@ const MIN = 60 * S;
 
 /** Stable sort by time (equal times keep generation order). */
 const byTime = (rows: Row[]): Row[] =>
-  rows.map((r, i) => ({ r, i })).sort((a, b) => a.r.time - b.r.time || a.i - b.i).map((x) => x.r);
+  rows
+    .map((r, i) => ({ r, i }))
+    .sort((a, b) => a.r.time - b.r.time || a.i - b.i)
+    .map((x) => x.r);
 
 /** Poisson arrivals of `rate`/s in [from, to) µs. */
 function poisson(rand: () => number, rate: number, from: number, to: number): number[] {
@@ -131,7 +140,8 @@ function boundary(): Fixture {
   add(x + 3 * S); // (x+3).000000: the window is empty again: admitted
   return {
     config: { inbound: { peers: { 'gw-1': [{ limit: 10, window: 'PT1S' }] } } },
-    csv: '# boundary: 10 calls at x.999 s and 10 at (x+1).000 s against 10/s; the second ten are refused\n' +
+    csv:
+      '# boundary: 10 calls at x.999 s and 10 at (x+1).000 s against 10/s; the second ten are refused\n' +
       standardCsv(rows, (r) => formatUs(r.time, 'Z')),
     calls: rows.length,
     story: '10 at x.999 admitted, 10 at x+1.000 refused, 10 at x+1.999 admitted again',
@@ -167,17 +177,25 @@ function autodialer(): Fixture {
   // A peer nobody configured, while a defaultPeer exists, is limited by defaultPeer.
   stream('stranger', 'unknown-account', 0.5, start, end);
   const sorted = byTime(rows);
-  sorted.forEach((r, i) => (r.callId = `ad-${String(i + 1).padStart(5, '0')}`));
+  sorted.forEach((r, i) => {
+    r.callId = `ad-${String(i + 1).padStart(5, '0')}`;
+  });
   return {
     config: {
       inbound: {
         global: [{ limit: 60, window: 'PT1S' }],
         accounts: {
           acme: [{ limit: 30, window: 'PT1S' }],
-          globex: [{ limit: 15, window: 'PT1S' }, { limit: 600, window: 'PT1M' }],
+          globex: [
+            { limit: 15, window: 'PT1S' },
+            { limit: 600, window: 'PT1M' },
+          ],
         },
         peers: {
-          'dialer-9': [{ limit: 5, window: 'PT1S' }, { limit: 100, window: 'PT1M' }],
+          'dialer-9': [
+            { limit: 5, window: 'PT1S' },
+            { limit: 100, window: 'PT1M' },
+          ],
           'pbx-acme-1': [{ limit: 10, window: 'PT1S' }],
           'pbx-globex-1': [{ limit: 8, window: 'PT1S' }],
           'pbx-globex-2': [{ limit: 8, window: 'PT1S' }],
@@ -185,10 +203,12 @@ function autodialer(): Fixture {
         defaultPeer: [{ limit: 3, window: '1s' }],
       },
     },
-    csv: '# autodialer: dialer-9 floods at ~30 cps against 5/s and 100/min, next to well-behaved peers\n' +
+    csv:
+      '# autodialer: dialer-9 floods at ~30 cps against 5/s and 100/min, next to well-behaved peers\n' +
       standardCsv(sorted, (r) => formatUs(r.time, 'epoch')),
     calls: sorted.length,
-    story: 'dialer-9 refused most of the time; neighbours unharmed; globex surge hits its account; edge storm hits global',
+    story:
+      'dialer-9 refused most of the time; neighbours unharmed; globex surge hits its account; edge storm hits global',
   };
 }
 
@@ -197,7 +217,6 @@ function autodialer(): Fixture {
 function eventTypes(): Fixture {
   const rand = prng(0xe7e7);
   const start = T0 + 7200 * S;
-  const end = start + 150 * MIN;
   const rows: Row[] = [];
   const peers: Record<string, unknown> = {};
   for (let i = 1; i <= 20; i++) {
@@ -214,10 +233,13 @@ function eventTypes(): Fixture {
     }
   }
   const sorted = byTime(rows);
-  sorted.forEach((r, i) => (r.callId = `ev-${String(i + 1).padStart(4, '0')}`));
+  sorted.forEach((r, i) => {
+    r.callId = `ev-${String(i + 1).padStart(4, '0')}`;
+  });
   return {
     config: { inbound: { global: [{ limit: 100, window: 'PT30M' }], peers } },
-    csv: '# event-types: 20 event types (peers) capped at 10 per 30 min each, under 100 per 30 min overall\n' +
+    csv:
+      '# event-types: 20 event types (peers) capped at 10 per 30 min each, under 100 per 30 min overall\n' +
       standardCsv(sorted, (r, i) => formatUs(r.time, i % 3 === 0 ? '+02:00' : 'Z')),
     calls: sorted.length,
     story: 'hot types hit their 10/PT30M, the busy hour hits the global 100/PT30M',
@@ -230,7 +252,8 @@ function userWindows(): Fixture {
   const rand = prng(0x05e4);
   const start = T0 + 4 * 3600 * S;
   const rows: Row[] = [];
-  const push = (time: number): void => void rows.push({ time, callId: '', direction: 'in', peer: 'user-42', account: 'tenant-7' });
+  const push = (time: number): void =>
+    void rows.push({ time, callId: '', direction: 'in', peer: 'user-42', account: 'tenant-7' });
   // Bursts of 12-20 calls within ~1.5 s, every ~2 min, for 100 min: the 10/s limit cuts each burst.
   for (let t = start; t < start + 100 * MIN; t += 90 * S + Math.round(rand() * 60 * S)) {
     const k = 12 + Math.floor(rand() * 9);
@@ -241,7 +264,9 @@ function userWindows(): Fixture {
     for (const time of poisson(rand, 4, from, from + 70 * S)) push(time);
   }
   const sorted = byTime(rows);
-  sorted.forEach((r, i) => (r.callId = `u-${String(i + 1).padStart(4, '0')}`));
+  sorted.forEach((r, i) => {
+    r.callId = `u-${String(i + 1).padStart(4, '0')}`;
+  });
   return {
     config: {
       inbound: {
@@ -254,7 +279,8 @@ function userWindows(): Fixture {
         },
       },
     },
-    csv: '# user-windows: one user with 10/s, 120/min and 240/h, bursting for 100 minutes\n' +
+    csv:
+      '# user-windows: one user with 10/s, 120/min and 240/h, bursting for 100 minutes\n' +
       standardCsv(sorted, (r, i) => formatUs(r.time, i % 2 === 0 ? 'Z' : 'epoch')),
     calls: sorted.length,
     story: 'each limit (10/s, 120/min, 240/h) refuses calls at some point',
@@ -280,7 +306,8 @@ function campaign(): Fixture {
     for (const x of routes) if ((r -= x.weight) < 0) return x.route;
     return routes[0]!.route;
   };
-  const out = (time: number, account: string): void => void rows.push({ time, callId: '', direction: 'out', account, route: pick() });
+  const out = (time: number, account: string): void =>
+    void rows.push({ time, callId: '', direction: 'out', account, route: pick() });
   // Baseline: the campaign dials at ~5 cps all along.
   for (const t of poisson(rand, 5, start, end)) out(t, 'campaign-spring');
   // Bursts of 40 calls in 2 s at 1, 2 and 4 minutes: reroutes, then all-routes-congested.
@@ -290,18 +317,28 @@ function campaign(): Fixture {
   // A ramp: 12 cps for 20 s from 3:00, beyond what the carriers take.
   for (const t of poisson(rand, 12, start + 3 * MIN, start + 3 * MIN + 20 * S)) out(t, 'campaign-flash');
   // Inbound callbacks from customers answering the campaign.
-  for (const t of poisson(rand, 0.6, start + 20 * S, end)) rows.push({ time: t, callId: '', direction: 'in', peer: 'sbc-callbacks', account: 'campaign-spring' });
+  for (const t of poisson(rand, 0.6, start + 20 * S, end))
+    rows.push({ time: t, callId: '', direction: 'in', peer: 'sbc-callbacks', account: 'campaign-spring' });
   // ... a burst of them after the 2-minute wave
-  for (const t of poisson(rand, 6, start + 2 * MIN + 10 * S, start + 2 * MIN + 16 * S)) rows.push({ time: t, callId: '', direction: 'in', peer: 'sbc-callbacks', account: 'campaign-spring' });
+  for (const t of poisson(rand, 6, start + 2 * MIN + 10 * S, start + 2 * MIN + 16 * S))
+    rows.push({ time: t, callId: '', direction: 'in', peer: 'sbc-callbacks', account: 'campaign-spring' });
   // ... and a few from a peer nobody configured: unknown-peer
-  for (const t of poisson(rand, 0.05, start, end)) rows.push({ time: t, callId: '', direction: 'in', peer: 'sbc-rogue' });
+  for (const t of poisson(rand, 0.05, start, end))
+    rows.push({ time: t, callId: '', direction: 'in', peer: 'sbc-rogue' });
   const sorted = byTime(rows);
-  sorted.forEach((r, i) => (r.callId = `${r.direction === 'out' ? 'o' : 'i'}-${String(i + 1).padStart(5, '0')}`));
+  sorted.forEach((r, i) => {
+    r.callId = `${r.direction === 'out' ? 'o' : 'i'}-${String(i + 1).padStart(5, '0')}`;
+  });
   return {
     config: {
       inbound: {
         accounts: { 'campaign-spring': [{ limit: 5, window: 'PT1S' }] },
-        peers: { 'sbc-callbacks': [{ limit: 3, window: 'PT1S' }, { limit: 60, window: 'PT1M' }] },
+        peers: {
+          'sbc-callbacks': [
+            { limit: 3, window: 'PT1S' },
+            { limit: 60, window: 'PT1M' },
+          ],
+        },
       },
       outbound: {
         carriers: {
@@ -313,7 +350,8 @@ function campaign(): Fixture {
         },
       },
     },
-    csv: '# campaign: an outbound campaign paced over carriers A (4 cps), B (2.5), C (3), D (1), E (0.5);\n' +
+    csv:
+      '# campaign: an outbound campaign paced over carriers A (4 cps), B (2.5), C (3), D (1), E (0.5);\n' +
       '# bursts at 1, 2 and 4 minutes and a ramp at 3 force reroutes and all-routes-congested;\n' +
       '# legacy-X is not configured and is skipped; callbacks come in on sbc-callbacks\n' +
       standardCsv(sorted, (r) => formatUs(r.time, '+02:00')),
@@ -368,7 +406,15 @@ function algorithms(): Fixture {
   csv += '\n# an account over two peers with commas in their ids\n';
   for (const t of poisson(rand, 10, start + 45 * S, start + 55 * S)) {
     const peer = rand() < 0.5 ? 'sip:"east", gw{2}' : 'sip:west gw {3}';
-    csv += csvLine([`alg-${String(++n).padStart(4, '0')}`, peer, formatUs(t, 'epoch'), 'in', '', 'acct {blue}: one', '']);
+    csv += csvLine([
+      `alg-${String(++n).padStart(4, '0')}`,
+      peer,
+      formatUs(t, 'epoch'),
+      'in',
+      '',
+      'acct {blue}: one',
+      '',
+    ]);
     calls++;
   }
   return {
@@ -389,7 +435,9 @@ function algorithms(): Fixture {
 
 /** Seconds with up to six fraction digits, as a trace writes a duration (93.5, 12.000125). */
 const seconds = (us: number): string => {
-  const frac = String(us % S).padStart(6, '0').replace(/0+$/, '');
+  const frac = String(us % S)
+    .padStart(6, '0')
+    .replace(/0+$/, '');
   return frac === '' ? String(Math.floor(us / S)) : `${Math.floor(us / S)}.${frac}`;
 };
 
@@ -426,16 +474,35 @@ function trunks(): Fixture {
   inb(x + 5 * S - 1, 'small-9', undefined, '1'); // refused: 2 in progress
   inb(x + 5 * S, 'small-9', undefined, '1'); // admitted: the first call ended exactly now
   // outbound over A (5 cps, 8 channels), B (3 cps, 10 channels), C (2 cps, no channel limit)
-  for (const t of poisson(rand, 2.5, start, end)) rows.push({ time: t, callId: '', direction: 'out', route: rand() < 0.7 ? ['A', 'B', 'C'] : ['B', 'A'], duration: duration() });
-  for (const t of poisson(rand, 8, start + 2.5 * MIN, start + 2.5 * MIN + 8 * S)) rows.push({ time: t, callId: '', direction: 'out', route: ['A', 'B', 'C'], duration: duration() });
+  for (const t of poisson(rand, 2.5, start, end))
+    rows.push({
+      time: t,
+      callId: '',
+      direction: 'out',
+      route: rand() < 0.7 ? ['A', 'B', 'C'] : ['B', 'A'],
+      duration: duration(),
+    });
+  for (const t of poisson(rand, 8, start + 2.5 * MIN, start + 2.5 * MIN + 8 * S))
+    rows.push({ time: t, callId: '', direction: 'out', route: ['A', 'B', 'C'], duration: duration() });
   const sorted = byTime(rows);
-  sorted.forEach((r, i) => (r.callId = `${r.direction === 'out' ? 'o' : 'i'}-${String(i + 1).padStart(4, '0')}`));
+  sorted.forEach((r, i) => {
+    r.callId = `${r.direction === 'out' ? 'o' : 'i'}-${String(i + 1).padStart(4, '0')}`;
+  });
   // an INVITE retransmitted 200 ms later is the same call: admitted again, counted once
   const first = sorted.find((r) => r.peer === 'pbx-acme-1' && r.time > start + 30 * S)!;
   const again: Row = { ...first, time: first.time + 200_000 };
   const all = byTime([...sorted, again]);
   let csv = 'time,call_id,direction,peer,account,route,duration\n';
-  for (const r of all) csv += csvLine([formatUs(r.time, 'Z'), r.callId, r.direction, r.peer ?? '', r.account ?? '', (r.route ?? []).join('|'), r.duration ?? '']);
+  for (const r of all)
+    csv += csvLine([
+      formatUs(r.time, 'Z'),
+      r.callId,
+      r.direction,
+      r.peer ?? '',
+      r.account ?? '',
+      (r.route ?? []).join('|'),
+      r.duration ?? '',
+    ]);
   return {
     config: {
       maxCallDuration: 'PT90S',
@@ -445,7 +512,10 @@ function trunks(): Fixture {
         peers: {
           'pbx-acme-1': [{ limit: 8, window: 'PT1S' }, { channels: 12 }],
           'pbx-acme-2': [{ limit: 8, window: 'PT1S' }],
-          'sbc-big': [{ limit: 20, window: 'PT1S' }, { limit: 300, window: 'PT1M' }],
+          'sbc-big': [
+            { limit: 20, window: 'PT1S' },
+            { limit: 300, window: 'PT1M' },
+          ],
         },
         defaultPeer: [{ limit: 2, window: 'PT1S' }, { channels: 2 }],
       },
@@ -457,11 +527,14 @@ function trunks(): Fixture {
         },
       },
     },
-    csv: '# trunks: channel limits (calls in progress) beside rate limits, with call durations;\n' +
+    csv:
+      '# trunks: channel limits (calls in progress) beside rate limits, with call durations;\n' +
       '# acme shares 35 channels over two PBXs, the global 70 bite during the sbc-big burst,\n' +
-      '# small-9 shows a call ending exactly when the next one comes, carriers A and B fill up\n' + csv,
+      '# small-9 shows a call ending exactly when the next one comes, carriers A and B fill up\n' +
+      csv,
     calls: all.length,
-    story: 'channel refusals at peer, account and global level, a channel freed exactly at its end, full carriers passed over, a retransmission counted once',
+    story:
+      'channel refusals at peer, account and global level, a channel freed exactly at its end, full carriers passed over, a retransmission counted once',
   };
 }
 
@@ -479,13 +552,13 @@ export const FIXTURES: Record<string, () => Fixture> = {
 
 function main(): void {
   const { values } = parseArgs({ options: { out: { type: 'string', default: 'fixtures' }, only: { type: 'string' } } });
-  const dir = values.out!;
+  const dir = values.out;
   mkdirSync(dir, { recursive: true });
   for (const [name, make] of Object.entries(FIXTURES)) {
     if (values.only !== undefined && values.only !== name) continue;
     const f = make();
     writeFileSync(join(dir, `${name}.trace.csv`), f.csv);
-    writeFileSync(join(dir, `${name}.config.json`), JSON.stringify(f.config, null, 2) + '\n');
+    writeFileSync(join(dir, `${name}.config.json`), `${JSON.stringify(f.config, null, 2)}\n`);
     console.log(`${name}: ${f.calls} calls — ${f.story}`);
   }
 }

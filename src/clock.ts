@@ -92,7 +92,7 @@ export class VirtualClock implements Clock {
     const timer: Timer = { at: atUs, seq: this.seq++, fn };
     // keep timers sorted by (at, seq): most are appended at the end
     let i = this.timers.length;
-    while (i > 0 && (this.timers[i - 1]!.at > atUs)) i--;
+    while (i > 0 && this.timers[i - 1]!.at > atUs) i--;
     this.timers.splice(i, 0, timer);
     if (atUs <= this.t) queueMicrotask(() => this.runDue());
     return () => {

@@ -13,7 +13,7 @@ export class SafeEmitter<Events extends { error: [Error] }> extends EventEmitter
       try {
         listener.apply(this, args);
       } catch (err) {
-        if (event !== 'error') this.safeEmit('error', (err instanceof Error ? err : new Error(String(err))) as never);
+        if (event !== 'error') this.safeEmit('error', err instanceof Error ? err : new Error(String(err)));
       }
     }
   }

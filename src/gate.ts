@@ -5,9 +5,21 @@
  */
 import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
-import { Admission, type AdmissionDecision, type AdmissionEvents, type AdmitInput, type StorePolicy } from './admission/admission.js';
+import {
+  Admission,
+  type AdmissionDecision,
+  type AdmissionEvents,
+  type AdmitInput,
+  type StorePolicy,
+} from './admission/admission.js';
 import { SystemClock, systemClockUs, type Clock } from './clock.js';
-import { diffConfig, loadConfig, type CallGateConfig, type CallGateConfigInput, type ConfigChange } from './config/index.js';
+import {
+  diffConfig,
+  loadConfig,
+  type CallGateConfig,
+  type CallGateConfigInput,
+  type ConfigChange,
+} from './config/index.js';
 import {
   Dispatcher,
   type DispatchInput,
@@ -136,7 +148,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       timeoutMs: opts.timeoutMs,
     });
     if (opts.recordTrace) {
-      this.recorder = opts.recordTrace instanceof TraceRecorder ? opts.recordTrace : new TraceRecorder(opts.recordTrace);
+      this.recorder =
+        opts.recordTrace instanceof TraceRecorder ? opts.recordTrace : new TraceRecorder(opts.recordTrace);
       const rec = this.recorder;
       rec.onError = (err) => this.safeEmit('error', err);
       rec.maxCallDurationUs = () => this.current.maxCallDurationUs;
@@ -152,7 +165,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       release: (callId) => this.releaseInStore(callId),
       max: opts.maxDeferredReleases ?? 100_000,
       lifetimeMs: () => this.current.maxCallDurationUs / 1000,
-      onLanded: (callId, r) => this.safeEmit('released', { callId, outcome: r.released ? 'released' : 'not-held', at: r.at }),
+      onLanded: (callId, r) =>
+        this.safeEmit('released', { callId, outcome: r.released ? 'released' : 'not-held', at: r.at }),
       onError: (err) => this.safeEmit('error', err),
     });
   }
@@ -168,7 +182,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   admit(input: AdmitInput): Promise<AdmissionDecision> {
     return this.timed('admit', () => {
       const d = this.admission.admit(input);
-      return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
+      return this.recorder ? d.then((x) => this.recorder!.inbound(input, x)) : d;
     });
   }
 
@@ -176,7 +190,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   record(input: AdmitInput): Promise<AdmissionDecision> {
     return this.timed('record', () => {
       const d = this.admission.record(input);
-      return this.recorder ? d.then((x) => (this.recorder!.inbound(input, x), x)) : d;
+      return this.recorder ? d.then((x) => this.recorder!.inbound(input, x)) : d;
     });
   }
 
@@ -184,7 +198,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   reserve(input: DispatchInput): Promise<Reservation> {
     return this.timed('reserve', () => {
       const r = this.dispatcher.reserve(input);
-      return this.recorder ? r.then((x) => (this.recorder!.outbound(input, x), x)) : r;
+      return this.recorder ? r.then((x) => this.recorder!.outbound(input, x)) : r;
     });
   }
 
@@ -197,7 +211,13 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     const rec = this.recorder;
     const onReserved = opts?.onReserved;
     // (an onReserved that is not a function is left for dispatch() to refuse)
-    if (rec && (onReserved === undefined || typeof onReserved === 'function')) opts = { onReserved: (r) => (rec.outbound(input, r), onReserved?.(r)) };
+    if (rec && (onReserved === undefined || typeof onReserved === 'function'))
+      opts = {
+        onReserved: (r) => {
+          rec.outbound(input, r);
+          onReserved?.(r);
+        },
+      };
     const inner = opts?.onReserved;
     if (this.listenerCount('decided') > 0 && (inner === undefined || typeof inner === 'function')) {
       const start = performance.now();
@@ -212,12 +232,18 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   }
 
   /** Run a decision; with 'decided' listeners, time it and tell them. */
-  private timed<T extends AdmissionDecision | Reservation>(operation: DecisionTiming['operation'], run: () => Promise<T>): Promise<T> {
+  private timed<T extends AdmissionDecision | Reservation>(
+    operation: DecisionTiming['operation'],
+    run: () => Promise<T>,
+  ): Promise<T> {
     if (this.listenerCount('decided') === 0) return run();
     const start = performance.now();
     const seconds = () => (performance.now() - start) / 1000;
     return run().then(
-      (decision) => (this.safeEmit('decided', { operation, seconds: seconds(), decision }), decision),
+      (decision) => {
+        this.safeEmit('decided', { operation, seconds: seconds(), decision });
+        return decision;
+      },
       (error: Error) => {
         this.safeEmit('decided', { operation, seconds: seconds(), error });
         throw error;
@@ -323,7 +349,12 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       if (!changed) return;
       clearTimeout(this.watchTimer);
       this.watchTimer = setTimeout(() => {
-        this.reloading = this.reloading.then(() => this.reload(path).then(() => undefined, (err: Error) => this.safeEmit('error', err)));
+        this.reloading = this.reloading.then(() =>
+          this.reload(path).then(
+            () => undefined,
+            (err: Error) => this.safeEmit('error', err),
+          ),
+        );
       }, debounceMs);
       this.watchTimer.unref();
     });
@@ -348,5 +379,6 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 }
 
 function checkCallId(callId: unknown): void {
-  if (typeof callId !== 'string' || callId === '') throw new InvalidArgumentError(`callId must be a non-empty string, got ${JSON.stringify(callId)}`);
+  if (typeof callId !== 'string' || callId === '')
+    throw new InvalidArgumentError(`callId must be a non-empty string, got ${JSON.stringify(callId)}`);
 }

@@ -22,7 +22,12 @@ export type {
 
 // Stores
 export { MemoryStore, type MemoryStoreOptions } from './store/memory-store.js';
-export { RECOMMENDED_REDIS_OPTIONS, RedisStore, type RedisConnectOptions, type RedisStoreOptions } from './store/redis/redis-store.js';
+export {
+  RECOMMENDED_REDIS_OPTIONS,
+  RedisStore,
+  type RedisConnectOptions,
+  type RedisStoreOptions,
+} from './store/redis/redis-store.js';
 export type * from './store/types.js';
 
 // Clocks
@@ -49,8 +54,25 @@ export type { CallGateConfig, CallGateConfigInput, CarrierConfig, CarrierInput, 
 export type { ConfigChange, ConfigChangeKind, ConfigSection } from './config/diff.js';
 
 // Metrics (prom-client) and live inspection
-export { gateMetrics, inspectLive, DEFAULT_LATENCY_BUCKETS, DEFAULT_WAIT_BUCKETS, type GateMetrics, type LiveState, type MetricsOptions } from './observe/metrics.js';
-export { inspectGate, inspectState, stateText, type BucketState, type CarrierState, type GateState, type InspectOptions, type LimitState } from './observe/inspect.js';
+export {
+  gateMetrics,
+  inspectLive,
+  DEFAULT_LATENCY_BUCKETS,
+  DEFAULT_WAIT_BUCKETS,
+  type GateMetrics,
+  type LiveState,
+  type MetricsOptions,
+} from './observe/metrics.js';
+export {
+  inspectGate,
+  inspectState,
+  stateText,
+  type BucketState,
+  type CarrierState,
+  type GateState,
+  type InspectOptions,
+  type LimitState,
+} from './observe/inspect.js';
 // Recording live traffic as replayable traces
 export { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
 export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

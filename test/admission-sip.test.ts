@@ -10,8 +10,13 @@ import { CallGate } from '../src/gate.js';
 import { prng as mulberry32 } from '../scripts/make-fixtures.js';
 import { MS, S, T0 } from './admission/stores.js';
 
-const refused = (retryAfterMs: number, limitedBy = 'peer:p'): AdmissionDecision => ({ callId: 'c', admitted: false, limitedBy, retryAfterMs, at: T0 });
-
+const refused = (retryAfterMs: number, limitedBy = 'peer:p'): AdmissionDecision => ({
+  callId: 'c',
+  admitted: false,
+  limitedBy,
+  retryAfterMs,
+  at: T0,
+});
 
 describe('toSipResponse', () => {
   it('admitted: no response', () => {
@@ -20,7 +25,10 @@ describe('toSipResponse', () => {
 
   it('unknown-peer: 403 Forbidden without Retry-After', () => {
     expect(toSipResponse(refused(0, 'unknown-peer'))).to.deep.equal({ status: 403, reason: 'Forbidden' });
-    expect(toSipResponse(refused(0, 'unknown-peer'), { jitterSeconds: 5, random: () => 0.9 })).to.deep.equal({ status: 403, reason: 'Forbidden' });
+    expect(toSipResponse(refused(0, 'unknown-peer'), { jitterSeconds: 5, random: () => 0.9 })).to.deep.equal({
+      status: 403,
+      reason: 'Forbidden',
+    });
   });
 
   it('over a limit: 503 with Retry-After in whole seconds, rounded up, never 0', () => {
@@ -35,13 +43,20 @@ describe('toSipResponse', () => {
     ];
     for (const [ms, s] of cases) {
       for (const limitedBy of ['global', 'account:a', 'peer:p']) {
-        expect(toSipResponse(refused(ms, limitedBy)), `${ms} ms`).to.deep.equal({ status: 503, reason: 'Service Unavailable', retryAfter: s });
+        expect(toSipResponse(refused(ms, limitedBy)), `${ms} ms`).to.deep.equal({
+          status: 503,
+          reason: 'Service Unavailable',
+          retryAfter: s,
+        });
       }
     }
   });
 
   it('store unavailable (no wait known): 503 without Retry-After', () => {
-    expect(toSipResponse(refused(0, 'store-unavailable'))).to.deep.equal({ status: 503, reason: 'Service Unavailable' });
+    expect(toSipResponse(refused(0, 'store-unavailable'))).to.deep.equal({
+      status: 503,
+      reason: 'Service Unavailable',
+    });
   });
 
   it('jitter: base + floor(random·(J+1)), always within [base, base + J]', () => {

@@ -34,7 +34,9 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
   });
 
   describe('calls in flight', () => {
-    const config: CallGateConfigInput = { inbound: { global: [{ limit: 3, window: 'PT1S' }], defaultPeer: [{ limit: 100, window: 'PT1S' }] } };
+    const config: CallGateConfigInput = {
+      inbound: { global: [{ limit: 3, window: 'PT1S' }], defaultPeer: [{ limit: 100, window: 'PT1S' }] },
+    };
 
     it('a repeat of a call still being decided gets the same decision, counted once; after it, a new one', async () => {
       const g = await gate(config);
@@ -43,9 +45,18 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
       const [a, b] = await Promise.all([first, again]);
       expect(b, 'the very same decision').to.equal(a);
       expect(a).to.include({ admitted: true });
-      expect(await outcomes(g, [{ peer: 'p', at: T0 + 1 }, { peer: 'p', at: T0 + 2 }, { peer: 'p', at: T0 + 3 }])).to.deep.equal(['A', 'A', 'global']);
+      expect(
+        await outcomes(g, [
+          { peer: 'p', at: T0 + 1 },
+          { peer: 'p', at: T0 + 2 },
+          { peer: 'p', at: T0 + 3 },
+        ]),
+      ).to.deep.equal(['A', 'A', 'global']);
       // decided: the same call id is a new call (no channel limit, so no hold to find it by)
-      expect(await g.admit({ callId: 'same', peer: 'p', at: T0 + 4 })).to.include({ admitted: false, limitedBy: 'global' });
+      expect(await g.admit({ callId: 'same', peer: 'p', at: T0 + 4 })).to.include({
+        admitted: false,
+        limitedBy: 'global',
+      });
     });
 
     it('a clock that throws gives a rejected promise, not a throw', async () => {
@@ -59,7 +70,10 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
       gates.push(g);
       let p: Promise<unknown> | undefined;
       expect(() => (p = g.admit({ callId: 'x', peer: 'p' }))).to.not.throw();
-      const err = await p!.then(() => undefined, (e: unknown) => e);
+      const err = await p!.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect((err as Error | undefined)?.message).to.equal('clock broken');
     });
   });
@@ -78,12 +92,18 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
     it('is decided before anything else (even with global full) and counts nowhere', async () => {
       const g = await gate(config);
       // unknown peers first: they must not eat global room
-      expect(await outcomes(g, [0, 1, 2].map((i) => ({ peer: 'stranger', at: T0 + i })))).to.deep.equal([
-        'unknown-peer',
-        'unknown-peer',
-        'unknown-peer',
-      ]);
-      expect(await outcomes(g, [3, 4, 5].map((i) => ({ peer: 'p1', at: T0 + i })))).to.deep.equal(['A', 'A', 'global']);
+      expect(
+        await outcomes(
+          g,
+          [0, 1, 2].map((i) => ({ peer: 'stranger', at: T0 + i })),
+        ),
+      ).to.deep.equal(['unknown-peer', 'unknown-peer', 'unknown-peer']);
+      expect(
+        await outcomes(
+          g,
+          [3, 4, 5].map((i) => ({ peer: 'p1', at: T0 + i })),
+        ),
+      ).to.deep.equal(['A', 'A', 'global']);
       // global full: an unknown peer is still unknown-peer, not global
       expect(outcome(await admit(g, { peer: 'stranger', at: T0 + 6 }))).to.equal('unknown-peer');
     });
@@ -95,11 +115,13 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
 
     it('with defaultPeer, every peer is known', async () => {
       const g = await gate({ inbound: { defaultPeer: [{ limit: 1, window: '1s' }] } });
-      expect(await outcomes(g, [{ peer: 'x', at: T0 }, { peer: 'y', at: T0 }, { peer: 'x', at: T0 + 1 }])).to.deep.equal([
-        'A',
-        'A',
-        'peer:x',
-      ]);
+      expect(
+        await outcomes(g, [
+          { peer: 'x', at: T0 },
+          { peer: 'y', at: T0 },
+          { peer: 'x', at: T0 + 1 },
+        ]),
+      ).to.deep.equal(['A', 'A', 'peer:x']);
     });
   });
 
@@ -152,32 +174,50 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
     });
 
     it('a peer with its own limits does not use defaultPeer', async () => {
-      const g = await gate({ inbound: { peers: { big: [{ limit: 4, window: 'PT1S' }] }, defaultPeer: [{ limit: 1, window: 'PT1S' }] } });
+      const g = await gate({
+        inbound: { peers: { big: [{ limit: 4, window: 'PT1S' }] }, defaultPeer: [{ limit: 1, window: 'PT1S' }] },
+      });
       const calls = [0, 1, 2, 3, 4].map((i) => ({ peer: 'big', at: T0 + i }));
       expect(await outcomes(g, calls)).to.deep.equal(['A', 'A', 'A', 'A', 'peer:big']);
     });
 
     it('an account without global, a global without accounts', async () => {
       const g1 = await gate({ inbound: { accounts: { acme: [{ limit: 1, window: 'PT1S' }] }, peers: { p: [] } } });
-      expect(await outcomes(g1, [{ peer: 'p', account: 'acme', at: T0 }, { peer: 'p', account: 'acme', at: T0 + 1 }, { peer: 'p', at: T0 + 2 }])).to.deep.equal([
-        'A',
-        'account:acme',
-        'A',
-      ]);
+      expect(
+        await outcomes(g1, [
+          { peer: 'p', account: 'acme', at: T0 },
+          { peer: 'p', account: 'acme', at: T0 + 1 },
+          { peer: 'p', at: T0 + 2 },
+        ]),
+      ).to.deep.equal(['A', 'account:acme', 'A']);
       const g2 = await gate({ inbound: { global: [{ limit: 1, window: 'PT1S' }], peers: { p: [] } } });
-      expect(await outcomes(g2, [{ peer: 'p', at: T0 }, { peer: 'p', account: 'acme', at: T0 + 1 }])).to.deep.equal(['A', 'global']);
+      expect(
+        await outcomes(g2, [
+          { peer: 'p', at: T0 },
+          { peer: 'p', account: 'acme', at: T0 + 1 },
+        ]),
+      ).to.deep.equal(['A', 'global']);
     });
   });
 
   describe('rejected calls are recorded nowhere', () => {
     it('refusals at the peer level leave global room for exactly the right number', async () => {
       const g = await gate({
-        inbound: { global: [{ limit: 10, window: 'PT1S' }], peers: { p1: [{ limit: 2, window: 'PT1S' }], p2: [{ limit: 100, window: 'PT1S' }] } },
+        inbound: {
+          global: [{ limit: 10, window: 'PT1S' }],
+          peers: { p1: [{ limit: 2, window: 'PT1S' }], p2: [{ limit: 100, window: 'PT1S' }] },
+        },
       });
-      const p1 = await outcomes(g, [0, 1, 2, 3, 4, 5, 6].map((i) => ({ peer: 'p1', at: T0 + i })));
+      const p1 = await outcomes(
+        g,
+        [0, 1, 2, 3, 4, 5, 6].map((i) => ({ peer: 'p1', at: T0 + i })),
+      );
       expect(p1).to.deep.equal(['A', 'A', 'peer:p1', 'peer:p1', 'peer:p1', 'peer:p1', 'peer:p1']);
       // 2 admitted so far: global has room for exactly 8 more
-      const p2 = await outcomes(g, Array.from({ length: 10 }, (_, i) => ({ peer: 'p2', at: T0 + 10 + i })));
+      const p2 = await outcomes(
+        g,
+        Array.from({ length: 10 }, (_, i) => ({ peer: 'p2', at: T0 + 10 + i })),
+      );
       expect(p2).to.deep.equal([...Array(8).fill('A'), 'global', 'global']);
     });
 
@@ -188,13 +228,18 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
           peers: { p1: [{ limit: 1, window: 'PT1S' }], p2: [{ limit: 100, window: 'PT1S' }] },
         },
       });
-      expect(await outcomes(g, [0, 1, 2, 3].map((i) => ({ peer: 'p1', account: 'acme', at: T0 + i })))).to.deep.equal([
-        'A',
-        'peer:p1',
-        'peer:p1',
-        'peer:p1',
-      ]);
-      expect(await outcomes(g, [4, 5, 6].map((i) => ({ peer: 'p2', account: 'acme', at: T0 + i })))).to.deep.equal(['A', 'A', 'account:acme']);
+      expect(
+        await outcomes(
+          g,
+          [0, 1, 2, 3].map((i) => ({ peer: 'p1', account: 'acme', at: T0 + i })),
+        ),
+      ).to.deep.equal(['A', 'peer:p1', 'peer:p1', 'peer:p1']);
+      expect(
+        await outcomes(
+          g,
+          [4, 5, 6].map((i) => ({ peer: 'p2', account: 'acme', at: T0 + i })),
+        ),
+      ).to.deep.equal(['A', 'A', 'account:acme']);
     });
 
     it('refusals at the account or global level do not count at the peer level', async () => {
@@ -205,17 +250,23 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
           peers: { p1: [{ limit: 2, window: 'PT1S' }], p9: [] },
         },
       });
-      expect(await outcomes(g, [0, 1, 2].map((i) => ({ peer: 'p1', account: 'acme', at: T0 + i })))).to.deep.equal([
-        'A',
-        'account:acme',
-        'account:acme',
-      ]);
+      expect(
+        await outcomes(
+          g,
+          [0, 1, 2].map((i) => ({ peer: 'p1', account: 'acme', at: T0 + i })),
+        ),
+      ).to.deep.equal(['A', 'account:acme', 'account:acme']);
       expect(outcome(await admit(g, { peer: 'p9', at: T0 + 3 }))).to.equal('A'); // global now full (2)
       expect(outcome(await admit(g, { peer: 'p1', at: T0 + 4 }))).to.equal('global');
       // a second later (calls at T0 and T0+3 gone): p1 has had exactly one admitted call, so it
       // has room for one more in (T0+4, T0+S+4] — if refusals had counted it would have none
       const t = T0 + S + 3;
-      expect(await outcomes(g, [{ peer: 'p1', at: t }, { peer: 'p1', at: t + 1 }])).to.deep.equal(['A', 'A']);
+      expect(
+        await outcomes(g, [
+          { peer: 'p1', at: t },
+          { peer: 'p1', at: t + 1 },
+        ]),
+      ).to.deep.equal(['A', 'A']);
     });
   });
 
@@ -231,7 +282,16 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
     });
 
     it('several windows per bucket, each checked, retryAfterMs the longest wait', async () => {
-      const g = await gate({ inbound: { peers: { p: [{ limit: 2, window: 'PT1S' }, { limit: 3, window: 'PT10S' }] } } });
+      const g = await gate({
+        inbound: {
+          peers: {
+            p: [
+              { limit: 2, window: 'PT1S' },
+              { limit: 3, window: 'PT10S' },
+            ],
+          },
+        },
+      });
       const ds: AdmissionDecision[] = [];
       for (const at of [T0, T0 + 1, T0 + 2, T0 + S, T0 + 2 * S, T0 + 10 * S, T0 + 10 * S + 1, T0 + 10 * S + 2])
         ds.push(await admit(g, { peer: 'p', at }));
@@ -242,12 +302,22 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
       // T0+1, T0+S, T0+10S, T0+10S+1 (full, the 2nd oldest T0+S leaves at T0+11S): max = 1 s - 2 µs
       expect(ds[7]!.retryAfterMs).to.equal(Math.ceil((S - 2) / MS));
       expect(ds.every((d) => d.at !== undefined)).to.equal(true);
-      expect(ds.map((d) => d.at)).to.deep.equal([T0, T0 + 1, T0 + 2, T0 + S, T0 + 2 * S, T0 + 10 * S, T0 + 10 * S + 1, T0 + 10 * S + 2]);
+      expect(ds.map((d) => d.at)).to.deep.equal([
+        T0,
+        T0 + 1,
+        T0 + 2,
+        T0 + S,
+        T0 + 2 * S,
+        T0 + 10 * S,
+        T0 + 10 * S + 1,
+        T0 + 10 * S + 2,
+      ]);
     });
 
     it('retryAfterMs is exact for a sliding log: the (n − L + 1)-th oldest call leaves', async () => {
       const g = await gate({ inbound: { peers: { p: [{ limit: 3, window: 'PT2S' }] } } });
-      for (const at of [T0, T0 + 250 * MS, T0 + 700 * MS]) expect(outcome(await admit(g, { peer: 'p', at }))).to.equal('A');
+      for (const at of [T0, T0 + 250 * MS, T0 + 700 * MS])
+        expect(outcome(await admit(g, { peer: 'p', at }))).to.equal('A');
       const d = await admit(g, { peer: 'p', at: T0 + 1_000 * MS });
       expect(d).to.include({ limitedBy: 'peer:p', retryAfterMs: 1_000 }); // T0 leaves at T0+2S
       const d2 = await admit(g, { peer: 'p', at: T0 + 2_100 * MS });
@@ -261,8 +331,13 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
     // 10 calls in the second half of window k-1, then 12 calls at the middle of window k
     const K = T0 + 10 * S; // a window boundary
     const scenario = async (algorithm?: 'sliding-log' | 'sliding-window' | 'fixed-window') => {
-      const g = await gate({ inbound: { peers: { p: [{ limit: 10, window: 'PT1S', ...(algorithm && { algorithm }) }] } } });
-      const before = await outcomes(g, Array.from({ length: 11 }, (_, i) => ({ peer: 'p', at: K - S + 600 * MS + i })));
+      const g = await gate({
+        inbound: { peers: { p: [{ limit: 10, window: 'PT1S', ...(algorithm && { algorithm }) }] } },
+      });
+      const before = await outcomes(
+        g,
+        Array.from({ length: 11 }, (_, i) => ({ peer: 'p', at: K - S + 600 * MS + i })),
+      );
       const mid: AdmissionDecision[] = [];
       for (let i = 0; i < 12; i++) mid.push(await admit(g, { peer: 'p', at: K + 500 * MS }));
       return { before, mid };
@@ -294,7 +369,13 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
       const g = await gate({
         inbound: {
           global: [{ limit: 3, window: 'PT1S', algorithm: 'fixed-window' }],
-          peers: { p: [{ limit: 2, window: 'PT1S' }, { limit: 4, window: 'PT10S', algorithm: 'fixed-window' }], q: [] },
+          peers: {
+            p: [
+              { limit: 2, window: 'PT1S' },
+              { limit: 4, window: 'PT10S', algorithm: 'fixed-window' },
+            ],
+            q: [],
+          },
         },
       });
       // window k of global ends at K; p's sliding log of 2/s; p's fixed 10 s window [T0, T0+10S)
@@ -317,9 +398,15 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
     it('each id is its own bucket (no collision) and limitedBy carries the raw id', async () => {
       const peers = Object.fromEntries(weird.map((id) => [id, [{ limit: 1, window: 'PT1S' }]]));
       const g = await gate({ inbound: { accounts: { '{acme}: x': [{ limit: 100, window: 'PT1S' }] }, peers } });
-      const first = await outcomes(g, weird.map((peer, i) => ({ peer, account: '{acme}: x', at: T0 + i })));
+      const first = await outcomes(
+        g,
+        weird.map((peer, i) => ({ peer, account: '{acme}: x', at: T0 + i })),
+      );
       expect(first).to.deep.equal(weird.map(() => 'A'));
-      const second = await outcomes(g, weird.map((peer, i) => ({ peer, account: '{acme}: x', at: T0 + 100 + i })));
+      const second = await outcomes(
+        g,
+        weird.map((peer, i) => ({ peer, account: '{acme}: x', at: T0 + 100 + i })),
+      );
       expect(second).to.deep.equal(weird.map((id) => `peer:${id}`));
     });
 
@@ -327,34 +414,55 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
       const accounts = Object.fromEntries(['{a}', 'a', 'b c:d', '}'].map((id) => [id, [{ limit: 1, window: 'PT1S' }]]));
       const g = await gate({ inbound: { accounts, defaultPeer: [{ limit: 100, window: 'PT1S' }] } });
       const ids = Object.keys(accounts);
-      expect(await outcomes(g, ids.map((account, i) => ({ peer: 'p', account, at: T0 + i })))).to.deep.equal(ids.map(() => 'A'));
-      expect(await outcomes(g, ids.map((account, i) => ({ peer: 'p', account, at: T0 + 10 + i })))).to.deep.equal(ids.map((id) => `account:${id}`));
+      expect(
+        await outcomes(
+          g,
+          ids.map((account, i) => ({ peer: 'p', account, at: T0 + i })),
+        ),
+      ).to.deep.equal(ids.map(() => 'A'));
+      expect(
+        await outcomes(
+          g,
+          ids.map((account, i) => ({ peer: 'p', account, at: T0 + 10 + i })),
+        ),
+      ).to.deep.equal(ids.map((id) => `account:${id}`));
     });
 
     // hash tags exist on Redis only
-    if (storeName === 'redis') it('on Redis with hash tags, every key has exactly one well-formed tag', async function () {
-      const store = kind().make({ hashTags: true });
-      const g = await CallGate.create({
-        store,
-        config: {
-          inbound: {
-            accounts: { '{acme}: x': [{ limit: 5, window: 'PT1S' }, { limit: 5, window: 'PT1M', algorithm: 'fixed-window' }] },
-            peers: Object.fromEntries(weird.map((id) => [id, [{ limit: 1, window: 'PT1S' }]])),
+    if (storeName === 'redis')
+      it('on Redis with hash tags, every key has exactly one well-formed tag', async () => {
+        const store = kind().make({ hashTags: true });
+        const g = await CallGate.create({
+          store,
+          config: {
+            inbound: {
+              accounts: {
+                '{acme}: x': [
+                  { limit: 5, window: 'PT1S' },
+                  { limit: 5, window: 'PT1M', algorithm: 'fixed-window' },
+                ],
+              },
+              peers: Object.fromEntries(weird.map((id) => [id, [{ limit: 1, window: 'PT1S' }]])),
+            },
           },
-        },
+        });
+        gates.push(g);
+        for (const [i, peer] of weird.entries())
+          await admit(g, { peer, account: i % 2 ? '{acme}: x' : undefined, at: T0 + i });
+        const prefix = (store as unknown as { prefix: string }).prefix;
+        const keys = await kind().client!.keys(`${prefix}*`);
+        expect(keys.length).to.be.greaterThan(weird.length);
+        for (const key of keys) expect(key.slice(prefix.length), key).to.match(/^\{[^{}]+\}[^{}]*$/);
       });
-      gates.push(g);
-      for (const [i, peer] of weird.entries()) await admit(g, { peer, account: i % 2 ? '{acme}: x' : undefined, at: T0 + i });
-      const prefix = (store as unknown as { prefix: string }).prefix;
-      const keys = await kind().client!.keys(`${prefix}*`);
-      expect(keys.length).to.be.greaterThan(weird.length);
-      for (const key of keys) expect(key.slice(prefix.length), key).to.match(/^\{[^{}]+\}[^{}]*$/);
-    });
   });
 
   describe('record()', () => {
     const config: CallGateConfigInput = {
-      inbound: { global: [{ limit: 3, window: 'PT1S' }], accounts: { acme: [{ limit: 2, window: 'PT1S' }] }, peers: { p1: [{ limit: 1, window: 'PT1S' }], p2: [] } },
+      inbound: {
+        global: [{ limit: 3, window: 'PT1S' }],
+        accounts: { acme: [{ limit: 2, window: 'PT1S' }] },
+        peers: { p1: [{ limit: 1, window: 'PT1S' }], p2: [] },
+      },
     };
 
     it('counts a call that must pass, even over every limit, and the next admit sees it', async () => {
@@ -369,12 +477,21 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
       // a second after the first call it left, but the recorded calls still count at the peer
       expect(outcome(await admit(g, { peer: 'p1', at: T0 + S }))).to.equal('peer:p1');
       // global at T0+S+1: (T0+1, T0+S+1] holds the record at T0+3 only: room for 2 more
-      expect(await outcomes(g, [1, 2, 2].map((d) => ({ peer: 'p2', at: T0 + S + d })))).to.deep.equal(['A', 'A', 'global']);
+      expect(
+        await outcomes(
+          g,
+          [1, 2, 2].map((d) => ({ peer: 'p2', at: T0 + S + d })),
+        ),
+      ).to.deep.equal(['A', 'A', 'global']);
     });
 
     it('an unknown peer is counted at the levels that exist', async () => {
       const g = await gate(config);
-      for (let i = 0; i < 3; i++) expect(await g.record({ callId: `e${i}`, peer: 'nobody', at: T0 + i })).to.include({ admitted: true, forced: true });
+      for (let i = 0; i < 3; i++)
+        expect(await g.record({ callId: `e${i}`, peer: 'nobody', at: T0 + i })).to.include({
+          admitted: true,
+          forced: true,
+        });
       expect(outcome(await admit(g, { peer: 'p2', at: T0 + 10 }))).to.equal('global');
       expect(outcome(await admit(g, { peer: 'nobody', at: T0 + 11 }))).to.equal('unknown-peer');
     });
@@ -386,12 +503,24 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
       const d = await g.admit({ callId: 'k1', peer: 'p', at: T0 + 123 });
       expect(d).to.deep.equal({ callId: 'k1', admitted: true, retryAfterMs: 0, at: T0 + 123 });
       const r = await g.admit({ callId: 'k2', peer: 'p', at: T0 + 124 });
-      expect(r).to.deep.equal({ callId: 'k2', admitted: false, limitedBy: 'peer:p', reason: 'rate', retryAfterMs: 1_000, at: T0 + 124 });
+      expect(r).to.deep.equal({
+        callId: 'k2',
+        admitted: false,
+        limitedBy: 'peer:p',
+        reason: 'rate',
+        retryAfterMs: 1_000,
+        at: T0 + 124,
+      });
     });
 
     it('rejects bad input with InvalidArgumentError', async () => {
       const g = await gate({ inbound: { defaultPeer: [] } });
-      for (const bad of [{ callId: '', peer: 'p' }, { callId: 'c', peer: '' }, { callId: 'c', peer: 'p', at: -1 }, { callId: 'c', peer: 'p', at: 1.5 }]) {
+      for (const bad of [
+        { callId: '', peer: 'p' },
+        { callId: 'c', peer: '' },
+        { callId: 'c', peer: 'p', at: -1 },
+        { callId: 'c', peer: 'p', at: 1.5 },
+      ]) {
         let err: unknown;
         try {
           await g.admit(bad);

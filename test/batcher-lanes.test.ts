@@ -17,13 +17,17 @@ function batcher(sent: number[][]): Batcher<Item> {
     send: async (items) => {
       sent.push(items.map((_, i) => i));
       await new Promise((r) => setImmediate(r));
-      items.forEach((item, i) => item.resolve(i));
+      items.forEach((item, i) => {
+        item.resolve(i);
+      });
     },
   });
 }
 
-const call = (b: Batcher<Item>, key: string) => new Promise<number>((resolve, reject) => b.add(key, { signal: undefined, resolve, reject }));
-const lanes = (b: Batcher<Item>) => (b as unknown as { lanes: Map<string, { items: unknown[]; inFlight: number }> }).lanes;
+const call = (b: Batcher<Item>, key: string) =>
+  new Promise<number>((resolve, reject) => b.add(key, { signal: undefined, resolve, reject }));
+const lanes = (b: Batcher<Item>) =>
+  (b as unknown as { lanes: Map<string, { items: unknown[]; inFlight: number }> }).lanes;
 
 describe('Batcher lanes', () => {
   it('a lane used by one batch after another stays, idle, the same lane', async () => {

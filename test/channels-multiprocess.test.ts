@@ -36,24 +36,32 @@ interface Worker {
 }
 
 function startWorker(args: ChannelWorkerArgs): Worker {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], {
+    cwd: ROOT,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4_000)));
   const seen: Record<string, unknown>[] = [];
-  const waiters: { pred: (m: Record<string, unknown>) => boolean; resolve: (m: Record<string, unknown>) => void }[] = [];
+  const waiters: { pred: (m: Record<string, unknown>) => boolean; resolve: (m: Record<string, unknown>) => void }[] =
+    [];
   const listeners: ((m: Record<string, unknown>) => void)[] = [];
   createInterface({ input: child.stdout }).on('line', (line) => {
     const m = JSON.parse(line) as Record<string, unknown>;
     seen.push(m);
     for (const l of listeners) l(m);
-    for (const w of [...waiters]) if (w.pred(m)) (waiters.splice(waiters.indexOf(w), 1), w.resolve(m));
+    for (const w of [...waiters]) {
+      if (!w.pred(m)) continue;
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve(m);
+    }
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
   timer.unref();
   return {
     id: args.id,
-    send: (line) => child.stdin.write(line + '\n'),
+    send: (line) => child.stdin.write(`${line}\n`),
     next: (pred) => {
       const found = seen.find(pred);
       if (found) return Promise.resolve(found);
@@ -93,27 +101,70 @@ describe('channels across four routing processes on one Redis (live Redis TIME)'
       inbound: {
         global: [{ limit: 5_000, window: 'PT1S' }, { channels: 20 }],
         accounts: { acme: [{ channels: 10 }] },
-        peers: { 'trunk {1}': [{ limit: 2_000, window: 'PT1S' }, { channels: 6 }], 'trunk 2': [{ channels: 8 }], 'trunk:3': [] },
+        peers: {
+          'trunk {1}': [{ limit: 2_000, window: 'PT1S' }, { channels: 6 }],
+          'trunk 2': [{ channels: 8 }],
+          'trunk:3': [],
+        },
       },
     };
     const limits = [
       { label: 'global', tag: GLOBAL_TAG, bucket: GLOBAL_BUCKET, n: 20, member: (_d: Decided) => true },
-      { label: 'account:acme', tag: accountTag('acme'), bucket: accountBucket('acme'), n: 10, member: (d: Decided) => d.account === 'acme' },
-      { label: 'peer:trunk {1}', tag: peerTag('trunk {1}'), bucket: peerBucket('trunk {1}'), n: 6, member: (d: Decided) => d.peer === 'trunk {1}' },
-      { label: 'peer:trunk 2', tag: peerTag('trunk 2'), bucket: peerBucket('trunk 2'), n: 8, member: (d: Decided) => d.peer === 'trunk 2' },
+      {
+        label: 'account:acme',
+        tag: accountTag('acme'),
+        bucket: accountBucket('acme'),
+        n: 10,
+        member: (d: Decided) => d.account === 'acme',
+      },
+      {
+        label: 'peer:trunk {1}',
+        tag: peerTag('trunk {1}'),
+        bucket: peerBucket('trunk {1}'),
+        n: 6,
+        member: (d: Decided) => d.peer === 'trunk {1}',
+      },
+      {
+        label: 'peer:trunk 2',
+        tag: peerTag('trunk 2'),
+        bucket: peerBucket('trunk 2'),
+        n: 8,
+        member: (d: Decided) => d.peer === 'trunk 2',
+      },
     ];
     const prefix = uniquePrefix('ch-mp');
-    const callers = [{ peer: 'trunk {1}', account: 'acme' }, { peer: 'trunk 2', account: 'acme' }, { peer: 'trunk:3' }, { peer: 'trunk 2' }];
+    const callers = [
+      { peer: 'trunk {1}', account: 'acme' },
+      { peer: 'trunk 2', account: 'acme' },
+      { peer: 'trunk:3' },
+      { peer: 'trunk 2' },
+    ];
     for (let i = 0; i < 4; i++) {
-      workers.push(startWorker({ id: `w${i}`, url: handle.url, prefix, config, callers, mode: 'traffic', durationMs: 3_000, concurrency: 4, maxHoldMs: 250 }));
+      workers.push(
+        startWorker({
+          id: `w${i}`,
+          url: handle.url,
+          prefix,
+          config,
+          callers,
+          mode: 'traffic',
+          durationMs: 3_000,
+          concurrency: 4,
+          maxHoldMs: 250,
+        }),
+      );
     }
     await Promise.all(workers.map((w) => w.next((m) => m.ready === true)));
     // a BYE seen by another process: hand the release to the next worker
-    workers.forEach((w, i) => w.onMessage((m) => typeof m.bye === 'string' && workers[(i + 1) % 4]!.send(`release ${m.bye}`)));
+    workers.forEach((w, i) => {
+      w.onMessage((m) => typeof m.bye === 'string' && workers[(i + 1) % 4]!.send(`release ${m.bye}`));
+    });
     for (const w of workers) w.send('go');
     await Promise.all(workers.map((w) => w.next((m) => m.idle === true)));
     for (const w of workers) w.send('end');
-    const reports = (await Promise.all(workers.map((w) => w.next((m) => m.report !== undefined)))).map((m) => m.report as ChannelWorkerReport);
+    const reports = (await Promise.all(workers.map((w) => w.next((m) => m.report !== undefined)))).map(
+      (m) => m.report as ChannelWorkerReport,
+    );
 
     for (const r of reports) expect(r.errors, r.id).to.deep.equal([]);
     const decided = reports.flatMap((r) => r.decided);
@@ -142,7 +193,9 @@ describe('channels across four routing processes on one Redis (live Redis TIME)'
       expect(peak, `${lim.label} peak`).to.be.at.most(lim.n);
       expect(peak, `${lim.label} reached its limit`).to.equal(lim.n);
       // a refusal saw the limit full (a release in the very same microsecond may go either way)
-      for (const d of refusals) if (!ties.has(d.at)) expect(inProgress(spans, d.at), `${lim.label} refusal of ${d.id} at ${d.at}`).to.be.at.least(lim.n);
+      for (const d of refusals)
+        if (!ties.has(d.at))
+          expect(inProgress(spans, d.at), `${lim.label} refusal of ${d.id} at ${d.at}`).to.be.at.least(lim.n);
     }
     console.log(`      ${decided.length} decisions, ${admitted.length} admitted; ${lines.join('; ')}`);
     expect(decided.some((d) => d.limitedBy === 'global' && d.reason === 'channels')).to.equal(true);
@@ -160,7 +213,8 @@ describe('channels across four routing processes on one Redis (live Redis TIME)'
     const redis = new Redis(handle.url);
     try {
       const store = new RedisStore({ redis, prefix });
-      for (const lim of limits) expect((await store.holds({ tag: lim.tag, name: lim.bucket })).holds, lim.label).to.equal(0);
+      for (const lim of limits)
+        expect((await store.holds({ tag: lim.tag, name: lim.bucket })).holds, lim.label).to.equal(0);
     } finally {
       redis.disconnect();
     }
@@ -185,7 +239,8 @@ describe('channels across four routing processes on one Redis (live Redis TIME)'
     const store = new RedisStore({ redis, prefix });
     const gate = await CallGate.create({ config, store });
     try {
-      const holdsAt = async (now?: number) => (await store.holds({ tag: peerTag('pbx'), name: peerBucket('pbx'), now })).holds;
+      const holdsAt = async (now?: number) =>
+        (await store.holds({ tag: peerTag('pbx'), name: peerBucket('pbx'), now })).holds;
       expect(await holdsAt()).to.equal(6);
       expect((await gate.admit({ callId: 'probe-0', peer: 'pbx' })).reason).to.equal('channels');
       // wait (in real time) until the last doomed hold has lapsed

@@ -21,7 +21,8 @@ import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { forEachStore, S, T0, uniquePrefix } from './admission/stores.js';
 
-const outcome = (d: AdmissionDecision): string => (d.admitted ? (d.duplicate ? 'dup' : 'A') : `${d.limitedBy}:${d.reason ?? '-'}`);
+const outcome = (d: AdmissionDecision): string =>
+  d.admitted ? (d.duplicate ? 'dup' : 'A') : `${d.limitedBy}:${d.reason ?? '-'}`;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const config: CallGateConfigInput = {
@@ -38,9 +39,12 @@ forEachStore('channels in the engine', (kind, name) => {
   let clock: VirtualClock;
   let gate: CallGate;
   let n = 0;
-  const admit = (peer = 'pbx', account?: string, callId = `c${n++}`) => gate.admit({ callId, peer, account }).then(outcome);
-  const inProgress = async (tag: string, bucket: string) => (await store.holds({ tag, name: bucket, now: clock.now() })).holds;
-  const onCarrier = async (id: string) => (await store.holds({ tag: OUTBOUND_TAG, name: carrierName(id), now: clock.now() })).holds;
+  const admit = (peer = 'pbx', account?: string, callId = `c${n++}`) =>
+    gate.admit({ callId, peer, account }).then(outcome);
+  const inProgress = async (tag: string, bucket: string) =>
+    (await store.holds({ tag, name: bucket, now: clock.now() })).holds;
+  const onCarrier = async (id: string) =>
+    (await store.holds({ tag: OUTBOUND_TAG, name: carrierName(id), now: clock.now() })).holds;
 
   beforeEach(async () => {
     store = kind().make();
@@ -53,11 +57,11 @@ forEachStore('channels in the engine', (kind, name) => {
   });
 
   it('holds until release(), by call id only; a second release finds nothing', async () => {
-    expect([await admit('pbx', 'acme', 'x1'), await admit('pbx', 'acme', 'x2'), await admit('pbx', 'acme', 'x3')]).to.deep.equal([
-      'A',
-      'A',
-      'peer:pbx:channels',
-    ]);
+    expect([
+      await admit('pbx', 'acme', 'x1'),
+      await admit('pbx', 'acme', 'x2'),
+      await admit('pbx', 'acme', 'x3'),
+    ]).to.deep.equal(['A', 'A', 'peer:pbx:channels']);
     const released: { callId: string; outcome: ReleaseOutcome }[] = [];
     gate.on('released', ({ callId, outcome, at }) => {
       expect(at, 'the store time of the release').to.equal(T0);
@@ -97,7 +101,10 @@ forEachStore('channels in the engine', (kind, name) => {
 
   it('a repeated admit is counted once: while still being decided, and while still holding', async () => {
     // issued together: the second joins the first decision (same object, one count)
-    const [a, b] = await Promise.all([gate.admit({ callId: 'r1', peer: 'pbx' }), gate.admit({ callId: 'r1', peer: 'pbx' })]);
+    const [a, b] = await Promise.all([
+      gate.admit({ callId: 'r1', peer: 'pbx' }),
+      gate.admit({ callId: 'r1', peer: 'pbx' }),
+    ]);
     expect(a).to.equal(b);
     expect(outcome(a)).to.equal('A');
     // a retransmission after the decision: admitted again, flagged, counted nowhere
@@ -139,7 +146,9 @@ forEachStore('channels in the engine', (kind, name) => {
     const sent: string[] = [];
     await gate.reserve({ callId: 'pace', route: ['B'] }); // B's next slot is 1 ms away
     const reserved = new Promise<void>((resolve) => {
-      void gate.dispatch({ callId: 'h1', route: ['B', 'A'] }, (c) => void sent.push(c), { onReserved: () => resolve() });
+      void gate.dispatch({ callId: 'h1', route: ['B', 'A'] }, (c) => void sent.push(c), {
+        onReserved: () => resolve(),
+      });
     });
     await reserved;
     expect(gate.held).to.equal(1);
@@ -151,7 +160,9 @@ forEachStore('channels in the engine', (kind, name) => {
   });
 
   it('a failed send gives the carrier channel back', async () => {
-    const result = await gate.dispatch({ callId: 'f1', route: ['A'] }, () => Promise.reject(new Error('no route to host')));
+    const result = await gate.dispatch({ callId: 'f1', route: ['A'] }, () =>
+      Promise.reject(new Error('no route to host')),
+    );
     expect(result).to.include({ outcome: 'failed', reason: 'send-failed' });
     await until(async () => (await onCarrier('A')) === 0);
   });
@@ -163,8 +174,15 @@ forEachStore('channels in the engine', (kind, name) => {
     expect(toSipResponse(d)).to.deep.equal({ status: 503, reason: 'Service Unavailable' });
     expect(toSipResponse(d, { jitterSeconds: 5 })).to.deep.equal({ status: 503, reason: 'Service Unavailable' });
     expect(toSipResponse(d, { channels: { status: 486 } })).to.deep.equal({ status: 486, reason: 'Busy Here' });
-    expect(toSipResponse(d, { channels: { status: 480, retryAfter: 30 } })).to.deep.equal({ status: 480, reason: 'Temporarily Unavailable', retryAfter: 30 });
-    expect(toSipResponse(d, { channels: { status: 503, reason: 'Trunk Full' } })).to.deep.equal({ status: 503, reason: 'Trunk Full' });
+    expect(toSipResponse(d, { channels: { status: 480, retryAfter: 30 } })).to.deep.equal({
+      status: 480,
+      reason: 'Temporarily Unavailable',
+      retryAfter: 30,
+    });
+    expect(toSipResponse(d, { channels: { status: 503, reason: 'Trunk Full' } })).to.deep.equal({
+      status: 503,
+      reason: 'Trunk Full',
+    });
     expect(() => toSipResponse(d, { channels: { status: 200 } })).to.throw(RangeError);
     expect(() => toSipResponse(d, { channels: { status: 486, retryAfter: -1 } })).to.throw(RangeError);
   });
@@ -270,13 +288,17 @@ describe('channels on Redis, live (Redis TIME): every key expires, memory per he
     const prefix = 'callgate:'; // the default: a server of its own
     const store = RedisStore.connect(server.url);
     const admin = new Redis(server.url);
-    const liveConfig: CallGateConfigInput = { maxCallDuration: 'PT60S', inbound: { accounts: { acme: [{ channels: 5000 }] }, peers: { pbx: [{ channels: 5000 }] } } };
+    const liveConfig: CallGateConfigInput = {
+      maxCallDuration: 'PT60S',
+      inbound: { accounts: { acme: [{ channels: 5000 }] }, peers: { pbx: [{ channels: 5000 }] } },
+    };
     const gate = await CallGate.create({ config: liveConfig, store });
     try {
       const before = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
       const N = 2_000;
       const ids = Array.from({ length: N }, (_, i) => `call-${i}@pbx.example.net`);
-      for (let i = 0; i < N; i += 200) await Promise.all(ids.slice(i, i + 200).map((callId) => gate.admit({ callId, peer: 'pbx', account: 'acme' })));
+      for (let i = 0; i < N; i += 200)
+        await Promise.all(ids.slice(i, i + 200).map((callId) => gate.admit({ callId, peer: 'pbx', account: 'acme' })));
       const after = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
       const keys = await admin.keys(`${prefix}*`);
       // two holds sets and one record per call, nothing else

@@ -27,8 +27,12 @@ describe('progress of long replays and what-ifs', function () {
     old = join(dir, 'old.json');
     const rows = ['time,call_id,direction,peer'];
     for (let i = 0; i < CALLS; i++) rows.push(`${1_700_000_000 + i / 1000},c${i},in,p${i % 10}`);
-    writeFileSync(trace, rows.join('\n') + '\n');
-    const peers = (limit: number) => ({ inbound: { peers: Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`p${i}`, [{ limit, window: 'PT1S' }]])) } });
+    writeFileSync(trace, `${rows.join('\n')}\n`);
+    const peers = (limit: number) => ({
+      inbound: {
+        peers: Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`p${i}`, [{ limit, window: 'PT1S' }]])),
+      },
+    });
     writeFileSync(config, JSON.stringify(peers(60)));
     writeFileSync(old, JSON.stringify(peers(50)));
   });
@@ -52,8 +56,14 @@ describe('progress of long replays and what-ifs', function () {
 
   it('on a terminal: a progress bar for the what-if that reaches 100%', () => {
     // script(1) runs the command on a pseudo-terminal and copies what it printed
-    const cmd = [process.execPath, BIN, 'replay', '--config', config, '--compare', old, '--trace', trace].map((a) => `'${a}'`).join(' ');
-    const out = execFileSync('script', ['-qec', `${cmd} > /dev/null`, '/dev/null'], { cwd: ROOT, encoding: 'utf8', timeout: 100_000 });
+    const cmd = [process.execPath, BIN, 'replay', '--config', config, '--compare', old, '--trace', trace]
+      .map((a) => `'${a}'`)
+      .join(' ');
+    const out = execFileSync('script', ['-qec', `${cmd} > /dev/null`, '/dev/null'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 100_000,
+    });
     expect(out).to.match(/what-if \[[█░]+\] \d+% \d+\/50000 calls/);
     expect(out).to.match(/what-if \[█+\] 100% 50000\/50000 calls/);
     expect(out).not.to.match(/what-if: 50000 calls in/);

@@ -4,7 +4,20 @@
 import { expect } from 'chai';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, createReadStream, existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  createReadStream,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { writeTrace } from '../scripts/gen-trace.js';
@@ -19,7 +32,14 @@ function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
   return runNode([BIN, ...args], { cwd: ROOT, env });
 }
 
-const replayArgs = (name: string, ...more: string[]) => ['replay', '--config', join(FIX, `${name}.config.json`), '--trace', join(FIX, `${name}.trace.csv`), ...more];
+const replayArgs = (name: string, ...more: string[]) => [
+  'replay',
+  '--config',
+  join(FIX, `${name}.config.json`),
+  '--trace',
+  join(FIX, `${name}.trace.csv`),
+  ...more,
+];
 
 /** Exit 2 and exactly one `error: ` line matching `message`, no stack trace. */
 function expectOneLine(r: Run, message: RegExp): void {
@@ -64,8 +84,13 @@ describe('callgate replay (the command)', function () {
   it('--decisions - writes JSON Lines on stdout (one per call) and moves the report to stderr', async () => {
     const r = await run(replayArgs('boundary', '--decisions', '-'));
     expect(r.code, r.stderr).to.equal(0);
-    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-    const rows = readFileSync(join(FIX, 'boundary.trace.csv'), 'utf8').split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#'));
+    const lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const rows = readFileSync(join(FIX, 'boundary.trace.csv'), 'utf8')
+      .split('\n')
+      .filter((l) => l.trim() !== '' && !l.startsWith('#'));
     expect(lines).to.have.length(rows.length - 1);
     for (const d of lines) expect(d).to.include.keys('call_id', 'direction', 'outcome');
     expect(r.stderr).to.match(/calls/);
@@ -74,7 +99,10 @@ describe('callgate replay (the command)', function () {
   it('--json prints one JSON object with the proof that every limit held', async () => {
     const r = await run(replayArgs('user-windows', '--json'));
     expect(r.code, r.stderr).to.equal(0);
-    const report = JSON.parse(r.stdout) as { all_limits_held: boolean; levels: { limits: { peak: number; limit: number }[] }[] };
+    const report = JSON.parse(r.stdout) as {
+      all_limits_held: boolean;
+      levels: { limits: { peak: number; limit: number }[] }[];
+    };
     expect(report.all_limits_held).to.equal(true);
     const limits = report.levels.flatMap((l) => l.limits);
     expect(limits.length).to.be.greaterThan(0);
@@ -97,7 +125,15 @@ describe('callgate replay (the command)', function () {
       ].join('\n'),
     );
     const out = join(dir, 'bad.jsonl');
-    const r = await run(['replay', '--config', join(FIX, 'boundary.config.json'), '--trace', trace, '--decisions', out]);
+    const r = await run([
+      'replay',
+      '--config',
+      join(FIX, 'boundary.config.json'),
+      '--trace',
+      trace,
+      '--decisions',
+      out,
+    ]);
     expect(r.code).to.equal(2);
     const lines = r.stderr.trim().split('\n');
     expect(lines).to.have.length(5);
@@ -113,7 +149,13 @@ describe('callgate replay (the command)', function () {
 
   it('an invalid configuration: exit 2 with every problem and its path', async () => {
     const cfg = join(dir, 'bad.config.json');
-    writeFileSync(cfg, JSON.stringify({ inbound: { peers: { p1: [{ limit: 0, window: 'abc' }] } }, outbound: { carriers: { A: { cps: -1 } } } }));
+    writeFileSync(
+      cfg,
+      JSON.stringify({
+        inbound: { peers: { p1: [{ limit: 0, window: 'abc' }] } },
+        outbound: { carriers: { A: { cps: -1 } } },
+      }),
+    );
     const r = await run(['replay', '--config', cfg, '--trace', join(FIX, 'boundary.trace.csv')]);
     expect(r.code).to.equal(2);
     expect(r.stderr).to.match(/inbound\.peers\.p1\[0\]\.limit/);
@@ -130,7 +172,15 @@ describe('callgate replay (the command)', function () {
   });
 
   it('a bad option: exit 2', async () => {
-    const r = await run(['replay', '--config', join(FIX, 'boundary.config.json'), '--trace', join(FIX, 'boundary.trace.csv'), '--store', 'mongo']);
+    const r = await run([
+      'replay',
+      '--config',
+      join(FIX, 'boundary.config.json'),
+      '--trace',
+      join(FIX, 'boundary.trace.csv'),
+      '--store',
+      'mongo',
+    ]);
     expect(r.code).to.equal(2);
   });
 
@@ -145,13 +195,19 @@ describe('callgate replay (the command)', function () {
 
     it('--decisions in a missing directory', async () => {
       const target = join(sub, 'missing', 'out.jsonl');
-      expectOneLine(await run(['replay', '--config', cfg, '--trace', trace, '--decisions', target]), /cannot write decisions to .*missing\/out\.jsonl: no such file or directory \(ENOENT\)$/);
+      expectOneLine(
+        await run(['replay', '--config', cfg, '--trace', trace, '--decisions', target]),
+        /cannot write decisions to .*missing\/out\.jsonl: no such file or directory \(ENOENT\)$/,
+      );
       expect(existsSync(join(sub, 'missing'))).to.equal(false);
     });
 
     it('--decisions naming a directory: refused, left as it is', async () => {
       const target = join(sub, 'a-directory');
-      expectOneLine(await run(['replay', '--config', cfg, '--trace', trace, '--decisions', target]), /cannot write decisions to .*a-directory: it is a directory$/);
+      expectOneLine(
+        await run(['replay', '--config', cfg, '--trace', trace, '--decisions', target]),
+        /cannot write decisions to .*a-directory: it is a directory$/,
+      );
       expect(statSync(target).isDirectory()).to.equal(true);
       expect(temporaries(sub)).to.deep.equal([]);
     });
@@ -169,7 +225,8 @@ describe('callgate replay (the command)', function () {
     });
 
     it('--redis-url that is no URL', async () => {
-      const redisRun = (url: string) => run(['replay', '--config', cfg, '--trace', trace, '--store', 'redis', '--redis-url', url]);
+      const redisRun = (url: string) =>
+        run(['replay', '--config', cfg, '--trace', trace, '--store', 'redis', '--redis-url', url]);
       const [notUrl, badPort] = await Promise.all([redisRun('notaurl::'), redisRun('redis://127.0.0.1:99999')]);
       expectOneLine(notUrl, /invalid --redis-url "notaurl::": Invalid URL$/);
       expectOneLine(badPort, /invalid --redis-url "redis:\/\/127\.0\.0\.1:99999": Invalid URL$/);
@@ -191,7 +248,10 @@ describe('callgate replay (the command)', function () {
     it('a --trace that is a FIFO (read only once; a replay reads its trace twice)', async () => {
       const fifo = join(sub, 'trace-fifo');
       expect(spawnSync('mkfifo', [fifo]).status).to.equal(0);
-      expectOneLine(await run(['replay', '--config', cfg, '--trace', fifo]), /trace-fifo: cannot read the trace: it is a FIFO, and a replay reads its trace twice$/);
+      expectOneLine(
+        await run(['replay', '--config', cfg, '--trace', fifo]),
+        /trace-fifo: cannot read the trace: it is a FIFO, and a replay reads its trace twice$/,
+      );
     });
 
     it('standard output closed by its reader (| true): the report, or the decisions', async () => {
@@ -203,14 +263,20 @@ describe('callgate replay (the command)', function () {
           child.stderr.on('data', (b: Buffer) => (stderr += b));
           child.on('close', (code) => resolve({ code, stdout: '', stderr }));
         });
-      const [report, decisions] = await Promise.all([closedStdout(replayArgs('boundary')), closedStdout(replayArgs('boundary', '--decisions', '-'))]);
+      const [report, decisions] = await Promise.all([
+        closedStdout(replayArgs('boundary')),
+        closedStdout(replayArgs('boundary', '--decisions', '-')),
+      ]);
       expectOneLine(report, /^error: cannot write the report to standard output: its reader closed it \(EPIPE\)$/);
       expectOneLine(decisions, /^error: cannot write decisions to standard output: its reader closed it \(EPIPE\)$/);
     });
 
     it('a device that is full: the write error, no stack trace, no file left', async function () {
       const full = device(this, sub, 'full');
-      expectOneLine(await run(replayArgs('campaign', '--decisions', full)), /cannot write decisions to .*full: no space left on device.*\(ENOSPC\)$/);
+      expectOneLine(
+        await run(replayArgs('campaign', '--decisions', full)),
+        /cannot write decisions to .*full: no space left on device.*\(ENOSPC\)$/,
+      );
       expect(statSync(full).isCharacterDevice()).to.equal(true);
       expect(temporaries(dirname(full))).to.deep.equal([]);
     });
@@ -330,7 +396,9 @@ describe('callgate replay (the command)', function () {
 
     it('a configuration with 2,000 problems (200,000 in config.test.ts)', async () => {
       const cfg = join(dir, 'many-problems.config.json');
-      const peers = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`p${i}`, [{ limit: 0, window: '1s' }]]));
+      const peers = Object.fromEntries(
+        Array.from({ length: 2_000 }, (_, i) => [`p${i}`, [{ limit: 0, window: '1s' }]]),
+      );
       writeFileSync(cfg, JSON.stringify({ inbound: { peers } }));
       const r = await run(['replay', '--config', cfg, '--trace', join(FIX, 'boundary.trace.csv')]);
       expect(r.code).to.equal(2);
@@ -358,8 +426,17 @@ describe('callgate replay (the command)', function () {
      * decisions (or, with `early`, until it exists: the trace is still being validated), sends
      * `signal`, and returns how the process ended.
      */
-    async function interrupt(signal: 'SIGINT' | 'SIGTERM', out: string, extra: string[] = [], early = false): Promise<Run> {
-      const child = spawn(process.execPath, [BIN, 'replay', '--config', config, '--trace', trace, '--decisions', out, ...extra], { cwd: ROOT });
+    async function interrupt(
+      signal: 'SIGINT' | 'SIGTERM',
+      out: string,
+      extra: string[] = [],
+      early = false,
+    ): Promise<Run> {
+      const child = spawn(
+        process.execPath,
+        [BIN, 'replay', '--config', config, '--trace', trace, '--decisions', out, ...extra],
+        { cwd: ROOT },
+      );
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (b: Buffer) => (stdout += b));
@@ -369,7 +446,8 @@ describe('callgate replay (the command)', function () {
       for (;;) {
         const tmp = temporaries(sub).find((f) => f.startsWith('out'));
         if (tmp !== undefined && (early || statSync(join(sub, tmp)).size > 0)) break;
-        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the replay never started writing: ${stderr}`);
+        if (child.exitCode !== null || Date.now() > deadline)
+          throw new Error(`the replay never started writing: ${stderr}`);
         await new Promise((r) => setTimeout(r, 20));
       }
       child.kill(signal);
@@ -377,7 +455,10 @@ describe('callgate replay (the command)', function () {
       return { code, stdout, stderr };
     }
 
-    for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+    for (const [signal, code] of [
+      ['SIGINT', 130],
+      ['SIGTERM', 143],
+    ] as const) {
       it(`${signal} after the first decisions are written: exit ${code}, no temporary file, no decisions file`, async () => {
         const out = join(sub, `out-${signal}.jsonl`);
         const r = await interrupt(signal, out);
@@ -438,7 +519,24 @@ describe('callgate replay (the command)', function () {
       const config = join(sub, 'big.config.json');
       await writeTrace(trace, config, { calls: 100_000, seed: 3 });
       const out = join(sub, 'out.jsonl');
-      const child = spawn(process.execPath, [BIN, 'replay', '--config', config, '--trace', trace, '--decisions', out, '--store', 'redis', '--redis-url', handle.url], { cwd: ROOT });
+      const child = spawn(
+        process.execPath,
+        [
+          BIN,
+          'replay',
+          '--config',
+          config,
+          '--trace',
+          trace,
+          '--decisions',
+          out,
+          '--store',
+          'redis',
+          '--redis-url',
+          handle.url,
+        ],
+        { cwd: ROOT },
+      );
       let stderr = '';
       child.stderr.on('data', (b: Buffer) => (stderr += b));
       const closed = once(child, 'close');
@@ -446,7 +544,8 @@ describe('callgate replay (the command)', function () {
       for (;;) {
         const tmp = temporaries(sub)[0];
         if (tmp !== undefined && statSync(join(sub, tmp)).size > 0) break;
-        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the replay never started writing: ${stderr}`);
+        if (child.exitCode !== null || Date.now() > deadline)
+          throw new Error(`the replay never started writing: ${stderr}`);
         await new Promise((r) => setTimeout(r, 20));
       }
       child.kill('SIGINT');

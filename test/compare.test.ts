@@ -81,7 +81,13 @@ function expectWhatif(w: CompareJson, newName: string, oldName: string): void {
   expect(w.calls).to.equal(13);
   expect(w.differing).to.equal(4);
   expect(w.inbound).to.deep.equal({ differing: 2, now_admitted: 1, now_rejected: 1, rejected_elsewhere: 0 });
-  expect(w.outbound).to.deep.equal({ differing: 2, now_dispatched: 1, now_rejected: 0, other_carrier: 1, delay_only: 1 });
+  expect(w.outbound).to.deep.equal({
+    differing: 2,
+    now_dispatched: 1,
+    now_rejected: 0,
+    other_carrier: 1,
+    delay_only: 1,
+  });
   expect(w.groups).to.deep.equal(EXPECTED_GROUPS);
   expect(w.calls_listed).to.deep.equal(EXPECTED_CALLS);
   expect(w.totals).to.deep.equal([
@@ -108,7 +114,13 @@ describe('what-if: one trace under two configurations', function () {
     trace = join(dir, 't.csv');
     oldPath = join(dir, 'old.json');
     newPath = join(dir, 'new.json');
-    writeFileSync(trace, ['time,call_id,direction,peer,account,route', ...ROWS.map(([t, ...r]) => [(T + t).toFixed(6), ...r].join(','))].join('\n') + '\n');
+    writeFileSync(
+      trace,
+      `${[
+        'time,call_id,direction,peer,account,route',
+        ...ROWS.map(([t, ...r]) => [(T + t).toFixed(6), ...r].join(',')),
+      ].join('\n')}\n`,
+    );
     writeFileSync(oldPath, JSON.stringify(OLD));
     writeFileSync(newPath, JSON.stringify(NEW));
   });
@@ -116,7 +128,12 @@ describe('what-if: one trace under two configurations', function () {
 
   async function decisions(config: string): Promise<DecisionLine[]> {
     const out: DecisionLine[] = [];
-    await replay({ config: await loadConfigFile(config), tracePath: trace, store: new MemoryStore(), onDecision: (d) => void out.push(d) });
+    await replay({
+      config: await loadConfigFile(config),
+      tracePath: trace,
+      store: new MemoryStore(),
+      onDecision: (d) => void out.push(d),
+    });
     return out;
   }
 
@@ -139,7 +156,14 @@ describe('what-if: one trace under two configurations', function () {
     expect(c.baseline.outbound).to.deep.equal({ offered: 6, dispatched: 4, rejected: 2, rerouted: 4 });
     // the hand-made table above, decision by decision, for the old configuration
     const old = await decisions(oldPath);
-    expect(old.map((d) => (d.direction === 'in' ? `${d.call_id} ${d.outcome} ${d.limited_by ?? ''}` : `${d.call_id} ${d.outcome} ${d.carrier} ${d.delay_ms}`).trim())).to.deep.equal([
+    expect(
+      old.map((d) =>
+        (d.direction === 'in'
+          ? `${d.call_id} ${d.outcome} ${d.limited_by ?? ''}`
+          : `${d.call_id} ${d.outcome} ${d.carrier} ${d.delay_ms}`
+        ).trim(),
+      ),
+    ).to.deep.equal([
       'c1 admitted',
       'c2 admitted',
       'c3 rejected peer:p1',
@@ -158,7 +182,15 @@ describe('what-if: one trace under two configurations', function () {
 
   it('the same configuration on both sides: no difference', async () => {
     const cfg = await loadConfigFile(newPath);
-    const c = await compare({ config: cfg, baseline: cfg, configName: 'a', baselineName: 'a', tracePath: trace, store: new MemoryStore(), baselineStore: new MemoryStore() });
+    const c = await compare({
+      config: cfg,
+      baseline: cfg,
+      configName: 'a',
+      baselineName: 'a',
+      tracePath: trace,
+      store: new MemoryStore(),
+      baselineStore: new MemoryStore(),
+    });
     expect(c.whatif.differing).to.equal(0);
     expect(c.whatif.groups).to.deep.equal([]);
     expect(c.whatif.outbound.delay_only).to.equal(0);
@@ -176,13 +208,22 @@ describe('what-if: one trace under two configurations', function () {
     for (const side of ['store', 'baselineStore'] as const) {
       const stores = { store: new MemoryStore(), baselineStore: new MemoryStore(), [side]: new FailingStore() };
       let error: Error | undefined;
-      await compare({ config: cfg, baseline: cfg, configName: 'a', baselineName: 'b', tracePath: trace, ...stores }).catch((e: Error) => (error = e));
+      await compare({
+        config: cfg,
+        baseline: cfg,
+        configName: 'a',
+        baselineName: 'b',
+        tracePath: trace,
+        ...stores,
+      }).catch((e: Error) => (error = e));
       expect(error?.message, side).to.match(/disk on fire/);
     }
   });
 
   it('the command: text and --json report the same differences', async () => {
-    const text = await runNode([BIN, 'replay', '--config', newPath, '--compare', oldPath, '--trace', trace], { cwd: ROOT });
+    const text = await runNode([BIN, 'replay', '--config', newPath, '--compare', oldPath, '--trace', trace], {
+      cwd: ROOT,
+    });
     expect(text.code, text.stderr).to.equal(0);
     expect(text.stderr).to.equal('');
     const tail = text.stdout.slice(text.stdout.indexOf('\nWhat-if: '));
@@ -207,22 +248,55 @@ describe('what-if: one trace under two configurations', function () {
       '  out  dispatched on B → dispatched on A: 1 (o2)',
       '  out  rejected (all-routes-congested) → dispatched on A: 1 (o6)',
     ]);
-    const json = await runNode([BIN, 'replay', '--config', newPath, '--compare', oldPath, '--trace', trace, '--json'], { cwd: ROOT });
+    const json = await runNode([BIN, 'replay', '--config', newPath, '--compare', oldPath, '--trace', trace, '--json'], {
+      cwd: ROOT,
+    });
     expect(json.code, json.stderr).to.equal(0);
-    const j = JSON.parse(json.stdout) as { report: { inbound: unknown }; baseline: { inbound: unknown }; whatif: CompareJson };
+    const j = JSON.parse(json.stdout) as {
+      report: { inbound: unknown };
+      baseline: { inbound: unknown };
+      whatif: CompareJson;
+    };
     expectWhatif(j.whatif, newPath, oldPath);
     expect(compareText(j.whatif)).to.equal(tail.trimEnd());
-    expect(j.report.inbound).to.deep.include({ admitted: 4, rejected: 3, rejected_by: { 'account:acme': 1, 'peer:p1': 1, 'unknown-peer': 1 } });
-    expect(j.baseline.inbound).to.deep.include({ admitted: 4, rejected: 3, rejected_by: { 'peer:p1': 2, 'unknown-peer': 1 } });
+    expect(j.report.inbound).to.deep.include({
+      admitted: 4,
+      rejected: 3,
+      rejected_by: { 'account:acme': 1, 'peer:p1': 1, 'unknown-peer': 1 },
+    });
+    expect(j.baseline.inbound).to.deep.include({
+      admitted: 4,
+      rejected: 3,
+      rejected_by: { 'peer:p1': 2, 'unknown-peer': 1 },
+    });
   });
 
   it('bad paths: exit 2 with one line, before replaying', async () => {
-    const missing = await runNode([BIN, 'replay', '--config', newPath, '--compare', join(dir, 'nope.json'), '--trace', trace], { cwd: ROOT });
+    const missing = await runNode(
+      [BIN, 'replay', '--config', newPath, '--compare', join(dir, 'nope.json'), '--trace', trace],
+      { cwd: ROOT },
+    );
     expect(missing.code).to.equal(2);
     expect(missing.stderr).to.match(/^error: .*nope\.json: cannot read file: no such file or directory \(ENOENT\)\n$/);
-    const html = await runNode([BIN, 'replay', '--config', newPath, '--compare', oldPath, '--trace', trace, '--html', join(dir, 'no/such/dir/r.html')], { cwd: ROOT });
+    const html = await runNode(
+      [
+        BIN,
+        'replay',
+        '--config',
+        newPath,
+        '--compare',
+        oldPath,
+        '--trace',
+        trace,
+        '--html',
+        join(dir, 'no/such/dir/r.html'),
+      ],
+      { cwd: ROOT },
+    );
     expect(html.code).to.equal(2);
-    expect(html.stderr).to.match(/^error: cannot write the HTML report .*r\.html: no such file or directory \(ENOENT\)\n$/);
+    expect(html.stderr).to.match(
+      /^error: cannot write the HTML report .*r\.html: no such file or directory \(ENOENT\)\n$/,
+    );
     expect(html.stderr.trim().split('\n')).to.have.length(1);
     expect(html.stdout).to.equal('');
   });
@@ -235,7 +309,24 @@ describe('what-if: one trace under two configurations', function () {
     after(async () => handle?.stop());
 
     it('--store redis: two independent stores, the same differences', async () => {
-      const r = await runNode([BIN, 'replay', '--config', newPath, '--compare', oldPath, '--trace', trace, '--json', '--store', 'redis', '--redis-url', handle.url], { cwd: ROOT });
+      const r = await runNode(
+        [
+          BIN,
+          'replay',
+          '--config',
+          newPath,
+          '--compare',
+          oldPath,
+          '--trace',
+          trace,
+          '--json',
+          '--store',
+          'redis',
+          '--redis-url',
+          handle.url,
+        ],
+        { cwd: ROOT },
+      );
       expect(r.code, r.stderr).to.equal(0);
       expectWhatif((JSON.parse(r.stdout) as { whatif: CompareJson }).whatif, newPath, oldPath);
       const { Redis } = await import('ioredis');

@@ -20,7 +20,12 @@ const CONTRACT_EXAMPLE = {
   inbound: {
     global: [{ limit: 100, window: 'PT1S' }],
     accounts: { acme: [{ limit: 20, window: 'PT1S' }] },
-    peers: { peer45: [{ limit: 10, window: 'PT1S' }, { limit: 300, window: 'PT1M' }] },
+    peers: {
+      peer45: [
+        { limit: 10, window: 'PT1S' },
+        { limit: 300, window: 'PT1M' },
+      ],
+    },
     defaultPeer: [{ limit: 5, window: '1s' }],
   },
   outbound: {
@@ -121,10 +126,36 @@ describe('config', () => {
     }
 
     const invalid = [
-      'abc', '', '1', '1000', '1 s', ' 1s', '1s ', '1S', '1sec', '1d', '1us', '.5s', '1.s', '-1s', '+1s', '1e3ms',
-      'P', 'PT', 'pt1s', 'P1Y', 'P1M', 'P1Y2M', '-PT1S', 'PT-1S', 'T1S',
-      'PT0.0000015S', '0.0005ms', '1.0000001s', // finer than a microsecond
-      'PT99999999999999999999H', '9999999999999h', // beyond Number.MAX_SAFE_INTEGER µs
+      'abc',
+      '',
+      '1',
+      '1000',
+      '1 s',
+      ' 1s',
+      '1s ',
+      '1S',
+      '1sec',
+      '1d',
+      '1us',
+      '.5s',
+      '1.s',
+      '-1s',
+      '+1s',
+      '1e3ms',
+      'P',
+      'PT',
+      'pt1s',
+      'P1Y',
+      'P1M',
+      'P1Y2M',
+      '-PT1S',
+      'PT-1S',
+      'T1S',
+      'PT0.0000015S',
+      '0.0005ms',
+      '1.0000001s', // finer than a microsecond
+      'PT99999999999999999999H',
+      '9999999999999h', // beyond Number.MAX_SAFE_INTEGER µs
     ];
     for (const text of invalid) {
       it(`rejects ${JSON.stringify(text)}`, () => expect(parseDurationUs(text)).to.equal(undefined));
@@ -241,7 +272,10 @@ describe('config', () => {
         [{ limit: -3, window: '1s' }, 'inbound.peers.p[0].limit: expected a positive integer, got -3'],
         [{ limit: 1.5, window: '1s' }, 'inbound.peers.p[0].limit: expected a positive integer, got 1.5'],
         [{ limit: '10', window: '1s' }, 'inbound.peers.p[0].limit: expected a positive integer, got "10"'],
-        [{ limit: 1e20, window: '1s' }, 'inbound.peers.p[0].limit: expected a positive integer, got 100000000000000000000'],
+        [
+          { limit: 1e20, window: '1s' },
+          'inbound.peers.p[0].limit: expected a positive integer, got 100000000000000000000',
+        ],
         [{ window: '1s' }, 'inbound.peers.p[0].limit: missing (expected a positive integer)'],
         [{ limit: 1 }, 'inbound.peers.p[0].window: missing (expected a positive duration)'],
         [{ limit: 1, window: 'abc' }, 'inbound.peers.p[0].window: expected a positive duration, got "abc"'],
@@ -274,7 +308,10 @@ describe('config', () => {
         [[], 'inbound.peers.p[0]: expected a limit such as {"limit": 10, "window": "PT1S"}, got an array'],
       ];
       for (const [entry, line] of cases) {
-        expect(problemsOf(() => parseConfig(peerEntry(entry))), JSON.stringify(entry)).to.deep.equal([line]);
+        expect(
+          problemsOf(() => parseConfig(peerEntry(entry))),
+          JSON.stringify(entry),
+        ).to.deep.equal([line]);
       }
     });
 
@@ -298,7 +335,10 @@ describe('config', () => {
       ];
       for (const [carrier, line] of cases) {
         const cfg = { outbound: { carriers: { A: carrier } } };
-        expect(problemsOf(() => parseConfig(cfg)), JSON.stringify(carrier)).to.deep.equal([line]);
+        expect(
+          problemsOf(() => parseConfig(cfg)),
+          JSON.stringify(carrier),
+        ).to.deep.equal([line]);
       }
     });
 
@@ -311,20 +351,37 @@ describe('config', () => {
         [{ outbound: [] }, ['outbound: expected an object, got an array']],
         [{ inbound: { global: {} } }, ['inbound.global: expected an array of limits, got an object']],
         [{ inbound: { defaultPeer: 5 } }, ['inbound.defaultPeer: expected an array of limits, got 5']],
-        [{ inbound: { peers: [] } }, ['inbound.peers: expected an object mapping peer ids to arrays of limits, got an array']],
-        [{ inbound: { accounts: 'acme' } }, ['inbound.accounts: expected an object mapping account ids to arrays of limits, got "acme"']],
-        [{ outbound: { carriers: [] } }, ['outbound.carriers: expected an object mapping carrier ids to carriers, got an array']],
+        [
+          { inbound: { peers: [] } },
+          ['inbound.peers: expected an object mapping peer ids to arrays of limits, got an array'],
+        ],
+        [
+          { inbound: { accounts: 'acme' } },
+          ['inbound.accounts: expected an object mapping account ids to arrays of limits, got "acme"'],
+        ],
+        [
+          { outbound: { carriers: [] } },
+          ['outbound.carriers: expected an object mapping carrier ids to carriers, got an array'],
+        ],
         [{ inbound: { peers: { '': [] } } }, ['inbound.peers[""]: expected a non-empty peer id']],
-        [{ inbound: { peers: { p: { limit: 1, window: '1s' } } } }, ['inbound.peers.p: expected an array of limits, got an object']],
+        [
+          { inbound: { peers: { p: { limit: 1, window: '1s' } } } },
+          ['inbound.peers.p: expected an array of limits, got an object'],
+        ],
       ];
       for (const [cfg, lines] of cases) {
-        expect(problemsOf(() => parseConfig(cfg)), JSON.stringify(cfg)).to.deep.equal(lines);
+        expect(
+          problemsOf(() => parseConfig(cfg)),
+          JSON.stringify(cfg),
+        ).to.deep.equal(lines);
       }
     });
 
     it('quotes ids that are not plain identifiers in paths', () => {
       const bad = [{ limit: 0, window: '1s' }];
-      const cfg = { inbound: { peers: { 'a b': bad, '{x}:y': bad, '45': bad, 'peer-1': bad, 'q"': bad, __proto__ok: bad } } };
+      const cfg = {
+        inbound: { peers: { 'a b': bad, '{x}:y': bad, '45': bad, 'peer-1': bad, 'q"': bad, __proto__ok: bad } },
+      };
       expect(problemsOf(() => parseConfig(cfg))).to.have.members([
         'inbound.peers["a b"][0].limit: expected a positive integer, got 0',
         'inbound.peers["{x}:y"][0].limit: expected a positive integer, got 0',
@@ -359,7 +416,10 @@ describe('config', () => {
         inbound: {
           global: [{ limit: 0, window: '1s' }],
           peers: {
-            peer45: [{ limit: 10, window: 'PT1S' }, { limit: 300, window: 'abc' }],
+            peer45: [
+              { limit: 10, window: 'PT1S' },
+              { limit: 300, window: 'abc' },
+            ],
             'a b': [{ limt: 1, window: '1s' }],
           },
           defaultPeer: [{ limit: 5, window: '1s', algorithm: 'leaky' }],
@@ -391,7 +451,11 @@ describe('config', () => {
     });
 
     it('lists 20 problems in its message and counts the rest, keeping them all in `problems`', () => {
-      const cfg = { inbound: { peers: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`p${i}`, [{ limit: 0, window: '1s' }]])) } };
+      const cfg = {
+        inbound: {
+          peers: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`p${i}`, [{ limit: 0, window: '1s' }]])),
+        },
+      };
       const problems = problemsOf(() => parseConfig(cfg, 'big.json'));
       expect(problems).to.have.length(200_000);
       const lines = new ConfigError(problems).message.split('\n');
@@ -436,33 +500,66 @@ describe('config', () => {
       expect(c.inbound.accounts.get('acme')).to.deep.equal({ limits: [sec(20)], channels: 40 });
       expect(c.inbound.peers.get('peer45')).to.deep.equal({ limits: [sec(10), sec(300, 60_000_000)], channels: 30 });
       expect(c.inbound.defaultPeer).to.deep.equal({ limits: [], channels: 2 });
-      expect(c.outbound.carriers.get('A')).to.deep.equal({ cps: 4, intervalUs: 250_000, maxWaitUs: 1_000_000, channels: 120 });
+      expect(c.outbound.carriers.get('A')).to.deep.equal({
+        cps: 4,
+        intervalUs: 250_000,
+        maxWaitUs: 1_000_000,
+        channels: 120,
+      });
       expect(parseConfig({}).maxCallDurationUs, 'default PT4H').to.equal(4 * 3600 * 1_000_000);
     });
 
     it('reports bad channel limits with their exact path and message', () => {
       const cases: [unknown, string[]][] = [
-        [{ inbound: { peers: { pbx7: [{ limit: 1, window: '1s' }, {}, { channels: 0 }] } } }, [
-          'inbound.peers.pbx7[1].limit: missing (expected a positive integer)',
-          'inbound.peers.pbx7[1].window: missing (expected a positive duration)',
-          'inbound.peers.pbx7[2].channels: expected a positive integer, got 0',
-        ]],
-        [{ inbound: { peers: { pbx7: [{ channels: 2.5 }] } } }, ['inbound.peers.pbx7[0].channels: expected a positive integer, got 2.5']],
-        [{ inbound: { peers: { pbx7: [{ channels: '30' }] } } }, ['inbound.peers.pbx7[0].channels: expected a positive integer, got "30"']],
+        [
+          { inbound: { peers: { pbx7: [{ limit: 1, window: '1s' }, {}, { channels: 0 }] } } },
+          [
+            'inbound.peers.pbx7[1].limit: missing (expected a positive integer)',
+            'inbound.peers.pbx7[1].window: missing (expected a positive duration)',
+            'inbound.peers.pbx7[2].channels: expected a positive integer, got 0',
+          ],
+        ],
+        [
+          { inbound: { peers: { pbx7: [{ channels: 2.5 }] } } },
+          ['inbound.peers.pbx7[0].channels: expected a positive integer, got 2.5'],
+        ],
+        [
+          { inbound: { peers: { pbx7: [{ channels: '30' }] } } },
+          ['inbound.peers.pbx7[0].channels: expected a positive integer, got "30"'],
+        ],
         [{ inbound: { global: [{ channels: 3, limit: 5 }] } }, ['inbound.global[0].limit: unknown field']],
-        [{ inbound: { defaultPeer: [{ channels: 3 }, { limit: 1, window: '1s' }, { channels: 4 }] } }, [
-          'inbound.defaultPeer[2]: a bucket has at most one channels entry (another is at [0])',
-        ]],
-        [{ outbound: { carriers: { A: { cps: 1, channels: -1 } } } }, ['outbound.carriers.A.channels: expected a positive integer, got -1']],
-        [{ outbound: { carriers: { A: { cps: 1, channels: null } } } }, ['outbound.carriers.A.channels: expected a positive integer, got null']],
+        [
+          { inbound: { defaultPeer: [{ channels: 3 }, { limit: 1, window: '1s' }, { channels: 4 }] } },
+          ['inbound.defaultPeer[2]: a bucket has at most one channels entry (another is at [0])'],
+        ],
+        [
+          { outbound: { carriers: { A: { cps: 1, channels: -1 } } } },
+          ['outbound.carriers.A.channels: expected a positive integer, got -1'],
+        ],
+        [
+          { outbound: { carriers: { A: { cps: 1, channels: null } } } },
+          ['outbound.carriers.A.channels: expected a positive integer, got null'],
+        ],
         [{ maxCallDuration: 'PT0S' }, ['maxCallDuration: expected a positive duration, got "PT0S"']],
-        [{ maxCallDuration: 3600 }, ['maxCallDuration: expected a positive duration, got 3600 (durations are strings such as "PT1S" or "500ms", not numbers)']],
+        [
+          { maxCallDuration: 3600 },
+          [
+            'maxCallDuration: expected a positive duration, got 3600 (durations are strings such as "PT1S" or "500ms", not numbers)',
+          ],
+        ],
       ];
-      for (const [input, lines] of cases) expect(problemsOf(() => parseConfig(input)), JSON.stringify(input)).to.deep.equal(lines);
+      for (const [input, lines] of cases)
+        expect(
+          problemsOf(() => parseConfig(input)),
+          JSON.stringify(input),
+        ).to.deep.equal(lines);
     });
 
     it('diff: a channel limit changed, added to a carrier, or a new maxCallDuration is a change', () => {
-      const a = parseConfig({ inbound: { peers: { p: [{ limit: 1, window: '1s' }, { channels: 2 }] } }, outbound: { carriers: { A: { cps: 1 } } } });
+      const a = parseConfig({
+        inbound: { peers: { p: [{ limit: 1, window: '1s' }, { channels: 2 }] } },
+        outbound: { carriers: { A: { cps: 1 } } },
+      });
       const b = parseConfig({
         maxCallDuration: 'PT1H',
         inbound: { peers: { p: [{ channels: 3 }, { limit: 1, window: '1s' }] } },
@@ -473,7 +570,10 @@ describe('config', () => {
         { path: 'inbound.peers.p', kind: 'changed', section: 'peer', id: 'p' },
         { path: 'outbound.carriers.A', kind: 'changed', section: 'carrier', id: 'A' },
       ]);
-      const reordered = parseConfig({ inbound: { peers: { p: [{ channels: 2 }, { limit: 1, window: '1s' }] } }, outbound: { carriers: { A: { cps: 1 } } } });
+      const reordered = parseConfig({
+        inbound: { peers: { p: [{ channels: 2 }, { limit: 1, window: '1s' }] } },
+        outbound: { carriers: { A: { cps: 1 } } },
+      });
       expect(diffConfig(a, reordered)).to.deep.equal([]);
     });
   });
@@ -499,7 +599,7 @@ describe('config', () => {
     });
 
     it('loads JSON with a byte-order mark and JSON from a file without extension', async () => {
-      const path = await file('limits', '\uFEFF' + JSON.stringify(CONTRACT_EXAMPLE));
+      const path = await file('limits', `\uFEFF${JSON.stringify(CONTRACT_EXAMPLE)}`);
       expect(await loadConfigFile(path)).to.deep.equal(EXPECTED);
     });
 
@@ -523,11 +623,17 @@ describe('config', () => {
     });
 
     it('prefixes validation problems with the file name', async () => {
-      const path = await file('bad.json', JSON.stringify({ inbound: { peers: { peer45: [{ limit: 1, window: 'abc' }] } } }));
+      const path = await file(
+        'bad.json',
+        JSON.stringify({ inbound: { peers: { peer45: [{ limit: 1, window: 'abc' }] } } }),
+      );
       expect(await problemsOfAsync(loadConfigFile(path))).to.deep.equal([
         `${path}: inbound.peers.peer45[0].window: expected a positive duration, got "abc"`,
       ]);
-      const ypath = await file('bad.yaml', 'inbound:\n  peers:\n    peer45:\n      - { limit: 1, window: 1000 }\n  extra: 1\n');
+      const ypath = await file(
+        'bad.yaml',
+        'inbound:\n  peers:\n    peer45:\n      - { limit: 1, window: 1000 }\n  extra: 1\n',
+      );
       expect(await problemsOfAsync(loadConfigFile(ypath))).to.deep.equal([
         `${ypath}: inbound.peers.peer45[0].window: expected a positive duration, got 1000 (durations are strings such as "PT1S" or "500ms", not numbers)`,
         `${ypath}: inbound.extra: unknown field`,
@@ -555,7 +661,9 @@ describe('config', () => {
     it('names line and column of a YAML syntax error, and refuses duplicate keys', async () => {
       const path = await file('syntax.yaml', 'inbound:\n  peers: [\n');
       const [line] = await problemsOfAsync(loadConfigFile(path));
-      expect(line).to.match(new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: invalid YAML at line \\d+, column \\d+: \\S`));
+      expect(line).to.match(
+        new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: invalid YAML at line \\d+, column \\d+: \\S`),
+      );
       const dup = await file('dup.yaml', 'inbound:\n  global: []\n  global: []\n');
       expect(await problemsOfAsync(loadConfigFile(dup))).to.deep.equal([
         `${dup}: inbound.global: duplicate key at line 3, column 3 (first at line 2, column 3)`,
@@ -585,7 +693,10 @@ describe('config', () => {
     });
 
     it('refuses repeated keys in JSON with their path, where JSON.parse would keep the last one', async () => {
-      const limit = await file('dup-limit.json', '{"inbound": {"peers": {"p1": [\n  {"limit": 5, "window": "PT1S",\n   "limit": 500000}\n]}}}');
+      const limit = await file(
+        'dup-limit.json',
+        '{"inbound": {"peers": {"p1": [\n  {"limit": 5, "window": "PT1S",\n   "limit": 500000}\n]}}}',
+      );
       expect(await problemsOfAsync(loadConfigFile(limit))).to.deep.equal([
         `${limit}: inbound.peers.p1[0].limit: duplicate key at line 3, column 4 (first at line 2, column 4)`,
       ]);
@@ -607,7 +718,13 @@ describe('config', () => {
     it('loads 100,000 peers sharing one YAML anchor (yaml refuses more than 100 aliases by default)', async function () {
       this.timeout(120_000);
       const n = 100_000;
-      const lines = ['inbound:', '  defaultPeer: &std', '    - { limit: 5, window: PT1S }', '    - { limit: 100, window: PT1M }', '  peers:'];
+      const lines = [
+        'inbound:',
+        '  defaultPeer: &std',
+        '    - { limit: 5, window: PT1S }',
+        '    - { limit: 100, window: PT1M }',
+        '  peers:',
+      ];
       for (let i = 0; i < n; i++) lines.push(`    peer-${i}: *std`);
       const path = await file('shared.yaml', lines.join('\n'));
       const config = await loadConfigFile(path);
@@ -621,7 +738,12 @@ describe('config', () => {
     it('refuses an alias bomb (nested aliases) at the alias that expands past the bound, before expanding it', async () => {
       // 9 levels of 10 aliases each: 10^9 scalars once expanded, from 10 lines
       const lines = ['a0: &a0 [x, x, x, x, x, x, x, x, x, x]'];
-      for (let i = 1; i <= 9; i++) lines.push(`a${i}: &a${i} [${Array(10).fill(`*a${i - 1}`).join(', ')}]`);
+      for (let i = 1; i <= 9; i++)
+        lines.push(
+          `a${i}: &a${i} [${Array(10)
+            .fill(`*a${i - 1}`)
+            .join(', ')}]`,
+        );
       lines.push('inbound: { peers: { p: *a9 } }');
       const path = await file('bomb.yaml', lines.join('\n'));
       // a_k is s_k = 1 + 10 s_(k-1) nodes (s_0 = 11): lines 2 to 6 add 10 (s_0 + … + s_4) =
@@ -631,7 +753,7 @@ describe('config', () => {
       ]);
     });
 
-    it('refuses one big anchor used many times (a linear bomb yaml\'s own count lets through)', async () => {
+    it("refuses one big anchor used many times (a linear bomb yaml's own count lets through)", async () => {
       // an anchor of 1,000 limits is 1 + 1,000 × 5 = 5,001 nodes; 10,000 aliases of it would be 50 M
       const lines = ['inbound:', '  defaultPeer: &big'];
       for (let i = 0; i < 1000; i++) lines.push(`    - { limit: ${i + 1}, window: PT1S }`);
@@ -676,7 +798,7 @@ describe('config', () => {
       expect(diffConfig(base(), base())).to.deep.equal([]);
       const reordered = structuredClone(CONTRACT_EXAMPLE);
       reordered.inbound.peers.peer45.reverse();
-      reordered.inbound.peers.peer45[0].window = '1m'; // same value, other spelling
+      reordered.inbound.peers.peer45[0]!.window = '1m'; // same value, other spelling
       expect(diffConfig(base(), parseConfig(reordered))).to.deep.equal([]);
     });
 
@@ -685,7 +807,10 @@ describe('config', () => {
         inbound: {
           accounts: { acme: [{ limit: 20, window: 'PT1S' }], 'big co': [{ limit: 50, window: '1s' }] },
           peers: {
-            peer45: [{ limit: 10, window: 'PT1S' }, { limit: 300, window: 'PT1M', algorithm: 'fixed-window' }],
+            peer45: [
+              { limit: 10, window: 'PT1S' },
+              { limit: 300, window: 'PT1M', algorithm: 'fixed-window' },
+            ],
             peer46: [],
           },
           defaultPeer: [{ limit: 6, window: '1s' }],

@@ -82,14 +82,19 @@ runConformance('MemoryStore', async () => {
 
 describe('MemoryStore sweep', () => {
   const T = 1_700_000_000_000_000;
-  const log = (name: string): Bucket[] => [{ name, limits: [{ limit: 5, windowUs: 10_000_000, algorithm: 'sliding-log' }] }];
+  const log = (name: string): Bucket[] => [
+    { name, limits: [{ limit: 5, windowUs: 10_000_000, algorithm: 'sliding-log' }] },
+  ];
   const x = log('x');
   const y = log('y');
   /** An event on x at T, then 1100 calls on y past x's window, then x counted back at T + 5 s. */
   const scenario = (store: MemoryStore) => {
     store.recordSync({ tag: 't', buckets: x, now: T });
     for (let i = 0; i < 1100; i++) store.admitSync({ tag: 't', buckets: y, now: T + 10_000_001 + i });
-    return { count: store.countSync({ tag: 't', bucket: 'x', windowUs: 10_000_000, now: T + 5_000_000 }).count, logs: store.size.logs };
+    return {
+      count: store.countSync({ tag: 't', bucket: 'x', windowUs: 10_000_000, now: T + 5_000_000 }).count,
+      logs: store.size.logs,
+    };
   };
   it('drops what the latest time makes irrelevant: memory stays bounded, an old event is forgotten', () => {
     expect(scenario(new MemoryStore())).to.deep.equal({ count: 0, logs: 1 });

@@ -13,7 +13,9 @@ const T0 = 1_700_000_000_000_000;
 const MS = 1_000;
 
 function carriers(spec: Record<string, number>): () => ReadonlyMap<string, CarrierConfig> {
-  const map = new Map(Object.entries(spec).map(([id, cps]) => [id, { cps, intervalUs: 1e6 / cps, maxWaitUs: 10_000 * MS }]));
+  const map = new Map(
+    Object.entries(spec).map(([id, cps]) => [id, { cps, intervalUs: 1e6 / cps, maxWaitUs: 10_000 * MS }]),
+  );
   return () => map;
 }
 
@@ -165,8 +167,12 @@ describe('Dispatcher wire spacing', () => {
     // the call after the block left 20 ms after the end of call 4's send at the earliest
     expect(sentAt[5]! - sentAt[4]!).to.be.at.least(65 * MS);
     // send ran in that order, after the Dispatcher's reading
-    results.forEach((r, i) => expect(observed[i]!).to.be.at.least(r.sentAt!));
+    results.forEach((r, i) => {
+      expect(observed[i]!).to.be.at.least(r.sentAt!);
+    });
     // nothing left before its slot
-    results.forEach((r) => expect(r.sentAt!).to.be.at.least(Math.floor(r.slotAt!)));
+    results.forEach((r) => {
+      expect(r.sentAt!).to.be.at.least(Math.floor(r.slotAt!));
+    });
   });
 });

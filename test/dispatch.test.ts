@@ -32,27 +32,46 @@ const MS = 1_000;
 type CarrierSpec = Record<string, { cps: number; maxWaitUs?: number }>;
 
 function carriers(spec: CarrierSpec): Map<string, CarrierConfig> {
-  return new Map(Object.entries(spec).map(([id, c]) => [id, { cps: c.cps, intervalUs: 1e6 / c.cps, maxWaitUs: c.maxWaitUs ?? 0 }]));
+  return new Map(
+    Object.entries(spec).map(([id, c]) => [id, { cps: c.cps, intervalUs: 1e6 / c.cps, maxWaitUs: c.maxWaitUs ?? 0 }]),
+  );
 }
 
 const ENDINGS = ['dispatched', 'rejected', 'cancelled', 'failed'] as const;
 
 /** A Dispatcher on its own emitter, recording every event. */
-function setup(store: Store, clock: Clock, spec: CarrierSpec | (() => ReadonlyMap<string, CarrierConfig>), extra: { timeoutMs?: number; sendTimeoutMs?: number } = {}) {
+function setup(
+  store: Store,
+  clock: Clock,
+  spec: CarrierSpec | (() => ReadonlyMap<string, CarrierConfig>),
+  extra: { timeoutMs?: number; sendTimeoutMs?: number } = {},
+) {
   const events = new SafeEmitter<DispatcherEvents>();
   const log: { event: string; payload: unknown }[] = [];
-  for (const e of [...ENDINGS, 'rerouted', 'error'] as const) events.on(e, (p: unknown) => log.push({ event: e, payload: p }));
+  for (const e of [...ENDINGS, 'rerouted', 'error'] as const)
+    events.on(e, (p: unknown) => log.push({ event: e, payload: p }));
   const map = typeof spec === 'function' ? undefined : carriers(spec);
-  const d = new Dispatcher({ store, clock, carriers: typeof spec === 'function' ? spec : () => map!, events, ...extra });
+  const d = new Dispatcher({
+    store,
+    clock,
+    carriers: typeof spec === 'function' ? spec : () => map!,
+    events,
+    ...extra,
+  });
   /** Ending events of one call. */
   const endings = (callId: string) =>
-    log.filter((l) => (ENDINGS as readonly string[]).includes(l.event) && (l.payload as DispatchResult).callId === callId);
+    log.filter(
+      (l) => (ENDINGS as readonly string[]).includes(l.event) && (l.payload as DispatchResult).callId === callId,
+    );
   const of = (event: string) => log.filter((l) => l.event === event).map((l) => l.payload);
   return { d, events, log, endings, of };
 }
 
 /** Every call ended exactly once: one ending event per call id, matching its promise's outcome. */
-function expectEachEndedOnce(results: DispatchResult[], endings: (id: string) => { event: string; payload: unknown }[]): void {
+function expectEachEndedOnce(
+  results: DispatchResult[],
+  endings: (id: string) => { event: string; payload: unknown }[],
+): void {
   for (const r of results) {
     const e = endings(r.callId);
     expect(e, `events of ${r.callId}`).to.have.length(1);
@@ -119,7 +138,10 @@ describe('Dispatcher', function () {
 
   const kinds: { name: string; make: () => Store }[] = [
     { name: 'MemoryStore', make: () => new MemoryStore() },
-    { name: 'RedisStore', make: () => new RedisStore({ redis, prefix: `dispatch-test:${randomBytes(4).toString('hex')}:` }) },
+    {
+      name: 'RedisStore',
+      make: () => new RedisStore({ redis, prefix: `dispatch-test:${randomBytes(4).toString('hex')}:` }),
+    },
   ];
 
   for (const kind of kinds) {
@@ -190,9 +212,36 @@ describe('Dispatcher', function () {
           const r2 = await d.reserve({ callId: 'r2', route });
           const r3 = await d.reserve({ callId: 'r3', route });
           const r4 = await d.reserve({ callId: 'r4', route });
-          expect(r1).to.deep.equal({ callId: 'r1', direction: 'out', outcome: 'dispatched', carrier: 'A', delayMs: 0, reroutedFrom: [], at: T0, slotAt: T0 });
-          expect(r2).to.deep.equal({ callId: 'r2', direction: 'out', outcome: 'dispatched', carrier: 'B', delayMs: 0, reroutedFrom: ['A'], at: T0, slotAt: T0 });
-          expect(r3).to.deep.equal({ callId: 'r3', direction: 'out', outcome: 'dispatched', carrier: 'C', delayMs: 0, reroutedFrom: ['A', 'B'], at: T0, slotAt: T0 });
+          expect(r1).to.deep.equal({
+            callId: 'r1',
+            direction: 'out',
+            outcome: 'dispatched',
+            carrier: 'A',
+            delayMs: 0,
+            reroutedFrom: [],
+            at: T0,
+            slotAt: T0,
+          });
+          expect(r2).to.deep.equal({
+            callId: 'r2',
+            direction: 'out',
+            outcome: 'dispatched',
+            carrier: 'B',
+            delayMs: 0,
+            reroutedFrom: ['A'],
+            at: T0,
+            slotAt: T0,
+          });
+          expect(r3).to.deep.equal({
+            callId: 'r3',
+            direction: 'out',
+            outcome: 'dispatched',
+            carrier: 'C',
+            delayMs: 0,
+            reroutedFrom: ['A', 'B'],
+            at: T0,
+            slotAt: T0,
+          });
           // C would wait 1 s > 500 ms
           expect(r4).to.deep.equal({
             callId: 'r4',
@@ -233,7 +282,10 @@ describe('Dispatcher', function () {
         it('ids of any shape work and never collide', async () => {
           const { d } = setup(store, clock, { '{a}:b c': { cps: 1 }, '%007Ba%007D:b c': { cps: 1 } });
           expect(await d.reserve({ callId: '1', route: ['{a}:b c'] })).to.include({ carrier: '{a}:b c', delayMs: 0 });
-          expect(await d.reserve({ callId: '2', route: ['%007Ba%007D:b c'] })).to.include({ carrier: '%007Ba%007D:b c', delayMs: 0 });
+          expect(await d.reserve({ callId: '2', route: ['%007Ba%007D:b c'] })).to.include({
+            carrier: '%007Ba%007D:b c',
+            delayMs: 0,
+          });
         });
 
         it('no configured carrier: rejected all-routes-congested without a store call', async () => {
@@ -501,7 +553,14 @@ describe('Dispatcher', function () {
           const closing = d.close();
           expect(await settled(closing)).to.equal(false);
           const late = await d.dispatch({ callId: 'late', route: ['A'] });
-          expect(late).to.deep.include({ callId: 'late', outcome: 'failed', reason: 'closed', carrier: null, delayMs: null, reroutedFrom: [] });
+          expect(late).to.deep.include({
+            callId: 'late',
+            outcome: 'failed',
+            reason: 'closed',
+            carrier: null,
+            delayMs: null,
+            reroutedFrom: [],
+          });
           expect(late.error).to.be.instanceOf(DispatcherClosedError);
           let err: unknown;
           await d.reserve({ callId: 'late2', route: ['A'] }).catch((e) => (err = e));
@@ -581,11 +640,18 @@ describe('Dispatcher', function () {
     it('held calls still end; new calls fail store-unavailable within the timeout; works again after restart', async () => {
       const store = new RedisStore({ redis: client, prefix: 'dispatch-kill:' });
       const timeoutMs = 400;
-      const { d, endings, of } = setup(store, new SystemClock(true), { A: { cps: 10, maxWaitUs: 5 * S } }, { timeoutMs });
+      const { d, endings, of } = setup(
+        store,
+        new SystemClock(true),
+        { A: { cps: 10, maxWaitUs: 5 * S } },
+        { timeoutMs },
+      );
       const reserved: Reservation[] = [];
       const sent: string[] = [];
       const held = Array.from({ length: 8 }, (_, i) =>
-        d.dispatch({ callId: `held${i}`, route: ['A'] }, (c) => void sent.push(c), { onReserved: (r) => reserved.push(r) }),
+        d.dispatch({ callId: `held${i}`, route: ['A'] }, (c) => void sent.push(c), {
+          onReserved: (r) => reserved.push(r),
+        }),
       );
       const deadline = Date.now() + 3_000;
       while (reserved.length < 8 && Date.now() < deadline) await sleep(5);
@@ -597,7 +663,9 @@ describe('Dispatcher', function () {
       await server.kill();
       // calls during the outage: each fails within the timeout (plus scheduling slack)
       const t0 = Date.now();
-      const down = await Promise.all([0, 1, 2].map((i) => d.dispatch({ callId: `down${i}`, route: ['A'] }, (c) => void sent.push(c))));
+      const down = await Promise.all(
+        [0, 1, 2].map((i) => d.dispatch({ callId: `down${i}`, route: ['A'] }, (c) => void sent.push(c))),
+      );
       const elapsed = Date.now() - t0;
       for (const r of down) {
         expect(r).to.include({ outcome: 'failed', reason: 'store-unavailable', carrier: null, delayMs: null });
@@ -658,7 +726,8 @@ describe('Dispatcher', function () {
       // wire spacing: a late send pushes the next one back, so lateness counts from the later of
       // the slot and 1/cps after the send before
       // (on the Dispatcher's own clock readings)
-      for (let i = 1; i < late.length; i++) late[i] = Math.min(late[i]!, results[i]!.sentAt! - results[i - 1]!.sentAt! - 10 * MS);
+      for (let i = 1; i < late.length; i++)
+        late[i] = Math.min(late[i]!, results[i]!.sentAt! - results[i - 1]!.sentAt! - 10 * MS);
       const ms = late.map((us) => us / 1000).sort((a, b) => a - b);
       const gaps = sends.slice(1).map((t, i) => (t - sends[i]!) / 1000);
       const p50 = quantile(ms, 0.5);
@@ -682,10 +751,32 @@ describe('Dispatcher', function () {
       const CLOCK_TOL = 1_000;
       const prefix = `dispatch-2p:${randomBytes(4).toString('hex')}:`;
       const spec = { A: { cps: 50, maxWaitUs: 300 * MS }, B: { cps: 40, maxWaitUs: 300 * MS } };
-      const base: Omit<WorkerArgs, 'id' | 'routes'> = { url: redisHandle.url, prefix, carriers: spec, calls: 150, rate: 60, durationMs: 2_000 };
+      const base: Omit<WorkerArgs, 'id' | 'routes'> = {
+        url: redisHandle.url,
+        prefix,
+        carriers: spec,
+        calls: 150,
+        rate: 60,
+        durationMs: 2_000,
+      };
       const workers = [
-        { ...base, id: 'p1', routes: [['A', 'B'], ['A', 'B'], ['B', 'A']] },
-        { ...base, id: 'p2', routes: [['B', 'A'], ['A', 'B']] },
+        {
+          ...base,
+          id: 'p1',
+          routes: [
+            ['A', 'B'],
+            ['A', 'B'],
+            ['B', 'A'],
+          ],
+        },
+        {
+          ...base,
+          id: 'p2',
+          routes: [
+            ['B', 'A'],
+            ['A', 'B'],
+          ],
+        },
       ].map((args) => {
         const child = spawn(process.execPath, ['--import', 'tsx', 'test/dispatch/worker.ts', JSON.stringify(args)], {
           cwd: process.cwd(),
@@ -697,13 +788,16 @@ describe('Dispatcher', function () {
         const waiters: (() => void)[] = [];
         createInterface({ input: child.stdout }).on('line', (line) => {
           lines.push(line);
-          waiters.splice(0).forEach((w) => w());
+          waiters.splice(0).forEach((w) => {
+            w();
+          });
         });
         const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
         const nextLine = async (ms: number): Promise<string> => {
           const until = Date.now() + ms;
           while (lines.length === 0) {
-            if (Date.now() > until || child.exitCode !== null) throw new Error(`worker ${args.id}: no output (stderr: ${stderr})`);
+            if (Date.now() > until || child.exitCode !== null)
+              throw new Error(`worker ${args.id}: no output (stderr: ${stderr})`);
             await Promise.race([new Promise<void>((r) => waiters.push(r)), sleep(100)]);
           }
           return lines.shift()!;
@@ -713,7 +807,9 @@ describe('Dispatcher', function () {
       try {
         for (const w of workers) expect(JSON.parse(await w.nextLine(15_000))).to.deep.equal({ ready: true });
         for (const w of workers) w.child.stdin.write('go\n');
-        const reports = (await Promise.all(workers.map((w) => w.nextLine(10_000)))).map((l) => JSON.parse(l) as WorkerReport);
+        const reports = (await Promise.all(workers.map((w) => w.nextLine(10_000)))).map(
+          (l) => JSON.parse(l) as WorkerReport,
+        );
         expect(await Promise.all(workers.map((w) => w.exited))).to.deep.equal([0, 0]);
 
         let totalSent = 0;
@@ -747,7 +843,9 @@ describe('Dispatcher', function () {
             expect(slotGap, `${carrier} slot spacing at ${i}`).to.be.at.least(interval);
             // two sends come closer than 1/cps only by as much as the earlier one ran late
             // (a process the OS did not schedule in time), never because a slot was shared
-            expect(sendGap, `${carrier} send spacing at ${i}`).to.be.at.least(interval - CLOCK_TOL - Math.max(0, lag[i - 1]!));
+            expect(sendGap, `${carrier} send spacing at ${i}`).to.be.at.least(
+              interval - CLOCK_TOL - Math.max(0, lag[i - 1]!),
+            );
           }
           const sorted = [...lag].sort((a, b) => a - b);
           expect(sorted[0], `${carrier}: no send before its slot`).to.be.at.least(-CLOCK_TOL);
@@ -758,7 +856,7 @@ describe('Dispatcher', function () {
               `send after slot p50 ${q(0.5)} / p99 ${q(0.99)} / max ${q(1)} / min ${(sorted[0]! / 1000).toFixed(3)} ms`,
           );
         }
-        console.log(`      two processes, ${totalSent} sends:\n` + lines.map((l) => `        ${l}`).join('\n'));
+        console.log(`      two processes, ${totalSent} sends:\n${lines.map((l) => `        ${l}`).join('\n')}`);
       } finally {
         for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL');
         const cleaner = new RedisStore({ redis, prefix });

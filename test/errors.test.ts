@@ -59,7 +59,6 @@ describe('errors (src/errors/)', () => {
     expect([...codes.keys()].sort()).to.deep.equal(Object.keys(CODES).sort());
   });
 
-
   it('keeps the cause and the problems', () => {
     const cause = new Error('ECONNREFUSED');
     expect(new errors.StoreUnavailableError('down', cause).cause).to.equal(cause);

@@ -24,7 +24,16 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const outcome = (d: AdmissionDecision): string => (d.admitted ? 'A' : d.limitedBy!);
 
 const config: CallGateConfigInput = {
-  inbound: { global: [{ limit: 100, window: 'PT1S' }], peers: { p: [{ limit: 3, window: 'PT1S' }, { limit: 5, window: 'PT10S' }], r: [] } },
+  inbound: {
+    global: [{ limit: 100, window: 'PT1S' }],
+    peers: {
+      p: [
+        { limit: 3, window: 'PT1S' },
+        { limit: 5, window: 'PT10S' },
+      ],
+      r: [],
+    },
+  },
 };
 
 interface Subject {
@@ -45,7 +54,11 @@ describe('CallGate when Redis goes away and comes back', function () {
   const onUnhandled = (reason: unknown) => unhandled.push(reason);
   let n = 0;
 
-  const timed = async (s: Subject, input: { peer: string; at?: number; account?: string }, op: 'admit' | 'record' = 'admit') => {
+  const timed = async (
+    s: Subject,
+    input: { peer: string; at?: number; account?: string },
+    op: 'admit' | 'record' = 'admit',
+  ) => {
     const t = performance.now();
     const d = await s.gate[op]({ callId: `${s.name}-${n++}`, ...input });
     const ms = performance.now() - t;
@@ -53,12 +66,17 @@ describe('CallGate when Redis goes away and comes back', function () {
     return d;
   };
 
-  before(async function () {
+  before(async () => {
     process.on('unhandledRejection', onUnhandled);
     server = await startRedisServer();
     const make = async (name: string, policy: StorePolicy, client: Redis): Promise<Subject> => {
       const prefix = uniquePrefix(`fault-${name}`);
-      const gate = await CallGate.create({ config, store: new RedisStore({ redis: client, prefix }), policy, timeoutMs: TIMEOUT_MS });
+      const gate = await CallGate.create({
+        config,
+        store: new RedisStore({ redis: client, prefix }),
+        policy,
+        timeoutMs: TIMEOUT_MS,
+      });
       const s: Subject = { name, policy, client, prefix, gate, degraded: [], errors: [] };
       gate.on('degraded', (e) => s.degraded.push(e));
       gate.on('error', (e) => s.errors.push(e));
@@ -99,7 +117,13 @@ describe('CallGate when Redis goes away and comes back', function () {
       const s = get(name);
       for (let i = 0; i < 3; i++) {
         const d = await timed(s, { peer: 'p', at: T0 + 100 * S + i });
-        expect(d).to.include({ admitted: false, limitedBy: 'store-unavailable', retryAfterMs: 0, degraded: 'fail-closed', at: T0 + 100 * S + i });
+        expect(d).to.include({
+          admitted: false,
+          limitedBy: 'store-unavailable',
+          retryAfterMs: 0,
+          degraded: 'fail-closed',
+          at: T0 + 100 * S + i,
+        });
         expect(toSipResponse(d)).to.deep.equal({ status: 503, reason: 'Service Unavailable' });
       }
       // live time too (no at): the process clock stands in for Redis TIME
@@ -108,7 +132,9 @@ describe('CallGate when Redis goes away and comes back', function () {
       expect(live).to.include({ admitted: false, limitedBy: 'store-unavailable' });
       expect(live.at).to.be.within(before - 1_000, Date.now() * 1000 + 1_000);
       expect(s.degraded).to.have.length(4);
-      expect(s.degraded.every((e) => e.policy === 'fail-closed' && e.error instanceof StoreUnavailableError)).to.equal(true);
+      expect(s.degraded.every((e) => e.policy === 'fail-closed' && e.error instanceof StoreUnavailableError)).to.equal(
+        true,
+      );
       // an unknown peer needs no store: still unknown-peer, not degraded
       const u = await timed(s, { peer: 'stranger' });
       expect(u).to.include({ admitted: false, limitedBy: 'unknown-peer' });
@@ -123,7 +149,9 @@ describe('CallGate when Redis goes away and comes back', function () {
       expect(d).to.include({ admitted: true, degraded: 'fail-open', retryAfterMs: 0 });
     }
     expect(s.degraded.map((e) => e.callId)).to.have.length(6);
-    expect(s.degraded.every((e) => e.policy === 'fail-open' && e.error instanceof StoreUnavailableError)).to.equal(true);
+    expect(s.degraded.every((e) => e.policy === 'fail-open' && e.error instanceof StoreUnavailableError)).to.equal(
+      true,
+    );
     const r = await timed(s, { peer: 'p', at: T0 + 100 * S + 7 }, 'record');
     expect(r).to.include({ admitted: true, forced: true, degraded: 'fail-open' });
   });
@@ -211,7 +239,10 @@ describe('CallGate when Redis goes away and comes back', function () {
   it('nothing crashed: no unhandled rejection; each of the two outages reported once on the error event', () => {
     expect(unhandled).to.deep.equal([]);
     for (const s of subjects) {
-      expect(s.errors.map((e) => e instanceof StoreUnavailableError && /^Redis connection lost: /.test(e.message)), s.name).to.deep.equal([true, true]);
+      expect(
+        s.errors.map((e) => e instanceof StoreUnavailableError && /^Redis connection lost: /.test(e.message)),
+        s.name,
+      ).to.deep.equal([true, true]);
     }
   });
 });

@@ -23,18 +23,27 @@ interface Child {
 }
 
 function startWorker(args: WorkerArgs, timeoutMs: number): Child {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], {
+    cwd: ROOT,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4_000)));
   const lines = createInterface({ input: child.stdout });
   let onReady!: () => void;
   let onReport!: (r: WorkerReport) => void;
   let fail!: (e: Error) => void;
-  const ready = new Promise<void>((res, rej) => ((onReady = res), (fail = rej)));
+  const ready = new Promise<void>((res, rej) => {
+    onReady = res;
+    fail = rej;
+  });
   const report = new Promise<WorkerReport>((res, rej) => {
     onReport = res;
     const prevFail = fail;
-    fail = (e) => (prevFail(e), rej(e));
+    fail = (e) => {
+      prevFail(e);
+      rej(e);
+    };
   });
   report.catch(() => {});
   ready.catch(() => {});
@@ -137,7 +146,9 @@ describe('four routing processes admitting one peer on one Redis (live Redis TIM
     for (const r of reports) {
       expect(r.offered, r.id).to.be.greaterThan(100);
       expect(r.rejected['peer:trunk {7}: a'] ?? 0, r.id).to.be.greaterThan(0);
-      expect(r.admitted.length + (r.rejected['peer:trunk {7}: a'] ?? 0), `${r.id}: every call decided`).to.equal(r.offered);
+      expect(r.admitted.length + (r.rejected['peer:trunk {7}: a'] ?? 0), `${r.id}: every call decided`).to.equal(
+        r.offered,
+      );
     }
     // the refusals name the peer
     const labels = new Set(reports.flatMap((r) => Object.keys(r.rejected)));

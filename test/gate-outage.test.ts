@@ -20,21 +20,31 @@ describe('CallGate on Redis: outages reported once, nothing left after close', f
   });
 
   it('two outages: one error each on the gate, nothing on the console; recovers by itself; close leaves nothing; the process exits', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/outage/worker.ts', server.url], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/outage/worker.ts', server.url], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    const exited = new Promise<{ code: number | null; ms: number }>((resolve) => child.once('exit', (code) => resolve({ code, ms: Date.now() })));
-    const reports: Record<string, any>[] = [];
+    const exited = new Promise<{ code: number | null; ms: number }>((resolve) =>
+      child.once('exit', (code) => resolve({ code, ms: Date.now() })),
+    );
+    const reports: Record<string, unknown>[] = [];
     const waiters: (() => void)[] = [];
     createInterface({ input: child.stdout }).on('line', (l) => {
-      reports.push(JSON.parse(l) as Record<string, any>);
-      waiters.splice(0).forEach((w) => w());
+      reports.push(JSON.parse(l) as Record<string, unknown>);
+      waiters.splice(0).forEach((w) => {
+        w();
+      });
     });
     const next = async (phase: string) => {
       const until = Date.now() + 15_000;
       while (reports.length === 0) {
-        if (Date.now() > until || child.exitCode !== null) throw new Error(`no "${phase}" from the worker; stderr: ${stderr}`);
-        await new Promise<void>((r) => (waiters.push(r), setTimeout(r, 100)));
+        if (Date.now() > until || child.exitCode !== null)
+          throw new Error(`no "${phase}" from the worker; stderr: ${stderr}`);
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          setTimeout(r, 100);
+        });
       }
       const r = reports.shift()!;
       expect(r.phase, JSON.stringify(r)).to.equal(phase);
@@ -62,7 +72,10 @@ describe('CallGate on Redis: outages reported once, nothing left after close', f
       for (const e of closed.errors as string[]) expect(e).to.match(/^StoreUnavailableError: Redis connection lost: /);
       expect(closed.leftovers, 'timers, immediates or sockets still alive after close').to.deep.equal([]);
       const closedAt = Date.now();
-      const { code, ms } = await Promise.race([exited, new Promise<{ code: null; ms: number }>((r) => setTimeout(() => r({ code: null, ms: -1 }), 5_000))]);
+      const { code, ms } = await Promise.race([
+        exited,
+        new Promise<{ code: null; ms: number }>((r) => setTimeout(() => r({ code: null, ms: -1 }), 5_000)),
+      ]);
       expect(code, 'the process exits on its own after close').to.equal(0);
       expect(ms - closedAt).to.be.lessThan(1_000);
       expect(stderr, 'nothing on the console').to.equal('');

@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import type { StorePolicy } from '../src/admission/admission.js';
+import type { AdmissionDecision, StorePolicy } from '../src/admission/admission.js';
 import type { CallGateConfigInput } from '../src/config/index.js';
 import { CallGate } from '../src/gate.js';
 import { carrierName, OUTBOUND_TAG, peerBucket, peerTag } from '../src/store/keys.js';
@@ -48,7 +48,9 @@ describe('decisions that timed out while Redis was stalled are never counted whe
           ...Array.from({ length: 20 }, (_, i) => gate.admit({ callId: `s${i}`, peer: 'p' })),
           ...Array.from({ length: 5 }, (_, i) => gate.record({ callId: `r${i}`, peer: 'p' })),
         ]);
-        const outbound = await Promise.all(Array.from({ length: 5 }, (_, i) => gate.reserve({ callId: `o${i}`, route: ['A'] }).catch((e: Error) => e)));
+        const outbound = await Promise.all(
+          Array.from({ length: 5 }, (_, i) => gate.reserve({ callId: `o${i}`, route: ['A'] }).catch((e: Error) => e)),
+        );
         expect(Date.now() - started, 'every decision came within its timeout').to.be.below(1_200);
         for (const d of decisions) expect(d.degraded, d.callId).to.equal(policy);
         for (const r of outbound) expect(r).to.be.instanceOf(Error);
@@ -85,7 +87,9 @@ describe('policy local during an outage: each process takes its share of the lim
   });
   after(async () => server?.stop());
 
-  const outage: CallGateConfigInput = { inbound: { peers: { p: [{ limit: 5, window: 'PT60S' }, { channels: 100 }], q: [{ channels: 4 }] } } };
+  const outage: CallGateConfigInput = {
+    inbound: { peers: { p: [{ limit: 5, window: 'PT60S' }, { channels: 100 }], q: [{ channels: 4 }] } },
+  };
 
   async function admittedDuringOutage(localShare: number | undefined): Promise<{ p: number; q: number }> {
     const gates = [];
@@ -172,7 +176,7 @@ describe('while Redis is known to be down, the policy decides at once; back on R
       expect(Math.max(...took), `decision times ${took.map((x) => x.toFixed(1)).join(', ')} ms`).to.be.below(50);
       await server.restart();
       const restarted = Date.now();
-      let d;
+      let d: AdmissionDecision;
       do {
         d = await gate.admit({ callId: `back-${Date.now()}`, peer: 'p' });
         if (d.degraded) await sleep(5);

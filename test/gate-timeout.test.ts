@@ -26,7 +26,10 @@ describe('CallGate: the default decision timeout', function () {
 
   it('admit and dispatch both give up after 500 ms when Redis does not answer', async () => {
     const gate = await CallGate.create({
-      config: { inbound: { peers: { p: [{ limit: 10, window: 'PT1S' }] } }, outbound: { carriers: { A: { cps: 100 } } } },
+      config: {
+        inbound: { peers: { p: [{ limit: 10, window: 'PT1S' }] } },
+        outbound: { carriers: { A: { cps: 100 } } },
+      },
       store: new RedisStore({ redis: client, prefix: uniquePrefix('timeout') }),
     });
     const degraded: Error[] = [];

@@ -45,7 +45,7 @@ describe('CallGate events', () => {
     const admitted: AdmissionDecision[] = [];
     const rejected: AdmissionDecision[] = [];
     gate.on('admitted', (d) => admitted.push(d));
-    gate.on('rejected', (d) => rejected.push(d as AdmissionDecision));
+    gate.on('rejected', (d) => rejected.push(d));
     const a = await gate.admit({ callId: 'a', peer: 'p' });
     const b = await gate.admit({ callId: 'b', peer: 'p' });
     const c = await gate.admit({ callId: 'c', peer: 'nobody' });
@@ -124,30 +124,44 @@ forEachStore('CallGate reload', (kind: () => StoreKind) => {
   afterEach(() => gate?.close());
 
   it('counts survive a reload and new limits apply from the next call', async () => {
-    gate = await CallGate.create({ store: kind().make(), config: { inbound: { peers: { p: [{ limit: 3, window: 'PT1S' }] } } } });
+    gate = await CallGate.create({
+      store: kind().make(),
+      config: { inbound: { peers: { p: [{ limit: 3, window: 'PT1S' }] } } },
+    });
     expect([await admit('p', T0), await admit('p', T0 + 1)]).to.deep.equal(['A', 'A']);
     await gate.reload({ inbound: { peers: { p: [{ limit: 3, window: 'PT1S' }], q: [] } } }); // p unchanged
     expect([await admit('p', T0 + 2), await admit('p', T0 + 3)]).to.deep.equal(['A', 'peer:p']); // 2 before + 1 after
     await gate.reload({ inbound: { peers: { p: [{ limit: 2, window: 'PT1S' }] } } }); // tighter
     expect(await admit('p', T0 + 4)).to.equal('peer:p');
     await gate.reload({ inbound: { peers: { p: [{ limit: 5, window: 'PT1S' }] } } }); // looser
-    expect([await admit('p', T0 + 5), await admit('p', T0 + 6), await admit('p', T0 + 7)]).to.deep.equal(['A', 'A', 'peer:p']);
+    expect([await admit('p', T0 + 5), await admit('p', T0 + 6), await admit('p', T0 + 7)]).to.deep.equal([
+      'A',
+      'A',
+      'peer:p',
+    ]);
     // a wider window sees the calls admitted under the old configuration
     await gate.reload({ inbound: { peers: { p: [{ limit: 6, window: 'PT10S' }] } } });
     expect([await admit('p', T0 + 2 * S), await admit('p', T0 + 2 * S + 1)]).to.deep.equal(['A', 'peer:p']);
     // a level added by reload starts from what it has recorded (nothing yet)
-    await gate.reload({ inbound: { global: [{ limit: 1, window: 'PT1S' }], peers: { p: [{ limit: 100, window: 'PT10S' }] } } });
+    await gate.reload({
+      inbound: { global: [{ limit: 1, window: 'PT1S' }], peers: { p: [{ limit: 100, window: 'PT10S' }] } },
+    });
     expect([await admit('p', T0 + 2 * S + 2), await admit('p', T0 + 2 * S + 3)]).to.deep.equal(['A', 'global']);
   });
 
   it('a bad configuration is refused with every problem listed, and the old one stays in force', async () => {
-    gate = await CallGate.create({ store: kind().make(), config: { inbound: { peers: { p: [{ limit: 1, window: 'PT1S' }] } } } });
+    gate = await CallGate.create({
+      store: kind().make(),
+      config: { inbound: { peers: { p: [{ limit: 1, window: 'PT1S' }] } } },
+    });
     const before = gate.config;
     const reloaded: unknown[] = [];
     gate.on('reloaded', (c) => reloaded.push(c));
     let err: unknown;
     try {
-      await gate.reload({ inbound: { peers: { p: [{ limit: -1, window: 'abc' }], q: [{ limit: 2 } as never] }, bogus: 1 } as never });
+      await gate.reload({
+        inbound: { peers: { p: [{ limit: -1, window: 'abc' }], q: [{ limit: 2 } as never] }, bogus: 1 } as never,
+      });
     } catch (e) {
       err = e;
     }
@@ -159,7 +173,11 @@ forEachStore('CallGate reload', (kind: () => StoreKind) => {
     expect(problems.some((p) => p.startsWith('inbound.peers.q[0].window'))).to.equal(true);
     expect(gate.config).to.equal(before);
     expect(reloaded).to.have.length(0);
-    expect([await admit('p', T0), await admit('p', T0 + 1), await admit('q', T0 + 2)]).to.deep.equal(['A', 'peer:p', 'unknown-peer']);
+    expect([await admit('p', T0), await admit('p', T0 + 1), await admit('q', T0 + 2)]).to.deep.equal([
+      'A',
+      'peer:p',
+      'unknown-peer',
+    ]);
     // a missing file, too
     let err2: unknown;
     try {
@@ -334,9 +352,22 @@ describe('CallGate clocks', () => {
     describe('one decision = one round trip to Redis', () => {
       const config: CallGateConfigInput = {
         inbound: {
-          global: [{ limit: 100, window: 'PT1S' }, { limit: 1000, window: 'PT1M' }],
-          accounts: { acme: [{ limit: 50, window: 'PT1S' }, { limit: 500, window: 'PT1M', algorithm: 'fixed-window' }] },
-          peers: { p1: [{ limit: 1, window: 'PT1S' }, { limit: 100, window: 'PT1M', algorithm: 'sliding-window' }] },
+          global: [
+            { limit: 100, window: 'PT1S' },
+            { limit: 1000, window: 'PT1M' },
+          ],
+          accounts: {
+            acme: [
+              { limit: 50, window: 'PT1S' },
+              { limit: 500, window: 'PT1M', algorithm: 'fixed-window' },
+            ],
+          },
+          peers: {
+            p1: [
+              { limit: 1, window: 'PT1S' },
+              { limit: 100, window: 'PT1M', algorithm: 'sliding-window' },
+            ],
+          },
         },
       };
 
@@ -350,7 +381,10 @@ describe('CallGate clocks', () => {
       it('3 levels × 2 windows: one EVALSHA per admit and per record (commandstats and MONITOR)', async () => {
         const storeClient = newRedisClient({ url: `redis://${client.options.host}:${client.options.port}` });
         const monitorClient = newRedisClient({ url: `redis://${client.options.host}:${client.options.port}` });
-        const gate = await CallGate.create({ config, store: new RedisStore({ redis: storeClient, prefix: uniquePrefix('rtt') }) });
+        const gate = await CallGate.create({
+          config,
+          store: new RedisStore({ redis: storeClient, prefix: uniquePrefix('rtt') }),
+        });
         let mon: Redis | undefined;
         try {
           await gate.admit({ callId: 'warm', peer: 'p9', account: 'zzz' }); // unknown peer: no store call
@@ -378,7 +412,9 @@ describe('CallGate clocks', () => {
             const k = fromStore().length;
             expect(outcome(await decide())).to.equal(expected);
             await sleep(100);
-            const cmds = fromStore().slice(k).map((e) => e.args[0]!.toLowerCase());
+            const cmds = fromStore()
+              .slice(k)
+              .map((e) => e.args[0]!.toLowerCase());
             expect(cmds, expected).to.deep.equal(['evalsha']);
           }
           const s1 = await commandStats();
@@ -396,7 +432,10 @@ describe('CallGate clocks', () => {
 
           // a fresh connection: its first decision is one command too (EVAL with the source)
           const fresh = newRedisClient({ url: `redis://${client.options.host}:${client.options.port}` });
-          const gate2 = await CallGate.create({ config, store: new RedisStore({ redis: fresh, prefix: uniquePrefix('rtt2') }) });
+          const gate2 = await CallGate.create({
+            config,
+            store: new RedisStore({ redis: fresh, prefix: uniquePrefix('rtt2') }),
+          });
           await fresh.ping();
           const src2 = `${(fresh as unknown as { stream: { localAddress: string } }).stream.localAddress}:${
             (fresh as unknown as { stream: { localPort: number } }).stream.localPort
@@ -405,7 +444,12 @@ describe('CallGate clocks', () => {
           const k = seen.length;
           expect(outcome(await gate2.admit({ callId: 'y', peer: 'p1', account: 'acme', at: T0 }))).to.equal('A');
           await sleep(100);
-          expect(seen.slice(k).filter((e) => e.source === src2).map((e) => e.args[0]!.toLowerCase())).to.deep.equal(['eval']);
+          expect(
+            seen
+              .slice(k)
+              .filter((e) => e.source === src2)
+              .map((e) => e.args[0]!.toLowerCase()),
+          ).to.deep.equal(['eval']);
           await gate2.close();
           fresh.disconnect();
         } finally {

@@ -110,9 +110,7 @@ describe('test harness (real Redis)', function () {
         const keys = ['{a}k', '{b}k', '{c}k', 'foo', 'bar', 'baz'];
         for (const k of keys) await client.set(k, `v:${k}`);
         for (const k of keys) expect(await client.get(k)).to.equal(`v:${k}`);
-        const perNode = await Promise.all(
-          client.nodes('master').map((n) => n.dbsize()),
-        );
+        const perNode = await Promise.all(client.nodes('master').map((n) => n.dbsize()));
         expect(perNode.filter((n) => n > 0)).to.have.length(3);
       } finally {
         client.disconnect();

@@ -45,7 +45,7 @@ async function callgate(args: string[]): Promise<Run> {
 /** A table of the text report (header line starting with `first`): cells cut at the dash columns. */
 function textTable(text: string, first: string): string[][] {
   const lines = text.split('\n');
-  const h = lines.findIndex((l) => l.startsWith(first + ' '));
+  const h = lines.findIndex((l) => l.startsWith(`${first} `));
   expect(h, `table "${first}" in the text report`).to.be.greaterThan(-1);
   const cols: [number, number][] = [];
   for (const m of lines[h + 1]!.matchAll(/-+/g)) cols.push([m.index, m.index + m[0].length]);
@@ -98,7 +98,10 @@ function charts(page: Page): Promise<ChartInfo[]> {
 
 function tableCells(page: Page, id: string): Promise<string[][]> {
   return page.evaluate(
-    (id) => [...document.querySelectorAll(`#${id} tbody tr`)].map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent!.trim())),
+    (id) =>
+      [...document.querySelectorAll(`#${id} tbody tr`)].map((tr) =>
+        [...tr.querySelectorAll('td')].map((td) => td.textContent.trim()),
+      ),
     id,
   );
 }
@@ -117,7 +120,8 @@ describe('HTML replay report in headless Chromium', function () {
   let dir: string;
 
   before(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM}: apt-get install chromium (.ci/run installs it when missing)`);
+    if (!existsSync(CHROMIUM))
+      throw new Error(`no browser at ${CHROMIUM}: apt-get install chromium (.ci/run installs it when missing)`);
     mkdirSync(OUT, { recursive: true });
     dir = mkdtempSync(join(tmpdir(), 'callgate-html-'));
     profile = mkdtempSync(join(tmpdir(), 'callgate-chromium-'));
@@ -155,7 +159,15 @@ describe('HTML replay report in headless Chromium', function () {
 
   it('campaign: every chart drew, the tables are the text report’s, no error, no network', async () => {
     const html = join(dir, 'campaign.html');
-    const r = await callgate(['replay', '--config', join(FIX, 'campaign.config.json'), '--trace', join(FIX, 'campaign.trace.csv'), '--html', html]);
+    const r = await callgate([
+      'replay',
+      '--config',
+      join(FIX, 'campaign.config.json'),
+      '--trace',
+      join(FIX, 'campaign.trace.csv'),
+      '--html',
+      html,
+    ]);
     expect(statSync(html).size).to.be.lessThan(1_000_000);
     const { page, errors, requests } = await open(html);
 
@@ -212,14 +224,26 @@ describe('HTML replay report in headless Chromium', function () {
     const config = join(dir, 'channels.config.json');
     writeFileSync(config, JSON.stringify(cfg));
     const html = join(dir, 'channels.html');
-    const r = await callgate(['replay', '--config', config, '--trace', join(FIX, 'campaign.trace.csv'), '--html', html]);
+    const r = await callgate([
+      'replay',
+      '--config',
+      config,
+      '--trace',
+      join(FIX, 'campaign.trace.csv'),
+      '--html',
+      html,
+    ]);
     const { page, errors, requests } = await open(html);
     const peer = (await charts(page)).filter((c) => c.title.startsWith('peer:sbc-callbacks: calls in progress'));
-    expect(peer.map((c) => c.title)).to.deep.equal(['peer:sbc-callbacks: calls in progress, against 5 channels — most at once: 5']);
+    expect(peer.map((c) => c.title)).to.deep.equal([
+      'peer:sbc-callbacks: calls in progress, against 5 channels — most at once: 5',
+    ]);
     const labels = await page.locator('#carriers select option').allTextContents();
     await page.selectOption('#carriers select', { index: labels.findIndex((l) => l.startsWith('A ')) });
     const list = await charts(page);
-    expect(list.filter((c) => c.title.startsWith('A: calls in progress')).map((c) => c.title)).to.deep.equal(['A: calls in progress, against 6 channels — most at once: 6']);
+    expect(list.filter((c) => c.title.startsWith('A: calls in progress')).map((c) => c.title)).to.deep.equal([
+      'A: calls in progress, against 6 channels — most at once: 6',
+    ]);
     expectAllDrew(list);
     expect(await tableCells(page, 'channels-table')).to.deep.equal(textTable(r.stdout, 'level / carrier'));
     expect(textTable(r.stdout, 'level / carrier')).to.deep.equal([
@@ -239,18 +263,30 @@ describe('HTML replay report in headless Chromium', function () {
     const trace = join(dir, 'evil.csv');
     const config = join(dir, 'evil.json');
     const rows = ['time,call_id,direction,peer,account,route'];
-    for (let i = 0; i < 40; i++) rows.push(`${1_700_000_000 + i / 10},c${i},in,"${(i % 2 ? evil : bold).replace(/"/g, '""')}",,`);
+    for (let i = 0; i < 40; i++)
+      rows.push(`${1_700_000_000 + i / 10},c${i},in,"${(i % 2 ? evil : bold).replace(/"/g, '""')}",,`);
     rows.push(`1700000005,o1,out,,,"${evil.replace(/"/g, '""')}"`);
-    writeFileSync(trace, rows.join('\n') + '\n');
-    writeFileSync(config, JSON.stringify({ inbound: { peers: { [evil]: [{ limit: 3, window: 'PT1S' }], [bold]: [{ limit: 4, window: 'PT1S' }] } }, outbound: { carriers: { [evil]: { cps: 1 } } } }));
+    writeFileSync(trace, `${rows.join('\n')}\n`);
+    writeFileSync(
+      config,
+      JSON.stringify({
+        inbound: { peers: { [evil]: [{ limit: 3, window: 'PT1S' }], [bold]: [{ limit: 4, window: 'PT1S' }] } },
+        outbound: { carriers: { [evil]: { cps: 1 } } },
+      }),
+    );
     const html = join(dir, 'evil.html');
     const r = await callgate(['replay', '--config', config, '--trace', trace, '--html', html]);
     const { page, errors, requests } = await open(html);
     const dialogs: string[] = [];
-    page.on('dialog', (d) => (dialogs.push(d.message()), void d.dismiss()));
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
     const peers = await page.locator('#levels-peers select option').allTextContents();
     expect(peers.map((o) => o.split(' — ')[0]).sort()).to.deep.equal([`peer:${bold}`, `peer:${evil}`].sort());
-    expect((await tableCells(page, 'levels-table')).map((row) => row.slice(0, 7))).to.deep.equal(textTable(r.stdout, 'level'));
+    expect((await tableCells(page, 'levels-table')).map((row) => row.slice(0, 7))).to.deep.equal(
+      textTable(r.stdout, 'level'),
+    );
     expect((await tableCells(page, 'carriers-table'))[0]![0]).to.equal(evil);
     await page.hover('#levels-table');
     expectAllDrew(await charts(page));
@@ -265,11 +301,23 @@ describe('HTML replay report in headless Chromium', function () {
     const html = join(dir, 'whatif.html');
     const newConfig = join(dir, 'new.config.json');
     const { writeFileSync, readFileSync } = await import('node:fs');
-    const cfg = JSON.parse(readFileSync(join(FIX, 'autodialer.config.json'), 'utf8')) as { inbound: { global: unknown; peers: Record<string, unknown> } };
+    const cfg = JSON.parse(readFileSync(join(FIX, 'autodialer.config.json'), 'utf8')) as {
+      inbound: { global: unknown; peers: Record<string, unknown> };
+    };
     cfg.inbound.global = [{ limit: 50, window: 'PT1S' }];
     cfg.inbound.peers['dialer-9'] = [{ limit: 8, window: 'PT1S' }];
     writeFileSync(newConfig, JSON.stringify(cfg));
-    const r = await callgate(['replay', '--config', newConfig, '--compare', join(FIX, 'autodialer.config.json'), '--trace', join(FIX, 'autodialer.trace.csv'), '--html', html]);
+    const r = await callgate([
+      'replay',
+      '--config',
+      newConfig,
+      '--compare',
+      join(FIX, 'autodialer.config.json'),
+      '--trace',
+      join(FIX, 'autodialer.trace.csv'),
+      '--html',
+      html,
+    ]);
     const { page, errors, requests } = await open(html);
 
     const list = await charts(page);
@@ -287,7 +335,9 @@ describe('HTML replay report in headless Chromium', function () {
       return [m[1]!.trim(), m[2], m[3], m[4]];
     });
     expect(await tableCells(page, 'whatif-totals')).to.deep.equal(totals);
-    const groupLines = text.slice(text.indexOf('Calls decided differently (old decision → new decision: calls, first calls)') + 1).filter((l) => /^ {2}(in |out)/.test(l));
+    const groupLines = text
+      .slice(text.indexOf('Calls decided differently (old decision → new decision: calls, first calls)') + 1)
+      .filter((l) => /^ {2}(in |out)/.test(l));
     const groups = (await tableCells(page, 'whatif-groups')).map(([dir, from, to, n, calls]) => {
       const shown = calls!.split(', ');
       return `  ${dir === 'in' ? 'in ' : 'out'}  ${from} → ${to}: ${n} (${shown.join(', ')}${Number(n) > shown.length ? ', …' : ''})`;

@@ -24,7 +24,12 @@ const T0 = 1_700_000_000_000_000;
 const CONFIG = {
   inbound: {
     accounts: { acme: [{ limit: 2, window: 'PT1S' }] },
-    peers: { p1: [{ limit: 3, window: 'PT10S' }, { limit: 2, window: 'PT1S', algorithm: 'fixed-window' as const }] },
+    peers: {
+      p1: [
+        { limit: 3, window: 'PT10S' },
+        { limit: 2, window: 'PT1S', algorithm: 'fixed-window' as const },
+      ],
+    },
     defaultPeer: [{ limit: 1, window: 'PT1S' }],
   },
   outbound: { carriers: { A: { cps: 4, maxWait: 'PT1S' }, B: { cps: 2, maxWait: '0s' } } },
@@ -49,7 +54,11 @@ describe('inspect', function () {
       store: 'memory',
       buckets: [
         // c1 at T0 and c4 at T0 + 200 ms: full; c1 leaves at T0 + 1 s
-        { bucket: 'account:acme', limits: [{ limit: 2, window: '1s', algorithm: 'sliding-log', count: 2, retry_after_ms: 700 }], retry_after_ms: 700 },
+        {
+          bucket: 'account:acme',
+          limits: [{ limit: 2, window: '1s', algorithm: 'sliding-log', count: 2, retry_after_ms: 700 }],
+          retry_after_ms: 700,
+        },
         {
           bucket: 'peer:p1',
           limits: [
@@ -58,7 +67,12 @@ describe('inspect', function () {
           ],
           retry_after_ms: 700,
         },
-        { bucket: 'peer:q', default_peer: true, limits: [{ limit: 1, window: '1s', algorithm: 'sliding-log', count: 1, retry_after_ms: 900 }], retry_after_ms: 900 },
+        {
+          bucket: 'peer:q',
+          default_peer: true,
+          limits: [{ limit: 1, window: '1s', algorithm: 'sliding-log', count: 1, retry_after_ms: 900 }],
+          retry_after_ms: 900,
+        },
       ],
       // A: last slot T0 + 700 ms, I 250 ms: T0 + 950 ms - now = 650 ms; B never used
       carriers: [
@@ -81,7 +95,10 @@ describe('inspect', function () {
     const { registry } = gateMetrics(gate, {
       live: async () => {
         const s = await state();
-        return { buckets: s.buckets, carriers: s.carriers.map((c) => ({ carrier: c.carrier, waitMs: c.queue_wait_ms })) };
+        return {
+          buckets: s.buckets,
+          carriers: s.carriers.map((c) => ({ carrier: c.carrier, waitMs: c.queue_wait_ms })),
+        };
       },
     });
     const app = buildApp({ gate, ready: async () => {}, reload: async () => [], metrics: registry, state });
@@ -115,7 +132,11 @@ describe('inspect', function () {
     it('reads what a routing process on the same Redis decided, read-only', async () => {
       const prefix = `cginspect:${randomBytes(4).toString('hex')}:`;
       const configPath = join(dir, 'limits.json');
-      const config = { ...CONFIG, inbound: { peers: { p1: [{ limit: 3, window: 'PT10S' }] } }, outbound: { carriers: { A: { cps: 1, maxWait: 'PT5S' } } } };
+      const config = {
+        ...CONFIG,
+        inbound: { peers: { p1: [{ limit: 3, window: 'PT10S' }] } },
+        outbound: { carriers: { A: { cps: 1, maxWait: 'PT5S' } } },
+      };
       writeFileSync(configPath, JSON.stringify(config));
       const client = new Redis(redis.url);
       const gate = await CallGate.create({ config, store: new RedisStore({ redis: client, prefix }) });
@@ -124,11 +145,29 @@ describe('inspect', function () {
       const keys = async () => (await client.keys(`${prefix}*`)).sort();
       const before = await keys();
       const started = Date.now();
-      const run = (...more: string[]) => runNode([join(ROOT, 'bin/callgate.js'), 'inspect', '--config', configPath, '--redis-url', redis.url, '--prefix', prefix, ...more], { cwd: ROOT });
+      const run = (...more: string[]) =>
+        runNode(
+          [
+            join(ROOT, 'bin/callgate.js'),
+            'inspect',
+            '--config',
+            configPath,
+            '--redis-url',
+            redis.url,
+            '--prefix',
+            prefix,
+            ...more,
+          ],
+          { cwd: ROOT },
+        );
       const r = await run('--json');
       const elapsed = Date.now() - started;
       expect(r.code, r.stderr).to.equal(0);
-      const s = JSON.parse(r.stdout) as { store: string; buckets: { bucket: string; limits: { count: number; retry_after_ms: number }[] }[]; carriers: { queue_wait_ms: number }[] };
+      const s = JSON.parse(r.stdout) as {
+        store: string;
+        buckets: { bucket: string; limits: { count: number; retry_after_ms: number }[] }[];
+        carriers: { queue_wait_ms: number }[];
+      };
       expect(s.store).to.equal('redis');
       expect(s.buckets[0]!.bucket).to.equal('peer:p1');
       expect(s.buckets[0]!.limits[0]!.count).to.equal(3);
@@ -140,7 +179,10 @@ describe('inspect', function () {
       for (const k of await keys()) expect(before, `inspect created ${k}`).to.include(k);
       const text = await run();
       expect(text.stdout).to.match(/^peer:p1\s+3\s+10s\s+sliding-log\s+3\s+\d+ ms\s+-$/m);
-      const down = await runNode([join(ROOT, 'bin/callgate.js'), 'inspect', '--config', configPath, '--redis-url', 'redis://127.0.0.1:1'], { cwd: ROOT });
+      const down = await runNode(
+        [join(ROOT, 'bin/callgate.js'), 'inspect', '--config', configPath, '--redis-url', 'redis://127.0.0.1:1'],
+        { cwd: ROOT },
+      );
       expect(down.code).to.equal(1);
       expect(down.stderr).to.match(/^error: cannot reach Redis at redis:\/\/127\.0\.0\.1:1: /);
       await gate.close();

@@ -27,10 +27,20 @@ import { expect } from 'chai';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
 import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
-import { freeUdpPort, maxInWindow, minGap, provenInOneSecond, sippAvailable, SIPP_INSTALL_HINT, startSipp, warning } from './helpers/sipp.js';
+import {
+  freeUdpPort,
+  maxInWindow,
+  minGap,
+  provenInOneSecond,
+  sippAvailable,
+  SIPP_INSTALL_HINT,
+  startSipp,
+  warning,
+} from './helpers/sipp.js';
 
 const CONFIG = path.resolve('examples/kamailio/kamailio.cfg');
-const KAMAILIO_HINT = 'kamailio not found: install it (Debian: apt-get install kamailio kamailio-utils-modules kamailio-json-modules); .ci/run does so when it is missing';
+const KAMAILIO_HINT =
+  'kamailio not found: install it (Debian: apt-get install kamailio kamailio-utils-modules kamailio-json-modules); .ci/run does so when it is missing';
 const S = 1_000_000;
 const PEER_LIMIT = 10;
 const OFFERED_CPS = 30;
@@ -47,20 +57,39 @@ function kamailioAvailable(): boolean {
 }
 
 /** Kamailio in the foreground on a free loopback port; resolves once it listens. */
-async function startKamailio(dir: string, defines: Record<string, string>): Promise<{ port: number; child: ChildProcess; log: () => string; stop(): Promise<number | null> }> {
+async function startKamailio(
+  dir: string,
+  defines: Record<string, string>,
+): Promise<{ port: number; child: ChildProcess; log: () => string; stop(): Promise<number | null> }> {
   const port = await freeUdpPort();
-  const args = ['-f', CONFIG, '-DD', '-E', '-m', '64', '-M', '8', '-Y', dir, '-P', path.join(dir, 'kamailio.pid'), '-A', `LISTEN=udp:127.0.0.1:${port}`];
+  const args = [
+    '-f',
+    CONFIG,
+    '-DD',
+    '-E',
+    '-m',
+    '64',
+    '-M',
+    '8',
+    '-Y',
+    dir,
+    '-P',
+    path.join(dir, 'kamailio.pid'),
+    '-A',
+    `LISTEN=udp:127.0.0.1:${port}`,
+  ];
   for (const [k, v] of Object.entries(defines)) args.push('-A', `${k}=${v}`);
   const child = spawn('kamailio', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
-  child.stdout!.on('data', (b: Buffer) => (log += b.toString()));
-  child.stderr!.on('data', (b: Buffer) => (log += b.toString()));
+  child.stdout.on('data', (b: Buffer) => (log += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (log += b.toString()));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   process.once('exit', () => child.kill('SIGKILL'));
   const deadline = Date.now() + 15_000;
   // it prints its sockets once configured, then forks its workers
   while (!/Listening on/.test(log)) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`kamailio did not start (exit ${child.exitCode}):\n${log.slice(-3000)}`);
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`kamailio did not start (exit ${child.exitCode}):\n${log.slice(-3000)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
   await new Promise((r) => setTimeout(r, 1000));
@@ -81,13 +110,12 @@ async function startKamailio(dir: string, defines: Record<string, string>): Prom
   };
 }
 
-
 describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and carriers', function () {
   this.timeout(120_000);
   let redis: RedisServer | undefined;
   let dir: string;
 
-  before(async function () {
+  before(async () => {
     if (!sippAvailable()) throw new Error(SIPP_INSTALL_HINT);
     if (!kamailioAvailable()) throw new Error(KAMAILIO_HINT);
     redis = await startRedisServer();
@@ -103,10 +131,23 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
     const stops: (() => Promise<unknown>)[] = [];
     let sidecar: SidecarProcess | undefined;
     try {
-      const carriers = await Promise.all((['A', 'B'] as const).map((name) => startSipp({ name: `carrier${name}`, scenario: path.join(SCENARIOS, 'carrier.xml'), dir, timeoutS: 90, priority: true, trace: 'short' })));
+      const carriers = await Promise.all(
+        (['A', 'B'] as const).map((name) =>
+          startSipp({
+            name: `carrier${name}`,
+            scenario: path.join(SCENARIOS, 'carrier.xml'),
+            dir,
+            timeoutS: 90,
+            priority: true,
+            trace: 'short',
+          }),
+        ),
+      );
       stops.push(...carriers.map((c) => () => c.stop()));
       const limits = {
-        inbound: { peers: { p1: [{ limit: PEER_LIMIT, window: 'PT1S' }, { channels: 6 }], p2: [{ limit: 5, window: 'PT1S' }] } },
+        inbound: {
+          peers: { p1: [{ limit: PEER_LIMIT, window: 'PT1S' }, { channels: 6 }], p2: [{ limit: 5, window: 'PT1S' }] },
+        },
         outbound: {
           carriers: {
             A: { cps: PACED.A, maxWait: 'PT0.3S', channels: 3 },
@@ -116,7 +157,22 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
       };
       const configPath = path.join(dir, 'limits.json');
       writeFileSync(configPath, JSON.stringify(limits, null, 2));
-      sidecar = await startSidecarProcess(['--config', configPath, '--store', 'redis', '--redis-url', redis!.url, '--prefix', `kam:${randomBytes(4).toString('hex')}:`, '--retry-jitter', '2', '--timeout-ms', '300', '--log-level', 'info']);
+      sidecar = await startSidecarProcess([
+        '--config',
+        configPath,
+        '--store',
+        'redis',
+        '--redis-url',
+        redis!.url,
+        '--prefix',
+        `kam:${randomBytes(4).toString('hex')}:`,
+        '--retry-jitter',
+        '2',
+        '--timeout-ms',
+        '300',
+        '--log-level',
+        'info',
+      ]);
       stops.push(() => sidecar!.stop());
       const kamailio = await startKamailio(dir, {
         SIDECAR: `"${sidecar.url}"`,
@@ -128,8 +184,29 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
       const remote = `127.0.0.1:${kamailio.port}`;
       const offered = OFFERED_CPS * SECONDS;
       const callers = await Promise.all([
-        startSipp({ name: 'caller', scenario: path.join(SCENARIOS, 'caller.xml'), dir, remote, rate: OFFERED_CPS, calls: offered, pauseMs: 300, service: '1000', keys: { caller: 'p1' }, timeoutS: 60 }),
-        startSipp({ name: 'busy', scenario: path.join(SCENARIOS, 'caller.xml'), dir, remote, rate: BUSY_CPS, calls: BUSY_CPS * SECONDS, service: 'busy', keys: { caller: 'p2' }, timeoutS: 60 }),
+        startSipp({
+          name: 'caller',
+          scenario: path.join(SCENARIOS, 'caller.xml'),
+          dir,
+          remote,
+          rate: OFFERED_CPS,
+          calls: offered,
+          pauseMs: 300,
+          service: '1000',
+          keys: { caller: 'p1' },
+          timeoutS: 60,
+        }),
+        startSipp({
+          name: 'busy',
+          scenario: path.join(SCENARIOS, 'caller.xml'),
+          dir,
+          remote,
+          rate: BUSY_CPS,
+          calls: BUSY_CPS * SECONDS,
+          service: 'busy',
+          keys: { caller: 'p2' },
+          timeoutS: 60,
+        }),
       ]);
       const [caller, busy] = await Promise.all(callers.map((c) => c.done(60_000)));
       const carrierReports = await Promise.all(carriers.map((c) => c.stop()));
@@ -137,55 +214,83 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
 
       // every call ended
       for (const r of [caller!, busy!, ...carrierReports]) {
-        expect(r.code, `${r.name} exit code; output:\n${r.output.slice(-1500)}\nkamailio:\n${log.slice(-2000)}`).to.equal(0);
+        expect(
+          r.code,
+          `${r.name} exit code; output:\n${r.output.slice(-1500)}\nkamailio:\n${log.slice(-2000)}`,
+        ).to.equal(0);
         expect(r.stats['FailedCall(C)'], `${r.name} failed calls`).to.equal('0');
-        expect(r.stats['CurrentCall'], `${r.name} calls left`).to.equal('0');
+        expect(r.stats.CurrentCall, `${r.name} calls left`).to.equal('0');
         expect(r.errors, `${r.name} unexpected messages`).to.equal('');
       }
       const calls = callsOf(caller!);
       expect(calls.size).to.equal(offered);
       const finals = [...calls.values()].map((c) => c.final!);
-      expect(finals.every((f) => f !== undefined), 'every INVITE got a final response').to.equal(true);
+      expect(
+        finals.every((f) => f !== undefined),
+        'every INVITE got a final response',
+      ).to.equal(true);
       const byStatus = (s: number) => finals.filter((f) => f.status === s);
       expect(byStatus(200).length + byStatus(503).length, 'only 200 and 503 for the caller').to.equal(offered);
 
       // admission
-      const admitted = [...calls.values()].filter((c) => c.trying !== undefined).map((c) => ({ a: c.invite!, b: c.trying! }));
+      const admitted = [...calls.values()]
+        .filter((c) => c.trying !== undefined)
+        .map((c) => ({ a: c.invite!, b: c.trying! }));
       const proven = provenInOneSecond(admitted);
       expect(proven, 'admitted calls provably decided within one second').to.be.at.most(PEER_LIMIT);
       expect(admitted.length).to.be.greaterThan(PEER_LIMIT);
 
       // Retry-After on every rate refusal, on no other 503
-      const all503 = [...callsOf(caller!).values(), ...callsOf(busy!).values()].map((c) => c.final!).filter((f) => f?.status === 503);
+      const all503 = [...callsOf(caller!).values(), ...callsOf(busy!).values()]
+        .map((c) => c.final!)
+        .filter((f) => f?.status === 503);
       const rate503 = all503.filter((f) => / rate"/.test(warning(f)));
       for (const f of all503) {
         const ra = f.headers['retry-after'];
-        if (rate503.includes(f)) expect(ra && /^\d+$/.test(ra[0]!) && Number(ra[0]) >= 1, `rate 503 of ${f.callId} has Retry-After`).to.equal(true);
+        if (rate503.includes(f))
+          expect(ra && /^\d+$/.test(ra[0]!) && Number(ra[0]) >= 1, `rate 503 of ${f.callId} has Retry-After`).to.equal(
+            true,
+          );
         else expect(ra, `${warning(f)} 503 of ${f.callId} has no Retry-After`).to.equal(undefined);
       }
       expect(rate503.length, 'offered at 3x the limit: rate refusals').to.be.greaterThan(0);
       const busyFinals = [...callsOf(busy!).values()].map((c) => c.final!);
-      expect(busyFinals.filter((f) => f.status === 486 || f.status === 503).length, 'busy calls: 486 from the carrier, or 503').to.equal(busyFinals.length);
+      expect(
+        busyFinals.filter((f) => f.status === 486 || f.status === 503).length,
+        'busy calls: 486 from the carrier, or 503',
+      ).to.equal(busyFinals.length);
       expect(busyFinals.filter((f) => f.status === 486).length).to.be.greaterThan(0);
 
       // carrier spacing, on the carriers' sipp clocks, against the policer
       const spacing: string[] = [];
-      for (const [k, name] of [[0, 'A'], [1, 'B']] as const) {
+      for (const [k, name] of [
+        [0, 'A'],
+        [1, 'B'],
+      ] as const) {
         const first = new Map<string, number>();
-        for (const m of carrierReports[k]!.messages) if (m.dir === 'received' && m.method === 'INVITE' && !first.has(m.callId)) first.set(m.callId, m.t);
+        for (const m of carrierReports[k]!.messages)
+          if (m.dir === 'received' && m.method === 'INVITE' && !first.has(m.callId)) first.set(m.callId, m.t);
         const times = [...first.values()];
         expect(times.length, `carrier ${name} got calls`).to.be.greaterThan(1);
         const gap = minGap(times);
         const perSecond = maxInWindow(times, S);
-        spacing.push(`${name}: ${times.length} INVITEs, min gap ${(gap / 1000).toFixed(1)} ms (policer ${1000 / POLICER[name]} ms, paced ${(1000 / PACED[name]).toFixed(1)} ms), max ${perSecond}/rolling s`);
+        spacing.push(
+          `${name}: ${times.length} INVITEs, min gap ${(gap / 1000).toFixed(1)} ms (policer ${1000 / POLICER[name]} ms, paced ${(1000 / PACED[name]).toFixed(1)} ms), max ${perSecond}/rolling s`,
+        );
         expect(gap, `carrier ${name} min INVITE gap (µs)`).to.be.at.least(S / POLICER[name] - RESOLUTION_US);
         expect(perSecond, `carrier ${name} INVITEs in a rolling second`).to.be.at.most(POLICER[name]);
       }
 
       // channels released, one decision per call
-      const state = (await (await fetch(`${sidecar.url}/v1/state`)).json()) as { buckets: { bucket: string; channels?: { in_use: number } }[]; carriers: { carrier: string; channels?: { in_use: number } }[] };
+      const state = (await (await fetch(`${sidecar.url}/v1/state`)).json()) as {
+        buckets: { bucket: string; channels?: { in_use: number } }[];
+        carriers: { carrier: string; channels?: { in_use: number } }[];
+      };
       expect(state.buckets.find((b) => b.bucket === 'peer:p1')!.channels).to.deep.include({ in_use: 0 });
-      expect(state.carriers.map((c) => [c.carrier, c.channels?.in_use])).to.deep.equal([['A', 0], ['B', 0]]);
+      expect(state.carriers.map((c) => [c.carrier, c.channels?.in_use])).to.deep.equal([
+        ['A', 0],
+        ['B', 0],
+      ]);
       const metrics = await (await fetch(`${sidecar.url}/metrics`)).text();
       const sum = (re: RegExp) => [...metrics.matchAll(re)].reduce((n, m) => n + Number(m[1]), 0);
       const decidedIn = sum(/^callgate_decisions_total\{direction="in"[^}]*\} (\d+)$/gm);
@@ -193,8 +298,13 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
       const released = sum(/^callgate_releases_total\{outcome="released"\} (\d+)$/gm);
       expect(decidedIn, 'one decision per call').to.equal(offered + busyFinals.length);
       expect(released, 'every admitted call released once').to.equal(admittedIn);
-      expect(sum(/^callgate_releases_total\{outcome="not-held"\} (\d+)$/gm), 'no release that found nothing').to.equal(0);
-      expect(sum(/^callgate_carrier_decisions_total\{carrier="A",outcome="rerouted"\} (\d+)$/gm), 'reroutes from A to B').to.be.greaterThan(0);
+      expect(sum(/^callgate_releases_total\{outcome="not-held"\} (\d+)$/gm), 'no release that found nothing').to.equal(
+        0,
+      );
+      expect(
+        sum(/^callgate_carrier_decisions_total\{carrier="A",outcome="rerouted"\} (\d+)$/gm),
+        'reroutes from A to B',
+      ).to.be.greaterThan(0);
       console.log(
         `      offered ${offered} (+${busyFinals.length} busy), admitted ${admitted.length} (max ${proven} proven in 1 s, limit ${PEER_LIMIT}), answered ${byStatus(200).length}, ` +
           `503 ${all503.length} (rate ${rate503.length}), busy 486 ${busyFinals.filter((f) => f.status === 486).length}; ${spacing.join('; ')}`,

@@ -17,7 +17,12 @@ const MS = 1_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const logBucket = (name: string, limit: number, windowMs: number): readonly Bucket[] =>
-  Object.freeze([Object.freeze({ name, limits: Object.freeze([Object.freeze({ limit, windowUs: windowMs * MS, algorithm: 'sliding-log' as const })]) })]);
+  Object.freeze([
+    Object.freeze({
+      name,
+      limits: Object.freeze([Object.freeze({ limit, windowUs: windowMs * MS, algorithm: 'sliding-log' as const })]),
+    }),
+  ]);
 
 /** Milliseconds a log of retention r (µs) is kept after a write that sets its expiry. */
 const ttlMsOf = (r: number) => Math.ceil((2 * r + Math.floor(r / 4) + 1) / 1000) + 1;
@@ -99,7 +104,10 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it('two processes writing one log in turn: each trims it once per move of the bound at most, and it stays bounded', async () => {
-    const stores = [new RedisStore({ redis: client, prefix: 'exp4:' }), new RedisStore({ redis: client, prefix: 'exp4:' })];
+    const stores = [
+      new RedisStore({ redis: client, prefix: 'exp4:' }),
+      new RedisStore({ redis: client, prefix: 'exp4:' }),
+    ];
     const buckets = logBucket('peer:d', 1_000, 400); // r = 400 ms, the bound moves every 100 ms
     const key = 'exp4:peer:d:log';
     for (const store of stores) await store.admit({ tag: 'in', buckets });
@@ -130,15 +138,21 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
       end
       return out`;
     let seed = 11;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
-    const pairs: [number, number][] = [[2 ** 52, 1], [2 ** 53 - 2, 2 ** 40], [1_795_529_616_377_442, 250_001]];
+    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const pairs: [number, number][] = [
+      [2 ** 52, 1],
+      [2 ** 53 - 2, 2 ** 40],
+      [1_795_529_616_377_442, 250_001],
+    ];
     for (let i = 0; i < 3_000; i++) {
       const r = Math.max(1, Math.floor(rand() ** 4 * 86_400_000_000)); // 1 µs to a day, mostly small
       const t = 1_700_000_000_000_000 + Math.floor(rand() * 2 ** 40) + r;
       pairs.push([t, r]);
     }
     const got = (await raw.eval(lua, 0, ...pairs.flatMap(([t, r]) => [String(t), String(r)]))) as string[];
-    pairs.forEach(([t, r], i) => expect(String(trimBound(t, r)), `t ${t}, r ${r}`).to.equal(got[i]));
+    pairs.forEach(([t, r], i) => {
+      expect(String(trimBound(t, r)), `t ${t}, r ${r}`).to.equal(got[i]);
+    });
   });
 
   it('a lost connection (a failover, a restart) makes the process forget what it knew: the next admit trims and sets the expiry again', async () => {
@@ -153,12 +167,15 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     await store.admit({ tag: 'in', buckets });
     expect([await trims(), await pexpires()], 'known: no trim, no PEXPIRE').to.deep.equal([t0, p0]);
     // the server drops the store's connection; ioredis reconnects
-    const id = (await own.client('ID')) as number;
+    const id = await own.client('ID');
     const back = new Promise((resolve) => own.once('close', () => own.once('ready', resolve)));
     await raw.client('KILL', 'ID', String(id));
     await back;
     await store.admit({ tag: 'in', buckets });
-    expect([await trims(), await pexpires()], 'after the connection was lost: a trim and a PEXPIRE').to.deep.equal([t0 + 1, p0 + 1]);
+    expect([await trims(), await pexpires()], 'after the connection was lost: a trim and a PEXPIRE').to.deep.equal([
+      t0 + 1,
+      p0 + 1,
+    ]);
     await store.admit({ tag: 'in', buckets });
     expect([await trims(), await pexpires()], 'known again').to.deep.equal([t0 + 1, p0 + 1]);
     await store.close();
@@ -199,7 +216,8 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     expect(await raw.pttl(key), 'after the second process').to.be.above(ttlMsOf(20_000 * MS) - 1_000);
     // and then both know: a further lone admit leaves the expiry as it is (nothing removed, log not new)
     await raw.pexpire(key, 30_000);
-    for (const store of [first, second]) expect((await store.admit({ tag: 'in', buckets: wide })).admitted).to.equal(true);
+    for (const store of [first, second])
+      expect((await store.admit({ tag: 'in', buckets: wide })).admitted).to.equal(true);
     expect(await raw.pttl(key), 'no PEXPIRE once known').to.be.within(29_000, 30_000);
     await first.close();
     await second.close();
@@ -207,8 +225,10 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
 
   it('lone and batched admits decide exactly as the memory store at the same times: three levels x two windows near their limits, one batch that fills each level then bursts of 1 to 4 calls at irregular times, 600 calls: every decision and retry-after equal', async () => {
     const { MemoryStore } = await import('../src/store/memory-store.js');
-    const lim = (limit: number, windowMs: number) => Object.freeze({ limit, windowUs: windowMs * MS, algorithm: 'sliding-log' as const });
-    const level = (name: string, a: number, b: number) => Object.freeze({ name, limits: Object.freeze([lim(a, 40), lim(b, 200)]) });
+    const lim = (limit: number, windowMs: number) =>
+      Object.freeze({ limit, windowUs: windowMs * MS, algorithm: 'sliding-log' as const });
+    const level = (name: string, a: number, b: number) =>
+      Object.freeze({ name, limits: Object.freeze([lim(a, 40), lim(b, 200)]) });
     // two accounts of two peers each; each level's 40 ms limit is below the sum of those under it
     const platform = level('g', 5, 15);
     const accounts = [level('acct:0', 3, 9), level('acct:1', 3, 9)];
@@ -217,7 +237,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     const store = new RedisStore({ redis: client, prefix: 'exact:' });
     const memory = new MemoryStore();
     let seed = 7;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     let admitted = 0;
     let batched = 0;
     const levels = new Set<number>();
@@ -235,7 +255,10 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
       for (let j = 0; j < burst; j++) {
         const live = results[j]!;
         const ref = await memory.admit({ tag: 'in', buckets: lists[j]!, now: live.now });
-        expect({ admitted: live.admitted, limitedBy: live.limitedBy, retryAfterUs: live.retryAfterUs }, `call ${i + j} at ${live.now}`).to.deep.equal({ admitted: ref.admitted, limitedBy: ref.limitedBy, retryAfterUs: ref.retryAfterUs });
+        expect(
+          { admitted: live.admitted, limitedBy: live.limitedBy, retryAfterUs: live.retryAfterUs },
+          `call ${i + j} at ${live.now}`,
+        ).to.deep.equal({ admitted: ref.admitted, limitedBy: ref.limitedBy, retryAfterUs: ref.retryAfterUs });
         if (live.admitted) admitted++;
         else if (i === 0) levels.add(live.limitedBy);
       }

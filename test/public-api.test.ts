@@ -7,7 +7,10 @@ import { readFileSync } from 'node:fs';
 import * as api from '../src/index.js';
 
 const ROOT = new URL('..', import.meta.url);
-const expected = JSON.parse(readFileSync(new URL('test/public-api.json', ROOT), 'utf8')) as { runtime: string[]; types: string[] };
+const expected = JSON.parse(readFileSync(new URL('test/public-api.json', ROOT), 'utf8')) as {
+  runtime: string[];
+  types: string[];
+};
 const pkg = JSON.parse(readFileSync(new URL('package.json', ROOT), 'utf8')) as {
   exports: Record<string, unknown>;
   main: string;
@@ -23,7 +26,16 @@ describe('public API (src/index.ts, package.json exports)', () => {
   });
 
   it('keeps internals out: Admission, Dispatcher, the schema, key helpers, the batcher', () => {
-    for (const internal of ['Admission', 'Dispatcher', 'configSchema', 'keys', 'Batcher', 'parseConfig', 'diffConfig', 'systemClockUs']) {
+    for (const internal of [
+      'Admission',
+      'Dispatcher',
+      'configSchema',
+      'keys',
+      'Batcher',
+      'parseConfig',
+      'diffConfig',
+      'systemClockUs',
+    ]) {
       expect(api, internal).not.to.have.property(internal);
     }
   });

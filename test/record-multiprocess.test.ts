@@ -36,7 +36,13 @@ const CONFIG: CallGateConfigInput = {
     },
     defaultPeer: [{ limit: 10, window: 'PT1S', algorithm: 'sliding-window' }, { channels: 3 }],
   },
-  outbound: { carriers: { A: { cps: 300, maxWait: 'PT0.02S', channels: 8 }, B: { cps: 100, maxWait: 'PT0.05S' }, C: { cps: 40, channels: 4 } } },
+  outbound: {
+    carriers: {
+      A: { cps: 300, maxWait: 'PT0.02S', channels: 8 },
+      B: { cps: 100, maxWait: 'PT0.05S' },
+      C: { cps: 40, channels: 4 },
+    },
+  },
 };
 
 /** A decision without its call id: what must match within a shared microsecond. */
@@ -67,14 +73,21 @@ describe('recording live traffic: two processes on one Redis, traces merged and 
         config: CONFIG,
         dir: join(dir, id),
         maxBytes: 16_384,
-        peers: [{ peer: 'p1', account: 'acme' }, { peer: 'p {2}', account: 'acme' }, { peer: 'p1' }, { peer: 'other, "3"' }],
+        peers: [
+          { peer: 'p1', account: 'acme' },
+          { peer: 'p {2}', account: 'acme' },
+          { peer: 'p1' },
+          { peer: 'other, "3"' },
+        ],
         routes: [['A', 'B'], ['B', 'C'], ['C'], ['A', 'C', 'B']],
         durationMs: 1_500,
         maxCalls: 20_000,
         concurrency: 4,
         maxHoldMs: 400,
       };
-      workers.push(startWorker<RecordWorkerReport>(WORKER, args, { cwd: ROOT, timeoutMs: 40_000, name: `worker ${id}` }));
+      workers.push(
+        startWorker<RecordWorkerReport>(WORKER, args, { cwd: ROOT, timeoutMs: 40_000, name: `worker ${id}` }),
+      );
     }
     await Promise.all(workers.map((w) => w.ready));
     for (const w of workers) w.go();
@@ -91,7 +104,12 @@ describe('recording live traffic: two processes on one Redis, traces merged and 
     expect(rows, 'one row per decision').to.equal(live.size);
 
     const replayed: DecisionLine[] = [];
-    await replay({ config: await loadConfig(CONFIG), tracePath: merged, store: new MemoryStore(), onDecision: (d) => void replayed.push(d) });
+    await replay({
+      config: await loadConfig(CONFIG),
+      tracePath: merged,
+      store: new MemoryStore(),
+      onDecision: (d) => void replayed.push(d),
+    });
     expect(replayed).to.have.length(live.size);
 
     // microseconds in which both processes had a call decided
@@ -126,9 +144,18 @@ describe('recording live traffic: two processes on one Redis, traces merged and 
     console.log(`      refused by: ${[...limitedBy].filter(Boolean).join(', ')}`);
     // which levels run out first depends on the two processes' speed: several must have
     expect([...limitedBy].filter(Boolean).length, 'levels that refused calls').to.be.at.least(3);
-    expect(all.some((d) => d.direction === 'out' && d.outcome === 'dispatched' && d.rerouted_from.length > 0), 'a reroute').to.equal(true);
-    expect(all.some((d) => d.direction === 'out' && d.outcome === 'rejected'), 'an outbound rejection').to.equal(true);
-    expect(all.some((d) => d.direction === 'in' && d.reason === 'channels'), 'an inbound refusal for channels').to.equal(true);
+    expect(
+      all.some((d) => d.direction === 'out' && d.outcome === 'dispatched' && d.rerouted_from.length > 0),
+      'a reroute',
+    ).to.equal(true);
+    expect(
+      all.some((d) => d.direction === 'out' && d.outcome === 'rejected'),
+      'an outbound rejection',
+    ).to.equal(true);
+    expect(
+      all.some((d) => d.direction === 'in' && d.reason === 'channels'),
+      'an inbound refusal for channels',
+    ).to.equal(true);
     // the rows carry the durations of the calls that hung up
     const { readTrace } = await import('../src/replay/trace.js');
     let withDuration = 0;

@@ -85,7 +85,7 @@ async function runLive(gate: CallGate, clock: VirtualClock, n: number, seed: num
     }
     clock.advance(t);
   };
-  let t = clock.now()!;
+  let t = clock.now();
   const pending: Promise<unknown>[] = [];
   for (let i = 0; i < n; i++) {
     t += i % 7 === 0 ? 0 : Math.floor(rand() * 120_000);
@@ -98,14 +98,32 @@ async function runLive(gate: CallGate, clock: VirtualClock, n: number, seed: num
       decisions.push(
         d.admitted
           ? { call_id: callId, direction: 'in', outcome: 'admitted', time_us: d.at }
-          : { call_id: callId, direction: 'in', outcome: 'rejected', limited_by: d.limitedBy!, ...(d.reason && { reason: d.reason }), time_us: d.at, retry_after_ms: d.retryAfterMs },
+          : {
+              call_id: callId,
+              direction: 'in',
+              outcome: 'rejected',
+              limited_by: d.limitedBy!,
+              ...(d.reason && { reason: d.reason }),
+              time_us: d.at,
+              retry_after_ms: d.retryAfterMs,
+            },
       );
       if (d.admitted) schedule(callId, d.at);
       else durations.set(callId, undefined);
     } else {
       const route = ROUTES[Math.floor(rand() * ROUTES.length)]!;
-      const r = await new Promise<Reservation>((resolve) => pending.push(gate.dispatch({ callId, route }, undefined, { onReserved: resolve })));
-      const line: DecisionLine = { call_id: callId, direction: 'out', outcome: r.outcome, carrier: r.carrier, delay_ms: r.delayMs, rerouted_from: r.reroutedFrom, time_us: r.at };
+      const r = await new Promise<Reservation>((resolve) =>
+        pending.push(gate.dispatch({ callId, route }, undefined, { onReserved: resolve })),
+      );
+      const line: DecisionLine = {
+        call_id: callId,
+        direction: 'out',
+        outcome: r.outcome,
+        carrier: r.carrier,
+        delay_ms: r.delayMs,
+        rerouted_from: r.reroutedFrom,
+        time_us: r.at,
+      };
       if (r.reason) line.reason = r.reason;
       decisions.push(line);
       if (r.outcome === 'dispatched') schedule(callId, r.slotAt!);
@@ -161,7 +179,7 @@ describe('recording live decisions as a trace', function () {
     for (const f of files) {
       expect(f).to.match(/^rec-\d{8}T\d{6}Z-\d+-\d{4}\.csv$/);
       const text = readFileSync(join(dir, f), 'utf8');
-      expect(text.startsWith(TRACE_HEADER + '\n'), f).to.equal(true);
+      expect(text.startsWith(`${TRACE_HEADER}\n`), f).to.equal(true);
       expect(Buffer.byteLength(text), f).to.be.at.most(4096);
     }
     // every row is the call's input, with the decision time and the duration its hold lasted
@@ -170,7 +188,11 @@ describe('recording live decisions as a trace', function () {
     const byId = new Map(rows.map((r) => [r.callId, r]));
     for (const d of live) {
       const row = byId.get(d.call_id)!;
-      expect([row.direction, row.time, row.durationUs], d.call_id).to.deep.equal([d.direction, d.time_us, durations.get(d.call_id)]);
+      expect([row.direction, row.time, row.durationUs], d.call_id).to.deep.equal([
+        d.direction,
+        d.time_us,
+        durations.get(d.call_id),
+      ]);
     }
     expect(new Set(rows.filter((r) => r.direction === 'in').map((r) => r.peer))).to.deep.equal(new Set(PEERS));
     expect(rows.filter((r) => r.direction === 'out').map((r) => r.route!.join('|'))).to.include('A|unknown');
@@ -181,17 +203,30 @@ describe('recording live decisions as a trace', function () {
     await replay({ config, tracePath: merged, store: new MemoryStore(), onDecision: (d) => void replayed.push(d) });
     // every decision is the live one (retry-after too), in the same order
     expect(replayed.length).to.equal(live.length);
-    replayed.forEach((d, i) => expect(d, `decision ${i}`).to.deep.equal(live[i]));
+    replayed.forEach((d, i) => {
+      expect(d, `decision ${i}`).to.deep.equal(live[i]);
+    });
     expect(live.filter((d) => d.outcome === 'rejected').length).to.be.greaterThan(50);
-    expect(live.filter((d) => d.direction === 'in' && d.reason === 'channels').length, 'refused for channels').to.be.greaterThan(5);
-    expect(live.filter((d) => d.direction === 'out' && d.outcome === 'dispatched' && d.delay_ms! > 0).length).to.be.greaterThan(20);
+    expect(
+      live.filter((d) => d.direction === 'in' && d.reason === 'channels').length,
+      'refused for channels',
+    ).to.be.greaterThan(5);
+    expect(
+      live.filter((d) => d.direction === 'out' && d.outcome === 'dispatched' && d.delay_ms! > 0).length,
+    ).to.be.greaterThan(20);
   });
 
   it('record() (a call that passes whatever the limits) is written as an ordinary `in` row', async () => {
-    const gate = new CallGate({ config: await loadConfig(CONFIG), clock: new VirtualClock(1_700_000_000_000_000), recordTrace: { dir } });
+    const gate = new CallGate({
+      config: await loadConfig(CONFIG),
+      clock: new VirtualClock(1_700_000_000_000_000),
+      recordTrace: { dir },
+    });
     await gate.record({ callId: 'sos', peer: 'trunk {7}: a', account: 'acme, "inc"' });
     await gate.close();
-    expect(readFileSync(gate.recorder!.files[0]!, 'utf8')).to.equal(`${TRACE_HEADER}\n1700000000.000000,sos,in,trunk {7}: a,"acme, ""inc""",,\n`);
+    expect(readFileSync(gate.recorder!.files[0]!, 'utf8')).to.equal(
+      `${TRACE_HEADER}\n1700000000.000000,sos,in,trunk {7}: a,"acme, ""inc""",,\n`,
+    );
   });
 
   it('mergeTraces: equal times keep the order of the inputs; a bad input leaves no output', async () => {
@@ -201,7 +236,9 @@ describe('recording live decisions as a trace', function () {
     writeFileSync(b, 'time,call_id,direction,peer\n1.000001,b1,in,q\n1.000002,b2,in,q\n');
     const out = join(dir, 'm.csv');
     expect(await mergeTraces([a, b], out)).to.deep.equal({ rows: 4, spilled: 0 });
-    expect(readFileSync(out, 'utf8')).to.equal(`${TRACE_HEADER}\n1.000001,a1,in,p,,,\n1.000001,b1,in,q,,,\n1.000002,b2,in,q,,,\n1.000003,a2,in,p,,,\n`);
+    expect(readFileSync(out, 'utf8')).to.equal(
+      `${TRACE_HEADER}\n1.000001,a1,in,p,,,\n1.000001,b1,in,q,,,\n1.000002,b2,in,q,,,\n1.000003,a2,in,p,,,\n`,
+    );
     writeFileSync(b, 'time,call_id,direction,peer\n1.000001,b1,in,q\nlater,b2,in,q\n');
     const bad = join(dir, 'bad.csv');
     let error: unknown;
@@ -223,7 +260,7 @@ describe('recording live decisions as a trace', function () {
         all.push({ time, id, input: f, pos: i });
       }
       inputs.push(join(dir, `u${f}.csv`));
-      writeFileSync(inputs[f]!, lines.join('\n') + '\n');
+      writeFileSync(inputs[f]!, `${lines.join('\n')}\n`);
     }
     const out = join(dir, 'sorted.csv');
     expect(await mergeTraces(inputs, out, { chunkRows: 64 })).to.deep.equal({ rows: 900, spilled: 14 });
@@ -273,7 +310,11 @@ describe('recording live decisions as a trace', function () {
 
   it('a disk that cannot keep up: rows beyond maxPendingBytes are dropped and counted, once reported', async () => {
     const config = await loadConfig(CONFIG);
-    const gate = new CallGate({ config, clock: new VirtualClock(1_700_000_000_000_000), recordTrace: { dir, maxPendingBytes: 1 } });
+    const gate = new CallGate({
+      config,
+      clock: new VirtualClock(1_700_000_000_000_000),
+      recordTrace: { dir, maxPendingBytes: 1 },
+    });
     const errors: Error[] = [];
     gate.on('error', (e) => errors.push(e));
     await gate.admit({ callId: 'first', peer: 'p', durationUs: 0 });
@@ -283,8 +324,13 @@ describe('recording live decisions as a trace', function () {
     const rec = gate.recorder!;
     expect(rec.dropped).to.be.greaterThan(0);
     expect(rec.rows + rec.dropped).to.equal(21);
-    expect(errors.map((e) => e.message)).to.deep.equal(['trace recorder: the disk is behind by more than 1 bytes; rows are being dropped']);
+    expect(errors.map((e) => e.message)).to.deep.equal([
+      'trace recorder: the disk is behind by more than 1 bytes; rows are being dropped',
+    ]);
     const rows = await readAll(rec.files[0]!);
-    expect(rows.map((r) => r.callId)).to.deep.equal(['first', ...Array.from({ length: rec.rows - 1 }, (_, i) => `n${i}`)]);
+    expect(rows.map((r) => r.callId)).to.deep.equal([
+      'first',
+      ...Array.from({ length: rec.rows - 1 }, (_, i) => `n${i}`),
+    ]);
   });
 });

@@ -9,7 +9,13 @@ import { readFileSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { newRedisClient, startCluster, startRedisServer, type RedisClusterHandle, type RedisServer } from './helpers/redis.js';
+import {
+  newRedisClient,
+  startCluster,
+  startRedisServer,
+  type RedisClusterHandle,
+  type RedisServer,
+} from './helpers/redis.js';
 
 const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 const USER = 'callgate';
@@ -19,7 +25,10 @@ const PASSWORD = 'acl-test-password';
 function readmeRules(): { base: string[]; cluster: string[] } {
   const base = /^ACL SETUSER callgate on >CHANGE-ME (.+)$/m.exec(README);
   const cluster = /^ACL SETUSER callgate (\+.+)$/m.exec(README);
-  if (!base || !cluster) throw new Error('README.md lacks the "ACL SETUSER callgate on >CHANGE-ME ..." or the Cluster "ACL SETUSER callgate +..." line');
+  if (!base || !cluster)
+    throw new Error(
+      'README.md lacks the "ACL SETUSER callgate on >CHANGE-ME ..." or the Cluster "ACL SETUSER callgate +..." line',
+    );
   const split = (m: RegExpExecArray) => m[1]!.trim().split(/\s+/);
   return { base: split(base), cluster: split(cluster) };
 }
@@ -140,9 +149,17 @@ function aclSuite(name: string, start: () => Promise<Backend>, rules: () => stri
           const out: string[] = [];
           for (const id of ['c1', 'c1', 'c2', 'c3']) {
             const d = await gate.admit({ callId: id, peer: 'p1', account: 'acme' });
-            out.push(d.duplicate ? 'duplicate' : d.admitted ? 'admitted' : `rejected ${d.limitedBy} retry>0:${d.retryAfterMs > 0}`);
+            out.push(
+              d.duplicate
+                ? 'duplicate'
+                : d.admitted
+                  ? 'admitted'
+                  : `rejected ${d.limitedBy} retry>0:${d.retryAfterMs > 0}`,
+            );
           }
-          out.push((await gate.record({ callId: 'e1', peer: 'p1', account: 'acme' })).admitted ? 'recorded' : 'not recorded');
+          out.push(
+            (await gate.record({ callId: 'e1', peer: 'p1', account: 'acme' })).admitted ? 'recorded' : 'not recorded',
+          );
           for (const id of ['o1', 'o2', 'o3']) {
             const r = await gate.reserve({ callId: id, route: ['A', 'B'] });
             out.push(`${r.outcome} ${r.carrier}`);
@@ -153,9 +170,13 @@ function aclSuite(name: string, start: () => Promise<Backend>, rules: () => stri
           out.push(`refreshed ${await gate.refresh('c2')}`);
           out.push(`released c1 ${await gate.release('c1')}`);
           out.push(`released o1 ${await gate.release('o1')}`);
-          out.push(`holds ${(await store.holds(peer)).holds} and ${(await store.holds({ tag: 'out', name: 'carrier:A' })).holds}`);
+          out.push(
+            `holds ${(await store.holds(peer)).holds} and ${(await store.holds({ tag: 'out', name: 'carrier:A' })).holds}`,
+          );
           out.push(`count ${(await store.count({ tag: 'x', bucket: 'y', windowUs: 1_000_000 })).count}`);
-          out.push(`wait>=0 ${(await store.wait({ carrier: { name: 'A', intervalUs: 1_000_000, maxWaitUs: 0 } })).waitUs >= 0}`);
+          out.push(
+            `wait>=0 ${(await store.wait({ carrier: { name: 'A', intervalUs: 1_000_000, maxWaitUs: 0 } })).waitUs >= 0}`,
+          );
           await store.clear();
           const left = (await Promise.all(backend.admins.map((a) => a.keys(`${prefix}*`)))).flat();
           out.push(`left ${left.length}`);
@@ -193,14 +214,20 @@ function aclSuite(name: string, start: () => Promise<Backend>, rules: () => stri
         // a key outside the prefix, directly or from a script
         const other = await keyOn(port, 'other:');
         expect(await refused(() => user.zadd(other, 1, 'm'))).to.equal('refused');
-        expect(await refused(() => user.eval("return redis.call('ZCOUNT', KEYS[1], 0, 1)", 1, other))).to.equal('refused');
+        expect(await refused(() => user.eval("return redis.call('ZCOUNT', KEYS[1], 0, 1)", 1, other))).to.equal(
+          'refused',
+        );
         // commands outside the list, inside a script, on the user's own keys
         const own = await keyOn(port, 'callgate:own:');
         expect(await refused(() => user.rename(own, `${own}x`))).to.equal('refused');
-        expect(await refused(() => user.eval("return redis.call('RENAME', KEYS[1], KEYS[1])", 1, own))).to.equal('refused');
+        expect(await refused(() => user.eval("return redis.call('RENAME', KEYS[1], KEYS[1])", 1, own))).to.equal(
+          'refused',
+        );
         expect(await refused(() => user.eval("return redis.call('ZSCORE', KEYS[1], 'm')", 1, own))).to.equal('refused');
         // what it may do, it may do on its own keys only
-        expect(await refused(() => user.eval("return redis.call('ZCOUNT', KEYS[1], 0, 1)", 1, own))).to.equal('allowed');
+        expect(await refused(() => user.eval("return redis.call('ZCOUNT', KEYS[1], 0, 1)", 1, own))).to.equal(
+          'allowed',
+        );
       } finally {
         user.disconnect();
       }
@@ -209,7 +236,9 @@ function aclSuite(name: string, start: () => Promise<Backend>, rules: () => stri
     /** A key starting with `prefix` that the node on `port` serves (any such key on a single Redis). */
     async function keyOn(port: number, prefix: string): Promise<string> {
       const admin = backend.admins.find((a) => a.options.port === port)!;
-      const slots = (await admin.call('CLUSTER', 'SLOTS').catch(() => undefined)) as [number, number, [string, number]][] | undefined;
+      const slots = (await admin.call('CLUSTER', 'SLOTS').catch(() => undefined)) as
+        | [number, number, [string, number]][]
+        | undefined;
       if (!slots) return `${prefix}0`; // not a Cluster
       for (let i = 0; i < 1_000; i++) {
         const key = `${prefix}${i}`;

@@ -52,7 +52,7 @@ describe('RedisStore with a client from another copy of ioredis', function () {
       slotsRefreshTimeout: 2_000,
       clusterRetryStrategy: (times: number) => (times > 10 ? null : Math.min(100 * times, 1_000)),
       redisOptions: { connectTimeout: 2_000, maxRetriesPerRequest: 1 },
-    }) as unknown as ours.Cluster;
+    });
     await new Promise<void>((resolve, reject) => {
       cluster.once('ready', resolve);
       cluster.once('error', reject);
@@ -92,7 +92,8 @@ describe('RedisStore with a client from another copy of ioredis', function () {
     });
     try {
       const decisions = [];
-      for (const id of ['c1', 'c2', 'c3']) decisions.push(await gate.admit({ callId: id, peer: 'p1', account: 'acme' }));
+      for (const id of ['c1', 'c2', 'c3'])
+        decisions.push(await gate.admit({ callId: id, peer: 'p1', account: 'acme' }));
       expect(decisions.map((d) => [d.admitted, d.limitedBy ?? null, d.degraded ?? null])).to.deep.equal([
         [true, null, null],
         [true, null, null],
@@ -123,7 +124,8 @@ describe('RedisStore with a client from another copy of ioredis', function () {
     const peers = Object.fromEntries(Array.from({ length: 24 }, (_, i) => [`p${i}`, [{ limit: 1, window: 'PT60S' }]]));
     const store = new RedisStore({ redis: cluster, prefix });
     const gate = await CallGate.create({ config: { inbound: { peers } }, store, policy: 'error' });
-    for (const peer of Object.keys(peers)) expect((await gate.admit({ callId: `c-${peer}`, peer })).admitted).to.equal(true);
+    for (const peer of Object.keys(peers))
+      expect((await gate.admit({ callId: `c-${peer}`, peer })).admitted).to.equal(true);
     const before = await keysOf(prefix);
     expect(before.filter((k) => k.length > 0).length, 'keys on several masters').to.be.at.least(2);
     await store.clear();
@@ -136,7 +138,11 @@ describe('RedisStore with a client from another copy of ioredis', function () {
     const store = new RedisStore({ redis: cluster, prefix: uniquePrefix('copy-crossslot'), hashTags: false });
     const gate = await CallGate.create({
       config: {
-        inbound: { global: [{ limit: 9, window: 'PT1S' }], accounts: { acme: [{ limit: 9, window: 'PT1S' }] }, peers: { p1: [{ limit: 9, window: 'PT1S' }] } },
+        inbound: {
+          global: [{ limit: 9, window: 'PT1S' }],
+          accounts: { acme: [{ limit: 9, window: 'PT1S' }] },
+          peers: { p1: [{ limit: 9, window: 'PT1S' }] },
+        },
       },
       store,
       policy: 'error',

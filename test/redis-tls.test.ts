@@ -21,7 +21,10 @@ const BIN = join(ROOT, 'bin/callgate.js');
 const FIX = join(ROOT, 'fixtures');
 const PASSWORD = 'tls-test-password';
 
-const CONFIG = { inbound: { peers: { p: [{ limit: 2, window: 'PT60S' }] } }, outbound: { carriers: { A: { cps: 1 } } } };
+const CONFIG = {
+  inbound: { peers: { p: [{ limit: 2, window: 'PT60S' }] } },
+  outbound: { carriers: { A: { cps: 1 } } },
+};
 
 describe('Redis over TLS (rediss://) and ACL credentials', function () {
   this.timeout(120_000);
@@ -32,7 +35,10 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
 
   before(async () => {
     files = makeCertificates();
-    [server, mutual] = await Promise.all([startTlsRedis(files, { authClients: 'no' }), startTlsRedis(files, { authClients: 'yes' })]);
+    [server, mutual] = await Promise.all([
+      startTlsRedis(files, { authClients: 'no' }),
+      startTlsRedis(files, { authClients: 'yes' }),
+    ]);
     dir = mkdtempSync(join(tmpdir(), 'callgate-tls-cli-'));
     // an ACL user on the first server (rules of the README's minimal ACL are tested elsewhere)
     const admin = new Redis(server.url, { tls: { ca: readFileSync(files.ca) } });
@@ -50,7 +56,8 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
     const gate = await CallGate.create({ config: CONFIG, store, policy });
     try {
       const out: string[] = [];
-      for (const id of ['c1', 'c2', 'c3']) out.push((await gate.admit({ callId: id, peer: 'p' })).admitted ? 'in' : 'out');
+      for (const id of ['c1', 'c2', 'c3'])
+        out.push((await gate.admit({ callId: id, peer: 'p' })).admitted ? 'in' : 'out');
       out.push((await gate.reserve({ callId: 'o1', route: ['A'] })).outcome);
       await store.clear();
       return out;
@@ -63,12 +70,18 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
 
   describe('RedisStore.connect(url, { redisOptions })', () => {
     it('decides over rediss:// with the private CA', async () => {
-      const store = RedisStore.connect(server.url, { prefix: prefix(), redisOptions: { tls: { ca: readFileSync(files.ca) } } });
+      const store = RedisStore.connect(server.url, {
+        prefix: prefix(),
+        redisOptions: { tls: { ca: readFileSync(files.ca) } },
+      });
       expect(await decide(store)).to.deep.equal(['in', 'in', 'out', 'dispatched']);
     });
 
     it('does not decide when the server is not signed by the CA it trusts', async () => {
-      const store = RedisStore.connect(server.url, { prefix: prefix(), redisOptions: { tls: { ca: readFileSync(files.otherCa) } } });
+      const store = RedisStore.connect(server.url, {
+        prefix: prefix(),
+        redisOptions: { tls: { ca: readFileSync(files.otherCa) } },
+      });
       const err = await decide(store).then(
         () => undefined,
         (e: unknown) => e,
@@ -77,18 +90,38 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
     });
 
     it('shows a client certificate to a server that asks for one; without it, no decision', async () => {
-      const tlsFull = { ca: readFileSync(files.ca), cert: readFileSync(files.clientCert), key: readFileSync(files.clientKey) };
-      expect(await decide(RedisStore.connect(mutual.url, { prefix: prefix(), redisOptions: { tls: tlsFull } }))).to.deep.equal(['in', 'in', 'out', 'dispatched']);
-      const without = RedisStore.connect(mutual.url, { prefix: prefix(), redisOptions: { tls: { ca: readFileSync(files.ca) } } });
-      expect(await decide(without).then(() => 'decided', (e: unknown) => (e as Error).name)).to.equal('StoreUnavailableError');
+      const tlsFull = {
+        ca: readFileSync(files.ca),
+        cert: readFileSync(files.clientCert),
+        key: readFileSync(files.clientKey),
+      };
+      expect(
+        await decide(RedisStore.connect(mutual.url, { prefix: prefix(), redisOptions: { tls: tlsFull } })),
+      ).to.deep.equal(['in', 'in', 'out', 'dispatched']);
+      const without = RedisStore.connect(mutual.url, {
+        prefix: prefix(),
+        redisOptions: { tls: { ca: readFileSync(files.ca) } },
+      });
+      expect(
+        await decide(without).then(
+          () => 'decided',
+          (e: unknown) => (e as Error).name,
+        ),
+      ).to.equal('StoreUnavailableError');
     });
 
     it('logs in as an ACL user given in the options or in the URL (the URL wins)', async () => {
       const ca = readFileSync(files.ca);
-      const viaOptions = RedisStore.connect(server.url, { prefix: prefix(), redisOptions: { tls: { ca }, username: 'callgate', password: PASSWORD } });
+      const viaOptions = RedisStore.connect(server.url, {
+        prefix: prefix(),
+        redisOptions: { tls: { ca }, username: 'callgate', password: PASSWORD },
+      });
       expect(await decide(viaOptions)).to.deep.equal(['in', 'in', 'out', 'dispatched']);
       const url = server.url.replace('rediss://', `rediss://callgate:${PASSWORD}@`);
-      const viaUrl = RedisStore.connect(url, { prefix: prefix(), redisOptions: { tls: { ca }, username: 'nobody', password: 'wrong' } });
+      const viaUrl = RedisStore.connect(url, {
+        prefix: prefix(),
+        redisOptions: { tls: { ca }, username: 'nobody', password: 'wrong' },
+      });
       expect(await decide(viaUrl)).to.deep.equal(['in', 'in', 'out', 'dispatched']);
     });
   });
@@ -97,7 +130,10 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
     const trace = join(FIX, 'boundary.trace.csv');
     const config = join(FIX, 'boundary.config.json');
     function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
-      return runNode([BIN, 'replay', '--config', config, '--trace', trace, ...args], { cwd: ROOT, env: { REDIS_URL: '', REDIS_USERNAME: '', REDIS_PASSWORD: '', ...env } });
+      return runNode([BIN, 'replay', '--config', config, '--trace', trace, ...args], {
+        cwd: ROOT,
+        env: { REDIS_URL: '', REDIS_USERNAME: '', REDIS_PASSWORD: '', ...env },
+      });
     }
     let memory: string;
     before(async () => {
@@ -128,7 +164,16 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
     });
 
     it('--redis-tls-cert and --redis-tls-key for a server that asks for a client certificate', async () => {
-      await sameDecisions(['--redis-url', mutual.url, '--redis-tls-ca', files.ca, '--redis-tls-cert', files.clientCert, '--redis-tls-key', files.clientKey]);
+      await sameDecisions([
+        '--redis-url',
+        mutual.url,
+        '--redis-tls-ca',
+        files.ca,
+        '--redis-tls-cert',
+        files.clientCert,
+        '--redis-tls-key',
+        files.clientKey,
+      ]);
       const r = await run(['--store', 'redis', '--redis-url', mutual.url, '--redis-tls-ca', files.ca]);
       expect(r.code).to.equal(1);
       expect(r.stderr).to.match(/^error: cannot reach Redis at rediss:/);
@@ -137,7 +182,10 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
     it('ACL credentials from REDIS_URL or from REDIS_USERNAME / REDIS_PASSWORD', async () => {
       const withUser = server.url.replace('rediss://', `rediss://callgate:${PASSWORD}@`);
       await sameDecisions(['--redis-tls-ca', files.ca], { REDIS_URL: withUser });
-      await sameDecisions(['--redis-url', server.url, '--redis-tls-ca', files.ca], { REDIS_USERNAME: 'callgate', REDIS_PASSWORD: PASSWORD });
+      await sameDecisions(['--redis-url', server.url, '--redis-tls-ca', files.ca], {
+        REDIS_USERNAME: 'callgate',
+        REDIS_PASSWORD: PASSWORD,
+      });
     });
 
     it('a wrong password: exit 1, and the password is never printed', async () => {
@@ -154,12 +202,24 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
       writeFileSync(notPem, 'hello\n');
       const plain = server.url.replace('rediss:', 'redis:');
       const cases: [RedisConnectionArgs, RegExp][] = [
-        [{ redisUrl: plain, redisTlsCa: files.ca }, /^--redis-tls-ca, --redis-tls-cert and --redis-tls-key need a rediss:\/\/ URL, got redis:\/\/127\.0\.0\.1:\d+$/],
-        [{ redisUrl: server.url, redisTlsCert: files.clientCert }, /^--redis-tls-cert and --redis-tls-key go together$/],
+        [
+          { redisUrl: plain, redisTlsCa: files.ca },
+          /^--redis-tls-ca, --redis-tls-cert and --redis-tls-key need a rediss:\/\/ URL, got redis:\/\/127\.0\.0\.1:\d+$/,
+        ],
+        [
+          { redisUrl: server.url, redisTlsCert: files.clientCert },
+          /^--redis-tls-cert and --redis-tls-key go together$/,
+        ],
         [{ redisUrl: server.url, redisTlsKey: files.clientKey }, /^--redis-tls-cert and --redis-tls-key go together$/],
-        [{ redisUrl: server.url, redisTlsCa: join(dir, 'missing.pem') }, /^cannot read --redis-tls-ca .*missing\.pem: ENOENT/],
+        [
+          { redisUrl: server.url, redisTlsCa: join(dir, 'missing.pem') },
+          /^cannot read --redis-tls-ca .*missing\.pem: ENOENT/,
+        ],
         [{ redisUrl: server.url, redisTlsCa: notPem }, /^--redis-tls-ca .*not\.pem is not a PEM file$/],
-        [{ redisUrl: server.url, redisTlsCa: files.ca, redisTlsCert: files.clientCert, redisTlsKey: notPem }, /^--redis-tls-key .*not\.pem is not a PEM file$/],
+        [
+          { redisUrl: server.url, redisTlsCa: files.ca, redisTlsCert: files.clientCert, redisTlsKey: notPem },
+          /^--redis-tls-key .*not\.pem is not a PEM file$/,
+        ],
       ];
       for (const [args, message] of cases) {
         const err = (() => {
@@ -176,7 +236,9 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
       // the command: exit 2 with that one line
       const r = await run(['--store', 'redis', '--redis-url', plain, '--redis-tls-ca', files.ca]);
       expect(r.code, r.stderr).to.equal(2);
-      expect(r.stderr).to.match(/^error: --redis-tls-ca, --redis-tls-cert and --redis-tls-key need a rediss:\/\/ URL, got redis:\/\/127\.0\.0\.1:\d+\n$/);
+      expect(r.stderr).to.match(
+        /^error: --redis-tls-ca, --redis-tls-cert and --redis-tls-key need a rediss:\/\/ URL, got redis:\/\/127\.0\.0\.1:\d+\n$/,
+      );
     });
   });
 });

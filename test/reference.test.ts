@@ -73,10 +73,30 @@ describe('reference model', () => {
     });
 
     it('every window of a bucket must have room (10/s and 12 per 10 s)', () => {
-      const config = { inbound: { peers: { p: [{ limit: 3, window: 'PT1S' }, { limit: 5, window: 'PT10S' }] } } };
+      const config = {
+        inbound: {
+          peers: {
+            p: [
+              { limit: 3, window: 'PT1S' },
+              { limit: 5, window: 'PT10S' },
+            ],
+          },
+        },
+      };
       const calls = [0, 0.1, 0.2, 0.3, 1.5, 1.6, 1.7, 9.9, 10.1, 10.2].map((s) => inCall(T + s * S, 'p'));
       // 0,0.1,0.2 A; 0.3 R(1s); 1.5,1.6 A (5 in 10 s); 1.7 R(10s); 9.9 R; 10.1: (0.1, 10.1] holds 0.2,1.5,1.6 -> A (4); 10.2: 0.2 left -> 1.5,1.6,10.1 -> A
-      expect(outcomes(runModel(config, calls))).to.deep.equal(['A', 'A', 'A', 'R:peer:p', 'A', 'A', 'R:peer:p', 'R:peer:p', 'A', 'A']);
+      expect(outcomes(runModel(config, calls))).to.deep.equal([
+        'A',
+        'A',
+        'A',
+        'R:peer:p',
+        'A',
+        'A',
+        'R:peer:p',
+        'R:peer:p',
+        'A',
+        'A',
+      ]);
     });
   });
 
@@ -84,7 +104,16 @@ describe('reference model', () => {
     it('counts the admitted calls in [kW, (k+1)W): a double burst at the boundary gets through', () => {
       const config = { inbound: { peers: { p: [{ limit: 2, window: 'PT1S', algorithm: 'fixed-window' }] } } };
       const calls = [0.8, 0.9, 0.95, 1.0, 1.1, 1.2, 1.999999, 2.0].map((s) => inCall(T + Math.round(s * S), 'p'));
-      expect(outcomes(runModel(config, calls))).to.deep.equal(['A', 'A', 'R:peer:p', 'A', 'A', 'R:peer:p', 'R:peer:p', 'A']);
+      expect(outcomes(runModel(config, calls))).to.deep.equal([
+        'A',
+        'A',
+        'R:peer:p',
+        'A',
+        'A',
+        'R:peer:p',
+        'R:peer:p',
+        'A',
+      ]);
     });
 
     it('windows are aligned on the epoch, not on the first call', () => {
@@ -144,7 +173,13 @@ describe('reference model', () => {
 
     it('unknown-peer comes first; defaultPeer gives each peer its own bucket', () => {
       expect(outcomes(runModel(config, [inCall(T, 'zed')]))).to.deep.equal(['R:unknown-peer']);
-      const withDefault = { inbound: { ...config.inbound, global: [{ limit: 100, window: 'PT1S' }], defaultPeer: [{ limit: 1, window: '1s' }] } };
+      const withDefault = {
+        inbound: {
+          ...config.inbound,
+          global: [{ limit: 100, window: 'PT1S' }],
+          defaultPeer: [{ limit: 1, window: '1s' }],
+        },
+      };
       const calls = [inCall(T, 'x'), inCall(T, 'x'), inCall(T, 'y'), inCall(T, 'a')];
       expect(outcomes(runModel(withDefault, calls))).to.deep.equal(['A', 'R:peer:x', 'A', 'A']);
     });
@@ -166,7 +201,13 @@ describe('reference model', () => {
     it('decisions have exactly the contract fields', () => {
       const [ok, ko] = runModel(config, [inCall(T, 'a'), inCall(T, 'a')]) as InDecision[];
       expect(ok).to.deep.equal({ call_id: `c${seq - 1}`, direction: 'in', outcome: 'admitted' });
-      expect(ko).to.deep.equal({ call_id: `c${seq}`, direction: 'in', outcome: 'rejected', limited_by: 'peer:a', reason: 'rate' });
+      expect(ko).to.deep.equal({
+        call_id: `c${seq}`,
+        direction: 'in',
+        outcome: 'rejected',
+        limited_by: 'peer:a',
+        reason: 'rate',
+      });
     });
   });
 
@@ -192,7 +233,14 @@ describe('reference model', () => {
         rerouted_from: ['B'],
         reason: 'all-routes-congested',
       });
-      expect(ds[0]).to.deep.equal({ call_id: calls[0]!.callId, direction: 'out', outcome: 'dispatched', carrier: 'B', delay_ms: 0, rerouted_from: [] });
+      expect(ds[0]).to.deep.equal({
+        call_id: calls[0]!.callId,
+        direction: 'out',
+        outcome: 'dispatched',
+        carrier: 'B',
+        delay_ms: 0,
+        rerouted_from: [],
+      });
     });
 
     it('cps 3: fractional intervals, delay_ms rounded to the µs', () => {
@@ -221,7 +269,12 @@ describe('reference model', () => {
       const ds = runModel(config, calls) as OutDecision[];
       expect(ds[1]).to.include({ outcome: 'dispatched', carrier: 'A', delay_ms: 0 });
       expect(ds[1]!.rerouted_from).to.deep.equal(['D']);
-      expect(ds[2]).to.deep.include({ outcome: 'rejected', carrier: null, rerouted_from: [], reason: 'all-routes-congested' });
+      expect(ds[2]).to.deep.include({
+        outcome: 'rejected',
+        carrier: null,
+        rerouted_from: [],
+        reason: 'all-routes-congested',
+      });
       expect(ds[3]).to.deep.include({ outcome: 'rejected', rerouted_from: [] });
     });
 
@@ -260,20 +313,42 @@ describe('reference model: channels', () => {
     return c;
   };
   const reasons = (ds: Decision[]): string[] =>
-    ds.map((d) => (d.direction === 'in' ? (d.outcome === 'admitted' ? (d.duplicate ? 'dup' : 'A') : `R:${d.limited_by}:${d.reason ?? '-'}`) : d.outcome === 'dispatched' ? `${d.carrier}+${d.delay_ms}` : 'congested'));
+    ds.map((d) =>
+      d.direction === 'in'
+        ? d.outcome === 'admitted'
+          ? d.duplicate
+            ? 'dup'
+            : 'A'
+          : `R:${d.limited_by}:${d.reason ?? '-'}`
+        : d.outcome === 'dispatched'
+          ? `${d.carrier}+${d.delay_ms}`
+          : 'congested',
+    );
 
   it('a call ending exactly at t has freed its channel; one ending later still holds', () => {
     const config = { inbound: { peers: { p: [{ channels: 2 }] } } };
-    const calls = [inD(T, 'p', 5 * S), inD(T + S, 'p', 4 * S), inD(T + 5 * S - 1, 'p', S), inD(T + 5 * S, 'p', S), inD(T + 5 * S, 'p', S)];
+    const calls = [
+      inD(T, 'p', 5 * S),
+      inD(T + S, 'p', 4 * S),
+      inD(T + 5 * S - 1, 'p', S),
+      inD(T + 5 * S, 'p', S),
+      inD(T + 5 * S, 'p', S),
+    ];
     // at T+5s-1µs both hold (ends T+5s, T+5s); at T+5s both have ended: two calls fit, the call at T+5s (4th) and (5th)
     expect(reasons(runModel(config, calls))).to.deep.equal(['A', 'A', 'R:peer:p:channels', 'A', 'A']);
   });
 
   it('no duration: the call holds maxCallDuration (default PT4H)', () => {
     const short = { maxCallDuration: 'PT10S', inbound: { peers: { p: [{ channels: 1 }] } } };
-    expect(reasons(runModel(short, [inD(T, 'p'), inD(T + 10 * S - 1, 'p'), inD(T + 10 * S, 'p')]))).to.deep.equal(['A', 'R:peer:p:channels', 'A']);
+    expect(reasons(runModel(short, [inD(T, 'p'), inD(T + 10 * S - 1, 'p'), inD(T + 10 * S, 'p')]))).to.deep.equal([
+      'A',
+      'R:peer:p:channels',
+      'A',
+    ]);
     const dflt = { inbound: { peers: { p: [{ channels: 1 }] } } };
-    expect(reasons(runModel(dflt, [inD(T, 'p'), inD(T + 4 * 3600 * S - 1, 'p'), inD(T + 4 * 3600 * S, 'p')]))).to.deep.equal(['A', 'R:peer:p:channels', 'A']);
+    expect(
+      reasons(runModel(dflt, [inD(T, 'p'), inD(T + 4 * 3600 * S - 1, 'p'), inD(T + 4 * 3600 * S, 'p')])),
+    ).to.deep.equal(['A', 'R:peer:p:channels', 'A']);
   });
 
   it('rate first, then channels, level by level; a refused call holds nothing', () => {
@@ -303,15 +378,26 @@ describe('reference model: channels', () => {
     ]);
   });
 
-  it('an account channel limit is shared by the account\'s peers', () => {
+  it("an account channel limit is shared by the account's peers", () => {
     const config = { inbound: { accounts: { acme: [{ channels: 2 }] }, defaultPeer: [] } };
-    const calls = [inD(T, 'p1', 10 * S, 'acme'), inD(T, 'p2', 10 * S, 'acme'), inD(T, 'p3', 10 * S, 'acme'), inD(T, 'p3', 10 * S)];
+    const calls = [
+      inD(T, 'p1', 10 * S, 'acme'),
+      inD(T, 'p2', 10 * S, 'acme'),
+      inD(T, 'p3', 10 * S, 'acme'),
+      inD(T, 'p3', 10 * S),
+    ];
     expect(reasons(runModel(config, calls))).to.deep.equal(['A', 'A', 'R:account:acme:channels', 'A']);
   });
 
   it('a repeated admit of a call still holding is admitted and counted nowhere', () => {
     const config = { inbound: { peers: { p: [{ limit: 2, window: 'PT1S' }, { channels: 5 }] } } };
-    const calls = [inD(T, 'p', 3 * S, undefined, 'x'), inD(T + 100, 'p', 3 * S, undefined, 'x'), inD(T + 200, 'p', 3 * S), inD(T + 300, 'p', 3 * S), inD(T + 3 * S, 'p', S, undefined, 'x')];
+    const calls = [
+      inD(T, 'p', 3 * S, undefined, 'x'),
+      inD(T + 100, 'p', 3 * S, undefined, 'x'),
+      inD(T + 200, 'p', 3 * S),
+      inD(T + 300, 'p', 3 * S),
+      inD(T + 3 * S, 'p', S, undefined, 'x'),
+    ];
     // the retransmission takes no rate slot: the third call is admitted, the fourth refused; x again after its end is a new call
     expect(reasons(runModel(config, calls))).to.deep.equal(['A', 'dup', 'A', 'R:peer:p:rate', 'A']);
     // without a channel limit on its path nothing holds: the same id is just another call
@@ -320,7 +406,15 @@ describe('reference model: channels', () => {
   });
 
   it('outbound: a full carrier is passed over like a long wait; a call holds from its decision to slot + duration', () => {
-    const config = { outbound: { carriers: { A: { cps: 10, maxWait: 'PT1S', channels: 2 }, B: { cps: 10 }, C: { cps: 1, maxWait: 'PT5S', channels: 1 } } } };
+    const config = {
+      outbound: {
+        carriers: {
+          A: { cps: 10, maxWait: 'PT1S', channels: 2 },
+          B: { cps: 10 },
+          C: { cps: 1, maxWait: 'PT5S', channels: 1 },
+        },
+      },
+    };
     const calls = [
       outD(T, ['A', 'B'], S), // A now, until T+1s
       outD(T, ['A', 'B'], S), // A at +100 ms, until T+1.1s
@@ -341,7 +435,13 @@ describe('reference model: channels', () => {
 // --------------------------------------------------------------------------- fixture stories
 
 /** Count of admitted calls per sliding-log window never exceeds the limit (a self-check). */
-function assertSlidingLogHolds(calls: ModelCall[], ds: Decision[], peer: string, limit: number, windowUs: number): void {
+function assertSlidingLogHolds(
+  calls: ModelCall[],
+  ds: Decision[],
+  peer: string,
+  limit: number,
+  windowUs: number,
+): void {
   const admitted = calls.filter((c, i) => c.peer === peer && ds[i]!.outcome === 'admitted').map((c) => c.time);
   let lo = 0;
   for (let hi = 0; hi < admitted.length; hi++) {
@@ -396,13 +496,16 @@ describe('fixture stories under the reference model', () => {
     const by = tally(decisions, (d) => (d.direction === 'in' ? d.limited_by : undefined));
     expect(by.get('global') ?? 0).to.be.above(10);
     expect([...by.keys()].filter((k) => k.startsWith('peer:evt-')).length).to.be.at.least(3);
-    for (let i = 1; i <= 20; i++) assertSlidingLogHolds(calls, decisions, `evt-${String(i).padStart(2, '0')}`, 10, 1800 * S);
+    for (let i = 1; i <= 20; i++)
+      assertSlidingLogHolds(calls, decisions, `evt-${String(i).padStart(2, '0')}`, 10, 1800 * S);
     const span = calls[calls.length - 1]!.time - calls[0]!.time;
     expect(span).to.be.above(2 * 3600 * S);
   });
 
   it('user-windows: each of 10/s, 120/min and 240/h refuses calls somewhere', () => {
-    const config = JSON.parse(readFileSync(join(FIXTURES, 'user-windows.config.json'), 'utf8')) as { inbound: { peers: Record<string, { limit: number; window: string }[]> } };
+    const config = JSON.parse(readFileSync(join(FIXTURES, 'user-windows.config.json'), 'utf8')) as {
+      inbound: { peers: Record<string, { limit: number; window: string }[]> };
+    };
     const { calls, decisions } = modelFixture(FIXTURES, 'user-windows');
     const limits = config.inbound.peers['user-42']!;
     expect(limits).to.have.length(3);
@@ -424,13 +527,17 @@ describe('fixture stories under the reference model', () => {
     expect(outs.filter((d) => d.outcome === 'dispatched' && d.rerouted_from.length > 0).length).to.be.above(20);
     expect(outs.filter((d) => d.reason === 'all-routes-congested').length).to.be.above(20);
     expect(outs.some((d) => d.rerouted_from.includes('legacy-X') || d.carrier === 'legacy-X')).to.equal(false);
-    for (const c of ['A', 'B', 'C', 'D', 'E']) expect(outs.some((d) => d.carrier === c), c).to.equal(true);
+    for (const c of ['A', 'B', 'C', 'D', 'E'])
+      expect(
+        outs.some((d) => d.carrier === c),
+        c,
+      ).to.equal(true);
     expect(ins.some((d) => d.outcome === 'admitted')).to.equal(true);
     expect(ins.some((d) => d.limited_by === 'peer:sbc-callbacks')).to.equal(true);
     expect(ins.some((d) => d.limited_by === 'unknown-peer')).to.equal(true);
   });
 
-  it('trunks: channel refusals at every level, a channel freed exactly at a call\'s end, full carriers passed over', () => {
+  it("trunks: channel refusals at every level, a channel freed exactly at a call's end, full carriers passed over", () => {
     const { calls, decisions } = modelFixture(FIXTURES, 'trunks');
     const ins = decisions.filter((d): d is InDecision => d.direction === 'in');
     const outs = decisions.filter((d): d is OutDecision => d.direction === 'out');
@@ -441,14 +548,26 @@ describe('fixture stories under the reference model', () => {
     expect(ins.filter((d) => d.duplicate).length).to.equal(1);
     // small-9: admitted, admitted, refused 1 µs before the first ends, admitted as it ends
     const nine = calls.map((c, i) => [c, decisions[i]!] as const).filter(([c]) => c.peer === 'small-9');
-    expect(nine.map(([, d]) => (d.outcome === 'admitted' ? 'A' : (d as InDecision).reason))).to.deep.equal(['A', 'A', 'channels', 'A']);
+    expect(nine.map(([, d]) => (d.outcome === 'admitted' ? 'A' : (d as InDecision).reason))).to.deep.equal([
+      'A',
+      'A',
+      'channels',
+      'A',
+    ]);
     // carriers: A and B fill up; calls pass over them to C or are refused
     expect(outs.filter((d) => d.carrier === 'C' && d.rerouted_from.includes('A')).length).to.be.above(10);
     expect(outs.some((d) => d.reason === 'all-routes-congested')).to.equal(true);
     // calls in progress never above the limits, computed here from decisions and durations
     const maxCallUs = 90 * S;
-    const peakOf = (pick: (c: ModelCall, d: Decision) => boolean, start: (c: ModelCall, d: Decision) => number): number => {
-      const spans = calls.flatMap((c, i) => (pick(c, decisions[i]!) && !(decisions[i] as InDecision).duplicate ? [[c.time, start(c, decisions[i]!) + (c.durationUs ?? maxCallUs)] as const] : []));
+    const peakOf = (
+      pick: (c: ModelCall, d: Decision) => boolean,
+      start: (c: ModelCall, d: Decision) => number,
+    ): number => {
+      const spans = calls.flatMap((c, i) =>
+        pick(c, decisions[i]!) && !(decisions[i] as InDecision).duplicate
+          ? [[c.time, start(c, decisions[i]!) + (c.durationUs ?? maxCallUs)] as const]
+          : [],
+      );
       let peak = 0;
       for (const [t] of spans) peak = Math.max(peak, spans.filter(([s, e]) => s <= t && e > t).length);
       return peak;
@@ -464,7 +583,8 @@ describe('fixture stories under the reference model', () => {
 
   it('algorithms: fixed-window admits most, sliding-log least, on the same traffic', () => {
     const { calls, decisions } = modelFixture(FIXTURES, 'algorithms');
-    const admitted = (peer: string): number => calls.filter((c, i) => c.peer === peer && decisions[i]!.outcome === 'admitted').length;
+    const admitted = (peer: string): number =>
+      calls.filter((c, i) => c.peer === peer && decisions[i]!.outcome === 'admitted').length;
     const fixed = admitted('{fixed} trunk:1');
     const sliding = admitted('{sliding} trunk:1');
     const log = admitted('{log} trunk:1');

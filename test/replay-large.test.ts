@@ -51,16 +51,27 @@ describe('large generated traces', function () {
         if ('retry_after_ms' in rest) delete (rest as { retry_after_ms?: number }).retry_after_ms;
         return JSON.stringify(rest);
       };
-      const r = await replay({ config: parseConfig(generateConfig()), tracePath: trace(), store, onDecision: (d) => void out.push(toContract(d)) });
+      const r = await replay({
+        config: parseConfig(generateConfig()),
+        tracePath: trace(),
+        store,
+        onDecision: (d) => void out.push(toContract(d)),
+      });
       channelPeaks = [
-        ...[...r.levels].filter(([, l]) => l.channels).map(([k, l]) => ({ what: k, peak: l.channels!.peak, limit: l.channels!.channels })),
-        ...[...r.carriers].filter(([, c]) => c.channels).map(([k, c]) => ({ what: `carrier ${k}`, peak: c.channels!.peak, limit: c.channels!.channels })),
+        ...[...r.levels]
+          .filter(([, l]) => l.channels)
+          .map(([k, l]) => ({ what: k, peak: l.channels!.peak, limit: l.channels!.channels })),
+        ...[...r.carriers]
+          .filter(([, c]) => c.channels)
+          .map(([k, c]) => ({ what: `carrier ${k}`, peak: c.channels!.peak, limit: c.channels!.channels })),
       ];
       return out;
     }
 
     it('decides every call as the model does, on both stores', async () => {
-      const model = runModel(JSON.parse(readFileSync(cfg(), 'utf8')), loadTraceForModel(trace())).map((d) => JSON.stringify(d));
+      const model = runModel(JSON.parse(readFileSync(cfg(), 'utf8')), loadTraceForModel(trace())).map((d) =>
+        JSON.stringify(d),
+      );
       const mem = await decisions(new MemoryStore());
       const store = new RedisStore({ redis, prefix: `t:large:${Date.now()}:` });
       const red = await decisions(store);
@@ -68,15 +79,27 @@ describe('large generated traces', function () {
       expect(mem.length).to.equal(20_000);
       // the story: refusals at every level, reroutes and congestion all happen
       const all = mem.join('\n');
-      const story = ['"limited_by":"global"', '"limited_by":"account:', '"limited_by":"peer:', 'all-routes-congested', '"rerouted_from":["'];
+      const story = [
+        '"limited_by":"global"',
+        '"limited_by":"account:',
+        '"limited_by":"peer:',
+        'all-routes-congested',
+        '"rerouted_from":["',
+      ];
       story.push('"limited_by":"global","reason":"channels"', '"reason":"channels"', '"duplicate":true');
       for (const s of story) {
         expect(all, s).to.include(s);
       }
       // channel limits were reached (and held) at a level and on a carrier
-      expect(channelPeaks.every((c) => c.peak <= c.limit), JSON.stringify(channelPeaks)).to.equal(true);
+      expect(
+        channelPeaks.every((c) => c.peak <= c.limit),
+        JSON.stringify(channelPeaks),
+      ).to.equal(true);
       expect(channelPeaks.some((c) => c.what === 'global' && c.peak === c.limit)).to.equal(true);
-      expect(channelPeaks.some((c) => c.what.startsWith('carrier') && c.peak === c.limit), JSON.stringify(channelPeaks)).to.equal(true);
+      expect(
+        channelPeaks.some((c) => c.what.startsWith('carrier') && c.peak === c.limit),
+        JSON.stringify(channelPeaks),
+      ).to.equal(true);
       for (let i = 0; i < model.length; i++) {
         expect(JSON.parse(mem[i]!), `memory, call ${i + 1}`).to.deep.equal(JSON.parse(model[i]!));
         expect(red[i], `redis, call ${i + 1}`).to.equal(mem[i]);
@@ -90,7 +113,18 @@ describe('large generated traces', function () {
     await writeTrace(trace, cfg, { calls: 200_000, seed: 3 });
     const out = join(dir, 'big.jsonl');
     const r = await runNode(
-      ['--max-old-space-size=48', join(ROOT, 'bin/callgate.js'), 'replay', '--config', cfg, '--trace', trace, '--decisions', out, '--json'],
+      [
+        '--max-old-space-size=48',
+        join(ROOT, 'bin/callgate.js'),
+        'replay',
+        '--config',
+        cfg,
+        '--trace',
+        trace,
+        '--decisions',
+        out,
+        '--json',
+      ],
       { cwd: ROOT, timeoutMs: 150_000 },
     );
     expect(r.code, r.stderr).to.equal(0);

@@ -26,7 +26,17 @@ const max = (m: Map<number, number>): number => Math.max(...[...m.values()].filt
 describe('replay time series', () => {
   it('Bins: seconds out of order are inserted in order; sum and max columns merge per second', () => {
     const b = new Bins(['sum', 'max']);
-    for (const [sec, v] of [[10, 1], [12, 5], [12, 2], [11, 7], [40, 1], [5, 3], [11, 1], [5, 9]] as const) b.add(sec, [1, v]);
+    for (const [sec, v] of [
+      [10, 1],
+      [12, 5],
+      [12, 2],
+      [11, 7],
+      [40, 1],
+      [5, 3],
+      [11, 1],
+      [5, 9],
+    ] as const)
+      b.add(sec, [1, v]);
     for (let i = 0; i < 100; i++) b.add(100 + i, [1, undefined]); // grows past the first arrays
     expect([...b.secs.subarray(0, 5)]).to.deep.equal([5, 10, 11, 12, 40]);
     expect([...b.cols[0]!.subarray(0, 5)]).to.deep.equal([2, 1, 2, 2, 1]);
@@ -50,23 +60,40 @@ describe('replay time series', () => {
       // all inbound calls, per second, counted straight from the decision lines
       const perSecond = (pick: (d: DecisionLine) => boolean) => {
         const m = new Map<number, number>();
-        for (const d of lines) if (pick(d)) m.set(Math.floor(d.time_us / 1e6), (m.get(Math.floor(d.time_us / 1e6)) ?? 0) + 1);
+        for (const d of lines)
+          if (pick(d)) m.set(Math.floor(d.time_us / 1e6), (m.get(Math.floor(d.time_us / 1e6)) ?? 0) + 1);
         return m;
       };
       const nonZero = (m: Map<number, number>) => new Map([...m].filter(([, v]) => v !== 0));
       expect(nonZero(column(series.inbound, 0))).to.deep.equal(perSecond((d) => d.direction === 'in'));
-      expect(nonZero(column(series.inbound, 1))).to.deep.equal(perSecond((d) => d.direction === 'in' && d.outcome === 'admitted'));
-      expect(nonZero(column(series.outbound, 2))).to.deep.equal(perSecond((d) => d.direction === 'out' && d.outcome === 'rejected'));
+      expect(nonZero(column(series.inbound, 1))).to.deep.equal(
+        perSecond((d) => d.direction === 'in' && d.outcome === 'admitted'),
+      );
+      expect(nonZero(column(series.outbound, 2))).to.deep.equal(
+        perSecond((d) => d.direction === 'out' && d.outcome === 'rejected'),
+      );
       // per level: totals and window peaks are the report's
       for (const l of report.levels) {
         const b = series.levels.get(l.level)!;
-        expect([sum(column(b, 0)), sum(column(b, 1)), sum(column(b, 2))], l.level).to.deep.equal([l.offered, l.admitted, l.rejected]);
-        l.limits.forEach((x, i) => expect(Math.round(max(column(b, 3 + i)) * 100) / 100, `${l.level} ${x.limit}/${x.window}`).to.equal(x.peak));
+        expect([sum(column(b, 0)), sum(column(b, 1)), sum(column(b, 2))], l.level).to.deep.equal([
+          l.offered,
+          l.admitted,
+          l.rejected,
+        ]);
+        l.limits.forEach((x, i) => {
+          expect(Math.round(max(column(b, 3 + i)) * 100) / 100, `${l.level} ${x.limit}/${x.window}`).to.equal(x.peak);
+        });
       }
       expect(series.levels.size).to.equal(report.levels.length);
       // calls in progress: the most at once is the report's channel peak
-      for (const l of report.levels) if (l.channels) expect(max(column(series.levelChannels.get(l.level)!, 0)), `${l.level} channels`).to.equal(l.channels.peak);
-      for (const c of report.carriers) if (c.channels && c.channels.peak > 0) expect(max(column(series.carrierChannels.get(c.carrier)!, 0)), `${c.carrier} channels`).to.equal(c.channels.peak);
+      for (const l of report.levels)
+        if (l.channels)
+          expect(max(column(series.levelChannels.get(l.level)!, 0)), `${l.level} channels`).to.equal(l.channels.peak);
+      for (const c of report.carriers)
+        if (c.channels && c.channels.peak > 0)
+          expect(max(column(series.carrierChannels.get(c.carrier)!, 0)), `${c.carrier} channels`).to.equal(
+            c.channels.peak,
+          );
       // per carrier: counts, sends by slot, longest wait
       for (const c of report.carriers) {
         const b = series.carriers.get(c.carrier);
@@ -74,11 +101,10 @@ describe('replay time series', () => {
           expect(c.dispatched + c.rerouted_away + c.rejected, c.carrier).to.equal(0);
           continue;
         }
-        expect([sum(column(b.decisions, 0)), sum(column(b.decisions, 1)), sum(column(b.decisions, 2))], c.carrier).to.deep.equal([
-          c.dispatched,
-          c.rerouted_away,
-          c.rejected,
-        ]);
+        expect(
+          [sum(column(b.decisions, 0)), sum(column(b.decisions, 1)), sum(column(b.decisions, 2))],
+          c.carrier,
+        ).to.deep.equal([c.dispatched, c.rerouted_away, c.rejected]);
         expect(sum(column(b.slots, 0)), c.carrier).to.equal(c.dispatched);
         if (c.dispatched > 0) expect(max(column(b.decisions, 4)), c.carrier).to.be.closeTo(c.delay_ms.max, 0.002);
       }
@@ -99,7 +125,7 @@ describe('replay time series', () => {
         const duration = rand() < 0.1 ? '' : (rand() * 6).toFixed(3);
         rows.push(i % 3 === 0 ? `${t / 1e6},o${i},out,,A|B,${duration}` : `${t / 1e6},c${i},in,p${i % 2},,${duration}`);
       }
-      writeFileSync(join(dir, 't.csv'), rows.join('\n') + '\n');
+      writeFileSync(join(dir, 't.csv'), `${rows.join('\n')}\n`);
       const config = await loadConfig({
         maxCallDuration: 'PT8S',
         inbound: { peers: { p0: [{ limit: 100, window: 'PT1S' }, { channels: 4 }] }, defaultPeer: [{ channels: 3 }] },
@@ -107,21 +133,42 @@ describe('replay time series', () => {
       });
       const series = new ReplaySeries();
       const lines: DecisionLine[] = [];
-      const result = await replay({ config, tracePath: join(dir, 't.csv'), store: new MemoryStore(), series, onDecision: (d) => void lines.push(d) });
+      const result = await replay({
+        config,
+        tracePath: join(dir, 't.csv'),
+        store: new MemoryStore(),
+        series,
+        onDecision: (d) => void lines.push(d),
+      });
       const json = seriesJson(series, result.firstUs!, new Set());
       expect(json.step).to.equal(1);
       // the holds, from the decisions and the trace's durations (outbound: from the decision to slot + duration)
-      const durations = new Map(rows.slice(1).map((r) => { const c = r.split(','); return [c[1]!, c[5] === '' ? 8e6 : Math.round(Number(c[5]) * 1e6)] as const; }));
+      const durations = new Map(
+        rows.slice(1).map((r) => {
+          const c = r.split(',');
+          return [c[1]!, c[5] === '' ? 8e6 : Math.round(Number(c[5]) * 1e6)] as const;
+        }),
+      );
       const holds = new Map<string, [number, number][]>();
       for (const d of lines) {
         let key: string | undefined;
         let end = 0;
-        if (d.direction === 'in' && d.outcome === 'admitted') (key = `peer:p${Number(d.call_id.slice(1)) % 2}`), (end = d.time_us + durations.get(d.call_id)!);
-        if (d.direction === 'out' && d.outcome === 'dispatched' && d.carrier === 'A') (key = 'A'), (end = d.time_us + Math.round(d.delay_ms! * 1000) + durations.get(d.call_id)!);
+        if (d.direction === 'in' && d.outcome === 'admitted') {
+          key = `peer:p${Number(d.call_id.slice(1)) % 2}`;
+          end = d.time_us + durations.get(d.call_id)!;
+        }
+        if (d.direction === 'out' && d.outcome === 'dispatched' && d.carrier === 'A') {
+          key = 'A';
+          end = d.time_us + Math.round(d.delay_ms! * 1000) + durations.get(d.call_id)!;
+        }
         if (key) holds.set(key, [...(holds.get(key) ?? []), [d.time_us, end]]);
       }
       const lastSec = Math.floor(result.lastUs! / 1e6);
-      const check = (sj: { idx: number[]; cols: Record<string, (number | null)[]> }, hs: [number, number][], label: string) => {
+      const check = (
+        sj: { idx: number[]; cols: Record<string, (number | null)[]> },
+        hs: [number, number][],
+        label: string,
+      ) => {
         const inUse = (x: number) => hs.filter(([a, e]) => a <= x && e > x).length;
         let carry = 0;
         let k = 0;
@@ -132,7 +179,11 @@ describe('replay time series', () => {
           const times = [sec * 1e6, ...hs.map(([a]) => a).filter((a) => Math.floor(a / 1e6) === sec)];
           const want = Math.max(...times.map(inUse));
           let got = carry;
-          if (sj.idx[k] === i) ((got = sj.cols.used![k]!), (carry = sj.cols.after![k]!), k++);
+          if (sj.idx[k] === i) {
+            got = sj.cols.used![k]!;
+            carry = sj.cols.after![k]!;
+            k++;
+          }
           expect(got, `${label} at second ${i}`).to.equal(want);
           peak = Math.max(peak, want);
         }
@@ -141,7 +192,11 @@ describe('replay time series', () => {
       const p0 = check(json.levelChannels['peer:p0']!, holds.get('peer:p0')!, 'p0');
       const p1 = check(json.levelChannels['peer:p1']!, holds.get('peer:p1')!, 'p1');
       const a = check(json.carrierChannels.A!, holds.get('A')!, 'A');
-      expect([p0, p1, a]).to.deep.equal([result.levels.get('peer:p0')!.channels!.peak, result.levels.get('peer:p1')!.channels!.peak, result.carriers.get('A')!.channels!.peak]);
+      expect([p0, p1, a]).to.deep.equal([
+        result.levels.get('peer:p0')!.channels!.peak,
+        result.levels.get('peer:p1')!.channels!.peak,
+        result.carriers.get('A')!.channels!.peak,
+      ]);
       expect([p0, p1, a]).to.deep.equal([4, 3, 3]); // full at times
       expect(json.carrierChannels.B).to.equal(undefined);
     } finally {
@@ -170,7 +225,13 @@ describe('replay time series', () => {
         const at = t0 + s * 1e6 + i;
         series.inboundCall(at, true);
         series.levelCall('peer:busy', 1, at, 'admitted', [calls]);
-        series.levelCall(`peer:p${Math.floor(rand() * 3000)}`, 1, at, i % 2 === 0 ? 'admitted' : 'rejected', i % 2 === 0 ? [1] : undefined);
+        series.levelCall(
+          `peer:p${Math.floor(rand() * 3000)}`,
+          1,
+          at,
+          i % 2 === 0 ? 'admitted' : 'rejected',
+          i % 2 === 0 ? [1] : undefined,
+        );
         n++;
       }
       perSecond.set(s, calls);
@@ -182,7 +243,8 @@ describe('replay time series', () => {
     const busy = json.levels['peer:busy']!;
     expect(busy.step).to.equal(30);
     const expected = new Map<number, number>();
-    for (const [s, c] of perSecond) expected.set(Math.floor(s / 30), Math.max(expected.get(Math.floor(s / 30)) ?? 0, c));
+    for (const [s, c] of perSecond)
+      expected.set(Math.floor(s / 30), Math.max(expected.get(Math.floor(s / 30)) ?? 0, c));
     expect(new Map(busy.idx.map((b, k) => [b, busy.cols.offered![k]]))).to.deep.equal(expected);
     expect(Math.max(...(busy.cols.offered as number[]))).to.equal(500);
     expect(Math.max(...(busy.cols.w0 as number[]))).to.equal(500);

@@ -26,7 +26,15 @@ const names = readdirSync(FIXTURES)
 function contractFields(d: DecisionLine | Decision): Record<string, unknown> {
   const { call_id, direction, outcome } = d;
   if (d.direction === 'in') return { call_id, direction, outcome, limited_by: d.limited_by, reason: d.reason };
-  return { call_id, direction, outcome, carrier: d.carrier, delay_ms: d.delay_ms, rerouted_from: d.rerouted_from, reason: d.reason };
+  return {
+    call_id,
+    direction,
+    outcome,
+    carrier: d.carrier,
+    delay_ms: d.delay_ms,
+    rerouted_from: d.rerouted_from,
+    reason: d.reason,
+  };
 }
 
 async function engineDecisions(name: string, store: Store): Promise<DecisionLine[]> {
@@ -45,7 +53,9 @@ async function engineDecisions(name: string, store: Store): Promise<DecisionLine
 function compare(actual: DecisionLine[], expected: Decision[]): void {
   expect(actual.length, 'number of decisions').to.equal(expected.length);
   for (let i = 0; i < expected.length; i++) {
-    expect(contractFields(actual[i]!), `decision ${i + 1} (call ${expected[i]!.call_id})`).to.deep.equal(contractFields(expected[i]!));
+    expect(contractFields(actual[i]!), `decision ${i + 1} (call ${expected[i]!.call_id})`).to.deep.equal(
+      contractFields(expected[i]!),
+    );
   }
 }
 
@@ -84,7 +94,9 @@ describe('replay matches the reference model on every fixture', function () {
     const all = [...expected.values()].flat();
     const reasons = new Set(all.map((d) => (d.direction === 'in' ? d.limited_by : d.reason)).filter(Boolean));
     for (const r of ['all-routes-congested', 'unknown-peer']) expect(reasons, r).to.include(r);
-    expect(all.some((d) => d.direction === 'out' && d.rerouted_from.length > 0 && d.outcome === 'dispatched')).to.equal(true);
+    expect(all.some((d) => d.direction === 'out' && d.rerouted_from.length > 0 && d.outcome === 'dispatched')).to.equal(
+      true,
+    );
     const boundary = expected.get('boundary')!;
     expect(readFileSync(`${FIXTURES}boundary.trace.csv`, 'utf8')).to.match(/\.999/);
     expect(boundary.filter((d) => d.outcome === 'rejected').length).to.be.greaterThan(0);
@@ -155,7 +167,13 @@ describe('replay stopped by an AbortSignal', () => {
       if (abortAt === 'before') controller.abort(reason);
       else queueMicrotask(() => controller.abort(reason));
       let decisions = 0;
-      const error = await replay({ config: await config(), tracePath, store: new MemoryStore(), signal: controller.signal, onDecision: () => void decisions++ }).then(
+      const error = await replay({
+        config: await config(),
+        tracePath,
+        store: new MemoryStore(),
+        signal: controller.signal,
+        onDecision: () => void decisions++,
+      }).then(
         () => undefined,
         (e: unknown) => e,
       );
@@ -165,7 +183,7 @@ describe('replay stopped by an AbortSignal', () => {
   });
 
   it('a trace that is no regular file is refused before reading (it is read twice)', async () => {
-    for (const [path, what] of [
+    for (const [path, what] of <[string, string][]>[
       [FIXTURES, 'it is a directory'],
       ['/dev/zero', 'it is not a regular file, and a replay reads its trace twice'],
     ]) {

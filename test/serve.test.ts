@@ -17,11 +17,20 @@ const ROOT = new URL('..', import.meta.url).pathname;
 type Json = Record<string, unknown>;
 
 async function call(url: string, body?: unknown): Promise<{ status: number; json: Json }> {
-  const r = await fetch(url, body === undefined ? { method: 'GET' } : { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  const r = await fetch(
+    url,
+    body === undefined
+      ? { method: 'GET' }
+      : { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } },
+  );
   return { status: r.status, json: (await r.json()) as Json };
 }
 
-const limits = (peerLimit: number) => JSON.stringify({ inbound: { peers: { p1: [{ limit: peerLimit, window: 'PT10S' }] } }, outbound: { carriers: { A: { cps: 5, maxWait: 'PT1S' } } } });
+const limits = (peerLimit: number) =>
+  JSON.stringify({
+    inbound: { peers: { p1: [{ limit: peerLimit, window: 'PT10S' }] } },
+    outbound: { carriers: { A: { cps: 5, maxWait: 'PT1S' } } },
+  });
 
 describe('callgate serve (the command, on Redis)', function () {
   this.timeout(60_000);
@@ -41,7 +50,19 @@ describe('callgate serve (the command, on Redis)', function () {
   });
 
   const start = async (config: string, more: string[] = [], prefix = `cgserve:${randomBytes(4).toString('hex')}:`) => {
-    const s = await startSidecarProcess(['--config', config, '--store', 'redis', '--redis-url', redis.url, '--prefix', prefix, '--timeout-ms', '3000', ...more]);
+    const s = await startSidecarProcess([
+      '--config',
+      config,
+      '--store',
+      'redis',
+      '--redis-url',
+      redis.url,
+      '--prefix',
+      prefix,
+      '--timeout-ms',
+      '3000',
+      ...more,
+    ]);
     sidecars.push(s);
     return s;
   };
@@ -55,7 +76,9 @@ describe('callgate serve (the command, on Redis)', function () {
     const config = file('shared.json', limits(5));
     const prefix = `cgserve:${randomBytes(4).toString('hex')}:`;
     const [a, b] = await Promise.all([start(config, [], prefix), start(config, [], prefix)]);
-    const answers = await Promise.all(Array.from({ length: 16 }, (_, i) => call(`${(i % 2 ? a : b).url}/v1/admit`, { call_id: `c${i}`, peer: 'p1' })));
+    const answers = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => call(`${(i % 2 ? a : b).url}/v1/admit`, { call_id: `c${i}`, peer: 'p1' })),
+    );
     const outcomes = answers.map((r) => r.json.outcome);
     expect(outcomes.filter((o) => o === 'admitted')).to.have.length(5);
     expect(outcomes.filter((o) => o === 'rejected')).to.have.length(11);
@@ -81,7 +104,10 @@ describe('callgate serve (the command, on Redis)', function () {
     expect((await call(`${w.url}/v1/admit`, { call_id: 'w1', peer: 'p1' })).json.outcome).to.equal('admitted');
     writeFileSync(watched, '{"inbound": {"peers": {"p1": [{"limit": -1, "window": "PT10S"}]}}}');
     await w.waitFor(/inbound\.peers\.p1\[0\]\.limit: expected a positive integer/);
-    expect((await call(`${w.url}/v1/admit`, { call_id: 'w2', peer: 'p1' })).json.outcome, 'the old limit (1) stays').to.equal('rejected');
+    expect(
+      (await call(`${w.url}/v1/admit`, { call_id: 'w2', peer: 'p1' })).json.outcome,
+      'the old limit (1) stays',
+    ).to.equal('rejected');
     writeFileSync(watched, limits(4));
     await w.waitFor(/configuration reloaded/);
     expect((await call(`${w.url}/v1/admit`, { call_id: 'w3', peer: 'p1' })).json.outcome).to.equal('admitted');
@@ -89,7 +115,10 @@ describe('callgate serve (the command, on Redis)', function () {
 
   it('SIGTERM: requests in flight are answered with real decisions, then it exits 0, releasing no channel', async () => {
     const prefix = `cgserve:${randomBytes(4).toString('hex')}:`;
-    const config = file('term.json', JSON.stringify({ inbound: { peers: { p1: [{ limit: 5, window: 'PT10S' }, { channels: 100 }] } } }));
+    const config = file(
+      'term.json',
+      JSON.stringify({ inbound: { peers: { p1: [{ limit: 5, window: 'PT10S' }, { channels: 100 }] } } }),
+    );
     const s = await start(config, [], prefix);
     // Redis holds every command for 800 ms: the admissions below are in flight when SIGTERM comes
     await rawCommand(redis.port, ['CLIENT', 'PAUSE', '800', 'ALL']);
@@ -98,7 +127,7 @@ describe('callgate serve (the command, on Redis)', function () {
     const code = s.stop('SIGTERM');
     const answers = await Promise.all(inFlight);
     const exitCode = await code;
-    expect(exitCode, `${String(s.child.signalCode)}\n${s.lines.join("\n")}`).to.equal(0);
+    expect(exitCode, `${String(s.child.signalCode)}\n${s.lines.join('\n')}`).to.equal(0);
     expect(answers.map((a) => a.status)).to.deep.equal(Array(12).fill(200));
     expect(answers.filter((a) => a.json.outcome === 'admitted')).to.have.length(5);
     for (const a of answers) expect(a.json.degraded, JSON.stringify(a.json)).to.equal(undefined);
@@ -111,17 +140,33 @@ describe('callgate serve (the command, on Redis)', function () {
     const next = await start(config, [], prefix);
     const state = (await call(`${next.url}/v1/state`)).json as { buckets: { channels: unknown }[] };
     expect(state.buckets[0]!.channels).to.deep.equal({ limit: 100, in_use: 5 });
-    expect((await call(`${next.url}/v1/release`, { call_id: answers.find((a) => a.json.outcome === 'admitted')!.json.call_id })).json.outcome).to.equal('released');
+    expect(
+      (
+        await call(`${next.url}/v1/release`, {
+          call_id: answers.find((a) => a.json.outcome === 'admitted')!.json.call_id,
+        })
+      ).json.outcome,
+    ).to.equal('released');
   });
 
   it('readiness follows Redis; decisions while it is away follow the policy (fail-closed: 503)', async () => {
     const own = await startRedisServer();
     try {
-      const s = await startSidecarProcess(['--config', file('ready.json', limits(5)), '--store', 'redis', '--redis-url', own.url, '--timeout-ms', '300']);
+      const s = await startSidecarProcess([
+        '--config',
+        file('ready.json', limits(5)),
+        '--store',
+        'redis',
+        '--redis-url',
+        own.url,
+        '--timeout-ms',
+        '300',
+      ]);
       sidecars.push(s);
       const ready = async () => {
         const deadline = Date.now() + 10_000;
-        while ((await call(`${s.url}/readyz`)).status !== 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+        while ((await call(`${s.url}/readyz`)).status !== 200 && Date.now() < deadline)
+          await new Promise((r) => setTimeout(r, 100));
         return (await call(`${s.url}/readyz`)).status;
       };
       expect(await ready()).to.equal(200);
@@ -131,14 +176,22 @@ describe('callgate serve (the command, on Redis)', function () {
       expect(down.json.status).to.equal('unavailable');
       expect((await call(`${s.url}/healthz`)).status, 'the process itself is up').to.equal(200);
       const d = await call(`${s.url}/v1/admit`, { call_id: 'r1', peer: 'p1' });
-      expect(d.json).to.deep.include({ outcome: 'rejected', limited_by: 'store-unavailable', degraded: 'fail-closed', sip: { status: 503, reason: 'Service Unavailable', headers: {} } });
+      expect(d.json).to.deep.include({
+        outcome: 'rejected',
+        limited_by: 'store-unavailable',
+        degraded: 'fail-closed',
+        sip: { status: 503, reason: 'Service Unavailable', headers: {} },
+      });
       const o = await call(`${s.url}/v1/reserve`, { call_id: 'o1', route: ['A'] });
       expect(o.json).to.deep.include({ outcome: 'failed', reason: 'store-unavailable' });
       await s.waitFor(/unreachable; decisions follow policy fail-closed/);
       await own.restart();
       expect(await ready()).to.equal(200);
       expect((await call(`${s.url}/v1/admit`, { call_id: 'r2', peer: 'p1' })).json.outcome).to.equal('admitted');
-      expect(s.lines.filter((l) => /unreachable/.test(l)), 'one line per outage').to.have.length(1);
+      expect(
+        s.lines.filter((l) => /unreachable/.test(l)),
+        'one line per outage',
+      ).to.have.length(1);
     } finally {
       await own.stop();
     }
@@ -146,17 +199,27 @@ describe('callgate serve (the command, on Redis)', function () {
 
   it('refuses to start, exit 2, one line: a non-loopback address without a token, a bad address, a bad file', async () => {
     const config = file('ok.json', limits(1));
-    const run = (args: string[], env: NodeJS.ProcessEnv = {}) => runNode([join(ROOT, 'bin/callgate.js'), 'serve', '--config', config, ...args], { cwd: ROOT, env: { CALLGATE_TOKEN: '', ...env }, timeoutMs: 20_000 });
+    const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+      runNode([join(ROOT, 'bin/callgate.js'), 'serve', '--config', config, ...args], {
+        cwd: ROOT,
+        env: { CALLGATE_TOKEN: '', ...env },
+        timeoutMs: 20_000,
+      });
     const open = await run(['--listen', '0.0.0.0:0']);
     expect(open.code).to.equal(2);
-    expect(open.stderr).to.match(/^error: --listen 0\.0\.0\.0:0 is not a loopback address: .*Set a token \(CALLGATE_TOKEN or --token\)/);
+    expect(open.stderr).to.match(
+      /^error: --listen 0\.0\.0\.0:0 is not a loopback address: .*Set a token \(CALLGATE_TOKEN or --token\)/,
+    );
     const short = await run(['--listen', '127.0.0.1:0'], { CALLGATE_TOKEN: 'short' });
     expect(short.code).to.equal(2);
     expect(short.stderr).to.equal('error: the token must be at least 16 characters long\n');
     const addr = await run(['--listen', 'nowhere:99999']);
     expect(addr.code).to.equal(2);
     expect(addr.stderr).to.equal('error: --listen: expected PORT, HOST:PORT or [IPv6]:PORT, got "nowhere:99999"\n');
-    const missing = await runNode([join(ROOT, 'bin/callgate.js'), 'serve', '--config', join(dir, 'absent.json'), '--listen', '127.0.0.1:0'], { cwd: ROOT });
+    const missing = await runNode(
+      [join(ROOT, 'bin/callgate.js'), 'serve', '--config', join(dir, 'absent.json'), '--listen', '127.0.0.1:0'],
+      { cwd: ROOT },
+    );
     expect(missing.code).to.equal(2);
     expect(missing.stderr).to.match(/absent\.json: cannot read file: no such file or directory \(ENOENT\)/);
   });

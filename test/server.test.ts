@@ -62,7 +62,12 @@ async function teardown(s: Setup | undefined): Promise<void> {
 type Json = Record<string, unknown>;
 
 async function post(app: FastifyInstance, url: string, body: unknown, headers: Record<string, string> = {}) {
-  const r = await app.inject({ method: 'POST', url, payload: body as string, headers: { 'content-type': 'application/json', ...headers } });
+  const r = await app.inject({
+    method: 'POST',
+    url,
+    payload: body as string,
+    headers: { 'content-type': 'application/json', ...headers },
+  });
   return { status: r.statusCode, json: r.json() as Json };
 }
 
@@ -81,12 +86,20 @@ describe('sidecar HTTP API (in process)', () => {
   it('admit: exact decisions, the SIP answer of a refusal, the same through JSON, query and form', async () => {
     s = await setup();
     const a1 = await post(s.app, '/v1/admit', { call_id: 'c1', peer: 'p1' });
-    expect(a1).to.deep.equal({ status: 200, json: { call_id: 'c1', direction: 'in', outcome: 'admitted', retry_after_ms: 0, time_us: T0, sip: null } });
+    expect(a1).to.deep.equal({
+      status: 200,
+      json: { call_id: 'c1', direction: 'in', outcome: 'admitted', retry_after_ms: 0, time_us: T0, sip: null },
+    });
     s.clock.advance(T0 + 250_000);
     const a2 = await get(s.app, '/v1/admit?call_id=c2&peer=p1');
     expect(a2.json).to.include({ outcome: 'admitted', time_us: T0 + 250_000 });
     s.clock.advance(T0 + 400_000);
-    const form = await s.app.inject({ method: 'POST', url: '/v1/admit', payload: 'call_id=c3&peer=p1', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const form = await s.app.inject({
+      method: 'POST',
+      url: '/v1/admit',
+      payload: 'call_id=c3&peer=p1',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     // the oldest of the two calls in (T0 - 600 ms, T0 + 400 ms] leaves at T0 + 1 s: 600 ms from now
     expect(form.json()).to.deep.equal({
       call_id: 'c3',
@@ -100,12 +113,20 @@ describe('sidecar HTTP API (in process)', () => {
     });
     // a POST without a body reads the query string
     const q = await s.app.inject({ method: 'POST', url: '/v1/admit?call_id=c4&peer=nobody' });
-    expect(q.json()).to.deep.include({ outcome: 'rejected', limited_by: 'unknown-peer', sip: { status: 403, reason: 'Forbidden', headers: {} } });
+    expect(q.json()).to.deep.include({
+      outcome: 'rejected',
+      limited_by: 'unknown-peer',
+      sip: { status: 403, reason: 'Forbidden', headers: {} },
+    });
   });
 
   it('admit with an account: the account level refuses first; ids with any character work', async () => {
     s = await setup();
-    for (let i = 0; i < 3; i++) expect((await post(s.app, '/v1/admit', { call_id: `a${i}`, peer: i === 0 ? 'odd {id}:x' : 'p1', account: 'acme' })).json.outcome).to.equal('admitted');
+    for (let i = 0; i < 3; i++)
+      expect(
+        (await post(s.app, '/v1/admit', { call_id: `a${i}`, peer: i === 0 ? 'odd {id}:x' : 'p1', account: 'acme' }))
+          .json.outcome,
+      ).to.equal('admitted');
     const r = await post(s.app, '/v1/admit', { call_id: 'a3', peer: 'odd {id}:x', account: 'acme' });
     expect(r.json).to.include({ outcome: 'rejected', limited_by: 'account:acme', retry_after_ms: 1000 });
     const odd = await get(s.app, `/v1/admit?call_id=a4&peer=${encodeURIComponent('odd {id}:x')}`);
@@ -118,14 +139,27 @@ describe('sidecar HTTP API (in process)', () => {
       const r = await post(s.app, '/v1/record', { call_id: `e${i}`, peer: 'p1' });
       expect(r.json).to.include({ outcome: 'admitted', forced: true });
     }
-    expect((await post(s.app, '/v1/admit', { call_id: 'x', peer: 'p1' })).json).to.include({ outcome: 'rejected', limited_by: 'peer:p1' });
+    expect((await post(s.app, '/v1/admit', { call_id: 'x', peer: 'p1' })).json).to.include({
+      outcome: 'rejected',
+      limited_by: 'peer:p1',
+    });
   });
 
   it('reserve: the slot, the reroute, the refusal with its SIP answer', async () => {
     s = await setup();
     const route = ['A', 'B'];
     const r = async (id: string) => (await post(s!.app, '/v1/reserve', { call_id: id, route })).json;
-    expect(await r('o1')).to.deep.equal({ call_id: 'o1', direction: 'out', outcome: 'dispatched', carrier: 'A', delay_ms: 0, rerouted_from: [], time_us: T0, slot_us: T0, sip: null });
+    expect(await r('o1')).to.deep.equal({
+      call_id: 'o1',
+      direction: 'out',
+      outcome: 'dispatched',
+      carrier: 'A',
+      delay_ms: 0,
+      rerouted_from: [],
+      time_us: T0,
+      slot_us: T0,
+      sip: null,
+    });
     expect(await r('o2')).to.include({ carrier: 'A', delay_ms: 100, slot_us: T0 + 100_000 });
     // A's next slot is 200 ms away (> maxWait 150 ms): B, at once
     expect(await r('o3')).to.deep.include({ carrier: 'B', delay_ms: 0, rerouted_from: ['A'] });
@@ -147,34 +181,66 @@ describe('sidecar HTTP API (in process)', () => {
 
   it('channels: a refusal by channels, release and refresh, carriers passed over when full, the state', async () => {
     s = await setup();
-    writeFileSync(s.configPath, JSON.stringify({
-      inbound: { peers: { p1: [{ limit: 100, window: 'PT1S' }, { channels: 2 }] } },
-      outbound: { carriers: { K: { cps: 1000, maxWait: 'PT1S', channels: 1 }, L: { cps: 1000 } } },
-    }));
+    writeFileSync(
+      s.configPath,
+      JSON.stringify({
+        inbound: { peers: { p1: [{ limit: 100, window: 'PT1S' }, { channels: 2 }] } },
+        outbound: { carriers: { K: { cps: 1000, maxWait: 'PT1S', channels: 1 }, L: { cps: 1000 } } },
+      }),
+    );
     await s.gate.reload(s.configPath);
     const admit = async (id: string) => (await post(s!.app, '/v1/admit', { call_id: id, peer: 'p1' })).json;
     expect((await admit('c1')).outcome).to.equal('admitted');
     expect((await admit('c2')).outcome).to.equal('admitted');
-    expect(await admit('c3')).to.deep.include({ outcome: 'rejected', limited_by: 'peer:p1', reason: 'channels', retry_after_ms: 0, sip: { status: 503, reason: 'Service Unavailable', headers: {} } });
+    expect(await admit('c3')).to.deep.include({
+      outcome: 'rejected',
+      limited_by: 'peer:p1',
+      reason: 'channels',
+      retry_after_ms: 0,
+      sip: { status: 503, reason: 'Service Unavailable', headers: {} },
+    });
     expect((await admit('c1')).duplicate, 'a retransmission: the same decision, counted once').to.equal(true);
-    expect((await post(s.app, '/v1/release', { call_id: 'c1' })).json).to.deep.equal({ call_id: 'c1', released: true, outcome: 'released' });
-    expect((await get(s.app, '/v1/release?call_id=c1')).json).to.deep.equal({ call_id: 'c1', released: false, outcome: 'not-held' });
+    expect((await post(s.app, '/v1/release', { call_id: 'c1' })).json).to.deep.equal({
+      call_id: 'c1',
+      released: true,
+      outcome: 'released',
+    });
+    expect((await get(s.app, '/v1/release?call_id=c1')).json).to.deep.equal({
+      call_id: 'c1',
+      released: false,
+      outcome: 'not-held',
+    });
     expect((await admit('c3')).outcome).to.equal('admitted');
-    expect((await post(s.app, '/v1/refresh', { call_id: 'c2' })).json).to.deep.equal({ call_id: 'c2', refreshed: true });
-    expect((await post(s.app, '/v1/refresh', { call_id: 'nobody' })).json).to.deep.equal({ call_id: 'nobody', refreshed: false });
+    expect((await post(s.app, '/v1/refresh', { call_id: 'c2' })).json).to.deep.equal({
+      call_id: 'c2',
+      refreshed: true,
+    });
+    expect((await post(s.app, '/v1/refresh', { call_id: 'nobody' })).json).to.deep.equal({
+      call_id: 'nobody',
+      refreshed: false,
+    });
     const reserve = async (id: string) => (await post(s!.app, '/v1/reserve', { call_id: id, route: ['K', 'L'] })).json;
     expect(await reserve('o1')).to.deep.include({ carrier: 'K', rerouted_from: [] });
     expect(await reserve('o2')).to.deep.include({ carrier: 'L', rerouted_from: ['K'] });
-    const state = (await get(s.app, '/v1/state')).json as { buckets: { channels?: unknown }[]; carriers: { carrier: string; channels?: unknown }[] };
+    const state = (await get(s.app, '/v1/state')).json as {
+      buckets: { channels?: unknown }[];
+      carriers: { carrier: string; channels?: unknown }[];
+    };
     expect(state.buckets[0]!.channels).to.deep.equal({ limit: 2, in_use: 2 });
-    expect(state.carriers.map((c) => [c.carrier, c.channels])).to.deep.equal([['K', { limit: 1, in_use: 1 }], ['L', undefined]]);
+    expect(state.carriers.map((c) => [c.carrier, c.channels])).to.deep.equal([
+      ['K', { limit: 1, in_use: 1 }],
+      ['L', undefined],
+    ]);
     await post(s.app, '/v1/release', { call_id: 'o1' });
     expect(await reserve('o3')).to.deep.include({ carrier: 'K', rerouted_from: [] });
   });
 
   it('reload: applies a new file and lists the changes; a bad file is a 422 and the old limits stay', async () => {
     s = await setup();
-    writeFileSync(s.configPath, JSON.stringify({ ...CONFIG, inbound: { ...CONFIG.inbound, peers: { p1: [{ limit: 1, window: 'PT1S' }] } } }));
+    writeFileSync(
+      s.configPath,
+      JSON.stringify({ ...CONFIG, inbound: { ...CONFIG.inbound, peers: { p1: [{ limit: 1, window: 'PT1S' }] } } }),
+    );
     const r = await post(s.app, '/v1/reload', undefined);
     expect(r.status).to.equal(200);
     expect(r.json.changes).to.deep.include({ path: 'inbound.peers.p1', kind: 'changed' });
@@ -183,7 +249,9 @@ describe('sidecar HTTP API (in process)', () => {
     writeFileSync(s.configPath, '{"inbound": {"peers": {"p1": [{"limit": 0, "window": "PT1S"}]}}}');
     const bad = await s.app.inject({ method: 'POST', url: '/v1/reload' });
     expect(bad.statusCode).to.equal(422);
-    expect(bad.json().problems).to.deep.equal([`${s.configPath}: inbound.peers.p1[0].limit: expected a positive integer, got 0`]);
+    expect(bad.json().problems).to.deep.equal([
+      `${s.configPath}: inbound.peers.p1[0].limit: expected a positive integer, got 0`,
+    ]);
     expect(s.gate.config.inbound.peers.get('p1')!.limits[0]!.limit).to.equal(1);
   });
 
@@ -191,9 +259,13 @@ describe('sidecar HTTP API (in process)', () => {
     const token = 'a-token-of-at-least-16';
     s = await setup({ token });
     expect((await post(s.app, '/v1/admit', { call_id: 'c', peer: 'p1' })).status).to.equal(401);
-    expect((await post(s.app, '/v1/admit', { call_id: 'c', peer: 'p1' }, { authorization: 'Bearer wrong' })).status).to.equal(401);
+    expect(
+      (await post(s.app, '/v1/admit', { call_id: 'c', peer: 'p1' }, { authorization: 'Bearer wrong' })).status,
+    ).to.equal(401);
     expect((await get(s.app, '/v1/state')).status).to.equal(401);
-    expect((await post(s.app, '/v1/admit', { call_id: 'c', peer: 'p1' }, { authorization: `Bearer ${token}` })).json.outcome).to.equal('admitted');
+    expect(
+      (await post(s.app, '/v1/admit', { call_id: 'c', peer: 'p1' }, { authorization: `Bearer ${token}` })).json.outcome,
+    ).to.equal('admitted');
     expect((await get(s.app, '/healthz')).status).to.equal(200);
     expect((await get(s.app, '/readyz')).json).to.deep.equal({ status: 'ready', store: 'memory' });
   });
@@ -208,13 +280,36 @@ describe('sidecar HTTP API (in process)', () => {
   it('bad requests: 400 naming the field and what was expected', async () => {
     s = await setup();
     const cases: [string, unknown, string[]][] = [
-      ['/v1/admit', {}, ['body.call_id: missing (expected a non-empty string of at most 256 characters)', 'body.peer: missing (expected a non-empty string of at most 256 characters)']],
-      ['/v1/admit', { call_id: 'c', peer: 42 }, ['body.peer: expected a non-empty string of at most 256 characters, got 42']],
+      [
+        '/v1/admit',
+        {},
+        [
+          'body.call_id: missing (expected a non-empty string of at most 256 characters)',
+          'body.peer: missing (expected a non-empty string of at most 256 characters)',
+        ],
+      ],
+      [
+        '/v1/admit',
+        { call_id: 'c', peer: 42 },
+        ['body.peer: expected a non-empty string of at most 256 characters, got 42'],
+      ],
       ['/v1/admit', { call_id: 'c', peer: 'p1', pear: 'x' }, ['body.pear: unknown field']],
       ['/v1/admit', [1, 2], ['body: expected an object, got an array']],
-      ['/v1/reserve', { call_id: 'c', route: ['A', 7] }, ['body.route[1]: expected a non-empty string of at most 256 characters, got 7']],
-      ['/v1/reserve', { call_id: 'c', route: [] }, ['body.route: expected an array of 1 to 32 carrier ids, got an array']],
-      ['/v1/reserve', { call_id: 'x'.repeat(300), route: ['A'] }, ['body.call_id: expected a non-empty string of at most 256 characters, got 300 characters']],
+      [
+        '/v1/reserve',
+        { call_id: 'c', route: ['A', 7] },
+        ['body.route[1]: expected a non-empty string of at most 256 characters, got 7'],
+      ],
+      [
+        '/v1/reserve',
+        { call_id: 'c', route: [] },
+        ['body.route: expected an array of 1 to 32 carrier ids, got an array'],
+      ],
+      [
+        '/v1/reserve',
+        { call_id: 'x'.repeat(300), route: ['A'] },
+        ['body.call_id: expected a non-empty string of at most 256 characters, got 300 characters'],
+      ],
       ['/v1/release', { call_id: '' }, ['body.call_id: expected a non-empty string of at most 256 characters, got ""']],
     ];
     for (const [url, body, problems] of cases) {
@@ -226,7 +321,10 @@ describe('sidecar HTTP API (in process)', () => {
     const q = await get(s.app, '/v1/admit?call_id=c&peer=a&peer=b&extra=1');
     expect(q.json.problems).to.deep.equal(['query.peer: expected one value, got 2']);
     const q2 = await get(s.app, '/v1/reserve?call_id=c&extra=1');
-    expect(q2.json.problems).to.deep.equal(['query.route: missing (expected an array of 1 to 32 carrier ids)', 'query.extra: unknown field']);
+    expect(q2.json.problems).to.deep.equal([
+      'query.route: missing (expected an array of 1 to 32 carrier ids)',
+      'query.extra: unknown field',
+    ]);
   });
 
   it('fuzz: 600 malformed bodies and queries get 4xx with a located message, never a 500; the engine still decides', async function () {
@@ -236,20 +334,41 @@ describe('sidecar HTTP API (in process)', () => {
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
     const junkValue = (depth = 0): unknown => {
       switch (Math.floor(rand() * 10)) {
-        case 0: return null;
-        case 1: return rand() * 1e6 - 5e5;
-        case 2: return rand() < 0.5;
-        case 3: return '';
-        case 4: return 'x'.repeat(Math.floor(rand() * 400));
-        case 5: return String.fromCharCode(...Array.from({ length: 8 }, () => Math.floor(rand() * 0xffff)));
-        case 6: return depth > 2 ? [] : Array.from({ length: Math.floor(rand() * 4) }, () => junkValue(depth + 1));
-        case 7: return depth > 2 ? {} : { [pick(['call_id', 'peer', 'route', '__proto__', 'constructor', 'a'])]: junkValue(depth + 1) };
-        case 8: return pick(['p1', 'A', 'acme', 'B']);
-        default: return Number.NaN;
+        case 0:
+          return null;
+        case 1:
+          return rand() * 1e6 - 5e5;
+        case 2:
+          return rand() < 0.5;
+        case 3:
+          return '';
+        case 4:
+          return 'x'.repeat(Math.floor(rand() * 400));
+        case 5:
+          return String.fromCharCode(...Array.from({ length: 8 }, () => Math.floor(rand() * 0xffff)));
+        case 6:
+          return depth > 2 ? [] : Array.from({ length: Math.floor(rand() * 4) }, () => junkValue(depth + 1));
+        case 7:
+          return depth > 2
+            ? {}
+            : { [pick(['call_id', 'peer', 'route', '__proto__', 'constructor', 'a'])]: junkValue(depth + 1) };
+        case 8:
+          return pick(['p1', 'A', 'acme', 'B']);
+        default:
+          return Number.NaN;
       }
     };
     const fields = ['call_id', 'peer', 'account', 'route', 'extra', '__proto__'];
-    const urls = ['/v1/admit', '/v1/record', '/v1/reserve', '/v1/release', '/v1/refresh', '/v1/reload', '/v1/state', '/v1/nope'];
+    const urls = [
+      '/v1/admit',
+      '/v1/record',
+      '/v1/reserve',
+      '/v1/release',
+      '/v1/refresh',
+      '/v1/reload',
+      '/v1/state',
+      '/v1/nope',
+    ];
     const encode = (v: unknown): string => {
       try {
         return encodeURIComponent(String(v));
@@ -260,19 +379,45 @@ describe('sidecar HTTP API (in process)', () => {
     const statuses = new Map<number, number>();
     for (let i = 0; i < 600; i++) {
       const url = pick(urls);
-      let res;
+      let res: Awaited<ReturnType<FastifyInstance['inject']>>;
       const kind = i % 4;
       if (kind === 0) {
         // a JSON body: an object with junk fields, or junk itself
         const body: Record<string, unknown> = {};
         for (const f of fields) if (rand() < 0.5) body[f] = junkValue();
         const text = rand() < 0.8 ? JSON.stringify(body) : JSON.stringify(junkValue());
-        res = await s.app.inject({ method: 'POST', url, payload: text ?? 'undefined', headers: { 'content-type': 'application/json' } });
+        res = await s.app.inject({
+          method: 'POST',
+          url,
+          payload: text ?? 'undefined',
+          headers: { 'content-type': 'application/json' },
+        });
       } else if (kind === 1) {
         // broken JSON, other content types, oversized bodies
-        const payload = pick(['{', '{"call_id":', 'null', '[]', '"str"', '{"call_id":"c","peer":"p1"}}', '\u0000\u0001', 'x'.repeat(5000), '{"a":' + '['.repeat(500)]);
-        const type = pick(['application/json', 'text/plain', 'application/xml', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']);
-        res = await s.app.inject({ method: pick(['POST', 'PUT', 'DELETE', 'PATCH']), url, payload, headers: { 'content-type': type } });
+        const payload = pick([
+          '{',
+          '{"call_id":',
+          'null',
+          '[]',
+          '"str"',
+          '{"call_id":"c","peer":"p1"}}',
+          '\u0000\u0001',
+          'x'.repeat(5000),
+          `{"a":${'['.repeat(500)}`,
+        ]);
+        const type = pick([
+          'application/json',
+          'text/plain',
+          'application/xml',
+          'application/x-www-form-urlencoded',
+          'multipart/form-data; boundary=x',
+        ]);
+        res = await s.app.inject({
+          method: pick(['POST', 'PUT', 'DELETE', 'PATCH']),
+          url,
+          payload,
+          headers: { 'content-type': type },
+        });
       } else {
         // query strings: repeated, empty, encoded junk
         const parts: string[] = [];
@@ -292,6 +437,8 @@ describe('sidecar HTTP API (in process)', () => {
       }
     }
     expect(statuses.get(400), 'most requests are refused').to.be.above(300);
-    expect((await post(s.app, '/v1/admit', { call_id: 'after', peer: 'nobody' })).json.limited_by).to.equal('unknown-peer');
+    expect((await post(s.app, '/v1/admit', { call_id: 'after', peer: 'nobody' })).json.limited_by).to.equal(
+      'unknown-peer',
+    );
   });
 });

@@ -54,7 +54,12 @@ describe('flood shield', function () {
     await handle.stop();
   });
   const gate = async (config: CallGateConfigInput, shield?: boolean): Promise<CallGate> => {
-    const g = await CallGate.create({ config, store: new RedisStore({ redis: client, prefix: uniquePrefix('shield') }), timeoutMs: 5_000, shield });
+    const g = await CallGate.create({
+      config,
+      store: new RedisStore({ redis: client, prefix: uniquePrefix('shield') }),
+      timeoutMs: 5_000,
+      shield,
+    });
     gates.push(g);
     return g;
   };
@@ -74,7 +79,14 @@ describe('flood shield', function () {
     // the next ones inside the retry-after: refused in process, same answer, the wait shrinking
     for (const at of [T0 + 20_000, T0 + 500_000, T0 + S - 1]) {
       const s = await g.admit({ callId: `s${at}`, peer: 'x', at });
-      expect(s).to.deep.include({ admitted: false, limitedBy: 'peer:x', reason: 'rate', retryAfterMs: Math.ceil((T0 + S - at) / 1000), at, shielded: true });
+      expect(s).to.deep.include({
+        admitted: false,
+        limitedBy: 'peer:x',
+        reason: 'rate',
+        retryAfterMs: Math.ceil((T0 + S - at) / 1000),
+        at,
+        shielded: true,
+      });
     }
     expect(await scriptCalls(raw)).to.equal(4);
     // another peer is not shielded
@@ -114,17 +126,34 @@ describe('flood shield', function () {
     const g = await gate({ inbound: { defaultPeer: [{ limit: 1, window: '1s' }] } }, false);
     await g.admit({ callId: 'w', peer: 'w', at: T0 });
     await raw.config('RESETSTAT');
-    for (let i = 0; i < 5; i++) expect((await g.admit({ callId: `c${i}`, peer: 'x', at: T0 + i })).shielded).to.equal(undefined);
+    for (let i = 0; i < 5; i++)
+      expect((await g.admit({ callId: `c${i}`, peer: 'x', at: T0 + i })).shielded).to.equal(undefined);
     expect(await scriptCalls(raw)).to.equal(5);
   });
 
   it('a seeded trace (three levels, a 10x flood beside normal traffic): the same outcome for every call with and without the shield', async () => {
     const config: CallGateConfigInput = {
       inbound: {
-        global: [{ limit: 120, window: '1s' }, { limit: 900, window: '10s' }],
-        accounts: { acme: [{ limit: 40, window: '1s' }, { limit: 300, window: '10s', algorithm: 'fixed-window' }] },
-        peers: { dialer: [{ limit: 10, window: '1s' }, { limit: 60, window: '10s' }] },
-        defaultPeer: [{ limit: 6, window: '1s' }, { limit: 40, window: '10s', algorithm: 'fixed-window' }],
+        global: [
+          { limit: 120, window: '1s' },
+          { limit: 900, window: '10s' },
+        ],
+        accounts: {
+          acme: [
+            { limit: 40, window: '1s' },
+            { limit: 300, window: '10s', algorithm: 'fixed-window' },
+          ],
+        },
+        peers: {
+          dialer: [
+            { limit: 10, window: '1s' },
+            { limit: 60, window: '10s' },
+          ],
+        },
+        defaultPeer: [
+          { limit: 6, window: '1s' },
+          { limit: 40, window: '10s', algorithm: 'fixed-window' },
+        ],
       },
     };
     // 20 s: the dialer offers ~100/s (10x its 1 s limit), 12 normal peers ~5/s each (some over)
@@ -162,8 +191,18 @@ describe('flood shield', function () {
     const prefix = uniquePrefix('shield-mp');
     const workers: Worker<ShieldWorkerReport>[] = [];
     for (let i = 0; i < 4; i++) {
-      const args: ShieldWorkerArgs = { id: `w${i}`, url: handle.url, prefix, limits: [{ limit: L, window: '1s' }], durationMs: 2_500, floodEveryMs: 20, normalEveryMs: 50 };
-      workers.push(startWorker<ShieldWorkerReport>(WORKER, args, { cwd: ROOT, timeoutMs: 30_000, name: `worker ${i}` }));
+      const args: ShieldWorkerArgs = {
+        id: `w${i}`,
+        url: handle.url,
+        prefix,
+        limits: [{ limit: L, window: '1s' }],
+        durationMs: 2_500,
+        floodEveryMs: 20,
+        normalEveryMs: 50,
+      };
+      workers.push(
+        startWorker<ShieldWorkerReport>(WORKER, args, { cwd: ROOT, timeoutMs: 30_000, name: `worker ${i}` }),
+      );
     }
     try {
       await Promise.all(workers.map((w) => w.ready));
@@ -172,12 +211,15 @@ describe('flood shield', function () {
       const admitted = new Map<string, number[]>();
       for (const r of reports) {
         expect(r.errors, `errors of ${r.id}`).to.deep.equal([]);
-        for (const d of r.decisions) if (d.admitted) (admitted.get(d.peer) ?? admitted.set(d.peer, []).get(d.peer)!).push(d.at);
+        for (const d of r.decisions)
+          if (d.admitted) (admitted.get(d.peer) ?? admitted.set(d.peer, []).get(d.peer)!).push(d.at);
       }
       for (const list of admitted.values()) list.sort((a, b) => a - b);
       const within = (list: number[], lo: number, hi: number) => list.filter((s) => s > lo && s <= hi).length;
       // no window over its limit
-      for (const [peer, list] of admitted) for (let i = L; i < list.length; i++) expect(list[i]! - list[i - L]!, `${peer}: ${L + 1} calls within 1 s`).to.be.at.least(S);
+      for (const [peer, list] of admitted)
+        for (let i = L; i < list.length; i++)
+          expect(list[i]! - list[i - L]!, `${peer}: ${L + 1} calls within 1 s`).to.be.at.least(S);
       let shielded = 0;
       for (const r of reports) {
         const e = r.offsetErrUs + 1_000; // the clocks compared within a round trip, plus 1 ms
@@ -186,13 +228,17 @@ describe('flood shield', function () {
           shielded++;
           const tau = d.issuedUs + r.offsetUs; // Redis' clock when the call was offered
           const list = admitted.get(d.peer) ?? [];
-          expect(within(list, tau - S - e, tau + e), `${d.peer}'s window at a shielded refusal (${r.id})`).to.be.at.least(L);
+          expect(
+            within(list, tau - S - e, tau + e),
+            `${d.peer}'s window at a shielded refusal (${r.id})`,
+          ).to.be.at.least(L);
         }
       }
       const offered = reports.reduce((n, r) => n + r.decisions.filter((d) => d.peer === 'dialer').length, 0);
       expect(shielded, `shielded refusals of ${offered} flood calls`).to.be.above(offered / 2);
       // normal peers (4 per second each, limit 20/s) are never refused
-      for (const r of reports) for (const d of r.decisions) if (d.peer !== 'dialer') expect(d.admitted, `${d.peer} (${r.id})`).to.equal(true);
+      for (const r of reports)
+        for (const d of r.decisions) if (d.peer !== 'dialer') expect(d.admitted, `${d.peer} (${r.id})`).to.equal(true);
     } finally {
       for (const w of workers) w.kill();
     }

@@ -26,8 +26,15 @@ import { expect } from 'chai';
 import type { EdgeSummary } from '../examples/sip-edge/edge.js';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { callsOf, CPS, PEER_LIMIT, RESOLUTION_US, runCalls, S, type Run } from './helpers/sip-edge.js';
-import { maxInWindow, minGap, provenInOneSecond, sippAvailable, SIPP_INSTALL_HINT, warning, type SippReport } from './helpers/sipp.js';
-
+import {
+  maxInWindow,
+  minGap,
+  provenInOneSecond,
+  sippAvailable,
+  SIPP_INSTALL_HINT,
+  warning,
+  type SippReport,
+} from './helpers/sipp.js';
 
 /** Every check of the issue that holds in every run; returns the numbers for the log line. */
 function checkRun(run: Run, label: string) {
@@ -36,7 +43,7 @@ function checkRun(run: Run, label: string) {
   for (const r of [...run.callers, run.carriers.A, run.carriers.B]) {
     expect(r.code, `${label} ${r.name} exit code; output:\n${r.output.slice(-1500)}`).to.equal(0);
     expect(r.stats['FailedCall(C)'], `${label} ${r.name} failed calls`).to.equal('0');
-    expect(r.stats['CurrentCall'], `${label} ${r.name} calls left`).to.equal('0');
+    expect(r.stats.CurrentCall, `${label} ${r.name} calls left`).to.equal('0');
     expect(r.errors, `${label} ${r.name} unexpected messages`).to.equal('');
   }
   const [caller, busy] = run.callers as [SippReport, SippReport];
@@ -45,43 +52,67 @@ function checkRun(run: Run, label: string) {
   const calls = callsOf(caller);
   expect(calls.size).to.equal(run.offered);
   const finals = [...calls.values()].map((c) => c.final!);
-  expect(finals.every((f) => f !== undefined), `${label}: every INVITE got a final response`).to.equal(true);
+  expect(
+    finals.every((f) => f !== undefined),
+    `${label}: every INVITE got a final response`,
+  ).to.equal(true);
   const byStatus = (s: number) => finals.filter((f) => f.status === s);
-  expect(byStatus(200).length + byStatus(503).length, `${label}: only 200 and 503 for the caller`).to.equal(run.offered);
+  expect(byStatus(200).length + byStatus(503).length, `${label}: only 200 and 503 for the caller`).to.equal(
+    run.offered,
+  );
 
   // admission: no L + 1 admitted calls proven decided within one second
-  const admitted = [...calls.values()].filter((c) => c.trying !== undefined).map((c) => ({ a: c.invite!, b: c.trying! }));
+  const admitted = [...calls.values()]
+    .filter((c) => c.trying !== undefined)
+    .map((c) => ({ a: c.invite!, b: c.trying! }));
   const proven = provenInOneSecond(admitted);
   expect(proven, `${label}: admitted calls provably decided within one second`).to.be.at.most(PEER_LIMIT);
   expect(admitted.length).to.be.greaterThan(0);
 
   // 503s: Retry-After on every rate refusal, on no other
-  const all503 = [...run.callers.flatMap((r) => [...callsOf(r).values()].map((c) => c.final!))].filter((f) => f?.status === 503);
+  const all503 = [...run.callers.flatMap((r) => [...callsOf(r).values()].map((c) => c.final!))].filter(
+    (f) => f?.status === 503,
+  );
   const rate503 = all503.filter((f) => / rate"/.test(warning(f)));
   for (const f of all503) {
     const ra = f.headers['retry-after'];
-    if (rate503.includes(f)) expect(ra && /^\d+$/.test(ra[0]!) && Number(ra[0]) >= 1, `${label}: rate 503 of ${f.callId} has Retry-After`).to.equal(true);
+    if (rate503.includes(f))
+      expect(
+        ra && /^\d+$/.test(ra[0]!) && Number(ra[0]) >= 1,
+        `${label}: rate 503 of ${f.callId} has Retry-After`,
+      ).to.equal(true);
     else expect(ra, `${label}: ${warning(f)} 503 of ${f.callId} has no Retry-After`).to.equal(undefined);
   }
   expect(rate503.length, `${label}: offered at 3x the limit, rate refusals happened`).to.be.greaterThan(0);
 
   // the busy caller: identified by its From user (fallback), answered 486 by the carrier
   const busyFinals = [...callsOf(busy).values()].map((c) => c.final!);
-  expect(busyFinals.filter((f) => f.status === 486).length + busyFinals.filter((f) => f.status === 503).length).to.equal(busyFinals.length);
+  expect(
+    busyFinals.filter((f) => f.status === 486).length + busyFinals.filter((f) => f.status === 503).length,
+  ).to.equal(busyFinals.length);
 
   // wire spacing per carrier, on the carrier's sipp clock
   const spacing: Record<string, { n: number; minGapMs: number; maxPerSecond: number; edgeMinGapMs: number }> = {};
   for (const name of ['A', 'B'] as const) {
     const first = new Map<string, number>();
-    for (const m of run.carriers[name].messages) if (m.dir === 'received' && m.method === 'INVITE' && !first.has(m.callId)) first.set(m.callId, m.t);
+    for (const m of run.carriers[name].messages)
+      if (m.dir === 'received' && m.method === 'INVITE' && !first.has(m.callId)) first.set(m.callId, m.t);
     const times = [...first.values()];
     const gap = minGap(times);
     const perSecond = maxInWindow(times, S);
-    spacing[name] = { n: times.length, minGapMs: gap / 1000, maxPerSecond: perSecond, edgeMinGapMs: summary.carriers[name]?.minGapMs ?? NaN };
+    spacing[name] = {
+      n: times.length,
+      minGapMs: gap / 1000,
+      maxPerSecond: perSecond,
+      edgeMinGapMs: summary.carriers[name]?.minGapMs ?? NaN,
+    };
     expect(times.length, `${label}: carrier ${name} got calls`).to.be.greaterThan(1);
     // exact on the edge's own clock: the Dispatcher's readings just before each send
     const intervalUs = S / CPS[name];
-    expect((summary.carriers[name]?.minGapMs ?? 0) * 1000, `${label}: carrier ${name} min send gap at the edge`).to.be.at.least(intervalUs);
+    expect(
+      (summary.carriers[name]?.minGapMs ?? 0) * 1000,
+      `${label}: carrier ${name} min send gap at the edge`,
+    ).to.be.at.least(intervalUs);
     expect(gap, `${label}: carrier ${name} min INVITE gap (µs)`).to.be.at.least(intervalUs - RESOLUTION_US);
     expect(perSecond, `${label}: carrier ${name} INVITEs in a rolling second`).to.be.at.most(CPS[name]);
   }
@@ -90,7 +121,11 @@ function checkRun(run: Run, label: string) {
   expect(spacing.B!.n).to.be.greaterThan(0);
 
   // channels: every admitted call released at its end (BYE, 486, refusal after admission), none held at the end
-  expect(summary.holds, `${label}: calls holding channels when the edge stopped`).to.deep.equal({ 'peer:p1': 0, 'carrier:A': 0, 'carrier:B': 0 });
+  expect(summary.holds, `${label}: calls holding channels when the edge stopped`).to.deep.equal({
+    'peer:p1': 0,
+    'carrier:A': 0,
+    'carrier:B': 0,
+  });
   expect(summary.releaseOutcomes['not-held'] ?? 0, `${label}: releases that found nothing held`).to.equal(0);
   // the edge: one decision per call, nothing left in progress or held, every admitted call released
   expect(summary.decisions, `${label}: one decision per call`).to.equal(summary.invites);
@@ -116,7 +151,10 @@ function checkRun(run: Run, label: string) {
 
 function describeNumbers(label: string, n: ReturnType<typeof checkRun>): string {
   const sp = Object.entries(n.spacing)
-    .map(([c, s]) => `${c}: ${s.n} INVITEs, min gap ${s.minGapMs.toFixed(3)} ms at the carrier, ${s.edgeMinGapMs.toFixed(3)} ms at the edge (1/cps ${1e3 / CPS[c as 'A' | 'B']} ms), max ${s.maxPerSecond}/rolling s`)
+    .map(
+      ([c, s]) =>
+        `${c}: ${s.n} INVITEs, min gap ${s.minGapMs.toFixed(3)} ms at the carrier, ${s.edgeMinGapMs.toFixed(3)} ms at the edge (1/cps ${1e3 / CPS[c as 'A' | 'B']} ms), max ${s.maxPerSecond}/rolling s`,
+    )
     .join('; ');
   const q = (h: EdgeSummary['admissionUs']) => `p50 ${(h.p50 / 1000).toFixed(2)} / p99 ${(h.p99 / 1000).toFixed(2)} ms`;
   return (
@@ -130,7 +168,7 @@ describe('SIP edge end to end: sipp callers and carriers (examples/sip-edge)', f
   this.timeout(90_000);
   let redis: RedisServer | undefined;
 
-  before(async function () {
+  before(async () => {
     if (!sippAvailable()) throw new Error(SIPP_INSTALL_HINT);
     redis = await startRedisServer();
   });
@@ -165,6 +203,8 @@ describe('SIP edge end to end: sipp callers and carriers (examples/sip-edge)', f
     expect(answeredAfter.length, 'answered after Redis came back').to.be.greaterThan(0);
     const outageLines = run.edgeStderr.split('\n').filter((l) => /Redis connection lost/.test(l));
     expect(outageLines, run.edgeStderr).to.have.length(1);
-    console.log(`      outage: ${away.length} refused 503 store-unavailable while Redis was away, ${answeredAfter.length} answered after it came back`);
+    console.log(
+      `      outage: ${away.length} refused 503 store-unavailable while Redis was away, ${answeredAfter.length} answered after it came back`,
+    );
   });
 });

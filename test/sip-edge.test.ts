@@ -27,7 +27,9 @@ class Endpoint {
     socket.on('message', (buf) => {
       const m = sip.parse(buf);
       if (m) this.got.push(m);
-      this.waiters.splice(0).forEach((w) => w());
+      this.waiters.splice(0).forEach((w) => {
+        w();
+      });
     });
   }
   static async open(): Promise<Endpoint> {
@@ -47,8 +49,12 @@ class Endpoint {
         this.got.splice(this.got.indexOf(m), 1);
         return m;
       }
-      if (Date.now() > until) throw new Error(`no matching message within ${ms} ms; got: ${this.got.map(first).join(' | ')}`);
-      await new Promise<void>((r) => (this.waiters.push(r), setTimeout(r, 50)));
+      if (Date.now() > until)
+        throw new Error(`no matching message within ${ms} ms; got: ${this.got.map(first).join(' | ')}`);
+      await new Promise<void>((r) => {
+        this.waiters.push(r);
+        setTimeout(r, 50);
+      });
     }
   }
   /** Nothing matching arrives within `ms`. */
@@ -61,12 +67,25 @@ class Endpoint {
   }
 }
 
-const first = (m: sip.Message) => ('method' in m && m.method ? `${m.method} ${m.headers['call-id']}` : `${(m as sip.Response).status} ${m.headers.cseq.method} ${m.headers['call-id']}`);
-const isStatus = (callId: string, status: number, method = 'INVITE') => (m: sip.Message) =>
-  (m as sip.Response).status === status && m.headers['call-id'] === callId && m.headers.cseq.method === method;
-const isRequest = (callId: string, method: string) => (m: sip.Message) => (m as sip.Request).method === method && m.headers['call-id'] === callId;
+const first = (m: sip.Message) =>
+  'method' in m && m.method
+    ? `${m.method} ${m.headers['call-id']}`
+    : `${(m as sip.Response).status} ${m.headers.cseq.method} ${m.headers['call-id']}`;
+const isStatus =
+  (callId: string, status: number, method = 'INVITE') =>
+  (m: sip.Message) =>
+    (m as sip.Response).status === status && m.headers['call-id'] === callId && m.headers.cseq.method === method;
+const isRequest = (callId: string, method: string) => (m: sip.Message) =>
+  (m as sip.Request).method === method && m.headers['call-id'] === callId;
 
-function invite(o: { callId: string; from: Endpoint; user?: string; branch?: string; edge: number; extra?: string }): string {
+function invite(o: {
+  callId: string;
+  from: Endpoint;
+  user?: string;
+  branch?: string;
+  edge: number;
+  extra?: string;
+}): string {
   return `INVITE sip:1000@${HOST}:${o.edge} SIP/2.0
 Via: SIP/2.0/UDP ${HOST}:${o.from.port};branch=${o.branch ?? `z9hG4bK-${o.callId}`}
 From: <sip:${o.user ?? 'caller'}@${HOST}:${o.from.port}>;tag=t-${o.callId}
@@ -89,7 +108,10 @@ function answer(rq: sip.Request, status: number, reason: string, toTag?: string,
   return sip.stringify(rs).replace(/\r\n/g, '\n');
 }
 
-function inDialog(method: string, o: { callId: string; from: Endpoint; fromTag: string; toTag: string; cseq: number; edge: number; branch?: string }): string {
+function inDialog(
+  method: string,
+  o: { callId: string; from: Endpoint; fromTag: string; toTag: string; cseq: number; edge: number; branch?: string },
+): string {
   return `${method} sip:1000@${HOST}:${o.edge} SIP/2.0
 Via: SIP/2.0/UDP ${HOST}:${o.from.port};branch=${o.branch ?? `z9hG4bK-${method}-${o.callId}-${randomBytes(3).toString('hex')}`}
 From: <sip:x@${HOST}:${o.from.port}>;tag=${o.fromTag}
@@ -125,7 +147,12 @@ describe('SIP edge, message by message (examples/sip-edge)', function () {
   }
 
   beforeEach(async () => {
-    [caller, other, carrierA, carrierB] = await Promise.all([Endpoint.open(), Endpoint.open(), Endpoint.open(), Endpoint.open()]);
+    [caller, other, carrierA, carrierB] = await Promise.all([
+      Endpoint.open(),
+      Endpoint.open(),
+      Endpoint.open(),
+      Endpoint.open(),
+    ]);
   });
   afterEach(async () => {
     await edge?.stop();
@@ -134,7 +161,10 @@ describe('SIP edge, message by message (examples/sip-edge)', function () {
 
   it('answers, relays and releases a call; refuses with 503 + Retry-After, 403 for an unknown peer; one decision per call', async () => {
     await start({
-      inbound: { accounts: { acme: [{ channels: 5 }] }, peers: { p1: [{ limit: 1, window: 'PT1S' }, { channels: 1 }], p2: [{ limit: 5, window: 'PT1S' }] } },
+      inbound: {
+        accounts: { acme: [{ channels: 5 }] },
+        peers: { p1: [{ limit: 1, window: 'PT1S' }, { channels: 1 }], p2: [{ limit: 5, window: 'PT1S' }] },
+      },
       outbound: { carriers: { A: { cps: 10, maxWait: 'PT1S', channels: 2 }, B: { cps: 10 } } },
     });
     // call 1: admitted, 100 Trying, forwarded to A with our Record-Route, answered, ACK and BYE relayed
@@ -150,14 +180,17 @@ describe('SIP edge, message by message (examples/sip-edge)', function () {
     carrierA.send(answer(inv, 200, 'OK', 'callee1', carrierA.port), port);
     const ok = (await caller.next(isStatus('c1', 200))) as sip.Response;
     expect(ok.headers.via).to.have.length(1);
-    caller.send(inDialog('ACK', { callId: 'c1', from: caller, fromTag: 't-c1', toTag: 'callee1', cseq: 1, edge: port }), port);
+    caller.send(
+      inDialog('ACK', { callId: 'c1', from: caller, fromTag: 't-c1', toTag: 'callee1', cseq: 1, edge: port }),
+      port,
+    );
     await carrierA.next(isRequest('c1', 'ACK'));
 
     // call 2 within the second: 503, Retry-After = ceil(wait) + jitter, Warning names the limit
     caller.send(invite({ callId: 'c2', from: caller, edge: port }), port);
     const r2 = (await caller.next(isStatus('c2', 503))) as sip.Response;
     expect(Number(r2.headers['retry-after'])).to.be.within(1, 3);
-    expect(r2.headers['warning']).to.match(/^399 127\.0\.0\.1 "callgate: peer:p1 rate"$/);
+    expect(r2.headers.warning).to.match(/^399 127\.0\.0\.1 "callgate: peer:p1 rate"$/);
     // its retransmission (same branch): the same answer from the transaction, no second decision
     const decided = edge.summary().decisions;
     caller.send(invite({ callId: 'c2', from: caller, edge: port }), port);
@@ -180,7 +213,10 @@ describe('SIP edge, message by message (examples/sip-edge)', function () {
     await carrierA.next(isRequest('f1', 'ACK')); // the edge's transaction acknowledges the carrier's 486
 
     // BYE from the carrier side reaches the caller (its Contact); the answer goes back
-    carrierA.send(inDialog('BYE', { callId: 'c1', from: carrierA, fromTag: 'callee1', toTag: 't-c1', cseq: 7, edge: port }), port);
+    carrierA.send(
+      inDialog('BYE', { callId: 'c1', from: carrierA, fromTag: 'callee1', toTag: 't-c1', cseq: 7, edge: port }),
+      port,
+    );
     const bye = (await caller.next(isRequest('c1', 'BYE'))) as sip.Request;
     caller.send(answer(bye, 200, 'OK'), port);
     await carrierA.next(isStatus('c1', 200, 'BYE'));
@@ -191,18 +227,33 @@ describe('SIP edge, message by message (examples/sip-edge)', function () {
     await caller.next(isStatus('c3', 100));
     await carrierA.next(isRequest('c3', 'INVITE'));
     const s = edge.summary();
-    expect(s).to.include({ invites: 5, decisions: 5, admitted: 3, answered: 1, carrierFailures: 1, byes: 1, released: 2 });
+    expect(s).to.include({
+      invites: 5,
+      decisions: 5,
+      admitted: 3,
+      answered: 1,
+      carrierFailures: 1,
+      byes: 1,
+      released: 2,
+    });
     expect(s.refused).to.deep.equal({ 'peer:p1 rate': 1, 'unknown-peer': 1 });
     expect(await edge.holds()).to.deep.equal({ 'account:acme': 1, 'peer:p1': 1, 'carrier:A': 1 }); // c3 in progress
   });
 
   it('CANCEL: a held call ends 487 and never reaches a carrier; a forwarded one is cancelled at the carrier after its 180', async () => {
-    await start({ inbound: { peers: { p1: [{ limit: 10, window: 'PT1S' }, { channels: 5 }], p2: [] } }, outbound: { carriers: { A: { cps: 1, maxWait: 'PT2S' }, B: { cps: 1 } } } }, ['A']);
+    await start(
+      {
+        inbound: { peers: { p1: [{ limit: 10, window: 'PT1S' }, { channels: 5 }], p2: [] } },
+        outbound: { carriers: { A: { cps: 1, maxWait: 'PT2S' }, B: { cps: 1 } } },
+      },
+      ['A'],
+    );
     caller.send(invite({ callId: 'a', from: caller, edge: port }), port);
     const invA = (await carrierA.next(isRequest('a', 'INVITE'))) as sip.Request;
     caller.send(invite({ callId: 'b', from: caller, edge: port }), port); // held ~1 s for its slot
     await caller.next(isStatus('b', 100));
-    caller.send(`CANCEL sip:1000@${HOST}:${port} SIP/2.0
+    caller.send(
+      `CANCEL sip:1000@${HOST}:${port} SIP/2.0
 Via: SIP/2.0/UDP ${HOST}:${caller.port};branch=z9hG4bK-b
 From: <sip:caller@${HOST}:${caller.port}>;tag=t-b
 To: <sip:1000@${HOST}:${port}>
@@ -211,13 +262,16 @@ CSeq: 1 CANCEL
 Max-Forwards: 70
 Content-Length: 0
 
-`, port);
+`,
+      port,
+    );
     await caller.next(isStatus('b', 200, 'CANCEL'));
     await caller.next(isStatus('b', 487));
     // the forwarded call: CANCEL waits for the carrier's provisional answer, then goes with its branch
     carrierA.send(answer(invA, 180, 'Ringing', 'ca'), port);
     await caller.next(isStatus('a', 180));
-    caller.send(`CANCEL sip:1000@${HOST}:${port} SIP/2.0
+    caller.send(
+      `CANCEL sip:1000@${HOST}:${port} SIP/2.0
 Via: SIP/2.0/UDP ${HOST}:${caller.port};branch=z9hG4bK-a
 From: <sip:caller@${HOST}:${caller.port}>;tag=t-a
 To: <sip:1000@${HOST}:${port}>
@@ -226,7 +280,9 @@ CSeq: 1 CANCEL
 Max-Forwards: 70
 Content-Length: 0
 
-`, port);
+`,
+      port,
+    );
     await caller.next(isStatus('a', 200, 'CANCEL'));
     const cancel = (await carrierA.next(isRequest('a', 'CANCEL'))) as sip.Request;
     expect(cancel.headers.via[0]!.params.branch).to.equal(invA.headers.via[0]!.params.branch);
@@ -239,7 +295,10 @@ Content-Length: 0
   });
 
   it('all routes congested: 503 without Retry-After; OPTIONS answered, other methods 405, a BYE for no call 481', async () => {
-    await start({ inbound: { peers: { p1: [{ limit: 10, window: 'PT1S' }], p2: [] } }, outbound: { carriers: { A: { cps: 1 }, B: { cps: 1 } } } });
+    await start({
+      inbound: { peers: { p1: [{ limit: 10, window: 'PT1S' }], p2: [] } },
+      outbound: { carriers: { A: { cps: 1 }, B: { cps: 1 } } },
+    });
     caller.send(invite({ callId: 'x1', from: caller, edge: port }), port);
     await carrierA.next(isRequest('x1', 'INVITE'));
     caller.send(invite({ callId: 'x2', from: caller, edge: port }), port);
@@ -247,8 +306,9 @@ Content-Length: 0
     caller.send(invite({ callId: 'x3', from: caller, edge: port }), port);
     const r3 = (await caller.next(isStatus('x3', 503))) as sip.Response;
     expect(r3.headers['retry-after']).to.equal(undefined);
-    expect(r3.headers['warning']).to.match(/all-routes-congested/);
-    caller.send(`OPTIONS sip:${HOST}:${port} SIP/2.0
+    expect(r3.headers.warning).to.match(/all-routes-congested/);
+    caller.send(
+      `OPTIONS sip:${HOST}:${port} SIP/2.0
 Via: SIP/2.0/UDP ${HOST}:${caller.port};branch=z9hG4bK-o1
 From: <sip:caller@${HOST}:${caller.port}>;tag=o
 To: <sip:${HOST}:${port}>
@@ -256,9 +316,12 @@ Call-ID: o1
 CSeq: 1 OPTIONS
 Content-Length: 0
 
-`, port);
+`,
+      port,
+    );
     await caller.next(isStatus('o1', 200, 'OPTIONS'));
-    caller.send(`MESSAGE sip:${HOST}:${port} SIP/2.0
+    caller.send(
+      `MESSAGE sip:${HOST}:${port} SIP/2.0
 Via: SIP/2.0/UDP ${HOST}:${caller.port};branch=z9hG4bK-m1
 From: <sip:caller@${HOST}:${caller.port}>;tag=m
 To: <sip:${HOST}:${port}>
@@ -266,7 +329,9 @@ Call-ID: m1
 CSeq: 1 MESSAGE
 Content-Length: 0
 
-`, port);
+`,
+      port,
+    );
     await caller.next(isStatus('m1', 405, 'MESSAGE'));
     caller.send(inDialog('BYE', { callId: 'nope', from: caller, fromTag: 'a', toTag: 'b', cseq: 2, edge: port }), port);
     await caller.next(isStatus('nope', 481, 'BYE'));
@@ -288,7 +353,9 @@ Content-Length: 0
       err = e;
     }
     expect(err).to.be.instanceOf(ConfigError);
-    expect((err as ConfigError).problems).to.deep.equal(['edge.json: listen: expected "ip:port" (an IPv4 address and a port 1-65535)']);
+    expect((err as ConfigError).problems).to.deep.equal([
+      'edge.json: listen: expected "ip:port" (an IPv4 address and a port 1-65535)',
+    ]);
     try {
       await parseEdgeConfig({ ...bad, listen: '127.0.0.1:5080' }, { source: 'edge.json' });
     } catch (e) {

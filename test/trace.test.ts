@@ -32,7 +32,8 @@ async function read(text: string | string[], file = 't.csv'): Promise<{ calls: T
   const calls: TraceCall[] = [];
   const problems: string[] = [];
   const chunks = Array.isArray(text) ? text : [text];
-  for await (const c of readTraceFrom(chunks, file, { onProblem: (p) => problems.push(formatProblem(p)) })) calls.push(c);
+  for await (const c of readTraceFrom(chunks, file, { onProblem: (p) => problems.push(formatProblem(p)) }))
+    calls.push(c);
   return { calls, problems };
 }
 
@@ -197,7 +198,7 @@ describe('trace reader', () => {
     });
 
     it('trims time and direction cells', async () => {
-      const { calls } = await read(H + '  1535458825.374375 , c1 , out ,,, A \n');
+      const { calls } = await read(`${H}  1535458825.374375 , c1 , out ,,, A \n`);
       expect(calls).to.deep.equal([{ line: 2, time: BASE, callId: ' c1 ', direction: 'out', route: ['A'] }]);
     });
 
@@ -222,7 +223,7 @@ describe('trace reader', () => {
     });
 
     it('a BOM, CRLF line endings, mixed endings and a last line without newline', async () => {
-      const text = '\uFEFF# c\r\n' + H.replace('\n', '\r\n') + '1,c1,in,p,,\r\n\r\n2,"c\r\n2",in,p,,\n3,c3,in,p,,';
+      const text = `\uFEFF# c\r\n${H.replace('\n', '\r\n')}1,c1,in,p,,\r\n\r\n2,"c\r\n2",in,p,,\n3,c3,in,p,,`;
       const { calls, problems } = await read(text);
       expect(problems).to.deep.equal([]);
       expect(calls.map((c) => [c.line, c.callId, c.time])).to.deep.equal([
@@ -230,30 +231,39 @@ describe('trace reader', () => {
         [5, 'c\r\n2', 2e6],
         [7, 'c3', 3e6],
       ]);
-      const bomHeader = await read('\uFEFF' + H + '1,c1,in,p,,\n');
+      const bomHeader = await read(`\uFEFF${H}1,c1,in,p,,\n`);
       expect(bomHeader.calls).to.have.length(1);
     });
 
     it('gives the same rows whatever the chunking (comment and quote state across chunks)', async () => {
-      const text = readFileSync(join(FIXTURES, 'algorithms.trace.csv'), 'utf8')
-        .replace(/\n/g, (m, off: number) => (off % 7 === 0 ? '\r\n' : m))
-        + '# "tail comment\n';
+      const text = `${readFileSync(join(FIXTURES, 'algorithms.trace.csv'), 'utf8').replace(/\n/g, (m, off: number) =>
+        off % 7 === 0 ? '\r\n' : m,
+      )}# "tail comment\n`;
       const whole = await read(text);
       expect(whole.problems).to.deep.equal([]);
-      const bytes = Buffer.from('\uFEFF' + text);
+      const bytes = Buffer.from(`\uFEFF${text}`);
       for (const size of [1, 2, 3, 5, 64, 1000]) {
         const buffers: Buffer[] = [];
         for (let i = 0; i < bytes.length; i += size) buffers.push(bytes.subarray(i, i + size));
         const calls: TraceCall[] = [];
         const problems: TraceProblem[] = [];
-        for await (const c of readTraceFrom(Readable.from(buffers), 'x', { onProblem: (p) => problems.push(p) })) calls.push(c);
+        for await (const c of readTraceFrom(Readable.from(buffers), 'x', { onProblem: (p) => problems.push(p) }))
+          calls.push(c);
         expect(problems, `chunks of ${size}`).to.deep.equal([]);
         expect(calls, `chunks of ${size}`).to.deep.equal(whole.calls);
       }
     });
 
     it('reads every fixture like the reference model’s own loader', async () => {
-      for (const name of ['boundary', 'autodialer', 'event-types', 'user-windows', 'campaign', 'algorithms', 'trunks']) {
+      for (const name of [
+        'boundary',
+        'autodialer',
+        'event-types',
+        'user-windows',
+        'campaign',
+        'algorithms',
+        'trunks',
+      ]) {
         const path = join(FIXTURES, `${name}.trace.csv`);
         const check = await validateTrace(path);
         expect(check.problems, name).to.deep.equal([]);
@@ -358,7 +368,7 @@ describe('trace reader', () => {
     });
 
     it('lines count comments, blank lines and line breaks inside quoted cells', async () => {
-      const problems = await problemsOf(H + '# c\n\n1,"a\nb\r\nc",in,p,,\n\nx,c,in,p,,\n');
+      const problems = await problemsOf(`${H}# c\n\n1,"a\nb\r\nc",in,p,,\n\nx,c,in,p,,\n`);
       expect(problems).to.deep.equal(['t.csv:8: column "time": bad time "x"']);
     });
 
@@ -379,13 +389,13 @@ describe('trace reader', () => {
     });
 
     it('malformed CSV: the line where the bad row starts; the rows before it come (fatal)', async () => {
-      const unclosed = await read(H + '1,c1,in,p,,\n# c\n2,"c2,in,p,,\n3,c3,in,p,,\n');
+      const unclosed = await read(`${H}1,c1,in,p,,\n# c\n2,"c2,in,p,,\n3,c3,in,p,,\n`);
       expect(unclosed.calls.map((c) => c.callId)).to.deep.equal(['c1']);
       expect(unclosed.problems).to.deep.equal(['t.csv:4: malformed CSV: a quoted cell is never closed']);
-      const closing = await read(H + '1,c1,in,p,,\n1,"c"2,in,p,,\n3,c3,in,p,,\n');
+      const closing = await read(`${H}1,c1,in,p,,\n1,"c"2,in,p,,\n3,c3,in,p,,\n`);
       expect(closing.calls.map((c) => c.callId)).to.deep.equal(['c1']);
       expect(closing.problems).to.deep.equal(['t.csv:3: malformed CSV: characters after the closing quote of a cell']);
-      const multi = await read(H + '1,"a\r\nb",in,p,,\n\n1,"c"x,in,p,,\n');
+      const multi = await read(`${H}1,"a\r\nb",in,p,,\n\n1,"c"x,in,p,,\n`);
       expect(multi.problems).to.deep.equal(['t.csv:5: malformed CSV: characters after the closing quote of a cell']);
     });
 
@@ -401,7 +411,8 @@ describe('trace reader', () => {
       const seen: string[] = [];
       let error: unknown;
       try {
-        for await (const c of readTraceFrom([H + '1,c1,in,p,,\nx,c2,in,p,,\n3,c3,in,p,,\n'], 'y.csv')) seen.push(c.callId);
+        for await (const c of readTraceFrom([`${H}1,c1,in,p,,\nx,c2,in,p,,\n3,c3,in,p,,\n`], 'y.csv'))
+          seen.push(c.callId);
       } catch (err) {
         error = err;
       }
@@ -409,14 +420,21 @@ describe('trace reader', () => {
       expect(error).to.be.instanceOf(TraceError);
       expect((error as TraceError).code).to.equal('ERR_TRACE');
       expect((error as TraceError).message).to.equal('y.csv:3: column "time": bad time "x"');
-      expect((error as TraceError).problems).to.deep.equal([{ file: 'y.csv', line: 3, column: 'time', message: 'bad time "x"' }]);
+      expect((error as TraceError).problems).to.deep.equal([
+        { file: 'y.csv', line: 3, column: 'time', message: 'bad time "x"' },
+      ]);
     });
 
     it('an error thrown by onProblem reaches the caller unchanged', async () => {
       const boom = new Error('boom');
       let error: unknown;
       try {
-        for await (const _ of readTraceFrom([H + 'x,c,in,p,,\n'], 'z', { onProblem: () => { throw boom; } })) void _;
+        for await (const _ of readTraceFrom([`${H}x,c,in,p,,\n`], 'z', {
+          onProblem: () => {
+            throw boom;
+          },
+        }))
+          void _;
       } catch (err) {
         error = err;
       }
@@ -441,7 +459,7 @@ describe('trace reader', () => {
 
     it('validateTrace tells whether the times never decrease; equal times are sorted', async () => {
       const sorted = join(dir, 'sorted.csv');
-      writeFileSync(sorted, H + '1,a,in,p,,\n1,b,in,p,,\n2018-08-28T12:20:25Z,c,in,p,,\n1535458825,d,in,p,,\n');
+      writeFileSync(sorted, `${H}1,a,in,p,,\n1,b,in,p,,\n2018-08-28T12:20:25Z,c,in,p,,\n1535458825,d,in,p,,\n`);
       expect(await validateTrace(sorted)).to.deep.equal({
         problems: [],
         problemCount: 0,
@@ -451,7 +469,7 @@ describe('trace reader', () => {
         last: BASE - 374375,
       });
       const unsorted = join(dir, 'unsorted.csv');
-      writeFileSync(unsorted, H + '2,a,in,p,,\n1.999999,b,in,p,,\n3,c,in,p,,\n');
+      writeFileSync(unsorted, `${H}2,a,in,p,,\n1.999999,b,in,p,,\n3,c,in,p,,\n`);
       expect((await validateTrace(unsorted)).sorted).to.equal(false);
     });
 
@@ -474,7 +492,7 @@ describe('trace reader', () => {
 
     it('loadTraceSorted throws a TraceError listing every problem', async () => {
       const path = join(dir, 'bad.csv');
-      writeFileSync(path, H + 'x,a,in,p,,\n1,b,in,,,\n2,c,in,p,,\n');
+      writeFileSync(path, `${H}x,a,in,p,,\n1,b,in,,,\n2,c,in,p,,\n`);
       let error: unknown;
       try {
         await loadTraceSorted(path);
@@ -503,7 +521,10 @@ describe('trace reader', () => {
       expect(n).to.equal(50_000);
 
       const upath = join(dir, 'unsorted-big.csv');
-      await pipeline(Readable.from(generateTrace({ calls: 20_000, seed: 7, unsorted: true })), createWriteStream(upath));
+      await pipeline(
+        Readable.from(generateTrace({ calls: 20_000, seed: 7, unsorted: true })),
+        createWriteStream(upath),
+      );
       const uv = await validateTrace(upath);
       expect(uv.calls).to.equal(20_000);
       expect(uv.sorted).to.equal(false);

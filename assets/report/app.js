@@ -1,8 +1,7 @@
 // The charts of the callgate HTML replay report, drawn with uPlot from the data embedded in the
 // page (script#data, see src/replay/html.ts and src/replay/series.ts for its shape).
 // Plain browser JavaScript: this file is inlined into the report as is.
-(function () {
-  'use strict';
+(() => {
   const D = JSON.parse(document.getElementById('data').textContent);
   const S = D.series;
   const root = document.getElementById('charts');
@@ -34,13 +33,13 @@
 
   const fmtTime = (s) => new Date(s * 1000).toISOString().replace('T', ' ').replace('Z', '');
   /** Axis labels in UTC, 24 h: the date where it changes, the time to the precision of the ticks. */
-  const axisTimes = (u, splits, _i, _space, incr) => {
+  const axisTimes = (_u, splits, _i, _space, incr) => {
     let day;
     return splits.map((s) => {
       const iso = new Date(s * 1000).toISOString();
       const d = iso.slice(0, 10);
       const t = incr >= 86400 ? '' : incr >= 60 ? iso.slice(11, 16) : incr >= 1 ? iso.slice(11, 19) : iso.slice(11, 23);
-      const label = d !== day ? (t ? t + '\n' + d : d) : t;
+      const label = d !== day ? (t ? `${t}\n${d}` : d) : t;
       day = d;
       return label;
     });
@@ -92,7 +91,10 @@
       into,
       `${name}: calls in progress, against ${channels.limit} channels — most at once: ${channels.peak}${d.step > 1 ? ` (most in each ${d.step} s)` : ''}`,
       d.xs,
-      [line('in progress', COLORS.channels, d.used), flat(`${channels.limit} channels`, COLORS.limit, channels.limit, d.xs.length)],
+      [
+        line('in progress', COLORS.channels, d.used),
+        flat(`${channels.limit} channels`, COLORS.limit, channels.limit, d.xs.length),
+      ],
       { unit: 'calls' },
     );
   }
@@ -106,8 +108,23 @@
     }
     return { show: alone > 0, size: 4 };
   };
-  const line = (label, color, values, more) => ({ label, stroke: color, width: 1.5, values, paths: stepped, points: { show: false }, ...more });
-  const flat = (label, color, value, n) => ({ label, stroke: color, width: 1, dash: [6, 4], values: new Array(n).fill(value), points: { show: false } });
+  const line = (label, color, values, more) => ({
+    label,
+    stroke: color,
+    width: 1.5,
+    values,
+    paths: stepped,
+    points: { show: false },
+    ...more,
+  });
+  const flat = (label, color, value, n) => ({
+    label,
+    stroke: color,
+    width: 1,
+    dash: [6, 4],
+    values: new Array(n).fill(value),
+    points: { show: false },
+  });
 
   /** One uPlot chart in `parent`; `bands` are [from, to] (epoch s) shaded under the lines. */
   function chart(parent, title, xs, series, opts) {
@@ -121,10 +138,19 @@
         width,
         height: o.height || 220,
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), 'Etc/UTC'),
-        scales: { x: { time: true }, y: { range: (u, min, max) => [max > 0 ? -max * 0.02 : -0.02, max > 0 ? max * 1.1 : 1] } },
-        axes: [{ values: axisTimes, size: 50 }, { label: o.unit || 'calls/s', size: 60 }],
+        scales: {
+          x: { time: true },
+          y: { range: (_u, _min, max) => [max > 0 ? -max * 0.02 : -0.02, max > 0 ? max * 1.1 : 1] },
+        },
+        axes: [
+          { values: axisTimes, size: 50 },
+          { label: o.unit || 'calls/s', size: 60 },
+        ],
         cursor: { drag: { x: true, y: false } },
-        series: [{ label: 'time (UTC)', value: (u, v) => (v == null ? '' : fmtTime(v)) }, ...series.map(({ values, ...s }) => s)],
+        series: [
+          { label: 'time (UTC)', value: (_u, v) => (v == null ? '' : fmtTime(v)) },
+          ...series.map(({ values, ...s }) => s),
+        ],
         hooks: {
           drawClear: [
             (u) => {
@@ -158,9 +184,11 @@
   /** A select over items; `render(item, into)` draws the charts of the chosen one. */
   function chooser(sec, items, label, describe, render) {
     const select = el('select', { 'aria-label': label });
-    items.forEach((it, i) => select.append(el('option', { value: String(i) }, describe(it))));
+    items.forEach((it, i) => {
+      select.append(el('option', { value: String(i) }, describe(it)));
+    });
     const body = el('div', { class: 'panel-body' });
-    sec.append(el('label', { class: 'chooser' }, label + ' ', select), body);
+    sec.append(el('label', { class: 'chooser' }, `${label} `, select), body);
     const show = () => {
       for (const c of [...charts]) {
         if (body.contains(c.root)) {
@@ -180,7 +208,7 @@
   function totals() {
     if (S.inbound.idx.length > 0) {
       const d = dense(S.inbound, ['offered', 'admitted', 'rejected']);
-      chart(section('inbound', 'Inbound, all calls'), 'offered / admitted / rejected' + bucketNote(d.step), d.xs, [
+      chart(section('inbound', 'Inbound, all calls'), `offered / admitted / rejected${bucketNote(d.step)}`, d.xs, [
         line('offered', COLORS.offered, d.cols.offered),
         line('admitted', COLORS.admitted, d.cols.admitted),
         line('rejected', COLORS.rejected, d.cols.rejected),
@@ -188,12 +216,17 @@
     }
     if (S.outbound.idx.length > 0) {
       const d = dense(S.outbound, ['offered', 'dispatched', 'rejected', 'rerouted']);
-      chart(section('outbound', 'Outbound, all calls'), 'offered / dispatched / rejected / rerouted' + bucketNote(d.step), d.xs, [
-        line('offered', COLORS.offered, d.cols.offered),
-        line('dispatched', COLORS.dispatched, d.cols.dispatched),
-        line('rejected', COLORS.rejected, d.cols.rejected),
-        line('rerouted', COLORS.rerouted, d.cols.rerouted),
-      ]);
+      chart(
+        section('outbound', 'Outbound, all calls'),
+        `offered / dispatched / rejected / rerouted${bucketNote(d.step)}`,
+        d.xs,
+        [
+          line('offered', COLORS.offered, d.cols.offered),
+          line('dispatched', COLORS.dispatched, d.cols.dispatched),
+          line('rejected', COLORS.rejected, d.cols.rejected),
+          line('rerouted', COLORS.rerouted, d.cols.rerouted),
+        ],
+      );
     }
   }
 
@@ -209,7 +242,9 @@
     ];
     meta.limits.forEach((l) => {
       const perS = Math.round((l.limit / l.windowS) * 1000) / 1000;
-      rate.push(flat(`limit ${l.limit}/${l.window}` + (l.windowS === 1 ? '' : ` (${perS}/s sustained)`), COLORS.limit, perS, n));
+      rate.push(
+        flat(`limit ${l.limit}/${l.window}${l.windowS === 1 ? '' : ` (${perS}/s sustained)`}`, COLORS.limit, perS, n),
+      );
     });
     chart(into, `${meta.key}: offered / admitted / rejected per second${bucketNote(d.step)}`, d.xs, rate);
     channelChart(into, meta.key, S.levelChannels[meta.key], meta.channels);
@@ -217,10 +252,16 @@
       const busiest = l.busiest ? ` — busiest: ${l.peak} in ${fmtTime(l.busiest[0])} – ${fmtTime(l.busiest[1])}` : '';
       const u = chart(
         into,
-        `${meta.key}: calls in the window of ${l.limit}/${l.window}${l.algorithm === 'sliding-log' ? '' : ' ' + l.algorithm}${busiest}`,
+        `${meta.key}: calls in the window of ${l.limit}/${l.window}${l.algorithm === 'sliding-log' ? '' : ` ${l.algorithm}`}${busiest}`,
         d.xs,
         [
-          { label: 'in window (at each admission)', stroke: COLORS.window, width: 1.5, values: d.cols['w' + i], points: gapPoints(d.cols['w' + i]) },
+          {
+            label: 'in window (at each admission)',
+            stroke: COLORS.window,
+            width: 1.5,
+            values: d.cols[`w${i}`],
+            points: gapPoints(d.cols[`w${i}`]),
+          },
           flat(`limit ${l.limit}`, COLORS.limit, l.limit, n),
         ],
         { unit: 'calls', bands: l.busiest ? [l.busiest] : [] },
@@ -238,8 +279,10 @@
     const upper = D.levels.filter((l) => l.kind !== 'peer');
     const peers = D.levels.filter((l) => l.kind === 'peer');
     const describe = (l) => `${l.key} — ${l.offered} offered, ${l.rejected} rejected`;
-    if (upper.length > 0) chooser(section('levels-upper', 'Global and accounts'), upper, 'level', describe, levelCharts);
-    if (peers.length > 0) chooser(section('levels-peers', 'Peers (busiest first)'), peers, 'peer', describe, levelCharts);
+    if (upper.length > 0)
+      chooser(section('levels-upper', 'Global and accounts'), upper, 'level', describe, levelCharts);
+    if (peers.length > 0)
+      chooser(section('levels-peers', 'Peers (busiest first)'), peers, 'peer', describe, levelCharts);
   }
 
   function carrierCharts(meta, into) {
@@ -248,20 +291,31 @@
     const d = dense(c.decisions, ['dispatched', 'rerouted', 'rejected']);
     const sent = dense(c.sent, ['sent']);
     const n = d.xs.length;
-    chart(into, `${meta.id}: dispatched / rerouted away / rejected (by decision) and sent (by slot) per second${bucketNote(d.step)}`, d.xs, [
-      line('dispatched', COLORS.dispatched, d.cols.dispatched),
-      line('rerouted away', COLORS.rerouted, d.cols.rerouted),
-      line('rejected', COLORS.rejected, d.cols.rejected),
-      line('sent', COLORS.sent, sent.cols.sent),
-      flat(`${meta.cps} cps`, COLORS.limit, meta.cps, n),
-    ]);
+    chart(
+      into,
+      `${meta.id}: dispatched / rerouted away / rejected (by decision) and sent (by slot) per second${bucketNote(d.step)}`,
+      d.xs,
+      [
+        line('dispatched', COLORS.dispatched, d.cols.dispatched),
+        line('rerouted away', COLORS.rerouted, d.cols.rerouted),
+        line('rejected', COLORS.rejected, d.cols.rejected),
+        line('sent', COLORS.sent, sent.cols.sent),
+        flat(`${meta.cps} cps`, COLORS.limit, meta.cps, n),
+      ],
+    );
     chart(
       into,
       `${meta.id}: queue wait (delay before the call is sent)`,
       d.xs,
       [
         { label: 'max', stroke: COLORS.max, width: 1.5, values: d.cols.wait_max, points: gapPoints(d.cols.wait_max) },
-        { label: 'mean', stroke: COLORS.mean, width: 1.5, values: d.cols.wait_mean, points: gapPoints(d.cols.wait_mean) },
+        {
+          label: 'mean',
+          stroke: COLORS.mean,
+          width: 1.5,
+          values: d.cols.wait_mean,
+          points: gapPoints(d.cols.wait_mean),
+        },
         flat(`maxWait ${meta.maxWaitMs} ms`, COLORS.limit, meta.maxWaitMs, n),
       ],
       { unit: 'ms' },
@@ -271,7 +325,8 @@
 
   function carriers() {
     if (D.carriers.length === 0) return;
-    const describe = (c) => `${c.id} — ${c.dispatched} dispatched, ${c.rerouted_away} rerouted away, ${c.rejected} rejected`;
+    const describe = (c) =>
+      `${c.id} — ${c.dispatched} dispatched, ${c.rerouted_away} rerouted away, ${c.rejected} rejected`;
     chooser(section('carriers', 'Carriers (busiest first)'), D.carriers, 'carrier', describe, carrierCharts);
   }
 
@@ -304,12 +359,13 @@
     window.addEventListener('resize', () => {
       clearTimeout(resizing);
       resizing = setTimeout(() => {
-        for (const u of charts) u.setSize({ width: Math.max(320, u.root.parentElement.parentElement.clientWidth), height: u.height });
+        for (const u of charts)
+          u.setSize({ width: Math.max(320, u.root.parentElement.parentElement.clientWidth), height: u.height });
       }, 100);
     });
     document.body.dataset.drawn = String(charts.length);
     document.body.dataset.ready = '1';
   } catch (err) {
-    console.error('report: ' + (err && err.stack ? err.stack : err));
+    console.error(`report: ${err?.stack ? err.stack : err}`);
   }
 })();

@@ -46,8 +46,12 @@ export interface EdgeConfig {
   readonly timeoutMs: number;
 }
 
-const ipPort = z.string().refine((s) => parseHostPort(s) !== undefined, { message: 'expected "ip:port" (an IPv4 address and a port 1-65535)' });
-const ipMaybePort = z.string().refine((s) => isIP(s) === 4 || parseHostPort(s) !== undefined, { message: 'expected "ip" or "ip:port" (IPv4)' });
+const ipPort = z.string().refine((s) => parseHostPort(s) !== undefined, {
+  message: 'expected "ip:port" (an IPv4 address and a port 1-65535)',
+});
+const ipMaybePort = z
+  .string()
+  .refine((s) => isIP(s) === 4 || parseHostPort(s) !== undefined, { message: 'expected "ip" or "ip:port" (IPv4)' });
 const id = z.string().min(1);
 
 const schema = z.strictObject({
@@ -89,14 +93,17 @@ export function parseHostPort(s: string): HostPort | undefined {
  * Validate an edge configuration. `limits` is callgate's own configuration, inline or a path
  * (relative to `baseDir`). Throws ConfigError listing every problem.
  */
-export async function parseEdgeConfig(input: unknown, opts: { source?: string; baseDir?: string } = {}): Promise<EdgeConfig> {
+export async function parseEdgeConfig(
+  input: unknown,
+  opts: { source?: string; baseDir?: string } = {},
+): Promise<EdgeConfig> {
   const parsed = schema.safeParse(input);
   if (!parsed.success) throw new ConfigError(formatIssues(parsed.error.issues, opts.source));
   const c = parsed.data;
   const prefix = opts.source ? `${opts.source}: ` : '';
   let limits: CallGateConfig;
   try {
-    limits = await loadConfig(typeof c.limits === 'string' ? resolve(opts.baseDir ?? '.', c.limits) : (c.limits as never));
+    limits = await loadConfig(typeof c.limits === 'string' ? resolve(opts.baseDir ?? '.', c.limits) : c.limits);
   } catch (err) {
     if (err instanceof ConfigError) throw new ConfigError(err.problems.map((p) => `${prefix}limits: ${p}`));
     throw err;
@@ -105,11 +112,13 @@ export async function parseEdgeConfig(input: unknown, opts: { source?: string; b
   const carriers = new Map<string, HostPort>();
   for (const [cid, carrier] of Object.entries(c.carriers)) {
     carriers.set(cid, parseHostPort(carrier.address)!);
-    if (!limits.outbound.carriers.has(cid)) problems.push(`${prefix}carriers.${cid}: no pacing for it in limits.outbound.carriers`);
+    if (!limits.outbound.carriers.has(cid))
+      problems.push(`${prefix}carriers.${cid}: no pacing for it in limits.outbound.carriers`);
   }
   const checkRoute = (route: readonly string[], where: string) =>
     route.forEach((cid, i) => {
-      if (!carriers.has(cid)) problems.push(`${prefix}${where}[${i}]: carrier ${JSON.stringify(cid)} has no address in carriers`);
+      if (!carriers.has(cid))
+        problems.push(`${prefix}${where}[${i}]: carrier ${JSON.stringify(cid)} has no address in carriers`);
     });
   checkRoute(c.route, 'route');
   const peers = new Map<string, PeerEntry>();
@@ -118,11 +127,14 @@ export async function parseEdgeConfig(input: unknown, opts: { source?: string; b
     peers.set(pid, peer);
     if (peer.route) checkRoute(peer.route, `peers.${pid}.route`);
     if (!limits.inbound.peers.has(pid) && !limits.inbound.defaultPeer) {
-      problems.push(`${prefix}peers.${pid}: no limits for it in limits.inbound.peers and no defaultPeer (every call would be refused 403)`);
+      problems.push(
+        `${prefix}peers.${pid}: no limits for it in limits.inbound.peers and no defaultPeer (every call would be refused 403)`,
+      );
     }
     for (const src of peer.sources) {
       const other = bySource.get(src);
-      if (other !== undefined) problems.push(`${prefix}peers.${pid}.sources: ${src} is already the source of peer ${JSON.stringify(other)}`);
+      if (other !== undefined)
+        problems.push(`${prefix}peers.${pid}.sources: ${src} is already the source of peer ${JSON.stringify(other)}`);
       else bySource.set(src, pid);
     }
   }

@@ -91,7 +91,8 @@ export interface EdgeOptions {
 }
 
 type Histogram = ReturnType<typeof hdr.build>;
-const histogram = (): Histogram => hdr.build({ bitBucketSize: 32, autoResize: true, lowestDiscernibleValue: 1, numberOfSignificantValueDigits: 3 });
+const histogram = (): Histogram =>
+  hdr.build({ bitBucketSize: 32, autoResize: true, lowestDiscernibleValue: 1, numberOfSignificantValueDigits: 3 });
 
 interface CarrierStats {
   sent: number;
@@ -144,7 +145,8 @@ async function checkPortFree(at: HostPort): Promise<void> {
   }).finally(() => new Promise<void>((r) => socket.close(() => r())).catch(() => undefined));
 }
 
-const uriUser = (uri: string | sip.Uri | undefined): string | undefined => (uri === undefined ? undefined : sip.parseUri(uri)?.user || undefined);
+const uriUser = (uri: string | sip.Uri | undefined): string | undefined =>
+  uri === undefined ? undefined : sip.parseUri(uri)?.user || undefined;
 
 export class SipEdge {
   readonly gate: CallGate;
@@ -184,7 +186,12 @@ export class SipEdge {
 
   /** Create the engine, then listen (UDP). */
   static async start(opts: EdgeOptions): Promise<SipEdge> {
-    const gate = await CallGate.create({ config: opts.config.limits, store: opts.store, policy: opts.config.policy, timeoutMs: opts.config.timeoutMs });
+    const gate = await CallGate.create({
+      config: opts.config.limits,
+      store: opts.store,
+      policy: opts.config.policy,
+      timeoutMs: opts.config.timeoutMs,
+    });
     try {
       await checkPortFree(opts.config.listen);
     } catch (err) {
@@ -213,7 +220,10 @@ export class SipEdge {
   stop(): Promise<void> {
     return (this.stopping ??= (async () => {
       clearInterval(this.sweeper);
-      this.finalHolds = await this.holds().catch((err: Error) => (this.problem(err), {}));
+      this.finalHolds = await this.holds().catch((err: Error) => {
+        this.problem(err);
+        return {};
+      });
       await this.gate.close({ mode: 'cancel' });
       this.transactions.destroy();
       this.transport.destroy();
@@ -222,11 +232,17 @@ export class SipEdge {
   }
 
   summary(): EdgeSummary {
-    const q = (h: Histogram) => ({ count: h.totalCount, p50: h.totalCount ? h.getValueAtPercentile(50) : 0, p99: h.totalCount ? h.getValueAtPercentile(99) : 0, max: h.totalCount ? h.maxValue : 0 });
+    const q = (h: Histogram) => ({
+      count: h.totalCount,
+      p50: h.totalCount ? h.getValueAtPercentile(50) : 0,
+      p99: h.totalCount ? h.getValueAtPercentile(99) : 0,
+      max: h.totalCount ? h.maxValue : 0,
+    });
     let inProgress = 0;
     for (const c of this.calls.values()) if (c.phase !== 'ended') inProgress++;
     const carriers: EdgeSummary['carriers'] = {};
-    for (const [id, s] of this.perCarrier) carriers[id] = { sent: s.sent, minGapMs: s.minGapUs === null ? null : s.minGapUs / 1000 };
+    for (const [id, s] of this.perCarrier)
+      carriers[id] = { sent: s.sent, minGapMs: s.minGapUs === null ? null : s.minGapUs / 1000 };
     return {
       ...this.counts,
       releaseOutcomes: { ...this.releaseOutcomes },
@@ -259,7 +275,8 @@ export class SipEdge {
       }
     }
     for (const [id, carrier] of limits.outbound.carriers) {
-      if (carrier.channels !== undefined) out[`carrier:${id}`] = (await this.gate.store.holds({ tag: OUTBOUND_TAG, name: carrierName(id) })).holds;
+      if (carrier.channels !== undefined)
+        out[`carrier:${id}`] = (await this.gate.store.holds({ tag: OUTBOUND_TAG, name: carrierName(id) })).holds;
     }
     return out;
   }
@@ -272,7 +289,7 @@ export class SipEdge {
       this.transactions.getClient(m)?.message(m, remote);
       return;
     }
-    const rq = m as sip.Request;
+    const rq = m;
     const t = this.transactions.getServer(rq);
     if (t) {
       // a retransmission (answered by the transaction), or the ACK of a non-2xx final response
@@ -295,11 +312,11 @@ export class SipEdge {
 
   private onRequest(rq: sip.Request, remote: sip.Remote): void {
     const inDialog = rq.headers.to.params.tag !== undefined;
-    if (rq.method === 'CANCEL') return this.onCancel(rq);
-    if (inDialog) return this.onInDialog(rq);
-    if (rq.method === 'INVITE') return this.onInvite(rq, { host: remote.address, port: remote.port });
-    if (rq.method === 'OPTIONS') return this.respond(rq, 200, 'OK', { allow: ALLOW });
-    this.respond(rq, 405, 'Method Not Allowed', { allow: ALLOW });
+    if (rq.method === 'CANCEL') this.onCancel(rq);
+    else if (inDialog) this.onInDialog(rq);
+    else if (rq.method === 'INVITE') this.onInvite(rq, { host: remote.address, port: remote.port });
+    else if (rq.method === 'OPTIONS') this.respond(rq, 200, 'OK', { allow: ALLOW });
+    else this.respond(rq, 405, 'Method Not Allowed', { allow: ALLOW });
   }
 
   private onInvite(rq: sip.Request, from: HostPort): void {
@@ -310,7 +327,10 @@ export class SipEdge {
       return;
     }
     const maxForwards = Number(rq.headers['max-forwards'] ?? 70);
-    if (!(maxForwards > 0)) return this.respond(rq, 483, 'Too Many Hops');
+    if (!(maxForwards > 0)) {
+      this.respond(rq, 483, 'Too Many Hops');
+      return;
+    }
     const contact = Array.isArray(rq.headers.contact) ? rq.headers.contact[0]?.uri : undefined;
     const call: EdgeCall = {
       callId,
@@ -376,7 +396,10 @@ export class SipEdge {
     this.admissionHist.recordValue(Math.max(1, systemClockUs() - call.inAt));
     if (!d.admitted) {
       call.maybeHeld = d.limitedBy === 'store-unavailable';
-      const key = d.limitedBy === 'unknown-peer' || d.limitedBy === 'store-unavailable' ? d.limitedBy : `${d.limitedBy} ${d.reason ?? 'rate'}`;
+      const key =
+        d.limitedBy === 'unknown-peer' || d.limitedBy === 'store-unavailable'
+          ? d.limitedBy
+          : `${d.limitedBy} ${d.reason ?? 'rate'}`;
       this.refused[key] = (this.refused[key] ?? 0) + 1;
       const rs = toSipResponse(d, { jitterSeconds: this.config.retryAfterJitter, random: this.random })!;
       const headers: Record<string, unknown> = { warning: this.warning(key) };
@@ -398,7 +421,9 @@ export class SipEdge {
     call.phase = 'dispatching';
     const route = this.config.peers.get(call.peer!)?.route ?? this.config.route;
     this.gate
-      .dispatch({ callId: call.callId, route: [...route] }, (carrier) => this.forward(call, carrier), { onReserved: (r) => (call.delayMs = r.delayMs) })
+      .dispatch({ callId: call.callId, route: [...route] }, (carrier) => this.forward(call, carrier), {
+        onReserved: (r) => (call.delayMs = r.delayMs),
+      })
       .then((r) => this.onDispatched(call, r))
       .catch((err: Error) => {
         this.problem(err);
@@ -484,11 +509,15 @@ export class SipEdge {
 
   private onCancel(rq: sip.Request): void {
     const call = this.calls.get(rq.headers['call-id']);
-    if (!call) return this.respond(rq, 481, 'Call/Transaction Does Not Exist');
+    if (!call) {
+      this.respond(rq, 481, 'Call/Transaction Does Not Exist');
+      return;
+    }
     this.respond(rq, 200, 'OK');
     if (call.finalSent || call.phase === 'ended') return;
     call.cancelRequested = true;
-    if (call.phase === 'dispatching') this.gate.cancel(call.callId); // held: ends `cancelled`, never sent (487 then)
+    if (call.phase === 'dispatching')
+      this.gate.cancel(call.callId); // held: ends `cancelled`, never sent (487 then)
     else if (call.phase === 'forwarded') this.maybeCancel(call);
     // admitting: answered 487 once decided
   }
@@ -517,7 +546,7 @@ export class SipEdge {
   /** ACK of a 2xx (a new transaction): on to the carrier. */
   private onAck(rq: sip.Request): void {
     const call = this.calls.get(rq.headers['call-id']);
-    if (!call || !call.answered || rq.headers.from.params.tag !== call.callerTag) return; // stray: dropped
+    if (!call?.answered || rq.headers.from.params.tag !== call.callerTag) return; // stray: dropped
     const ack = this.relayed(rq, call, true);
     ack.headers.via.unshift({ params: { branch: sip.generateBranch() } });
     const cn = this.transport.open(this.addressOf(call, true), (err) => this.problem(err));
@@ -533,7 +562,10 @@ export class SipEdge {
     const call = this.calls.get(rq.headers['call-id']);
     const tag = rq.headers.from.params.tag;
     const downstream = call !== undefined && tag === call.callerTag;
-    if (!call || !call.carrier || (!downstream && tag !== call.calleeTag)) return this.respond(rq, 481, 'Call/Transaction Does Not Exist');
+    if (!call?.carrier || (!downstream && tag !== call.calleeTag)) {
+      this.respond(rq, 481, 'Call/Transaction Does Not Exist');
+      return;
+    }
     const out = this.relayed(rq, call, downstream);
     this.request(out, this.addressOf(call, downstream), (rs) => {
       rs.headers.via.shift();

@@ -41,7 +41,14 @@ async function openRedis(args: Args): Promise<{ store: Store; close: () => Promi
     redis.disconnect();
     throw new Error(`cannot reach Redis at ${args.redisUrl}: ${(err as Error).message}`);
   }
-  return { store, close: () => redis.quit().then(() => undefined, () => redis.disconnect()) };
+  return {
+    store,
+    close: () =>
+      redis.quit().then(
+        () => undefined,
+        () => redis.disconnect(),
+      ),
+  };
 }
 
 async function run(args: Args): Promise<number> {
@@ -54,19 +61,25 @@ async function run(args: Args): Promise<number> {
   const redis = args.store === 'redis' ? await openRedis(args) : undefined;
   let edge: SipEdge;
   try {
-    edge = await SipEdge.start({ config, store: redis?.store, onProblem: (err) => process.stderr.write(`edge: ${err.message}\n`) });
+    edge = await SipEdge.start({
+      config,
+      store: redis?.store,
+      onProblem: (err) => process.stderr.write(`edge: ${err.message}\n`),
+    });
   } catch (err) {
     await redis?.close();
     throw err;
   }
-  process.stdout.write(JSON.stringify({ listening: `${config.listen.host}:${config.listen.port}`, store: args.store }) + '\n');
+  process.stdout.write(
+    `${JSON.stringify({ listening: `${config.listen.host}:${config.listen.port}`, store: args.store })}\n`,
+  );
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
   await edge.stop();
   await redis?.close();
-  process.stdout.write(JSON.stringify(edge.summary()) + '\n');
+  process.stdout.write(`${JSON.stringify(edge.summary())}\n`);
   return 0;
 }
 

@@ -83,7 +83,11 @@ declare module 'sip' {
     }
     interface TransactionLayer {
       createServerTransaction(rq: Request, cn: Connection): ServerTransaction;
-      createClientTransaction(cn: Connection, rq: Request, onResponse: (rs: Response, remote?: Remote) => void): ClientTransaction;
+      createClientTransaction(
+        cn: Connection,
+        rq: Request,
+        onResponse: (rs: Response, remote?: Remote) => void,
+      ): ClientTransaction;
       getServer(m: Message): ServerTransaction | undefined;
       getClient(m: Message): ClientTransaction | undefined;
       destroy(): void;
@@ -98,9 +102,17 @@ declare module 'sip' {
     }
   }
   const sip: {
-    makeTransport(options: sip.TransportOptions, onMessage: (m: sip.Message, remote: sip.Remote) => void): sip.Transport;
+    makeTransport(
+      options: sip.TransportOptions,
+      onMessage: (m: sip.Message, remote: sip.Remote) => void,
+    ): sip.Transport;
     makeTransactionLayer(options: sip.TransportOptions, open: unknown): sip.TransactionLayer;
-    makeResponse(rq: sip.Request, status: number, reason?: string, extension?: { headers?: Record<string, unknown>; content?: string }): sip.Response;
+    makeResponse(
+      rq: sip.Request,
+      status: number,
+      reason?: string,
+      extension?: { headers?: Record<string, unknown>; content?: string },
+    ): sip.Response;
     parseUri(s: string | sip.Uri): sip.Uri | undefined;
     stringifyUri(u: string | sip.Uri): string;
     parseAOR(data: { s: string; i: number }): sip.NameAddr;

@@ -95,14 +95,19 @@ export interface AdmissionOptions {
 }
 
 function checkInput(input: AdmitInput): void {
-  if (typeof input?.callId !== 'string' || input.callId === '') throw new InvalidArgumentError('callId must be a non-empty string');
-  if (typeof input.peer !== 'string' || input.peer === '') throw new InvalidArgumentError('peer must be a non-empty string');
-  if (input.account !== undefined && typeof input.account !== 'string') throw new InvalidArgumentError('account must be a string');
+  if (typeof input?.callId !== 'string' || input.callId === '')
+    throw new InvalidArgumentError('callId must be a non-empty string');
+  if (typeof input.peer !== 'string' || input.peer === '')
+    throw new InvalidArgumentError('peer must be a non-empty string');
+  if (input.account !== undefined && typeof input.account !== 'string')
+    throw new InvalidArgumentError('account must be a string');
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     throw new InvalidArgumentError(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }
   if (input.durationUs !== undefined && !(Number.isSafeInteger(input.durationUs) && input.durationUs >= 0)) {
-    throw new InvalidArgumentError(`durationUs must be a non-negative integer number of microseconds, got ${String(input.durationUs)}`);
+    throw new InvalidArgumentError(
+      `durationUs must be a non-negative integer number of microseconds, got ${String(input.durationUs)}`,
+    );
   }
 }
 
@@ -136,7 +141,8 @@ export class Admission {
     this.policy = opts.policy ?? 'fail-closed';
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.localShare = opts.localShare ?? 1;
-    if (!(this.localShare > 0 && this.localShare <= 1)) throw new InvalidArgumentError(`localShare must be a number in (0, 1], got ${String(opts.localShare)}`);
+    if (!(this.localShare > 0 && this.localShare <= 1))
+      throw new InvalidArgumentError(`localShare must be a number in (0, 1], got ${String(opts.localShare)}`);
     this.plans = new PlanCache(opts.config);
     if (opts.shield ?? opts.store.kind !== 'memory') this.shield = new FloodShield();
     this.shieldGiven = opts.shield === true;
@@ -183,7 +189,15 @@ export class Admission {
     const plan = this.plans.get(input.peer, input.account);
     const at = input.at ?? this.clock.now();
     if (plan === UNKNOWN_PEER) {
-      return Promise.resolve(this.emit({ callId: input.callId, admitted: false, limitedBy: UNKNOWN_PEER, retryAfterMs: 0, at: at ?? Date.now() * 1000 }));
+      return Promise.resolve(
+        this.emit({
+          callId: input.callId,
+          admitted: false,
+          limitedBy: UNKNOWN_PEER,
+          retryAfterMs: 0,
+          at: at ?? Date.now() * 1000,
+        }),
+      );
     }
     const shield = at === undefined || this.shieldGiven ? this.shield : undefined;
     const shielded = shield?.check(plan, at);
@@ -212,13 +226,20 @@ export class Admission {
    * `.finally()` chain of two more promises per call); the store call is awaited before that
    * runs, so the entry admit() sets after calling this is always there to take out.
    */
-  private async decide(input: AdmitInput, plan: AdmissionPlan, at: number | undefined, shield: FloodShield<AdmissionPlan> | undefined): Promise<AdmissionDecision> {
+  private async decide(
+    input: AdmitInput,
+    plan: AdmissionPlan,
+    at: number | undefined,
+    shield: FloodShield<AdmissionPlan> | undefined,
+  ): Promise<AdmissionDecision> {
     try {
       const hold = this.holdFor(input);
       const sentUs = shield && systemClockUs();
       let result: AdmitResult;
       try {
-        result = await this.call((signal) => this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at, hold, signal }));
+        result = await this.call((signal) =>
+          this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at, hold, signal }),
+        );
       } catch (err) {
         return this.emit(await this.degrade(input, plan, at, hold, err as Error));
       }
@@ -274,7 +295,13 @@ export class Admission {
     return (this.local ??= new MemoryStore());
   }
 
-  private async degrade(input: AdmitInput, plan: AdmissionPlan, at: number | undefined, hold: Hold, error: Error): Promise<AdmissionDecision> {
+  private async degrade(
+    input: AdmitInput,
+    plan: AdmissionPlan,
+    at: number | undefined,
+    hold: Hold,
+    error: Error,
+  ): Promise<AdmissionDecision> {
     if (error instanceof InvalidArgumentError || this.policy === 'error') throw error;
     this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error });
     const now = at ?? Date.now() * 1000;
@@ -283,10 +310,24 @@ export class Admission {
         return { callId: input.callId, admitted: true, retryAfterMs: 0, at: now, degraded: 'fail-open' };
       case 'local': {
         const local = this.localPlan(input, plan);
-        return { ...decision(input.callId, local, this.localStore().admitSync({ tag: local.tag, buckets: local.buckets, now: at, hold })), degraded: 'local' };
+        return {
+          ...decision(
+            input.callId,
+            local,
+            this.localStore().admitSync({ tag: local.tag, buckets: local.buckets, now: at, hold }),
+          ),
+          degraded: 'local',
+        };
       }
       default:
-        return { callId: input.callId, admitted: false, limitedBy: 'store-unavailable', retryAfterMs: 0, at: now, degraded: 'fail-closed' };
+        return {
+          callId: input.callId,
+          admitted: false,
+          limitedBy: 'store-unavailable',
+          retryAfterMs: 0,
+          at: now,
+          degraded: 'fail-closed',
+        };
     }
   }
 
@@ -297,7 +338,10 @@ export class Admission {
 }
 
 function decision(callId: string, plan: AdmissionPlan, r: AdmitResult): AdmissionDecision {
-  if (r.admitted) return r.duplicate ? { callId, admitted: true, retryAfterMs: 0, at: r.now, duplicate: true } : { callId, admitted: true, retryAfterMs: 0, at: r.now };
+  if (r.admitted)
+    return r.duplicate
+      ? { callId, admitted: true, retryAfterMs: 0, at: r.now, duplicate: true }
+      : { callId, admitted: true, retryAfterMs: 0, at: r.now };
   return {
     callId,
     admitted: false,
@@ -325,6 +369,9 @@ function scaleConfig(config: CallGateConfig, share: number): CallGateConfig {
 
 /** The global and account levels of a call whose peer is unknown (for record()). */
 function withoutPeer(config: CallGateConfig, input: AdmitInput): AdmissionPlan {
-  const plan = new PlanCache({ ...config, inbound: { ...config.inbound, defaultPeer: { limits: [] } } }).get(input.peer, input.account) as AdmissionPlan;
+  const plan = new PlanCache({ ...config, inbound: { ...config.inbound, defaultPeer: { limits: [] } } }).get(
+    input.peer,
+    input.account,
+  ) as AdmissionPlan;
   return { tag: plan.tag, buckets: plan.buckets.slice(0, -1), labels: plan.labels.slice(0, -1) };
 }

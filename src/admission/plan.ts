@@ -15,13 +15,19 @@ export interface AdmissionPlan {
 
 /** A bucket of a plan: its rate limits, and its channel limit when it has one. */
 function bucketOf(name: string, cfg: BucketConfig): Bucket {
-  return cfg.channels === undefined ? { name, limits: cfg.limits } : { name, limits: cfg.limits, channels: cfg.channels };
+  return cfg.channels === undefined
+    ? { name, limits: cfg.limits }
+    : { name, limits: cfg.limits, channels: cfg.channels };
 }
 
 /** The contract's sentinel for a peer with neither its own limits nor a defaultPeer. */
 export const UNKNOWN_PEER = 'unknown-peer';
 
-export function planFor(config: CallGateConfig, peer: string, account: string | undefined): AdmissionPlan | typeof UNKNOWN_PEER {
+export function planFor(
+  config: CallGateConfig,
+  peer: string,
+  account: string | undefined,
+): AdmissionPlan | typeof UNKNOWN_PEER {
   const { global, accounts, peers, defaultPeer } = config.inbound;
   const peerLimits = peers.get(peer) ?? defaultPeer;
   if (peerLimits === undefined) return UNKNOWN_PEER;

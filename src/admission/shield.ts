@@ -75,7 +75,9 @@ export class FloodShield<P extends { readonly buckets: readonly Bucket[] }> {
   private shieldable(plan: P): boolean {
     let ok = this.eligible.get(plan);
     if (ok === undefined) {
-      ok = plan.buckets.every((b) => b.channels === undefined && b.limits.every((l) => l.algorithm !== 'sliding-window'));
+      ok = plan.buckets.every(
+        (b) => b.channels === undefined && b.limits.every((l) => l.algorithm !== 'sliding-window'),
+      );
       this.eligible.set(plan, ok);
     }
     return ok;
@@ -100,7 +102,12 @@ export class FloodShield<P extends { readonly buckets: readonly Bucket[] }> {
    * What the store decided for a call of `plan` sent at process time `sentUs` with time `at`:
    * a refusal by rate with a retry-after guards the plan's next calls until then.
    */
-  learn(plan: P, at: number | undefined, sentUs: number, r: { admitted: boolean; limitedBy: number; reason?: string; retryAfterUs: number; now: number }): void {
+  learn(
+    plan: P,
+    at: number | undefined,
+    sentUs: number,
+    r: { admitted: boolean; limitedBy: number; reason?: string; retryAfterUs: number; now: number },
+  ): void {
     if (r.admitted || r.reason === 'channels' || !(r.retryAfterUs > 0) || !this.shieldable(plan)) return;
     const given = at !== undefined;
     const from = given ? r.now : sentUs;

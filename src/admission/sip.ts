@@ -47,11 +47,13 @@ const REASONS: Readonly<Record<number, string>> = {
 
 function channelResponse(c: ChannelRefusal | undefined): SipResponse {
   const status = c?.status ?? 503;
-  if (!(Number.isInteger(status) && status >= 400 && status <= 699)) throw new RangeError(`channels.status must be a SIP final response status from 400 to 699, got ${String(status)}`);
+  if (!(Number.isInteger(status) && status >= 400 && status <= 699))
+    throw new RangeError(`channels.status must be a SIP final response status from 400 to 699, got ${String(status)}`);
   const reason = c?.reason ?? REASONS[status] ?? 'Service Unavailable';
   const retryAfter = c?.retryAfter;
   if (retryAfter === undefined) return { status, reason };
-  if (!(Number.isInteger(retryAfter) && retryAfter >= 0)) throw new RangeError(`channels.retryAfter must be a whole number of seconds >= 0, got ${String(retryAfter)}`);
+  if (!(Number.isInteger(retryAfter) && retryAfter >= 0))
+    throw new RangeError(`channels.retryAfter must be a whole number of seconds >= 0, got ${String(retryAfter)}`);
   return { status, reason, retryAfter };
 }
 
@@ -62,5 +64,9 @@ export function toSipResponse(decision: AdmissionDecision, opts: SipOptions = {}
   if (decision.retryAfterMs <= 0) return { status: 503, reason: 'Service Unavailable' };
   const jitter = Math.max(0, Math.floor(opts.jitterSeconds ?? 0));
   const extra = jitter > 0 ? Math.floor((opts.random ?? Math.random)() * (jitter + 1)) : 0;
-  return { status: 503, reason: 'Service Unavailable', retryAfter: Math.max(1, Math.ceil(decision.retryAfterMs / 1000)) + extra };
+  return {
+    status: 503,
+    reason: 'Service Unavailable',
+    retryAfter: Math.max(1, Math.ceil(decision.retryAfterMs / 1000)) + extra,
+  };
 }

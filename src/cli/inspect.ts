@@ -19,18 +19,27 @@ export interface InspectArgs extends RedisConnectionArgs {
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const config = await loadConfigFile(args.config);
-  const redis = new Redis(args.redisUrl, { ...redisConnectionOptions(args), lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 3000 });
+  const redis = new Redis(args.redisUrl, {
+    ...redisConnectionOptions(args),
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => null,
+    connectTimeout: 3000,
+  });
   let lastError: Error | undefined;
   redis.on('error', (err: Error) => (lastError = err));
   try {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new CallGateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
+    throw new CallGateError(
+      'ERR_STORE_UNAVAILABLE',
+      `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`,
+    );
   }
   try {
     const state = await inspectState(config, new RedisStore({ redis, prefix: args.prefix }), { peers: args.peer });
-    out.write(args.json ? JSON.stringify(state) + '\n' : stateText(state));
+    out.write(args.json ? `${JSON.stringify(state)}\n` : stateText(state));
   } finally {
     await redis.quit().catch(() => redis.disconnect());
   }

@@ -90,12 +90,20 @@ class Interruption {
 async function openStore(args: ReplayArgs, signal: AbortSignal): Promise<Store> {
   if (args.store === 'memory') return new MemoryStore();
   let redis: Redis;
-  const options = { ...redisConnectionOptions(args), maxRetriesPerRequest: 1, lazyConnect: true, retryStrategy: () => null };
+  const options = {
+    ...redisConnectionOptions(args),
+    maxRetriesPerRequest: 1,
+    lazyConnect: true,
+    retryStrategy: () => null,
+  };
   try {
     redis = new Redis(args.redisUrl, options);
   } catch (err) {
     // ioredis parses the URL in its constructor: "notaurl::" is a TypeError there
-    throw new CallGateError('ERR_INVALID_ARGUMENT', `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${(err as Error).message}`);
+    throw new CallGateError(
+      'ERR_INVALID_ARGUMENT',
+      `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${(err as Error).message}`,
+    );
   }
   // connection errors surface through the commands that fail; keep the cause for the message
   let lastError: Error | undefined;
@@ -107,12 +115,18 @@ async function openStore(args: ReplayArgs, signal: AbortSignal): Promise<Store> 
   } catch (err) {
     redis.disconnect();
     signal.throwIfAborted();
-    throw new CallGateError('ERR_STORE_UNAVAILABLE', `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`);
+    throw new CallGateError(
+      'ERR_STORE_UNAVAILABLE',
+      `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`,
+    );
   } finally {
     signal.removeEventListener('abort', onAbort);
   }
   // a fresh prefix per run: a replay never sees, nor leaves behind, another run's counts
-  const store = new RedisStore({ redis, prefix: `callgate:replay:${Date.now().toString(36)}${randomBytes(3).toString('hex')}:` });
+  const store = new RedisStore({
+    redis,
+    prefix: `callgate:replay:${Date.now().toString(36)}${randomBytes(3).toString('hex')}:`,
+  });
   const close = store.close.bind(store);
   // closed by the replay's engine, and again by runReplay when the replay failed first: once only
   let closing: Promise<void> | undefined;
@@ -141,18 +155,33 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
   const baseline = args.compare !== undefined ? await loadConfigFile(args.compare) : undefined;
   // outputs opened before the stores: a target that cannot be written fails with nothing to undo
   const outputs: OutputFile[] = [];
-  const abortOutputs = () => outputs.forEach((o) => o.abort());
-  interruption.onSecond = () => outputs.forEach((o) => o.removeTemporary());
+  const abortOutputs = () =>
+    outputs.forEach((o) => {
+      o.abort();
+    });
+  interruption.onSecond = () =>
+    outputs.forEach((o) => {
+      o.removeTemporary();
+    });
   let writer: OutputFile | undefined;
   let htmlOut: OutputFile | undefined;
   let store: Store;
   let baselineStore: Store | undefined;
   try {
-    if (args.decisions !== undefined) outputs.push((writer = await OutputFile.open(args.decisions, (name) => `decisions to ${name}`, { signal, dash: true })));
-    if (args.html !== undefined) outputs.push((htmlOut = await OutputFile.open(args.html, (name) => `the HTML report ${name}`, { signal })));
+    if (args.decisions !== undefined)
+      outputs.push(
+        (writer = await OutputFile.open(args.decisions, (name) => `decisions to ${name}`, { signal, dash: true })),
+      );
+    if (args.html !== undefined)
+      outputs.push((htmlOut = await OutputFile.open(args.html, (name) => `the HTML report ${name}`, { signal })));
     store = await openStore(args, signal);
     // what-if: the old configuration on a store of its own
-    baselineStore = baseline ? await openStore(args, signal).catch(async (err) => (await store.close(), Promise.reject(err))) : undefined;
+    baselineStore = baseline
+      ? await openStore(args, signal).catch(async (err) => {
+          await store.close();
+          throw err;
+        })
+      : undefined;
   } catch (err) {
     abortOutputs();
     throw err;
@@ -163,18 +192,50 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
   const series = args.html !== undefined ? new ReplaySeries() : undefined;
   const baselineSeries = args.html !== undefined && baseline ? new ReplaySeries() : undefined;
   try {
-    const common = { tracePath: args.trace, signal, onDecision: writer ? (d: DecisionLine) => writer.writeLine(d) : undefined, progressEvery: 5_000, onProgress: bar.update, series };
+    const common = {
+      tracePath: args.trace,
+      signal,
+      onDecision: writer ? (d: DecisionLine) => writer.writeLine(d) : undefined,
+      progressEvery: 5_000,
+      onProgress: bar.update,
+      series,
+    };
     const { result, whatif, old } = baseline
-      ? await compare({ ...common, config, baseline, configName: args.config, baselineName: args.compare!, store, baselineStore: baselineStore!, baselineSeries }).then((c) => ({ ...c, old: c.baseline }))
+      ? await compare({
+          ...common,
+          config,
+          baseline,
+          configName: args.config,
+          baselineName: args.compare!,
+          store,
+          baselineStore: baselineStore!,
+          baselineSeries,
+        }).then((c) => ({ ...c, old: c.baseline }))
       : { result: await replay({ ...common, config, store }), whatif: undefined, old: undefined };
     bar.finish();
     await writer?.commit();
     if (htmlOut) {
-      await htmlOut.write(reportHtml({ result, series: series!, config, configPath: args.config, tracePath: args.trace, whatif, baselineSeries }));
+      await htmlOut.write(
+        reportHtml({
+          result,
+          series: series!,
+          config,
+          configPath: args.config,
+          tracePath: args.trace,
+          whatif,
+          baselineSeries,
+        }),
+      );
       await htmlOut.commit();
     }
-    if (args.json) await writeReport(reportOut, JSON.stringify(whatif ? { report: reportJson(result), baseline: reportJson(old!), whatif } : reportJson(result)) + '\n');
-    else await writeReport(reportOut, reportText(result) + (whatif ? '\n' + compareText(whatif) : '') + '\n');
+    if (args.json)
+      await writeReport(
+        reportOut,
+        `${JSON.stringify(
+          whatif ? { report: reportJson(result), baseline: reportJson(old), whatif } : reportJson(result),
+        )}\n`,
+      );
+    else await writeReport(reportOut, `${reportText(result) + (whatif ? `\n${compareText(whatif)}` : '')}\n`);
   } catch (err) {
     bar.abort();
     abortOutputs();
@@ -211,7 +272,9 @@ function reportFailure(err: unknown): number {
 }
 
 export function program(): Command {
-  const cmd = new Command('callgate').description('Call admission and pacing on Redis: replay call traces through the engine.');
+  const cmd = new Command('callgate').description(
+    'Call admission and pacing on Redis: replay call traces through the engine.',
+  );
   cmd.exitOverride();
   cmd.version(packageVersion(), '-V, --version', 'print the version of callgate');
   cmd
@@ -221,17 +284,26 @@ export function program(): Command {
     .requiredOption('--trace <file>', 'call trace (CSV)')
     .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'))
     .addOption(
-      new Option('--redis-url <url>', 'Redis for --store redis (rediss:// for TLS; ACL user via the URL or REDIS_USERNAME / REDIS_PASSWORD)')
+      new Option(
+        '--redis-url <url>',
+        'Redis for --store redis (rediss:// for TLS; ACL user via the URL or REDIS_USERNAME / REDIS_PASSWORD)',
+      )
         // described, not shown: REDIS_URL may hold a password
         .default(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', '$REDIS_URL, else redis://127.0.0.1:6379'),
     )
-    .option('--redis-tls-ca <file>', 'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)')
+    .option(
+      '--redis-tls-ca <file>',
+      'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)',
+    )
     .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
     .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
     .option('--decisions <file>', "write one decision per call as JSON Lines ('-' for standard output)")
     .option('--json', 'print the report as one JSON object')
     .option('--html <file>', 'also write the report with charts as one self-contained HTML file')
-    .option('--compare <file>', 'what-if: replay under this (old) configuration too, report the calls decided differently')
+    .option(
+      '--compare <file>',
+      'what-if: replay under this (old) configuration too, report the calls decided differently',
+    )
     .option('--no-progress', 'no progress bar, even on a terminal')
     .action(async (opts: ReplayArgs) => runReplay(opts));
   const int = (v: string) => (/^\d+$/.test(v) ? Number(v) : NaN);
@@ -240,32 +312,59 @@ export function program(): Command {
     .description('run the engine as an HTTP sidecar (JSON API, /metrics, /healthz, /readyz); see README "Sidecar"')
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML), reloaded on SIGHUP and on change')
     .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'))
-    .option('--redis-url <url>', 'Redis for --store redis (rediss:// for TLS; ACL user via the URL or REDIS_USERNAME / REDIS_PASSWORD)', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .option(
+      '--redis-url <url>',
+      'Redis for --store redis (rediss:// for TLS; ACL user via the URL or REDIS_USERNAME / REDIS_PASSWORD)',
+      process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    )
     .option('--prefix <prefix>', 'Redis key prefix (sidecars sharing limits share it)', 'callgate:')
-    .option('--redis-tls-ca <file>', 'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)')
+    .option(
+      '--redis-tls-ca <file>',
+      'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)',
+    )
     .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
     .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
     .option('--listen <addr>', 'PORT, HOST:PORT or [IPv6]:PORT; not loopback: needs a token', DEFAULT_LISTEN)
-    .addOption(new Option('--token <token>', 'require "Authorization: Bearer <token>" (16+ characters)').env('CALLGATE_TOKEN'))
-    .addOption(new Option('--policy <policy>', 'when Redis is out of reach').choices(['fail-closed', 'fail-open', 'local']).default('fail-closed'))
-    .option('--timeout-ms <ms>', 'bound on one decision\'s store call', int, DEFAULT_TIMEOUT_MS)
+    .addOption(
+      new Option('--token <token>', 'require "Authorization: Bearer <token>" (16+ characters)').env('CALLGATE_TOKEN'),
+    )
+    .addOption(
+      new Option('--policy <policy>', 'when Redis is out of reach')
+        .choices(['fail-closed', 'fail-open', 'local'])
+        .default('fail-closed'),
+    )
+    .option('--timeout-ms <ms>', "bound on one decision's store call", int, DEFAULT_TIMEOUT_MS)
     .option('--body-limit <bytes>', 'largest request body', int, 16384)
     .option('--retry-jitter <s>', 'add up to this many seconds to Retry-After', int, 0)
-    .option('--channels-status <code>', 'SIP status for a refusal by a channel limit (default 503; 486 and 480 are common)', int)
+    .option(
+      '--channels-status <code>',
+      'SIP status for a refusal by a channel limit (default 503; 486 and 480 are common)',
+      int,
+    )
     .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
     .option('--no-watch', 'do not reload when the configuration file changes')
     .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind')
     .action(async (opts: ServeArgs) => runServe(opts));
   cmd
     .command('inspect')
-    .description("what the limits see now on a live Redis: each bucket's count and retry-after per limit, each carrier's queue wait")
+    .description(
+      "what the limits see now on a live Redis: each bucket's count and retry-after per limit, each carrier's queue wait",
+    )
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML) the routing processes use')
     .option('--redis-url <url>', 'the Redis they share', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
-    .option('--redis-tls-ca <file>', 'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)')
+    .option(
+      '--redis-tls-ca <file>',
+      'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)',
+    )
     .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
     .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
     .option('--prefix <prefix>', 'their key prefix', 'callgate:')
-    .option('--peer <id>', 'also show this peer (repeatable; peers on defaultPeer are not listed otherwise)', (v: string, all: string[]) => [...all, v], [])
+    .option(
+      '--peer <id>',
+      'also show this peer (repeatable; peers on defaultPeer are not listed otherwise)',
+      (v: string, all: string[]) => [...all, v],
+      [],
+    )
     .option('--json', 'one JSON object (as GET /v1/state)')
     .action(async (opts: InspectArgs) => runInspect(opts));
   cmd
@@ -297,7 +396,8 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-const invokedDirectly = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === realpathSync(process.argv[1]);
+const invokedDirectly =
+  process.argv[1] !== undefined && fileURLToPath(import.meta.url) === realpathSync(process.argv[1]);
 if (invokedDirectly) {
   process.exitCode = await main(process.argv.slice(2));
 }

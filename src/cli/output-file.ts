@@ -74,7 +74,11 @@ export class OutputFile {
    * Opens the target (see the module comment); waits for a reader on a FIFO, unless `signal`
    * aborts. `dash`: `-` means standard output (else it is a file named `-`).
    */
-  static async open(target: string, name: OutputName, opts: { signal?: AbortSignal; dash?: boolean } = {}): Promise<OutputFile> {
+  static async open(
+    target: string,
+    name: OutputName,
+    opts: { signal?: AbortSignal; dash?: boolean } = {},
+  ): Promise<OutputFile> {
     const { signal } = opts;
     if (target === '-' && opts.dash) return new OutputFile(target, name, process.stdout);
     const fail = (reason: string, cause?: unknown): never => {
@@ -107,8 +111,8 @@ export class OutputFile {
     // a link is followed: the file it names is replaced, the link stays
     const finalPath = stats ? realpathSync(target) : target;
     const path = `${finalPath}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
-    const fd = await openAsync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o666).catch((e: unknown) =>
-      fail(osReason(e), e),
+    const fd = await openAsync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o666).catch(
+      (e: unknown) => fail(osReason(e), e),
     );
     if (stats) {
       fchmodSync(fd, stats.mode & 0o7777);
@@ -123,7 +127,7 @@ export class OutputFile {
 
   /** Adds `value` as one line of JSON (see write). */
   writeLine(value: unknown): Promise<void> | undefined {
-    return this.write(JSON.stringify(value) + '\n');
+    return this.write(`${JSON.stringify(value)}\n`);
   }
 
   /**
@@ -187,7 +191,8 @@ export class OutputFile {
     try {
       // only a regular file is ever replaced: a name that became something else is left alone
       const now = lstatOrNone(t.finalPath);
-      if (now && !now.isFile()) throw outputError(this.target, this.name, 'it is no longer a regular file; left as it is');
+      if (now && !now.isFile())
+        throw outputError(this.target, this.name, 'it is no longer a regular file; left as it is');
       try {
         renameSync(t.path, t.finalPath);
       } catch (e) {

@@ -34,7 +34,8 @@ function readPem(flag: string, file: string): Buffer {
   } catch (err) {
     throw new InvalidArgumentError(`cannot read ${flag} ${file}: ${(err as Error).message}`);
   }
-  if (!/-----BEGIN [A-Z0-9 ]+-----/.test(pem.toString('latin1'))) throw new InvalidArgumentError(`${flag} ${file} is not a PEM file`);
+  if (!/-----BEGIN [A-Z0-9 ]+-----/.test(pem.toString('latin1')))
+    throw new InvalidArgumentError(`${flag} ${file} is not a PEM file`);
   return pem;
 }
 
@@ -46,9 +47,12 @@ export function redisConnectionOptions(args: RedisConnectionArgs, env: NodeJS.Pr
   const { redisTlsCa: ca, redisTlsCert: cert, redisTlsKey: key } = args;
   if (ca === undefined && cert === undefined && key === undefined) return options;
   if (!/^rediss:\/\//i.test(args.redisUrl)) {
-    throw new InvalidArgumentError(`--redis-tls-ca, --redis-tls-cert and --redis-tls-key need a rediss:// URL, got ${redactUrl(args.redisUrl)}`);
+    throw new InvalidArgumentError(
+      `--redis-tls-ca, --redis-tls-cert and --redis-tls-key need a rediss:// URL, got ${redactUrl(args.redisUrl)}`,
+    );
   }
-  if ((cert === undefined) !== (key === undefined)) throw new InvalidArgumentError('--redis-tls-cert and --redis-tls-key go together');
+  if ((cert === undefined) !== (key === undefined))
+    throw new InvalidArgumentError('--redis-tls-cert and --redis-tls-key go together');
   options.tls = {
     ...(ca !== undefined && { ca: readPem('--redis-tls-ca', ca) }),
     ...(cert !== undefined && { cert: readPem('--redis-tls-cert', cert) }),

@@ -52,7 +52,8 @@ function bad(message: string): never {
 }
 
 function positiveInt(name: string, value: number, max: number): void {
-  if (!(Number.isSafeInteger(value) && value > 0 && value <= max)) bad(`${name}: expected an integer from 1 to ${max}, got ${String(value)}`);
+  if (!(Number.isSafeInteger(value) && value > 0 && value <= max))
+    bad(`${name}: expected an integer from 1 to ${max}, got ${String(value)}`);
 }
 
 /** Check everything a user typed before anything starts. */
@@ -62,11 +63,16 @@ function checkArgs(args: ServeArgs): void {
   if (!(Number.isSafeInteger(args.retryJitter) && args.retryJitter >= 0 && args.retryJitter <= 3600)) {
     bad(`--retry-jitter: expected whole seconds from 0 to 3600, got ${String(args.retryJitter)}`);
   }
-  if (args.store === 'redis' && !/^rediss?:\/\//.test(args.redisUrl)) bad(`--redis-url: expected redis://host:port or rediss://…, got ${JSON.stringify(redactUrl(args.redisUrl))}`);
-  if (args.channelsStatus !== undefined && !(Number.isSafeInteger(args.channelsStatus) && args.channelsStatus >= 400 && args.channelsStatus <= 699)) {
+  if (args.store === 'redis' && !/^rediss?:\/\//.test(args.redisUrl))
+    bad(`--redis-url: expected redis://host:port or rediss://…, got ${JSON.stringify(redactUrl(args.redisUrl))}`);
+  if (
+    args.channelsStatus !== undefined &&
+    !(Number.isSafeInteger(args.channelsStatus) && args.channelsStatus >= 400 && args.channelsStatus <= 699)
+  ) {
     bad(`--channels-status: expected a SIP final response status from 400 to 699, got ${String(args.channelsStatus)}`);
   }
-  if (args.prefix.includes('{') || args.prefix.includes('}')) bad(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
+  if (args.prefix.includes('{') || args.prefix.includes('}'))
+    bad(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
 }
 
 export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
@@ -80,7 +86,11 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   let redis: Redis | undefined;
   let store: Store;
   if (args.store === 'redis') {
-    redis = new Redis(args.redisUrl, { ...redisConnectionOptions(args), ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true });
+    redis = new Redis(args.redisUrl, {
+      ...redisConnectionOptions(args),
+      ...RECOMMENDED_REDIS_OPTIONS,
+      lazyConnect: true,
+    });
     store = new RedisStore({ redis, prefix: args.prefix });
   } else {
     store = new MemoryStore();
@@ -100,11 +110,16 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     gate,
     token,
     bodyLimit: args.bodyLimit,
-    sip: { jitterSeconds: args.retryJitter, ...(args.channelsStatus !== undefined && { channels: { status: args.channelsStatus } }) },
+    sip: {
+      jitterSeconds: args.retryJitter,
+      ...(args.channelsStatus !== undefined && { channels: { status: args.channelsStatus } }),
+    },
     logger: app.logger,
     ready: async () => {
       if (!redis) return;
-      const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('Redis did not answer PING within 1 s')), 1000).unref());
+      const timeout = new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error('Redis did not answer PING within 1 s')), 1000).unref(),
+      );
       await Promise.race([redis.ping(), timeout]);
     },
     reload: () => gate.reload(args.config),
@@ -117,7 +132,11 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     // one line per outage, not one per reconnect attempt
     let down = false;
     redis.on('error', (err: Error) => {
-      if (!down) log.warn({ err: err.message }, `Redis at ${redactUrl(args.redisUrl)} unreachable; decisions follow policy ${args.policy} until it is back`);
+      if (!down)
+        log.warn(
+          { err: err.message },
+          `Redis at ${redactUrl(args.redisUrl)} unreachable; decisions follow policy ${args.policy} until it is back`,
+        );
       down = true;
     });
     redis.on('ready', () => {
@@ -125,16 +144,25 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
       down = false;
     });
     // reported by the 'error' listener; the client keeps retrying. Start ready when Redis is.
-    const connected = redis.connect().then(() => true, () => false);
+    const connected = redis.connect().then(
+      () => true,
+      () => false,
+    );
     await Promise.race([connected, new Promise((r) => setTimeout(r, 3000).unref())]);
   }
 
-  gate.on('reloaded', (changes) => log.info({ changes: changes.map((c) => `${c.kind} ${c.path}`) }, `configuration reloaded from ${args.config}`));
+  gate.on('reloaded', (changes) =>
+    log.info({ changes: changes.map((c) => `${c.kind} ${c.path}`) }, `configuration reloaded from ${args.config}`),
+  );
   gate.on('error', (err) => log.error({ err: err.message }, 'engine error (the configuration in force is unchanged)'));
   if (args.watch) gate.watch(args.config);
 
   const onHup = () => {
-    gate.reload(args.config).catch((err: Error) => log.error({ err: err.message }, `reload on SIGHUP failed; the configuration in force is unchanged`));
+    gate
+      .reload(args.config)
+      .catch((err: Error) =>
+        log.error({ err: err.message }, `reload on SIGHUP failed; the configuration in force is unchanged`),
+      );
   };
   let stopping: Promise<void> | undefined;
   let resolveStopped!: () => void;
@@ -147,7 +175,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
       log.info('stopping: finishing requests in flight');
       await server.close(); // answers what is in flight, refuses the rest with 503
       await gate.close({ mode: 'drain' }); // the sidecar holds no call: reserve leaves the hold to the caller
-      if (redis) await redis.quit().catch(() => redis!.disconnect());
+      if (redis) await redis.quit().catch(() => redis.disconnect());
       log.info('stopped');
       resolveStopped();
     })());
@@ -163,7 +191,10 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   } catch (err) {
     await stop();
     const e = err as NodeJS.ErrnoException;
-    throw new CallGateError('ERR_INVALID_ARGUMENT', `cannot listen on ${args.listen}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' '));
+    throw new CallGateError(
+      'ERR_INVALID_ARGUMENT',
+      `cannot listen on ${args.listen}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' '),
+    );
   }
 }
 

@@ -48,7 +48,7 @@ function finish(total: bigint): DurationParse {
 function parseShort(input: string): DurationParse | undefined {
   const m = SHORT_FORM.exec(input);
   if (!m) return undefined;
-  const us = decimalTimes(m[1], m[2] ?? '', SHORT_UNITS[m[3]]);
+  const us = decimalTimes(m[1] as string, m[2] ?? '', SHORT_UNITS[m[3] as string] as bigint);
   return us === undefined ? { ok: false, reason: NOT_WHOLE_US } : finish(us);
 }
 
@@ -73,13 +73,19 @@ function parseIso(input: string): DurationParse {
     }
     const unit = m[3];
     const unitUs =
-      unit === 'W' ? US_PER_W
-      : unit === 'D' ? US_PER_D
-      : unit === 'H' ? US_PER_H
-      : unit === 'M' ? (inTime ? US_PER_M : undefined)
-      : US_PER_S;
+      unit === 'W'
+        ? US_PER_W
+        : unit === 'D'
+          ? US_PER_D
+          : unit === 'H'
+            ? US_PER_H
+            : unit === 'M'
+              ? inTime
+                ? US_PER_M
+                : undefined
+              : US_PER_S;
     if (unitUs === undefined) return { ok: false, reason: 'years and months have no fixed length' };
-    const us = decimalTimes(m[1], m[2] ?? '', unitUs);
+    const us = decimalTimes(m[1] as string, m[2] ?? '', unitUs);
     if (us === undefined) return { ok: false, reason: NOT_WHOLE_US };
     total += us;
   }
@@ -102,7 +108,9 @@ export function parseDurationUs(input: string): number | undefined {
 function fixedPoint(value: number, decimals: number): string {
   const scale = 10 ** decimals;
   const int = Math.floor(value / scale);
-  const frac = String(value % scale).padStart(decimals, '0').replace(/0+$/, '');
+  const frac = String(value % scale)
+    .padStart(decimals, '0')
+    .replace(/0+$/, '');
   return frac === '' ? String(int) : `${int}.${frac}`;
 }
 

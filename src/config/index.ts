@@ -6,4 +6,13 @@ export { parseConfig, loadConfig, loadConfigFile, isYamlPath } from './load.js';
 export { diffConfig } from './diff.js';
 export type { ConfigChange, ConfigChangeKind, ConfigSection } from './diff.js';
 export { formatPath } from './path.js';
-export type { BucketConfig, BucketEntryInput, CallGateConfig, CallGateConfigInput, CarrierConfig, CarrierInput, ChannelsInput, LimitInput } from './types.js';
+export type {
+  BucketConfig,
+  BucketEntryInput,
+  CallGateConfig,
+  CallGateConfigInput,
+  CarrierConfig,
+  CarrierInput,
+  ChannelsInput,
+  LimitInput,
+} from './types.js';

@@ -60,14 +60,18 @@ const limitSchema = z
       limit: z.int({ error: positiveInteger }).positive({ error: positiveInteger }),
       window: durationSchema(true),
       algorithm: z
-        .enum(ALGORITHMS, { error: expected(ALGORITHMS.map((a) => `"${a}"`).join(', ').replace(/, ([^,]*)$/, ' or $1')) })
+        .enum(ALGORITHMS, {
+          error: expected(
+            ALGORITHMS.map((a) => `"${a}"`)
+              .join(', ')
+              .replace(/, ([^,]*)$/, ' or $1'),
+          ),
+        })
         .optional(),
     },
     { error: expected('a limit such as {"limit": 10, "window": "PT1S"}') },
   )
-  .transform(
-    (l): Limit => ({ limit: l.limit, windowUs: l.window, algorithm: l.algorithm ?? DEFAULT_ALGORITHM }),
-  );
+  .transform((l): Limit => ({ limit: l.limit, windowUs: l.window, algorithm: l.algorithm ?? DEFAULT_ALGORITHM }));
 
 /** `{ "channels": N }`: at most N of the bucket's calls in progress at once. */
 const channelsEntrySchema = z.strictObject(
@@ -75,7 +79,8 @@ const channelsEntrySchema = z.strictObject(
   { error: expected('a channels entry such as {"channels": 30}') },
 );
 
-const isChannelsEntry = (v: unknown): boolean => typeof v === 'object' && v !== null && !Array.isArray(v) && 'channels' in v;
+const isChannelsEntry = (v: unknown): boolean =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && 'channels' in v;
 
 /**
  * One entry of a bucket's list: a rate limit, or (when it names `channels`) the channel limit.
@@ -90,29 +95,31 @@ const entrySchema = z.unknown().transform((value, ctx): Limit | { channels: numb
 });
 
 /** A bucket's list: its rate limits and at most one channel limit. */
-const bucketSchema = z.array(entrySchema, { error: expected('an array of limits') }).transform((entries, ctx): BucketConfig => {
-  const limits: Limit[] = [];
-  let channels: number | undefined;
-  let channelsAt = -1;
-  entries.forEach((e, i) => {
-    if (!('channels' in e)) {
-      limits.push(e);
-      return;
-    }
-    if (channels === undefined) {
-      channels = e.channels;
-      channelsAt = i;
-      return;
-    }
-    ctx.issues.push({
-      code: 'custom',
-      input: e,
-      path: [i],
-      message: `a bucket has at most one channels entry (another is at [${channelsAt}])`,
+const bucketSchema = z
+  .array(entrySchema, { error: expected('an array of limits') })
+  .transform((entries, ctx): BucketConfig => {
+    const limits: Limit[] = [];
+    let channels: number | undefined;
+    let channelsAt = -1;
+    entries.forEach((e, i) => {
+      if (!('channels' in e)) {
+        limits.push(e);
+        return;
+      }
+      if (channels === undefined) {
+        channels = e.channels;
+        channelsAt = i;
+        return;
+      }
+      ctx.issues.push({
+        code: 'custom',
+        input: e,
+        path: [i],
+        message: `a bucket has at most one channels entry (another is at [${channelsAt}])`,
+      });
     });
+    return channels === undefined ? { limits } : { limits, channels };
   });
-  return channels === undefined ? { limits } : { limits, channels };
-});
 
 const cpsError = expected('a positive finite number');
 
@@ -143,9 +150,13 @@ function toMap(value: unknown): unknown {
 function idMapSchema<T extends z.ZodType>(kind: string, valueSchema: T, valueWhat: string) {
   return z.preprocess(
     toMap,
-    z.map(z.string({ error: expected(`a non-empty ${kind} id`) }).min(1, { error: `expected a non-empty ${kind} id` }), valueSchema, {
-      error: expected(`an object mapping ${kind} ids to ${valueWhat}`),
-    }),
+    z.map(
+      z.string({ error: expected(`a non-empty ${kind} id`) }).min(1, { error: `expected a non-empty ${kind} id` }),
+      valueSchema,
+      {
+        error: expected(`an object mapping ${kind} ids to ${valueWhat}`),
+      },
+    ),
   );
 }
 
@@ -172,7 +183,11 @@ export const DEFAULT_MAX_CALL_DURATION_US = 4 * 3600 * 1_000_000;
 /** Validates a raw configuration and yields the normalized CallGateConfig. */
 export const configSchema = z
   .strictObject(
-    { maxCallDuration: durationSchema(true).optional(), inbound: inboundSchema.optional(), outbound: outboundSchema.optional() },
+    {
+      maxCallDuration: durationSchema(true).optional(),
+      inbound: inboundSchema.optional(),
+      outbound: outboundSchema.optional(),
+    },
     { error: objectError },
   )
   .transform((c): CallGateConfig => {

@@ -14,7 +14,16 @@
  * 100,000 of them it lets a 10,000-limit anchor used 100,000 times through (a billion nodes).
  * The count here is exact, so it replaces it.
  */
-import { LineCounter, isAlias, isCollection, isPair, isScalar, isSeq, parseDocument, type Node as YamlNode } from 'yaml';
+import {
+  LineCounter,
+  isAlias,
+  isCollection,
+  isPair,
+  isScalar,
+  isSeq,
+  parseDocument,
+  type Node as YamlNode,
+} from 'yaml';
 import { ConfigError } from '../errors/config-error.js';
 import { duplicateKeyProblem, type Place } from './duplicate-keys.js';
 import { formatPath } from './path.js';
@@ -33,7 +42,7 @@ export function parseYamlText(text: string, source: string): unknown {
   if (doc.errors.length > 0) {
     const lines = doc.errors.map((err) => {
       const pos = err.linePos?.[0];
-      const reason = err.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
+      const reason = (err.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
       return pos
         ? `${source}: invalid YAML at line ${pos.line}, column ${pos.col}: ${reason}`
         : `${source}: invalid YAML: ${reason}`;
@@ -70,18 +79,23 @@ function resolveAliases(root: unknown, source: string, place: (node: YamlNode) =
       const target = anchors.get(node.source);
       if (!target) return { node, size: 1 }; // yaml has already refused an unknown anchor
       if (target.size === undefined) {
-        problems.push(`${source}: ${formatPath(path) || 'top level'}: alias *${node.source} at ${at(node)} is inside its own anchor (a recursive structure)`);
+        problems.push(
+          `${source}: ${formatPath(path) || 'top level'}: alias *${node.source} at ${at(node)} is inside its own anchor (a recursive structure)`,
+        );
         return { node, size: 1 };
       }
       added += target.size;
       if (added > MAX_ALIAS_NODES) {
         const limit = MAX_ALIAS_NODES.toLocaleString('en-US');
-        throw new AliasBomb(`${source}: invalid YAML at ${at(node)}: aliases expand the configuration by more than ${limit} nodes here (an alias bomb?)`);
+        throw new AliasBomb(
+          `${source}: invalid YAML at ${at(node)}: aliases expand the configuration by more than ${limit} nodes here (an alias bomb?)`,
+        );
       }
       return { node: target.node, size: target.size };
     }
     const anchor = (node as YamlNode | null)?.anchor;
-    const entry: { node: YamlNode; size?: number } | undefined = anchor !== undefined ? { node: node as YamlNode } : undefined;
+    const entry: { node: YamlNode; size?: number } | undefined =
+      anchor !== undefined ? { node: node as YamlNode } : undefined;
     if (entry) anchors.set(anchor!, entry);
     let size = 1;
     if (isSeq(node)) {

@@ -191,7 +191,8 @@ function fail(message: string): never {
 
 function checkInput(input: DispatchInput): void {
   if (typeof input !== 'object' || input === null) fail('dispatch input must be an object');
-  if (typeof input.callId !== 'string' || input.callId === '') fail(`callId must be a non-empty string, got ${JSON.stringify(input.callId)}`);
+  if (typeof input.callId !== 'string' || input.callId === '')
+    fail(`callId must be a non-empty string, got ${JSON.stringify(input.callId)}`);
   if (!Array.isArray(input.route) || !input.route.every((c) => typeof c === 'string')) {
     fail(`route must be an array of carrier ids (strings), got ${JSON.stringify(input.route)}`);
   }
@@ -262,7 +263,8 @@ export class Dispatcher {
     try {
       checkInput(input);
       if (send !== undefined && typeof send !== 'function') fail('send must be a function');
-      if (opts?.onReserved !== undefined && typeof opts.onReserved !== 'function') fail('onReserved must be a function');
+      if (opts?.onReserved !== undefined && typeof opts.onReserved !== 'function')
+        fail('onReserved must be a function');
       if (this.calls.has(input.callId)) fail(`call ${JSON.stringify(input.callId)} is already in progress`);
       route = this.plan(input.route);
     } catch (err) {
@@ -323,7 +325,8 @@ export class Dispatcher {
    */
   close(opts: { mode?: 'drain' | 'cancel' } = {}): Promise<void> {
     const mode = opts.mode ?? 'drain';
-    if (mode !== 'drain' && mode !== 'cancel') return Promise.reject(new InvalidArgumentError(`close mode must be drain or cancel, got ${String(mode)}`));
+    if (mode !== 'drain' && mode !== 'cancel')
+      return Promise.reject(new InvalidArgumentError(`close mode must be drain or cancel, got ${String(mode)}`));
     this.closed = true;
     if (mode === 'cancel') {
       this.cancelling = true;
@@ -366,7 +369,8 @@ export class Dispatcher {
     const hold = { id: input.callId, forUs: input.durationUs ?? this.maxCallDurationUs() };
     const reserve = (signal?: StopSignal) => this.store.reserve({ route: route.carriers, now, hold, signal });
     const res: ReserveResult = await (this.store.kind === 'memory' ? reserve() : withDeadline(reserve, this.timeoutMs));
-    if (res.index < 0) return { reservation: this.rejected(input.callId, route.ids, res.now), target: 0, now: timeBase };
+    if (res.index < 0)
+      return { reservation: this.rejected(input.callId, route.ids, res.now), target: 0, now: timeBase };
     const reservation: Reservation = {
       callId: input.callId,
       direction: 'out',
@@ -394,7 +398,12 @@ export class Dispatcher {
     };
   }
 
-  private onDecision(call: Call, decision: Decision, send: SendFn | undefined, onReserved: ((r: Reservation) => void) | undefined): void {
+  private onDecision(
+    call: Call,
+    decision: Decision,
+    send: SendFn | undefined,
+    onReserved: ((r: Reservation) => void) | undefined,
+  ): void {
     const r = decision.reservation;
     call.reservation = r;
     if (onReserved) {
@@ -405,12 +414,14 @@ export class Dispatcher {
       }
     }
     if (r.outcome === 'rejected') {
-      if (r.reroutedFrom.length > 1) this.events.safeEmit('rerouted', { callId: r.callId, from: [...r.reroutedFrom], to: null });
+      if (r.reroutedFrom.length > 1)
+        this.events.safeEmit('rerouted', { callId: r.callId, from: [...r.reroutedFrom], to: null });
       if (call.cancelled) this.finish(call, 'cancelled', this.decided(r, { reason: 'cancelled' }));
       else this.finish(call, 'rejected', this.decided(r, { reason: 'all-routes-congested' }));
       return;
     }
-    if (r.reroutedFrom.length > 0) this.events.safeEmit('rerouted', { callId: r.callId, from: [...r.reroutedFrom], to: r.carrier });
+    if (r.reroutedFrom.length > 0)
+      this.events.safeEmit('rerouted', { callId: r.callId, from: [...r.reroutedFrom], to: r.carrier });
     if (call.cancelled || this.cancelling) {
       this.giveBack(call.callId);
       this.finish(call, 'cancelled', this.decided(r, { reason: call.cancelled ? 'cancelled' : 'closed' }));
@@ -458,7 +469,8 @@ export class Dispatcher {
     lane.cancelTimer = undefined;
     while (lane.waiting.length > 0) {
       const head = lane.waiting[0]!;
-      const next = lane.lastSent === undefined ? -Infinity : lane.lastSent + (this.carriers().get(carrier)?.intervalUs ?? 0);
+      const next =
+        lane.lastSent === undefined ? -Infinity : lane.lastSent + (this.carriers().get(carrier)?.intervalUs ?? 0);
       if (head.decision.now() < next) {
         lane.cancelTimer = this.clock.setTimer(next, () => {
           lane.cancelTimer = undefined;
@@ -504,13 +516,22 @@ export class Dispatcher {
         const timer = setTimeout(() => reject(new Error(`send did not settle within ${ms} ms`)), ms);
         timer.unref();
         outcome.then(
-          (v) => (clearTimeout(timer), resolve(v)),
-          (e) => (clearTimeout(timer), reject(e)),
+          (v) => {
+            clearTimeout(timer);
+            resolve(v);
+          },
+          (e) => {
+            clearTimeout(timer);
+            reject(e);
+          },
         );
       });
     }
     outcome.then(
-      () => (pending && settled(), this.finish(call, 'dispatched', this.decided(r, { sentAt }))),
+      () => {
+        if (pending) settled();
+        this.finish(call, 'dispatched', this.decided(r, { sentAt }));
+      },
       (err) => {
         if (pending) settled();
         this.giveBack(call.callId);
@@ -534,10 +555,15 @@ export class Dispatcher {
    */
   private giveBack(callId: string): void {
     // on the engine's clock (a virtual one in replay), else the store's
-    this.store.release({ id: callId, direction: 'out', now: this.clock.now() }).catch((err: unknown) => this.events.safeEmit('error', toError(err)));
+    this.store
+      .release({ id: callId, direction: 'out', now: this.clock.now() })
+      .catch((err: unknown) => this.events.safeEmit('error', toError(err)));
   }
 
-  private decided(r: Reservation, extra: Partial<DispatchResult>): Omit<DispatchResult, 'callId' | 'direction' | 'outcome'> {
+  private decided(
+    r: Reservation,
+    extra: Partial<DispatchResult>,
+  ): Omit<DispatchResult, 'callId' | 'direction' | 'outcome'> {
     const base: Omit<DispatchResult, 'callId' | 'direction' | 'outcome'> = {
       carrier: r.carrier,
       delayMs: r.delayMs,
@@ -547,7 +573,11 @@ export class Dispatcher {
     return r.slotAt === undefined ? { ...base, ...extra } : { ...base, slotAt: r.slotAt, ...extra };
   }
 
-  private finish(call: Call, outcome: DispatchOutcome, rest: Omit<DispatchResult, 'callId' | 'direction' | 'outcome'>): void {
+  private finish(
+    call: Call,
+    outcome: DispatchOutcome,
+    rest: Omit<DispatchResult, 'callId' | 'direction' | 'outcome'>,
+  ): void {
     if (call.done) return;
     call.done = true;
     this.calls.delete(call.callId);

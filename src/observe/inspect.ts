@@ -12,7 +12,15 @@
  */
 import { formatDuration } from '../config/duration.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
-import { GLOBAL_BUCKET, GLOBAL_TAG, accountBucket, accountTag, carrierName, peerBucket, peerTag } from '../store/keys.js';
+import {
+  GLOBAL_BUCKET,
+  GLOBAL_TAG,
+  accountBucket,
+  accountTag,
+  carrierName,
+  peerBucket,
+  peerTag,
+} from '../store/keys.js';
 import type { CallGate } from '../gate.js';
 import type { Bucket, Limit, Store } from '../store/types.js';
 
@@ -72,16 +80,28 @@ interface Asked {
 function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
   const { global, accounts, defaultPeer } = config.inbound;
   const out: Asked[] = [];
-  const bucket = (name: string, b: BucketConfig): Bucket => (b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels });
-  if (global !== undefined) out.push({ label: 'global', tag: GLOBAL_TAG, bucket: bucket(GLOBAL_BUCKET, global), defaultPeer: false });
+  const bucket = (name: string, b: BucketConfig): Bucket =>
+    b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels };
+  if (global !== undefined)
+    out.push({ label: 'global', tag: GLOBAL_TAG, bucket: bucket(GLOBAL_BUCKET, global), defaultPeer: false });
   for (const [id, b] of accounts) {
-    out.push({ label: `account:${id}`, tag: global !== undefined ? GLOBAL_TAG : accountTag(id), bucket: bucket(accountBucket(id), b), defaultPeer: false });
+    out.push({
+      label: `account:${id}`,
+      tag: global !== undefined ? GLOBAL_TAG : accountTag(id),
+      bucket: bucket(accountBucket(id), b),
+      defaultPeer: false,
+    });
   }
   const seen = new Set<string>();
   const addPeer = (id: string, b: BucketConfig, isDefault: boolean) => {
     if (seen.has(id)) return;
     seen.add(id);
-    out.push({ label: `peer:${id}`, tag: global !== undefined ? GLOBAL_TAG : peerTag(id), bucket: bucket(peerBucket(id), b), defaultPeer: isDefault });
+    out.push({
+      label: `peer:${id}`,
+      tag: global !== undefined ? GLOBAL_TAG : peerTag(id),
+      bucket: bucket(peerBucket(id), b),
+      defaultPeer: isDefault,
+    });
   };
   for (const [id, limits] of config.inbound.peers) addPeer(id, limits, false);
   for (const id of peers) {
@@ -94,12 +114,21 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
 
 const ms = (us: number): number => Math.ceil(us / 1000);
 
-export async function inspectState(config: CallGateConfig, store: Store, opts: InspectOptions = {}): Promise<GateState> {
+export async function inspectState(
+  config: CallGateConfig,
+  store: Store,
+  opts: InspectOptions = {},
+): Promise<GateState> {
   const asked = bucketsOf(config, opts.peers ?? []);
   const carriers = [...config.outbound.carriers];
   const r = await store.inspect({
     buckets: asked.map((a) => ({ tag: a.tag, bucket: a.bucket })),
-    carriers: carriers.map(([id, c]) => ({ name: carrierName(id), intervalUs: c.intervalUs, maxWaitUs: c.maxWaitUs, ...(c.channels !== undefined && { channels: c.channels }) })),
+    carriers: carriers.map(([id, c]) => ({
+      name: carrierName(id),
+      intervalUs: c.intervalUs,
+      maxWaitUs: c.maxWaitUs,
+      ...(c.channels !== undefined && { channels: c.channels }),
+    })),
     now: opts.now,
   });
   return {
@@ -114,13 +143,22 @@ export async function inspectState(config: CallGateConfig, store: Store, opts: I
         count: counts[j]!,
         retry_after_ms: ms(retryAfterUs[j]!),
       }));
-      const state: BucketState = { bucket: a.label, limits, retry_after_ms: Math.max(0, ...limits.map((l) => l.retry_after_ms)) };
+      const state: BucketState = {
+        bucket: a.label,
+        limits,
+        retry_after_ms: Math.max(0, ...limits.map((l) => l.retry_after_ms)),
+      };
       if (a.defaultPeer) state.default_peer = true;
       if (a.bucket.channels !== undefined) state.channels = { limit: a.bucket.channels, in_use: channels ?? 0 };
       return state;
     }),
     carriers: carriers.map(([id, c], k) => {
-      const state: CarrierState = { carrier: id, cps: c.cps, max_wait_ms: c.maxWaitUs / 1000, queue_wait_ms: Math.round(r.carriers[k]!.waitUs) / 1000 };
+      const state: CarrierState = {
+        carrier: id,
+        cps: c.cps,
+        max_wait_ms: c.maxWaitUs / 1000,
+        queue_wait_ms: Math.round(r.carriers[k]!.waitUs) / 1000,
+      };
       if (c.channels !== undefined) state.channels = { limit: c.channels, in_use: r.carriers[k]!.channels ?? 0 };
       return state;
     }),
@@ -140,19 +178,35 @@ export function stateText(s: GateState): string {
     const name = `${b.bucket}${b.default_peer ? ' (default)' : ''}`;
     b.limits.forEach((l, j) => {
       const count = Number.isInteger(l.count) ? String(l.count) : l.count.toFixed(2);
-      rows.push([j === 0 ? name : '', String(l.limit), l.window, l.algorithm, count, l.retry_after_ms > 0 ? `${l.retry_after_ms} ms` : '-', j === 0 ? ch(b.channels) : '']);
+      rows.push([
+        j === 0 ? name : '',
+        String(l.limit),
+        l.window,
+        l.algorithm,
+        count,
+        l.retry_after_ms > 0 ? `${l.retry_after_ms} ms` : '-',
+        j === 0 ? ch(b.channels) : '',
+      ]);
     });
     if (b.limits.length === 0) rows.push([name, '-', '-', '-', '-', '-', ch(b.channels)]);
   }
   const carrierRows: string[][] = [['carrier', 'cps', 'max wait', 'queue wait', 'channels']];
-  for (const c of s.carriers) carrierRows.push([c.carrier, String(c.cps), `${c.max_wait_ms} ms`, `${c.queue_wait_ms} ms`, ch(c.channels)]);
+  for (const c of s.carriers)
+    carrierRows.push([c.carrier, String(c.cps), `${c.max_wait_ms} ms`, `${c.queue_wait_ms} ms`, ch(c.channels)]);
   const table = (t: string[][]) => {
     const widths = t[0]!.map((_, i) => Math.max(...t.map((r) => r[i]!.length)));
-    return t.map((r) => r.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ').trimEnd()).join('\n');
+    return t
+      .map((r) =>
+        r
+          .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n');
   };
   const head = `callgate state at ${new Date(s.time_us / 1000).toISOString()} (${s.store} store)`;
   const parts = [head];
   parts.push(s.buckets.length > 0 ? table(rows) : 'no inbound buckets configured');
   parts.push(s.carriers.length > 0 ? table(carrierRows) : 'no carriers configured');
-  return parts.join('\n\n') + '\n';
+  return `${parts.join('\n\n')}\n`;
 }

@@ -65,12 +65,18 @@ export function inspectLive(gate: CallGate): () => Promise<LiveState> {
     const s = await inspectGate(gate);
     return {
       buckets: s.buckets.map((b) => ({ bucket: b.bucket, channelsInUse: b.channels?.in_use })),
-      carriers: s.carriers.map((c) => ({ carrier: c.carrier, waitMs: c.queue_wait_ms, channelsInUse: c.channels?.in_use })),
+      carriers: s.carriers.map((c) => ({
+        carrier: c.carrier,
+        waitMs: c.queue_wait_ms,
+        channelsInUse: c.channels?.in_use,
+      })),
     };
   };
 }
 
-export const DEFAULT_LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+export const DEFAULT_LATENCY_BUCKETS = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+];
 export const DEFAULT_WAIT_BUCKETS = [0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 export interface GateMetrics {
@@ -143,7 +149,11 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     buckets: opts.waitBuckets ?? DEFAULT_WAIT_BUCKETS,
     registers,
   });
-  const reloads = new Counter({ name: `${p}config_reloads_total`, help: 'Configurations applied by reload', registers });
+  const reloads = new Counter({
+    name: `${p}config_reloads_total`,
+    help: 'Configurations applied by reload',
+    registers,
+  });
   const releases = new Counter({
     name: `${p}releases_total`,
     help: 'Calls whose end was reported: released (held channels), not-held (nothing held any more), deferred (store out of reach, retried)',
@@ -169,7 +179,8 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
       registers,
       async collect() {
         this.reset();
-        for (const b of (await read()).buckets) if (b.channelsInUse !== undefined) this.set({ bucket: b.bucket }, b.channelsInUse);
+        for (const b of (await read()).buckets)
+          if (b.channelsInUse !== undefined) this.set({ bucket: b.bucket }, b.channelsInUse);
       },
     });
     new Gauge({
@@ -179,7 +190,8 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
       registers,
       async collect() {
         this.reset();
-        for (const c of (await read()).carriers) if (c.channelsInUse !== undefined) this.set({ carrier: c.carrier }, c.channelsInUse);
+        for (const c of (await read()).carriers)
+          if (c.channelsInUse !== undefined) this.set({ carrier: c.carrier }, c.channelsInUse);
       },
     });
     new Gauge({
@@ -196,7 +208,8 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
 
   const inbound = (d: AdmissionDecision, operation: 'admit' | 'record') => {
     const reason = (d as { reason?: string }).reason;
-    if (operation === 'record') decisions.inc({ direction: 'in', outcome: 'recorded', limited_by: 'none', reason: 'none' });
+    if (operation === 'record')
+      decisions.inc({ direction: 'in', outcome: 'recorded', limited_by: 'none', reason: 'none' });
     else {
       decisions.inc({
         direction: 'in',
@@ -225,10 +238,11 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     latency.observe({ operation: t.operation }, t.seconds);
     if (t.decision !== undefined) {
       if ('direction' in t.decision) outbound(t.decision);
-      else inbound(t.decision as AdmissionDecision, t.operation as 'admit' | 'record');
+      else inbound(t.decision, t.operation as 'admit' | 'record');
     } else if (t.error instanceof StoreUnavailableError) {
       storeErrors.inc({ operation: t.operation });
-      if (t.operation === 'reserve') decisions.inc({ direction: 'out', outcome: 'failed', limited_by: 'none', reason: 'store-unavailable' });
+      if (t.operation === 'reserve')
+        decisions.inc({ direction: 'out', outcome: 'failed', limited_by: 'none', reason: 'store-unavailable' });
     }
   };
   // dispatch(): a store failure ends the call before any reservation

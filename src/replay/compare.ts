@@ -49,7 +49,13 @@ export interface CompareJson {
   /** Calls whose decision differs (outcome, level or reason; carrier for outbound). */
   differing: number;
   inbound: { differing: number; now_admitted: number; now_rejected: number; rejected_elsewhere: number };
-  outbound: { differing: number; now_dispatched: number; now_rejected: number; other_carrier: number; delay_only: number };
+  outbound: {
+    differing: number;
+    now_dispatched: number;
+    now_rejected: number;
+    other_carrier: number;
+    delay_only: number;
+  };
   /** One sentence saying the above. */
   summary: string;
   /** Counts under each configuration (sub-rows: only the levels and carriers whose count changed). */
@@ -154,12 +160,15 @@ class Differences {
   add(old: DecisionLine, neu: DecisionLine): void {
     this.calls++;
     if (old.call_id !== neu.call_id || old.direction !== neu.direction) {
-      throw new Error(`what-if: the two replays went out of step at call ${this.calls} (${old.call_id} / ${neu.call_id})`);
+      throw new Error(
+        `what-if: the two replays went out of step at call ${this.calls} (${old.call_id} / ${neu.call_id})`,
+      );
     }
     const from = decisionLabel(old);
     const to = decisionLabel(neu);
     if (from === to) {
-      if (neu.direction === 'out' && old.direction === 'out' && neu.delay_ms !== old.delay_ms) this.outbound.delay_only++;
+      if (neu.direction === 'out' && old.direction === 'out' && neu.delay_ms !== old.delay_ms)
+        this.outbound.delay_only++;
       return;
     }
     if (neu.direction === 'in') {
@@ -179,7 +188,13 @@ class Differences {
     g.count++;
     if (g.calls.length < GROUP_EXAMPLES) g.calls.push(neu.call_id);
     if (this.listed.length < MAX_LISTED) {
-      this.listed.push({ call_id: neu.call_id, time: formatTime(neu.time_us), direction: neu.direction, old: from, new: to });
+      this.listed.push({
+        call_id: neu.call_id,
+        time: formatTime(neu.time_us),
+        direction: neu.direction,
+        old: from,
+        new: to,
+      });
     }
   }
 }
@@ -191,7 +206,11 @@ function totals(old: ReplayResult, neu: ReplayResult): CompareJson['totals'] {
   ];
   const by = new Set([...old.inbound.byReason.keys(), ...neu.inbound.byReason.keys()]);
   for (const k of [...by].sort()) {
-    const row = { metric: `  rejected by ${k}`, old: old.inbound.byReason.get(k) ?? 0, new: neu.inbound.byReason.get(k) ?? 0 };
+    const row = {
+      metric: `  rejected by ${k}`,
+      old: old.inbound.byReason.get(k) ?? 0,
+      new: neu.inbound.byReason.get(k) ?? 0,
+    };
     if (row.old !== row.new) rows.push(row); // the levels that changed
   }
   rows.push(
@@ -201,7 +220,11 @@ function totals(old: ReplayResult, neu: ReplayResult): CompareJson['totals'] {
   );
   const carriers = new Set([...old.carriers.keys(), ...neu.carriers.keys()]);
   for (const id of [...carriers].sort()) {
-    const row = { metric: `  dispatched on ${id}`, old: old.carriers.get(id)?.dispatched ?? 0, new: neu.carriers.get(id)?.dispatched ?? 0 };
+    const row = {
+      metric: `  dispatched on ${id}`,
+      old: old.carriers.get(id)?.dispatched ?? 0,
+      new: neu.carriers.get(id)?.dispatched ?? 0,
+    };
     if (row.old !== row.new) rows.push(row);
   }
   return rows;
@@ -247,19 +270,46 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
       throw err;
     });
   const [baseline, result] = await Promise.allSettled([
-    run(replay({ config: opts.baseline, tracePath: opts.tracePath, store: opts.baselineStore, onDecision: (d) => pairing.push(d), onProgress: progress('old'), progressEvery: every, series: opts.baselineSeries, signal: opts.signal })).then((r) => {
+    run(
+      replay({
+        config: opts.baseline,
+        tracePath: opts.tracePath,
+        store: opts.baselineStore,
+        onDecision: (d) => pairing.push(d),
+        onProgress: progress('old'),
+        progressEvery: every,
+        series: opts.baselineSeries,
+        signal: opts.signal,
+      }),
+    ).then((r) => {
       pairing.end();
       return r;
     }),
-    run(replay({ config: opts.config, tracePath: opts.tracePath, store: opts.store, onDecision: onNew, onProgress: progress('neu'), progressEvery: every, series: opts.series, signal: opts.signal })),
+    run(
+      replay({
+        config: opts.config,
+        tracePath: opts.tracePath,
+        store: opts.store,
+        onDecision: onNew,
+        onProgress: progress('neu'),
+        progressEvery: every,
+        series: opts.series,
+        signal: opts.signal,
+      }),
+    ),
   ]);
   if (baseline.status === 'rejected' || result.status === 'rejected') throw firstError;
-  const old = (baseline as PromiseFulfilledResult<ReplayResult>).value;
-  const neu = (result as PromiseFulfilledResult<ReplayResult>).value;
+  const old = baseline.value;
+  const neu = result.value;
   if (pairing.size > 0 || diff.calls !== neu.calls || old.calls !== neu.calls) {
     throw new Error(`what-if: the two replays decided ${old.calls} and ${neu.calls} calls, ${diff.calls} paired`);
   }
-  const groups = [...diff.groups.values()].sort((a, b) => b.count - a.count || (a.direction < b.direction ? -1 : a.direction > b.direction ? 1 : 0) || (a.from + a.to < b.from + b.to ? -1 : 1));
+  const groups = [...diff.groups.values()].sort(
+    (a, b) =>
+      b.count - a.count ||
+      (a.direction < b.direction ? -1 : a.direction > b.direction ? 1 : 0) ||
+      (a.from + a.to < b.from + b.to ? -1 : 1),
+  );
   return {
     result: neu,
     baseline: old,
@@ -278,7 +328,8 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
   };
 }
 
-const pad = (s: string | number, w: number, right = false): string => (right ? String(s).padStart(w) : String(s).padEnd(w));
+const pad = (s: string | number, w: number, right = false): string =>
+  right ? String(s).padStart(w) : String(s).padEnd(w);
 
 /** Groups listed in the text report (the busiest). */
 const TEXT_GROUPS = 25;
@@ -297,9 +348,12 @@ export function compareText(w: CompareJson): string {
     out.push('', 'Calls decided differently (old decision → new decision: calls, first calls)');
     for (const g of w.groups.slice(0, TEXT_GROUPS)) {
       const more = g.count > g.calls.length ? ', …' : '';
-      out.push(`  ${g.direction === 'in' ? 'in ' : 'out'}  ${g.from} → ${g.to}: ${g.count} (${g.calls.join(', ')}${more})`);
+      out.push(
+        `  ${g.direction === 'in' ? 'in ' : 'out'}  ${g.from} → ${g.to}: ${g.count} (${g.calls.join(', ')}${more})`,
+      );
     }
-    if (w.groups.length > TEXT_GROUPS) out.push(`  … and ${w.groups.length - TEXT_GROUPS} smaller groups (every group in --json and --html)`);
+    if (w.groups.length > TEXT_GROUPS)
+      out.push(`  … and ${w.groups.length - TEXT_GROUPS} smaller groups (every group in --json and --html)`);
   }
   return out.join('\n');
 }

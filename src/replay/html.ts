@@ -41,7 +41,14 @@ export interface LevelMeta {
   offered: number;
   admitted: number;
   rejected: number;
-  limits: { limit: number; window: string; windowS: number; algorithm: string; peak: number; busiest: [number, number] | null }[];
+  limits: {
+    limit: number;
+    window: string;
+    windowS: number;
+    algorithm: string;
+    peak: number;
+    busiest: [number, number] | null;
+  }[];
   /** The channel limit and the most calls in progress at once, when configured. */
   channels?: { limit: number; peak: number };
 }
@@ -112,12 +119,16 @@ function carrierMetas(r: ReplayResult, config: CallGateConfig): CarrierMeta[] {
         ...(c.channels && { channels: { limit: c.channels.channels, peak: c.channels.peak } }),
       };
     })
-    .sort((a, b) => b.dispatched + b.rejected - (a.dispatched + a.rejected) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    .sort(
+      (a, b) => b.dispatched + b.rejected - (a.dispatched + a.rejected) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    );
 }
 
 function table(id: string, header: string[], rows: (string | number)[][], numericFrom = 1): string {
   const th = header.map((h, i) => `<th${i >= numericFrom ? ' class="num"' : ''}>${esc(h)}</th>`).join('');
-  const tr = rows.map((r) => `<tr>${r.map((c, i) => `<td${i >= numericFrom ? ' class="num"' : ''}>${esc(c)}</td>`).join('')}</tr>`).join('\n');
+  const tr = rows
+    .map((r) => `<tr>${r.map((c, i) => `<td${i >= numericFrom ? ' class="num"' : ''}>${esc(c)}</td>`).join('')}</tr>`)
+    .join('\n');
   return `<table id="${id}"><thead><tr>${th}</tr></thead><tbody>\n${tr}\n</tbody></table>`;
 }
 
@@ -126,17 +137,23 @@ function summaryTables(j: ReportJson): string {
   const out: string[] = [];
   if (j.levels.length > 0) {
     const t = levelTable(j, true);
-    out.push('<h3>Inbound levels</h3><p class="note">peak = most calls admitted in any window of the limit, as its algorithm counts; busiest = that window</p>');
+    out.push(
+      '<h3>Inbound levels</h3><p class="note">peak = most calls admitted in any window of the limit, as its algorithm counts; busiest = that window</p>',
+    );
     out.push(table('levels-table', t.header, t.rows));
   }
   if (j.carriers.length > 0) {
     const t = carrierTable(j);
-    out.push('<h3>Carriers</h3><p class="note">delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps</p>');
+    out.push(
+      '<h3>Carriers</h3><p class="note">delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps</p>',
+    );
     out.push(table('carriers-table', t.header, t.rows));
   }
   const channels = channelTable(j);
   if (channels.rows.length > 0) {
-    out.push('<h3>Channels</h3><p class="note">peak = most calls in progress at once: each holds from its decision to its end</p>');
+    out.push(
+      '<h3>Channels</h3><p class="note">peak = most calls in progress at once: each holds from its decision to its end</p>',
+    );
     out.push(table('channels-table', channels.header, channels.rows));
   }
   return out.join('\n');
@@ -147,13 +164,33 @@ function whatifSection(w: CompareJson): string {
   out.push(
     `<p id="whatif-summary">${esc(w.summary)}</p>`,
     '<div id="whatif-charts"></div>',
-    table('whatif-totals', ['', 'old', 'new', 'change'], w.totals.map((t) => [t.metric, t.old, t.new, t.new - t.old > 0 ? `+${t.new - t.old}` : t.new - t.old])),
+    table(
+      'whatif-totals',
+      ['', 'old', 'new', 'change'],
+      w.totals.map((t) => [t.metric, t.old, t.new, t.new - t.old > 0 ? `+${t.new - t.old}` : t.new - t.old]),
+    ),
   );
   if (w.groups.length > 0) {
     out.push('<h3>Calls decided differently, by level / carrier and reason</h3>');
-    out.push(table('whatif-groups', ['direction', 'old decision', 'new decision', 'calls', 'first calls'], w.groups.map((g) => [g.direction, g.from, g.to, g.count, g.calls.join(', ')]), 3));
-    out.push(`<details><summary>${w.calls_listed.length === w.differing ? 'Every one of the' : `The first ${w.calls_listed.length} of the`} ${w.differing} calls decided differently</summary>`);
-    out.push(table('whatif-calls', ['call', 'time', 'direction', 'old decision', 'new decision'], w.calls_listed.map((c) => [c.call_id, c.time, c.direction, c.old, c.new]), 9));
+    out.push(
+      table(
+        'whatif-groups',
+        ['direction', 'old decision', 'new decision', 'calls', 'first calls'],
+        w.groups.map((g) => [g.direction, g.from, g.to, g.count, g.calls.join(', ')]),
+        3,
+      ),
+    );
+    out.push(
+      `<details><summary>${w.calls_listed.length === w.differing ? 'Every one of the' : `The first ${w.calls_listed.length} of the`} ${w.differing} calls decided differently</summary>`,
+    );
+    out.push(
+      table(
+        'whatif-calls',
+        ['call', 'time', 'direction', 'old decision', 'new decision'],
+        w.calls_listed.map((c) => [c.call_id, c.time, c.direction, c.old, c.new]),
+        9,
+      ),
+    );
     out.push('</details>');
   }
   out.push('</section>');

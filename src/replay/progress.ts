@@ -18,9 +18,13 @@ export interface Progress {
 
 export function progress(label: string, stream: NodeJS.WriteStream = process.stderr, enabled = true): Progress {
   const started = performance.now();
-  const bar = enabled && stream.isTTY
-    ? new cliProgress.SingleBar({ stream, format: `${label} [{bar}] {percentage}% {value}/{total} calls`, hideCursor: true }, cliProgress.Presets.shades_classic)
-    : undefined;
+  const bar =
+    enabled && stream.isTTY
+      ? new cliProgress.SingleBar(
+          { stream, format: `${label} [{bar}] {percentage}% {value}/{total} calls`, hideCursor: true },
+          cliProgress.Presets.shades_classic,
+        )
+      : undefined;
   let barStarted = false;
   let last = { done: 0, total: 0 };
   return {
@@ -37,7 +41,9 @@ export function progress(label: string, stream: NodeJS.WriteStream = process.std
       if (barStarted) bar!.stop();
       else if (enabled && !bar && last.total >= LONG_RUN) {
         const s = (performance.now() - started) / 1000;
-        stream.write(`${label}: ${last.done} calls in ${s.toFixed(1)} s, ${Math.round(last.done / Math.max(s, 1e-9))} calls/s\n`);
+        stream.write(
+          `${label}: ${last.done} calls in ${s.toFixed(1)} s, ${Math.round(last.done / Math.max(s, 1e-9))} calls/s\n`,
+        );
       }
     },
     abort() {

@@ -63,7 +63,14 @@ export function epochSeconds(us: number): string {
 
 /** One trace row (with its line break). `duration` in µs, or undefined when unknown. */
 export function traceRow(
-  row: { time: number; callId: string; direction: 'in' | 'out'; peer?: string; account?: string; route?: readonly string[] },
+  row: {
+    time: number;
+    callId: string;
+    direction: 'in' | 'out';
+    peer?: string;
+    account?: string;
+    route?: readonly string[];
+  },
   durationUs?: number,
 ): string {
   const duration = durationUs === undefined ? '' : epochSeconds(durationUs);
@@ -121,23 +128,37 @@ export class TraceRecorder {
     this.prefix = opts.prefix ?? 'callgate-trace';
     this.maxBytes = opts.maxBytes ?? 64 * 1024 * 1024;
     this.maxPending = opts.maxPendingBytes ?? 64 * 1024 * 1024;
-    if (!(this.maxBytes > TRACE_HEADER.length + 1)) throw new RangeError(`maxBytes must exceed the header's ${TRACE_HEADER.length + 1} bytes`);
+    if (!(this.maxBytes > TRACE_HEADER.length + 1))
+      throw new RangeError(`maxBytes must exceed the header's ${TRACE_HEADER.length + 1} bytes`);
     mkdirSync(this.dir, { recursive: true });
-    this.stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+    this.stamp = new Date()
+      .toISOString()
+      .replace(/[-:]/g, '')
+      .replace(/\.\d+Z$/, 'Z');
   }
 
-  /** An inbound decision (admit or record). */
-  inbound(input: AdmitInput, d: AdmissionDecision): void {
-    const row = { time: d.at, callId: input.callId, direction: 'in' as const, peer: input.peer, account: input.account || undefined };
-    if (!d.admitted || d.duplicate || input.durationUs !== undefined) this.decided(row.time, traceRow(row, input.durationUs));
+  /** An inbound decision (admit or record); returns it, so that it can sit in a promise chain. */
+  inbound(input: AdmitInput, d: AdmissionDecision): AdmissionDecision {
+    const row = {
+      time: d.at,
+      callId: input.callId,
+      direction: 'in' as const,
+      peer: input.peer,
+      account: input.account || undefined,
+    };
+    if (!d.admitted || d.duplicate || input.durationUs !== undefined)
+      this.decided(row.time, traceRow(row, input.durationUs));
     else this.wait(row.time, input.callId, 'in', traceRow(row).slice(0, -1), d.at);
+    return d;
   }
 
-  /** An outbound decision (reserve, or dispatch once reserved). */
-  outbound(input: DispatchInput, r: Reservation): void {
+  /** An outbound decision (reserve, or dispatch once reserved); returns it, as inbound() does. */
+  outbound(input: DispatchInput, r: Reservation): Reservation {
     const row = { time: r.at, callId: input.callId, direction: 'out' as const, route: input.route };
-    if (r.outcome !== 'dispatched' || input.durationUs !== undefined) this.decided(row.time, traceRow(row, input.durationUs));
+    if (r.outcome !== 'dispatched' || input.durationUs !== undefined)
+      this.decided(row.time, traceRow(row, input.durationUs));
     else this.wait(row.time, input.callId, 'out', traceRow(row).slice(0, -1), r.slotAt!);
+    return r;
   }
 
   /**
@@ -175,7 +196,8 @@ export class TraceRecorder {
   private decided(time: number, row: string): void {
     this.sweep();
     const group = this.sameTime.get(time);
-    if (group) group.push({ time, callId: '', direction: 'in', head: '', row, start: 0, deadline: 0, refreshed: false });
+    if (group)
+      group.push({ time, callId: '', direction: 'in', head: '', row, start: 0, deadline: 0, refreshed: false });
     else this.add(row);
   }
 
@@ -185,7 +207,15 @@ export class TraceRecorder {
       this.dropped++;
       return;
     }
-    const e: Entry = { time, callId, direction, head, start, deadline: start + this.maxCallDurationUs(), refreshed: false };
+    const e: Entry = {
+      time,
+      callId,
+      direction,
+      head,
+      start,
+      deadline: start + this.maxCallDurationUs(),
+      refreshed: false,
+    };
     this.waiting.add(e);
     const calls = this.byCall.get(callId);
     if (calls) calls.push(e);
@@ -236,7 +266,9 @@ export class TraceRecorder {
       this.dropped++;
       if (!this.droppedReported) {
         this.droppedReported = true;
-        this.onError?.(new Error(`trace recorder: the disk is behind by more than ${this.maxPending} bytes; rows are being dropped`));
+        this.onError?.(
+          new Error(`trace recorder: the disk is behind by more than ${this.maxPending} bytes; rows are being dropped`),
+        );
       }
       return;
     }
@@ -265,7 +297,10 @@ export class TraceRecorder {
 
   private rotate(): void {
     if (this.out) this.ending.push(endStream(this.out));
-    const file = join(this.dir, `${this.prefix}-${this.stamp}-${process.pid}-${String(this.files.length + 1).padStart(4, '0')}.csv`);
+    const file = join(
+      this.dir,
+      `${this.prefix}-${this.stamp}-${process.pid}-${String(this.files.length + 1).padStart(4, '0')}.csv`,
+    );
     this.files.push(file);
     const out = createWriteStream(file, { flags: 'wx' });
     out.on('error', (err) => {
@@ -273,7 +308,7 @@ export class TraceRecorder {
       this.error = err;
       this.onError?.(new Error(`trace recorder: ${err.message}`));
     });
-    const header = TRACE_HEADER + '\n';
+    const header = `${TRACE_HEADER}\n`;
     out.write(header);
     this.out = out;
     this.bytesInFile = header.length;

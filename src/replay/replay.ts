@@ -86,7 +86,14 @@ export function inboundLine(call: TraceCall, d: AdmissionDecision): DecisionLine
       ? { call_id: call.callId, direction: 'in', outcome: 'admitted', duplicate: true, time_us: call.time }
       : { call_id: call.callId, direction: 'in', outcome: 'admitted', time_us: call.time };
   }
-  const line: DecisionLine = { call_id: call.callId, direction: 'in', outcome: 'rejected', limited_by: d.limitedBy!, time_us: call.time, retry_after_ms: d.retryAfterMs };
+  const line: DecisionLine = {
+    call_id: call.callId,
+    direction: 'in',
+    outcome: 'rejected',
+    limited_by: d.limitedBy!,
+    time_us: call.time,
+    retry_after_ms: d.retryAfterMs,
+  };
   if (d.reason !== undefined) line.reason = d.reason;
   return line;
 }
@@ -109,18 +116,30 @@ export function outboundLine(call: TraceCall, r: Reservation): DecisionLine {
  * Dispatch one call held on the virtual clock: its decision is known as soon as the store
  * answers; its send happens later, when the clock passes its slot.
  */
-function dispatchHeld(gate: CallGate, call: TraceCall, sent: (carrier: string, at: number) => void): Promise<Reservation> {
+function dispatchHeld(
+  gate: CallGate,
+  call: TraceCall,
+  sent: (carrier: string, at: number) => void,
+): Promise<Reservation> {
   return new Promise<Reservation>((resolve, reject) => {
     let reserved = false;
     gate
-      .dispatch({ callId: call.callId, route: call.route!, at: call.time, durationUs: call.durationUs }, (carrier) => sent(carrier, gate.clock.now()!), {
-        onReserved: (r) => {
-          reserved = true;
-          resolve(r);
+      .dispatch(
+        { callId: call.callId, route: call.route!, at: call.time, durationUs: call.durationUs },
+        (carrier) => sent(carrier, gate.clock.now()!),
+        {
+          onReserved: (r) => {
+            reserved = true;
+            resolve(r);
+          },
         },
-      })
+      )
       .then((result) => {
-        if (!reserved) reject(result.error ?? new Error(`call ${call.callId} ended ${result.outcome} (${result.reason}) before a decision`));
+        if (!reserved)
+          reject(
+            result.error ??
+              new Error(`call ${call.callId} ended ${result.outcome} (${result.reason}) before a decision`),
+          );
       }, reject);
   });
 }
@@ -137,7 +156,9 @@ function refuseUnreadableTwice(path: string): void {
     return;
   }
   if (stats.isFile()) return;
-  const what = stats.isDirectory() ? 'it is a directory' : `it is ${stats.isFIFO() ? 'a FIFO' : 'not a regular file'}, and a replay reads its trace twice`;
+  const what = stats.isDirectory()
+    ? 'it is a directory'
+    : `it is ${stats.isFIFO() ? 'a FIFO' : 'not a regular file'}, and a replay reads its trace twice`;
   throw new TraceError([{ file: path, line: 0, message: `cannot read the trace: ${what}` }]);
 }
 
@@ -154,7 +175,14 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   const { inbound: cfgIn, outbound: cfgOut } = opts.config;
   const series = opts.series;
 
-  const inbound = { offered: 0, admitted: 0, rejected: 0, byReason: new Map<string, number>(), byKind: { rate: 0, channels: 0 }, duplicates: 0 };
+  const inbound = {
+    offered: 0,
+    admitted: 0,
+    rejected: 0,
+    byReason: new Map<string, number>(),
+    byKind: { rate: 0, channels: 0 },
+    duplicates: 0,
+  };
   const outbound = { offered: 0, dispatched: 0, rejected: 0, rerouted: 0 };
   const levels = new Map<string, LevelStats>();
   const carriers = new Map<string, CarrierStats>();
@@ -195,7 +223,13 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
         counts = s.peaks.map((peak) => peak.add(d.at));
         s.channels?.add(d.at, d.at + holdUs(call), series && ((at, n) => series.levelChannel(key, at, n)));
       } else s.rejected++;
-      series?.levelCall(key, s.peaks.length, d.at, d.duplicate ? 'duplicate' : d.admitted ? 'admitted' : 'rejected', counts);
+      series?.levelCall(
+        key,
+        s.peaks.length,
+        d.at,
+        d.duplicate ? 'duplicate' : d.admitted ? 'admitted' : 'rejected',
+        counts,
+      );
     }
     if (d.admitted) {
       inbound.admitted++;
@@ -233,7 +267,9 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     s.lastSent = at;
   };
 
-  const calls: AsyncIterable<TraceCall> | Iterable<TraceCall> = check.sorted ? readTrace(opts.tracePath, { signal }) : await loadTraceSorted(opts.tracePath, { signal });
+  const calls: AsyncIterable<TraceCall> | Iterable<TraceCall> = check.sorted
+    ? readTrace(opts.tracePath, { signal })
+    : await loadTraceSorted(opts.tracePath, { signal });
   const every = opts.progressEvery ?? 10_000;
   let done = 0;
   let closed = false;
@@ -242,7 +278,13 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       signal?.throwIfAborted(); // a sorted array (unsorted trace) has no reader to check it
       clock.advance(call.time);
       if (call.direction === 'in') {
-        const d = await gate.admit({ callId: call.callId, peer: call.peer!, account: call.account, at: call.time, durationUs: call.durationUs });
+        const d = await gate.admit({
+          callId: call.callId,
+          peer: call.peer!,
+          account: call.account,
+          at: call.time,
+          durationUs: call.durationUs,
+        });
         onInbound(call, d);
         const wait = opts.onDecision?.(inboundLine(call, d));
         if (wait) await wait;

@@ -172,7 +172,18 @@ export function levelTable(j: ReportJson, busiest = false): ReportTable {
 
 export function carrierTable(j: ReportJson): ReportTable {
   return {
-    header: ['carrier', 'dispatched', 'rerouted away', 'rejected', 'p50', 'p99', 'max', '1/cps', 'min slot gap', 'min send gap'],
+    header: [
+      'carrier',
+      'dispatched',
+      'rerouted away',
+      'rejected',
+      'p50',
+      'p99',
+      'max',
+      '1/cps',
+      'min slot gap',
+      'min send gap',
+    ],
     rows: j.carriers.map((c) => [
       c.carrier,
       c.dispatched,
@@ -191,8 +202,11 @@ export function carrierTable(j: ReportJson): ReportTable {
 /** Every level and carrier with a channel limit: the most calls in progress at once against it. */
 export function channelTable(j: ReportJson): ReportTable {
   const rows: (string | number)[][] = [];
-  for (const l of j.levels) if (l.channels) rows.push([l.level, l.channels.limit, l.channels.peak, l.channels.held ? 'held' : 'EXCEEDED']);
-  for (const c of j.carriers) if (c.channels) rows.push([`carrier ${c.carrier}`, c.channels.limit, c.channels.peak, c.channels.held ? 'held' : 'EXCEEDED']);
+  for (const l of j.levels)
+    if (l.channels) rows.push([l.level, l.channels.limit, l.channels.peak, l.channels.held ? 'held' : 'EXCEEDED']);
+  for (const c of j.carriers)
+    if (c.channels)
+      rows.push([`carrier ${c.carrier}`, c.channels.limit, c.channels.peak, c.channels.held ? 'held' : 'EXCEEDED']);
   return { header: ['level / carrier', 'channels', 'peak', ''], rows };
 }
 
@@ -202,10 +216,18 @@ export function reportText(r: ReplayResult): string {
   out.push(
     `callgate replay on the ${j.store} store: ${j.calls} calls (${j.trace_span_s} s of traffic) in ${j.elapsed_ms} ms, ${j.calls_per_second} calls/s`,
   );
-  const rej = Object.entries(j.inbound.rejected_by).map(([k, v]) => `${k} ${v}`).join(', ');
-  const kinds = j.inbound.rejected_for.channels > 0 ? `; for rate ${j.inbound.rejected_for.rate}, for channels ${j.inbound.rejected_for.channels}` : '';
-  const dups = j.inbound.duplicates > 0 ? `, ${j.inbound.duplicates} repeated admits of calls still holding (counted once)` : '';
-  out.push(`inbound: ${j.inbound.offered} offered, ${j.inbound.admitted} admitted, ${j.inbound.rejected} rejected${rej ? ` (${rej}${kinds})` : ''}${dups}`);
+  const rej = Object.entries(j.inbound.rejected_by)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+  const kinds =
+    j.inbound.rejected_for.channels > 0
+      ? `; for rate ${j.inbound.rejected_for.rate}, for channels ${j.inbound.rejected_for.channels}`
+      : '';
+  const dups =
+    j.inbound.duplicates > 0 ? `, ${j.inbound.duplicates} repeated admits of calls still holding (counted once)` : '';
+  out.push(
+    `inbound: ${j.inbound.offered} offered, ${j.inbound.admitted} admitted, ${j.inbound.rejected} rejected${rej ? ` (${rej}${kinds})` : ''}${dups}`,
+  );
   out.push(
     `outbound: ${j.outbound.offered} offered, ${j.outbound.dispatched} dispatched, ${j.outbound.rejected} rejected, ${j.outbound.rerouted} rerouted`,
   );
@@ -224,6 +246,9 @@ export function reportText(r: ReplayResult): string {
     out.push('', 'Channels (peak = most calls in progress at once: each holds from its decision to its end)');
     out.push(table(channels.header, channels.rows));
   }
-  out.push('', j.all_limits_held ? 'Every limit held in every window.' : 'SOME LIMIT WAS EXCEEDED: see EXCEEDED above.');
+  out.push(
+    '',
+    j.all_limits_held ? 'Every limit held in every window.' : 'SOME LIMIT WAS EXCEEDED: see EXCEEDED above.',
+  );
   return out.join('\n');
 }

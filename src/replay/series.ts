@@ -46,7 +46,9 @@ export class Bins {
       for (const c of this.cols) c.copyWithin(at + 1, at, n);
     }
     this.secs[at] = sec;
-    this.aggs.forEach((a, i) => (this.cols[i]![at] = a === 'sum' ? 0 : Number.NaN));
+    this.aggs.forEach((a, i) => {
+      this.cols[i]![at] = a === 'sum' ? 0 : Number.NaN;
+    });
     this.length++;
     return at;
   }
@@ -109,7 +111,13 @@ export class ReplaySeries {
    * One call checked at a level. `windowCounts`: for an admitted call, the count (or estimate)
    * of each of the level's limits with it (WindowPeak.add's values), in the limits' order.
    */
-  levelCall(key: string, limits: number, atUs: number, outcome: 'admitted' | 'rejected' | 'duplicate', windowCounts?: readonly number[]): void {
+  levelCall(
+    key: string,
+    limits: number,
+    atUs: number,
+    outcome: 'admitted' | 'rejected' | 'duplicate',
+    windowCounts?: readonly number[],
+  ): void {
     let bins = this.levels.get(key);
     if (!bins) this.levels.set(key, (bins = new Bins(['sum', 'sum', 'sum', ...Array<Agg>(limits).fill('max')])));
     // a duplicate (a call admitted again while it holds) is offered, counted nowhere else
@@ -129,7 +137,11 @@ export class ReplaySeries {
 
   carrier(id: string): CarrierBins {
     let c = this.carriers.get(id);
-    if (!c) this.carriers.set(id, (c = { decisions: new Bins(['sum', 'sum', 'sum', 'sum', 'max']), slots: new Bins(['sum']) }));
+    if (!c)
+      this.carriers.set(
+        id,
+        (c = { decisions: new Bins(['sum', 'sum', 'sum', 'sum', 'max']), slots: new Bins(['sum']) }),
+      );
     return c;
   }
 
@@ -210,7 +222,10 @@ function bucketize(bins: Bins, origin: number, step: number, outs: readonly Out[
     if (b !== cur) {
       flush();
       cur = b;
-      outs.forEach((o, i) => ((acc[i] = 'max' in o ? Number.NaN : 0), (den[i] = 0)));
+      outs.forEach((o, i) => {
+        acc[i] = 'max' in o ? Number.NaN : 0;
+        den[i] = 0;
+      });
     }
     outs.forEach((o, i) => {
       if ('max' in o) {
@@ -267,7 +282,10 @@ function bucketCount(bins: Bins, origin: number, step: number): number {
   let cur = Number.NaN;
   for (let j = 0; j < bins.length; j++) {
     const b = Math.floor((bins.secs[j]! - origin) / step);
-    if (b !== cur) (n++, (cur = b));
+    if (b !== cur) {
+      n++;
+      cur = b;
+    }
   }
   return n;
 }
@@ -314,7 +332,12 @@ const lastSec = (b: Bins): number => (b.length > 0 ? b.secs[b.length - 1]! : Num
 export function seriesJson(s: ReplaySeries, firstUs: number, keep: ReadonlySet<string>): ReplaySeriesJson {
   const origin = secondOf(firstUs);
   // slots may come after the last call
-  const last = Math.max(lastSec(s.inbound), lastSec(s.outbound), ...[...s.carriers.values()].map((c) => lastSec(c.slots)), origin);
+  const last = Math.max(
+    lastSec(s.inbound),
+    lastSec(s.outbound),
+    ...[...s.carriers.values()].map((c) => lastSec(c.slots)),
+    origin,
+  );
   const span = last - origin + 1;
   const step = stepFor(span);
   const minor = [...s.levels.entries()].filter(([k]) => !keep.has(k));
@@ -324,7 +347,12 @@ export function seriesJson(s: ReplaySeries, firstUs: number, keep: ReadonlySet<s
   }
   const levels: Record<string, SeriesJson> = {};
   for (const [key, bins] of s.levels) {
-    levels[key] = bucketize(bins, origin, keep.has(key) ? step : minorStep, levelOuts(bins.aggs.length - LEVEL.windows));
+    levels[key] = bucketize(
+      bins,
+      origin,
+      keep.has(key) ? step : minorStep,
+      levelOuts(bins.aggs.length - LEVEL.windows),
+    );
   }
   const carriers: ReplaySeriesJson['carriers'] = {};
   for (const [id, c] of s.carriers) {
@@ -339,7 +367,8 @@ export function seriesJson(s: ReplaySeries, firstUs: number, keep: ReadonlySet<s
       sent: bucketize(c.slots, origin, step, [{ name: 'sent', max: 0 }]),
     };
   }
-  const channels = (m: Map<string, Bins>) => Object.fromEntries([...m].map(([k, b]) => [k, channelBuckets(b, origin, step, last)]));
+  const channels = (m: Map<string, Bins>) =>
+    Object.fromEntries([...m].map(([k, b]) => [k, channelBuckets(b, origin, step, last)]));
   return {
     origin,
     step,
@@ -353,7 +382,11 @@ export function seriesJson(s: ReplaySeries, firstUs: number, keep: ReadonlySet<s
 }
 
 /** All inbound and all outbound traffic on a given grid (the what-if's old run on the new run's). */
-export function totalsJson(s: ReplaySeries, origin: number, step: number): Pick<ReplaySeriesJson, 'inbound' | 'outbound'> {
+export function totalsJson(
+  s: ReplaySeries,
+  origin: number,
+  step: number,
+): Pick<ReplaySeriesJson, 'inbound' | 'outbound'> {
   return {
     inbound: bucketize(s.inbound, origin, step, [
       { name: 'offered', max: 0 },

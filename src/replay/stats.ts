@@ -156,7 +156,13 @@ export interface LevelStats {
 }
 
 export function newLevel(bucket: BucketConfig = { limits: [] }): LevelStats {
-  const s: LevelStats = { offered: 0, admitted: 0, rejected: 0, duplicates: 0, peaks: bucket.limits.map((l) => new WindowPeak(l)) };
+  const s: LevelStats = {
+    offered: 0,
+    admitted: 0,
+    rejected: 0,
+    duplicates: 0,
+    peaks: bucket.limits.map((l) => new WindowPeak(l)),
+  };
   if (bucket.channels !== undefined) s.channels = new ChannelPeak(bucket.channels);
   return s;
 }
@@ -182,7 +188,11 @@ export function newCarrier(intervalUs: number, channels?: number): CarrierStats 
     dispatched: 0,
     reroutedAway: 0,
     rejected: 0,
-    delays: hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: 3 }),
+    delays: hdr.build({
+      lowestDiscernibleValue: 1,
+      highestTrackableValue: 3_600_000_000,
+      numberOfSignificantValueDigits: 3,
+    }),
     minSpacingUs: Number.POSITIVE_INFINITY,
     lastSlot: Number.NaN,
     minSentSpacingUs: Number.POSITIVE_INFINITY,

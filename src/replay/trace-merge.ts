@@ -50,7 +50,11 @@ async function* readRun(path: string): AsyncGenerator<Placed> {
   for await (const line of lines) yield JSON.parse(line) as Placed;
 }
 
-export async function mergeTraces(inputs: readonly string[], output: string, opts: { chunkRows?: number } = {}): Promise<MergeResult> {
+export async function mergeTraces(
+  inputs: readonly string[],
+  output: string,
+  opts: { chunkRows?: number } = {},
+): Promise<MergeResult> {
   const chunkRows = opts.chunkRows ?? 200_000;
   // whole or not at all, and never over a directory or a device (see OutputFile)
   const out = await OutputFile.open(output, (name) => `the merged trace ${name}`);
@@ -65,8 +69,11 @@ export async function mergeTraces(inputs: readonly string[], output: string, opt
     const { out, failed } = outputStream(path, `a temporary run of the merge (${path})`);
     let text = '';
     for (const p of chunk) {
-      text += JSON.stringify(p) + '\n';
-      if (text.length > 65_536) (await writeAll(out, failed, text), (text = ''));
+      text += `${JSON.stringify(p)}\n`;
+      if (text.length > 65_536) {
+        await writeAll(out, failed, text);
+        text = '';
+      }
     }
     await writeAll(out, failed, text);
     await endStream(out, failed);
@@ -91,13 +98,16 @@ export async function mergeTraces(inputs: readonly string[], output: string, opt
       return (await s.next()).value ?? undefined;
     };
     for (let i = 0; i < sources.length; i++) heads.push(await next(i));
-    let text = TRACE_HEADER + '\n';
+    let text = `${TRACE_HEADER}\n`;
     for (;;) {
       let k = -1;
       for (let i = 0; i < heads.length; i++) if (heads[i] && (k < 0 || byPlace(heads[i]!, heads[k]!) < 0)) k = i;
       if (k < 0) break;
       text += heads[k]![2];
-      if (text.length > 65_536) (await out.write(text), (text = ''));
+      if (text.length > 65_536) {
+        await out.write(text);
+        text = '';
+      }
       heads[k] = await next(k);
     }
     await out.write(text);

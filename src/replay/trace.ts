@@ -34,7 +34,7 @@ const EPOCH_RE = /^(\d+)(?:\.(\d{1,9}))?$/;
 /** A fraction of a second (1 to 9 digits) as integer microseconds; digits beyond 6 are truncated. */
 function fractionUs(digits: string | undefined): number {
   if (digits === undefined) return 0;
-  return Number((digits + '00000').slice(0, 6));
+  return Number(`${digits}00000`.slice(0, 6));
 }
 
 /** Midnight of a date at a fixed offset, in ms since the epoch, validated by luxon; cached. */
@@ -169,7 +169,7 @@ type Known = (typeof KNOWN_COLUMNS)[number];
 
 const MAX_SHOWN = 80;
 function show(value: string): string {
-  return JSON.stringify(value.length > MAX_SHOWN ? value.slice(0, MAX_SHOWN) + '…' : value);
+  return JSON.stringify(value.length > MAX_SHOWN ? `${value.slice(0, MAX_SHOWN)}…` : value);
 }
 
 function countNewlines(s: string): number {
@@ -211,7 +211,8 @@ class CommentBlanker extends Transform {
       this.pending = undefined;
       if (buf.length < 3 && BOM.subarray(0, buf.length).equals(buf)) {
         this.pending = buf;
-        return cb();
+        cb();
+        return;
       }
       this.first = false;
       if (buf.subarray(0, 3).equals(BOM)) pos = 3;
@@ -265,7 +266,10 @@ class CommentBlanker extends Transform {
         pos = len;
       }
     }
-    if (parts === undefined) return cb(null, buf);
+    if (parts === undefined) {
+      cb(null, buf);
+      return;
+    }
     if (!this.inComment) parts.push(buf.subarray(keepFrom));
     cb(null, Buffer.concat(parts));
   }
@@ -435,7 +439,10 @@ function decodeRow(
   const routeText = cell('route');
   let route: string[] | undefined;
   if (routeText !== undefined) {
-    const parts = routeText.split('|').map((s) => s.trim()).filter((s) => s !== '');
+    const parts = routeText
+      .split('|')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
     if (parts.length > 0) route = parts;
   }
 
@@ -447,9 +454,12 @@ function decodeRow(
 
   if (direction === 'in' && peer === undefined) bad('peer', 'missing peer (required on "in" rows)');
   if (direction === 'out' && route === undefined) {
-    bad('route', routeText === undefined || routeText.trim() === ''
-      ? 'missing route (required on "out" rows)'
-      : `empty route ${show(routeText)}`);
+    bad(
+      'route',
+      routeText === undefined || routeText.trim() === ''
+        ? 'missing route (required on "out" rows)'
+        : `empty route ${show(routeText)}`,
+    );
   }
   if (!ok) return undefined;
 

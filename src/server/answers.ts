@@ -59,7 +59,12 @@ export function admitAnswer(d: AdmissionDecision, sip: SipOptions): AdmitAnswer 
   if (d.forced) a.forced = true;
   if (extra.duplicate) a.duplicate = true;
   const r = toSipResponse(d, sip);
-  if (r) a.sip = { status: r.status, reason: r.reason, headers: r.retryAfter === undefined ? {} : { 'Retry-After': String(r.retryAfter) } };
+  if (r)
+    a.sip = {
+      status: r.status,
+      reason: r.reason,
+      headers: r.retryAfter === undefined ? {} : { 'Retry-After': String(r.retryAfter) },
+    };
   return a;
 }
 

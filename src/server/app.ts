@@ -13,7 +13,13 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { parse as parseQueryString } from 'node:querystring';
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { z } from 'zod';
 import type { SipOptions } from '../admission/sip.js';
 import type { ConfigChange } from '../config/diff.js';
@@ -22,7 +28,15 @@ import { DispatcherClosedError } from '../errors/dispatcher-closed-error.js';
 import { StoreUnavailableError } from '../errors/index.js';
 import type { CallGate } from '../gate.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
-import { BadRequest, admitRequest, callRequest, emptyRequest, parseRequest, reserveRequest, stateRequest } from './requests.js';
+import {
+  BadRequest,
+  admitRequest,
+  callRequest,
+  emptyRequest,
+  parseRequest,
+  reserveRequest,
+  stateRequest,
+} from './requests.js';
 
 export interface AppOptions {
   readonly gate: CallGate;
@@ -93,7 +107,10 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       if (OPEN_ROUTES.has(req.url.split('?')[0]!)) return;
       const given = req.headers.authorization;
       if (typeof given !== 'string' || !timingSafeEqual(digest(given), expected)) {
-        return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'unauthorized', message: 'missing or wrong "Authorization: Bearer <token>" header' });
+        return reply
+          .code(401)
+          .header('www-authenticate', 'Bearer')
+          .send({ error: 'unauthorized', message: 'missing or wrong "Authorization: Bearer <token>" header' });
       }
     });
   }
@@ -102,7 +119,12 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   const read = <T extends z.ZodType>(schema: T, req: FastifyRequest): z.output<T> => {
     const body = req.body as { form?: unknown } | undefined;
     if (req.method === 'GET' || body === undefined) return parseRequest(schema, req.query, 'query');
-    if (typeof body === 'object' && body !== null && 'form' in body && req.headers['content-type']?.startsWith('application/x-www-form-urlencoded')) {
+    if (
+      typeof body === 'object' &&
+      body !== null &&
+      'form' in body &&
+      req.headers['content-type']?.startsWith('application/x-www-form-urlencoded')
+    ) {
       return parseRequest(schema, body.form, 'form');
     }
     return parseRequest(schema, body, 'body');
@@ -145,7 +167,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     try {
       return { call_id: r.call_id, refreshed: await gate.refresh(r.call_id) };
     } catch (err) {
-      if (err instanceof StoreUnavailableError) return reply.code(503).send({ error: 'store-unavailable', message: err.message });
+      if (err instanceof StoreUnavailableError)
+        return reply.code(503).send({ error: 'store-unavailable', message: err.message });
       throw err;
     }
   });
@@ -156,7 +179,12 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       const changes = await opts.reload();
       return { reloaded: true, changes: changes.map((c) => ({ path: c.path, kind: c.kind })) };
     } catch (err) {
-      if (err instanceof ConfigError) return reply.code(422).send({ error: 'invalid-configuration', message: 'the configuration in force is unchanged', problems: err.problems });
+      if (err instanceof ConfigError)
+        return reply.code(422).send({
+          error: 'invalid-configuration',
+          message: 'the configuration in force is unchanged',
+          problems: err.problems,
+        });
       throw err;
     }
   });
@@ -194,12 +222,17 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (err instanceof BadRequest) {
       return reply.code(400).send({ error: 'bad-request', message: err.problems[0], problems: err.problems });
     }
-    if (err instanceof DispatcherClosedError) return reply.code(503).send({ error: 'closing', message: 'the sidecar is shutting down' });
+    if (err instanceof DispatcherClosedError)
+      return reply.code(503).send({ error: 'closing', message: 'the sidecar is shutting down' });
     const status = err.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       // fastify's own refusals (invalid JSON, body too large, unsupported media type): say where
       const message = err.code?.startsWith('FST_ERR_CTP') ? `body: ${err.message}` : err.message;
-      return reply.code(status).send({ error: status === 413 ? 'too-large' : status === 415 ? 'unsupported-media-type' : 'bad-request', message, problems: [message] });
+      return reply.code(status).send({
+        error: status === 413 ? 'too-large' : status === 415 ? 'unsupported-media-type' : 'bad-request',
+        message,
+        problems: [message],
+      });
     }
     req.log.error({ err }, 'request failed');
     return reply.code(500).send({ error: 'internal', message: err.message });

@@ -37,9 +37,9 @@ const id = z
 
 /** An account may be empty ('' counts as none, as in a trace). */
 const accountWhat = `a string of at most ${MAX_ID_LENGTH} characters`;
-const account = z
-  .string({ error: expected(accountWhat) })
-  .max(MAX_ID_LENGTH, { error: (iss) => `expected ${accountWhat}, got ${String((iss.input as string).length)} characters` });
+const account = z.string({ error: expected(accountWhat) }).max(MAX_ID_LENGTH, {
+  error: (iss) => `expected ${accountWhat}, got ${String((iss.input as string).length)} characters`,
+});
 
 const routeWhat = `an array of 1 to ${MAX_ROUTE} carrier ids`;
 const route = z
@@ -56,7 +56,12 @@ export const callRequest = z.strictObject({ call_id: id }, object);
 export const emptyRequest = z.strictObject({}, object);
 /** State: peers to show besides the configured ones (`peer=a&peer=b`). */
 export const stateRequest = z.strictObject(
-  { peer: z.array(id, { error: expected('an array of peer ids') }).max(1000, { error: 'expected at most 1000 peers' }).optional() },
+  {
+    peer: z
+      .array(id, { error: expected('an array of peer ids') })
+      .max(1000, { error: 'expected at most 1000 peers' })
+      .optional(),
+  },
   object,
 );
 
@@ -92,8 +97,17 @@ function fromStrings(input: unknown, where: string, lists: ReadonlySet<string>):
  * Validate `input` from `where` ('body' for JSON, 'form' for a form body, 'query'); throws
  * BadRequest listing every problem.
  */
-export function parseRequest<T extends z.ZodType>(schema: T, input: unknown, where: 'body' | 'form' | 'query'): z.output<T> {
-  const value = where === 'body' ? (input === undefined || input === null || input === '' ? {} : input) : fromStrings(input, where, LIST_FIELDS.get(schema) ?? NONE);
+export function parseRequest<T extends z.ZodType>(
+  schema: T,
+  input: unknown,
+  where: 'body' | 'form' | 'query',
+): z.output<T> {
+  const value =
+    where === 'body'
+      ? input === undefined || input === null || input === ''
+        ? {}
+        : input
+      : fromStrings(input, where, LIST_FIELDS.get(schema) ?? NONE);
   const r = schema.safeParse(value);
   if (r.success) return r.data;
   const lines: string[] = [];

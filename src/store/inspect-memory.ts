@@ -50,7 +50,11 @@ function range(times: readonly number[], head: number, lo: number, hi: number): 
   return [first, firstAbove(times, first, hi) - first];
 }
 
-function inspectBucket(state: MemoryState, bucket: Bucket, t: number): { counts: number[]; retryAfterUs: number[]; channels?: number } {
+function inspectBucket(
+  state: MemoryState,
+  bucket: Bucket,
+  t: number,
+): { counts: number[]; retryAfterUs: number[]; channels?: number } {
   const counts: number[] = [];
   const retryAfterUs: number[] = [];
   for (const { limit: L, windowUs: W, algorithm } of bucket.limits) {
@@ -71,7 +75,9 @@ function inspectBucket(state: MemoryState, bucket: Bucket, t: number): { counts:
     counts.push(count);
     retryAfterUs.push(wait);
   }
-  return bucket.channels === undefined ? { counts, retryAfterUs } : { counts, retryAfterUs, channels: state.holds(bucket.name, t) };
+  return bucket.channels === undefined
+    ? { counts, retryAfterUs }
+    : { counts, retryAfterUs, channels: state.holds(bucket.name, t) };
 }
 
 export function inspectMemory(state: MemoryState, req: InspectRequest, t: number): InspectResult {
@@ -80,7 +86,7 @@ export function inspectMemory(state: MemoryState, req: InspectRequest, t: number
     carriers: req.carriers.map((c) => {
       const last = state.slot(c.name);
       const wait = last === undefined ? 0 : last + c.intervalUs - t;
-      const waitUs = wait > 0 ? wait : 0;
+      const waitUs = Math.max(wait, 0);
       return c.channels === undefined ? { waitUs } : { waitUs, channels: state.carrierHolds(c.name, t) };
     }),
     now: t,

@@ -13,7 +13,7 @@ export function encodeId(id: string): string {
   let out = '';
   for (let i = 0; i < id.length; i++) {
     const ch = id[i]!;
-    out += /[A-Za-z0-9._~-]/.test(ch) ? ch : '%' + id.charCodeAt(i).toString(16).toUpperCase().padStart(4, '0');
+    out += /[A-Za-z0-9._~-]/.test(ch) ? ch : `%${id.charCodeAt(i).toString(16).toUpperCase().padStart(4, '0')}`;
   }
   return out;
 }

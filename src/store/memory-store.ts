@@ -30,7 +30,17 @@ import type {
   WaitRequest,
   WaitResult,
 } from './types.js';
-import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels, logRetention } from './validate.js';
+import {
+  checkAdmit,
+  checkCount,
+  checkHolds,
+  checkRefresh,
+  checkRelease,
+  checkReserve,
+  checkWait,
+  hasChannels,
+  logRetention,
+} from './validate.js';
 import { checkInspect, inspectMemory } from './inspect-memory.js';
 import type { InspectRequest, InspectResult } from './types.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
@@ -277,10 +287,17 @@ export class MemoryStore implements Store {
         if (set.size === 0) sets.delete(key);
       }
     }
-    for (const calls of [this.inCalls, this.outCalls]) for (const [id, rec] of calls) if (rec.end <= t) calls.delete(id);
+    for (const calls of [this.inCalls, this.outCalls])
+      for (const [id, rec] of calls) if (rec.end <= t) calls.delete(id);
     this.opsToSweep = Math.max(
       1024,
-      this.logs.size + this.windows.size + this.slots.size + this.bucketHolds.size + this.carrierHolds.size + this.inCalls.size + this.outCalls.size,
+      this.logs.size +
+        this.windows.size +
+        this.slots.size +
+        this.bucketHolds.size +
+        this.carrierHolds.size +
+        this.inCalls.size +
+        this.outCalls.size,
     );
   }
 
@@ -382,7 +399,11 @@ export class MemoryStore implements Store {
       }
       // then the bucket's channels; past the first bucket without room they change nothing
       const channels = buckets[b]!.channels;
-      if (channels !== undefined && limitedBy < 0 && (this.bucketHolds.get(buckets[b]!.name)?.count(t) ?? 0) >= channels) {
+      if (
+        channels !== undefined &&
+        limitedBy < 0 &&
+        (this.bucketHolds.get(buckets[b]!.name)?.count(t) ?? 0) >= channels
+      ) {
         limitedBy = b;
         reason = 'channels';
       }
@@ -462,7 +483,8 @@ export class MemoryStore implements Store {
           state.last = slot;
           state.intervalUs = intervalUs;
         } else this.slots.set(name, { last: slot, intervalUs });
-        if (req.hold !== undefined) this.holdOut(req.hold.id, channels === undefined ? 0 : slot + req.hold.forUs, name, t);
+        if (req.hold !== undefined)
+          this.holdOut(req.hold.id, channels === undefined ? 0 : slot + req.hold.forUs, name, t);
         return { index: i, waitUs: wait, slotUs: slot, waits, full, now: t };
       }
     }
@@ -523,7 +545,7 @@ export class MemoryStore implements Store {
     const t = this.time(req.now);
     const state = this.slots.get(req.carrier.name);
     const wait = state ? state.last + req.carrier.intervalUs - t : 0;
-    return { waitUs: wait > 0 ? wait : 0, now: t };
+    return { waitUs: Math.max(wait, 0), now: t };
   }
 
   // The Store interface: the same, as promises (a validation error rejects the promise).

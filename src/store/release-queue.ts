@@ -35,15 +35,22 @@ export class ReleaseQueue {
   /** Keep a release that failed with `err`, to try again. */
   add(callId: string, err: Error): void {
     if (this.closed) {
-      this.opts.onError(new StoreUnavailableError(`release of call ${JSON.stringify(callId)} lost: the engine is closed`, err));
+      this.opts.onError(
+        new StoreUnavailableError(`release of call ${JSON.stringify(callId)} lost: the engine is closed`, err),
+      );
       return;
     }
-    if (this.pending.size === 0) this.opts.onError(new StoreUnavailableError('store unavailable: releases are kept and retried', err));
+    if (this.pending.size === 0)
+      this.opts.onError(new StoreUnavailableError('store unavailable: releases are kept and retried', err));
     this.pending.delete(callId);
     if (this.pending.size >= this.opts.max) {
       const oldest = this.pending.keys().next().value!;
       this.pending.delete(oldest);
-      this.opts.onError(new StoreUnavailableError(`too many releases waiting for the store (${this.opts.max}): call ${JSON.stringify(oldest)} given up, its hold lapses by itself`));
+      this.opts.onError(
+        new StoreUnavailableError(
+          `too many releases waiting for the store (${this.opts.max}): call ${JSON.stringify(oldest)} given up, its hold lapses by itself`,
+        ),
+      );
     }
     this.pending.set(callId, Date.now() + this.opts.lifetimeMs());
     this.schedule();
@@ -88,7 +95,11 @@ export class ReleaseQueue {
     await this.retrying;
     if (this.pending.size > 0) await this.retry();
     if (this.pending.size > 0) {
-      this.opts.onError(new StoreUnavailableError(`${this.pending.size} releases could not reach the store before close: their holds lapse by themselves`));
+      this.opts.onError(
+        new StoreUnavailableError(
+          `${this.pending.size} releases could not reach the store before close: their holds lapse by themselves`,
+        ),
+      );
       this.pending.clear();
     }
   }

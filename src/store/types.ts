@@ -283,7 +283,11 @@ export interface InspectResult {
    * sliding-window: the estimate c + p * (1 - f)), and `retryAfterUs`, 0 when it has room, else
    * the wait an admission would be told (see AdmitResult).
    */
-  readonly buckets: readonly { readonly counts: readonly number[]; readonly retryAfterUs: readonly number[]; readonly channels?: number }[];
+  readonly buckets: readonly {
+    readonly counts: readonly number[];
+    readonly retryAfterUs: readonly number[];
+    readonly channels?: number;
+  }[];
   /**
    * Per carrier: its queue wait, max(0, last(c) + I - now), as WaitResult. `channels` (buckets and
    * carriers with a channel limit): the calls in progress there at now, as HoldsResult.

@@ -46,11 +46,13 @@ function checkBuckets(buckets: readonly Bucket[] | undefined): void {
     if (!Array.isArray(bucket.limits)) fail(`buckets[${b}].limits must be an array`);
     (bucket.limits as readonly Limit[]).forEach((lim, j) => {
       const at = `buckets[${b}].limits[${j}]`;
-      if (!(Number.isSafeInteger(lim?.limit) && lim.limit > 0)) fail(`${at}.limit must be a positive integer, got ${String(lim?.limit)}`);
+      if (!(Number.isSafeInteger(lim?.limit) && lim.limit > 0))
+        fail(`${at}.limit must be a positive integer, got ${String(lim?.limit)}`);
       if (!(Number.isSafeInteger(lim.windowUs) && lim.windowUs > 0)) {
         fail(`${at}.windowUs must be a positive integer number of microseconds, got ${String(lim.windowUs)}`);
       }
-      if (!ALGORITHMS.has(lim.algorithm)) fail(`${at}.algorithm must be sliding-log, sliding-window or fixed-window, got ${String(lim.algorithm)}`);
+      if (!ALGORITHMS.has(lim.algorithm))
+        fail(`${at}.algorithm must be sliding-log, sliding-window or fixed-window, got ${String(lim.algorithm)}`);
     });
     checkChannels(`buckets[${b}].channels`, bucket.channels);
   });
@@ -68,7 +70,8 @@ function checkId(at: string, id: unknown): void {
 }
 
 function checkForUs(at: string, forUs: unknown): void {
-  if (!(Number.isSafeInteger(forUs) && (forUs as number) >= 0)) fail(`${at} must be a non-negative integer number of microseconds, got ${String(forUs)}`);
+  if (!(Number.isSafeInteger(forUs) && (forUs as number) >= 0))
+    fail(`${at} must be a non-negative integer number of microseconds, got ${String(forUs)}`);
 }
 
 /** The hold of a call: required when something on its way has a channel limit. */
@@ -112,20 +115,25 @@ export function checkCount(req: CountRequest): void {
   checkName('tag', req?.tag);
   checkName('bucket', req.bucket);
   checkNow(req.now);
-  if (!(Number.isSafeInteger(req.windowUs) && req.windowUs > 0)) fail(`windowUs must be a positive integer, got ${String(req.windowUs)}`);
+  if (!(Number.isSafeInteger(req.windowUs) && req.windowUs > 0))
+    fail(`windowUs must be a positive integer, got ${String(req.windowUs)}`);
 }
 
 function checkCarrier(at: string, c: Carrier): void {
   checkName(`${at}.name`, c?.name);
-  if (!(Number.isFinite(c.intervalUs) && c.intervalUs > 0)) fail(`${at}.intervalUs must be a positive finite number, got ${String(c.intervalUs)}`);
-  if (!(Number.isFinite(c.maxWaitUs) && c.maxWaitUs >= 0)) fail(`${at}.maxWaitUs must be a finite number >= 0, got ${String(c.maxWaitUs)}`);
+  if (!(Number.isFinite(c.intervalUs) && c.intervalUs > 0))
+    fail(`${at}.intervalUs must be a positive finite number, got ${String(c.intervalUs)}`);
+  if (!(Number.isFinite(c.maxWaitUs) && c.maxWaitUs >= 0))
+    fail(`${at}.maxWaitUs must be a finite number >= 0, got ${String(c.maxWaitUs)}`);
   checkChannels(`${at}.channels`, c.channels);
 }
 
 export function checkReserve(req: ReserveRequest): void {
   checkNow(req?.now);
   if (!Array.isArray(req.route) || req.route.length === 0) fail('route must be a non-empty array of carriers');
-  req.route.forEach((c, i) => checkCarrier(`route[${i}]`, c));
+  req.route.forEach((c, i) => {
+    checkCarrier(`route[${i}]`, c);
+  });
   const needed = req.route.some((c) => c.channels !== undefined);
   if (req.hold !== undefined || needed) checkHold(req.hold, needed);
 }
@@ -133,7 +141,8 @@ export function checkReserve(req: ReserveRequest): void {
 export function checkRelease(req: ReleaseRequest): void {
   checkId('id', req?.id);
   checkNow(req.now);
-  if (req.direction !== undefined && req.direction !== 'in' && req.direction !== 'out') fail(`direction must be in or out, got ${String(req.direction)}`);
+  if (req.direction !== undefined && req.direction !== 'in' && req.direction !== 'out')
+    fail(`direction must be in or out, got ${String(req.direction)}`);
 }
 
 export function checkRefresh(req: RefreshRequest): void {

@@ -26,7 +26,10 @@ export function firstAbove(sorted: readonly number[], lo: number, x: number): nu
  * ({ w: latest window, c: its count, p: the count of w - 1 }), as lua/includes/buckets.lua
  * windowCounts.
  */
-export function windowCounts(s: { readonly w: number; readonly c: number; readonly p: number } | undefined, k: number): [c: number, p: number] {
+export function windowCounts(
+  s: { readonly w: number; readonly c: number; readonly p: number } | undefined,
+  k: number,
+): [c: number, p: number] {
   if (s === undefined) return [0, 0];
   if (k === s.w) return [s.c, s.p];
   if (k === s.w + 1) return [0, s.c];
@@ -39,10 +42,19 @@ export function windowCounts(s: { readonly w: number; readonly c: number; readon
  * compared with L (c, or the estimate c + p(1 - f)) and the wait until room (0: room), by the
  * formulas of src/store/types.ts (AdmitResult.retryAfterUs).
  */
-export function windowLimit(algorithm: 'fixed-window' | 'sliding-window', L: number, W: number, t: number, k: number, c: number, p: number): { value: number; wait: number } {
+export function windowLimit(
+  algorithm: 'fixed-window' | 'sliding-window',
+  L: number,
+  W: number,
+  t: number,
+  k: number,
+  c: number,
+  p: number,
+): { value: number; wait: number } {
   if (algorithm === 'fixed-window') return { value: c, wait: c >= L ? (k + 1) * W - t : 0 };
   const value = c + p * (1 - (t - k * W) / W);
   if (value < L) return { value, wait: 0 };
-  const wait = c >= L ? (k + 1) * W + Math.floor(W * (1 - L / c)) + 1 - t : k * W + Math.floor(W * (1 - (L - c) / p)) + 1 - t;
-  return { value, wait: wait < 1 ? 1 : wait };
+  const wait =
+    c >= L ? (k + 1) * W + Math.floor(W * (1 - L / c)) + 1 - t : k * W + Math.floor(W * (1 - (L - c) / p)) + 1 - t;
+  return { value, wait: Math.max(wait, 1) };
 }

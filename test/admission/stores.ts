@@ -2,7 +2,7 @@
  * Stores for the admission / gate suites: the same tests run on a MemoryStore and on a
  * RedisStore over a real Redis (getRedis), each test on a fresh key prefix.
  */
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 import type { Store } from '../../src/store/types.js';
@@ -18,7 +18,8 @@ export interface StoreKind {
 }
 
 let seq = 0;
-export const uniquePrefix = (label: string): string => `cgt:${label}:${process.pid}:${Date.now().toString(36)}:${seq++}:`;
+export const uniquePrefix = (label: string): string =>
+  `cgt:${label}:${process.pid}:${Date.now().toString(36)}:${seq++}:`;
 
 /** Registers mocha hooks and calls `body` once per store kind, inside a describe per kind. */
 export function forEachStore(label: string, body: (kind: () => StoreKind, name: 'memory' | 'redis') => void): void {
@@ -39,7 +40,8 @@ export function forEachStore(label: string, body: (kind: () => StoreKind, name: 
         name: 'redis',
         client,
         handle,
-        make: (opts = {}) => new RedisStore({ redis: client, prefix: uniquePrefix(label.replace(/\W+/g, '-')), ...opts }),
+        make: (opts = {}) =>
+          new RedisStore({ redis: client, prefix: uniquePrefix(label.replace(/\W+/g, '-')), ...opts }),
       };
     });
     after(async () => {

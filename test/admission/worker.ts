@@ -46,7 +46,7 @@ const gate = await CallGate.create({
   shield: false,
 });
 await redis.ping();
-process.stdout.write(JSON.stringify({ ready: true }) + '\n');
+process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
 
 const rl = createInterface({ input: process.stdin });
 await new Promise<void>((resolve) => rl.on('line', (line) => line.trim() === 'go' && resolve()));
@@ -70,4 +70,4 @@ const lane = async () => {
 await Promise.all(Array.from({ length: args.concurrency }, lane));
 await gate.close();
 redis.disconnect();
-process.stdout.write(JSON.stringify(report) + '\n');
+process.stdout.write(`${JSON.stringify(report)}\n`);

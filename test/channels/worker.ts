@@ -17,6 +17,7 @@
  */
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
+import type { AdmissionDecision } from '../../src/admission/admission.js';
 import type { CallGateConfigInput } from '../../src/config/types.js';
 import { CallGate } from '../../src/gate.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
@@ -59,7 +60,11 @@ export interface ChannelWorkerReport {
 
 const args = JSON.parse(process.argv[2] ?? '{}') as ChannelWorkerArgs;
 const redis = new Redis(args.url, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
-const gate = await CallGate.create({ config: args.config, store: new RedisStore({ redis, prefix: args.prefix }), timeoutMs: 2_000 });
+const gate = await CallGate.create({
+  config: args.config,
+  store: new RedisStore({ redis, prefix: args.prefix }),
+  timeoutMs: 2_000,
+});
 const report: ChannelWorkerReport = { id: args.id, decided: [], released: [], repeats: [], errors: [] };
 gate.on('released', ({ callId, outcome, at }) => {
   if (at !== undefined) report.released.push({ id: callId, at, outcome });
@@ -67,7 +72,7 @@ gate.on('released', ({ callId, outcome, at }) => {
 });
 gate.on('error', (err) => report.errors.push(String(err)));
 await redis.ping();
-const print = (msg: unknown) => process.stdout.write(JSON.stringify(msg) + '\n');
+const print = (msg: unknown) => process.stdout.write(`${JSON.stringify(msg)}\n`);
 print({ ready: true });
 
 const inFlight = new Set<Promise<unknown>>();
@@ -99,12 +104,21 @@ if (args.mode === 'hold') {
     const c = args.callers[i % args.callers.length]!;
     const id = `${args.id}-h${i}`;
     const d = await gate.admit({ callId: id, peer: c.peer, account: c.account });
-    held.push({ id, peer: c.peer, account: c.account, at: d.at, admitted: d.admitted, limitedBy: d.limitedBy, reason: d.reason });
+    held.push({
+      id,
+      peer: c.peer,
+      account: c.account,
+      at: d.at,
+      admitted: d.admitted,
+      limitedBy: d.limitedBy,
+      reason: d.reason,
+    });
   }
   print({ held });
   const timer = args.refreshMs
     ? setInterval(() => {
-        for (const h of held) if (h.admitted) track(gate.refresh(h.id).catch((e: unknown) => report.errors.push(String(e))));
+        for (const h of held)
+          if (h.admitted) track(gate.refresh(h.id).catch((e: unknown) => report.errors.push(String(e))));
       }, args.refreshMs)
     : undefined;
   await end;
@@ -117,7 +131,7 @@ if (args.mode === 'hold') {
       const id = `${args.id}-${seq++}`;
       const input = { callId: id, peer: c.peer, account: c.account };
       const retransmit = seq % 10 === 0;
-      let d;
+      let d: AdmissionDecision;
       try {
         if (retransmit) {
           const [a, b] = await Promise.all([gate.admit(input), gate.admit(input)]);
@@ -130,7 +144,15 @@ if (args.mode === 'hold') {
         report.errors.push(String(err));
         continue;
       }
-      report.decided.push({ id, peer: c.peer, account: c.account, at: d.at, admitted: d.admitted, limitedBy: d.limitedBy, reason: d.reason });
+      report.decided.push({
+        id,
+        peer: c.peer,
+        account: c.account,
+        at: d.at,
+        admitted: d.admitted,
+        limitedBy: d.limitedBy,
+        reason: d.reason,
+      });
       if (!d.admitted) {
         await sleep(1 + Math.random() * 5);
         continue;

@@ -83,20 +83,59 @@ function reference(): MemoryStore {
 // Operations (issued against a RedisStore without awaiting, applied to the reference in order)
 
 type Op =
-  | { readonly kind: 'admit'; readonly tag: string; readonly buckets: readonly Bucket[]; readonly now?: number; readonly signal?: StopSignal; readonly hold?: Hold }
-  | { readonly kind: 'record'; readonly tag: string; readonly buckets: readonly Bucket[]; readonly now: number; readonly hold?: Hold }
-  | { readonly kind: 'count'; readonly tag: string; readonly bucket: string; readonly windowUs: number; readonly now: number }
-  | { readonly kind: 'reserve'; readonly route: readonly Carrier[]; readonly now?: number; readonly signal?: StopSignal; readonly hold?: Hold }
+  | {
+      readonly kind: 'admit';
+      readonly tag: string;
+      readonly buckets: readonly Bucket[];
+      readonly now?: number;
+      readonly signal?: StopSignal;
+      readonly hold?: Hold;
+    }
+  | {
+      readonly kind: 'record';
+      readonly tag: string;
+      readonly buckets: readonly Bucket[];
+      readonly now: number;
+      readonly hold?: Hold;
+    }
+  | {
+      readonly kind: 'count';
+      readonly tag: string;
+      readonly bucket: string;
+      readonly windowUs: number;
+      readonly now: number;
+    }
+  | {
+      readonly kind: 'reserve';
+      readonly route: readonly Carrier[];
+      readonly now?: number;
+      readonly signal?: StopSignal;
+      readonly hold?: Hold;
+    }
   | { readonly kind: 'wait'; readonly carrier: Carrier; readonly now: number }
   | { readonly kind: 'release'; readonly id: string; readonly direction?: 'in' | 'out'; readonly now: number }
   | { readonly kind: 'refresh'; readonly id: string; readonly forUs: number; readonly now: number }
   | { readonly kind: 'holds'; readonly tag: string; readonly name: string; readonly now: number };
 
-type Result = AdmitResult | RecordResult | CountResult | ReserveResult | WaitResult | ReleaseResult | RefreshResult | HoldsResult;
+type Result =
+  | AdmitResult
+  | RecordResult
+  | CountResult
+  | ReserveResult
+  | WaitResult
+  | ReleaseResult
+  | RefreshResult
+  | HoldsResult;
 
 const admit = (tag: string, buckets: readonly Bucket[], now?: number): Op => ({ kind: 'admit', tag, buckets, now });
 const record = (tag: string, buckets: readonly Bucket[], now: number): Op => ({ kind: 'record', tag, buckets, now });
-const count = (tag: string, bucketName: string, windowUs: number, now: number): Op => ({ kind: 'count', tag, bucket: bucketName, windowUs, now });
+const count = (tag: string, bucketName: string, windowUs: number, now: number): Op => ({
+  kind: 'count',
+  tag,
+  bucket: bucketName,
+  windowUs,
+  now,
+});
 const reserve = (route: readonly Carrier[], now?: number): Op => ({ kind: 'reserve', route, now });
 const wait = (carrier: Carrier, now: number): Op => ({ kind: 'wait', carrier, now });
 
@@ -153,7 +192,10 @@ function describeOp(op: Op): string {
   if (op.kind === 'release') return `release ${op.id} ${op.direction ?? 'both'} @${at}`;
   if (op.kind === 'refresh') return `refresh ${op.id} +${op.forUs} @${at}`;
   if (op.kind === 'holds') return `holds {${op.tag}} ${op.name} @${at}`;
-  const names = op.buckets.map((b) => `${b.name}(${b.limits.map((l) => `${l.algorithm[0]}${l.algorithm.split('-')[1]![0]}${l.limit}/${l.windowUs}`).join(',')})`);
+  const names = op.buckets.map(
+    (b) =>
+      `${b.name}(${b.limits.map((l) => `${l.algorithm[0]}${l.algorithm.split('-')[1]![0]}${l.limit}/${l.windowUs}`).join(',')})`,
+  );
   return `${op.kind} {${op.tag}} [${names.join(', ')}${op.buckets.some((b) => b.channels) ? ` ch ${op.buckets.map((b) => b.channels ?? '-').join('/')}` : ''}]${held} @${at}`;
 }
 
@@ -190,11 +232,7 @@ interface Pool {
  */
 function makePool(tag: string, ns: string): Pool {
   const global = bucket(`${ns}global`, SL(12, S), SW(40, 10 * S));
-  const accountLimits: Limit[][] = [
-    [SL(3, S), SL(5, 10 * S)],
-    [FW(4, S)],
-    [SW(4, 2 * S), SL(6, 10 * S)],
-  ];
+  const accountLimits: Limit[][] = [[SL(3, S), SL(5, 10 * S)], [FW(4, S)], [SW(4, 2 * S), SL(6, 10 * S)]];
   const peerLimits: Limit[][] = [
     [SL(3, S), SL(5, 10 * S)],
     [FW(2, S)],
@@ -214,7 +252,10 @@ function makePool(tag: string, ns: string): Pool {
   });
   for (const a of accounts) lists.push(list(a));
   const logs = [global, ...accounts, ...peers]
-    .map((b) => ({ name: b.name, windows: [...new Set(b.limits.filter((l) => l.algorithm === 'sliding-log').map((l) => l.windowUs))] }))
+    .map((b) => ({
+      name: b.name,
+      windows: [...new Set(b.limits.filter((l) => l.algorithm === 'sliding-log').map((l) => l.windowUs))],
+    }))
     .filter((l) => l.windows.length > 0);
   return deepFreeze({ tag, lists, logs });
 }
@@ -229,7 +270,10 @@ function makeReloadPool(tag: string, ns: string): Pool {
   const account = bucket(`${ns}account`, SL(8, S));
   const versions: [Limit[], Limit[]][] = [
     [[SL(2, S), FW(3, 10 * S)], [FW(2, 10 * S)]],
-    [[FW(2, S), FW(4, 10 * S)], [FW(4, 10 * S), FW(1, S)]],
+    [
+      [FW(2, S), FW(4, 10 * S)],
+      [FW(4, 10 * S), FW(1, S)],
+    ],
     [[SL(3, S)], [SL(1, S), SL(4, 10 * S)]],
     [[FW(1, S)], [FW(5, S)]],
     [[SW(2, S)], [SW(4, S), SL(2, S)]],
@@ -311,7 +355,8 @@ async function randomEquivalence(store: RedisStore, w: Workload): Promise<void> 
     // every sliding log, counted at the round's last time and at its base time
     const after: Op[] = [];
     for (const pool of w.pools) {
-      for (const log of pool.logs) for (const W of log.windows) for (const t of [prev, base]) after.push(count(pool.tag, log.name, W, t));
+      for (const log of pool.logs)
+        for (const W of log.windows) for (const t of [prev, base]) after.push(count(pool.tag, log.name, W, t));
     }
     const countResults = await runTick(store, mem, after, `seed ${w.seed} after round ${round}`);
     for (const c of countResults) {
@@ -337,7 +382,8 @@ async function randomEquivalence(store: RedisStore, w: Workload): Promise<void> 
 const I3 = 1e6 / 3;
 const I7 = 1e6 / 7;
 
-const carrier = (name: string, intervalUs: number, maxWaitUs: number): Carrier => Object.freeze({ name, intervalUs, maxWaitUs });
+const carrier = (name: string, intervalUs: number, maxWaitUs: number): Carrier =>
+  Object.freeze({ name, intervalUs, maxWaitUs });
 
 interface CarrierPool {
   /**
@@ -363,7 +409,9 @@ function makeCarrierPool(): CarrierPool {
     [carrier(n(4), 20_000, 80_000), carrier(n(4), I3, 0)],
   ].map((c) => Object.freeze(c));
   const c = (i: number, v = 0) => configs[i]![v]!;
-  const routes = [[c(0), c(1), c(2)], [c(0, 1), c(0, 2)], [c(3)], [c(4), c(3), c(2), c(1)], [c(1, 1), c(4), c(1)]].map((r) => Object.freeze(r));
+  const routes = [[c(0), c(1), c(2)], [c(0, 1), c(0, 2)], [c(3)], [c(4), c(3), c(2), c(1)], [c(1, 1), c(4), c(1)]].map(
+    (r) => Object.freeze(r),
+  );
   return Object.freeze({ configs, routes });
 }
 
@@ -392,7 +440,20 @@ async function pacingEquivalence(store: RedisStore, w: PacingWorkload): Promise<
   const intervals = pool.configs.flatMap((cs) => cs.map((c) => c.intervalUs));
   const mem = reference();
   let base = (w.t0 ?? T0) + int(10 * S);
-  const n = { reserves: 0, refused: 0, rerouted: 0, waited: 0, atMaxWait: 0, fractional: 0, waits: 0, waitsSeeing: 0, twiceInRoute: 0, reloads: 0, admitted: 0, admitRefused: 0 };
+  const n = {
+    reserves: 0,
+    refused: 0,
+    rerouted: 0,
+    waited: 0,
+    atMaxWait: 0,
+    fractional: 0,
+    waits: 0,
+    waitsSeeing: 0,
+    twiceInRoute: 0,
+    reloads: 0,
+    admitted: 0,
+    admitRefused: 0,
+  };
   let backwards = 0;
   let repeats = 0;
   let prev = base;
@@ -420,9 +481,11 @@ async function pacingEquivalence(store: RedisStore, w: PacingWorkload): Promise<
       let t: number;
       const r = rand();
       if (oneTime || r < 0.2) t = prev;
-      else if (r < 0.65) t = prev + 1 + int(intervals[int(intervals.length)]!); // steps like the intervals
+      else if (r < 0.65)
+        t = prev + 1 + int(intervals[int(intervals.length)]!); // steps like the intervals
       else if (r < 0.8) t = prev - 1 - int(rand() < 0.8 ? 3_000 : 400_000);
-      else if (r < 0.9) t = prev + 250 * (1 + int(4)); // on the 250 µs grid
+      else if (r < 0.9)
+        t = prev + 250 * (1 + int(4)); // on the 250 µs grid
       else t = base + int(S);
       t = Math.max(0, t);
       if (i > 0 && t === prev) repeats++;
@@ -511,13 +574,42 @@ async function channelEquivalence(store: RedisStore, seed: number, rounds: numbe
   const p1 = withCh(bucket('peer:p1'), 2);
   const p2 = bucket('peer:p2', FW(4, S));
   const p3 = withCh(bucket('peer:p3', SW(4, S)), 1);
-  const lists = [list(g, a0, p0), list(g, a0, p1), list(g, a1, p2), list(g, p3), list(a0, p1), list(p2), list(g, a1, p0)];
+  const lists = [
+    list(g, a0, p0),
+    list(g, a0, p1),
+    list(g, a1, p2),
+    list(g, p3),
+    list(a0, p1),
+    list(p2),
+    list(g, a1, p0),
+  ];
   const holdBuckets = [g, a0, p0, p1, p3];
-  const carriers = [carrierCh('carrier:h1', 100_000, 300_000, 2), carrierCh('carrier:h2', I3, 0, 1), carrierCh('carrier:h3', 1_000, 5_000), carrierCh('carrier:h4', 250_000, S, 3)];
-  const routes = [[carriers[0]!, carriers[1]!], [carriers[1]!, carriers[3]!, carriers[2]!], [carriers[0]!], [carriers[3]!, carriers[0]!]].map((r) => Object.freeze(r));
+  const carriers = [
+    carrierCh('carrier:h1', 100_000, 300_000, 2),
+    carrierCh('carrier:h2', I3, 0, 1),
+    carrierCh('carrier:h3', 1_000, 5_000),
+    carrierCh('carrier:h4', 250_000, S, 3),
+  ];
+  const routes = [
+    [carriers[0]!, carriers[1]!],
+    [carriers[1]!, carriers[3]!, carriers[2]!],
+    [carriers[0]!],
+    [carriers[3]!, carriers[0]!],
+  ].map((r) => Object.freeze(r));
   const ids = Array.from({ length: 24 }, (_, i) => (i % 5 === 4 ? `call {${i}}: x y` : `c${i}`));
   const forUs = () => [0, 1 + int(S), 1 + int(4 * S), 2 * S][int(4)]!;
-  const n = { admitted: 0, refusedRate: 0, refusedChannels: 0, duplicates: 0, reserved: 0, passedFull: 0, released: 0, releasedNothing: 0, refreshed: 0, holdsSeen: 0 };
+  const n = {
+    admitted: 0,
+    refusedRate: 0,
+    refusedChannels: 0,
+    duplicates: 0,
+    reserved: 0,
+    passedFull: 0,
+    released: 0,
+    releasedNothing: 0,
+    refreshed: 0,
+    holdsSeen: 0,
+  };
   let base = T0 + int(10 * S);
   let prev = base;
   for (let round = 0; round < rounds; round++) {
@@ -533,12 +625,31 @@ async function channelEquivalence(store: RedisStore, seed: number, rounds: numbe
       prev = t;
       const id = ids[int(ids.length)]!;
       const kind = rand();
-      if (kind < 0.42) ops.push({ kind: 'admit', tag: 'in', buckets: lists[int(lists.length)]!, now: t, hold: { id, forUs: forUs() } });
-      else if (kind < 0.46) ops.push({ kind: 'record', tag: 'in', buckets: lists[int(lists.length)]!, now: t, hold: { id, forUs: forUs() } });
-      else if (kind < 0.7) ops.push({ kind: 'reserve', route: routes[int(routes.length)]!, now: t, hold: { id, forUs: forUs() } });
+      if (kind < 0.42)
+        ops.push({
+          kind: 'admit',
+          tag: 'in',
+          buckets: lists[int(lists.length)]!,
+          now: t,
+          hold: { id, forUs: forUs() },
+        });
+      else if (kind < 0.46)
+        ops.push({
+          kind: 'record',
+          tag: 'in',
+          buckets: lists[int(lists.length)]!,
+          now: t,
+          hold: { id, forUs: forUs() },
+        });
+      else if (kind < 0.7)
+        ops.push({ kind: 'reserve', route: routes[int(routes.length)]!, now: t, hold: { id, forUs: forUs() } });
       else if (kind < 0.85) {
         const b = holdBuckets[int(holdBuckets.length)]!;
-        ops.push(rand() < 0.7 ? { kind: 'holds', tag: 'in', name: b.name, now: t } : { kind: 'holds', tag: OUTBOUND_TAG, name: carriers[int(carriers.length)]!.name, now: t });
+        ops.push(
+          rand() < 0.7
+            ? { kind: 'holds', tag: 'in', name: b.name, now: t }
+            : { kind: 'holds', tag: OUTBOUND_TAG, name: carriers[int(carriers.length)]!.name, now: t },
+        );
       } else {
         const op: Op =
           kind < 0.95
@@ -654,7 +765,10 @@ function sharedTests(b: Backend, cluster: boolean): void {
     const order = results.map((r, i) => ({ r, i })).sort((x, y) => x.r.now - y.r.now || x.i - y.i);
     const mem = reference();
     for (const { r, i } of order) {
-      expect(Number.isSafeInteger(r.now) && Math.abs(r.now - Date.now() * 1000) < 10 * S, `call ${i}: now ${r.now}`).to.equal(true);
+      expect(
+        Number.isSafeInteger(r.now) && Math.abs(r.now - Date.now() * 1000) < 10 * S,
+        `call ${i}: now ${r.now}`,
+      ).to.equal(true);
       expect(r, `call ${i} (${describeOp(ops[i]!)}) at ${r.now}`).to.deep.equal(apply(mem, ops[i]!, r.now));
     }
     const span = order[order.length - 1]!.r.now - order[0]!.r.now;
@@ -679,9 +793,24 @@ function sharedTests(b: Backend, cluster: boolean): void {
     const GZ5 = list(G, bucket('z', SW(5, S)));
     const seq = (l1: readonly Bucket[], l5: readonly Bucket[], at: number) =>
       [l5, l1, l5, l5, l1, l5, l5, l5, l1].map((l) => admit('t', l, at));
-    const first = await runTick(store, mem, [...seq(X1, X5, t), ...seq(Y1, Y5, t), ...seq(GZ1, GZ5, t)], 'limits 1 vs 5, one time');
+    const first = await runTick(
+      store,
+      mem,
+      [...seq(X1, X5, t), ...seq(Y1, Y5, t), ...seq(GZ1, GZ5, t)],
+      'limits 1 vs 5, one time',
+    );
     // not vacuous: the limit-1 calls are refused where the limit-5 ones are admitted
-    expect((first as AdmitResult[]).slice(0, 9).map((r) => r.admitted)).to.deep.equal([true, false, true, true, false, true, true, false, false]);
+    expect((first as AdmitResult[]).slice(0, 9).map((r) => r.admitted)).to.deep.equal([
+      true,
+      false,
+      true,
+      true,
+      false,
+      true,
+      true,
+      false,
+      false,
+    ]);
     // the same again with a time per call (groups of one), and across a window boundary
     const ops: Op[] = [];
     for (let i = 0; i < 30; i++) ops.push(admit('t', [X1, X5, Y1, Y5, GZ1, GZ5][i % 6]!, T0 + 900_000 + i * 10_000));
@@ -699,10 +828,26 @@ function sharedTests(b: Backend, cluster: boolean): void {
     // v1: a sliding log and a 10 s window hash; v2: only that hash (no log)
     const V1 = list(bucket('v', SL(5, S), FW(5, 10 * S)));
     const V2 = list(bucket('v', FW(1, 10 * S)));
-    const res = (await runTick(store, mem, [admit('t', V1, t), admit('t', V2, t), admit('t', V2, t)], 'one batch')) as AdmitResult[];
+    const res = (await runTick(
+      store,
+      mem,
+      [admit('t', V1, t), admit('t', V2, t), admit('t', V2, t)],
+      'one batch',
+    )) as AdmitResult[];
     expect(res.map((r) => r.admitted)).to.deep.equal([true, false, false]);
     // and what the batch left in Redis, seen by the next one
-    await runTick(store, mem, [admit('t', V1, t + 1), admit('t', V1, t + 1), admit('t', V1, t + 1), admit('t', V1, t + 1), admit('t', V1, t + 1)], 'the batch after');
+    await runTick(
+      store,
+      mem,
+      [
+        admit('t', V1, t + 1),
+        admit('t', V1, t + 1),
+        admit('t', V1, t + 1),
+        admit('t', V1, t + 1),
+        admit('t', V1, t + 1),
+      ],
+      'the batch after',
+    );
   });
 
   it('limits changed in one batch: the same window limits listed in another order', async () => {
@@ -712,9 +857,19 @@ function sharedTests(b: Backend, cluster: boolean): void {
     // w1 and w2 name the same two window hashes (1 s and 10 s), in another order
     const W1 = list(bucket('w', FW(5, S), FW(5, 10 * S)));
     const W2 = list(bucket('w', FW(1, 10 * S), FW(5, S)));
-    const res = (await runTick(store, mem, [admit('t', W1, t), admit('t', W2, t), admit('t', W1, t)], 'one batch')) as AdmitResult[];
+    const res = (await runTick(
+      store,
+      mem,
+      [admit('t', W1, t), admit('t', W2, t), admit('t', W1, t)],
+      'one batch',
+    )) as AdmitResult[];
     expect(res.map((r) => r.admitted)).to.deep.equal([true, false, true]);
-    await runTick(store, mem, [admit('t', W1, t + 1), admit('t', W1, t + 1), admit('t', W1, t + 1), admit('t', W1, t + 1)], 'the batch after');
+    await runTick(
+      store,
+      mem,
+      [admit('t', W1, t + 1), admit('t', W1, t + 1), admit('t', W1, t + 1), admit('t', W1, t + 1)],
+      'the batch after',
+    );
   });
 
   it('an aborted call never leaves; the others of its batch are decided as if it had not been issued', async () => {
@@ -732,7 +887,9 @@ function sharedTests(b: Backend, cluster: boolean): void {
     expect(await store.count({ tag: 't', bucket: 'ab', windowUs: S, now: t })).to.deep.equal({ count: 1, now: t });
 
     // an already-aborted AbortSignal, and an AbortController aborted in the same tick
-    expect(await rejection(store.admit({ tag: 't', buckets: one, now: t, signal: AbortSignal.abort() }))).to.be.instanceOf(StoreUnavailableError);
+    expect(
+      await rejection(store.admit({ tag: 't', buckets: one, now: t, signal: AbortSignal.abort() })),
+    ).to.be.instanceOf(StoreUnavailableError);
     const ctrl = new AbortController();
     const p3 = store.admit({ tag: 't', buckets: one, now: t, signal: ctrl.signal });
     ctrl.abort();
@@ -759,7 +916,10 @@ function sharedTests(b: Backend, cluster: boolean): void {
     const expected = [t, t, t + 1].map((now) => mem.admitSync({ tag: 't', buckets: two, now }));
     expect([1, 3, 5].map((i) => (settled[i] as PromiseFulfilledResult<AdmitResult>).value)).to.deep.equal(expected);
     expect(expected.map((r) => r.admitted)).to.deep.equal([true, true, false]);
-    expect(await store.count({ tag: 't', bucket: 'ab2', windowUs: S, now: t + 1 })).to.deep.equal({ count: 2, now: t + 1 });
+    expect(await store.count({ tag: 't', bucket: 'ab2', windowUs: S, now: t + 1 })).to.deep.equal({
+      count: 2,
+      now: t + 1,
+    });
 
     // aborted after its batch left: it was decided (and counted)
     const late = { aborted: false };
@@ -776,7 +936,12 @@ function sharedTests(b: Backend, cluster: boolean): void {
     const t = T0 + 20 * S + 100;
     // admit A, record B, admit C on one bucket of limit 2, increasing times
     const X = list(bucket('ox', SL(2, S)));
-    const r1 = await runTick(store, mem, [admit('t', X, t), record('t', X, t + 1), admit('t', X, t + 2)], 'admit, record, admit');
+    const r1 = await runTick(
+      store,
+      mem,
+      [admit('t', X, t), record('t', X, t + 1), admit('t', X, t + 2)],
+      'admit, record, admit',
+    );
     expect((r1[0] as AdmitResult).admitted).to.equal(true);
     expect(r1[1]).to.deep.equal({ now: t + 1 });
     expect((r1[2] as AdmitResult).admitted).to.equal(false);
@@ -797,7 +962,16 @@ function sharedTests(b: Backend, cluster: boolean): void {
     const r3 = await runTick(
       store,
       mem,
-      [count('t', 'oz', S, t), admit('t', Z, t), count('t', 'oz', S, t), admit('t', Z, t), record('t', Z, t), count('t', 'oz', S, t), admit('t', Z, t), count('t', 'oz', S, t)],
+      [
+        count('t', 'oz', S, t),
+        admit('t', Z, t),
+        count('t', 'oz', S, t),
+        admit('t', Z, t),
+        record('t', Z, t),
+        count('t', 'oz', S, t),
+        admit('t', Z, t),
+        count('t', 'oz', S, t),
+      ],
       'counts between admits',
     );
     expect([0, 2, 5, 7].map((i) => (r3[i] as CountResult).count)).to.deep.equal([0, 1, 3, 3]);
@@ -806,7 +980,11 @@ function sharedTests(b: Backend, cluster: boolean): void {
   const lanes = cluster ? 'one lane (one tag)' : 'one lane';
   it(`seeded random equivalence with MemoryStore: ${lanes}`, async function () {
     this.timeout(60_000);
-    await randomEquivalence(b.store(), { seed: cluster ? 0xc1057e1 : 0x5eed01, rounds: 300, pools: [makePool('t', 't.')] });
+    await randomEquivalence(b.store(), {
+      seed: cluster ? 0xc1057e1 : 0x5eed01,
+      rounds: 300,
+      pools: [makePool('t', 't.')],
+    });
   });
 
   it('seeded random equivalence with MemoryStore: two tags with disjoint buckets (two lanes with hash tags)', async function () {
@@ -835,7 +1013,11 @@ function sharedTests(b: Backend, cluster: boolean): void {
 
   it('reservations and admissions issued in one tick (both batchers): each equals the reference in issue order', async function () {
     this.timeout(60_000);
-    await pacingEquivalence(b.store(), { seed: cluster ? 0xc10e5e2 : 0x9ace02, rounds: 150, admissions: makePool('t', 't.') });
+    await pacingEquivalence(b.store(), {
+      seed: cluster ? 0xc10e5e2 : 0x9ace02,
+      rounds: 150,
+      admissions: makePool('t', 't.'),
+    });
   });
 
   it('reservations, live time (no now): a burst of 300 equals a MemoryStore replay in execution order', async () => {
@@ -849,20 +1031,28 @@ function sharedTests(b: Backend, cluster: boolean): void {
     const order = results.map((r, i) => ({ r, i })).sort((x, y) => x.r.now - y.r.now || x.i - y.i);
     const mem = reference();
     for (const { r, i } of order) {
-      expect(Number.isSafeInteger(r.now) && Math.abs(r.now - Date.now() * 1000) < 10 * S, `call ${i}: now ${r.now}`).to.equal(true);
+      expect(
+        Number.isSafeInteger(r.now) && Math.abs(r.now - Date.now() * 1000) < 10 * S,
+        `call ${i}: now ${r.now}`,
+      ).to.equal(true);
       expect(r, `call ${i} at ${r.now}`).to.deep.equal(apply(mem, ops[i]!, r.now));
     }
     // each carrier gives slots at least one interval apart
     for (let c = 0; c < route.length; c++) {
-      const slots = results.filter((r) => r.index === c).map((r) => r.slotUs).sort((x, y) => x - y);
+      const slots = results
+        .filter((r) => r.index === c)
+        .map((r) => r.slotUs)
+        .sort((x, y) => x - y);
       expect(slots.length, `calls on carrier ${c}`).to.be.above(0);
-      for (let j = 1; j < slots.length; j++) expect(slots[j]! - slots[j - 1]!, `carrier ${c}, slots ${j - 1} and ${j}`).to.be.at.least(I);
+      for (let j = 1; j < slots.length; j++)
+        expect(slots[j]! - slots[j - 1]!, `carrier ${c}, slots ${j - 1} and ${j}`).to.be.at.least(I);
     }
     // the first batch (64 calls at one time) alone fills carrier 0 (21 slots in 5 ms)
     expect(results.filter((r) => r.index > 0).length, 'rerouted').to.be.above(0);
     const span = order[order.length - 1]!.r.now - order[0]!.r.now;
     // 3 carriers hold 21 + 41 + 101 calls at one time, 12 more per ms that passes
-    if (span < 30_000) expect(results.filter((r) => r.index < 0).length, `refused, burst over ${span} µs`).to.be.above(0);
+    if (span < 30_000)
+      expect(results.filter((r) => r.index < 0).length, `refused, burst over ${span} µs`).to.be.above(0);
   });
 
   it('reservations: an aborted call never leaves; the others of its batch are decided as if it had not been issued', async () => {
@@ -883,7 +1073,9 @@ function sharedTests(b: Backend, cluster: boolean): void {
     expect((await store.wait({ carrier: X, now: t })).waitUs, 'one call on X').to.be.closeTo(I3, 0.25);
 
     // an already-aborted AbortSignal, and an AbortController aborted in the same tick
-    expect(await rejection(store.reserve({ route: [X], now: t, signal: AbortSignal.abort() }))).to.be.instanceOf(StoreUnavailableError);
+    expect(await rejection(store.reserve({ route: [X], now: t, signal: AbortSignal.abort() }))).to.be.instanceOf(
+      StoreUnavailableError,
+    );
     const ctrl = new AbortController();
     const p3 = store.reserve({ route: [X], now: t, signal: ctrl.signal });
     const p4 = store.reserve({ route: [X], now: t });
@@ -917,7 +1109,10 @@ function sharedTests(b: Backend, cluster: boolean): void {
     expect([1, 3, 5].map((i) => (settled[i] as PromiseFulfilledResult<ReserveResult>).value)).to.deep.equal(expected);
     expect(expected.map((r) => r.index)).to.deep.equal([0, 0, 1]);
     expect(expected[1]!.waitUs).to.be.closeTo(I7, 0.25);
-    for (const c of route) expect(await store.wait({ carrier: c, now: t + 1 }), c.name).to.deep.equal(mem.waitSync({ carrier: c, now: t + 1 }));
+    for (const c of route)
+      expect(await store.wait({ carrier: c, now: t + 1 }), c.name).to.deep.equal(
+        mem.waitSync({ carrier: c, now: t + 1 }),
+      );
 
     // a full batch leaves at once: a call of it aborted later in the tick was decided; the next
     // batch has not left yet
@@ -928,10 +1123,19 @@ function sharedTests(b: Backend, cluster: boolean): void {
     fullFlags[0]!.aborted = true;
     fullFlags[4]!.aborted = true;
     const fullSettled = await Promise.allSettled(inFull);
-    expect(fullSettled.map((s) => s.status)).to.deep.equal(['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    expect(fullSettled.map((s) => s.status)).to.deep.equal([
+      'fulfilled',
+      'fulfilled',
+      'fulfilled',
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+    ]);
     const memSmall = reference();
     const wantFull = [0, 1, 2, 3, 5].map((i) => memSmall.reserveSync({ route: [W], now: t + i }));
-    expect([0, 1, 2, 3, 5].map((i) => (fullSettled[i] as PromiseFulfilledResult<ReserveResult>).value)).to.deep.equal(wantFull);
+    expect([0, 1, 2, 3, 5].map((i) => (fullSettled[i] as PromiseFulfilledResult<ReserveResult>).value)).to.deep.equal(
+      wantFull,
+    );
     expect(wantFull.map((r) => r.index)).to.deep.equal([0, 0, 0, 0, -1]);
 
     // aborted after its batch left: it was decided (and counted)
@@ -950,20 +1154,44 @@ function sharedTests(b: Backend, cluster: boolean): void {
     const t = T0 + 40 * S + 100;
     // reserve A, wait, reserve B on one carrier, increasing times
     const X = carrier('carrier:ox', 1000.5, 10_000);
-    const r1 = await runTick(store, mem, [reserve([X], t), wait(X, t + 1), reserve([X], t + 2)], 'reserve, wait, reserve');
+    const r1 = await runTick(
+      store,
+      mem,
+      [reserve([X], t), wait(X, t + 1), reserve([X], t + 2)],
+      'reserve, wait, reserve',
+    );
     expect(r1[0]).to.deep.equal({ index: 0, waitUs: 0, slotUs: t, waits: [0], full: [false], now: t });
     expect(r1[1], 'the wait sees A').to.deep.equal({ waitUs: 999.5, now: t + 1 });
-    expect(r1[2], 'B sees A').to.deep.equal({ index: 0, waitUs: 998.5, slotUs: t + 1000.5, waits: [998.5], full: [false], now: t + 2 });
+    expect(r1[2], 'B sees A').to.deep.equal({
+      index: 0,
+      waitUs: 998.5,
+      slotUs: t + 1000.5,
+      waits: [998.5],
+      full: [false],
+      now: t + 2,
+    });
 
     // waits first, between and last in one tick at one time, each sees the reservations before it
     const Y = carrier('carrier:oy', I7, 3.5 * I7);
     const r2 = await runTick(
       store,
       mem,
-      [wait(Y, t), reserve([Y], t), wait(Y, t), reserve([Y], t), reserve([Y], t), wait(Y, t), reserve([Y], t), reserve([Y], t), wait(Y, t)],
+      [
+        wait(Y, t),
+        reserve([Y], t),
+        wait(Y, t),
+        reserve([Y], t),
+        reserve([Y], t),
+        wait(Y, t),
+        reserve([Y], t),
+        reserve([Y], t),
+        wait(Y, t),
+      ],
       'waits between reservations, one time',
     );
-    [0, I7, 3 * I7, 4 * I7].forEach((want, j) => expect((r2[[0, 2, 5, 8][j]!] as WaitResult).waitUs, `wait #${j}`).to.be.closeTo(want, 0.5));
+    [0, I7, 3 * I7, 4 * I7].forEach((want, j) => {
+      expect((r2[[0, 2, 5, 8][j]!] as WaitResult).waitUs, `wait #${j}`).to.be.closeTo(want, 0.5);
+    });
     expect((r2[7] as ReserveResult).index, 'the fifth reservation finds no room').to.equal(-1);
 
     // and admissions and counts in between, with time going back and forth
@@ -971,7 +1199,17 @@ function sharedTests(b: Backend, cluster: boolean): void {
     await runTick(
       store,
       mem,
-      [reserve([X, Y], t + 5), admit('t', Z, t + 5), wait(X, t + 3), count('t', 'oz', S, t + 5), reserve([Y, X], t + 4), admit('t', Z, t + 6), wait(Y, t + 5), reserve([X], t + 2_000), wait(X, t + 1_000)],
+      [
+        reserve([X, Y], t + 5),
+        admit('t', Z, t + 5),
+        wait(X, t + 3),
+        count('t', 'oz', S, t + 5),
+        reserve([Y, X], t + 4),
+        admit('t', Z, t + 6),
+        wait(Y, t + 5),
+        reserve([X], t + 2_000),
+        wait(X, t + 1_000),
+      ],
       'reservations, waits, admissions and counts',
     );
   });
@@ -1075,7 +1313,8 @@ describe('RedisStore: batched admissions and reservations', function () {
         const flag = { aborted: false };
         let aborted: Promise<AdmitResult> | undefined;
         for (let i = 1; i <= 11; i++) {
-          if (i === 4) (aborted = store.admit({ tag: 't', buckets: one, now: T0 + S + i, signal: flag })).catch(() => undefined);
+          if (i === 4)
+            (aborted = store.admit({ tag: 't', buckets: one, now: T0 + S + i, signal: flag })).catch(() => undefined);
           else waiting.push(issue(T0 + S + i));
           await new Promise((r) => setImmediate(r));
         }
@@ -1089,7 +1328,10 @@ describe('RedisStore: batched admissions and reservations', function () {
         const sizes = store.batchSizes().admit;
         expect(sizes[1], 'batches of 1').to.equal(2); // the warm-up and the first
         expect(sizes[10], 'batches of 10').to.equal(1);
-        expect(sizes.reduce((x, y) => x + y, 0), 'batches').to.equal(3);
+        expect(
+          sizes.reduce((x, y) => x + y, 0),
+          'batches',
+        ).to.equal(3);
         expect(await scriptCalls(raw)).to.equal(2);
         await store.clear();
       } finally {
@@ -1122,7 +1364,9 @@ describe('RedisStore: batched admissions and reservations', function () {
           await raw.config('RESETSTAT');
           expect(await scriptCalls(raw), 'after RESETSTAT').to.equal(0);
           const mem = reference();
-          const ops = Array.from({ length: 100 }, (_, i) => reserve(i % 2 ? route : [...route], T0 + S + (i < 50 ? 0 : 1)));
+          const ops = Array.from({ length: 100 }, (_, i) =>
+            reserve(i % 2 ? route : [...route], T0 + S + (i < 50 ? 0 : 1)),
+          );
           const res = (await runTick(store, mem, ops, what)) as ReserveResult[];
           expect(res.filter((r) => r.index === 0).length).to.equal(21);
           expect(await scriptCalls(raw), what).to.equal(calls);
@@ -1133,9 +1377,13 @@ describe('RedisStore: batched admissions and reservations', function () {
             expect(await commandCalls(raw, 'get'), `GETs, ${what}`).to.equal(2 + 2 + 2);
             expect(await commandCalls(raw, 'set'), `SETs, ${what}`).to.equal(2 + 1 + 1);
             // written with a caller-given now: kept at least virtualTimeTtlMs (default 24 h)
-            for (const c of route) expect(await raw.pttl(`${store.prefix}${c.name}`), `pttl of ${c.name}`).to.be.above(86_400_000 - 60_000);
+            for (const c of route)
+              expect(await raw.pttl(`${store.prefix}${c.name}`), `pttl of ${c.name}`).to.be.above(86_400_000 - 60_000);
             // on Redis TIME: kept until slot + I (+ 1 ms) only: the second slot is t + 100 ms
-            await Promise.all([store.reserve({ route: [carrier('carrier:live', 100_000, 0)] }), store.reserve({ route: [carrier('carrier:live', 100_000, 200_000)] })]);
+            await Promise.all([
+              store.reserve({ route: [carrier('carrier:live', 100_000, 0)] }),
+              store.reserve({ route: [carrier('carrier:live', 100_000, 200_000)] }),
+            ]);
             const pttl = await raw.pttl(`${store.prefix}carrier:live`);
             expect(pttl, 'pttl of a carrier written on Redis TIME').to.be.within(110, 201);
           }
@@ -1170,7 +1418,9 @@ describe('RedisStore: batched admissions and reservations', function () {
         await server.kill();
         while (client.status === 'ready') await new Promise((r) => setTimeout(r, 5));
         const flag = { aborted: false };
-        const calls = [1, 2, 3, 4, 5].map((i) => store.admit({ tag: 't', buckets: away, now: T0 + i, ...(i === 2 && { signal: flag }) }));
+        const calls = [1, 2, 3, 4, 5].map((i) =>
+          store.admit({ tag: 't', buckets: away, now: T0 + i, ...(i === 2 && { signal: flag }) }),
+        );
         const settled = Promise.allSettled(calls);
         await new Promise((r) => setTimeout(r, 100));
         flag.aborted = true; // the policy decided call 2 while Redis was away

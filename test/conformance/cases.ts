@@ -73,9 +73,18 @@ export interface Case {
 }
 
 export const ok: AdmitExpect = { admitted: true, limitedBy: -1, retryAfterUs: 0 };
-export const no = (limitedBy: number, retryAfterUs?: number): AdmitExpect => ({ admitted: false, limitedBy, retryAfterUs });
+export const no = (limitedBy: number, retryAfterUs?: number): AdmitExpect => ({
+  admitted: false,
+  limitedBy,
+  retryAfterUs,
+});
 /** Refused by a channel limit: no retry-after (a call's end is not known). */
-export const noCh = (limitedBy: number): AdmitExpect => ({ admitted: false, limitedBy, retryAfterUs: 0, reason: 'channels' });
+export const noCh = (limitedBy: number): AdmitExpect => ({
+  admitted: false,
+  limitedBy,
+  retryAfterUs: 0,
+  reason: 'channels',
+});
 export const dup: AdmitExpect = { admitted: true, limitedBy: -1, retryAfterUs: 0, duplicate: true };
 
 /** Operations on one tag and one list of buckets (the usual shape of a case). */
@@ -83,30 +92,88 @@ function on(tag: string, buckets: Bucket[]) {
   return {
     admit: (now: number, expect: AdmitExpect, times = 1): Op => ({ op: 'admit', tag, buckets, now, times, expect }),
     /** admit call `id`, holding its channels for `forUs` once admitted */
-    call: (now: number, id: string, forUs: number, expect: AdmitExpect): Op => ({ op: 'admit', tag, buckets, now, times: 1, expect, hold: { id, forUs } }),
+    call: (now: number, id: string, forUs: number, expect: AdmitExpect): Op => ({
+      op: 'admit',
+      tag,
+      buckets,
+      now,
+      times: 1,
+      expect,
+      hold: { id, forUs },
+    }),
     record: (now: number, times = 1): Op => ({ op: 'record', tag, buckets, now, times }),
-    recordCall: (now: number, id: string, forUs: number, duplicate = false): Op => ({ op: 'record', tag, buckets, now, times: 1, hold: { id, forUs }, duplicate }),
+    recordCall: (now: number, id: string, forUs: number, duplicate = false): Op => ({
+      op: 'record',
+      tag,
+      buckets,
+      now,
+      times: 1,
+      hold: { id, forUs },
+      duplicate,
+    }),
     /** calls in progress in bucket `i` at `now` */
     holds: (i: number, now: number, expect: number): Op => ({ op: 'holds', tag, name: buckets[i]!.name, now, expect }),
     /** count of bucket `i` (index in `buckets`) over window W at `now`. */
     count: (i: number, windowUs: number, now: number, expect: number): Op => ({
-      op: 'count', tag, bucket: buckets[i]!.name, windowUs, now, expect,
+      op: 'count',
+      tag,
+      bucket: buckets[i]!.name,
+      windowUs,
+      now,
+      expect,
     }),
   };
 }
 const reserve = (route: Carrier[], now: number, index: number, waitUs: number, waits: number[]): Op => ({
-  op: 'reserve', route, now, expect: { index, waitUs, waits },
+  op: 'reserve',
+  route,
+  now,
+  expect: { index, waitUs, waits },
 });
 const wait = (c: Carrier, now: number, expect: number): Op => ({ op: 'wait', carrier: c, now, expect });
 /** reserve for call `id` holding its carrier's channel until slot + forUs */
-const reserveCall = (route: Carrier[], now: number, id: string, forUs: number, index: number, waitUs: number, waits: number[], full: boolean[]): Op => ({
-  op: 'reserve', route, now, hold: { id, forUs }, expect: { index, waitUs, waits, full },
+const reserveCall = (
+  route: Carrier[],
+  now: number,
+  id: string,
+  forUs: number,
+  index: number,
+  waitUs: number,
+  waits: number[],
+  full: boolean[],
+): Op => ({
+  op: 'reserve',
+  route,
+  now,
+  hold: { id, forUs },
+  expect: { index, waitUs, waits, full },
 });
-const release = (id: string, now: number, expect: number, direction?: 'in' | 'out'): Op => ({ op: 'release', id, now, expect, direction });
-const refresh = (id: string, forUs: number, now: number, expect: number): Op => ({ op: 'refresh', id, forUs, now, expect });
-const carrierHolds = (c: Carrier, now: number, expect: number): Op => ({ op: 'holds', tag: OUTBOUND_TAG, name: c.name, now, expect });
+const release = (id: string, now: number, expect: number, direction?: 'in' | 'out'): Op => ({
+  op: 'release',
+  id,
+  now,
+  expect,
+  direction,
+});
+const refresh = (id: string, forUs: number, now: number, expect: number): Op => ({
+  op: 'refresh',
+  id,
+  forUs,
+  now,
+  expect,
+});
+const carrierHolds = (c: Carrier, now: number, expect: number): Op => ({
+  op: 'holds',
+  tag: OUTBOUND_TAG,
+  name: c.name,
+  now,
+  expect,
+});
 const withChannels = (b: Bucket, channels: number): Bucket => ({ ...b, channels });
-const carrierCh = (id: string, intervalUs: number, maxWaitUs: number, channels: number): Carrier => ({ ...carrier(id, intervalUs, maxWaitUs), channels });
+const carrierCh = (id: string, intervalUs: number, maxWaitUs: number, channels: number): Carrier => ({
+  ...carrier(id, intervalUs, maxWaitUs),
+  channels,
+});
 
 // ---------------------------------------------------------------------------
 // Sliding log
@@ -517,7 +584,12 @@ const channels: Case[] = [
       on(GLOBAL_TAG, [chGlobal, chOther]).call(T0, 'g3', 60 * S, ok), // global holds 2
       on(GLOBAL_TAG, [chGlobal, chOther]).call(T0 + 1, 'g4', 60 * S, noCh(0)), // global channels: the first bucket without room
       // peer rate full too: the global bucket is named, for channels; the retry-after is the peer rate's (g1 leaves at T0+1s)
-      on(GLOBAL_TAG, [chGlobal, chRate]).call(T0 + 2, 'g5', 60 * S, { admitted: false, limitedBy: 0, retryAfterUs: S - 2, reason: 'channels' }),
+      on(GLOBAL_TAG, [chGlobal, chRate]).call(T0 + 2, 'g5', 60 * S, {
+        admitted: false,
+        limitedBy: 0,
+        retryAfterUs: S - 2,
+        reason: 'channels',
+      }),
       // one bucket short of both rate and channels: reason rate (its rate limits come first)
       on(peerTag('ch both'), [chBoth]).call(T0, 'b1', 60 * S, ok),
       on(peerTag('ch both'), [chBoth]).call(T0 + 1, 'b2', 60 * S, no(0, S - 1)),
@@ -617,7 +689,10 @@ export interface InvalidCase {
   call: (s: Store) => Promise<unknown>;
 }
 
-const adm = (buckets: Bucket[], now: number | undefined = T0) => (s: Store) => s.admit({ tag: okTag, buckets, now });
+const adm =
+  (buckets: Bucket[], now: number | undefined = T0) =>
+  (s: Store) =>
+    s.admit({ tag: okTag, buckets, now });
 const lim = (limit: number, windowUs: number) => adm([okB, bucket(peerBucket('bad'), SL(limit, windowUs))]);
 
 export const INVALID: InvalidCase[] = [
@@ -649,22 +724,53 @@ export const INVALID: InvalidCase[] = [
   { name: 'admit: channels 0', call: adm([okB, withChannels(bucket(peerBucket('bad')), 0)]) },
   { name: 'admit: channels 1.5', call: adm([okB, withChannels(bucket(peerBucket('bad')), 1.5)]) },
   { name: 'admit: a channel limit without a hold', call: adm([okB, withChannels(bucket(peerBucket('bad')), 3)]) },
-  { name: 'admit: hold with an empty id', call: (s) => s.admit({ tag: okTag, buckets: [withChannels(okB, 3)], now: T0, hold: { id: '', forUs: S } }) },
-  { name: 'admit: hold for -1 µs', call: (s) => s.admit({ tag: okTag, buckets: [withChannels(okB, 3)], now: T0, hold: { id: 'x', forUs: -1 } }) },
-  { name: 'admit: hold for 1.5 µs', call: (s) => s.admit({ tag: okTag, buckets: [okB], now: T0, hold: { id: 'x', forUs: 1.5 } }) },
-  { name: 'record: a channel limit without a hold', call: (s) => s.record({ tag: okTag, buckets: [withChannels(okB, 3)], now: T0 }) },
-  { name: 'reserve: channels -2', call: (s) => s.reserve({ route: [carrierCh('bad', 100_000, 0, -2)], now: T0, hold: { id: 'x', forUs: S } }) },
-  { name: 'reserve: a channel limit without a hold', call: (s) => s.reserve({ route: [okC, carrierCh('bad', 100_000, 0, 2)], now: T0 }) },
-  { name: 'reserve: hold for NaN µs', call: (s) => s.reserve({ route: [okC], now: T0, hold: { id: 'x', forUs: NaN } }) },
+  {
+    name: 'admit: hold with an empty id',
+    call: (s) => s.admit({ tag: okTag, buckets: [withChannels(okB, 3)], now: T0, hold: { id: '', forUs: S } }),
+  },
+  {
+    name: 'admit: hold for -1 µs',
+    call: (s) => s.admit({ tag: okTag, buckets: [withChannels(okB, 3)], now: T0, hold: { id: 'x', forUs: -1 } }),
+  },
+  {
+    name: 'admit: hold for 1.5 µs',
+    call: (s) => s.admit({ tag: okTag, buckets: [okB], now: T0, hold: { id: 'x', forUs: 1.5 } }),
+  },
+  {
+    name: 'record: a channel limit without a hold',
+    call: (s) => s.record({ tag: okTag, buckets: [withChannels(okB, 3)], now: T0 }),
+  },
+  {
+    name: 'reserve: channels -2',
+    call: (s) => s.reserve({ route: [carrierCh('bad', 100_000, 0, -2)], now: T0, hold: { id: 'x', forUs: S } }),
+  },
+  {
+    name: 'reserve: a channel limit without a hold',
+    call: (s) => s.reserve({ route: [okC, carrierCh('bad', 100_000, 0, 2)], now: T0 }),
+  },
+  {
+    name: 'reserve: hold for NaN µs',
+    call: (s) => s.reserve({ route: [okC], now: T0, hold: { id: 'x', forUs: NaN } }),
+  },
   { name: 'release: empty id', call: (s) => s.release({ id: '', now: T0 }) },
   { name: 'release: direction sideways', call: (s) => s.release({ id: 'x', now: T0, direction: 'sideways' as 'in' }) },
   { name: 'release: now NaN', call: (s) => s.release({ id: 'x', now: NaN }) },
   { name: 'refresh: forUs -1', call: (s) => s.refresh({ id: 'x', forUs: -1, now: T0 }) },
   { name: 'refresh: id 42 (not a string)', call: (s) => s.refresh({ id: 42 as unknown as string, forUs: S, now: T0 }) },
   { name: 'holds: a name with a brace', call: (s) => s.holds({ tag: okTag, name: 'peer:{x}', now: T0 }) },
-  { name: 'inspect: now NaN', call: (s) => s.inspect({ buckets: [{ tag: okTag, bucket: okB }], carriers: [okC], now: NaN }) },
-  { name: 'inspect: limit 0', call: (s) => s.inspect({ buckets: [{ tag: okTag, bucket: bucket(peerBucket('bad'), SL(0, S)) }], carriers: [], now: T0 }) },
-  { name: 'inspect: tag with a brace', call: (s) => s.inspect({ buckets: [{ tag: '{x', bucket: okB }], carriers: [], now: T0 }) },
+  {
+    name: 'inspect: now NaN',
+    call: (s) => s.inspect({ buckets: [{ tag: okTag, bucket: okB }], carriers: [okC], now: NaN }),
+  },
+  {
+    name: 'inspect: limit 0',
+    call: (s) =>
+      s.inspect({ buckets: [{ tag: okTag, bucket: bucket(peerBucket('bad'), SL(0, S)) }], carriers: [], now: T0 }),
+  },
+  {
+    name: 'inspect: tag with a brace',
+    call: (s) => s.inspect({ buckets: [{ tag: '{x', bucket: okB }], carriers: [], now: T0 }),
+  },
   { name: 'inspect: interval 0', call: (s) => s.inspect({ buckets: [], carriers: [carrier('bad', 0, 0)], now: T0 }) },
 ];
 

@@ -20,7 +20,7 @@ const c3 = { ...carrier('insp3', 100 * MS, 10 * S), channels: 2 };
 const tag = 'p:insp';
 
 export async function inspectCase(store: Store): Promise<void> {
-  const admit = async (buckets: typeof b1[], now: number) => {
+  const admit = async (buckets: (typeof b1)[], now: number) => {
     const r = await store.admit({ tag, buckets, now });
     expect(r.admitted, `admit at T0${now - T0 >= 0 ? '+' : ''}${now - T0}`).to.equal(true);
   };
@@ -32,18 +32,27 @@ export async function inspectCase(store: Store): Promise<void> {
   await store.reserve({ route: [c1], now: T0 }); // slot T0
   await store.reserve({ route: [c1], now: T0 }); // slot T0 + 100 ms
   // b4: two calls hold until T0 + 1 s; c3: one call holds from its slot T0 until T0 + 2 s
-  for (const id of ['h1', 'h2']) expect((await store.admit({ tag, buckets: [b4], now: T0, hold: { id, forUs: S } })).admitted).to.equal(true);
+  for (const id of ['h1', 'h2'])
+    expect((await store.admit({ tag, buckets: [b4], now: T0, hold: { id, forUs: S } })).admitted).to.equal(true);
   expect((await store.reserve({ route: [c3], now: T0, hold: { id: 'h3', forUs: 2 * S } })).index).to.equal(0);
   const channels = async (now: number) => {
     const r = await store.inspect({ buckets: [{ tag, bucket: b4 }], carriers: [c3, c2], now });
     return [r.buckets[0]!.channels, r.carriers[0]!.channels, r.carriers[1]!.channels];
   };
-  expect(await channels(T0 + 50 * MS), 'calls in progress: b4, c3, c2 (no channel limit)').to.deep.equal([2, 1, undefined]);
+  expect(await channels(T0 + 50 * MS), 'calls in progress: b4, c3, c2 (no channel limit)').to.deep.equal([
+    2,
+    1,
+    undefined,
+  ]);
   // a hold ending exactly at t has freed its channel
   expect(await channels(T0 + S)).to.deep.equal([0, 1, undefined]);
   expect(await channels(T0 + 2 * S)).to.deep.equal([0, 0, undefined]);
 
-  const req = (now: number) => ({ buckets: [b1, b2, b3, b1].map((b) => ({ tag, bucket: b })), carriers: [c1, c2], now });
+  const req = (now: number) => ({
+    buckets: [b1, b2, b3, b1].map((b) => ({ tag, bucket: b })),
+    carriers: [c1, c2],
+    now,
+  });
 
   // At T0 + 50 ms. b1: only T0 is in (T0 - 950 ms, T0 + 50 ms] (later events are after t).
   // b2 FW: window [T0, T0 + 1 s) holds 2 = L: retry T0 + 1 s - t = 950 ms; SW 10 s: c 2, p 0: 2 < 4.
@@ -79,9 +88,16 @@ export async function inspectCase(store: Store): Promise<void> {
   });
   // read-only: the same again, and admissions get the refusals inspect announced
   expect(await store.inspect(req(t))).to.deep.equal(late);
-  for (const [b, retry] of [[b1, 600 * MS], [b2, 600 * MS], [b3, 100 * MS + 1]] as const) {
+  for (const [b, retry] of [
+    [b1, 600 * MS],
+    [b2, 600 * MS],
+    [b3, 100 * MS + 1],
+  ] as const) {
     const r = await store.admit({ tag, buckets: [b], now: t });
-    expect({ admitted: r.admitted, retryAfterUs: r.retryAfterUs }, b.name).to.deep.equal({ admitted: false, retryAfterUs: retry });
+    expect({ admitted: r.admitted, retryAfterUs: r.retryAfterUs }, b.name).to.deep.equal({
+      admitted: false,
+      retryAfterUs: retry,
+    });
   }
   // nothing asked, nothing read; the store's clock when no time is given
   const none = await store.inspect({ buckets: [], carriers: [] });

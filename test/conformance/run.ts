@@ -22,7 +22,8 @@ export interface StoreHandle {
 }
 
 /** Fractional waits: within 1e-6 relative (doubles near 1.7e15 µs have an ulp of 0.25). */
-const close = (actual: number, expected: number) => Math.abs(actual - expected) <= Math.max(1e-6 * Math.abs(expected), 1e-6);
+const close = (actual: number, expected: number) =>
+  Math.abs(actual - expected) <= Math.max(1e-6 * Math.abs(expected), 1e-6);
 
 function describeOp(op: Op): string {
   const { op: kind, now } = op;
@@ -56,18 +57,40 @@ export async function runOps(store: Store, ops: readonly Op[]): Promise<void> {
     switch (op.op) {
       case 'admit':
         for (let k = 0; k < op.times; k++) {
-          const r = await store.admit({ tag: op.tag, buckets: op.buckets, now: op.now, ...(op.hold && { hold: op.hold }) });
+          const r = await store.admit({
+            tag: op.tag,
+            buckets: op.buckets,
+            now: op.now,
+            ...(op.hold && { hold: op.hold }),
+          });
           const { admitted, limitedBy, retryAfterUs } = op.expect;
           const kind = admitted ? { duplicate: op.expect.duplicate ?? false } : { reason: op.expect.reason ?? 'rate' };
-          const exp = { admitted, limitedBy: limitedBy ?? -1, now: op.now, ...kind, ...(retryAfterUs === undefined ? {} : { retryAfterUs }) };
+          const exp = {
+            admitted,
+            limitedBy: limitedBy ?? -1,
+            now: op.now,
+            ...kind,
+            ...(retryAfterUs === undefined ? {} : { retryAfterUs }),
+          };
           const actKind = admitted ? { duplicate: r.duplicate ?? false } : { reason: r.reason };
-          const act = { admitted: r.admitted, limitedBy: r.limitedBy, now: r.now, ...actKind, ...(retryAfterUs === undefined ? {} : { retryAfterUs: r.retryAfterUs }) };
+          const act = {
+            admitted: r.admitted,
+            limitedBy: r.limitedBy,
+            now: r.now,
+            ...actKind,
+            ...(retryAfterUs === undefined ? {} : { retryAfterUs: r.retryAfterUs }),
+          };
           expect(act, `${at} (call ${k + 1})`).to.deep.equal(exp);
         }
         break;
       case 'record':
         for (let k = 0; k < op.times; k++) {
-          const r = await store.record({ tag: op.tag, buckets: op.buckets, now: op.now, ...(op.hold && { hold: op.hold }) });
+          const r = await store.record({
+            tag: op.tag,
+            buckets: op.buckets,
+            now: op.now,
+            ...(op.hold && { hold: op.hold }),
+          });
           expect(r.now, `${at} (call ${k + 1}) now`).to.equal(op.now);
           expect(r.duplicate ?? false, `${at} (call ${k + 1}) duplicate`).to.equal(op.duplicate ?? false);
         }
@@ -100,7 +123,9 @@ export async function runOps(store: Store, ops: readonly Op[]): Promise<void> {
         expect(r.full, msg).to.deep.equal(e.full ?? e.waits.map(() => false));
         expect(r.now, msg).to.equal(op.now);
         expect(r.waits.length, msg).to.equal(e.waits.length);
-        r.waits.forEach((w, j) => expect(close(w, e.waits[j]!), `${msg} (waits[${j}])`).to.equal(true));
+        r.waits.forEach((w, j) => {
+          expect(close(w, e.waits[j]!), `${msg} (waits[${j}])`).to.equal(true);
+        });
         if (e.index < 0) {
           expect([r.waitUs, r.slotUs], msg).to.deep.equal([0, 0]);
         } else {
@@ -211,9 +236,11 @@ export function runConformance(name: string, makeStore: () => Promise<StoreHandl
       expect(w.waitUs).to.equal(Math.max(0, r2.slotUs + 100_000 - w.now));
     });
 
-    it(`concurrency: ${CONC.clients} clients admit at once on the store clock; no window ever holds more than its limit`, async function () {
+    it(`concurrency: ${CONC.clients} clients admit at once on the store clock; no window ever holds more than its limit`, async () => {
       const { store, siblings } = h!;
-      const sib = siblings ? await siblings(CONC.clients) : { stores: Array(CONC.clients).fill(store) as Store[], close: async () => {} };
+      const sib = siblings
+        ? await siblings(CONC.clients)
+        : { stores: Array(CONC.clients).fill(store) as Store[], close: async () => {} };
       const admitted: number[] = [];
       let refused = 0;
       try {
@@ -236,8 +263,13 @@ export function runConformance(name: string, makeStore: () => Promise<StoreHandl
       expect(admitted.length, 'some calls admitted').to.be.above(0);
       expect(refused, 'some calls refused (the limits were reached)').to.be.above(0);
       for (const lim of CONC.bucket.limits) {
-        const max = lim.algorithm === 'fixed-window' ? maxInFixedWindow(admitted, lim.windowUs) : maxInSlidingWindow(admitted, lim.windowUs);
-        expect(max, `most admitted in one window of ${lim.algorithm} ${lim.limit}/${lim.windowUs}µs`).to.be.at.most(lim.limit);
+        const max =
+          lim.algorithm === 'fixed-window'
+            ? maxInFixedWindow(admitted, lim.windowUs)
+            : maxInSlidingWindow(admitted, lim.windowUs);
+        expect(max, `most admitted in one window of ${lim.algorithm} ${lim.limit}/${lim.windowUs}µs`).to.be.at.most(
+          lim.limit,
+        );
       }
       const c = await store.count({ tag: CONC.tag, bucket: CONC.bucket.name, windowUs: MIN });
       expect(c.count, 'count (60 s) = admitted').to.equal(admitted.length);

@@ -57,7 +57,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 async function main(): Promise<void> {
   await redis.ping();
-  process.stdout.write(JSON.stringify({ ready: true }) + '\n');
+  process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
   const rl = createInterface({ input: process.stdin });
   await new Promise<void>((resolve) => rl.on('line', (line) => line.trim() === 'go' && resolve()));
   rl.close();
@@ -101,14 +101,14 @@ async function main(): Promise<void> {
   }
   await dispatcher.close();
   const report: WorkerReport = { id: args.id, offered, outcomes, sends, errors };
-  process.stdout.write(JSON.stringify(report) + '\n');
+  process.stdout.write(`${JSON.stringify(report)}\n`);
   await redis.quit().catch(() => redis.disconnect());
 }
 
 main().then(
   () => process.exit(0),
   (err) => {
-    process.stderr.write(String(err?.stack ?? err) + '\n');
+    process.stderr.write(`${String(err?.stack ?? err)}\n`);
     process.exit(1);
   },
 );

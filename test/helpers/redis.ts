@@ -137,14 +137,14 @@ export function rawCommand(port: number, args: string[], timeoutMs = 1_000, host
         finish(e as Error);
       }
     });
-    sock.write(`*${args.length}\r\n` + args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join(''));
+    sock.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`);
   });
 }
 
 function parseReply(buf: Buffer, at: number): { value: Reply; end: number } | null {
   const eol = buf.indexOf('\r\n', at);
   if (eol < 0) return null;
-  const type = String.fromCharCode(buf[at]);
+  const type = String.fromCharCode(buf[at] as number);
   const line = buf.toString('utf8', at + 1, eol);
   switch (type) {
     case '+':
@@ -185,24 +185,6 @@ async function pingOnce(port: number, host = HOST): Promise<boolean> {
   }
 }
 
-/** Resolves true when the port stops accepting connections, false on timeout. */
-async function waitPortClosed(port: number, timeoutMs = EXIT_TIMEOUT_MS): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const open = await new Promise<boolean>((resolve) => {
-      const s = net.createConnection({ host: HOST, port });
-      s.once('connect', () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.once('error', () => resolve(false));
-    });
-    if (!open) return true;
-    await sleep(50);
-  }
-  return false;
-}
-
 // ---------------------------------------------------------------------------
 // redis-server child processes
 
@@ -214,13 +196,20 @@ interface Proc {
 
 function spawnRedis(port: number, dir: string, extra: string[]): Proc {
   const args = [
-    '--port', String(port),
-    '--bind', HOST,
-    '--save', '',
-    '--appendonly', 'no',
-    '--dir', dir,
-    '--daemonize', 'no',
-    '--loglevel', 'warning',
+    '--port',
+    String(port),
+    '--bind',
+    HOST,
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+    '--daemonize',
+    'no',
+    '--loglevel',
+    'warning',
     ...extra,
   ];
   const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -268,7 +257,9 @@ async function launch(port: number, dir: string, extra: string[]): Promise<Proc>
     await sleep(25);
   }
   await terminate(proc, 'SIGKILL');
-  throw new Error(`redis-server on port ${port} did not answer PING within ${START_TIMEOUT_MS} ms:\n${proc.output().trim()}`);
+  throw new Error(
+    `redis-server on port ${port} did not answer PING within ${START_TIMEOUT_MS} ms:\n${proc.output().trim()}`,
+  );
 }
 
 /** Launches on `port`, or on a fresh free port (retried on EADDRINUSE) if none is given. */
@@ -453,10 +444,14 @@ export async function startCluster(): Promise<RedisClusterHandle> {
         const { port, proc } = await launchOnFreePort(dir, async (p) => {
           bus = await freePort();
           return [
-            '--cluster-enabled', 'yes',
-            '--cluster-config-file', path.join(dir, `nodes-${p}.conf`),
-            '--cluster-node-timeout', '2000',
-            '--cluster-port', String(bus),
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            path.join(dir, `nodes-${p}.conf`),
+            '--cluster-node-timeout',
+            '2000',
+            '--cluster-port',
+            String(bus),
           ];
         });
         procs.push(proc);
@@ -473,12 +468,12 @@ export async function startCluster(): Promise<RedisClusterHandle> {
     await Promise.all(
       ports.map(async (p, i) => {
         await rawCommand(p, ['CLUSTER', 'SET-CONFIG-EPOCH', String(i + 1)]);
-        const [from, to] = SLOT_RANGES[i];
+        const [from, to] = SLOT_RANGES[i]!;
         await rawCommand(p, ['CLUSTER', 'ADDSLOTSRANGE', String(from), String(to)]);
       }),
     );
     for (let i = 1; i < ports.length; i++) {
-      await rawCommand(ports[0], ['CLUSTER', 'MEET', HOST, String(ports[i]), String(busPorts[i])]);
+      await rawCommand(ports[0]!, ['CLUSTER', 'MEET', HOST, String(ports[i]), String(busPorts[i])]);
     }
 
     const deadline = Date.now() + CLUSTER_OK_TIMEOUT_MS;

@@ -8,7 +8,10 @@ export interface Run {
 }
 
 /** Node with `args` (script first); killed after `timeoutMs`. */
-export function runNode(args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<Run> {
+export function runNode(
+  args: string[],
+  opts: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number },
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, { cwd: opts.cwd, env: { ...process.env, ...opts.env } });
     let stdout = '';

@@ -27,8 +27,15 @@ export interface SidecarProcess {
 }
 
 /** Run `callgate serve ARGS --listen 127.0.0.1:0` and wait until it listens (or fails). */
-export async function startSidecarProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 20_000): Promise<SidecarProcess> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--listen', '127.0.0.1:0', ...args], { cwd: ROOT, env: { ...process.env, ...env } });
+export async function startSidecarProcess(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  timeoutMs = 20_000,
+): Promise<SidecarProcess> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--listen', '127.0.0.1:0', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+  });
   live.add(child);
   const lines: string[] = [];
   const waiters: { re: RegExp; resolve: (l: string) => void }[] = [];
@@ -40,24 +47,43 @@ export async function startSidecarProcess(args: string[], env: NodeJS.ProcessEnv
       rest = parts.pop()!;
       for (const line of parts) {
         lines.push(line);
-        for (const w of [...waiters]) if (w.re.test(line)) (waiters.splice(waiters.indexOf(w), 1), w.resolve(line));
+        for (const w of [...waiters]) {
+          if (!w.re.test(line)) continue;
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(line);
+        }
       }
     };
   })();
-  child.stdout!.on('data', onText);
-  child.stderr!.on('data', onText);
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => (live.delete(child), resolve(code))));
+  child.stdout.on('data', onText);
+  child.stderr.on('data', onText);
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      live.delete(child);
+      resolve(code);
+    }),
+  );
   const waitFor = (re: RegExp, ms = 10_000): Promise<string> => {
     const seen = lines.find((l) => re.test(l));
     if (seen !== undefined) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no log line matching ${re} within ${ms} ms; log:\n${lines.join('\n')}`)), ms);
-      waiters.push({ re, resolve: (l) => (clearTimeout(timer), resolve(l)) });
+      const timer = setTimeout(
+        () => reject(new Error(`no log line matching ${re} within ${ms} ms; log:\n${lines.join('\n')}`)),
+        ms,
+      );
+      waiters.push({
+        re,
+        resolve: (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        },
+      });
     });
   };
   const listening = waitFor(/callgate sidecar listening at /, timeoutMs);
   const first = await Promise.race([listening, exited.then((code) => ({ code }))]);
-  if (typeof first !== 'string') throw new Error(`callgate serve exited with ${String(first.code)} before listening:\n${lines.join('\n')}`);
+  if (typeof first !== 'string')
+    throw new Error(`callgate serve exited with ${String(first.code)} before listening:\n${lines.join('\n')}`);
   const url = /listening at (http:\/\/[^"\s]+)/.exec(first)![1]!;
   const stop = async (signal: NodeJS.Signals = 'SIGTERM', ms = 10_000): Promise<number | null> => {
     if (child.exitCode !== null || child.signalCode !== null) return exited;

@@ -38,19 +38,38 @@ export interface Run {
 }
 
 /** The edge as its own process; resolves once it listens. */
-async function startEdge(configFile: string, extra: string[]): Promise<{ child: ChildProcess; stop(): Promise<{ summary: EdgeSummary; stderr: string }> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'examples/sip-edge/main.ts', '--config', configFile, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function startEdge(
+  configFile: string,
+  extra: string[],
+): Promise<{ child: ChildProcess; stop(): Promise<{ summary: EdgeSummary; stderr: string }> }> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'examples/sip-edge/main.ts', '--config', configFile, ...extra],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stderr = '';
-  child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
   const lines: string[] = [];
   let wake: (() => void) | undefined;
-  createInterface({ input: child.stdout! }).on('line', (l) => (lines.push(l), wake?.()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => (r(code), wake?.())));
+  createInterface({ input: child.stdout }).on('line', (l) => {
+    lines.push(l);
+    wake?.();
+  });
+  const exited = new Promise<number | null>((r) =>
+    child.once('exit', (code) => {
+      r(code);
+      wake?.();
+    }),
+  );
   const next = async (ms: number) => {
     const until = Date.now() + ms;
     while (lines.length === 0) {
-      if (child.exitCode !== null || Date.now() > until) throw new Error(`edge: no output (exit ${child.exitCode}); stderr:\n${stderr}`);
-      await new Promise<void>((r) => ((wake = r), setTimeout(r, 100)));
+      if (child.exitCode !== null || Date.now() > until)
+        throw new Error(`edge: no output (exit ${child.exitCode}); stderr:\n${stderr}`);
+      await new Promise<void>((r) => {
+        wake = r;
+        setTimeout(r, 100);
+      });
     }
     return lines.shift()!;
   };
@@ -73,18 +92,37 @@ async function startEdge(configFile: string, extra: string[]): Promise<{ child: 
   };
 }
 
-export async function runCalls(opts: { store: 'memory' | 'redis'; redis?: RedisServer; seconds: number; outage?: { killAtMs: number; restartAtMs: number } }): Promise<Run> {
+export async function runCalls(opts: {
+  store: 'memory' | 'redis';
+  redis?: RedisServer;
+  seconds: number;
+  outage?: { killAtMs: number; restartAtMs: number };
+}): Promise<Run> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'callgate-sip-'));
   const started: { stop(): Promise<unknown> }[] = [];
   try {
-    const carriers = await Promise.all((['A', 'B'] as const).map((name) => startSipp({ name: `carrier${name}`, scenario: path.join(SCENARIOS, 'carrier.xml'), dir, timeoutS: 90, priority: true, trace: 'short' })));
+    const carriers = await Promise.all(
+      (['A', 'B'] as const).map((name) =>
+        startSipp({
+          name: `carrier${name}`,
+          scenario: path.join(SCENARIOS, 'carrier.xml'),
+          dir,
+          timeoutS: 90,
+          priority: true,
+          trace: 'short',
+        }),
+      ),
+    );
     started.push(...carriers);
     const [listen, callerPort] = [await freeUdpPort(), await freeUdpPort()];
     const config = {
       listen: `127.0.0.1:${listen}`,
       limits: {
         inbound: {
-          peers: { p1: [{ limit: PEER_LIMIT, window: 'PT1S' }, { channels: P1_CHANNELS }], p2: [{ limit: 5, window: 'PT1S' }] },
+          peers: {
+            p1: [{ limit: PEER_LIMIT, window: 'PT1S' }, { channels: P1_CHANNELS }],
+            p2: [{ limit: 5, window: 'PT1S' }],
+          },
         },
         outbound: {
           carriers: {
@@ -103,14 +141,39 @@ export async function runCalls(opts: { store: 'memory' | 'redis'; redis?: RedisS
     };
     const configFile = path.join(dir, 'edge.json');
     writeFileSync(configFile, JSON.stringify(config, null, 2));
-    const storeArgs = opts.store === 'redis' ? ['--store', 'redis', '--redis-url', opts.redis!.url, '--prefix', `e2e:${randomBytes(4).toString('hex')}:`] : [];
+    const storeArgs =
+      opts.store === 'redis'
+        ? ['--store', 'redis', '--redis-url', opts.redis!.url, '--prefix', `e2e:${randomBytes(4).toString('hex')}:`]
+        : [];
     const edge = await startEdge(configFile, storeArgs);
     started.push({ stop: async () => edge.child.kill('SIGKILL') });
     const offered = OFFERED_CPS * opts.seconds;
     const t0 = Date.now();
     const callers = await Promise.all([
-      startSipp({ name: 'caller', scenario: path.join(SCENARIOS, 'caller.xml'), dir, port: callerPort, remote: `127.0.0.1:${listen}`, rate: OFFERED_CPS, calls: offered, pauseMs: PAUSE_MS, service: '1000', keys: { caller: 'p1' }, timeoutS: 60 }),
-      startSipp({ name: 'busy', scenario: path.join(SCENARIOS, 'caller.xml'), dir, remote: `127.0.0.1:${listen}`, rate: BUSY_CPS, calls: BUSY_CPS * opts.seconds, service: 'busy', keys: { caller: 'p2' }, timeoutS: 60 }),
+      startSipp({
+        name: 'caller',
+        scenario: path.join(SCENARIOS, 'caller.xml'),
+        dir,
+        port: callerPort,
+        remote: `127.0.0.1:${listen}`,
+        rate: OFFERED_CPS,
+        calls: offered,
+        pauseMs: PAUSE_MS,
+        service: '1000',
+        keys: { caller: 'p1' },
+        timeoutS: 60,
+      }),
+      startSipp({
+        name: 'busy',
+        scenario: path.join(SCENARIOS, 'caller.xml'),
+        dir,
+        remote: `127.0.0.1:${listen}`,
+        rate: BUSY_CPS,
+        calls: BUSY_CPS * opts.seconds,
+        service: 'busy',
+        keys: { caller: 'p2' },
+        timeoutS: 60,
+      }),
     ]);
     started.push(...callers);
     let killAt: number | undefined;
@@ -127,7 +190,15 @@ export async function runCalls(opts: { store: 'memory' | 'redis'; redis?: RedisS
     const carrierReports = await Promise.all(carriers.map((c) => c.stop()));
     const { summary, stderr } = await edge.stop();
     started.length = 0;
-    return { offered, callers: callerReports, carriers: { A: carrierReports[0]!, B: carrierReports[1]! }, summary, edgeStderr: stderr, killAt, restartAt };
+    return {
+      offered,
+      callers: callerReports,
+      carriers: { A: carrierReports[0]!, B: carrierReports[1]! },
+      summary,
+      edgeStderr: stderr,
+      killAt,
+      restartAt,
+    };
   } finally {
     await Promise.all(started.map((s) => s.stop().catch(() => undefined)));
     if (process.env.SIP_E2E_KEEP) console.log(`      traces kept in ${dir}`);

@@ -19,7 +19,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 export const SIPP_HOST = '127.0.0.1';
-export const SIPP_INSTALL_HINT = 'sipp not found: install it (Debian: apt-get install sip-tester); .ci/run does so when it is missing';
+export const SIPP_INSTALL_HINT =
+  'sipp not found: install it (Debian: apt-get install sip-tester); .ci/run does so when it is missing';
 
 export interface SippOptions {
   /** Names its trace files in `dir`. */
@@ -174,15 +175,32 @@ export async function startSipp(opts: SippOptions): Promise<Sipp> {
 async function launch(opts: SippOptions, port: number, control: number): Promise<Sipp | undefined> {
   const file = (ext: string) => path.join(opts.dir, `${opts.name}.${ext}`);
   const args = [
-    '-sf', path.resolve(opts.scenario),
+    '-sf',
+    path.resolve(opts.scenario),
     ...(opts.remote ? [opts.remote] : []),
-    '-i', SIPP_HOST, '-p', String(port), '-cp', String(control), '-bind_local',
+    '-i',
+    SIPP_HOST,
+    '-p',
+    String(port),
+    '-cp',
+    String(control),
+    '-bind_local',
     '-nostdin',
-    '-timer_resol', '1',
-    '-timeout', `${opts.timeoutS ?? 60}s`,
-    ...(opts.trace === 'short' ? ['-trace_shortmsg', '-shortmessage_file', file('short.log')] : ['-trace_msg', '-message_file', file('messages.log')]),
-    '-trace_err', '-error_file', file('errors.log'),
-    '-trace_stat', '-stf', file('stats.csv'), '-fd', '1',
+    '-timer_resol',
+    '1',
+    '-timeout',
+    `${opts.timeoutS ?? 60}s`,
+    ...(opts.trace === 'short'
+      ? ['-trace_shortmsg', '-shortmessage_file', file('short.log')]
+      : ['-trace_msg', '-message_file', file('messages.log')]),
+    '-trace_err',
+    '-error_file',
+    file('errors.log'),
+    '-trace_stat',
+    '-stf',
+    file('stats.csv'),
+    '-fd',
+    '1',
     '-trace_counts',
     ...(opts.rate !== undefined ? ['-r', String(opts.rate)] : []),
     ...(opts.calls !== undefined ? ['-m', String(opts.calls)] : []),
@@ -191,14 +209,15 @@ async function launch(opts: SippOptions, port: number, control: number): Promise
     ...Object.entries(opts.keys ?? {}).flatMap(([k, v]) => ['-key', k, v]),
     ...(opts.extraArgs ?? []),
   ];
-  const child = (opts.priority ?? false) && realtimeAllowed()
-    ? spawn('chrt', ['-f', '1', 'sipp', ...args], { cwd: opts.dir, stdio: ['ignore', 'pipe', 'pipe'] })
-    : spawn('sipp', args, { cwd: opts.dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child =
+    (opts.priority ?? false) && realtimeAllowed()
+      ? spawn('chrt', ['-f', '1', 'sipp', ...args], { cwd: opts.dir, stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn('sipp', args, { cwd: opts.dir, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   let output = '';
   const keep = (b: Buffer) => (output = (output + b.toString()).slice(-8_192));
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('exit', (code, signal) => {
       live.delete(child);
@@ -230,7 +249,9 @@ async function launch(opts: SippOptions, port: number, control: number): Promise
         ? parseShortLog(readFileSync(file('short.log'), 'latin1'))
         : [],
     stats: lastRow(file('stats.csv')),
-    counts: Object.fromEntries(Object.entries(lastRow(countsFile(opts.dir, child.pid!))).map(([k, v]) => [k, Number(v)])),
+    counts: Object.fromEntries(
+      Object.entries(lastRow(countsFile(opts.dir, child.pid!))).map(([k, v]) => [k, Number(v)]),
+    ),
     // sipp's own scheduler falling behind on a loaded host ("Overload warning: ... watchdog ...")
     // says nothing of the SIP path under test: every other line stays
     errors: existsSync(file('errors.log'))
@@ -268,21 +289,31 @@ function countsFile(dir: string, pid: number): string {
 /** The last row of a sipp CSV (`;`-separated, header first) as column → value. */
 function lastRow(file: string): Record<string, string> {
   if (!file || !existsSync(file)) return {};
-  const lines = readFileSync(file, 'latin1').split('\n').filter((l) => l.trim() !== '');
+  const lines = readFileSync(file, 'latin1')
+    .split('\n')
+    .filter((l) => l.trim() !== '');
   if (lines.length < 2) return {};
   const head = lines[0]!.split(';');
   const row = lines[lines.length - 1]!.split(';');
   return Object.fromEntries(head.map((h, i) => [h, row[i] ?? '']));
 }
 
-const COMPACT: Record<string, string> = { i: 'call-id', v: 'via', f: 'from', t: 'to', m: 'contact', l: 'content-length', c: 'content-type' };
+const COMPACT: Record<string, string> = {
+  i: 'call-id',
+  v: 'via',
+  f: 'from',
+  t: 'to',
+  m: 'contact',
+  l: 'content-length',
+  c: 'content-type',
+};
 
 /** `YYYY-MM-DD HH:MM:SS.ffffff` in local time (as sipp writes it) → µs since the epoch. */
 function localUs(s: string): number {
   const m = /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6})$/.exec(s.trim());
   if (!m) throw new Error(`sipp log: bad time ${JSON.stringify(s)}`);
   const [, y, mo, d, h, mi, sec, us] = m.map(Number) as number[];
-  return new Date(y!, mo! - 1, d!, h!, mi!, sec!).getTime() * 1000 + us!;
+  return new Date(y!, mo! - 1, d, h, mi, sec).getTime() * 1000 + us!;
 }
 
 /** sipp's message log (-trace_msg): blocks headed by a dashed line with the time. */
@@ -310,7 +341,7 @@ export function parseMessageLog(text: string): SipLogEntry[] {
       dir,
       ...(res ? { status: Number(res[1]) } : { method: firstLine.split(' ')[0] }),
       callId: headers['call-id']?.[0] ?? '',
-      cseq: headers['cseq']?.[0] ?? '',
+      cseq: headers.cseq?.[0] ?? '',
       headers,
       firstLine,
     });
@@ -372,7 +403,7 @@ export function provenInOneSecond(intervals: { a: number; b: number }[]): number
 }
 
 /** The Warning header of a logged SIP message ('' when none). */
-export const warning = (m: SipLogEntry): string => m.headers['warning']?.join(' ') ?? '';
+export const warning = (m: SipLogEntry): string => m.headers.warning?.join(' ') ?? '';
 
 /** Smallest gap between consecutive times (Infinity with fewer than two). */
 export function minGap(timesUs: readonly number[]): number {

@@ -37,15 +37,45 @@ function openssl(dir: string, args: string[]): void {
 const EC = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
 
 function makeCa(dir: string, name: string): void {
-  openssl(dir, ['req', '-x509', ...EC, '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', `/CN=callgate test ${name}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  openssl(dir, [
+    'req',
+    '-x509',
+    ...EC,
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.crt`,
+    '-days',
+    '2',
+    '-subj',
+    `/CN=callgate test ${name}`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
 }
 
 function makeLeaf(dir: string, name: string, cn: string, ext: string): void {
   writeFileSync(join(dir, `${name}.ext`), ext);
   openssl(dir, ['req', '-new', ...EC, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`]);
-  openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`,
-    '-days', '2', '-extfile', `${name}.ext`]);
+  openssl(dir, [
+    'x509',
+    '-req',
+    '-in',
+    `${name}.csr`,
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    `${name}.crt`,
+    '-days',
+    '2',
+    '-extfile',
+    `${name}.ext`,
+  ]);
 }
 
 /** A CA, a server certificate for 127.0.0.1 / localhost, a client certificate; in a temp dir. */
@@ -53,7 +83,12 @@ export function makeCertificates(): TlsFiles {
   const dir = mkdtempSync(join(tmpdir(), 'callgate-tls-'));
   makeCa(dir, 'ca');
   makeCa(dir, 'other');
-  makeLeaf(dir, 'server', '127.0.0.1', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n');
+  makeLeaf(
+    dir,
+    'server',
+    '127.0.0.1',
+    'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n',
+  );
   makeLeaf(dir, 'client', 'callgate-client', 'extendedKeyUsage=clientAuth\n');
   const f = (name: string) => join(dir, name);
   return {
@@ -105,24 +140,58 @@ function tlsPing(port: number, files: TlsFiles): Promise<boolean> {
  * redis-server with TLS only, on a free loopback port. `authClients`: whether clients must show
  * a certificate signed by the CA ('yes') or not ('no'). Resolves once it answers PING over TLS.
  */
-export async function startTlsRedis(files: TlsFiles, opts: { authClients: 'yes' | 'no'; args?: string[] }): Promise<TlsRedis> {
+export async function startTlsRedis(
+  files: TlsFiles,
+  opts: { authClients: 'yes' | 'no'; args?: string[] },
+): Promise<TlsRedis> {
   const dir = mkdtempSync(join(tmpdir(), 'callgate-tls-redis-'));
   let lastOutput = '';
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
     // --port 0: no plain-text listener at all
-    const args = ['--port', '0', '--tls-port', String(port), '--bind', HOST, '--tls-cert-file', files.serverCert, '--tls-key-file', files.serverKey,
-      '--tls-ca-cert-file', files.ca, '--tls-auth-clients', opts.authClients, '--save', '', '--appendonly', 'no', '--dir', dir,
-      '--daemonize', 'no', '--loglevel', 'warning', ...(opts.args ?? [])];
+    const args = [
+      '--port',
+      '0',
+      '--tls-port',
+      String(port),
+      '--bind',
+      HOST,
+      '--tls-cert-file',
+      files.serverCert,
+      '--tls-key-file',
+      files.serverKey,
+      '--tls-ca-cert-file',
+      files.ca,
+      '--tls-auth-clients',
+      opts.authClients,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      '--daemonize',
+      'no',
+      '--loglevel',
+      'warning',
+      ...(opts.args ?? []),
+    ];
     const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     children.add(child);
     let output = '';
-    child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
     let exited = false;
-    const exit = new Promise<void>((resolve) => child.once('exit', () => ((exited = true), children.delete(child), resolve())));
+    const exit = new Promise<void>((resolve) =>
+      child.once('exit', () => {
+        exited = true;
+        children.delete(child);
+        resolve();
+      }),
+    );
     const deadline = Date.now() + START_TIMEOUT_MS;
-    while (!exited && Date.now() < deadline && !(await tlsPing(port, files))) await new Promise((r) => setTimeout(r, 50));
+    while (!exited && Date.now() < deadline && !(await tlsPing(port, files)))
+      await new Promise((r) => setTimeout(r, 50));
     if (!exited && Date.now() < deadline) {
       return {
         url: `rediss://${HOST}:${port}`,

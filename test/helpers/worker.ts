@@ -13,19 +13,35 @@ export interface Worker<R> {
   kill(): void;
 }
 
-export function startWorker<R>(script: string, args: unknown, opts: { cwd: string; timeoutMs: number; name: string }): Worker<R> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, JSON.stringify(args)], { cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+export function startWorker<R>(
+  script: string,
+  args: unknown,
+  opts: { cwd: string; timeoutMs: number; name: string },
+): Worker<R> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, JSON.stringify(args)], {
+    cwd: opts.cwd,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4_000)));
   let onReady!: () => void;
   let onReport!: (r: R) => void;
   let failReady!: (e: Error) => void;
   let failReport!: (e: Error) => void;
-  const ready = new Promise<void>((res, rej) => ((onReady = res), (failReady = rej)));
-  const report = new Promise<R>((res, rej) => ((onReport = res), (failReport = rej)));
+  const ready = new Promise<void>((res, rej) => {
+    onReady = res;
+    failReady = rej;
+  });
+  const report = new Promise<R>((res, rej) => {
+    onReport = res;
+    failReport = rej;
+  });
   ready.catch(() => {});
   report.catch(() => {});
-  const fail = (e: Error) => (failReady(e), failReport(e));
+  const fail = (e: Error) => {
+    failReady(e);
+    failReport(e);
+  };
   createInterface({ input: child.stdout }).on('line', (line) => {
     const msg = JSON.parse(line) as { ready?: boolean };
     if (msg.ready) onReady();

@@ -16,7 +16,15 @@ import type { AdmissionDecision } from '../../src/admission/admission.js';
 import { CallGate } from '../../src/gate.js';
 import { RedisStore } from '../../src/store/redis/redis-store.js';
 
-const WATCHED = new Set(['Timeout', 'Immediate', 'TCPWRAP', 'TCPCONNECTWRAP', 'UDPWRAP', 'PIPEWRAP', 'GETADDRINFOREQWRAP']);
+const WATCHED = new Set([
+  'Timeout',
+  'Immediate',
+  'TCPWRAP',
+  'TCPCONNECTWRAP',
+  'UDPWRAP',
+  'PIPEWRAP',
+  'GETADDRINFOREQWRAP',
+]);
 const live = new Map<number, string>();
 const hook = createHook({
   init(id, type) {
@@ -30,16 +38,27 @@ const hook = createHook({
 const lines = createInterface({ input: process.stdin });
 const queued: string[] = [];
 let waiting: ((l: string) => void) | undefined;
-lines.on('line', (l) => (waiting ? (waiting(l), (waiting = undefined)) : queued.push(l)));
-const nextLine = () => (queued.length > 0 ? Promise.resolve(queued.shift()!) : new Promise<string>((r) => (waiting = r)));
-const say = (o: object) => process.stdout.write(JSON.stringify(o) + '\n');
+lines.on('line', (l) => {
+  if (!waiting) {
+    queued.push(l);
+    return;
+  }
+  waiting(l);
+  waiting = undefined;
+});
+const nextLine = () =>
+  queued.length > 0 ? Promise.resolve(queued.shift()!) : new Promise<string>((r) => (waiting = r));
+const say = (o: object) => process.stdout.write(`${JSON.stringify(o)}\n`);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 async function main(): Promise<void> {
   say({ phase: 'start' }); // stdout's pipe exists before the hook
   hook.enable();
   const gate = await CallGate.create({
-    config: { inbound: { peers: { p: [{ limit: 1000, window: 'PT1S' }] } }, outbound: { carriers: { A: { cps: 2, maxWait: 'PT2S' } } } },
+    config: {
+      inbound: { peers: { p: [{ limit: 1000, window: 'PT1S' }] } },
+      outbound: { carriers: { A: { cps: 2, maxWait: 'PT2S' } } },
+    },
     store: RedisStore.connect(process.argv[2]!, { prefix: `outage:${randomBytes(4).toString('hex')}:` }),
     timeoutMs: 200,
   });
@@ -67,7 +86,12 @@ async function main(): Promise<void> {
       await sleep(100);
     }
     const dispatched = await gate.dispatch({ callId: `o${outage}`, route: ['A'] }, () => undefined);
-    say({ phase: `down${outage}`, decisions, dispatch: `${dispatched.outcome}/${dispatched.reason}`, errors: errors.length });
+    say({
+      phase: `down${outage}`,
+      decisions,
+      dispatch: `${dispatched.outcome}/${dispatched.reason}`,
+      errors: errors.length,
+    });
     if ((await nextLine()) !== 'up') throw new Error('expected "up"');
     say({ phase: `recovered${outage}`, recovered: await recover(), errors: errors.length });
   }

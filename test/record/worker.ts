@@ -54,7 +54,7 @@ const gate = await CallGate.create({
 const report: RecordWorkerReport = { id: args.id, decisions: [], files: [], errors: [] };
 gate.on('error', (e) => report.errors.push(String(e)));
 await redis.ping();
-process.stdout.write(JSON.stringify({ ready: true }) + '\n');
+process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
 
 const rl = createInterface({ input: process.stdin });
 await new Promise<void>((resolve) => rl.on('line', (line) => line.trim() === 'go' && resolve()));
@@ -86,7 +86,14 @@ const inbound = async () => {
       report.decisions.push(
         d.admitted
           ? { call_id: callId, direction: 'in', outcome: 'admitted', time_us: d.at }
-          : { call_id: callId, direction: 'in', outcome: 'rejected', limited_by: d.limitedBy!, ...(d.reason && { reason: d.reason }), time_us: d.at },
+          : {
+              call_id: callId,
+              direction: 'in',
+              outcome: 'rejected',
+              limited_by: d.limitedBy!,
+              ...(d.reason && { reason: d.reason }),
+              time_us: d.at,
+            },
       );
     } catch (err) {
       report.errors.push(String(err));
@@ -99,7 +106,15 @@ const outbound = async () => {
     const route = args.routes[seq % args.routes.length]!;
     const r = await gate.dispatch({ callId, route }, undefined, {
       onReserved: (x) => {
-        const line: DecisionLine = { call_id: callId, direction: 'out', outcome: x.outcome, carrier: x.carrier, delay_ms: x.delayMs, rerouted_from: x.reroutedFrom, time_us: x.at };
+        const line: DecisionLine = {
+          call_id: callId,
+          direction: 'out',
+          outcome: x.outcome,
+          carrier: x.carrier,
+          delay_ms: x.delayMs,
+          rerouted_from: x.reroutedFrom,
+          time_us: x.at,
+        };
         if (x.reason) line.reason = x.reason;
         report.decisions.push(line);
       },
@@ -109,9 +124,12 @@ const outbound = async () => {
     if (r.outcome === 'dispatched') hangUpLater(callId);
   }
 };
-await Promise.all([...Array.from({ length: args.concurrency }, inbound), ...Array.from({ length: args.concurrency }, outbound)]);
+await Promise.all([
+  ...Array.from({ length: args.concurrency }, inbound),
+  ...Array.from({ length: args.concurrency }, outbound),
+]);
 await Promise.all(hangups);
 await gate.close();
 redis.disconnect();
 report.files = gate.recorder!.files;
-process.stdout.write(JSON.stringify(report) + '\n');
+process.stdout.write(`${JSON.stringify(report)}\n`);

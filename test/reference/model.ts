@@ -75,7 +75,9 @@ export function durationUs(text: string): number {
     const unit = { ms: 1e3, s: 1e6, m: 60e6, h: 3600e6 }[short[2] as 'ms' | 's' | 'm' | 'h'];
     return Math.round(Number(short[1]) * unit);
   }
-  const iso = /^P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$/.exec(text);
+  const iso = /^P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$/.exec(
+    text,
+  );
   if (iso && text !== 'P' && text !== 'PT') {
     const [, d, h, m, s] = iso;
     return Math.round(
@@ -118,7 +120,7 @@ function inProgress(ends: number[], t: number): number {
 }
 
 function own<T>(obj: Record<string, T> | undefined, key: string): T | undefined {
-  return obj !== undefined && Object.prototype.hasOwnProperty.call(obj, key) ? obj[key] : undefined;
+  return obj !== undefined && Object.hasOwn(obj, key) ? obj[key] : undefined;
 }
 
 /** Does a bucket whose admitted calls are `log` have room at time t under limit `lim`? */
@@ -188,7 +190,13 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
       }
       const checks: { name: string; limits: ModelLimit[]; channels?: number; log: number[]; ends: number[] }[] = [];
       if (inbound.global !== undefined) {
-        checks.push({ name: 'global', limits: limitsOf(inbound.global), channels: channelsOf(inbound.global), log: globalLog, ends: globalEnds });
+        checks.push({
+          name: 'global',
+          limits: limitsOf(inbound.global),
+          channels: channelsOf(inbound.global),
+          log: globalLog,
+          ends: globalEnds,
+        });
       }
       if (call.account !== undefined) {
         const accLimits = own(inbound.accounts, call.account);
@@ -202,7 +210,13 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
           });
         }
       }
-      checks.push({ name: `peer:${peer}`, limits: limitsOf(peerLimits), channels: channelsOf(peerLimits), log: listOf(peerLogs, peer), ends: listOf(peerEnds, peer) });
+      checks.push({
+        name: `peer:${peer}`,
+        limits: limitsOf(peerLimits),
+        channels: channelsOf(peerLimits),
+        log: listOf(peerLogs, peer),
+        ends: listOf(peerEnds, peer),
+      });
 
       const previous = inboundEnd.get(call.callId);
       if (checks.some((c) => c.channels !== undefined) && previous !== undefined && previous > t) {
@@ -297,7 +311,7 @@ export function simpleTimeUs(text: string): number {
   const iso = /^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:?\d\d)$/.exec(t);
   if (!iso) throw new Error(`model: bad time ${JSON.stringify(text)}`);
   let zone = iso[4]!;
-  if (zone !== 'Z' && !zone.includes(':')) zone = zone.slice(0, 3) + ':' + zone.slice(3);
+  if (zone !== 'Z' && !zone.includes(':')) zone = `${zone.slice(0, 3)}:${zone.slice(3)}`;
   const ms = Date.parse(`${iso[1]}T${iso[2]}${zone}`);
   if (Number.isNaN(ms)) throw new Error(`model: bad time ${JSON.stringify(text)}`);
   return ms * 1000 + Number((iso[3] ?? '').padEnd(6, '0').slice(0, 6));
@@ -321,7 +335,10 @@ export function loadTraceForModel(path: string): ModelCall[] {
     if (r.peer !== undefined && r.peer.trim() !== '') call.peer = r.peer;
     if (r.account !== undefined && r.account.trim() !== '') call.account = r.account;
     if (r.route !== undefined) {
-      const route = r.route.split('|').map((s) => s.trim()).filter((s) => s !== '');
+      const route = r.route
+        .split('|')
+        .map((s) => s.trim())
+        .filter((s) => s !== '');
       if (route.length > 0) call.route = route;
     }
     const d = r.duration?.trim() ?? '';

@@ -65,7 +65,7 @@ for (let i = 0; i < 20; i++) {
     offsetUs = Number(s) * 1e6 + Number(us) - (p0 + p1) / 2;
   }
 }
-process.stdout.write(JSON.stringify({ ready: true }) + '\n');
+process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
 const rl = createInterface({ input: process.stdin });
 await new Promise<void>((resolve) => rl.on('line', (line) => line.trim() === 'go' && resolve()));
 rl.close();
@@ -79,7 +79,15 @@ const offer = (peer: string) => {
   const issuedUs = systemClockUs();
   pending.push(
     gate.admit({ callId, peer }).then(
-      (d) => void decisions.push({ peer, admitted: d.admitted, at: d.at, shielded: d.shielded === true, limitedBy: d.limitedBy, issuedUs }),
+      (d) =>
+        void decisions.push({
+          peer,
+          admitted: d.admitted,
+          at: d.at,
+          shielded: d.shielded === true,
+          limitedBy: d.limitedBy,
+          issuedUs,
+        }),
       (e: Error) => void errors.push(e.message),
     ),
   );
@@ -96,4 +104,6 @@ while (Date.now() - start < args.durationMs) {
 await Promise.all(pending);
 await gate.close();
 redis.disconnect();
-process.stdout.write(JSON.stringify({ id: args.id, decisions, offsetUs, offsetErrUs, errors } satisfies ShieldWorkerReport) + '\n');
+process.stdout.write(
+  `${JSON.stringify({ id: args.id, decisions, offsetUs, offsetErrUs, errors } satisfies ShieldWorkerReport)}\n`,
+);

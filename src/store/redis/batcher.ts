@@ -149,7 +149,8 @@ export class Batcher<I extends Queued> {
    */
   private release(lane: Lane<I>): void {
     if (this.lanes.size <= IDLE_LANES) return;
-    if (lane.items.length === 0 && lane.inFlight === 0 && !lane.scheduled && this.lanes.get(lane.key) === lane) this.lanes.delete(lane.key);
+    if (lane.items.length === 0 && lane.inFlight === 0 && !lane.scheduled && this.lanes.get(lane.key) === lane)
+      this.lanes.delete(lane.key);
   }
 
   private addAgain(key: string, item: I): void {

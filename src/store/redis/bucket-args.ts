@@ -90,7 +90,9 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketA
   const profile = [String(retention), String(channels), String(hoff), String(ordered.length), ...limits];
   const profileId = profile.join(' ');
   const plain = retention > 0 && channels === 0 && ordered.every((lim) => lim.algorithm === 'sliding-log');
-  const lone = plain ? [String(ordered.length), ...ordered.flatMap((lim) => [String(lim.limit), String(lim.windowUs)])] : undefined;
+  const lone = plain
+    ? [String(ordered.length), ...ordered.flatMap((lim) => [String(lim.limit), String(lim.windowUs)])]
+    : undefined;
   return { tag, keys, profile, profileId, retention, id: `${keys.join('\n')}\n${profileId}`, lone };
 }
 

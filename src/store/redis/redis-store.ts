@@ -49,7 +49,16 @@ import type {
   WaitRequest,
   WaitResult,
 } from '../types.js';
-import { checkAdmit, checkCount, checkHolds, checkRefresh, checkRelease, checkReserve, checkWait, hasChannels } from '../validate.js';
+import {
+  checkAdmit,
+  checkCount,
+  checkHolds,
+  checkRefresh,
+  checkRelease,
+  checkReserve,
+  checkWait,
+  hasChannels,
+} from '../validate.js';
 import { checkInspect } from '../inspect-memory.js';
 import type { InspectRequest, InspectResult } from '../types.js';
 
@@ -206,14 +215,17 @@ export class RedisStore implements Store {
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
     this.prefix = opts.prefix ?? 'callgate:';
-    if (/[{}]/.test(this.prefix)) throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
+    if (/[{}]/.test(this.prefix))
+      throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
     this.hashTags = opts.hashTags ?? isCluster(opts.redis);
     this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
     this.writeChunk = opts.writeChunk ?? 16;
     this.readyTimeoutMs = opts.readyTimeoutMs ?? 5_000;
     const maxBatch = opts.maxBatch ?? 64;
     if (!(Number.isSafeInteger(maxBatch) && maxBatch >= 1 && maxBatch <= MAX_BATCH_LIMIT)) {
-      throw new InvalidArgumentError(`maxBatch must be an integer from 1 to ${MAX_BATCH_LIMIT}, got ${String(opts.maxBatch)}`);
+      throw new InvalidArgumentError(
+        `maxBatch must be an integer from 1 to ${MAX_BATCH_LIMIT}, got ${String(opts.maxBatch)}`,
+      );
     }
     const batching = {
       maxBatch,
@@ -237,7 +249,10 @@ export class RedisStore implements Store {
   /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
   static connect(url: string, opts: RedisConnectOptions = {}): RedisStore {
     const { redisOptions, ...storeOpts } = opts;
-    const store = new RedisStore({ ...storeOpts, redis: new Redis(url, { ...RECOMMENDED_REDIS_OPTIONS, ...redisOptions }) });
+    const store = new RedisStore({
+      ...storeOpts,
+      redis: new Redis(url, { ...RECOMMENDED_REDIS_OPTIONS, ...redisOptions }),
+    });
     store.ownsConnection = true;
     return store;
   }
@@ -298,7 +313,11 @@ export class RedisStore implements Store {
    * chunk is ready and keeps working while the next one is written (a cork per tick, like
    * ioredis' enableAutoPipelining, would make Node and Redis take turns).
    */
-  private corked(redis: Redis, fn: (...a: (string | number)[]) => Promise<unknown>, argv: (string | number)[]): Promise<unknown> {
+  private corked(
+    redis: Redis,
+    fn: (...a: (string | number)[]) => Promise<unknown>,
+    argv: (string | number)[],
+  ): Promise<unknown> {
     const stream = redis.stream;
     if (!stream) return fn.apply(redis, argv);
     if (this.inChunk++ === 0) {
@@ -355,9 +374,12 @@ export class RedisStore implements Store {
    * Redis starts on it while this process still handles the replies that made the next one.
    */
   private async write(name: ScriptName, argv: (string | number)[]): Promise<unknown> {
-    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[scripts()[name].command]!;
+    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[
+      scripts()[name].command
+    ]!;
     try {
-      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !isCluster(this.redis)) return await this.corked(this.redis, fn, argv);
+      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !isCluster(this.redis))
+        return await this.corked(this.redis, fn, argv);
       return await fn.apply(this.redis, argv);
     } catch (err) {
       throw unavailable(err);
@@ -365,7 +387,12 @@ export class RedisStore implements Store {
   }
 
   /** Write a batch; `settle` resolves its calls from the reply, or every call rejects; settles once it is back. */
-  private writeBatch(name: ScriptName, argv: string[], items: readonly Queued[], settle: (reply: unknown) => void): Promise<void> {
+  private writeBatch(
+    name: ScriptName,
+    argv: string[],
+    items: readonly Queued[],
+    settle: (reply: unknown) => void,
+  ): Promise<void> {
     return this.write(name, argv)
       .then(settle)
       .catch((err: unknown) => {
@@ -418,13 +445,24 @@ export class RedisStore implements Store {
     const now = req.now === undefined ? '' : num(req.now);
     // a hold only matters (and travels) where a bucket has a channel limit
     const held = req.hold !== undefined && hasChannels(req.buckets);
-    const id = held ? encodeId(req.hold!.id) : undefined;
-    const forUs = held ? req.hold!.forUs : 0;
+    const id = held ? encodeId(req.hold.id) : undefined;
+    const forUs = held ? req.hold.forUs : 0;
     const decided = new Promise<AdmitResult>((resolve, reject) => {
-      this.admissions.add(this.hashTags ? req.tag : '', { buckets, now, id, forUs, signal: req.signal, resolve, reject });
+      this.admissions.add(this.hashTags ? req.tag : '', {
+        buckets,
+        now,
+        id,
+        forUs,
+        signal: req.signal,
+        resolve,
+        reject,
+      });
     });
     if (this.hashTags && id !== undefined && forUs > 0) {
-      this.track(id, decided.then((r) => (r.admitted && !r.duplicate ? this.locate(req.tag, id, forUs, now !== '') : undefined)));
+      this.track(
+        id,
+        decided.then((r) => (r.admitted && !r.duplicate ? this.locate(req.tag, id, forUs, now !== '') : undefined)),
+      );
     }
     return decided;
   }
@@ -469,7 +507,11 @@ export class RedisStore implements Store {
     const tail: string[] = [];
     for (const args of b.bucketList) tail.push(this.knownBound(args));
     for (const v of calls) tail.push(v);
-    const argv = b.argv([String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:'), clock], tail, true);
+    const argv = b.argv(
+      [String(virtual ? this.virtualTtlMs : 0), `${this.member()}:`, this.base(tag, 'call:in:'), clock],
+      tail,
+      true,
+    );
     return this.writeBatch('admit', argv, items, this.settleAdmissions(items, clock));
   }
 
@@ -494,11 +536,19 @@ export class RedisStore implements Store {
         if (item.now === '') this.offset.sample(now, received);
         if (flags === 4) item.reject(skipped());
         else if (limitedBy !== 0) {
-          item.resolve({ admitted: false, limitedBy: limitedBy - 1, reason: flags === 1 ? 'channels' : 'rate', retryAfterUs: r[4 * i + 1]!, now });
+          item.resolve({
+            admitted: false,
+            limitedBy: limitedBy - 1,
+            reason: flags === 1 ? 'channels' : 'rate',
+            retryAfterUs: r[4 * i + 1]!,
+            now,
+          });
         } else if (flags === 2) item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now, duplicate: true });
         else {
           // on Redis TIME, an admitted call's logs have their expiry and were trimmed at the bound of its time
-          if (item.now === '') for (const args of item.buckets) if (args.retention > 0) this.logsKnown.set(args, trimBound(now, args.retention));
+          if (item.now === '')
+            for (const args of item.buckets)
+              if (args.retention > 0) this.logsKnown.set(args, trimBound(now, args.retention));
           item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now });
         }
       }
@@ -525,7 +575,15 @@ export class RedisStore implements Store {
       argv.push(key);
     }
     const at = argv.length;
-    argv.push(item.now === '' ? '0' : String(this.virtualTtlMs), `${this.member()}:1`, '', clock, 'l', item.now, this.deadline(item.signal));
+    argv.push(
+      item.now === '' ? '0' : String(this.virtualTtlMs),
+      `${this.member()}:1`,
+      '',
+      clock,
+      'l',
+      item.now,
+      this.deadline(item.signal),
+    );
     for (const args of list) {
       const bound = this.knownBound(args);
       if (bound === '') refresh = true;
@@ -552,9 +610,11 @@ export class RedisStore implements Store {
 
   /** A locator being written for `id`: a release or refresh of `id` issued later waits for it. */
   private track(id: string, writing: Promise<void>): void {
-    const done: Promise<void> = writing.catch(() => undefined).finally(() => {
-      if (this.locating.get(id) === done) this.locating.delete(id);
-    });
+    const done: Promise<void> = writing
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.locating.get(id) === done) this.locating.delete(id);
+      });
     this.locating.set(id, done);
   }
 
@@ -569,8 +629,8 @@ export class RedisStore implements Store {
       if (b.bucket(args) === 0) throw new InvalidArgumentError('the buckets of one call must not share a Redis key');
     }
     const held = req.hold !== undefined && hasChannels(req.buckets);
-    const id = held ? encodeId(req.hold!.id) : '';
-    const forUs = held ? req.hold!.forUs : 0;
+    const id = held ? encodeId(req.hold.id) : '';
+    const forUs = held ? req.hold.forUs : 0;
     const head = [
       req.now === undefined ? '' : num(req.now),
       this.member(),
@@ -581,7 +641,11 @@ export class RedisStore implements Store {
       this.deadline(req.signal),
     ];
     const sent = this.send('add', b.argv(head, [], false), req.signal) as Promise<number[]>;
-    if (this.hashTags && held && forUs > 0) this.track(id, sent.then((r) => (r[1] === 0 ? this.locate(req.tag, id, forUs, req.now !== undefined) : undefined)));
+    if (this.hashTags && held && forUs > 0)
+      this.track(
+        id,
+        sent.then((r) => (r[1] === 0 ? this.locate(req.tag, id, forUs, req.now !== undefined) : undefined)),
+      );
     const r = await sent;
     if (r[1] === 2) throw skipped();
     return r[1] === 1 ? { now: r[0]!, duplicate: true } : { now: r[0]! };
@@ -589,7 +653,12 @@ export class RedisStore implements Store {
 
   async count(req: CountRequest): Promise<CountResult> {
     checkCount(req);
-    const r = (await this.run('get', [`${this.base(req.tag, req.bucket)}:log`], [req.now ?? '', req.windowUs], req.signal)) as Reply;
+    const r = (await this.run(
+      'get',
+      [`${this.base(req.tag, req.bucket)}:log`],
+      [req.now ?? '', req.windowUs],
+      req.signal,
+    )) as Reply;
     return { count: Number(r[0]), now: Number(r[1]) };
   }
 
@@ -633,7 +702,13 @@ export class RedisStore implements Store {
       for (const c of route) {
         const key = this.carrierKey(c);
         const channels = c.channels ?? 0;
-        entry.push(keyOf(key), String(c.intervalUs), String(c.maxWaitUs), String(channels), channels > 0 ? keyOf(`${key}:ch`) : '0');
+        entry.push(
+          keyOf(key),
+          String(c.intervalUs),
+          String(c.maxWaitUs),
+          String(channels),
+          channels > 0 ? keyOf(`${key}:ch`) : '0',
+        );
       }
       const id = entry.join(' ');
       let r = routeIndex.get(id);
@@ -651,7 +726,12 @@ export class RedisStore implements Store {
     const argv: string[] = [num(keys.length)];
     for (const k of keys) argv.push(k);
     const clock = this.offset.lowerBound === undefined ? '1' : '';
-    argv.push(String(virtual ? this.virtualTtlMs : 0), this.base(OUTBOUND_TAG, 'call:out:'), clock, num(routeIndex.size));
+    argv.push(
+      String(virtual ? this.virtualTtlMs : 0),
+      this.base(OUTBOUND_TAG, 'call:out:'),
+      clock,
+      num(routeIndex.size),
+    );
     for (const v of routes) argv.push(v);
     for (const v of calls) argv.push(v);
     return this.writeBatch('reserve', argv, items, (reply) => {
@@ -674,7 +754,14 @@ export class RedisStore implements Store {
           waits[i] = Number(r[at + 5 + 2 * i]);
           full[i] = Number(r[at + 6 + 2 * i]) === 1;
         }
-        item.resolve({ index: Number(r[at + 1]) - 1, waitUs: Number(r[at + 2]), slotUs: Number(r[at + 3]), now: Number(r[at + 4]), waits, full });
+        item.resolve({
+          index: Number(r[at + 1]) - 1,
+          waitUs: Number(r[at + 2]),
+          slotUs: Number(r[at + 3]),
+          now: Number(r[at + 4]),
+          waits,
+          full,
+        });
         at += 5 + 2 * m;
       }
     });
@@ -682,7 +769,12 @@ export class RedisStore implements Store {
 
   async wait(req: WaitRequest): Promise<WaitResult> {
     checkWait(req);
-    const r = (await this.run('wait', [this.carrierKey(req.carrier)], [req.now ?? '', req.carrier.intervalUs], req.signal)) as Reply;
+    const r = (await this.run(
+      'wait',
+      [this.carrierKey(req.carrier)],
+      [req.now ?? '', req.carrier.intervalUs],
+      req.signal,
+    )) as Reply;
     return { waitUs: Number(r[0]), now: Number(r[1]) };
   }
 
@@ -694,7 +786,11 @@ export class RedisStore implements Store {
    * the locator is read first, so such a call is ordered after every operation issued before it
    * but may be overtaken by one issued after it in the same tick.
    */
-  private recordGroups(id: string, direction: 'in' | 'out' | undefined, signal: StopSignal | undefined): string[][] | Promise<string[][]> {
+  private recordGroups(
+    id: string,
+    direction: 'in' | 'out' | undefined,
+    signal: StopSignal | undefined,
+  ): string[][] | Promise<string[][]> {
     const wantIn = direction !== 'out';
     const out = direction !== 'in' ? [this.base(OUTBOUND_TAG, `call:out:${id}`)] : [];
     if (!this.hashTags) return [[...(wantIn ? [this.base('', `call:in:${id}`)] : []), ...out]];
@@ -719,7 +815,14 @@ export class RedisStore implements Store {
   }
 
   /** Run `name` on every group of call records of `id`; the sum of the first reply fields, and the time. */
-  private onRecords(name: 'release' | 'refresh', id: string, direction: 'in' | 'out' | undefined, args: (string | number)[], now: number | undefined, signal: StopSignal | undefined): Promise<[number, number]> {
+  private onRecords(
+    name: 'release' | 'refresh',
+    id: string,
+    direction: 'in' | 'out' | undefined,
+    args: (string | number)[],
+    now: number | undefined,
+    signal: StopSignal | undefined,
+  ): Promise<[number, number]> {
     const run = (groups: string[][]): Promise<[number, number]> =>
       Promise.all(groups.map((keys) => this.run(name, keys, args, signal) as Promise<number[]>)).then((replies) => [
         replies.reduce((sum, r) => sum + r[0]!, 0),
@@ -736,10 +839,12 @@ export class RedisStore implements Store {
       return Promise.reject(err);
     }
     const id = encodeId(req.id);
-    return this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal).then(async ([released, now]) => {
-      if (this.hashTags && req.direction !== 'out') await this.redis.del(this.locatorKey(id)).catch(() => undefined);
-      return { released, now };
-    });
+    return this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal).then(
+      async ([released, now]) => {
+        if (this.hashTags && req.direction !== 'out') await this.redis.del(this.locatorKey(id)).catch(() => undefined);
+        return { released, now };
+      },
+    );
   }
 
   refresh(req: RefreshRequest): Promise<RefreshResult> {
@@ -761,7 +866,12 @@ export class RedisStore implements Store {
 
   async holds(req: HoldsRequest): Promise<HoldsResult> {
     checkHolds(req);
-    const r = (await this.run('holds', [`${this.base(req.tag, req.name)}:ch`], [req.now ?? ''], req.signal)) as number[];
+    const r = (await this.run(
+      'holds',
+      [`${this.base(req.tag, req.name)}:ch`],
+      [req.now ?? ''],
+      req.signal,
+    )) as number[];
     return { holds: r[0]!, now: r[1]! };
   }
 
@@ -772,7 +882,7 @@ export class RedisStore implements Store {
 
   /** Delete every key under this store's prefix, on every master of a Cluster. */
   async clear(): Promise<void> {
-    const match = this.prefix.replace(/[*?[\]\\]/g, '\\$&') + '*';
+    const match = `${this.prefix.replace(/[*?[\]\\]/g, '\\$&')}*`;
     const nodes = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
     for (const node of nodes) {
       let cursor = '0';
@@ -808,7 +918,10 @@ export class RedisStore implements Store {
       const at = indices.map((i) => {
         const { tag, bucket } = req.buckets[i]!;
         const index = b.bucket(bucketArgsOf(tag, this.base(tag, bucket.name), bucket));
-        if (index === 0) throw new InvalidArgumentError(`buckets[${i}]: bucket ${JSON.stringify(bucket.name)} is named twice with different limits`);
+        if (index === 0)
+          throw new InvalidArgumentError(
+            `buckets[${i}]: bucket ${JSON.stringify(bucket.name)} is named twice with different limits`,
+          );
         return { i, index, limits: bucket.limits };
       });
       return { at, argv: (now: string) => b.argv([now], ['0'], false) };
@@ -823,14 +936,19 @@ export class RedisStore implements Store {
       };
       const entries: string[] = [];
       for (const c of req.carriers) entries.push(keyOf(this.carrierKey(c)), String(c.intervalUs), '');
-      req.carriers.forEach((c, i) => (entries[3 * i + 2] = (c.channels ?? 0) > 0 ? keyOf(`${this.carrierKey(c)}:ch`) : '0'));
+      req.carriers.forEach((c, i) => {
+        entries[3 * i + 2] = (c.channels ?? 0) > 0 ? keyOf(`${this.carrierKey(c)}:ch`) : '0';
+      });
       return [String(keys.length), ...keys, now, '0', '0', String(req.carriers.length), ...entries];
     };
     let now = req.now === undefined ? '' : num(req.now);
     const run = async (argv: string[]) => ((await this.send('inspect', argv, req.signal)) as string[]).map(Number);
     const first = calls.length > 0 ? await run(calls[0]!.argv(now)) : await run(carrierArgv(now));
-    now = num(first[0]);
-    const rest = await Promise.all([...calls.slice(1).map((c) => run(c.argv(now))), calls.length > 0 ? run(carrierArgv(now)) : Promise.resolve(first)]);
+    now = num(first[0] as number);
+    const rest = await Promise.all([
+      ...calls.slice(1).map((c) => run(c.argv(now))),
+      calls.length > 0 ? run(carrierArgv(now)) : Promise.resolve(first),
+    ]);
     const replies = [first, ...rest.slice(0, -1)];
     const buckets: { counts: number[]; retryAfterUs: number[]; channels?: number }[] = new Array(req.buckets.length);
     calls.forEach((call, c) => {
@@ -881,7 +999,10 @@ export class RedisStore implements Store {
  * The calls of a batch in runs that share a time (lua/includes/runs.lua): now, count, then the
  * arguments of each call (`args(i, out)` pushes call i's). `virtual`: some call gave its own now.
  */
-function runsOf(items: readonly { readonly now: string }[], args: (i: number, out: string[]) => void): { calls: string[]; virtual: boolean } {
+function runsOf(
+  items: readonly { readonly now: string }[],
+  args: (i: number, out: string[]) => void,
+): { calls: string[]; virtual: boolean } {
   const calls: string[] = [];
   let virtual = false;
   for (let i = 0; i < items.length; ) {
@@ -943,7 +1064,7 @@ class ClockOffset {
  */
 function unavailable(err: unknown): Error {
   if ((err as Error | undefined)?.name === 'ReplyError' || err instanceof StoreUnavailableError) return err as Error;
-  return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err as Error);
+  return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err);
 }
 
 /** The order bucketArgsOf gives a bucket's limits: sliding-log ones widest window first. */

@@ -19,7 +19,9 @@ export interface Script {
 
 function load(dir: string, name: ScriptName): Script {
   const inline = (source: string) =>
-    source.replace(/^--- @include "([a-z-]+)"$/gm, (_, include: string) => readFileSync(join(dir, 'includes', `${include}.lua`), 'utf8'));
+    source.replace(/^--- @include "([a-z-]+)"$/gm, (_, include: string) =>
+      readFileSync(join(dir, 'includes', `${include}.lua`), 'utf8'),
+    );
   const lua = inline(readFileSync(join(dir, `${name}.lua`), 'utf8'));
   const hash = createHash('sha1').update(lua).digest('hex').slice(0, 8);
   return { command: `callgate_${name}_${hash}`, lua };
