@@ -4,6 +4,8 @@
  */
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import * as api from '../src/index.js';
 
 const ROOT = new URL('..', import.meta.url);
@@ -72,9 +74,16 @@ describe('public API (src/index.ts, package.json exports)', () => {
 
   it('package.json exports the root (built src/index.ts, with its types) and package.json, nothing deeper', () => {
     expect(pkg.exports).to.deep.equal({
-      '.': { types: './dist/src/index.d.ts', default: './dist/src/index.js' },
+      '.': { 'callgate-source': './src/index.ts', types: './dist/src/index.d.ts', default: './dist/src/index.js' },
       './package.json': './package.json',
     });
+    // the sources for this repository only (tsconfig customConditions, node --conditions): first,
+    // so that it wins where it is set; published users never set it and get dist/
+    expect(Object.keys(pkg.exports['.'] as object)[0]).to.equal('callgate-source');
+    expect(
+      createRequire(import.meta.url).resolve('callgate'),
+      'the tests run with --conditions=callgate-source',
+    ).to.equal(fileURLToPath(new URL('src/index.ts', ROOT)));
     // tools that ignore "exports" read main/types: the same files
     expect(`./${pkg.main}`).to.equal('./dist/src/index.js');
     expect(`./${pkg.types}`).to.equal('./dist/src/index.d.ts');
