@@ -9,7 +9,8 @@
 # its configuration; `import('callgate')`: the exact set of exported names (test/public-api.json),
 # a CallGate on the memory store admitting a call, a RedisStore deciding on a real redis-server
 # (the Lua scripts found in the installed package; ioredis installed as a peer); deep imports
-# refused by the exports map; and a TypeScript program using the types users need.
+# refused by the exports map; a TypeScript program using the types users need; and the SIP edge
+# example, copied out of the repository, type-checked against the installed package.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/callgate-pack-XXXXXX")"
@@ -45,7 +46,10 @@ npm install --no-audit --no-fund --loglevel=error "./$tgz"
 bin=node_modules/.bin/callgate
 
 step "callgate --help / --version"
-"$bin" --help | grep -q 'replay' || fail "--help does not list replay"
+help="$("$bin" --help)"
+for command in replay serve inspect merge-traces; do
+  grep -Eq "^  $command " <<<"$help" || fail "--help does not list $command"
+done
 want_version="$(node -p "require('$repo/package.json').version")"
 [ "$("$bin" --version)" = "$want_version" ] || fail "--version is not $want_version"
 
@@ -127,5 +131,12 @@ step "TypeScript: the types users need, through the exports map"
 node "$repo/node_modules/typescript/bin/tsc" --noEmit --strict --target es2022 --module nodenext --moduleResolution nodenext \
   --skipLibCheck --typeRoots "$repo/node_modules/@types" --types node consumer.ts || fail "consumer.ts does not type-check"
 echo "consumer.ts type-checks"
+
+step "TypeScript: examples/sip-edge copied out, against the installed package's types"
+mkdir sip-edge
+cp "$repo"/examples/sip-edge/*.ts sip-edge/
+node "$repo/node_modules/typescript/bin/tsc" --noEmit --strict --target es2022 --module nodenext --moduleResolution nodenext \
+  --skipLibCheck --typeRoots "$repo/node_modules/@types" --types node sip-edge/*.ts || fail "examples/sip-edge does not type-check"
+echo "examples/sip-edge type-checks against the package (its sip.d.ts stands in for the sip package)"
 
 step "ok"

@@ -42,16 +42,24 @@ import type { StopSignal, Store } from './store/types.js';
  */
 export type ReleaseOutcome = 'released' | 'not-held' | 'deferred';
 
+/**
+ * The `released` event: a call's end was reported (release()); deferred ones are announced again
+ * once they land. `at`: when the store released it, µs (its clock: Redis TIME live on Redis);
+ * absent while deferred.
+ */
+export interface ReleasedEvent {
+  readonly callId: string;
+  readonly outcome: ReleaseOutcome;
+  readonly at?: number;
+}
+
 export type CallGateEvents = AdmissionEvents &
   Omit<DispatcherEvents, 'rejected'> & {
     /** An inbound refusal or an outbound call no carrier could take (tell them apart by `direction`). */
     rejected: [AdmissionDecision | DispatchResult];
     reloaded: [ConfigChange[]];
-    /**
-     * A call's end was reported (release()); deferred ones are announced again once they land.
-     * `at`: when the store released it, µs (its clock: Redis TIME live on Redis); absent while deferred.
-     */
-    released: [{ callId: string; outcome: ReleaseOutcome; at?: number }];
+    /** A call's end was reported (release()); deferred ones are announced again once they land. */
+    released: [ReleasedEvent];
     /** Every decision (dispatch: its reservation) or failure, with its latency: for metrics. */
     decided: [DecisionTiming];
   };

@@ -6,10 +6,25 @@
  */
 
 // The engine
-export { CallGate, type CallGateEvents, type CallGateOptions, type ConfigSource, type DecisionTiming } from './gate.js';
+export {
+  CallGate,
+  type CallGateEvents,
+  type CallGateOptions,
+  type ConfigSource,
+  type DecisionTiming,
+  type ReleasedEvent,
+  type ReleaseOutcome,
+} from './gate.js';
 
 // Decisions, inputs and events
-export type { AdmissionDecision, AdmissionEvents, AdmitInput, StorePolicy } from './admission/admission.js';
+export type {
+  AdmissionDecision,
+  AdmissionEvents,
+  AdmitInput,
+  DegradedEvent,
+  StorePolicy,
+} from './admission/admission.js';
+export { admissionLevels } from './admission/plan.js';
 export type {
   DispatchInput,
   DispatchOutcome,
@@ -17,6 +32,7 @@ export type {
   DispatchResult,
   DispatcherEvents,
   Reservation,
+  ReroutedEvent,
   SendFn,
 } from './dispatch/dispatcher.js';
 
@@ -46,11 +62,21 @@ export {
 } from './errors/index.js';
 
 // SIP
-export { toSipResponse, type SipOptions, type SipResponse } from './admission/sip.js';
+export { toSipResponse, type ChannelRefusal, type SipOptions, type SipResponse } from './admission/sip.js';
 
 // Configuration
 export { loadConfig, loadConfigFile } from './config/load.js';
-export type { CallGateConfig, CallGateConfigInput, CarrierConfig, CarrierInput, LimitInput } from './config/types.js';
+export type {
+  BucketConfig,
+  BucketEntryInput,
+  CallGateConfig,
+  CallGateConfigInput,
+  CarrierConfig,
+  CarrierInput,
+  ChannelsInput,
+  IdMap,
+  LimitInput,
+} from './config/types.js';
 export type { ConfigChange, ConfigChangeKind, ConfigSection } from './config/diff.js';
 
 // Metrics (prom-client) and live inspection

@@ -570,3 +570,40 @@ describe('callgate replay (the command)', function () {
     });
   });
 });
+
+describe('callgate (the program)', function () {
+  this.timeout(60_000);
+  const COMMANDS = ['replay', 'serve', 'inspect', 'merge-traces'];
+
+  it('--help names every command, one line each', async () => {
+    const r = await run(['--help']);
+    expect(r.code, r.stderr).to.equal(0);
+    const list = r.stdout
+      .slice(r.stdout.indexOf('Commands:\n') + 'Commands:\n'.length)
+      .trimEnd()
+      .split('\n');
+    expect(list.map((l) => l.trim().split(' ')[0])).to.deep.equal([...COMMANDS, 'help']);
+    for (const line of list) expect(line, 'a summary on the same line').to.match(/^ {2}\S.*\S {2,}\S/);
+  });
+
+  it('no --help shows the password of $REDIS_URL', async () => {
+    const env = { REDIS_URL: 'redis://u:hunter2-secret@127.0.0.1:6379' };
+    for (const name of ['replay', 'serve', 'inspect']) {
+      const r = await run([name, '--help'], env);
+      expect(r.code, r.stderr).to.equal(0);
+      expect(r.stdout, name).to.include('--redis-url');
+      expect(r.stdout, name).not.to.include('hunter2');
+    }
+  });
+
+  it('a --redis-url that is no URL: exit 2, one line, in every command on Redis', async () => {
+    const cfg = join(FIX, 'boundary.config.json');
+    const url = 'notaurl::';
+    const [replay, inspect] = await Promise.all([
+      run(replayArgs('boundary', '--store', 'redis', '--redis-url', url)),
+      run(['inspect', '--config', cfg, '--redis-url', url]),
+    ]);
+    expectOneLine(replay, /invalid --redis-url "notaurl::": Invalid URL$/);
+    expectOneLine(inspect, /invalid --redis-url "notaurl::": Invalid URL$/);
+  });
+});

@@ -4,6 +4,8 @@
  */
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import * as api from '../src/index.js';
 
 const ROOT = new URL('..', import.meta.url);
@@ -25,6 +27,36 @@ describe('public API (src/index.ts, package.json exports)', () => {
     expect(Object.keys(api).sort()).to.deep.equal([...expected.runtime].sort());
   });
 
+  it('exports exactly the listed types (src/index.ts read as text: types leave nothing at run time)', () => {
+    const src = (path: string) => readFileSync(new URL(`src/${path}`, ROOT), 'utf8');
+    const index = src('index.ts')
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .replace(/\/\/.*$/gm, '');
+    const types = new Set<string>();
+    for (const [, typeOnly, names] of index.matchAll(/export\s+(type\s+)?\{([^}]*)\}/g))
+      for (const name of names!.split(',').map((n) => n.trim()))
+        if (name !== '' && (typeOnly !== undefined || name.startsWith('type ')))
+          types.add(name.replace(/^type\s+/, ''));
+    for (const [, file] of index.matchAll(/export\s+type\s+\*\s+from\s+'\.\/(.+)\.js'/g))
+      for (const [, name] of src(`${file}.ts`).matchAll(/^export\s+(?:interface|type)\s+(\w+)/gm)) types.add(name!);
+    expect([...types].sort()).to.deep.equal([...expected.types].sort());
+  });
+
+  it('admissionLevels: the levels a call is checked against, as limited_by names them; undefined for an unknown peer', async () => {
+    const config = await api.loadConfig({
+      inbound: {
+        global: [{ limit: 100, window: '1s' }],
+        accounts: { acme: [{ limit: 10, window: '1s' }] },
+        peers: { p1: [{ limit: 5, window: '1s' }] },
+      },
+    });
+    expect(api.admissionLevels(config, 'p1', 'acme')).to.deep.equal(['global', 'account:acme', 'peer:p1']);
+    expect(api.admissionLevels(config, 'p1', 'not-configured')).to.deep.equal(['global', 'peer:p1']);
+    expect(api.admissionLevels(config, 'p2')).to.equal(undefined);
+    const withDefault = await api.loadConfig({ inbound: { defaultPeer: [{ channels: 3 }] } });
+    expect(api.admissionLevels(withDefault, 'p2', 'acme')).to.deep.equal(['peer:p2']);
+  });
+
   it('keeps internals out: Admission, Dispatcher, the schema, key helpers, the batcher', () => {
     for (const internal of [
       'Admission',
@@ -42,9 +74,16 @@ describe('public API (src/index.ts, package.json exports)', () => {
 
   it('package.json exports the root (built src/index.ts, with its types) and package.json, nothing deeper', () => {
     expect(pkg.exports).to.deep.equal({
-      '.': { types: './dist/src/index.d.ts', default: './dist/src/index.js' },
+      '.': { 'callgate-source': './src/index.ts', types: './dist/src/index.d.ts', default: './dist/src/index.js' },
       './package.json': './package.json',
     });
+    // the sources for this repository only (tsconfig customConditions, node --conditions): first,
+    // so that it wins where it is set; published users never set it and get dist/
+    expect(Object.keys(pkg.exports['.'] as object)[0]).to.equal('callgate-source');
+    expect(
+      createRequire(import.meta.url).resolve('callgate'),
+      'the tests run with --conditions=callgate-source',
+    ).to.equal(fileURLToPath(new URL('src/index.ts', ROOT)));
     // tools that ignore "exports" read main/types: the same files
     expect(`./${pkg.main}`).to.equal('./dist/src/index.js');
     expect(`./${pkg.types}`).to.equal('./dist/src/index.d.ts');

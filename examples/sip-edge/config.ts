@@ -7,10 +7,8 @@
 import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
+import { type CallGateConfig, ConfigError, loadConfig, type StorePolicy } from 'callgate';
 import { z } from 'zod';
-import type { StorePolicy } from '../../src/admission/admission.js';
-import { ConfigError, loadConfig, type CallGateConfig } from '../../src/config/index.js';
-import { formatIssues } from '../../src/config/load.js';
 
 /** How an INVITE's peer is found, in the configured order (see README, SIP edge). */
 export type IdentifyBy = 'source' | 'pai' | 'from';
@@ -82,6 +80,19 @@ const schema = z.strictObject({
 
 export type EdgeConfigInput = z.input<typeof schema>;
 
+/** One line per problem zod found (one per unknown field), `[source: ]path: message`, as callgate's own. */
+function problemsOf(error: z.ZodError, source: string | undefined): string[] {
+  const prefix = source === undefined ? '' : `${source}: `;
+  const line = (path: PropertyKey[], message: string) =>
+    `${prefix}${z.core.toDotPath(path) || 'top level'}: ${message}`;
+  const lines = error.issues.flatMap((issue) =>
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.map((key) => line([...issue.path, key], 'unknown field'))
+      : [line(issue.path, issue.message)],
+  );
+  return [...new Set(lines)];
+}
+
 export function parseHostPort(s: string): HostPort | undefined {
   const m = /^(\d{1,3}(?:\.\d{1,3}){3}):(\d{1,5})$/.exec(s);
   if (!m || isIP(m[1]!) !== 4) return undefined;
@@ -98,7 +109,7 @@ export async function parseEdgeConfig(
   opts: { source?: string; baseDir?: string } = {},
 ): Promise<EdgeConfig> {
   const parsed = schema.safeParse(input);
-  if (!parsed.success) throw new ConfigError(formatIssues(parsed.error.issues, opts.source));
+  if (!parsed.success) throw new ConfigError(problemsOf(parsed.error, opts.source));
   const c = parsed.data;
   const prefix = opts.source ? `${opts.source}: ` : '';
   let limits: CallGateConfig;

@@ -28,18 +28,21 @@
 import { createSocket } from 'node:dgram';
 import * as hdr from 'hdr-histogram-js';
 import sip from 'sip';
-import type { AdmissionDecision } from '../../src/admission/admission.js';
-import { planFor, UNKNOWN_PEER } from '../../src/admission/plan.js';
-import { toSipResponse } from '../../src/admission/sip.js';
-import { systemClockUs } from '../../src/clock.js';
-import type { DispatchResult } from '../../src/dispatch/dispatcher.js';
-import { CallGate } from '../../src/gate.js';
-import { carrierName, OUTBOUND_TAG } from '../../src/store/keys.js';
-import type { Store } from '../../src/store/types.js';
+import {
+  type AdmissionDecision,
+  admissionLevels,
+  CallGate,
+  type DispatchResult,
+  inspectGate,
+  type Store,
+  toSipResponse,
+} from 'callgate';
 import type { EdgeConfig, HostPort, IdentifyBy } from './config.js';
 
 /** How long an ended call stays in the table (64 × T1: a transaction's whole life). */
 const LINGER_MS = 32_000;
+/** The process clock in µs, for latencies. */
+const nowUs = (): number => Math.round(performance.now() * 1000);
 const SWEEP_MS = 5_000;
 const ALLOW = 'INVITE, ACK, BYE, CANCEL, OPTIONS';
 
@@ -261,23 +264,14 @@ export class SipEdge {
    * that has a channel limit (read from the store: across every process sharing it).
    */
   async holds(): Promise<Record<string, number>> {
+    const levels = new Set<string>();
+    for (const [peer, entry] of this.config.peers)
+      for (const level of admissionLevels(this.gate.config, peer, entry.account) ?? []) levels.add(level);
+    const state = await inspectGate(this.gate, { peers: [...this.config.peers.keys()] });
     const out: Record<string, number> = {};
-    const limits = this.gate.config;
-    const seen = new Set<string>();
-    for (const [peer, entry] of this.config.peers) {
-      const plan = planFor(limits, peer, entry.account);
-      if (plan === UNKNOWN_PEER) continue;
-      for (let i = 0; i < plan.buckets.length; i++) {
-        const bucket = plan.buckets[i]!;
-        if (bucket.channels === undefined || seen.has(bucket.name)) continue;
-        seen.add(bucket.name);
-        out[plan.labels[i]!] = (await this.gate.store.holds({ tag: plan.tag, name: bucket.name })).holds;
-      }
-    }
-    for (const [id, carrier] of limits.outbound.carriers) {
-      if (carrier.channels !== undefined)
-        out[`carrier:${id}`] = (await this.gate.store.holds({ tag: OUTBOUND_TAG, name: carrierName(id) })).holds;
-    }
+    for (const b of state.buckets)
+      if (b.channels !== undefined && levels.has(b.bucket)) out[b.bucket] = b.channels.in_use;
+    for (const c of state.carriers) if (c.channels !== undefined) out[`carrier:${c.carrier}`] = c.channels.in_use;
     return out;
   }
 
@@ -338,7 +332,7 @@ export class SipEdge {
       from,
       callerTag: rq.headers.from.params.tag ?? '',
       callerContact: typeof contact === 'string' ? contact : contact && sip.stringifyUri(contact),
-      inAt: systemClockUs(),
+      inAt: nowUs(),
       phase: 'admitting',
       admitted: false,
       maybeHeld: false,
@@ -393,7 +387,7 @@ export class SipEdge {
   }
 
   private onAdmission(call: EdgeCall, d: AdmissionDecision): void {
-    this.admissionHist.recordValue(Math.max(1, systemClockUs() - call.inAt));
+    this.admissionHist.recordValue(Math.max(1, nowUs() - call.inAt));
     if (!d.admitted) {
       call.maybeHeld = d.limitedBy === 'store-unavailable';
       const key =
@@ -477,7 +471,7 @@ export class SipEdge {
     call.out = out;
     call.carrier = carrier;
     call.phase = 'forwarded';
-    if (call.delayMs === 0) this.forwardHist.recordValue(Math.max(1, systemClockUs() - call.inAt));
+    if (call.delayMs === 0) this.forwardHist.recordValue(Math.max(1, nowUs() - call.inAt));
     this.request(out, target, (rs) => this.onCarrierResponse(call, rs));
     return new Promise<void>((resolve) => setImmediate(resolve));
   }

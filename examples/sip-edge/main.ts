@@ -1,5 +1,6 @@
 /**
- * The SIP edge's command line (`npm run edge -- [options]`):
+ * The SIP edge's command line (`npm run edge -- [options]`; it imports `callgate` by name, which
+ * in this repository Node resolves to the sources through the `callgate-source` condition):
  *
  *   --config FILE        edge configuration (default examples/sip-edge/edge.config.json)
  *   --listen IP:PORT     override the configuration's listen address
@@ -13,11 +14,9 @@
  * configuration exits 2 with one line per problem.
  */
 import { fileURLToPath } from 'node:url';
+import { ConfigError, RECOMMENDED_REDIS_OPTIONS, RedisStore, type Store } from 'callgate';
 import { Command, Option } from 'commander';
-import { ConfigError } from '../../src/config/index.js';
 import { Redis } from 'ioredis';
-import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../../src/store/redis/redis-store.js';
-import type { Store } from '../../src/store/types.js';
 import { loadEdgeConfig, parseHostPort } from './config.js';
 import { SipEdge } from './edge.js';
 

@@ -62,11 +62,18 @@ export interface AdmissionDecision {
   readonly shielded?: boolean;
 }
 
+/** The `degraded` event: the store was out of reach for a call, and `policy` decided it instead. */
+export interface DegradedEvent {
+  readonly callId: string;
+  readonly policy: StorePolicy;
+  readonly error: Error;
+}
+
 export interface AdmissionEvents {
   error: [Error];
   admitted: [AdmissionDecision];
   rejected: [AdmissionDecision];
-  degraded: [{ callId: string; policy: StorePolicy; error: Error }];
+  degraded: [DegradedEvent];
 }
 
 export interface AdmissionOptions {

@@ -49,6 +49,19 @@ export function planFor(
 }
 
 /**
+ * The levels a call from `peer` (naming `account`) is checked against under `config`, in the
+ * contract's order and named as `limited_by` names them: `global`, `account:<id>`, `peer:<id>`
+ * (its own limits or defaultPeer's). An account that is not configured adds no level. Undefined
+ * when the peer has neither limits of its own nor a defaultPeer: its calls are refused as
+ * `unknown-peer`. For an integration that shows or reads the buckets a call counts in, e.g. the
+ * channels it holds (with inspectGate).
+ */
+export function admissionLevels(config: CallGateConfig, peer: string, account?: string): readonly string[] | undefined {
+  const plan = planFor(config, peer, account);
+  return plan === UNKNOWN_PEER ? undefined : plan.labels;
+}
+
+/**
  * Plans cached per (peer, account) for one configuration; a reload makes a new cache.
  * Bounded: past `max` entries it starts afresh (plans are cheap to rebuild).
  */

@@ -2,16 +2,14 @@
  * `callgate inspect`: the state of the limits (src/observe/inspect.ts) on the live Redis that routing
  * processes or sidecars share, read-only, as a table or as JSON.
  */
-import { Redis } from 'ioredis';
-import { redactUrl, redisConnectionOptions, type RedisConnectionArgs } from './redis.js';
+import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
-import { CallGateError } from '../errors/index.js';
 import { inspectState, stateText } from '../observe/inspect.js';
 import { RedisStore } from '../store/redis/redis-store.js';
+import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 export interface InspectArgs extends RedisConnectionArgs {
   config: string;
-  redisUrl: string;
   prefix: string;
   peer: string[];
   json?: boolean;
@@ -19,28 +17,31 @@ export interface InspectArgs extends RedisConnectionArgs {
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const config = await loadConfigFile(args.config);
-  const redis = new Redis(args.redisUrl, {
-    ...redisConnectionOptions(args),
-    lazyConnect: true,
-    maxRetriesPerRequest: 1,
-    retryStrategy: () => null,
-    connectTimeout: 3000,
-  });
-  let lastError: Error | undefined;
-  redis.on('error', (err: Error) => (lastError = err));
-  try {
-    await redis.connect();
-  } catch (err) {
-    redis.disconnect();
-    throw new CallGateError(
-      'ERR_STORE_UNAVAILABLE',
-      `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${(lastError ?? (err as Error)).message}`,
-    );
-  }
+  const redis = await openRedis(args);
   try {
     const state = await inspectState(config, new RedisStore({ redis, prefix: args.prefix }), { peers: args.peer });
     out.write(args.json ? `${JSON.stringify(state)}\n` : stateText(state));
   } finally {
-    await redis.quit().catch(() => redis.disconnect());
+    await closeRedis(redis);
   }
+}
+
+export function inspectCommand(program: Command): void {
+  const cmd = program
+    .command('inspect')
+    .summary('show what the limits see now on Redis')
+    .description(
+      "what the limits see now on a live Redis: each bucket's count and retry-after per limit, each carrier's queue wait",
+    )
+    .requiredOption('--config <file>', 'limit configuration (JSON or YAML) the routing processes use');
+  redisOptions(cmd, 'the Redis they share')
+    .option('--prefix <prefix>', 'their key prefix', 'callgate:')
+    .option(
+      '--peer <id>',
+      'also show this peer (repeatable; peers on defaultPeer are not listed otherwise)',
+      (v: string, all: string[]) => [...all, v],
+      [],
+    )
+    .option('--json', 'one JSON object (as GET /v1/state)')
+    .action(async (opts: InspectArgs) => runInspect(opts));
 }

@@ -1,12 +1,16 @@
 /**
- * The connection options of `callgate replay --store redis`: TLS files from the command line,
- * ACL credentials from the URL or the environment (REDIS_USERNAME / REDIS_PASSWORD: a password
- * on the command line is visible to every user of the machine in `ps`). Bad input throws an
- * InvalidArgumentError (exit 2, one line); a connection that then fails is exit 1.
+ * Redis for the commands (replay --store redis, serve --store redis, inspect): the one definition
+ * of the --redis-url / --redis-tls-* options and the one client builder. TLS files come from the
+ * command line, ACL credentials from the URL or the environment (REDIS_USERNAME / REDIS_PASSWORD:
+ * a password on the command line is visible to every user of the machine in `ps`). Bad input
+ * throws an InvalidArgumentError (exit 2, one line); a connection that then fails is a
+ * StoreUnavailableError (exit 1). Every message names the URL through redactUrl.
  */
 import { readFileSync } from 'node:fs';
-import type { RedisOptions } from 'ioredis';
-import { InvalidArgumentError } from '../errors/index.js';
+import { type Command, Option } from 'commander';
+import { Redis, type RedisOptions } from 'ioredis';
+import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
+import { RECOMMENDED_REDIS_OPTIONS } from '../store/redis/redis-store.js';
 
 export interface RedisConnectionArgs {
   redisUrl: string;
@@ -25,6 +29,27 @@ export function redactUrl(url: string): string {
   } catch {
     return url;
   }
+}
+
+/**
+ * Add --redis-url and --redis-tls-ca / -cert / -key to a command. `purpose` starts the URL's
+ * help line (e.g. "Redis for --store redis"). The default comes from REDIS_URL and is described,
+ * never shown: it may hold a password.
+ */
+export function redisOptions(cmd: Command, purpose: string): Command {
+  return cmd
+    .addOption(
+      new Option(
+        '--redis-url <url>',
+        `${purpose} (rediss:// for TLS; ACL user via the URL or REDIS_USERNAME / REDIS_PASSWORD)`,
+      ).default(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', '$REDIS_URL, else redis://127.0.0.1:6379'),
+    )
+    .option(
+      '--redis-tls-ca <file>',
+      'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)',
+    )
+    .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
+    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert');
 }
 
 function readPem(flag: string, file: string): Buffer {
@@ -59,4 +84,61 @@ export function redisConnectionOptions(args: RedisConnectionArgs, env: NodeJS.Pr
     ...(key !== undefined && { key: readPem('--redis-tls-key', key) }),
   };
   return options;
+}
+
+export interface OpenRedisOptions {
+  /**
+   * A long-running service (serve): the client keeps reconnecting through outages and is
+   * returned unconnected (the caller connects it, its outages being the policy's business).
+   * Default: a one-shot command: one attempt, connected before it returns or a
+   * StoreUnavailableError, commands failing fast afterwards.
+   */
+  readonly service?: boolean;
+  /** One-shot: aborting disconnects (the connection attempt then rejects with the signal's reason). */
+  readonly signal?: AbortSignal;
+}
+
+/** The client of a command, built from its Redis options. */
+export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOptions = {}): Promise<Redis> {
+  const options: RedisOptions = opts.service
+    ? { ...redisConnectionOptions(args), ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true }
+    : {
+        ...redisConnectionOptions(args),
+        lazyConnect: true,
+        maxRetriesPerRequest: 1,
+        retryStrategy: () => null,
+        connectTimeout: 3000,
+      };
+  let redis: Redis;
+  try {
+    redis = new Redis(args.redisUrl, options);
+  } catch (err) {
+    // ioredis parses the URL in its constructor: "notaurl::" is a TypeError there
+    throw new InvalidArgumentError(
+      `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${(err as Error).message}`,
+    );
+  }
+  if (opts.service) return redis;
+  // connection errors surface through the commands that fail; keep the cause for the message
+  let lastError: Error | undefined;
+  redis.on('error', (err: Error) => (lastError = err));
+  const { signal } = opts;
+  const onAbort = () => redis.disconnect();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    await redis.connect();
+  } catch (err) {
+    redis.disconnect();
+    signal?.throwIfAborted();
+    const cause = lastError ?? (err as Error);
+    throw new StoreUnavailableError(`cannot reach Redis at ${redactUrl(args.redisUrl)}: ${cause.message}`, cause);
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
+  return redis;
+}
+
+/** Close a client: QUIT, or drop the connection when that fails. */
+export async function closeRedis(redis: Redis): Promise<void> {
+  await redis.quit().catch(() => redis.disconnect());
 }

@@ -6,25 +6,26 @@
  * in progress keep their channels (their hang-ups may reach another sidecar on the same Redis,
  * and holds lapse after maxCallDuration otherwise).
  */
-import { Redis } from 'ioredis';
+import { type Command, Option } from 'commander';
+import type { Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { StorePolicy } from '../admission/admission.js';
-import { redactUrl, redisConnectionOptions, type RedisConnectionArgs } from './redis.js';
 import { loadConfigFile } from '../config/load.js';
-import { CallGateError } from '../errors/index.js';
+import { InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
 import { inspectGate } from '../observe/inspect.js';
 import { gateMetrics, inspectLive } from '../observe/metrics.js';
-import { MemoryStore } from '../store/memory-store.js';
-import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../store/redis/redis-store.js';
-import type { Store } from '../store/types.js';
 import { buildApp } from '../server/app.js';
-import { checkExposure, parseListen } from '../server/listen.js';
+import { checkExposure, DEFAULT_LISTEN, parseListen } from '../server/listen.js';
+import { MemoryStore } from '../store/memory-store.js';
+import { RedisStore } from '../store/redis/redis-store.js';
+import { DEFAULT_TIMEOUT_MS } from '../store/timeout.js';
+import type { Store } from '../store/types.js';
+import { closeRedis, openRedis, redactUrl, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 export interface ServeArgs extends RedisConnectionArgs {
   config: string;
   store: 'memory' | 'redis';
-  redisUrl: string;
   prefix: string;
   listen: string;
   token?: string;
@@ -48,7 +49,7 @@ export interface Sidecar {
 }
 
 function bad(message: string): never {
-  throw new CallGateError('ERR_INVALID_ARGUMENT', message);
+  throw new InvalidArgumentError(message);
 }
 
 function positiveInt(name: string, value: number, max: number): void {
@@ -86,11 +87,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   let redis: Redis | undefined;
   let store: Store;
   if (args.store === 'redis') {
-    redis = new Redis(args.redisUrl, {
-      ...redisConnectionOptions(args),
-      ...RECOMMENDED_REDIS_OPTIONS,
-      lazyConnect: true,
-    });
+    redis = await openRedis(args, { service: true });
     store = new RedisStore({ redis, prefix: args.prefix });
   } else {
     store = new MemoryStore();
@@ -175,7 +172,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
       log.info('stopping: finishing requests in flight');
       await server.close(); // answers what is in flight, refuses the rest with 503
       await gate.close({ mode: 'drain' }); // the sidecar holds no call: reserve leaves the hold to the caller
-      if (redis) await redis.quit().catch(() => redis.disconnect());
+      if (redis) await closeRedis(redis);
       log.info('stopped');
       resolveStopped();
     })());
@@ -191,9 +188,11 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   } catch (err) {
     await stop();
     const e = err as NodeJS.ErrnoException;
-    throw new CallGateError(
-      'ERR_INVALID_ARGUMENT',
+    throw new InvalidArgumentError(
       `cannot listen on ${args.listen}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' '),
+      {
+        cause: err,
+      },
     );
   }
 }
@@ -202,4 +201,38 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
 export async function runServe(args: ServeArgs): Promise<void> {
   const sidecar = await startSidecar(args);
   await sidecar.stopped;
+}
+
+const int = (v: string) => (/^\d+$/.test(v) ? Number(v) : NaN);
+
+export function serveCommand(program: Command): void {
+  const cmd = program
+    .command('serve')
+    .summary('run the engine as an HTTP sidecar')
+    .description('run the engine as an HTTP sidecar (JSON API, /metrics, /healthz, /readyz); see README "Sidecar"')
+    .requiredOption('--config <file>', 'limit configuration (JSON or YAML), reloaded on SIGHUP and on change')
+    .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'));
+  redisOptions(cmd, 'Redis for --store redis')
+    .option('--prefix <prefix>', 'Redis key prefix (sidecars sharing limits share it)', 'callgate:')
+    .option('--listen <addr>', 'PORT, HOST:PORT or [IPv6]:PORT; not loopback: needs a token', DEFAULT_LISTEN)
+    .addOption(
+      new Option('--token <token>', 'require "Authorization: Bearer <token>" (16+ characters)').env('CALLGATE_TOKEN'),
+    )
+    .addOption(
+      new Option('--policy <policy>', 'when Redis is out of reach')
+        .choices(['fail-closed', 'fail-open', 'local'])
+        .default('fail-closed'),
+    )
+    .option('--timeout-ms <ms>', "bound on one decision's store call", int, DEFAULT_TIMEOUT_MS)
+    .option('--body-limit <bytes>', 'largest request body', int, 16384)
+    .option('--retry-jitter <s>', 'add up to this many seconds to Retry-After', int, 0)
+    .option(
+      '--channels-status <code>',
+      'SIP status for a refusal by a channel limit (default 503; 486 and 480 are common)',
+      int,
+    )
+    .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
+    .option('--no-watch', 'do not reload when the configuration file changes')
+    .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind')
+    .action(async (opts: ServeArgs) => runServe(opts));
 }

@@ -61,7 +61,8 @@ export interface CarrierInput {
   channels?: number;
 }
 
-type IdMap<T> = Record<string, T> | ReadonlyMap<string, T>;
+/** Ids to entries as written: a plain object (JSON, YAML) or a Map (in code, any string an id). */
+export type IdMap<T> = Record<string, T> | ReadonlyMap<string, T>;
 
 /** The configuration as written (JSON / YAML / a literal in code); see DESIGN.md "Limit configuration". */
 export interface CallGateConfigInput {

@@ -112,10 +112,17 @@ export interface DispatchResult {
   readonly error?: Error;
 }
 
+/** The `rerouted` event: carriers `from` could not take the call; `to` did (null: none could). */
+export interface ReroutedEvent {
+  readonly callId: string;
+  readonly from: string[];
+  readonly to: string | null;
+}
+
 export interface DispatcherEvents {
   error: [Error];
   dispatched: [DispatchResult];
-  rerouted: [{ callId: string; from: string[]; to: string | null }];
+  rerouted: [ReroutedEvent];
   rejected: [DispatchResult];
   cancelled: [DispatchResult];
   failed: [DispatchResult];

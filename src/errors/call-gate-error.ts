@@ -17,13 +17,19 @@ export type CallGateErrorCode =
   | 'ERR_OUTPUT'
   | 'ERR_INTERRUPTED';
 
-/** Base class of every error callgate throws on purpose; `code` is stable and machine-readable. */
-export class CallGateError extends Error {
+/**
+ * Base class of every error callgate throws on purpose; `code` is stable and machine-readable.
+ * Abstract: each code has its own subclass (above), and a throw site uses it, so that
+ * `instanceof StoreUnavailableError` holds whenever `code` is ERR_STORE_UNAVAILABLE.
+ */
+export abstract class CallGateError extends Error {
   constructor(
     readonly code: CallGateErrorCode,
     message: string,
     options?: { cause?: unknown },
   ) {
+    // JavaScript callers escape the compiler's `abstract`
+    if (new.target === CallGateError) throw new TypeError(`build the subclass of ${code}, not a bare CallGateError`);
     super(message, options);
     this.name = new.target.name;
   }

@@ -11,6 +11,7 @@ import type { AdmissionDecision } from '../admission/admission.js';
 import { VirtualClock } from '../clock.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
 import type { Reservation } from '../dispatch/dispatcher.js';
+import { type DecisionLine, inboundLine, outboundLine } from '../decision-line.js';
 import { CallGate } from '../gate.js';
 import type { Store } from '../store/types.js';
 import type { ReplaySeries } from './series.js';
@@ -18,28 +19,7 @@ import { newCarrier, newLevel, type CarrierStats, type LevelStats } from './stat
 import { TraceError } from '../errors/trace-error.js';
 import { loadTraceSorted, readTrace, validateTrace, type TraceCall } from './trace.js';
 
-/** One line of the decisions output (JSON Lines), in the contract's field names. */
-export type DecisionLine =
-  | {
-      call_id: string;
-      direction: 'in';
-      outcome: 'admitted' | 'rejected';
-      limited_by?: string;
-      reason?: 'rate' | 'channels';
-      duplicate?: true;
-      time_us: number;
-      retry_after_ms?: number;
-    }
-  | {
-      call_id: string;
-      direction: 'out';
-      outcome: 'dispatched' | 'rejected';
-      carrier: string | null;
-      delay_ms: number | null;
-      rerouted_from: string[];
-      reason?: string;
-      time_us: number;
-    };
+export type { DecisionLine };
 
 export interface ReplayOptions {
   readonly config: CallGateConfig;
@@ -78,38 +58,6 @@ export interface ReplayResult {
   readonly lastUs?: number;
   readonly sorted: boolean;
   readonly store: string;
-}
-
-export function inboundLine(call: TraceCall, d: AdmissionDecision): DecisionLine {
-  if (d.admitted) {
-    return d.duplicate
-      ? { call_id: call.callId, direction: 'in', outcome: 'admitted', duplicate: true, time_us: call.time }
-      : { call_id: call.callId, direction: 'in', outcome: 'admitted', time_us: call.time };
-  }
-  const line: DecisionLine = {
-    call_id: call.callId,
-    direction: 'in',
-    outcome: 'rejected',
-    limited_by: d.limitedBy!,
-    time_us: call.time,
-    retry_after_ms: d.retryAfterMs,
-  };
-  if (d.reason !== undefined) line.reason = d.reason;
-  return line;
-}
-
-export function outboundLine(call: TraceCall, r: Reservation): DecisionLine {
-  const line: DecisionLine = {
-    call_id: call.callId,
-    direction: 'out',
-    outcome: r.outcome,
-    carrier: r.carrier,
-    delay_ms: r.delayMs,
-    rerouted_from: r.reroutedFrom,
-    time_us: call.time,
-  };
-  if (r.reason !== undefined) line.reason = r.reason;
-  return line;
 }
 
 /**
@@ -286,12 +234,12 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
           durationUs: call.durationUs,
         });
         onInbound(call, d);
-        const wait = opts.onDecision?.(inboundLine(call, d));
+        const wait = opts.onDecision?.(inboundLine(d, call.time));
         if (wait) await wait;
       } else {
         const r = await dispatchHeld(gate, call, sent);
         onOutbound(call, r);
-        const wait = opts.onDecision?.(outboundLine(call, r));
+        const wait = opts.onDecision?.(outboundLine(r, call.time));
         if (wait) await wait;
       }
       if (++done % every === 0) opts.onProgress?.(done, check.calls);

@@ -1,10 +1,12 @@
 /**
- * What the sidecar answers for a decision: the contract's decision line (snake_case, as the
- * replay writes it) plus `time_us` and, for a refusal, `sip`: the status, reason phrase and
- * headers the routing process sends back to the caller (null when the call goes on).
+ * What the sidecar answers for a decision: the contract's decision line (decision-line.ts, as the
+ * replay writes it) with `time_us` the decision's time, `retry_after_ms` always, what the engine
+ * adds (`degraded`, `forced`, `slot_us`) and `sip`: the status, reason phrase and headers the
+ * routing process sends back to the caller (null when the call goes on).
  */
 import type { AdmissionDecision } from '../admission/admission.js';
 import { toSipResponse, type SipOptions } from '../admission/sip.js';
+import { type InboundDecisionLine, type OutboundDecisionLine, inboundLine, outboundLine } from '../decision-line.js';
 import type { Reservation } from '../dispatch/dispatcher.js';
 
 export interface SipAnswer {
@@ -13,28 +15,15 @@ export interface SipAnswer {
   readonly headers: Record<string, string>;
 }
 
-export interface AdmitAnswer {
-  call_id: string;
-  direction: 'in';
-  outcome: 'admitted' | 'rejected';
-  limited_by?: string;
-  reason?: string;
+export interface AdmitAnswer extends InboundDecisionLine {
   retry_after_ms: number;
-  time_us: number;
   degraded?: string;
   forced?: true;
-  duplicate?: true;
   sip: SipAnswer | null;
 }
 
-export interface ReserveAnswer {
-  call_id: string;
-  direction: 'out';
-  outcome: 'dispatched' | 'rejected' | 'failed';
-  carrier: string | null;
-  delay_ms: number | null;
-  rerouted_from: string[];
-  reason?: string;
+export interface ReserveAnswer extends Omit<OutboundDecisionLine<Reservation['outcome'] | 'failed'>, 'time_us'> {
+  /** Absent when no decision was taken (`failed`). */
   time_us?: number;
   slot_us?: number;
   sip: SipAnswer | null;
@@ -44,44 +33,26 @@ export interface ReserveAnswer {
 const OUTBOUND_REFUSED: SipAnswer = { status: 503, reason: 'Service Unavailable', headers: {} };
 
 export function admitAnswer(d: AdmissionDecision, sip: SipOptions): AdmitAnswer {
-  const extra = d as AdmissionDecision & { reason?: string; duplicate?: boolean };
-  const a: AdmitAnswer = {
-    call_id: d.callId,
-    direction: 'in',
-    outcome: d.admitted ? 'admitted' : 'rejected',
-    retry_after_ms: d.retryAfterMs,
-    time_us: d.at,
-    sip: null,
-  };
-  if (d.limitedBy !== undefined) a.limited_by = d.limitedBy;
-  if (extra.reason !== undefined) a.reason = extra.reason;
+  const a: Omit<AdmitAnswer, 'sip'> = { ...inboundLine(d, d.at), retry_after_ms: d.retryAfterMs };
   if (d.degraded !== undefined) a.degraded = d.degraded;
   if (d.forced) a.forced = true;
-  if (extra.duplicate) a.duplicate = true;
   const r = toSipResponse(d, sip);
-  if (r)
-    a.sip = {
-      status: r.status,
-      reason: r.reason,
-      headers: r.retryAfter === undefined ? {} : { 'Retry-After': String(r.retryAfter) },
-    };
-  return a;
+  return {
+    ...a,
+    sip: r
+      ? {
+          status: r.status,
+          reason: r.reason,
+          headers: r.retryAfter === undefined ? {} : { 'Retry-After': String(r.retryAfter) },
+        }
+      : null,
+  };
 }
 
 export function reserveAnswer(r: Reservation): ReserveAnswer {
-  const a: ReserveAnswer = {
-    call_id: r.callId,
-    direction: 'out',
-    outcome: r.outcome,
-    carrier: r.carrier,
-    delay_ms: r.delayMs,
-    rerouted_from: r.reroutedFrom,
-    time_us: r.at,
-    sip: r.outcome === 'rejected' ? OUTBOUND_REFUSED : null,
-  };
-  if (r.reason !== undefined) a.reason = r.reason;
+  const a: Omit<ReserveAnswer, 'sip'> = outboundLine(r, r.at);
   if (r.slotAt !== undefined) a.slot_us = r.slotAt;
-  return a;
+  return { ...a, sip: r.outcome === 'rejected' ? OUTBOUND_REFUSED : null };
 }
 
 /**
@@ -89,14 +60,9 @@ export function reserveAnswer(r: Reservation): ReserveAnswer {
  * have run on Redis and taken a slot nobody uses; see Dispatcher).
  */
 export function reserveFailed(callId: string): ReserveAnswer {
-  return {
-    call_id: callId,
-    direction: 'out',
-    outcome: 'failed',
-    carrier: null,
-    delay_ms: null,
-    rerouted_from: [],
-    reason: 'store-unavailable',
-    sip: OUTBOUND_REFUSED,
-  };
+  const line = outboundLine(
+    { callId, outcome: 'failed', carrier: null, delayMs: null, reroutedFrom: [], reason: 'store-unavailable' },
+    undefined,
+  );
+  return { ...line, sip: OUTBOUND_REFUSED };
 }

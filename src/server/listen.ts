@@ -3,7 +3,7 @@
  * host's processes only; on any other address it needs a token, or the sidecar refuses to start.
  */
 import { isIP } from 'node:net';
-import { CallGateError } from '../errors/index.js';
+import { InvalidArgumentError } from '../errors/index.js';
 
 export const DEFAULT_LISTEN = '127.0.0.1:8790';
 
@@ -13,7 +13,7 @@ export interface ListenAddress {
 }
 
 function bad(message: string): never {
-  throw new CallGateError('ERR_INVALID_ARGUMENT', message);
+  throw new InvalidArgumentError(message);
 }
 
 /** `PORT`, `HOST:PORT` or `[IPv6]:PORT`; a bare port listens on 127.0.0.1. */

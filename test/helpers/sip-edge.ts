@@ -44,7 +44,7 @@ async function startEdge(
 ): Promise<{ child: ChildProcess; stop(): Promise<{ summary: EdgeSummary; stderr: string }> }> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'examples/sip-edge/main.ts', '--config', configFile, ...extra],
+    ['--conditions=callgate-source', '--import', 'tsx', 'examples/sip-edge/main.ts', '--config', configFile, ...extra],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';

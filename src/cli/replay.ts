@@ -1,0 +1,226 @@
+/**
+ * `callgate replay`: a call trace through the engine on a virtual clock, with its report (text,
+ * `--json`, `--html`), its decisions (`--decisions`, JSON Lines) and a what-if against an older
+ * configuration (`--compare`). Outputs are written to a temporary name and renamed only when the
+ * replay succeeded (output-file.ts), so none is left half written. SIGINT / SIGTERM stop the
+ * replay, remove the temporary files, delete the run's Redis keys and exit with 130 / 143.
+ */
+import { randomBytes } from 'node:crypto';
+import { type Command, Option } from 'commander';
+import { loadConfigFile } from '../config/load.js';
+import { InterruptedError, OutputError } from '../errors/index.js';
+import { compare, compareText } from '../replay/compare.js';
+import { reportHtml } from '../replay/html.js';
+import { progress } from '../replay/progress.js';
+import { replay, type DecisionLine } from '../replay/replay.js';
+import { reportJson, reportText } from '../replay/report.js';
+import { ReplaySeries } from '../replay/series.js';
+import { MemoryStore } from '../store/memory-store.js';
+import { RedisStore } from '../store/redis/redis-store.js';
+import type { Store } from '../store/types.js';
+import { OutputFile } from './output-file.js';
+import { osReason } from './os-reason.js';
+import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
+
+interface ReplayArgs extends RedisConnectionArgs {
+  config: string;
+  trace: string;
+  store: 'memory' | 'redis';
+  decisions?: string;
+  json?: boolean;
+  html?: string;
+  compare?: string;
+  progress: boolean;
+}
+
+/**
+ * SIGINT / SIGTERM while replaying: the first aborts `signal` (the replay stops at the next row
+ * or call, then everything is cleaned up as after any failure); a second one exits at once,
+ * after the synchronous part of the clean-up (removing the temporary decisions file).
+ */
+class Interruption {
+  private readonly controller = new AbortController();
+  readonly signal = this.controller.signal;
+  /** Run before exiting on a second signal. */
+  onSecond: () => void = () => undefined;
+
+  private readonly handler = (sig: 'SIGINT' | 'SIGTERM'): void => {
+    const err = new InterruptedError(sig);
+    if (this.signal.aborted) {
+      this.onSecond();
+      process.exit(err.exitCode);
+    }
+    this.controller.abort(err);
+  };
+
+  constructor() {
+    process.on('SIGINT', this.handler);
+    process.on('SIGTERM', this.handler);
+  }
+
+  dispose(): void {
+    process.off('SIGINT', this.handler);
+    process.off('SIGTERM', this.handler);
+  }
+}
+
+async function openStore(args: ReplayArgs, signal: AbortSignal): Promise<Store> {
+  if (args.store === 'memory') return new MemoryStore();
+  const redis = await openRedis(args, { signal });
+  // a fresh prefix per run: a replay never sees, nor leaves behind, another run's counts
+  const store = new RedisStore({
+    redis,
+    prefix: `callgate:replay:${Date.now().toString(36)}${randomBytes(3).toString('hex')}:`,
+  });
+  const close = store.close.bind(store);
+  // closed by the replay's engine, and again by runReplay when the replay failed first: once only
+  let closing: Promise<void> | undefined;
+  store.close = () =>
+    (closing ??= (async () => {
+      await store.clear().catch(() => undefined);
+      await close();
+      await closeRedis(redis);
+    })());
+  return store;
+}
+
+async function runReplay(args: ReplayArgs): Promise<void> {
+  const interruption = new Interruption();
+  try {
+    await replayInterruptibly(args, interruption);
+  } finally {
+    interruption.dispose();
+  }
+}
+
+async function replayInterruptibly(args: ReplayArgs, interruption: Interruption): Promise<void> {
+  const { signal } = interruption;
+  const config = await loadConfigFile(args.config);
+  signal.throwIfAborted(); // a large configuration takes a while to load
+  const baseline = args.compare !== undefined ? await loadConfigFile(args.compare) : undefined;
+  // outputs opened before the stores: a target that cannot be written fails with nothing to undo
+  const outputs: OutputFile[] = [];
+  const abortOutputs = () =>
+    outputs.forEach((o) => {
+      o.abort();
+    });
+  interruption.onSecond = () =>
+    outputs.forEach((o) => {
+      o.removeTemporary();
+    });
+  let writer: OutputFile | undefined;
+  let htmlOut: OutputFile | undefined;
+  let store: Store;
+  let baselineStore: Store | undefined;
+  try {
+    if (args.decisions !== undefined)
+      outputs.push(
+        (writer = await OutputFile.open(args.decisions, (name) => `decisions to ${name}`, { signal, dash: true })),
+      );
+    if (args.html !== undefined)
+      outputs.push((htmlOut = await OutputFile.open(args.html, (name) => `the HTML report ${name}`, { signal })));
+    store = await openStore(args, signal);
+    // what-if: the old configuration on a store of its own
+    baselineStore = baseline
+      ? await openStore(args, signal).catch(async (err) => {
+          await store.close();
+          throw err;
+        })
+      : undefined;
+  } catch (err) {
+    abortOutputs();
+    throw err;
+  }
+  // the report goes to stderr when an output takes stdout
+  const reportOut = writer?.toStdout || htmlOut?.toStdout ? process.stderr : process.stdout;
+  const bar = progress(baseline ? 'what-if' : 'replay', process.stderr, args.progress);
+  const series = args.html !== undefined ? new ReplaySeries() : undefined;
+  const baselineSeries = args.html !== undefined && baseline ? new ReplaySeries() : undefined;
+  try {
+    const common = {
+      tracePath: args.trace,
+      signal,
+      onDecision: writer ? (d: DecisionLine) => writer.writeLine(d) : undefined,
+      progressEvery: 5_000,
+      onProgress: bar.update,
+      series,
+    };
+    const { result, whatif, old } = baseline
+      ? await compare({
+          ...common,
+          config,
+          baseline,
+          configName: args.config,
+          baselineName: args.compare!,
+          store,
+          baselineStore: baselineStore!,
+          baselineSeries,
+        }).then((c) => ({ ...c, old: c.baseline }))
+      : { result: await replay({ ...common, config, store }), whatif: undefined, old: undefined };
+    bar.finish();
+    await writer?.commit();
+    if (htmlOut) {
+      await htmlOut.write(
+        reportHtml({
+          result,
+          series: series!,
+          config,
+          configPath: args.config,
+          tracePath: args.trace,
+          whatif,
+          baselineSeries,
+        }),
+      );
+      await htmlOut.commit();
+    }
+    if (args.json)
+      await writeReport(
+        reportOut,
+        `${JSON.stringify(
+          whatif ? { report: reportJson(result), baseline: reportJson(old), whatif } : reportJson(result),
+        )}\n`,
+      );
+    else await writeReport(reportOut, `${reportText(result) + (whatif ? `\n${compareText(whatif)}` : '')}\n`);
+  } catch (err) {
+    bar.abort();
+    abortOutputs();
+    throw err;
+  } finally {
+    await store.close();
+    await baselineStore?.close();
+  }
+}
+
+/** The report; an output closed by its reader (`| true`) is one line of error, not a crash. */
+async function writeReport(out: NodeJS.WriteStream, text: string): Promise<void> {
+  out.on('error', () => undefined); // reported through the write's callback below
+  try {
+    await new Promise<void>((resolve, reject) => out.write(text, (err) => (err ? reject(err) : resolve())));
+  } catch (e) {
+    const name = out === process.stderr ? 'standard error' : 'standard output';
+    throw new OutputError(`the report to ${name}`, osReason(e), { cause: e });
+  }
+}
+
+export function replayCommand(program: Command): void {
+  const cmd = program
+    .command('replay')
+    .summary('replay a call trace, report every decision')
+    .description(
+      'replay a call trace on a virtual clock and report every decision (text, JSON or HTML; optionally the ' +
+        'decisions as JSON Lines, and a what-if against another configuration)',
+    )
+    .requiredOption('--config <file>', 'limit configuration (JSON or YAML)')
+    .requiredOption('--trace <file>', 'call trace (CSV)')
+    .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'));
+  redisOptions(cmd, 'Redis for --store redis')
+    .option('--decisions <file>', "write one decision per call as JSON Lines ('-' for standard output)")
+    .option('--json', 'print the report as one JSON object')
+    .option('--html <file>', 'also write the report with charts as one self-contained HTML file')
+    .option(
+      '--compare <file>',
+      'what-if: replay under this (old) configuration too, report the calls decided differently',
+    )
+    .option('--no-progress', 'no progress bar, even on a terminal')
+    .action(async (opts: ReplayArgs) => runReplay(opts));
+}
