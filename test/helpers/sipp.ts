@@ -17,6 +17,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { orAfter } from './wait.js';
 
 export const SIPP_HOST = '127.0.0.1';
 export const SIPP_INSTALL_HINT =
@@ -264,7 +265,7 @@ async function launch(opts: SippOptions, port: number, control: number): Promise
     output,
   });
   const waitExit = async (timeoutMs: number) => {
-    const how = await Promise.race([exited, sleep(timeoutMs).then(() => undefined)]);
+    const how = await orAfter(exited, timeoutMs, undefined);
     if (how) return how;
     child.kill('SIGKILL');
     throw new Error(`sipp ${opts.name} did not exit within ${timeoutMs} ms (killed):\n${output}`);
