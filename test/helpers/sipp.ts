@@ -15,7 +15,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createSocket } from 'node:dgram';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { orAfter } from './wait.js';
 
@@ -210,6 +210,8 @@ async function launch(opts: SippOptions, port: number, control: number): Promise
     ...Object.entries(opts.keys ?? {}).flatMap(([k, v]) => ['-key', k, v]),
     ...(opts.extraArgs ?? []),
   ];
+  // a failed attempt's logs must not stay behind for the next one (sipp appends to them)
+  for (const ext of ['errors.log', 'messages.log', 'short.log', 'stats.csv']) rmSync(file(ext), { force: true });
   const child =
     (opts.priority ?? false) && realtimeAllowed()
       ? spawn('chrt', ['-f', '1', 'sipp', ...args], { cwd: opts.dir, stdio: ['ignore', 'pipe', 'pipe'] })
