@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { expect } from 'chai';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
+import { orAfter } from './helpers/wait.js';
 
 describe('CallGate on Redis: outages reported once, nothing left after close', function () {
   this.timeout(40_000);
@@ -72,10 +73,7 @@ describe('CallGate on Redis: outages reported once, nothing left after close', f
       for (const e of closed.errors as string[]) expect(e).to.match(/^StoreUnavailableError: Redis connection lost: /);
       expect(closed.leftovers, 'timers, immediates or sockets still alive after close').to.deep.equal([]);
       const closedAt = Date.now();
-      const { code, ms } = await Promise.race([
-        exited,
-        new Promise<{ code: null; ms: number }>((r) => setTimeout(() => r({ code: null, ms: -1 }), 5_000)),
-      ]);
+      const { code, ms } = await orAfter(exited, 5_000, { code: null, ms: -1 });
       expect(code, 'the process exits on its own after close').to.equal(0);
       expect(ms - closedAt).to.be.lessThan(1_000);
       expect(stderr, 'nothing on the console').to.equal('');

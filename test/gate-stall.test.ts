@@ -139,6 +139,13 @@ describe('policy local during an outage: each process takes its share of the lim
 
 describe('while Redis is known to be down, the policy decides at once; back on Redis as soon as it answers', function () {
   this.timeout(30_000);
+  const TIMEOUT_MS = 400;
+  /**
+   * "At once": well under the timeout a decision that waited for Redis would take. Half of it
+   * leaves room for a loaded 2-core machine (this process descheduled, a GC pause); unloaded,
+   * these decisions take well under a millisecond.
+   */
+  const AT_ONCE_MS = TIMEOUT_MS / 2;
   let server: RedisServer;
   before(async () => {
     server = await startRedisServer();
@@ -147,7 +154,7 @@ describe('while Redis is known to be down, the policy decides at once; back on R
 
   it('no decision waits its timeout once the outage is known; the first after the restart is on Redis again', async () => {
     const store = RedisStore.connect(server.url, { prefix: uniquePrefix('down') });
-    const gate = await CallGate.create({ config, store, policy: 'fail-closed', timeoutMs: 400 });
+    const gate = await CallGate.create({ config, store, policy: 'fail-closed', timeoutMs: TIMEOUT_MS });
     const errors: Error[] = [];
     gate.on('error', (e) => errors.push(e));
     try {
@@ -164,7 +171,7 @@ describe('while Redis is known to be down, the policy decides at once; back on R
       for (;;) {
         const t = performance.now();
         await gate.admit({ callId: `probe-${Date.now()}`, peer: 'p' });
-        if (performance.now() - t < 50 || Date.now() > knownBy) break;
+        if (performance.now() - t < AT_ONCE_MS || Date.now() > knownBy) break;
       }
       const took: number[] = [];
       for (let i = 0; i < 20; i++) {
@@ -173,7 +180,9 @@ describe('while Redis is known to be down, the policy decides at once; back on R
         took.push(performance.now() - t);
         expect(d).to.include({ admitted: false, limitedBy: 'store-unavailable', degraded: 'fail-closed' });
       }
-      expect(Math.max(...took), `decision times ${took.map((x) => x.toFixed(1)).join(', ')} ms`).to.be.below(50);
+      expect(Math.max(...took), `decision times ${took.map((x) => x.toFixed(1)).join(', ')} ms`).to.be.below(
+        AT_ONCE_MS,
+      );
       await server.restart();
       const restarted = Date.now();
       let d: AdmissionDecision;

@@ -1,5 +1,9 @@
 import { expect } from 'chai';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import {
   getRedis,
@@ -12,6 +16,9 @@ import {
   type RedisHandle,
   type RedisServer,
 } from './helpers/redis.js';
+import { runNode } from './helpers/run.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
 
 function portOpen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -27,8 +34,26 @@ function portOpen(port: number): Promise<boolean> {
 describe('test harness (real Redis)', function () {
   this.timeout(20_000);
 
-  it('reports whether redis-server is on PATH', () => {
-    expect(redisServerAvailable()).to.be.a('boolean');
+  it('redisServerAvailable(): true with redis-server on PATH, false in a process whose PATH lacks it', async () => {
+    const onPath = spawnSync('sh', ['-c', 'command -v redis-server'], { stdio: 'ignore' }).status === 0;
+    expect(onPath, 'the other tests of this file need redis-server on PATH').to.equal(true);
+    expect(redisServerAvailable()).to.equal(true);
+    const empty = mkdtempSync(join(tmpdir(), 'callgate-empty-path-'));
+    try {
+      const r = await runNode(
+        [
+          '--import',
+          'tsx',
+          '--input-type=module',
+          '-e',
+          "const m = await import('./test/helpers/redis.ts'); console.log(m.redisServerAvailable());",
+        ],
+        { cwd: ROOT, env: { PATH: empty } },
+      );
+      expect(r.stdout.trim(), `PATH without redis-server; stderr: ${r.stderr}`).to.equal('false');
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
   });
 
   describe('getRedis', () => {

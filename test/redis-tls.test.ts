@@ -2,7 +2,9 @@
  * Redis over TLS with a private CA, for real: certificates made with openssl, redis-server
  * listening with TLS only. RedisStore.connect() with ioredis options, and the CLI's
  * --redis-tls-* options and ACL credentials (URL or environment), both ways: it works with the
- * right CA / client certificate / password, and fails (never silently) without them.
+ * right CA / client certificate / password, and fails (never silently) without them. The
+ * credentials are tested on a server whose default user is off, so that only a login as the ACL
+ * user decides anything: credentials that were ignored would fail there (NOAUTH).
  */
 import { expect } from 'chai';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,22 +33,30 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
   let files: TlsFiles;
   let server: TlsRedis; // tls-auth-clients no
   let mutual: TlsRedis; // tls-auth-clients yes: clients show a certificate from the CA
+  let locked: TlsRedis; // tls-auth-clients no; the default user off: only the ACL user 'callgate' gets in
   let dir: string;
 
   before(async () => {
     files = makeCertificates();
-    [server, mutual] = await Promise.all([
+    [server, mutual, locked] = await Promise.all([
       startTlsRedis(files, { authClients: 'no' }),
       startTlsRedis(files, { authClients: 'yes' }),
+      startTlsRedis(files, { authClients: 'no' }),
     ]);
     dir = mkdtempSync(join(tmpdir(), 'callgate-tls-cli-'));
-    // an ACL user on the first server (rules of the README's minimal ACL are tested elsewhere)
-    const admin = new Redis(server.url, { tls: { ca: readFileSync(files.ca) } });
+    // an ACL user with a password (rules of the README's minimal ACL are tested elsewhere), and
+    // the default user (no password) off: a client that does not log in as 'callgate' gets NOAUTH
+    const admin = new Redis(locked.url, { tls: { ca: readFileSync(files.ca) } });
     await admin.call('ACL', 'SETUSER', 'callgate', 'on', `>${PASSWORD}`, '~callgate:*', '+@all');
+    await admin.call('ACL', 'SETUSER', 'default', 'off');
     admin.disconnect();
+    const anonymous = new Redis(locked.url, { tls: { ca: readFileSync(files.ca) }, maxRetriesPerRequest: 0 });
+    anonymous.on('error', () => {});
+    expect(await anonymous.ping().catch((e: Error) => e.message)).to.match(/^NOAUTH/);
+    anonymous.disconnect();
   });
   after(async () => {
-    await Promise.all([server?.stop(), mutual?.stop()]);
+    await Promise.all([server?.stop(), mutual?.stop(), locked?.stop()]);
     files?.remove();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
@@ -112,12 +122,12 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
 
     it('logs in as an ACL user given in the options or in the URL (the URL wins)', async () => {
       const ca = readFileSync(files.ca);
-      const viaOptions = RedisStore.connect(server.url, {
+      const viaOptions = RedisStore.connect(locked.url, {
         prefix: prefix(),
         redisOptions: { tls: { ca }, username: 'callgate', password: PASSWORD },
       });
       expect(await decide(viaOptions)).to.deep.equal(['in', 'in', 'out', 'dispatched']);
-      const url = server.url.replace('rediss://', `rediss://callgate:${PASSWORD}@`);
+      const url = locked.url.replace('rediss://', `rediss://callgate:${PASSWORD}@`);
       const viaUrl = RedisStore.connect(url, {
         prefix: prefix(),
         redisOptions: { tls: { ca }, username: 'nobody', password: 'wrong' },
@@ -179,17 +189,34 @@ describe('Redis over TLS (rediss://) and ACL credentials', function () {
       expect(r.stderr).to.match(/^error: cannot reach Redis at rediss:/);
     });
 
-    it('ACL credentials from REDIS_URL or from REDIS_USERNAME / REDIS_PASSWORD', async () => {
-      const withUser = server.url.replace('rediss://', `rediss://callgate:${PASSWORD}@`);
+    it('ACL credentials from REDIS_URL or from REDIS_USERNAME / REDIS_PASSWORD; none: NOAUTH', async () => {
+      const withUser = locked.url.replace('rediss://', `rediss://callgate:${PASSWORD}@`);
       await sameDecisions(['--redis-tls-ca', files.ca], { REDIS_URL: withUser });
-      await sameDecisions(['--redis-url', server.url, '--redis-tls-ca', files.ca], {
+      await sameDecisions(['--redis-url', locked.url, '--redis-tls-ca', files.ca], {
         REDIS_USERNAME: 'callgate',
         REDIS_PASSWORD: PASSWORD,
+      });
+      // without them the server lets nobody in: the variables above were needed
+      const r = await run(['--store', 'redis', '--redis-url', locked.url, '--redis-tls-ca', files.ca]);
+      expect(r.code).to.equal(1);
+      expect(r.stderr).to.match(/^error: cannot reach Redis at rediss:\/\/127\.0\.0\.1:\d+: .*NOAUTH/);
+    });
+
+    it("the URL's credentials win over REDIS_USERNAME / REDIS_PASSWORD", async () => {
+      const withUser = locked.url.replace('rediss://', `rediss://callgate:${PASSWORD}@`);
+      await sameDecisions(['--redis-url', withUser, '--redis-tls-ca', files.ca], {
+        REDIS_USERNAME: 'nobody',
+        REDIS_PASSWORD: 'not-the-password',
+      });
+      await sameDecisions(['--redis-tls-ca', files.ca], {
+        REDIS_URL: withUser,
+        REDIS_USERNAME: 'nobody',
+        REDIS_PASSWORD: 'not-the-password',
       });
     });
 
     it('a wrong password: exit 1, and the password is never printed', async () => {
-      const url = server.url.replace('rediss://', 'rediss://callgate:not-the-password@');
+      const url = locked.url.replace('rediss://', 'rediss://callgate:not-the-password@');
       const r = await run(['--store', 'redis', '--redis-tls-ca', files.ca], { REDIS_URL: url });
       expect(r.code).to.equal(1);
       expect(r.stderr).to.match(/WRONGPASS/);

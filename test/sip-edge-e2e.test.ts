@@ -11,11 +11,11 @@
  *   admitted) reaching it, so L + 1 such intervals inside a window shorter than 1 s prove a
  *   violation on any clock;
  * - every 503 for a rate refusal carries Retry-After (and no other 503 does);
- * - wire spacing: per carrier, INVITE arrival gaps on the carrier's sipp >= 1/cps minus the
- *   clock resolution, and never more than cps in a rolling second (the carriers' sipp runs under
- *   real-time scheduling where allowed, so that its timestamps stay close to the wire on a busy
- *   host, as a policer's would); on the edge's own clock (the Dispatcher's readings) exactly
- *   >= 1/cps;
+ * - wire spacing: on the edge's own clock (the Dispatcher's readings) exactly >= 1/cps; per
+ *   carrier, on the carrier's sipp, INVITE arrival gaps >= 1/cps and never more than cps in a
+ *   rolling second, both less WIRE_JITTER_US: each INVITE reaches sipp's clock a little after
+ *   the edge read its own (the send, loopback, sipp's scheduling; sipp runs under real-time
+ *   scheduling where allowed), and on a loaded 2-core machine a little can be tens of ms;
  * - reroutes happened (every route is [A, B]: a call on B was refused by A first), and the busy
  *   carrier answers (486) release calls like BYE does;
  * - the edge ends with no call in progress and no call held; one decision per call.
@@ -25,7 +25,7 @@
 import { expect } from 'chai';
 import type { EdgeSummary } from '../examples/sip-edge/edge.js';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
-import { callsOf, CPS, PEER_LIMIT, RESOLUTION_US, runCalls, S, type Run } from './helpers/sip-edge.js';
+import { callsOf, CPS, PEER_LIMIT, runCalls, S, type Run } from './helpers/sip-edge.js';
 import {
   maxInWindow,
   minGap,
@@ -35,6 +35,14 @@ import {
   warning,
   type SippReport,
 } from './helpers/sipp.js';
+
+/**
+ * How much later than the edge's clock reading an INVITE may reach the carrier's sipp clock
+ * (and so how much closer to the one before it): 30 ms, room for a loaded machine. Still tight
+ * enough that sending one call per second more than cps fails (A: 6 INVITEs 167 ms apart
+ * land in 0.83 s; B: 9 at 111 ms in 0.89 s: both under 1 s - 30 ms).
+ */
+const WIRE_JITTER_US = 30_000;
 
 /** Every check of the issue that holds in every run; returns the numbers for the log line. */
 function checkRun(run: Run, label: string) {
@@ -113,8 +121,11 @@ function checkRun(run: Run, label: string) {
       (summary.carriers[name]?.minGapMs ?? 0) * 1000,
       `${label}: carrier ${name} min send gap at the edge`,
     ).to.be.at.least(intervalUs);
-    expect(gap, `${label}: carrier ${name} min INVITE gap (µs)`).to.be.at.least(intervalUs - RESOLUTION_US);
-    expect(perSecond, `${label}: carrier ${name} INVITEs in a rolling second`).to.be.at.most(CPS[name]);
+    expect(gap, `${label}: carrier ${name} min INVITE gap (µs)`).to.be.at.least(intervalUs - WIRE_JITTER_US);
+    expect(
+      maxInWindow(times, S - WIRE_JITTER_US),
+      `${label}: carrier ${name} INVITEs in a rolling second (less the jitter)`,
+    ).to.be.at.most(CPS[name]);
   }
   // every route is [A, B]: calls on B were refused by A first
   expect(summary.rerouted, `${label}: reroutes`).to.be.greaterThan(0);

@@ -14,6 +14,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Cluster, Redis } from 'ioredis';
+import { orAfter } from './wait.js';
 
 export interface RedisHandle {
   url: string;
@@ -287,14 +288,18 @@ async function terminate(proc: Proc | undefined, signal: NodeJS.Signals = 'SIGTE
   } catch {
     /* already gone */
   }
-  const timedOut = await Promise.race([exited.then(() => false), sleep(EXIT_TIMEOUT_MS).then(() => true)]);
+  const timedOut = await orAfter(
+    exited.then(() => false),
+    EXIT_TIMEOUT_MS,
+    true,
+  );
   if (timedOut) {
     try {
       child.kill('SIGKILL');
     } catch {
       /* already gone */
     }
-    await Promise.race([exited, sleep(EXIT_TIMEOUT_MS)]);
+    await orAfter(exited, EXIT_TIMEOUT_MS, undefined);
   }
 }
 
@@ -372,8 +377,7 @@ async function tryContainer(): Promise<RedisHandle | undefined> {
   try {
     const { GenericContainer } = await import('testcontainers');
     const start = new GenericContainer('redis:7').withExposedPorts(6379).start();
-    const timeout = sleep(CONTAINER_TIMEOUT_MS).then(() => undefined);
-    const container = await Promise.race([start, timeout]);
+    const container = await orAfter(start, CONTAINER_TIMEOUT_MS, undefined);
     if (!container) {
       void start.then((c) => c.stop()).catch(() => {});
       return undefined;

@@ -15,8 +15,9 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createSocket } from 'node:dgram';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
+import { orAfter } from './wait.js';
 
 export const SIPP_HOST = '127.0.0.1';
 export const SIPP_INSTALL_HINT =
@@ -209,6 +210,8 @@ async function launch(opts: SippOptions, port: number, control: number): Promise
     ...Object.entries(opts.keys ?? {}).flatMap(([k, v]) => ['-key', k, v]),
     ...(opts.extraArgs ?? []),
   ];
+  // a failed attempt's logs must not stay behind for the next one (sipp appends to them)
+  for (const ext of ['errors.log', 'messages.log', 'short.log', 'stats.csv']) rmSync(file(ext), { force: true });
   const child =
     (opts.priority ?? false) && realtimeAllowed()
       ? spawn('chrt', ['-f', '1', 'sipp', ...args], { cwd: opts.dir, stdio: ['ignore', 'pipe', 'pipe'] })
@@ -264,7 +267,7 @@ async function launch(opts: SippOptions, port: number, control: number): Promise
     output,
   });
   const waitExit = async (timeoutMs: number) => {
-    const how = await Promise.race([exited, sleep(timeoutMs).then(() => undefined)]);
+    const how = await orAfter(exited, timeoutMs, undefined);
     if (how) return how;
     child.kill('SIGKILL');
     throw new Error(`sipp ${opts.name} did not exit within ${timeoutMs} ms (killed):\n${output}`);

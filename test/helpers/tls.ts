@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import { readFileSync } from 'node:fs';
 import { freePort } from './redis.js';
+import { orAfter } from './wait.js';
 
 const HOST = '127.0.0.1';
 const START_TIMEOUT_MS = 5_000;
@@ -198,7 +199,7 @@ export async function startTlsRedis(
         port,
         async stop() {
           child.kill('SIGTERM');
-          await Promise.race([exit, new Promise((r) => setTimeout(r, 3_000))]);
+          await orAfter(exit, 3_000, undefined);
           if (!exited) child.kill('SIGKILL');
           rmSync(dir, { recursive: true, force: true });
         },
