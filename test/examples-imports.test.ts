@@ -14,6 +14,9 @@ const EXAMPLES = join(ROOT, 'examples');
 const PACKAGES: Record<string, string[]> = {
   'sip-edge': ['commander', 'hdr-histogram-js', 'ioredis', 'sip', 'zod'],
   kamailio: [],
+  limits: [],
+  prometheus: [],
+  systemd: [],
 };
 
 /** Every module specifier of a source file: static imports and re-exports, bare imports, import(). */
