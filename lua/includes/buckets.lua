@@ -1,5 +1,5 @@
--- Buckets, shared by admit and add. From ARGV[a], first the limit profiles (the limits many
--- buckets share, e.g. every peer of a default), then the buckets:
+-- Buckets, shared by admit, record and inspect. From ARGV[a], first the limit profiles (the
+-- limits many buckets share, e.g. every peer of a default), then the buckets:
 --   P           the number of profiles, then per profile:
 --     retention µs, the widest window of its sliding-log limits (0: no log)
 --     N         its channel limit (0: none)

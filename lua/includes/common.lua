@@ -8,7 +8,7 @@ local function fmt(x)
 end
 
 -- An integer exactly, twice as fast as fmt: for values known to be integers (µs times and
--- windows in admit, add and get, counts, milliseconds).
+-- windows in admit, record and count, counts, milliseconds).
 local function fmtInt(x)
   return string.format('%d', x)
 end

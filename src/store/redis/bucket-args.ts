@@ -1,5 +1,5 @@
 /**
- * The arguments of the admit and add scripts (lua/includes/buckets.lua): what each bucket sends
+ * The arguments of the admit and record scripts (lua/includes/buckets.lua): what each bucket sends
  * (its keys and limit profile, built once per bucket and tag), and the builder of one script
  * call, which names each key, profile, bucket and bucket list once.
  */

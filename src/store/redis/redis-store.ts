@@ -640,7 +640,7 @@ export class RedisStore implements Store {
       num(forUs),
       this.deadline(req.signal),
     ];
-    const sent = this.send('add', b.argv(head, [], false), req.signal) as Promise<number[]>;
+    const sent = this.send('record', b.argv(head, [], false), req.signal) as Promise<number[]>;
     if (this.hashTags && held && forUs > 0)
       this.track(
         id,
@@ -654,7 +654,7 @@ export class RedisStore implements Store {
   async count(req: CountRequest): Promise<CountResult> {
     checkCount(req);
     const r = (await this.run(
-      'get',
+      'count',
       [`${this.base(req.tag, req.bucket)}:log`],
       [req.now ?? '', req.windowUs],
       req.signal,

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../../package-root.js';
 
-export type ScriptName = 'admit' | 'add' | 'get' | 'reserve' | 'wait' | 'release' | 'refresh' | 'holds' | 'inspect';
+export type ScriptName = 'admit' | 'record' | 'count' | 'reserve' | 'wait' | 'release' | 'refresh' | 'holds' | 'inspect';
 
 export interface Script {
   /** The ioredis command name (defineCommand), e.g. `callgate_admit_3fa9c1d2`. */
@@ -35,8 +35,8 @@ export function scripts(): Readonly<Record<ScriptName, Script>> {
   const dir = join(packageRoot(), 'lua');
   return (loaded = {
     admit: load(dir, 'admit'),
-    add: load(dir, 'add'),
-    get: load(dir, 'get'),
+    record: load(dir, 'record'),
+    count: load(dir, 'count'),
     reserve: load(dir, 'reserve'),
     wait: load(dir, 'wait'),
     release: load(dir, 'release'),

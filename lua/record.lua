@@ -1,5 +1,5 @@
 --[[
-  add: record one event in several buckets at once, unconditionally (a call that must pass,
+  record: record one event in several buckets at once, unconditionally (a call that must pass,
   such as an emergency call, still counts against every limit, channels included).
 
   KEYS        every structure of the buckets, each named once: sliding-log sorted sets

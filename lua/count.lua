@@ -1,5 +1,5 @@
 --[[
-  get: the number of events in a bucket's sliding log within the window ending now.
+  count: the number of events in a bucket's sliding log within the window ending now.
 
   KEYS[1]  the bucket's sliding-log sorted set
   ARGV[1]  now: µs since the epoch (integer); empty = read Redis TIME
