@@ -7,8 +7,9 @@
   Reply: { count = #{s : now - W < s <= now}, now (string, µs) }
 ]]
 --- @include "common"
+--- @include "log"
 
 local t = readNow(ARGV[1])
 local W = tonumber(ARGV[2])
 local ts = fmtInt(t)
-return { redis.call('ZCOUNT', KEYS[1], '(' .. fmtInt(t - W), ts), ts }
+return { (logCount(KEYS[1], t, ts, W)), ts }

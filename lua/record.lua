@@ -18,6 +18,7 @@
          nothing counted), or 2 when it was skipped (past its deadline: nothing counted) }
 ]]
 --- @include "common"
+--- @include "log"
 --- @include "buckets"
 --- @include "channels"
 
@@ -40,9 +41,7 @@ local holdKeys = {}
 for b = 1, #bRet do
   local log = bLog[b]
   if log > 0 then
-    trimLog(KEYS[log], t, bRet[b])
-    redis.call('ZADD', KEYS[log], ts, member)
-    redis.call('PEXPIRE', KEYS[log], fmtInt(logTtlMs(bRet[b], floorMs)))
+    logWrite(KEYS[log], t, bRet[b], false, '', true, floorMs, ts, member)
   end
   local hashes = bHash[b]
   if hashes then

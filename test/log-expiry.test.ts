@@ -128,7 +128,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it("the process computes a trim's bound exactly as Lua does (so it can tell the script a trim would remove nothing)", async () => {
-    // admit.lua (lone and batched): e = math.floor(r / 4) + 1; b = t - r; b = b - b % e
+    // lua/includes/log.lua (logTrimBound): e = math.floor(r / 4) + 1; b = t - r; b = b - b % e
     const lua = `local out = {}
       for i = 1, #ARGV, 2 do
         local t, r = tonumber(ARGV[i]), tonumber(ARGV[i + 1])

@@ -71,11 +71,6 @@ local function readBuckets(a)
   return bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, bN, bHold, a
 end
 
--- Drop log entries no limit can see any more (s <= t - retention).
-local function trimLog(key, t, retention)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtInt(t - retention))
-end
-
 -- Window hash {w = latest window index, c = its count, p = count of window w - 1}: its fields
 -- as numbers (w nil when the hash does not exist). Only two windows are kept.
 local function readHash(key)

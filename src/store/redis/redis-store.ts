@@ -378,7 +378,13 @@ export class RedisStore implements Store {
       scripts()[name].command
     ]!;
     try {
-      if (name !== 'admit' && name !== 'reserve' && this.writeChunk > 1 && !isCluster(this.redis))
+      if (
+        name !== 'admit' &&
+        name !== 'admit-lone' &&
+        name !== 'reserve' &&
+        this.writeChunk > 1 &&
+        !isCluster(this.redis)
+      )
         return await this.corked(this.redis, fn, argv);
       return await fn.apply(this.redis, argv);
     } catch (err) {
@@ -477,7 +483,7 @@ export class RedisStore implements Store {
     const clock = this.offset.lowerBound === undefined ? '1' : '';
     if (items.length === 1) {
       const lone = this.loneArgv(items[0]!, clock);
-      if (lone !== undefined) return this.writeBatch('admit', lone, items, this.settleAdmissions(items, clock));
+      if (lone !== undefined) return this.writeBatch('admit-lone', lone, items, this.settleAdmissions(items, clock));
     }
     const b = new ArgsBuilder();
     const plans: number[] = new Array(items.length);
@@ -556,7 +562,7 @@ export class RedisStore implements Store {
   }
 
   /**
-   * A lone call in admit.lua's short layout, when every bucket of it has sliding-log limits only
+   * A lone call in admit-lone.lua's layout, when every bucket of it has sliding-log limits only
    * (one key each, all distinct); else undefined (the general layout). Per bucket it sends what
    * this process knows of the log (logsKnown): the bound of its latest trim, so that the script
    * skips a trim that would remove nothing; and until a reply confirms a write with these
@@ -580,7 +586,6 @@ export class RedisStore implements Store {
       `${this.member()}:1`,
       '',
       clock,
-      'l',
       item.now,
       this.deadline(item.signal),
     );
