@@ -21,7 +21,7 @@
               check order
   then per bucket (in bucket order), the bound of its log's latest trim the caller knows of
   ('' = none, and the caller does not know the log's expiry was set for these limits): see
-  includes/log.lua (logTtlMs) on how a write on Redis TIME trims and sets the expiry
+  includes/log.lua (logWrite) on how a write on Redis TIME trims and sets the expiry
   then the calls, in runs that share a time (includes/runs.lua); per call its plan index
   (1-based), its deadline (µs, Redis time; '' = none) and, when a bucket of the plan has a
   channel limit, the call's id (key-safe) and how long it holds its channels once admitted (µs)

@@ -1,5 +1,5 @@
 /**
- * A sliding log's life on Redis TIME (includes/common.lua, logTtlMs): a lone admit trims its logs
+ * A sliding log's life on Redis TIME (lua/includes/log.lua, logWrite): a lone admit trims its logs
  * at a rounded bound (skipped when the process knows the log was trimmed there already) and sends
  * PEXPIRE only when the trim removed something, the log may be new, or the process does not yet
  * know the expiry was set for the bucket's current limits. These tests hold it to what that must

@@ -75,7 +75,7 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketA
   const retention = logRetention(bucket);
   const keys: string[] = retention > 0 ? [`${base}:log`] : [];
   const windows = new Map<number, number>();
-  // sliding-log limits widest window first (admit.lua skips a count a wider one decides)
+  // sliding-log limits widest window first (admit.lua and admit-lone.lua skip a count a wider one decides)
   const ordered = [...bucket.limits].sort((x, y) => logWindow(y) - logWindow(x));
   const limits: string[] = [];
   for (const lim of ordered) {
