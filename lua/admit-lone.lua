@@ -76,10 +76,10 @@ else
         local W = tn(argv[j + 1])
         -- already refused for at least W: this limit can change neither the refusal nor its wait
         if retry < W then
-          local count, after = logCount(key, t, ts, W)
+          local count, from = logCount(key, t, ts, W)
           wider = count
           if count >= L then
-            local wait = logWait(key, after, ts, count - L, W, t)
+            local wait = logWait(key, from, ts, count - L, W, t)
             if wait > 0 then
               if limitedBy == 0 then
                 limitedBy = q

@@ -151,7 +151,7 @@ local t, ts -- the group's time, as a number and as a score
 local floor -- the least key expiry (ms) of what the group writes (runs.lua)
 local virtual -- whether a call of the group gave its now (runs.lua): times may go back
 -- group state of a batch (tables made on first use; nil for a lone call, which writes at once):
-local after -- per W: the window's lower bound, '(' .. (t - W), formatted once per group
+local fromOf -- per W: the window's lower bound as a score (logCount), formatted once per group
 local retention, counts, waits, added, nAdded, sizes, knownOf -- per log key index
 local hw, hc, hp, loaded, dirty, hashW -- per window hash key index (a lone call uses the first four)
 local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
@@ -160,7 +160,7 @@ local recordEnds -- end of every call record this batch wrote or will write, by 
 
 local function newGroup(now, groupFloor)
   t, ts, floor = now, fmtInt(now), groupFloor
-  after, retention, counts, waits, added, nAdded, sizes, knownOf = nil, nil, nil, nil, nil, nil, nil, nil
+  fromOf, retention, counts, waits, added, nAdded, sizes, knownOf = nil, nil, nil, nil, nil, nil, nil, nil
   hw, hc, hp, loaded, dirty, hashW = nil, nil, nil, nil, nil, nil
   holdsStored, holdsAdded, nHolds, records = nil, nil, nil, nil
 end
@@ -264,16 +264,16 @@ local function groupCount(k, W)
   if counts == nil then
     counts, nAdded = {}, {}
   end
-  if after == nil then
-    after = {}
+  if fromOf == nil then
+    fromOf = {}
   end
   local byW = sub(counts, k)
   local stored = byW[W]
   if stored == nil then
-    stored, after[W] = logCount(KEYS[k], t, ts, W)
+    stored, fromOf[W] = logCount(KEYS[k], t, ts, W, fromOf[W])
     byW[W] = stored
   end
-  return stored + (nAdded[k] or 0), stored, after[W]
+  return stored + (nAdded[k] or 0), stored, fromOf[W]
 end
 
 -- The wait until the window W of log k at t has room again when its i + 1 oldest stored events

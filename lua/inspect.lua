@@ -40,10 +40,10 @@ for b = 1, #bLo do
     local algo, L, W, k = lAlgo[j], lL[j], lW[j], lKey[j]
     local count, wait = 0, 0
     if algo == 'l' then
-      local after
-      count, after = logCount(KEYS[k], t, ts, W)
+      local from
+      count, from = logCount(KEYS[k], t, ts, W)
       if count >= L then
-        wait = logWait(KEYS[k], after, ts, count - L, W, t)
+        wait = logWait(KEYS[k], from, ts, count - L, W, t)
       end
     else
       local h = hashes[k]

@@ -5,17 +5,20 @@
 -- body on every call, and each function a script defines is made anew each time.
 
 -- The events of log `key` in the window W ending at t (ts: t as a score), and the window's
--- exclusive lower bound as a score, '(' .. (t - W) (scores are integers), for logWait.
-local function logCount(key, t, ts, W)
-  local after = '(' .. string.format('%d', t - W)
-  return redis.call('ZCOUNT', key, after, ts), after
+-- lower bound as a score, for logWait: scores are integers, so (t - W, t] is [t - W + 1, t] (a
+-- concatenation less than '(' .. (t - W)). `from`: that bound, when the caller has it already.
+local function logCount(key, t, ts, W, from)
+  if from == nil then
+    from = string.format('%d', t - W + 1)
+  end
+  return redis.call('ZCOUNT', key, from, ts), from
 end
 
 -- The wait (µs) until the window W at t has room again when its i + 1 oldest events must leave
 -- it first (a window of count events and limit L: i = count - L): the (i + 1)-th oldest, at s,
--- leaves at s + W. `after` and `ts` are the window's bounds (logCount).
-local function logWait(key, after, ts, i, W, t)
-  local s = redis.call('ZRANGEBYSCORE', key, after, ts, 'WITHSCORES', 'LIMIT', string.format('%d', i), '1')[2]
+-- leaves at s + W. `from` and `ts` are the window's bounds (logCount).
+local function logWait(key, from, ts, i, W, t)
+  local s = redis.call('ZRANGEBYSCORE', key, from, ts, 'WITHSCORES', 'LIMIT', string.format('%d', i), '1')[2]
   return tonumber(s) + W - t
 end
 
