@@ -25,8 +25,9 @@ end
 -- Add events (score, member, ...) at t to log `key` of retention r: first drop those no limit
 -- sees any more, then set the log's expiry, 2r + E ms (E = floor(r / 4) + 1; at least floorMs).
 --
--- rounded false: the trim is at t - r and the expiry always set (any write with a caller-given
--- now, whose times may go back, and every write that knows nothing of the log).
+-- rounded false: the trim is at t - r and the expiry always set (writes with a caller-given now,
+-- whose times may go back, and those that keep no track of the log: record.lua, and admit.lua
+-- for a lone call).
 --
 -- rounded true (on Redis TIME, whose times only grow): the trim is at t - r rounded down to a
 -- multiple of E (src/store/redis/bucket-args.ts, trimBound, computes the same number), and
