@@ -20,8 +20,8 @@
     NP        the number of plans, then per plan: n, then n bucket indices (1-based), in
               check order
   then per bucket (in bucket order), the bound of its log's latest trim the caller knows of
-  ('' = none, and the caller does not know the log's expiry was set for these limits): see the
-  lone path on how a write on Redis TIME trims and sets the expiry
+  ('' = none, and the caller does not know the log's expiry was set for these limits): see
+  includes/log.lua (logWrite) on how a write on Redis TIME trims and sets the expiry
   then the calls, in runs that share a time (includes/runs.lua); per call its plan index
   (1-based), its deadline (µs, Redis time; '' = none) and, when a bucket of the plan has a
   channel limit, the call's id (key-safe) and how long it holds its channels once admitted (µs)
@@ -43,133 +43,18 @@
   counted once with ZCOUNT and each window hash read once; the calls admitted add their events
   to local state (all at t, so inside every window), which is written when the time changes or
   the batch ends: per log one trim, ZADD and PEXPIRE (on Redis TIME the trim and the PEXPIRE
-  only when needed, as on the lone path), per hash one HSET and PEXPIRE, per holds set one
+  only when needed, as admit-lone.lua does), per hash one HSET and PEXPIRE, per holds set one
   trim, ZADD and expiry check, per call record one SET. A refused call changes nothing, so the
   retry-after lookups of a log are kept for the group too. A log's size (ZCARD, O(1)) bounds
   every count of it: a log below a limit has room without counting.
 
   A lone call (the batch holds one call, the common case under light load) whose buckets are
-  plain sliding logs comes in a short layout of its own and is decided first thing (the lone
-  path, below). Any other lone call takes the same decide() as a batch but keeps no group
-  state: it reads and writes Redis directly, in the same commands.
+  plain sliding logs goes to admit-lone.lua instead, a script of its own. Any other lone call
+  takes the same decide() as a batch but keeps no group state: it reads and writes Redis
+  directly, in the same commands.
 ]]
--- The lone path (ARGV[5] == 'l'): a batch of one call whose buckets have only sliding-log
--- limits and no channel limit, the common case under light load, comes in a short layout of
--- its own (n buckets):
---   KEYS[q]     the log of the call's q-th bucket, in check order
---   ARGV[1]     ttl floor, ms, as above (given only with now)
---   ARGV[2]     the call's event id (its member in every log)
---   ARGV[3]     '1': set every log's expiry (the caller does not know it was set for these
---               limits: see includes/common.lua, logTtlMs), else '';  ARGV[4] as above
---   ARGV[5]     'l'
---   ARGV[6]     now, µs ('' = Redis TIME);  ARGV[7] deadline, µs, Redis time ('' = none)
---   ARGV[7 + q] the bound of the latest trim of log q the caller knows of ('' = none): the
---               caller saw an admit on Redis TIME trim it there (see below)
---   ARGV[8 + n..] per bucket q: m, then m pairs L, W (widest window first: the first W is the
---               log's retention r)
--- It is decided here, before anything else is defined: Redis runs the whole script body on
--- every call, and creating the helper functions below (closures, and the garbage they leave)
--- cost more than the decision itself. The rule is decide()'s (further down), the reply the
--- same. On Redis TIME its logs keep their expiry as includes/common.lua (logTtlMs) says: the
--- trim is rounded (its bound t - r rounded down to a multiple of E), and the PEXPIRE sent only
--- when the trim removed something, the log is new (it was empty) or ARGV[3] asks. The trim itself is
--- skipped when the caller knows the log was trimmed at the same bound already: every event
--- added since is newer than that bound (times on Redis TIME only grow), so it would remove
--- nothing, and all the above holds as if it had run. With now given (a virtual clock, whose
--- times may go back) it trims exactly at t - r, as every other write does, and always sets
--- the expiry.
-if ARGV[5] == 'l' then
-  -- globals and library fields as locals: each lookup is a table access per use
-  local call, tn, fmtd, argv = redis.call, tonumber, string.format, ARGV
-  local now, deadline = argv[6], argv[7]
-  local clock -- Redis TIME, read at most once
-  if now == '' or deadline ~= '' or argv[4] == '1' then
-    local c = call('TIME')
-    clock = tn(c[1]) * 1000000 + tn(c[2])
-  end
-  local t, floor = clock, 0
-  local live = now == '' -- on Redis TIME: the rounded trim and the PEXPIRE skipped (see above)
-  if not live then
-    t, floor = tn(now), tn(argv[1])
-  end
-  local reply
-  if deadline ~= '' and clock >= tn(deadline) then
-    reply = { 0, 0, t, 4 } -- past its deadline: decided nowhere
-  else
-    local ts = fmtd('%d', t)
-    local limitedBy, retry = 0, 0
-    -- per bucket q: [q] its retention r (the widest window), [-q] the size of its log (0: new)
-    local logs = {}
-    local n = #KEYS
-    local a = 8 + n
-    for q = 1, n do
-      local key = KEYS[q]
-      local last = a + 2 * tn(argv[a])
-      -- no window holds more events than the whole log (O(1) to read), nor than a wider
-      -- window: below L, either proves room without counting (the common case, far from limits)
-      local wider = call('ZCARD', key)
-      logs[q], logs[-q] = tn(argv[a + 2]), wider
-      for j = a + 1, last, 2 do
-        local L = tn(argv[j])
-        if wider >= L then
-          local W = tn(argv[j + 1])
-          if retry < W then
-            -- scores are integers: (t - W, t] is [t - W + 1, t]
-            local from = fmtd('%d', t - W + 1)
-            local count = call('ZCOUNT', key, from, ts)
-            wider = count
-            if count >= L then
-              local s = call('ZRANGEBYSCORE', key, from, ts, 'WITHSCORES', 'LIMIT', fmtd('%d', count - L), '1')[2]
-              local wait = tn(s) + W - t
-              if wait > 0 then
-                if limitedBy == 0 then
-                  limitedBy = q
-                end
-                if wait > retry then
-                  retry = wait
-                end
-              end
-            end
-          end
-        end
-      end
-      a = last + 1
-    end
-    if limitedBy == 0 then
-      local member, refresh = argv[2], argv[3] == '1'
-      for q = 1, n do
-        local key, r = KEYS[q], logs[q]
-        local e = math.floor(r / 4) + 1
-        local bound = t - r
-        local trim = true
-        if live then
-          bound = bound - bound % e
-          local known = argv[7 + q]
-          trim = known == '' or tn(known) ~= bound
-        end
-        local removed = 0
-        if trim then
-          removed = call('ZREMRANGEBYSCORE', key, '-inf', fmtd('%d', bound))
-        end
-        call('ZADD', key, ts, member)
-        if not live or removed > 0 or logs[-q] == 0 or refresh then
-          local ms = math.ceil((2 * r + e) / 1000) + 1
-          if ms < floor then
-            ms = floor
-          end
-          call('PEXPIRE', key, fmtd('%d', ms))
-        end
-      end
-    end
-    reply = { limitedBy, retry, t, 0 }
-  end
-  if argv[4] == '1' then
-    reply[5] = clock
-  end
-  return reply
-end
-
 --- @include "common"
+--- @include "log"
 --- @include "buckets"
 --- @include "runs"
 --- @include "channels"
@@ -266,8 +151,8 @@ local t, ts -- the group's time, as a number and as a score
 local floor -- the least key expiry (ms) of what the group writes (runs.lua)
 local virtual -- whether a call of the group gave its now (runs.lua): times may go back
 -- group state of a batch (tables made on first use; nil for a lone call, which writes at once):
-local after -- per W: the score '(' .. (t - W), formatted once per group
-local retention, counts, oldest, added, nAdded, sizes, knownOf -- per log key index
+local fromOf -- per W: the window's lower bound as a score (logCount), formatted once per group
+local retention, counts, waits, added, nAdded, sizes, knownOf -- per log key index
 local hw, hc, hp, loaded, dirty, hashW -- per window hash key index (a lone call uses the first four)
 local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
 local records -- call records to write: { id, end, keys }
@@ -275,7 +160,7 @@ local recordEnds -- end of every call record this batch wrote or will write, by 
 
 local function newGroup(now, groupFloor)
   t, ts, floor = now, fmtInt(now), groupFloor
-  after, retention, counts, oldest, added, nAdded, sizes, knownOf = nil, nil, nil, nil, nil, nil, nil, nil
+  fromOf, retention, counts, waits, added, nAdded, sizes, knownOf = nil, nil, nil, nil, nil, nil, nil, nil
   hw, hc, hp, loaded, dirty, hashW = nil, nil, nil, nil, nil, nil
   holdsStored, holdsAdded, nHolds, records = nil, nil, nil, nil
 end
@@ -296,24 +181,11 @@ local function writeGroup()
   if added ~= nil then
     for k, args in pairs(added) do
       -- recording, the log drops what no limit can see any more (s <= t - retention); on Redis
-      -- TIME at a rounded bound, as the lone path does, and only when needed
-      local r, key = retention[k], KEYS[k]
-      local bound, trim, always = t - r, true, true
-      if not virtual then
-        local e = math.floor(r / 4) + 1
-        bound = bound - bound % e
-        local known = ARGV[knownAt + knownOf[k]]
-        trim = known == '' or tonumber(known) ~= bound
-        always = known == '' or sizes == nil or (sizes[k] or 0) == 0 -- unknown, or the log is new
-      end
-      local removed = 0
-      if trim then
-        removed = redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtInt(bound))
-      end
-      redis.call('ZADD', key, unpack(args))
-      if always or removed > 0 then
-        redis.call('PEXPIRE', key, fmtInt(logTtlMs(r, floor)))
-      end
+      -- TIME at a rounded bound, and sets its expiry only when needed (includes/log.lua)
+      local known = ARGV[knownAt + knownOf[k]]
+      -- the expiry is set when the caller knows nothing of the log, or the log is new
+      local always = known == '' or sizes == nil or (sizes[k] or 0) == 0
+      logWrite(KEYS[k], t, retention[k], not virtual, known, always, floor, unpack(args))
     end
   end
   if dirty ~= nil then
@@ -364,25 +236,9 @@ local function stillHolding(id)
   return e ~= nil and e > t
 end
 
--- '(' .. (t - W): the exclusive lower bound of the window W ending at t.
-local function above(W)
-  if single then
-    return '(' .. fmtInt(t - W)
-  end
-  if after == nil then
-    after = {}
-  end
-  local s = after[W]
-  if s == nil then
-    s = '(' .. fmtInt(t - W)
-    after[W] = s
-  end
-  return s
-end
-
 -- The size of log k: what Redis holds (read once per group) and what earlier calls of the group
 -- added. No window of it holds more.
-local function logSize(k)
+local function groupSize(k)
   if single then
     return redis.call('ZCARD', KEYS[k])
   end
@@ -398,48 +254,51 @@ local function logSize(k)
 end
 
 -- Events of log k in (t - W, t]: those in Redis (counted once per group) and those added by
--- earlier calls of the group (at t). Also the Redis part, for the retry-after lookup.
-local function logCount(k, W)
+-- earlier calls of the group (at t). Also the Redis part, and the window's lower bound, for the
+-- retry-after lookup.
+local function groupCount(k, W)
   if single then
-    local n = redis.call('ZCOUNT', KEYS[k], above(W), ts)
-    return n, n
+    local n, s = logCount(KEYS[k], t, ts, W)
+    return n, n, s
   end
   if counts == nil then
     counts, nAdded = {}, {}
   end
+  if fromOf == nil then
+    fromOf = {}
+  end
   local byW = sub(counts, k)
   local stored = byW[W]
   if stored == nil then
-    stored = redis.call('ZCOUNT', KEYS[k], above(W), ts)
+    stored, fromOf[W] = logCount(KEYS[k], t, ts, W, fromOf[W])
     byW[W] = stored
   end
-  return stored + (nAdded[k] or 0), stored
+  return stored + (nAdded[k] or 0), stored, fromOf[W]
 end
 
--- The score of the (i + 1)-th oldest stored event of log k in (t - W, t]; a call refused by a
--- log leaves it as it was, so the calls after it often ask the same.
-local function storedAt(k, W, i)
+-- The wait until the window W of log k at t has room again when its i + 1 oldest stored events
+-- must leave it first (logWait; s: the window's lower bound); a call refused by a log leaves it
+-- as it was, so the calls after it often ask the same.
+local function storedWait(k, W, s, i)
   if single then
-    return tonumber(redis.call('ZRANGEBYSCORE', KEYS[k], above(W), ts, 'WITHSCORES', 'LIMIT', fmtInt(i), '1')[2])
+    return logWait(KEYS[k], s, ts, i, W, t)
   end
-  if oldest == nil then
-    oldest = {}
+  if waits == nil then
+    waits = {}
   end
-  local byI = sub(sub(oldest, k), W)
-  local s = byI[i]
-  if s == nil then
-    s = tonumber(redis.call('ZRANGEBYSCORE', KEYS[k], above(W), ts, 'WITHSCORES', 'LIMIT', fmtInt(i), '1')[2])
-    byI[i] = s
+  local byI = sub(sub(waits, k), W)
+  local wait = byI[i]
+  if wait == nil then
+    wait = logWait(KEYS[k], s, ts, i, W, t)
+    byI[i] = wait
   end
-  return s
+  return wait
 end
 
 -- Record an admitted call's event in log k (retention r) of bucket b.
 local function addEvent(k, r, member, b)
   if single then
-    redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', fmtInt(t - r))
-    redis.call('ZADD', KEYS[k], ts, member)
-    redis.call('PEXPIRE', KEYS[k], fmtInt(logTtlMs(r, floor)))
+    logWrite(KEYS[k], t, r, false, '', true, floor, ts, member)
     return
   end
   if added == nil then
@@ -531,16 +390,16 @@ local function decide(p, call, id, forUs)
       elseif algo == 'l' then
         local L = pr.L[i]
         if wider == nil then
-          wider = logSize(first) -- a bound on every count of the log
+          wider = groupSize(first) -- a bound on every count of the log
         end
         if wider >= L then
-          local count, stored = logCount(first, W)
+          local count, stored, s = groupCount(first, W)
           wider = count
           if count >= L then
             -- the (count - L + 1)-th oldest event in the window leaves it at s + W; events
             -- added in this group (at t) come after every stored one
             if count - L < stored then
-              wait = storedAt(first, W, count - L) + W - t
+              wait = storedWait(first, W, s, count - L)
             else
               wait = W
             end

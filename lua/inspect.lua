@@ -18,6 +18,7 @@
          without a channel limit)
 ]]
 --- @include "common"
+--- @include "log"
 --- @include "buckets"
 
 local t = readNow(ARGV[1])
@@ -39,12 +40,10 @@ for b = 1, #bLo do
     local algo, L, W, k = lAlgo[j], lL[j], lW[j], lKey[j]
     local count, wait = 0, 0
     if algo == 'l' then
-      local after = '(' .. fmtInt(t - W)
-      count = redis.call('ZCOUNT', KEYS[k], after, ts)
+      local from
+      count, from = logCount(KEYS[k], t, ts, W)
       if count >= L then
-        -- the (count - L + 1)-th oldest event in the window leaves it at s + W
-        local s = redis.call('ZRANGEBYSCORE', KEYS[k], after, ts, 'WITHSCORES', 'LIMIT', fmtInt(count - L), '1')[2]
-        wait = tonumber(s) + W - t
+        wait = logWait(KEYS[k], from, ts, count - L, W, t)
       end
     else
       local h = hashes[k]

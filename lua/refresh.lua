@@ -6,7 +6,7 @@
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2]     the call's id (key-safe)
   ARGV[3]     forUs: how long the holds last from now, µs
-  ARGV[4]     ttl floor, ms (0 when now is Redis TIME; see add.lua)
+  ARGV[4]     ttl floor, ms (0 when now is Redis TIME; see record.lua)
   Reply: { refreshed (the records extended), now }
 ]]
 --- @include "common"

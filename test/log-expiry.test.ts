@@ -1,5 +1,5 @@
 /**
- * A sliding log's life on Redis TIME (includes/common.lua, logTtlMs): a lone admit trims its logs
+ * A sliding log's life on Redis TIME (lua/includes/log.lua, logWrite): a lone admit trims its logs
  * at a rounded bound (skipped when the process knows the log was trimmed there already) and sends
  * PEXPIRE only when the trim removed something, the log may be new, or the process does not yet
  * know the expiry was set for the bucket's current limits. These tests hold it to what that must
@@ -158,7 +158,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it("the process computes a trim's bound exactly as Lua does (so it can tell the script a trim would remove nothing)", async () => {
-    // admit.lua (lone and batched): e = math.floor(r / 4) + 1; b = t - r; b = b - b % e
+    // lua/includes/log.lua (logTrimBound): e = math.floor(r / 4) + 1; b = t - r; b = b - b % e
     const lua = `local out = {}
       for i = 1, #ARGV, 2 do
         local t, r = tonumber(ARGV[i]), tonumber(ARGV[i + 1])

@@ -1,5 +1,5 @@
--- Buckets, shared by admit and add. From ARGV[a], first the limit profiles (the limits many
--- buckets share, e.g. every peer of a default), then the buckets:
+-- Buckets, shared by admit, record and inspect. From ARGV[a], first the limit profiles (the
+-- limits many buckets share, e.g. every peer of a default), then the buckets:
 --   P           the number of profiles, then per profile:
 --     retention µs, the widest window of its sliding-log limits (0: no log)
 --     N         its channel limit (0: none)
@@ -69,11 +69,6 @@ local function readBuckets(a)
     bHi[b] = j
   end
   return bLog, bRet, bHash, bLo, bHi, lAlgo, lL, lW, lKey, hashW, bN, bHold, a
-end
-
--- Drop log entries no limit can see any more (s <= t - retention).
-local function trimLog(key, t, retention)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmtInt(t - retention))
 end
 
 -- Window hash {w = latest window index, c = its count, p = count of window w - 1}: its fields

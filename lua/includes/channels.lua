@@ -1,4 +1,4 @@
--- Channels (calls in progress), shared by admit, add, reserve, release and refresh. A holds
+-- Channels (calls in progress), shared by admit, record, reserve, release and refresh. A holds
 -- sorted set has one member per call holding a channel there (the call id) scored by the end of
 -- its hold (µs); the holds at t are the members scored above t. A call record ties a call's holds
 -- together, so that release and refresh find them from the call id alone: a string

@@ -8,7 +8,7 @@ local function fmt(x)
 end
 
 -- An integer exactly, twice as fast as fmt: for values known to be integers (µs times and
--- windows in admit, add and get, counts, milliseconds).
+-- windows, counts, milliseconds).
 local function fmtInt(x)
   return string.format('%d', x)
 end
@@ -57,17 +57,4 @@ local function ttlMs(us, floorMs)
     return floorMs
   end
   return ms
-end
-
--- Milliseconds a sliding log (retention r µs) lives after a write: 2r + E, E = floor(r / 4) + 1.
--- Why that long: on Redis TIME (times that only grow), admit.lua's lone path trims a log only
--- below t - r rounded down to a multiple of E (or skips a trim at a bound already trimmed, which
--- would remove nothing), and sends PEXPIRE only when that trim removed something, the log is new
--- (empty), or the caller asks. Every other write of a log sets this expiry. So while a lone call
--- skips it, the event written with the last expiry (at t0) is still there, above the trim's
--- bound: t < t0 + r + E, and the log lives until t0 + 2r + E > t + r, long enough for the event
--- it adds at t. (After a reload widens a window, the caller asks once per process for each
--- bucket's new limits.)
-local function logTtlMs(r, floorMs)
-  return ttlMs(2 * r + math.floor(r / 4) + 1, floorMs)
 end

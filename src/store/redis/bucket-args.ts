@@ -1,5 +1,5 @@
 /**
- * The arguments of the admit and add scripts (lua/includes/buckets.lua): what each bucket sends
+ * The arguments of the admit, record and inspect scripts (lua/includes/buckets.lua): what each bucket sends
  * (its keys and limit profile, built once per bucket and tag), and the builder of one script
  * call, which names each key, profile, bucket and bucket list once.
  */
@@ -20,7 +20,7 @@ export interface BucketArgs {
   /** Keys and profile as one string: two buckets are the same in a batch iff these are equal. */
   readonly id: string;
   /**
-   * Its part of a lone call (admit.lua's short layout: m, then L, W per limit, widest first)
+   * Its part of a lone call (admit-lone.lua: m, then L, W per limit, widest first)
    * when it has sliding-log limits only and no channel limit; else undefined.
    */
   readonly lone: readonly string[] | undefined;
@@ -59,9 +59,10 @@ export function num(n: number): string {
 }
 
 /**
- * The bound below which a write at t (µs, Redis TIME) trims a log of retention r (admit.lua):
- * t - r rounded down to a multiple of E = floor(r / 4) + 1, in the very operations Lua does on
- * the same doubles (a % b is a - floor(a / b) * b there), so both get the same number.
+ * The bound below which a write at t (µs, Redis TIME) trims a log of retention r (logTrimBound in
+ * lua/includes/log.lua): t - r rounded down to a multiple of E = floor(r / 4) + 1, in the very
+ * operations Lua does on the same doubles (a % b is a - floor(a / b) * b there), so both get the
+ * same number.
  */
 export function trimBound(t: number, r: number): number {
   const e = Math.floor(r / 4) + 1;
@@ -74,7 +75,7 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketA
   const retention = logRetention(bucket);
   const keys: string[] = retention > 0 ? [`${base}:log`] : [];
   const windows = new Map<number, number>();
-  // sliding-log limits widest window first (admit.lua skips a count a wider one decides)
+  // sliding-log limits widest window first (admit.lua and admit-lone.lua skip a count a wider one decides)
   const ordered = [...bucket.limits].sort((x, y) => logWindow(y) - logWindow(x));
   const limits: string[] = [];
   for (const lim of ordered) {

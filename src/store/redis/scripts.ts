@@ -9,7 +9,17 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../../package-root.js';
 
-export type ScriptName = 'admit' | 'add' | 'get' | 'reserve' | 'wait' | 'release' | 'refresh' | 'holds' | 'inspect';
+export type ScriptName =
+  | 'admit'
+  | 'admit-lone'
+  | 'record'
+  | 'count'
+  | 'reserve'
+  | 'wait'
+  | 'release'
+  | 'refresh'
+  | 'holds'
+  | 'inspect';
 
 export interface Script {
   /** The ioredis command name (defineCommand), e.g. `callgate_admit_3fa9c1d2`. */
@@ -24,7 +34,7 @@ function load(dir: string, name: ScriptName): Script {
     );
   const lua = inline(readFileSync(join(dir, `${name}.lua`), 'utf8'));
   const hash = createHash('sha1').update(lua).digest('hex').slice(0, 8);
-  return { command: `callgate_${name}_${hash}`, lua };
+  return { command: `callgate_${name.replace('-', '_')}_${hash}`, lua };
 }
 
 let loaded: Readonly<Record<ScriptName, Script>> | undefined;
@@ -35,8 +45,9 @@ export function scripts(): Readonly<Record<ScriptName, Script>> {
   const dir = join(packageRoot(), 'lua');
   return (loaded = {
     admit: load(dir, 'admit'),
-    add: load(dir, 'add'),
-    get: load(dir, 'get'),
+    'admit-lone': load(dir, 'admit-lone'),
+    record: load(dir, 'record'),
+    count: load(dir, 'count'),
     reserve: load(dir, 'reserve'),
     wait: load(dir, 'wait'),
     release: load(dir, 'release'),

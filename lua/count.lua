@@ -1,5 +1,5 @@
 --[[
-  get: the number of events in a bucket's sliding log within the window ending now.
+  count: the number of events in a bucket's sliding log within the window ending now.
 
   KEYS[1]  the bucket's sliding-log sorted set
   ARGV[1]  now: µs since the epoch (integer); empty = read Redis TIME
@@ -7,8 +7,9 @@
   Reply: { count = #{s : now - W < s <= now}, now (string, µs) }
 ]]
 --- @include "common"
+--- @include "log"
 
 local t = readNow(ARGV[1])
 local W = tonumber(ARGV[2])
 local ts = fmtInt(t)
-return { redis.call('ZCOUNT', KEYS[1], '(' .. fmtInt(t - W), ts), ts }
+return { (logCount(KEYS[1], t, ts, W)), ts }

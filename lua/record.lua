@@ -1,5 +1,5 @@
 --[[
-  add: record one event in several buckets at once, unconditionally (a call that must pass,
+  record: record one event in several buckets at once, unconditionally (a call that must pass,
   such as an emergency call, still counts against every limit, channels included).
 
   KEYS        every structure of the buckets, each named once: sliding-log sorted sets
@@ -18,6 +18,7 @@
          nothing counted), or 2 when it was skipped (past its deadline: nothing counted) }
 ]]
 --- @include "common"
+--- @include "log"
 --- @include "buckets"
 --- @include "channels"
 
@@ -40,9 +41,7 @@ local holdKeys = {}
 for b = 1, #bRet do
   local log = bLog[b]
   if log > 0 then
-    trimLog(KEYS[log], t, bRet[b])
-    redis.call('ZADD', KEYS[log], ts, member)
-    redis.call('PEXPIRE', KEYS[log], fmtInt(logTtlMs(bRet[b], floorMs)))
+    logWrite(KEYS[log], t, bRet[b], false, '', true, floorMs, ts, member)
   end
   local hashes = bHash[b]
   if hashes then

@@ -1,0 +1,109 @@
+--[[
+  admit-lone: decide one call whose buckets are plain sliding logs (sliding-log limits only, no
+  channel limit): a batch of one such call, the common case under light load. The rule and the
+  reply are admit.lua's for that batch; the layout is shorter, and the script defines only the
+  three functions of includes/log.lua. Redis runs a script's whole body on every call, making
+  each function it defines anew: admit.lua's batch machinery (its closures, and the garbage they
+  leave) would cost more than this decision, and including common.lua as well made a lone
+  decision cost 15% more Redis instructions (callgrind), so this script reads Redis TIME itself.
+
+  KEYS[q]       the log of the call's q-th bucket, in check order (n = #KEYS, all distinct;
+                members = event ids, scores = µs)
+  ARGV[1]       ttl floor, ms, when now is given (virtual clocks: keys must outlive real time);
+                calls on Redis TIME use no floor
+  ARGV[2]       the call's event id (its member in every log)
+  ARGV[3]       '1': set every log's expiry (the caller does not know it was set for these
+                limits: see includes/log.lua, logWrite), else ''
+  ARGV[4]       '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
+  ARGV[5]       now, µs since the epoch (integer; '' = Redis TIME)
+  ARGV[6]       deadline, µs in Redis time ('' = none)
+  ARGV[6 + q]   the bound of the latest trim of log q the caller knows of ('' = none): the
+                caller saw an admit on Redis TIME trim it there
+  ARGV[7 + n..] per bucket q: m, then m pairs L (events), W (µs), widest window first (the first
+                W is the log's retention r)
+
+  Semantics at time t (normative: src/store/types.ts):
+    sliding-log   n = #{s : t - W < s <= t}; room iff n < L
+    the call is admitted iff every limit of every bucket has room, and then recorded in every
+    log at t; a call whose deadline has passed (Redis TIME >= deadline) is skipped: decided
+    nowhere
+  Reply: four integers (exact below 2^53): limitedBy (0: admitted; else the 1-based position of
+         the first bucket without room), retryAfterUs (0 when admitted; else the max over
+         failing limits of the wait until room), now (µs), flags (0, or 4: skipped, past its
+         deadline); then, when asked (ARGV[4]), Redis TIME (µs)
+
+  On Redis TIME a log keeps its expiry as includes/log.lua (logWrite, rounded) says: the trim is
+  rounded, skipped when the caller knows the log was trimmed at that bound already, and the
+  PEXPIRE sent only when the trim removed something, the log is new (it was empty) or ARGV[3]
+  asks. With now given (a virtual clock, whose times may go back) it trims exactly at t - r, as
+  every other write does, and always sets the expiry.
+]]
+--- @include "log"
+
+-- globals as locals: each lookup is a table access per use
+local call, tn, argv = redis.call, tonumber, ARGV
+local now, deadline = argv[5], argv[6]
+local live = now == '' -- on Redis TIME: rounded trims, the PEXPIRE only when needed (above)
+local clock -- Redis TIME (µs), read at most once
+if live or deadline ~= '' or argv[4] == '1' then
+  local c = call('TIME')
+  clock = tn(c[1]) * 1000000 + tn(c[2])
+end
+local t, floorMs = clock, 0
+if not live then
+  t, floorMs = tn(now), tn(argv[1])
+end
+local reply
+if deadline ~= '' and clock >= tn(deadline) then
+  reply = { 0, 0, t, 4 } -- decided nowhere
+else
+  local ts = string.format('%d', t)
+  local limitedBy, retry = 0, 0
+  -- per bucket q: [q] its retention r (the widest window), [-q] the size of its log (0: new)
+  local logs = {}
+  local n = #KEYS
+  local a = 7 + n
+  for q = 1, n do
+    local key = KEYS[q]
+    local last = a + 2 * tn(argv[a])
+    -- no window holds more events than the whole log (O(1) to read), nor than a wider window:
+    -- below L, either proves room without counting (the common case, far from limits)
+    local wider = call('ZCARD', key)
+    logs[q], logs[-q] = tn(argv[a + 2]), wider
+    for j = a + 1, last, 2 do
+      local L = tn(argv[j])
+      if wider >= L then
+        local W = tn(argv[j + 1])
+        -- already refused for at least W: this limit can change neither the refusal nor its wait
+        if retry < W then
+          local count, from = logCount(key, t, ts, W)
+          wider = count
+          if count >= L then
+            local wait = logWait(key, from, ts, count - L, W, t)
+            if wait > 0 then
+              if limitedBy == 0 then
+                limitedBy = q
+              end
+              if wait > retry then
+                retry = wait
+              end
+            end
+          end
+        end
+      end
+    end
+    a = last + 1
+  end
+  if limitedBy == 0 then
+    local member, refresh = argv[2], argv[3] == '1'
+    for q = 1, n do
+      local r = logs[q]
+      logWrite(KEYS[q], t, r, live, argv[6 + q], refresh or logs[-q] == 0, floorMs, ts, member)
+    end
+  end
+  reply = { limitedBy, retry, t, 0 }
+end
+if argv[4] == '1' then
+  reply[5] = clock
+end
+return reply

@@ -1,0 +1,61 @@
+-- Sliding logs, shared by admit-lone, admit, record, count and inspect. A log is a sorted set of
+-- events (members = event ids, scores = µs); a limit (L, W) at t sees the events of the window
+-- (t - W, t], and the log keeps those of its retention r, the widest window of its limits.
+-- This include needs no other (admit-lone.lua includes it alone): Redis runs a script's whole
+-- body on every call, and each function a script defines is made anew each time.
+
+-- The events of log `key` in the window W ending at t (ts: t as a score), and the window's
+-- lower bound as a score, for logWait: scores are integers, so (t - W, t] is [t - W + 1, t] (a
+-- concatenation less than '(' .. (t - W)). `from`: that bound, when the caller has it already.
+local function logCount(key, t, ts, W, from)
+  if from == nil then
+    from = string.format('%d', t - W + 1)
+  end
+  return redis.call('ZCOUNT', key, from, ts), from
+end
+
+-- The wait (µs) until the window W at t has room again when its i + 1 oldest events must leave
+-- it first (a window of count events and limit L: i = count - L): the (i + 1)-th oldest, at s,
+-- leaves at s + W. `from` and `ts` are the window's bounds (logCount).
+local function logWait(key, from, ts, i, W, t)
+  local s = redis.call('ZRANGEBYSCORE', key, from, ts, 'WITHSCORES', 'LIMIT', string.format('%d', i), '1')[2]
+  return tonumber(s) + W - t
+end
+
+-- Add events (score, member, ...) at t to log `key` of retention r: first drop those no limit
+-- sees any more, then set the log's expiry, 2r + E ms (E = floor(r / 4) + 1; at least floorMs).
+--
+-- rounded false: the trim is at t - r and the expiry always set (writes with a caller-given now,
+-- whose times may go back, and those that keep no track of the log: record.lua, and admit.lua
+-- for a lone call).
+--
+-- rounded true (on Redis TIME, whose times only grow): the trim is at t - r rounded down to a
+-- multiple of E (src/store/redis/bucket-args.ts, trimBound, computes the same number), and
+-- skipped when `known` (the bound of the latest trim the caller knows of; '' = none) is that
+-- bound: every event added since is newer, so it would remove nothing. The expiry is set only
+-- when `expire` asks (the log is new, or the caller does not know it was set for these limits)
+-- or the trim removed something. Why 2r + E is then long enough: while writes skip the PEXPIRE,
+-- the event written with the last expiry (at t0) is still there, above the trim's bound:
+-- t < t0 + r + E, and the log lives until t0 + 2r + E > t + r, long enough for the event it adds
+-- at t. (After a reload widens a window, the caller asks once per process for each bucket's new
+-- limits.)
+local function logWrite(key, t, r, rounded, known, expire, floorMs, ...)
+  local e = math.floor(r / 4) + 1
+  local bound = t - r
+  local removed = 0
+  if rounded then
+    bound = bound - bound % e
+  end
+  if not rounded or known == '' or tonumber(known) ~= bound then
+    removed = redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', bound))
+  end
+  redis.call('ZADD', key, ...)
+  if not rounded or expire or removed > 0 then
+    -- common.lua's ttlMs(2r + E, floorMs), spelled out (see above)
+    local ms = math.ceil((2 * r + e) / 1000) + 1
+    if ms < floorMs then
+      ms = floorMs
+    end
+    redis.call('PEXPIRE', key, string.format('%d', ms))
+  end
+end

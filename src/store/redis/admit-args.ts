@@ -1,0 +1,97 @@
+/**
+ * The arguments of an admit script call: a lone call of plain sliding logs in admit-lone.lua's
+ * layout, any other batch in admit.lua's.
+ */
+import type { AdmitResult, StopSignal } from '../types.js';
+import type { Pending } from './batcher.js';
+import { ArgsBuilder, num, type BucketArgs } from './bucket-args.js';
+import { runsOf } from './call-runs.js';
+import type { KnownLogs } from './known-logs.js';
+
+/** An admission waiting for its batch. */
+export interface PendingAdmit extends Pending<AdmitResult> {
+  readonly buckets: readonly BucketArgs[];
+  readonly now: string;
+  /** With a channel limit in its buckets: the call's encoded id and hold time (µs); else undefined. */
+  readonly id: string | undefined;
+  readonly forUs: number;
+}
+
+/** What packing an admit script call needs of the store. */
+export interface AdmitEnv {
+  /** The ttl floor (ms) of keys written with a caller-given now. */
+  readonly virtualTtlMs: number;
+  readonly known: KnownLogs;
+  /** A fresh id, unique per script call: the lone call's event id, or the batch's member prefix. */
+  member(): string;
+  /** A call's deadline in Redis time ('' = none). */
+  deadline(signal: StopSignal | undefined): string;
+  /** The key prefix of the inbound call records on `tag`. */
+  recordPrefix(tag: string): string;
+}
+
+/**
+ * A lone call in admit-lone.lua's layout, when every bucket of it has sliding-log limits only
+ * (one key each, all distinct); else undefined (admit.lua's layout). Per bucket it sends what
+ * this process knows of the log (KnownLogs): the bound of its latest trim, so that the script
+ * skips a trim that would remove nothing; and until a reply confirms a write with these
+ * buckets' limits, its third argument asks the script to set every log's expiry, since the
+ * script otherwise skips the PEXPIRE while the log's expiry, set for the limits of that time,
+ * is known to be enough (a reload may have widened a window).
+ */
+export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv): string[] | undefined {
+  const list = item.buckets;
+  const argv: string[] = [num(list.length)];
+  let refresh = false;
+  for (const args of list) {
+    if (args.lone === undefined) return undefined;
+    const key = args.keys[0]!;
+    for (let k = 1; k < argv.length; k++) if (argv[k] === key) return undefined;
+    argv.push(key);
+  }
+  const at = argv.length;
+  argv.push(
+    item.now === '' ? '0' : String(env.virtualTtlMs),
+    `${env.member()}:1`,
+    '',
+    clock,
+    item.now,
+    env.deadline(item.signal),
+  );
+  for (const args of list) {
+    const bound = env.known.boundOf(args);
+    if (bound === '') refresh = true;
+    argv.push(bound);
+  }
+  if (refresh) argv[at + 2] = '1';
+  for (const args of list) for (const v of args.lone!) argv.push(v);
+  return argv;
+}
+
+/**
+ * A batch in admit.lua's layout: each limit profile, bucket and bucket list once, then per
+ * bucket what this process knows of its log (see loneAdmitArgv), then the calls in runs that
+ * share a time. A number when not every call fits one script call: how many of the first do
+ * (0: the first call's own buckets share a key). A bucket named again with other limits (a
+ * reload between two calls) must start a new script call, so every call is checked against its
+ * own.
+ */
+export function admitArgv(items: readonly PendingAdmit[], clock: string, env: AdmitEnv): string[] | number {
+  const b = new ArgsBuilder();
+  const plans: number[] = new Array(items.length);
+  for (let n = 0; n < items.length; n++) {
+    const p = b.plan(items[n]!.buckets);
+    if (p === 0) return n;
+    plans[n] = p;
+  }
+  const { calls, virtual } = runsOf(items, (i, out) => {
+    const item = items[i]!;
+    out.push(num(plans[i]!), env.deadline(item.signal));
+    if (item.id !== undefined) out.push(item.id, num(item.forUs));
+  });
+  const tag = items[0]!.buckets[0]!.tag;
+  const tail: string[] = [];
+  for (const args of b.bucketList) tail.push(env.known.boundOf(args));
+  for (const v of calls) tail.push(v);
+  return b.argv([String(virtual ? env.virtualTtlMs : 0), `${env.member()}:`, env.recordPrefix(tag), clock], tail, true);
+}

@@ -1,0 +1,226 @@
+/**
+ * A RedisStore's connection: the client's scripts, the wait for a ready client (bounded by the
+ * call's deadline), script calls written corked in chunks, and the client's events turned into
+ * the store's outage reports.
+ */
+import type { Cluster, Redis } from 'ioredis';
+import { StoreUnavailableError } from '../../errors/index.js';
+import type { SafeEmitter } from '../../events.js';
+import type { StopSignal, StoreEvents } from '../types.js';
+import { scripts } from './scripts.js';
+
+export interface ConnectionOptions {
+  /** Commands written to the socket at once, at most (see RedisStoreOptions.writeChunk). */
+  readonly writeChunk: number;
+  /** How long a call without a signal waits for a (re)connecting Redis, ms. */
+  readonly readyTimeoutMs: number;
+  /** Where the loss of the connection is reported, once per outage. */
+  readonly events: SafeEmitter<StoreEvents>;
+  /**
+   * Called on every loss of the connection (on a Cluster, of one node's): what the process knew
+   * of the server's data may not hold for the server it reconnects to.
+   */
+  readonly lost: () => void;
+}
+
+type Command = (...a: (string | number)[]) => Promise<unknown>;
+
+export class RedisConnection {
+  /** A Cluster client: its commands are written as usual, never corked. */
+  readonly cluster: boolean;
+  /** The connection was lost since it was last ready (reported). */
+  private lost = false;
+  /** A connection error since it was last ready: Redis is known to be out of reach. */
+  private down = false;
+  private closing = false;
+  private readyWait?: Promise<void>;
+  /** Commands written into the current cork (see corked()), and the socket corked. */
+  private inChunk = 0;
+  private chunkStream: Redis['stream'] | undefined;
+
+  /**
+   * The store listens to the client's 'error' event, so ioredis does not print "Unhandled error
+   * event" on the console while Redis is away; and to 'close', since a server that comes back at
+   * once may be reconnected to without any error.
+   */
+  private readonly onError = (err: Error) => {
+    this.down = true;
+    this.opts.lost();
+    this.report(err.message, err);
+  };
+  private readonly onClose = () => {
+    this.opts.lost();
+    if (!this.closing) this.report('connection closed');
+  };
+  private readonly onReady = () => {
+    this.lost = this.down = false;
+  };
+  private readonly onNodeLost = () => this.opts.lost();
+
+  constructor(
+    readonly redis: Redis | Cluster,
+    private readonly opts: ConnectionOptions,
+  ) {
+    this.cluster = isCluster(redis);
+    for (const { command, lua } of Object.values(scripts())) {
+      if (!(command in redis)) redis.defineCommand(command, { lua });
+    }
+    redis.on('error', this.onError);
+    redis.on('close', this.onClose);
+    redis.on('ready', this.onReady);
+    // on a Cluster, one node's connection lost (its failover) is a 'node error' or '-node'
+    redis.on('node error', this.onNodeLost);
+    redis.on('-node', this.onNodeLost);
+  }
+
+  /** The loss of the connection, once per outage (the first error or close after it was last ready). */
+  private report(reason: string, err?: Error): void {
+    if (this.lost) return;
+    this.lost = true;
+    this.opts.events.safeEmit('error', new StoreUnavailableError(`Redis connection lost: ${reason}`, err));
+  }
+
+  get ready(): boolean {
+    return this.redis.status === 'ready';
+  }
+
+  /**
+   * Undefined when Redis is ready now; else a promise that settles when it is (or rejects when
+   * the signal aborts first, or the client is closed for good).
+   */
+  notReady(signal: StopSignal | undefined): Promise<void> | undefined {
+    const status = this.redis.status;
+    if (status === 'ready') return undefined;
+    if (status === 'end') return Promise.reject(new StoreUnavailableError('Redis connection closed'));
+    // known to be down (an error since it was last ready): the policy decides at once, rather
+    // than every call waiting its whole timeout; the first 'ready' ends this
+    if (this.down) return Promise.reject(new StoreUnavailableError('Redis is unreachable (reconnecting)'));
+    if (status === 'wait') this.redis.connect().catch(() => undefined); // lazyConnect
+    return this.whenReady(signal);
+  }
+
+  /**
+   * Resolves once the connection is ready; rejects when the signal aborts first, when the client
+   * gives up ('end'), or after `readyTimeoutMs` for a call that brought no AbortSignal (a plain
+   * flag is read once ready: its call then does not go out).
+   */
+  private whenReady(given: StopSignal | undefined): Promise<void> {
+    const signal = given instanceof AbortSignal ? given : undefined;
+    if (signal?.aborted) return Promise.reject(new StoreUnavailableError('Redis not ready in time'));
+    return new Promise((resolve, reject) => {
+      // a timer of our own, cleared when settled (AbortSignal.timeout would outlive the call)
+      let timer: NodeJS.Timeout | undefined;
+      const settle = (err?: Error) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (err) reject(err);
+        else resolve();
+      };
+      const onAbort = () => settle(new StoreUnavailableError('Redis not ready in time'));
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+      else (timer = setTimeout(onAbort, this.opts.readyTimeoutMs)).unref();
+      this.connected().then(() => settle(), settle);
+    });
+  }
+
+  /** One wait for 'ready' shared by every call made while Redis is away (one listener, not one per call). */
+  private connected(): Promise<void> {
+    return (this.readyWait ??= new Promise<void>((resolve, reject) => {
+      const done = (err?: Error) => {
+        this.redis.off('ready', onReady);
+        this.redis.off('end', onEnd);
+        this.readyWait = undefined;
+        if (err) reject(err);
+        else resolve();
+      };
+      const onReady = () => done();
+      const onEnd = () => done(new StoreUnavailableError('Redis connection closed'));
+      this.redis.once('ready', onReady);
+      this.redis.once('end', onEnd);
+    }));
+  }
+
+  /** Run a script command with `argv` = [numkeys, ...KEYS, ...ARGV], once Redis is ready. */
+  async send(command: string, argv: (string | number)[], signal?: StopSignal): Promise<unknown> {
+    try {
+      const wait = this.notReady(signal);
+      if (wait) await wait;
+      if (signal?.aborted) throw new StoreUnavailableError('decision timed out before its command was sent');
+    } catch (err) {
+      throw unavailable(err);
+    }
+    return this.write(command, argv, false);
+  }
+
+  /**
+   * Write a script call now (Redis ready). A batch (admit, reserve) leaves at once, uncorked:
+   * Redis starts on it while this process still handles the replies that made the next one.
+   */
+  async write(command: string, argv: (string | number)[], batch: boolean): Promise<unknown> {
+    const fn = (this.redis as unknown as Record<string, Command>)[command]!;
+    try {
+      if (!batch && this.opts.writeChunk > 1 && !this.cluster) return await this.corked(fn, argv);
+      return await fn.apply(this.redis, argv);
+    } catch (err) {
+      throw unavailable(err);
+    }
+  }
+
+  /**
+   * Send a command with the socket corked, so that the commands of one tick leave in writes of
+   * up to `writeChunk` commands instead of one system call each. The cork is released when the
+   * chunk is full or at the end of the tick, whichever comes first: Redis gets work as soon as a
+   * chunk is ready and keeps working while the next one is written (a cork per tick, like
+   * ioredis' enableAutoPipelining, would make Node and Redis take turns).
+   */
+  private corked(fn: Command, argv: (string | number)[]): Promise<unknown> {
+    const redis = this.redis as Redis;
+    const stream = redis.stream;
+    if (!stream) return fn.apply(redis, argv);
+    if (this.inChunk++ === 0) {
+      stream.cork();
+      this.chunkStream = stream;
+      process.nextTick(() => this.flushChunk());
+    }
+    try {
+      return fn.apply(redis, argv);
+    } finally {
+      if (this.inChunk >= this.opts.writeChunk) this.flushChunk();
+    }
+  }
+
+  private flushChunk(): void {
+    if (this.inChunk === 0) return;
+    this.inChunk = 0;
+    this.chunkStream!.uncork();
+    this.chunkStream = undefined;
+  }
+
+  /** Stop listening to the client; `quit`: close it too (the store created it). */
+  async close(quit: boolean): Promise<void> {
+    this.closing = true;
+    if (quit) await this.redis.quit().catch(() => this.redis.disconnect());
+    this.redis.off('error', this.onError);
+    this.redis.off('close', this.onClose);
+    this.redis.off('ready', this.onReady);
+    this.redis.off('node error', this.onNodeLost);
+    this.redis.off('-node', this.onNodeLost);
+  }
+}
+
+/**
+ * A Cluster client, as ioredis marks it (Cluster sets isCluster true, Redis false). Not
+ * instanceof: the application's ioredis may be another copy than the one callgate resolves.
+ */
+export function isCluster(redis: Redis | Cluster): redis is Cluster {
+  return (redis as { isCluster?: unknown }).isCluster === true;
+}
+
+/**
+ * A Redis reply error (redis-errors' ReplyError, named after its class) is a bug to surface as
+ * is; anything else means Redis is out of reach. By name, for the same reason as isCluster().
+ */
+export function unavailable(err: unknown): Error {
+  if ((err as Error | undefined)?.name === 'ReplyError' || err instanceof StoreUnavailableError) return err as Error;
+  return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err);
+}

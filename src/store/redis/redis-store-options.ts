@@ -1,0 +1,62 @@
+/**
+ * The options of a RedisStore (RedisStoreOptions, RedisConnectOptions) and the ioredis options
+ * it recommends for a client that serves decisions; exported by redis-store.ts.
+ */
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
+
+export interface RedisStoreOptions {
+  /** An ioredis client or Cluster. The store does not close it unless it created it. */
+  readonly redis: Redis | Cluster;
+  /** Prefix of every key (default `callgate:`); no braces. */
+  readonly prefix?: string;
+  /** Put hash tags in keys: default true on a Cluster, false on a single Redis. */
+  readonly hashTags?: boolean;
+  /**
+   * Least expiry (ms) of a key written with a caller-given `now` (a virtual clock): real-time
+   * expiry cannot follow a clock that runs faster or slower than real time. Default 24 h.
+   */
+  readonly virtualTimeTtlMs?: number;
+  /**
+   * Commands written to the socket at once, at most (default 16; 0 or 1: one write per
+   * command). On a single Redis, commands issued in one tick are corked and written in chunks
+   * of this size (the last one at the end of the tick), which saves most of the per-command
+   * system calls. Cluster clients write as usual. Prefer this to ioredis' enableAutoPipelining,
+   * which keeps one batch in flight at a time (see README, Performance).
+   */
+  readonly writeChunk?: number;
+  /** How long a call without a signal waits for a (re)connecting Redis, ms (default 5000). */
+  readonly readyTimeoutMs?: number;
+  /**
+   * Admissions (or reservations) decided in one script call, at most (default 64; 1: one call
+   * each). Those issued in one tick go to Redis together at the end of the tick; while a batch
+   * is in flight, those arriving meanwhile wait for it and leave together (group commit), and a
+   * full batch leaves at once: a bucket or carrier many calls name is then read and written once
+   * per batch instead of once per call. Decisions are the same as one by one, in the order
+   * issued; nothing waits for a batch to fill, and an idle store sends a call at once.
+   */
+  readonly maxBatch?: number;
+}
+
+/** RedisStore.connect(): the store's options, and the connection's. */
+export interface RedisConnectOptions extends Omit<RedisStoreOptions, 'redis'> {
+  /**
+   * ioredis options of the connection, over RECOMMENDED_REDIS_OPTIONS: TLS (`tls: { ca, cert,
+   * key }`; a `rediss://` URL alone trusts only the system's CAs), an ACL `username` and
+   * `password` (those in the URL win), timeouts. See README, "Redis: TLS and ACL".
+   */
+  readonly redisOptions?: RedisOptions;
+}
+
+/**
+ * ioredis options for a client that serves decisions. The store itself waits for a ready
+ * connection (bounded by the decision's deadline) before it sends a command; these settings
+ * close the remaining gaps, where ioredis would queue a command while Redis is away or re-send
+ * one that was in flight when the connection broke, and run it later: that would count a call
+ * the store-trouble policy already decided. Not forced on a client you pass in, since it may
+ * serve other code too.
+ */
+export const RECOMMENDED_REDIS_OPTIONS = {
+  maxRetriesPerRequest: 1,
+  enableOfflineQueue: false,
+  autoResendUnfulfilledCommands: false,
+} as const;
