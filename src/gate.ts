@@ -29,7 +29,7 @@ import {
 } from './dispatch/dispatcher.js';
 import { InvalidArgumentError } from './errors/index.js';
 import { SafeEmitter } from './events.js';
-import { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
+import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 import { MemoryStore } from './store/memory-store.js';
 import { ReleaseQueue } from './store/release-queue.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';

@@ -100,5 +100,5 @@ export {
   type LimitState,
 } from './observe/inspect.js';
 // Recording live traffic as replayable traces
-export { TraceRecorder, type TraceRecorderOptions } from './replay/recorder.js';
+export { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

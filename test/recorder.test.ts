@@ -1,5 +1,5 @@
 /**
- * Recording live traffic (CallGate option `recordTrace`, src/replay/recorder.ts) in one process: the
+ * Recording live traffic (CallGate option `recordTrace`, src/recording/trace-recorder.ts) in one process: the
  * rows are the contract's trace (odd ids survive the round trip), files rotate by size, the
  * merged files replay to the very decisions the live engine took, and a failing disk is
  * reported without breaking a decision.
@@ -12,7 +12,7 @@ import { VirtualClock } from '../src/clock.js';
 import { loadConfig } from '../src/config/load.js';
 import type { CallGateConfigInput } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
-import { TRACE_HEADER, TraceRecorder, epochSeconds } from '../src/replay/recorder.js';
+import { TRACE_HEADER, TraceRecorder, epochSeconds } from '../src/recording/trace-recorder.js';
 import type { Reservation } from '../src/dispatch/dispatcher.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
 import { mergeTraces } from '../src/replay/trace-merge.js';

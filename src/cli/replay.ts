@@ -18,8 +18,8 @@ import { ReplaySeries } from '../replay/series.js';
 import { MemoryStore } from '../store/memory-store.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import type { Store } from '../store/types.js';
-import { OutputFile } from './output-file.js';
-import { osReason } from './os-reason.js';
+import { OutputFile } from '../output-file.js';
+import { osReason } from '../os-reason.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 interface ReplayArgs extends RedisConnectionArgs {

@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import type { z } from 'zod';
-import { osReason } from '../cli/os-reason.js';
+import { osReason } from '../os-reason.js';
 import { ConfigError } from '../errors/config-error.js';
 import { jsonDuplicateKeys } from './duplicate-keys.js';
 import { formatPath } from './path.js';

@@ -11,8 +11,8 @@ import { createReadStream, createWriteStream, mkdtempSync, rmSync, type WriteStr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { OutputFile } from '../cli/output-file.js';
-import { TRACE_HEADER, traceRow } from './recorder.js';
+import { OutputFile } from '../output-file.js';
+import { TRACE_HEADER, traceRow } from '../recording/trace-recorder.js';
 import { readTrace } from './trace.js';
 
 export interface MergeResult {

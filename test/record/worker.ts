@@ -120,7 +120,7 @@ const outbound = async () => {
       },
     });
     if (r.outcome === 'failed') report.errors.push(`${callId}: ${r.reason} ${r.error}`);
-    // sent: it may hang up now (a hang-up before the slot would cancel it, see recorder.ts)
+    // sent: it may hang up now (a hang-up before the slot would cancel it, see src/recording/trace-recorder.ts)
     if (r.outcome === 'dispatched') hangUpLater(callId);
   }
 };

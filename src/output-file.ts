@@ -35,7 +35,7 @@ import {
   type WriteStream,
 } from 'node:fs';
 import { promisify } from 'node:util';
-import { OutputError } from '../errors/output-error.js';
+import { OutputError } from './errors/output-error.js';
 import { osReason } from './os-reason.js';
 
 const openAsync = promisify(open);
