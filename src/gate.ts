@@ -53,7 +53,7 @@ export interface ReleasedEvent {
   readonly at?: number;
 }
 
-export type CallGateEvents = AdmissionEvents &
+export type CallGateEvents = Omit<AdmissionEvents, 'rejected'> &
   Omit<DispatcherEvents, 'rejected'> & {
     /** An inbound refusal or an outbound call no carrier could take (tell them apart by `direction`). */
     rejected: [AdmissionDecision | DispatchResult];

@@ -37,6 +37,8 @@ export interface AdmitInput {
 
 export interface AdmissionDecision {
   readonly callId: string;
+  /** Always `in`: tells an inbound decision from an outbound one on the gate's shared `rejected` event. */
+  readonly direction: 'in';
   readonly admitted: boolean;
   /**
    * On refusal: `global`, `account:<id>`, `peer:<id>` (the first level without room),
@@ -199,6 +201,7 @@ export class Admission {
       return Promise.resolve(
         this.emit({
           callId: input.callId,
+          direction: 'in',
           admitted: false,
           limitedBy: UNKNOWN_PEER,
           retryAfterMs: 0,
@@ -214,6 +217,7 @@ export class Admission {
       return Promise.resolve(
         this.emit({
           callId: input.callId,
+          direction: 'in',
           admitted: false,
           limitedBy: plan.labels[shielded.limitedBy],
           reason: 'rate',
@@ -284,6 +288,7 @@ export class Admission {
     }
     return this.emit({
       callId: input.callId,
+      direction: 'in',
       admitted: true,
       retryAfterMs: 0,
       at: now,
@@ -314,7 +319,14 @@ export class Admission {
     const now = at ?? Date.now() * 1000;
     switch (this.policy) {
       case 'fail-open':
-        return { callId: input.callId, admitted: true, retryAfterMs: 0, at: now, degraded: 'fail-open' };
+        return {
+          callId: input.callId,
+          direction: 'in',
+          admitted: true,
+          retryAfterMs: 0,
+          at: now,
+          degraded: 'fail-open',
+        };
       case 'local': {
         const local = this.localPlan(input, plan);
         return {
@@ -329,6 +341,7 @@ export class Admission {
       default:
         return {
           callId: input.callId,
+          direction: 'in',
           admitted: false,
           limitedBy: 'store-unavailable',
           retryAfterMs: 0,
@@ -347,10 +360,11 @@ export class Admission {
 function decision(callId: string, plan: AdmissionPlan, r: AdmitResult): AdmissionDecision {
   if (r.admitted)
     return r.duplicate
-      ? { callId, admitted: true, retryAfterMs: 0, at: r.now, duplicate: true }
-      : { callId, admitted: true, retryAfterMs: 0, at: r.now };
+      ? { callId, direction: 'in', admitted: true, retryAfterMs: 0, at: r.now, duplicate: true }
+      : { callId, direction: 'in', admitted: true, retryAfterMs: 0, at: r.now };
   return {
     callId,
+    direction: 'in',
     admitted: false,
     limitedBy: plan.labels[r.limitedBy],
     reason: r.reason ?? 'rate',

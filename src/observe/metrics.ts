@@ -237,7 +237,7 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
   const onDecided = (t: DecisionTiming) => {
     latency.observe({ operation: t.operation }, t.seconds);
     if (t.decision !== undefined) {
-      if ('direction' in t.decision) outbound(t.decision);
+      if (t.decision.direction === 'out') outbound(t.decision);
       else inbound(t.decision, t.operation as 'admit' | 'record');
     } else if (t.error instanceof StoreUnavailableError) {
       storeErrors.inc({ operation: t.operation });
