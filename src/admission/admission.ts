@@ -5,6 +5,7 @@
 import type { Clock } from '../clock.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
+import { checkFields, show } from '../input-fields.js';
 import type { SafeEmitter } from '../events.js';
 import { MemoryStore } from '../store/memory-store.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
@@ -103,13 +104,18 @@ export interface AdmissionOptions {
   readonly shield?: boolean;
 }
 
+const ADMIT_FIELDS: ReadonlySet<string> = new Set(['callId', 'peer', 'account', 'at', 'durationUs']);
+
 function checkInput(input: AdmitInput): void {
-  if (typeof input?.callId !== 'string' || input.callId === '')
-    throw new InvalidArgumentError('callId must be a non-empty string');
+  if (typeof input !== 'object' || input === null)
+    throw new InvalidArgumentError(`admit input must be an object, got ${String(input)}`);
+  checkFields(input, ADMIT_FIELDS, 'admit input');
+  if (typeof input.callId !== 'string' || input.callId === '')
+    throw new InvalidArgumentError(`callId must be a non-empty string, got ${show(input.callId)}`);
   if (typeof input.peer !== 'string' || input.peer === '')
-    throw new InvalidArgumentError('peer must be a non-empty string');
+    throw new InvalidArgumentError(`peer must be a non-empty string, got ${show(input.peer)}`);
   if (input.account !== undefined && typeof input.account !== 'string')
-    throw new InvalidArgumentError('account must be a string');
+    throw new InvalidArgumentError(`account must be a string, got ${show(input.account)}`);
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     throw new InvalidArgumentError(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }

@@ -55,6 +55,7 @@
 import { systemClockUs, type Clock } from '../clock.js';
 import type { CarrierConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
+import { checkFields, show } from '../input-fields.js';
 import { SafeEmitter } from '../events.js';
 import { carrierName } from '../store/keys.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
@@ -196,12 +197,15 @@ function fail(message: string): never {
   throw new InvalidArgumentError(message);
 }
 
+const DISPATCH_FIELDS: ReadonlySet<string> = new Set(['callId', 'route', 'at', 'durationUs']);
+
 function checkInput(input: DispatchInput): void {
   if (typeof input !== 'object' || input === null) fail('dispatch input must be an object');
+  checkFields(input, DISPATCH_FIELDS, 'dispatch input');
   if (typeof input.callId !== 'string' || input.callId === '')
-    fail(`callId must be a non-empty string, got ${JSON.stringify(input.callId)}`);
+    fail(`callId must be a non-empty string, got ${show(input.callId)}`);
   if (!Array.isArray(input.route) || !input.route.every((c) => typeof c === 'string')) {
-    fail(`route must be an array of carrier ids (strings), got ${JSON.stringify(input.route)}`);
+    fail(`route must be an array of carrier ids (strings), got ${show(input.route)}`);
   }
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     fail(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
