@@ -97,7 +97,7 @@ describe('operations examples with the real tools', function () {
         config,
         [
           'global: { scrape_interval: 1s, evaluation_interval: 1s }',
-          'rule_files: [' + JSON.stringify(join(ROOT, 'examples/prometheus/callgate-alerts.yml')) + ']',
+          `rule_files: [${JSON.stringify(join(ROOT, 'examples/prometheus/callgate-alerts.yml'))}]`,
           'scrape_configs:',
           '  - job_name: callgate',
           `    static_configs: [{ targets: ["${new URL(sidecar).host}"] }]`,
