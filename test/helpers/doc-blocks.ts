@@ -14,6 +14,8 @@ export interface DocBlock {
   readonly name: string;
   /** What follows the language on the fence (`no-run`). */
   readonly info: string;
+  /** The output the document shows for it: the next block, when at most a short paragraph comes between. */
+  readonly shown?: string;
 }
 
 export function docFiles(): string[] {
@@ -25,12 +27,26 @@ export function docBlocks(lang: string, opts: { withNoRun?: boolean } = {}): Doc
   const out: DocBlock[] = [];
   for (const file of docFiles()) {
     const text = readFileSync(join(ROOT, file), 'utf8');
-    for (const m of text.matchAll(new RegExp(`^\`\`\`${lang}([^\\n]*)\\n([\\s\\S]*?)^\`\`\`$`, 'gm'))) {
-      const info = m[1]!.trim();
-      if (/\bno-run\b/.test(info) && !opts.withNoRun) continue;
+    const all = [...text.matchAll(/^```([^\n]*)\n([\s\S]*?)^```$/gm)];
+    all.forEach((m, i) => {
+      const [language = '', ...rest] = m[1]!.trim().split(/\s+/);
+      if (language !== lang) return;
+      const info = rest.join(' ');
+      if (/\bno-run\b/.test(info) && !opts.withNoRun) return;
       const line = text.slice(0, m.index).split('\n').length;
-      out.push({ file, line, code: m[2]!, name: `${file.replace(/[/.]/g, '_')}_${line}`, info });
-    }
+      const next = all[i + 1];
+      const between = next ? text.slice(m.index + m[0].length, next.index).trim() : '';
+      const shown =
+        next && ['', 'json', 'text'].includes(next[1]!.trim()) && between.split('\n').length <= 4 ? next[2] : undefined;
+      out.push({
+        file,
+        line,
+        code: m[2]!,
+        name: `${file.replace(/[/.]/g, '_')}_${line}`,
+        info,
+        ...(shown && { shown }),
+      });
+    });
   }
   return out;
 }
