@@ -41,6 +41,8 @@ export interface OutDecision {
   delay_ms: number | null;
   rerouted_from: string[];
   reason?: 'all-routes-congested';
+  /** Route ids that are not configured carriers (more than the contract: the decision line welcomes it). */
+  skipped?: string[];
 }
 
 export type Decision = InDecision | OutDecision;
@@ -250,10 +252,12 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
       }
     } else {
       const tried: string[] = [];
+      // every id of the route that is not configured, wherever it stands: never tried, not in rerouted_from
+      const skipped = (call.route ?? []).filter((id) => own(carriers, id) === undefined);
       let decision: OutDecision | undefined;
       for (const id of call.route ?? []) {
         const carrier = own(carriers, id);
-        if (carrier === undefined) continue; // not configured: skipped, not listed
+        if (carrier === undefined) continue;
         const interval = 1e6 / carrier.cps;
         const maxWait = carrier.maxWait === undefined ? 0 : durationUs(carrier.maxWait);
         const last = lastSlot.get(id);
@@ -282,17 +286,16 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
         }
         tried.push(id);
       }
-      out.push(
-        decision ?? {
-          call_id: call.callId,
-          direction: 'out',
-          outcome: 'rejected',
-          carrier: null,
-          delay_ms: null,
-          rerouted_from: tried,
-          reason: 'all-routes-congested',
-        },
-      );
+      const decided: OutDecision = decision ?? {
+        call_id: call.callId,
+        direction: 'out',
+        outcome: 'rejected',
+        carrier: null,
+        delay_ms: null,
+        rerouted_from: tried,
+        reason: 'all-routes-congested',
+      };
+      out.push(skipped.length > 0 ? { ...decided, skipped } : decided);
     }
   }
   return out;
