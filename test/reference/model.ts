@@ -41,7 +41,7 @@ export interface OutDecision {
   delay_ms: number | null;
   rerouted_from: string[];
   reason?: 'all-routes-congested';
-  /** Route ids that are not configured carriers (more than the contract: the decision line welcomes it). */
+  /** Route ids that are not configured carriers, in route order (a field besides the contract's). */
   skipped?: string[];
 }
 
@@ -252,12 +252,10 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
       }
     } else {
       const tried: string[] = [];
-      // every id of the route that is not configured, wherever it stands: never tried, not in rerouted_from
-      const skipped = (call.route ?? []).filter((id) => own(carriers, id) === undefined);
       let decision: OutDecision | undefined;
       for (const id of call.route ?? []) {
         const carrier = own(carriers, id);
-        if (carrier === undefined) continue;
+        if (carrier === undefined) continue; // not configured: skipped, not listed
         const interval = 1e6 / carrier.cps;
         const maxWait = carrier.maxWait === undefined ? 0 : durationUs(carrier.maxWait);
         const last = lastSlot.get(id);
@@ -286,7 +284,7 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
         }
         tried.push(id);
       }
-      const decided: OutDecision = decision ?? {
+      const made: OutDecision = decision ?? {
         call_id: call.callId,
         direction: 'out',
         outcome: 'rejected',
@@ -295,7 +293,8 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
         rerouted_from: tried,
         reason: 'all-routes-congested',
       };
-      out.push(skipped.length > 0 ? { ...decided, skipped } : decided);
+      const skipped = (call.route ?? []).filter((id) => own(carriers, id) === undefined);
+      out.push(skipped.length > 0 ? { ...made, skipped } : made);
     }
   }
   return out;
