@@ -29,6 +29,7 @@ import {
 } from './dispatch/dispatcher.js';
 import { InvalidArgumentError } from './errors/index.js';
 import { SafeEmitter } from './events.js';
+import { show } from './input-fields.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 import { MemoryStore } from './store/memory-store.js';
 import { ReleaseQueue } from './store/release-queue.js';
@@ -53,16 +54,28 @@ export interface ReleasedEvent {
   readonly at?: number;
 }
 
-export type CallGateEvents = AdmissionEvents &
+export type CallGateEvents = Omit<AdmissionEvents, 'rejected'> &
   Omit<DispatcherEvents, 'rejected'> & {
     /** An inbound refusal or an outbound call no carrier could take (tell them apart by `direction`). */
     rejected: [AdmissionDecision | DispatchResult];
     reloaded: [ConfigChange[]];
+    /** Something works but is likely a mistake (a reload left carriers that routes name unconfigured). */
+    warning: [GateWarning];
     /** A call's end was reported (release()); deferred ones are announced again once they land. */
     released: [ReleasedEvent];
     /** Every decision (dispatch: its reservation) or failure, with its latency: for metrics. */
     decided: [DecisionTiming];
   };
+
+/**
+ * The `warning` event. `route-carrier-unconfigured`: a reload removed carriers that calls were
+ * routed to; routes naming them now skip them (each decision lists them in `skipped`).
+ */
+export interface GateWarning {
+  readonly code: 'route-carrier-unconfigured';
+  readonly message: string;
+  readonly carriers: string[];
+}
 
 export interface DecisionTiming {
   readonly operation: 'admit' | 'record' | 'reserve' | 'dispatch';
@@ -338,7 +351,21 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     this.current = next;
     this.admission.setConfig(next);
     this.safeEmit('reloaded', changes);
+    this.warnUnrouted(next);
     return changes;
+  }
+
+  /** Carriers that routes named and the new configuration no longer has: warn once for them. */
+  private warnUnrouted(next: CallGateConfig): void {
+    const gone = [...this.dispatcher.routed].filter((id) => !next.outbound.carriers.has(id));
+    if (gone.length === 0) return;
+    for (const id of gone) this.dispatcher.routed.delete(id);
+    const names = gone.map((id) => JSON.stringify(id)).join(', ');
+    this.safeEmit('warning', {
+      code: 'route-carrier-unconfigured',
+      message: `the configuration reloaded has no carrier ${names}, which calls were routed to: routes naming it skip it`,
+      carriers: gone,
+    });
   }
 
   /**
@@ -388,5 +415,5 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
 function checkCallId(callId: unknown): void {
   if (typeof callId !== 'string' || callId === '')
-    throw new InvalidArgumentError(`callId must be a non-empty string, got ${JSON.stringify(callId)}`);
+    throw new InvalidArgumentError(`callId must be a non-empty string, got ${show(callId)}`);
 }

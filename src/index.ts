@@ -12,6 +12,7 @@ export {
   type CallGateOptions,
   type ConfigSource,
   type DecisionTiming,
+  type GateWarning,
   type ReleasedEvent,
   type ReleaseOutcome,
 } from './gate.js';

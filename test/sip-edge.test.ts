@@ -353,8 +353,34 @@ Content-Length: 0
       err = e;
     }
     expect(err).to.be.instanceOf(ConfigError);
+    // the edge's own fields, the limits and the cross-checks, all in one start
     expect((err as ConfigError).problems).to.deep.equal([
       'edge.json: listen: expected "ip:port" (an IPv4 address and a port 1-65535)',
+      'edge.json: carriers.C: no pacing for it in limits.outbound.carriers',
+      'edge.json: route[1]: carrier "Z" has no address in carriers',
+      'edge.json: peers.p9: no limits for it in limits.inbound.peers and no defaultPeer (every call would be refused 403)',
+      'edge.json: peers.p9.sources: 127.0.0.1:5070 is already the source of peer "p1"',
+    ]);
+    const worse = {
+      ...bad,
+      timeoutMs: -1,
+      limits: { inbound: { peers: { p1: [{ limit: 0, window: 'PT1S' }] } }, outbound: { carriers: { A: { cps: 1 } } } },
+    };
+    try {
+      await parseEdgeConfig(worse, { source: 'edge.json' });
+    } catch (e) {
+      err = e;
+    }
+    const problems = (err as ConfigError).problems;
+    expect(problems.slice(0, 2)).to.deep.equal([
+      'edge.json: listen: expected "ip:port" (an IPv4 address and a port 1-65535)',
+      'edge.json: timeoutMs: Too small: expected number to be >0',
+    ]);
+    expect(problems[2]).to.match(/^edge\.json: limits: inbound\.peers\.p1\[0\]\.limit: /);
+    // with the limits invalid, the checks against them wait; the others are made
+    expect(problems.slice(3)).to.deep.equal([
+      'edge.json: route[1]: carrier "Z" has no address in carriers',
+      'edge.json: peers.p9.sources: 127.0.0.1:5070 is already the source of peer "p1"',
     ]);
     try {
       await parseEdgeConfig({ ...bad, listen: '127.0.0.1:5080' }, { source: 'edge.json' });

@@ -5,6 +5,7 @@
 import type { Clock } from '../clock.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
+import { checkFields, show } from '../input-fields.js';
 import type { SafeEmitter } from '../events.js';
 import { MemoryStore } from '../store/memory-store.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
@@ -37,6 +38,8 @@ export interface AdmitInput {
 
 export interface AdmissionDecision {
   readonly callId: string;
+  /** Always `in`: tells an inbound decision from an outbound one on the gate's shared `rejected` event. */
+  readonly direction: 'in';
   readonly admitted: boolean;
   /**
    * On refusal: `global`, `account:<id>`, `peer:<id>` (the first level without room),
@@ -101,13 +104,18 @@ export interface AdmissionOptions {
   readonly shield?: boolean;
 }
 
+const ADMIT_FIELDS: ReadonlySet<string> = new Set(['callId', 'peer', 'account', 'at', 'durationUs']);
+
 function checkInput(input: AdmitInput): void {
-  if (typeof input?.callId !== 'string' || input.callId === '')
-    throw new InvalidArgumentError('callId must be a non-empty string');
+  if (typeof input !== 'object' || input === null)
+    throw new InvalidArgumentError(`admit input must be an object, got ${String(input)}`);
+  checkFields(input, ADMIT_FIELDS, 'admit input');
+  if (typeof input.callId !== 'string' || input.callId === '')
+    throw new InvalidArgumentError(`callId must be a non-empty string, got ${show(input.callId)}`);
   if (typeof input.peer !== 'string' || input.peer === '')
-    throw new InvalidArgumentError('peer must be a non-empty string');
+    throw new InvalidArgumentError(`peer must be a non-empty string, got ${show(input.peer)}`);
   if (input.account !== undefined && typeof input.account !== 'string')
-    throw new InvalidArgumentError('account must be a string');
+    throw new InvalidArgumentError(`account must be a string, got ${show(input.account)}`);
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     throw new InvalidArgumentError(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }
@@ -199,6 +207,7 @@ export class Admission {
       return Promise.resolve(
         this.emit({
           callId: input.callId,
+          direction: 'in',
           admitted: false,
           limitedBy: UNKNOWN_PEER,
           retryAfterMs: 0,
@@ -214,6 +223,7 @@ export class Admission {
       return Promise.resolve(
         this.emit({
           callId: input.callId,
+          direction: 'in',
           admitted: false,
           limitedBy: plan.labels[shielded.limitedBy],
           reason: 'rate',
@@ -284,6 +294,7 @@ export class Admission {
     }
     return this.emit({
       callId: input.callId,
+      direction: 'in',
       admitted: true,
       retryAfterMs: 0,
       at: now,
@@ -314,7 +325,14 @@ export class Admission {
     const now = at ?? Date.now() * 1000;
     switch (this.policy) {
       case 'fail-open':
-        return { callId: input.callId, admitted: true, retryAfterMs: 0, at: now, degraded: 'fail-open' };
+        return {
+          callId: input.callId,
+          direction: 'in',
+          admitted: true,
+          retryAfterMs: 0,
+          at: now,
+          degraded: 'fail-open',
+        };
       case 'local': {
         const local = this.localPlan(input, plan);
         return {
@@ -329,6 +347,7 @@ export class Admission {
       default:
         return {
           callId: input.callId,
+          direction: 'in',
           admitted: false,
           limitedBy: 'store-unavailable',
           retryAfterMs: 0,
@@ -347,10 +366,11 @@ export class Admission {
 function decision(callId: string, plan: AdmissionPlan, r: AdmitResult): AdmissionDecision {
   if (r.admitted)
     return r.duplicate
-      ? { callId, admitted: true, retryAfterMs: 0, at: r.now, duplicate: true }
-      : { callId, admitted: true, retryAfterMs: 0, at: r.now };
+      ? { callId, direction: 'in', admitted: true, retryAfterMs: 0, at: r.now, duplicate: true }
+      : { callId, direction: 'in', admitted: true, retryAfterMs: 0, at: r.now };
   return {
     callId,
+    direction: 'in',
     admitted: false,
     limitedBy: plan.labels[r.limitedBy],
     reason: r.reason ?? 'rate',

@@ -184,6 +184,8 @@ export const DEFAULT_MAX_CALL_DURATION_US = 4 * 3600 * 1_000_000;
 export const configSchema = z
   .strictObject(
     {
+      // where an editor finds the JSON Schema (schema/limits.schema.json); not used here
+      $schema: z.string({ error: expected('a string (the JSON Schema of the file)') }).optional(),
       maxCallDuration: durationSchema(true).optional(),
       inbound: inboundSchema.optional(),
       outbound: outboundSchema.optional(),

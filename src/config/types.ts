@@ -66,6 +66,8 @@ export type IdMap<T> = Record<string, T> | ReadonlyMap<string, T>;
 
 /** The configuration as written (JSON / YAML / a literal in code); see DESIGN.md "Limit configuration". */
 export interface CallGateConfigInput {
+  /** Where editors find the file's JSON Schema (the package's schema/limits.schema.json); ignored. */
+  $schema?: string;
   /** Duration string, default `PT4H`. */
   maxCallDuration?: string;
   inbound?: {

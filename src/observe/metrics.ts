@@ -17,6 +17,8 @@
  *   callgate_carrier_decisions_total{carrier, outcome}   per carrier tried: dispatched (it took
  *       the call), rerouted (passed over, a later carrier took it), rejected (passed over, none did)
  *   callgate_carrier_wait_seconds{carrier}          histogram of the wait given with each slot
+ *   callgate_route_carriers_skipped_total         route ids that are not configured carriers, left
+ *       out of a decision (no label: the ids come from callers; each decision names them in `skipped`)
  *   callgate_config_reloads_total
  *   callgate_releases_total{outcome}                released | not-held | deferred
  *
@@ -120,6 +122,11 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     name: `${p}store_errors_total`,
     help: 'Decisions whose store call failed or timed out',
     labelNames: ['operation'] as const,
+    registers,
+  });
+  const skipped = new Counter({
+    name: `${p}route_carriers_skipped_total`,
+    help: 'Route carrier ids that are not configured, left out of an outbound decision (a typo, or removed by a reload)',
     registers,
   });
   const degraded = new Counter({
@@ -226,6 +233,7 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
 
   const outbound = (r: Reservation) => {
     decisions.inc({ direction: 'out', outcome: r.outcome, limited_by: 'none', reason: r.reason ?? 'none' });
+    if (r.skipped !== undefined) skipped.inc(r.skipped.length);
     const passed = r.outcome === 'dispatched' ? 'rerouted' : 'rejected';
     for (const c of r.reroutedFrom) carrierDecisions.inc({ carrier: c, outcome: passed });
     if (r.carrier !== null) {
@@ -237,7 +245,7 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
   const onDecided = (t: DecisionTiming) => {
     latency.observe({ operation: t.operation }, t.seconds);
     if (t.decision !== undefined) {
-      if ('direction' in t.decision) outbound(t.decision);
+      if (t.decision.direction === 'out') outbound(t.decision);
       else inbound(t.decision, t.operation as 'admit' | 'record');
     } else if (t.error instanceof StoreUnavailableError) {
       storeErrors.inc({ operation: t.operation });

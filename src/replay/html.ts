@@ -15,7 +15,16 @@ import type { CallGateConfig } from '../config/types.js';
 import { packageRoot } from '../package-root.js';
 import type { CompareJson } from './compare.js';
 import type { ReplayResult } from './replay.js';
-import { carrierTable, channelTable, levelTable, reportJson, reportText, type ReportJson } from './report.js';
+import {
+  CARRIER_NOTE,
+  carrierTable,
+  channelTable,
+  LEVEL_REJECTED_NOTE,
+  levelTable,
+  reportJson,
+  reportText,
+  type ReportJson,
+} from './report.js';
 import { seriesJson, totalsJson, type ReplaySeries, type ReplaySeriesJson } from './series.js';
 
 const require = createRequire(import.meta.url);
@@ -105,6 +114,9 @@ function levelMetas(r: ReplayResult): LevelMeta[] {
   return all.sort((a, b) => rank[a.kind] - rank[b.kind] || busiestFirst(a, b));
 }
 
+/** Calls that tried the carrier: it took them, or passed them over (rerouted away counts the rejected too). */
+const offeredTo = (c: CarrierMeta): number => c.dispatched + c.rerouted_away;
+
 function carrierMetas(r: ReplayResult, config: CallGateConfig): CarrierMeta[] {
   return [...r.carriers.entries()]
     .map(([id, c]) => {
@@ -119,9 +131,7 @@ function carrierMetas(r: ReplayResult, config: CallGateConfig): CarrierMeta[] {
         ...(c.channels && { channels: { limit: c.channels.channels, peak: c.channels.peak } }),
       };
     })
-    .sort(
-      (a, b) => b.dispatched + b.rejected - (a.dispatched + a.rejected) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
-    );
+    .sort((a, b) => offeredTo(b) - offeredTo(a) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
 function table(id: string, header: string[], rows: (string | number)[][], numericFrom = 1): string {
@@ -138,14 +148,14 @@ function summaryTables(j: ReportJson): string {
   if (j.levels.length > 0) {
     const t = levelTable(j, true);
     out.push(
-      '<h3>Inbound levels</h3><p class="note">peak = most calls admitted in any window of the limit, as its algorithm counts; busiest = that window</p>',
+      `<h3>Inbound levels</h3><p class="note">${esc(LEVEL_REJECTED_NOTE)}; peak = most calls admitted in any window of the limit, as its algorithm counts; busiest = that window</p>`,
     );
     out.push(table('levels-table', t.header, t.rows));
   }
   if (j.carriers.length > 0) {
     const t = carrierTable(j);
     out.push(
-      '<h3>Carriers</h3><p class="note">delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps</p>',
+      `<h3>Carriers</h3><p class="note">${esc(CARRIER_NOTE)}; delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps</p>`,
     );
     out.push(table('carriers-table', t.header, t.rows));
   }

@@ -210,15 +210,42 @@ export function channelTable(j: ReportJson): ReportTable {
   return { header: ['level / carrier', 'channels', 'peak', ''], rows };
 }
 
+/** Refusing buckets listed in the summary line at most; the rest are counted (the JSON has them all). */
+export const REJECTED_BY_SHOWN = 10;
+
+/**
+ * The summary's "rejected (…)" list: every bucket in level order when there are few; else the
+ * ones that refused most, then how many more and their calls (a 300,000-call trace refused by
+ * 170 buckets made one unreadable line).
+ */
+export function rejectedBy(by: Record<string, number>, shown = REJECTED_BY_SHOWN): string {
+  const all = Object.entries(by);
+  if (all.length <= shown) return all.map(([k, v]) => `${k} ${v}`).join(', ');
+  const sorted = all.sort(([ka, a], [kb, b]) => b - a || levelOrder(ka, kb));
+  const rest = sorted.slice(shown);
+  const calls = rest.reduce((n, [, v]) => n + v, 0);
+  const head = sorted
+    .slice(0, shown)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+  return `${head}, and ${rest.length} more buckets with ${calls} calls (--json lists all)`;
+}
+
+/** Why a level's "rejected" exceeds the summary's count for it: said next to the table. */
+export const LEVEL_REJECTED_NOTE =
+  'rejected = calls of the level refused by any of their levels, so one refusal counts at each level of the call; the summary line counts it once, under the level that refused';
+
+/** What the carrier counts are. */
+export const CARRIER_NOTE =
+  'rerouted away = calls that passed this carrier over; rejected = those of them no carrier took';
+
 export function reportText(r: ReplayResult): string {
   const j = reportJson(r);
   const out: string[] = [];
   out.push(
     `callgate replay on the ${j.store} store: ${j.calls} calls (${j.trace_span_s} s of traffic) in ${j.elapsed_ms} ms, ${j.calls_per_second} calls/s`,
   );
-  const rej = Object.entries(j.inbound.rejected_by)
-    .map(([k, v]) => `${k} ${v}`)
-    .join(', ');
+  const rej = rejectedBy(j.inbound.rejected_by);
   const kinds =
     j.inbound.rejected_for.channels > 0
       ? `; for rate ${j.inbound.rejected_for.rate}, for channels ${j.inbound.rejected_for.channels}`
@@ -232,12 +259,18 @@ export function reportText(r: ReplayResult): string {
     `outbound: ${j.outbound.offered} offered, ${j.outbound.dispatched} dispatched, ${j.outbound.rejected} rejected, ${j.outbound.rerouted} rerouted`,
   );
   if (j.levels.length > 0) {
-    out.push('', 'Inbound levels (peak = most calls admitted in any window of the limit, as its algorithm counts)');
+    out.push(
+      '',
+      `Inbound levels (${LEVEL_REJECTED_NOTE}; peak = most calls admitted in any window of the limit, as its algorithm counts)`,
+    );
     const t = levelTable(j);
     out.push(table(t.header, t.rows));
   }
   if (j.carriers.length > 0) {
-    out.push('', 'Carriers (delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps)');
+    out.push(
+      '',
+      `Carriers (${CARRIER_NOTE}; delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps)`,
+    );
     const t = carrierTable(j);
     out.push(table(t.header, t.rows));
   }

@@ -4,7 +4,7 @@
  *
  *   POST|GET /v1/admit    /v1/record    /v1/reserve    /v1/release    /v1/refresh
  *   POST     /v1/reload
- *   GET      /v1/state    /metrics      /healthz       /readyz
+ *   GET      /v1/state    /v1/openapi.json    /metrics      /healthz       /readyz
  *
  * A decision is always HTTP 200 with the decision as JSON (a refusal is an answer, not an
  * error). Bad input is a 400 naming every problem (`body.route[1]: expected ...`), never a 500;
@@ -27,7 +27,9 @@ import { ConfigError } from '../errors/config-error.js';
 import { DispatcherClosedError } from '../errors/dispatcher-closed-error.js';
 import { StoreUnavailableError } from '../errors/index.js';
 import type { CallGate } from '../gate.js';
+import { packageVersion } from '../package-root.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
+import { openApiDocument } from './openapi.js';
 import {
   BadRequest,
   admitRequest,
@@ -77,6 +79,17 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     return503OnClosing: true,
     // a client that never finishes its request does not hold a socket forever
     requestTimeout: 30_000,
+  });
+
+  // every route, for the OpenAPI document (generated once, at its first request)
+  const routes: { method: string; url: string }[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) routes.push({ method, url: r.url });
+  });
+  let openapi: Record<string, unknown> | undefined;
+  app.get('/v1/openapi.json', async () => {
+    openapi ??= openApiDocument(routes, { version: packageVersion(), token: opts.token !== undefined });
+    return openapi;
   });
 
   // Closing: a keep-alive connection is closed after the answer in flight on it, so that close()
