@@ -121,3 +121,20 @@ export function parseRequest<T extends z.ZodType>(
   }
   throw new BadRequest([...new Set(lines)]);
 }
+
+/** GET /v1/holds: `bucket` (global, account:<id>, peer:<id>) or `carrier`, and at most `max` calls listed. */
+export const holdsRequest = z.strictObject(
+  {
+    bucket: id.optional(),
+    carrier: id.optional(),
+    max: z
+      .string({ error: expected('an integer from 1 to 10000') })
+      .regex(/^[1-9]\d{0,4}$/, { error: expected('an integer from 1 to 10000') })
+      .transform(Number)
+      .refine((n) => n <= 10_000, { error: expected('an integer from 1 to 10000') })
+      .optional(),
+  },
+  object,
+);
+/** POST /v1/reset: the bucket to empty. */
+export const resetRequest = z.strictObject({ bucket: id }, object);

@@ -255,6 +255,8 @@ export interface MemoryStoreOptions {
 
 export class MemoryStore implements Store, OperableStore {
   readonly kind = 'memory';
+  /** Hash tags do not exist here (operations.ts). */
+  readonly tagged = false;
   private readonly clock: () => number;
   private logs = new Map<string, Log>();
   private windows = new Map<string, WindowCounts>();

@@ -63,6 +63,11 @@ export interface ResetResult {
 }
 
 export interface OperableStore extends Store {
+  /**
+   * Whether keys carry hash tags (a RedisStore on a Cluster): a bucket's name then means one
+   * bucket per tag. Without tags a bucket is its name, whatever tag is asked.
+   */
+  readonly tagged: boolean;
   listHolds(req: ListHoldsRequest): Promise<ListHoldsResult>;
   reset(req: ResetRequest): Promise<ResetResult>;
 }

@@ -443,6 +443,10 @@ export class RedisStore implements Store, OperableStore {
 
   // Operator operations (src/store/operations.ts): lua/hold-list.lua and lua/reset.lua.
 
+  get tagged(): boolean {
+    return this.keys.hashTags;
+  }
+
   async listHolds(req: ListHoldsRequest): Promise<ListHoldsResult> {
     const max = checkListHolds(req);
     const key = `${this.keys.base(req.tag, req.name)}:ch`;
