@@ -8,7 +8,6 @@
  * On a Cluster without a global limit, a peer's bucket exists under its own tag and under the
  * tag of every configured account its calls name: holds and reset cover all of them.
  */
-import { formatDuration } from '../config/duration.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import {
@@ -198,4 +197,11 @@ export function holdsText(l: HoldsListing): string {
 }
 
 const isoUs = (us: number): string => new Date(Math.floor(us / 1000)).toISOString();
-const formatLeft = (ms: number): string => formatDuration(Math.max(0, ms) * 1000);
+/** Time left: 59.7s, 12m5s, 3h59m59s. */
+function formatLeft(ms: number): string {
+  const left = Math.max(0, ms);
+  if (left < 60_000) return `${Number((left / 1000).toFixed(1))}s`;
+  const s = Math.floor(left / 1000);
+  const [h, m, sec] = [Math.floor(s / 3600), Math.floor((s % 3600) / 60), s % 60];
+  return h > 0 ? `${h}h${m}m${sec}s` : `${m}m${sec}s`;
+}
