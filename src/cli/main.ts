@@ -22,6 +22,7 @@ import { inspectCommand } from './inspect.js';
 import { mergeTracesCommand } from './merge-traces.js';
 import { operateCommands } from './operate.js';
 import { replayCommand } from './replay.js';
+import { rememberSecrets, redactSecrets } from './redis.js';
 import { serveCommand } from './serve.js';
 
 const EXIT_BAD_INPUT = 2;
@@ -33,11 +34,11 @@ const EXIT_UNAVAILABLE = 1;
  */
 function reportFailure(err: unknown): number {
   if (err instanceof CallGateError) {
-    for (const line of err.message.split('\n')) process.stderr.write(`error: ${line}\n`);
+    for (const line of redactSecrets(err.message).split('\n')) process.stderr.write(`error: ${line}\n`);
     if (err instanceof InterruptedError) return err.exitCode;
     return err instanceof StoreUnavailableError ? EXIT_UNAVAILABLE : EXIT_BAD_INPUT;
   }
-  process.stderr.write(`error: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.stderr.write(`error: ${redactSecrets((err as Error)?.stack ?? String(err))}\n`);
   return 1;
 }
 
@@ -47,6 +48,11 @@ export function program(): Command {
   );
   // set before the commands are added: they inherit it
   cmd.exitOverride();
+  // commander's own messages may quote what was typed (an option's value): no credentials in them
+  cmd.configureOutput({
+    writeOut: (str) => process.stdout.write(redactSecrets(str)),
+    writeErr: (str) => process.stderr.write(redactSecrets(str)),
+  });
   cmd.version(packageVersion(), '-V, --version', 'print the version of callgate');
   replayCommand(cmd);
   serveCommand(cmd);
@@ -56,7 +62,18 @@ export function program(): Command {
   return cmd;
 }
 
+/** The Redis URLs a command line and the environment name, remembered as secrets (redis.ts). */
+function rememberArgvSecrets(argv: readonly string[]): void {
+  rememberSecrets(process.env.REDIS_URL);
+  argv.forEach((arg, i) => {
+    if (arg === '--redis-url') rememberSecrets(argv[i + 1]);
+    else if (arg.startsWith('--redis-url=')) rememberSecrets(arg.slice('--redis-url='.length));
+    else if (arg.includes('://')) rememberSecrets(arg);
+  });
+}
+
 export async function main(argv: string[]): Promise<number> {
+  rememberArgvSecrets(argv);
   try {
     await program().parseAsync(argv, { from: 'user' });
     return 0;

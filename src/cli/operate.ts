@@ -107,7 +107,7 @@ const int = (v: string) => (/^\d+$/.test(v) ? Number(v) : NaN);
 export function operateCommands(program: Command): void {
   const holds = program
     .command('holds')
-    .summary('list the calls holding a bucket or a carrier')
+    .summary('list calls holding a bucket or carrier')
     .description('the calls in progress holding a bucket or a carrier on a live Redis, with the end of each hold')
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML) the routing processes use')
     .option('--bucket <bucket>', 'global, account:<id> or peer:<id>')
