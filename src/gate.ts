@@ -28,6 +28,7 @@ import {
   type Reservation,
 } from './dispatch/dispatcher.js';
 import { InvalidArgumentError } from './errors/index.js';
+import { checkIdArgument } from './ids.js';
 import { SafeEmitter } from './events.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 import { MemoryStore } from './store/memory-store.js';
@@ -387,6 +388,5 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 }
 
 function checkCallId(callId: unknown): void {
-  if (typeof callId !== 'string' || callId === '')
-    throw new InvalidArgumentError(`callId must be a non-empty string, got ${JSON.stringify(callId)}`);
+  checkIdArgument('callId', callId);
 }

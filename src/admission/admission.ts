@@ -4,6 +4,7 @@
  */
 import type { Clock } from '../clock.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
+import { checkIdArgument } from '../ids.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import type { SafeEmitter } from '../events.js';
 import { MemoryStore } from '../store/memory-store.js';
@@ -102,12 +103,9 @@ export interface AdmissionOptions {
 }
 
 function checkInput(input: AdmitInput): void {
-  if (typeof input?.callId !== 'string' || input.callId === '')
-    throw new InvalidArgumentError('callId must be a non-empty string');
-  if (typeof input.peer !== 'string' || input.peer === '')
-    throw new InvalidArgumentError('peer must be a non-empty string');
-  if (input.account !== undefined && typeof input.account !== 'string')
-    throw new InvalidArgumentError('account must be a string');
+  checkIdArgument('callId', input?.callId);
+  checkIdArgument('peer', input.peer);
+  if (input.account !== undefined) checkIdArgument('account', input.account, { empty: true });
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     throw new InvalidArgumentError(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }

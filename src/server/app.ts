@@ -12,7 +12,6 @@
  * `Authorization: Bearer <token>`.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { parse as parseQueryString } from 'node:querystring';
 import Fastify, {
   LogController,
   type FastifyError,
@@ -29,6 +28,7 @@ import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js'
 import type { CallGate } from '../gate.js';
 import { listHolds, resetBucket, resetLine } from '../observe/operate.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
+import { parseJsonBody, parseUrlEncoded } from './fields.js';
 import {
   BadRequest,
   admitRequest,
@@ -80,6 +80,10 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     return503OnClosing: true,
     // a client that never finishes its request does not hold a socket forever
     requestTimeout: 30_000,
+    // the query read as form bodies are (fields.ts): exact UTF-8 or refused, decoded once
+    routerOptions: {
+      querystringParser: (query: string) => parseUrlEncoded(query) as unknown as Record<string, string>,
+    },
   });
 
   // Closing: a keep-alive connection is closed after the answer in flight on it, so that close()
@@ -93,15 +97,19 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     done(null, payload);
   });
 
-  // An empty JSON body is no body (curl -X POST -H 'content-type: application/json').
-  const jsonParser = app.getDefaultJsonParser('error', 'error');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if (body === '') done(null, undefined);
-    else jsonParser(req, body as string, done);
+  // JSON and form bodies are read from their bytes (fields.ts): exact UTF-8 or refused by field,
+  // no prototype field names. An empty JSON body is no body (curl -X POST -H 'content-type: application/json').
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
+    try {
+      done(null, parseJsonBody(body as Buffer));
+    } catch (err) {
+      if (err instanceof SyntaxError) done(new BadRequest([`body: invalid JSON: ${err.message}`]), undefined);
+      else done(err as Error, undefined);
+    }
   });
   // Form bodies (what many SIP servers' HTTP clients send by default) read like a query string.
-  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
-    done(null, { form: parseQueryString(body as string) });
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (_req, body, done) => {
+    done(null, { form: parseUrlEncoded(body as Buffer) });
   });
 
   if (opts.token !== undefined) {
