@@ -28,8 +28,8 @@ import {
   type Reservation,
 } from './dispatch/dispatcher.js';
 import { InvalidArgumentError } from './errors/index.js';
+import { checkIdArgument } from './ids.js';
 import { SafeEmitter } from './events.js';
-import { show } from './input-fields.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 import { MemoryStore } from './store/memory-store.js';
 import { ReleaseQueue } from './store/release-queue.js';
@@ -414,6 +414,5 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 }
 
 function checkCallId(callId: unknown): void {
-  if (typeof callId !== 'string' || callId === '')
-    throw new InvalidArgumentError(`callId must be a non-empty string, got ${show(callId)}`);
+  checkIdArgument('callId', callId);
 }

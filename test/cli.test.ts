@@ -228,7 +228,7 @@ describe('callgate replay (the command)', function () {
       const redisRun = (url: string) =>
         run(['replay', '--config', cfg, '--trace', trace, '--store', 'redis', '--redis-url', url]);
       const [notUrl, badPort] = await Promise.all([redisRun('notaurl::'), redisRun('redis://127.0.0.1:99999')]);
-      expectOneLine(notUrl, /invalid --redis-url "notaurl::": Invalid URL$/);
+      expectOneLine(notUrl, /invalid --redis-url "notaurl::": expected redis:\/\/host:port or rediss:\/\/…$/);
       expectOneLine(badPort, /invalid --redis-url "redis:\/\/127\.0\.0\.1:99999": Invalid URL$/);
     });
 
@@ -573,7 +573,7 @@ describe('callgate replay (the command)', function () {
 
 describe('callgate (the program)', function () {
   this.timeout(60_000);
-  const COMMANDS = ['replay', 'serve', 'inspect', 'merge-traces'];
+  const COMMANDS = ['replay', 'serve', 'inspect', 'merge-traces', 'holds', 'release', 'reset'];
 
   it('--help names every command, one line each', async () => {
     const r = await run(['--help']);
@@ -603,7 +603,7 @@ describe('callgate (the program)', function () {
       run(replayArgs('boundary', '--store', 'redis', '--redis-url', url)),
       run(['inspect', '--config', cfg, '--redis-url', url]),
     ]);
-    expectOneLine(replay, /invalid --redis-url "notaurl::": Invalid URL$/);
-    expectOneLine(inspect, /invalid --redis-url "notaurl::": Invalid URL$/);
+    expectOneLine(replay, /invalid --redis-url "notaurl::": expected redis:\/\/host:port or rediss:\/\/…$/);
+    expectOneLine(inspect, /invalid --redis-url "notaurl::": expected redis:\/\/host:port or rediss:\/\/…$/);
   });
 });

@@ -67,7 +67,9 @@ describe('sidecar OpenAPI document (GET /v1/openapi.json)', () => {
       [
         ...['admit', 'record', 'reserve', 'release', 'refresh'].flatMap((op) => [`get /v1/${op}`, `post /v1/${op}`]),
         'post /v1/reload',
+        'post /v1/reset',
         'get /v1/state',
+        'get /v1/holds',
         'get /v1/openapi.json',
         'get /metrics',
         'get /healthz',
@@ -103,6 +105,8 @@ describe('sidecar OpenAPI document (GET /v1/openapi.json)', () => {
     await check('POST', '/v1/refresh', { call_id: 'r1' });
     await check('POST', '/v1/reload');
     await check('GET', '/v1/state?peer=p1');
+    await check('GET', '/v1/holds?bucket=peer:p1');
+    await check('POST', '/v1/reset', { bucket: 'peer:p1' });
     await check('GET', '/healthz');
     await check('GET', '/readyz');
     await check('POST', '/v1/admit', { call_id: 'x', peer: 'p1', pear: 1 }, 400);

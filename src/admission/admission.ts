@@ -4,8 +4,9 @@
  */
 import type { Clock } from '../clock.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
+import { checkIdArgument } from '../ids.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import { checkFields, show } from '../input-fields.js';
+import { checkFields } from '../input-fields.js';
 import type { SafeEmitter } from '../events.js';
 import { MemoryStore } from '../store/memory-store.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
@@ -110,12 +111,9 @@ function checkInput(input: AdmitInput): void {
   if (typeof input !== 'object' || input === null)
     throw new InvalidArgumentError(`admit input must be an object, got ${String(input)}`);
   checkFields(input, ADMIT_FIELDS, 'admit input');
-  if (typeof input.callId !== 'string' || input.callId === '')
-    throw new InvalidArgumentError(`callId must be a non-empty string, got ${show(input.callId)}`);
-  if (typeof input.peer !== 'string' || input.peer === '')
-    throw new InvalidArgumentError(`peer must be a non-empty string, got ${show(input.peer)}`);
-  if (input.account !== undefined && typeof input.account !== 'string')
-    throw new InvalidArgumentError(`account must be a string, got ${show(input.account)}`);
+  checkIdArgument('callId', input.callId);
+  checkIdArgument('peer', input.peer);
+  if (input.account !== undefined) checkIdArgument('account', input.account, { empty: true });
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     throw new InvalidArgumentError(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }

@@ -19,16 +19,78 @@ export interface RedisConnectionArgs {
   redisTlsKey?: string;
 }
 
-/** The URL with its password hidden, for messages. */
+/**
+ * The URL with its password hidden, for messages: `scheme://user:***@host…`, whatever the scheme
+ * and even when the URL does not parse. Everything between `://` and the last `@` is credentials
+ * (a password may hold `/`, `@` or `:` unescaped); a user without a password may be a password
+ * in disguise (`redis://secret@host`), so it is hidden too.
+ */
 export function redactUrl(url: string): string {
+  const start = url.indexOf('://');
+  const from = start < 0 ? 0 : start + 3;
+  const at = url.lastIndexOf('@');
+  if (at < from) return url;
+  const info = url.slice(from, at);
+  const colon = info.indexOf(':');
+  const shown = colon < 0 ? '***' : `${info.slice(0, colon)}:***`;
+  return `${url.slice(0, from)}${shown}${url.slice(at)}`;
+}
+
+/** Secrets that no output may show: URL passwords and REDIS_PASSWORD (rememberSecrets). */
+const secrets = new Set<string>();
+/** Shorter secrets are hidden only inside URLs: replacing them everywhere would garble every message. */
+const MIN_SECRET = 3;
+
+function remember(secret: string): void {
+  if (secret.length < MIN_SECRET) return;
+  secrets.add(secret);
   try {
-    const u = new URL(url);
-    if (u.password === '') return url;
-    u.password = '***';
-    return u.toString();
+    const decoded = decodeURIComponent(secret);
+    if (decoded.length >= MIN_SECRET) secrets.add(decoded);
   } catch {
-    return url;
+    // not percent-encoded
   }
+}
+
+/**
+ * Remember the credentials of a Redis URL (its password, or a user given without one) and of
+ * REDIS_PASSWORD, so that redactSecrets hides them wherever a message repeats them (a client's
+ * error may quote a URL that is not a URL to it: `connect ENOENT //user:secret@…`).
+ */
+export function rememberSecrets(url: string | undefined, env: NodeJS.ProcessEnv = process.env): void {
+  if (env.REDIS_PASSWORD) remember(env.REDIS_PASSWORD);
+  if (url === undefined) return;
+  const start = url.indexOf('://');
+  const from = start < 0 ? 0 : start + 3;
+  const at = url.lastIndexOf('@');
+  if (at < from) return;
+  const info = url.slice(from, at);
+  const colon = info.indexOf(':');
+  remember(colon < 0 ? info : info.slice(colon + 1));
+}
+
+/** `text` with every remembered secret shown as `***`, and the credentials of any URL in it. */
+export function redactSecrets(text: string): string {
+  let out = text;
+  for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join('***');
+  return out.replace(/\b([a-z][a-z0-9+.-]*:\/\/)([^\s/@"']*:)[^\s@"']*@/gi, '$1$2***@');
+}
+
+/**
+ * A --redis-url a client can take: parses as a URL and is redis:// or rediss://. Throws an
+ * InvalidArgumentError (one line, credentials hidden) otherwise.
+ */
+export function checkRedisUrl(url: string): void {
+  let scheme: string;
+  try {
+    scheme = new URL(url).protocol;
+  } catch {
+    throw new InvalidArgumentError(`invalid --redis-url ${JSON.stringify(redactUrl(url))}: Invalid URL`);
+  }
+  if (scheme !== 'redis:' && scheme !== 'rediss:')
+    throw new InvalidArgumentError(
+      `invalid --redis-url ${JSON.stringify(redactUrl(url))}: expected redis://host:port or rediss://…`,
+    );
 }
 
 /**
@@ -109,6 +171,8 @@ export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOption
         retryStrategy: () => null,
         connectTimeout: 3000,
       };
+  checkRedisUrl(args.redisUrl);
+  rememberSecrets(args.redisUrl);
   let redis: Redis;
   try {
     redis = new Redis(args.redisUrl, options);
@@ -131,7 +195,10 @@ export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOption
     redis.disconnect();
     signal?.throwIfAborted();
     const cause = lastError ?? (err as Error);
-    throw new StoreUnavailableError(`cannot reach Redis at ${redactUrl(args.redisUrl)}: ${cause.message}`, cause);
+    throw new StoreUnavailableError(
+      `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${redactSecrets(cause.message)}`,
+      cause,
+    );
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }

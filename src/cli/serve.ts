@@ -21,7 +21,15 @@ import { MemoryStore } from '../store/memory-store.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { DEFAULT_TIMEOUT_MS } from '../store/timeout.js';
 import type { Store } from '../store/types.js';
-import { closeRedis, openRedis, redactUrl, redisOptions, type RedisConnectionArgs } from './redis.js';
+import {
+  checkRedisUrl,
+  closeRedis,
+  openRedis,
+  redactSecrets,
+  redactUrl,
+  redisOptions,
+  type RedisConnectionArgs,
+} from './redis.js';
 
 export interface ServeArgs extends RedisConnectionArgs {
   config: string;
@@ -64,8 +72,7 @@ function checkArgs(args: ServeArgs): void {
   if (!(Number.isSafeInteger(args.retryJitter) && args.retryJitter >= 0 && args.retryJitter <= 3600)) {
     bad(`--retry-jitter: expected whole seconds from 0 to 3600, got ${String(args.retryJitter)}`);
   }
-  if (args.store === 'redis' && !/^rediss?:\/\//.test(args.redisUrl))
-    bad(`--redis-url: expected redis://host:port or rediss://…, got ${JSON.stringify(redactUrl(args.redisUrl))}`);
+  if (args.store === 'redis') checkRedisUrl(args.redisUrl);
   if (
     args.channelsStatus !== undefined &&
     !(Number.isSafeInteger(args.channelsStatus) && args.channelsStatus >= 400 && args.channelsStatus <= 699)
@@ -83,7 +90,8 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   checkExposure(address, token);
   const config = await loadConfigFile(args.config);
 
-  const app = { logger: { level: args.logLevel } };
+  // every log line goes out with the credentials of Redis URLs hidden (a client's error may quote one)
+  const app = { logger: { level: args.logLevel, hooks: { streamWrite: redactSecrets } } };
   let redis: Redis | undefined;
   let store: Store;
   if (args.store === 'redis') {

@@ -17,6 +17,7 @@
  * Memory stays flat: csv-parse parses with backpressure and nothing is kept per row except in
  * loadTraceSorted, which must hold every row to sort them.
  */
+import { idProblem } from '../ids.js';
 import { createReadStream } from 'node:fs';
 import { Readable, Transform, addAbortSignal, pipeline, type TransformCallback } from 'node:stream';
 import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
@@ -452,6 +453,17 @@ function decodeRow(
     bad('duration', `bad duration ${show(durationText)} (seconds such as 93.5, or ISO-8601 such as PT1M33.5S)`);
   }
 
+  // the bound of every entry point (ids.ts): a trace replays only what the engine would take
+  for (const [column, id] of [
+    ['call_id', callId],
+    ['peer', peer],
+    ['account', account],
+    ...(route ?? []).map((c) => ['route', c]),
+  ] as const) {
+    const problem = id === undefined || id === '' ? undefined : idProblem(id);
+    if (problem !== undefined)
+      bad(column, `${column === 'route' ? `carrier ${show(id!.slice(0, 40))}` : 'id'} ${problem}`);
+  }
   if (direction === 'in' && peer === undefined) bad('peer', 'missing peer (required on "in" rows)');
   if (direction === 'out' && route === undefined) {
     bad(

@@ -7,7 +7,15 @@
  * app validates with zod, not with fastify route schemas, which @fastify/swagger would read.
  */
 import { z } from 'zod';
-import { admitRequest, callRequest, emptyRequest, reserveRequest, stateRequest } from './requests.js';
+import {
+  admitRequest,
+  callRequest,
+  emptyRequest,
+  holdsRequest,
+  reserveRequest,
+  resetRequest,
+  stateRequest,
+} from './requests.js';
 
 const sip = z
   .strictObject({
@@ -74,6 +82,22 @@ export const refreshAnswerSchema = z.strictObject({ call_id: z.string(), refresh
 export const reloadAnswerSchema = z.strictObject({
   reloaded: z.literal(true),
   changes: z.array(z.strictObject({ path: z.string(), kind: z.enum(['added', 'removed', 'changed']) })),
+});
+
+export const holdsAnswerSchema = z.strictObject({
+  target: z.string(),
+  limit: z.number().int().optional(),
+  total: z.number().int(),
+  holds: z.array(z.strictObject({ call_id: z.string(), end_us: z.number().int(), left_ms: z.number().int() })),
+  time_us: z.number().int(),
+});
+
+export const resetAnswerSchema = z.strictObject({
+  bucket: z.string(),
+  events: z.number().int(),
+  windows: z.number().int(),
+  holds: z.array(z.string()),
+  time_us: z.number().int(),
 });
 
 export const errorAnswerSchema = z.strictObject({
@@ -145,6 +169,16 @@ export const ROUTE_DOCS: Readonly<Record<string, RouteDoc>> = {
     summary: 'The live state of every limit.',
     request: stateRequest,
     answers: { 200: stateAnswerSchema, ...bad, 501: errorAnswerSchema },
+  },
+  '/v1/holds': {
+    summary: 'The calls holding a bucket or a carrier now, earliest end first.',
+    request: holdsRequest,
+    answers: { 200: holdsAnswerSchema, ...bad },
+  },
+  '/v1/reset': {
+    summary: "Empty a bucket's windows and holds (an operator's hand; logged).",
+    request: resetRequest,
+    answers: { 200: resetAnswerSchema, ...bad },
   },
   '/v1/openapi.json': { summary: 'This document.', answers: { 200: z.record(z.string(), z.unknown()) } },
   '/metrics': { summary: 'Prometheus exposition.', answers: {}, text: 'text/plain' },

@@ -8,18 +8,16 @@
  */
 import { z } from 'zod';
 import { describeValue, formatPath } from '../config/path.js';
+import { BadRequest, UrlEncoded } from './fields.js';
 
-/** Longest id accepted (call id, peer, account, carrier): bounds memory and key sizes. */
-export const MAX_ID_LENGTH = 256;
+import { MAX_ID_LENGTH } from '../ids.js';
+
+/** Longest id accepted (call id, peer, account, carrier): the library's bound (ids.ts). */
+export { MAX_ID_LENGTH };
 /** Most carriers in one route. */
 export const MAX_ROUTE = 32;
 
-/** A located problem: `where` (body, query) + path, and what was expected. */
-export class BadRequest extends Error {
-  constructor(readonly problems: readonly string[]) {
-    super(problems.join('; '));
-  }
-}
+export { BadRequest } from './fields.js';
 
 function expected(what: string) {
   return (iss: { code?: string; input?: unknown }): string | undefined => {
@@ -77,17 +75,18 @@ const LIST_FIELDS = new Map<z.ZodType, ReadonlySet<string>>([
 const NONE: ReadonlySet<string> = new Set();
 
 /**
- * A parsed query string or form body (values: string or string[]) shaped for a schema: a list
- * field becomes an array even when given once; any other field given twice is a problem.
+ * A parsed query string or form body (fields.ts) shaped for a schema, in a null-prototype object:
+ * a list field becomes an array even when given once; any other field given twice is a problem,
+ * as is a field that could not be read (not UTF-8, a forbidden name).
  */
 function fromStrings(input: unknown, where: string, lists: ReadonlySet<string>): unknown {
-  if (typeof input !== 'object' || input === null) return {};
-  const out: Record<string, unknown> = {};
-  const problems: string[] = [];
-  for (const [key, value] of Object.entries(input as Record<string, unknown>)) {
-    if (lists.has(key)) out[key] = Array.isArray(value) ? value : [value];
-    else if (Array.isArray(value)) problems.push(`${where}.${key}: expected one value, got ${value.length}`);
-    else out[key] = value;
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  if (!(input instanceof UrlEncoded)) return out;
+  const problems = input.problems.map((p) => `${where}.${p}`);
+  for (const [key, values] of input.fields) {
+    if (lists.has(key)) out[key] = values;
+    else if (values.length > 1) problems.push(`${where}.${key}: expected one value, got ${values.length}`);
+    else out[key] = values[0];
   }
   if (problems.length > 0) throw new BadRequest(problems);
   return out;
@@ -121,3 +120,20 @@ export function parseRequest<T extends z.ZodType>(
   }
   throw new BadRequest([...new Set(lines)]);
 }
+
+/** GET /v1/holds: `bucket` (global, account:<id>, peer:<id>) or `carrier`, and at most `max` calls listed. */
+export const holdsRequest = z.strictObject(
+  {
+    bucket: id.optional(),
+    carrier: id.optional(),
+    max: z
+      .string({ error: expected('an integer from 1 to 10000') })
+      .regex(/^[1-9]\d{0,4}$/, { error: expected('an integer from 1 to 10000') })
+      .transform(Number)
+      .refine((n) => n <= 10_000, { error: expected('an integer from 1 to 10000') })
+      .optional(),
+  },
+  object,
+);
+/** POST /v1/reset: the bucket to empty. */
+export const resetRequest = z.strictObject({ bucket: id }, object);

@@ -44,6 +44,17 @@ import {
 import { checkInspect, inspectMemory } from './inspect-memory.js';
 import type { InspectRequest, InspectResult } from './types.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
+import {
+  checkListHolds,
+  checkReset,
+  counterWindows,
+  type ListedHold,
+  type ListHoldsRequest,
+  type ListHoldsResult,
+  type OperableStore,
+  type ResetRequest,
+  type ResetResult,
+} from './operations.js';
 
 /** A sorted log of event times; times[head..] are live, older ones await compaction. */
 class Log {
@@ -156,6 +167,14 @@ class HoldSet {
   get size(): number {
     return this.ends.length - this.head;
   }
+
+  /** The holds with an end after t, earliest end first, at most `max` (ZRANGEBYSCORE (t +inf LIMIT). */
+  listAfter(t: number, max: number): ListedHold[] {
+    const out: ListedHold[] = [];
+    for (let i = this.upper(t); i < this.ends.length && out.length < max; i++)
+      out.push({ id: this.ids[i]!, endUs: this.ends[i]! });
+    return out;
+  }
 }
 
 /** A call's record (one per id and direction): its end and the hold sets it holds a channel in. */
@@ -234,8 +253,10 @@ export interface MemoryStoreOptions {
   readonly sweep?: boolean;
 }
 
-export class MemoryStore implements Store {
+export class MemoryStore implements Store, OperableStore {
   readonly kind = 'memory';
+  /** Hash tags do not exist here (operations.ts). */
+  readonly tagged = false;
   private readonly clock: () => number;
   private logs = new Map<string, Log>();
   private windows = new Map<string, WindowCounts>();
@@ -595,6 +616,43 @@ export class MemoryStore implements Store {
   }
   inspect(req: InspectRequest): Promise<InspectResult> {
     return settle(() => this.inspectSync(req));
+  }
+
+  // Operator operations (src/store/operations.ts), as lua/hold-list.lua and lua/reset.lua.
+
+  listHoldsSync(req: ListHoldsRequest): ListHoldsResult {
+    const max = checkListHolds(req);
+    const t = this.time(req.now);
+    const set = (req.tag === OUTBOUND_TAG ? this.carrierHolds : this.bucketHolds).get(req.name);
+    return { holds: set?.listAfter(t, max) ?? [], total: set?.count(t) ?? 0, now: t };
+  }
+  listHolds(req: ListHoldsRequest): Promise<ListHoldsResult> {
+    return settle(() => this.listHoldsSync(req));
+  }
+
+  resetSync(req: ResetRequest): ResetResult {
+    checkReset(req);
+    const t = this.time(req.now);
+    const { name } = req.bucket;
+    const events = this.logs.get(name)?.size ?? 0;
+    this.logs.delete(name);
+    let windows = 0;
+    for (const w of counterWindows(req.bucket)) if (this.windows.delete(`${name}\u0000${w}`)) windows++;
+    const set = this.bucketHolds.get(name);
+    let holds: ListedHold[] = [];
+    if (set !== undefined) {
+      holds = set.listAfter(t, Infinity);
+      // the calls' records stop naming the set (a refresh must not bring the hold back)
+      for (const id of set.byId.keys()) {
+        const rec = this.inCalls.get(id);
+        if (rec !== undefined) this.inCalls.set(id, { end: rec.end, sets: rec.sets.filter((s) => s !== set) });
+      }
+      this.bucketHolds.delete(name);
+    }
+    return { events, windows, holds, now: t };
+  }
+  reset(req: ResetRequest): Promise<ResetResult> {
+    return settle(() => this.resetSync(req));
   }
 
   async clear(): Promise<void> {

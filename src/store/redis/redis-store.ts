@@ -69,6 +69,18 @@ import { RECOMMENDED_REDIS_OPTIONS, type RedisConnectOptions, type RedisStoreOpt
 import { reserveArgv, type PendingReserve, type ReserveEnv } from './reserve-args.js';
 import { settleReservations } from './reserve-reply.js';
 import { scripts, type ScriptName } from './scripts.js';
+import {
+  checkListHolds,
+  checkReset,
+  counterWindows,
+  decodeId,
+  type ListedHold,
+  type ListHoldsRequest,
+  type ListHoldsResult,
+  type OperableStore,
+  type ResetRequest,
+  type ResetResult,
+} from '../operations.js';
 
 export { RECOMMENDED_REDIS_OPTIONS, type RedisConnectOptions, type RedisStoreOptions } from './redis-store-options.js';
 
@@ -76,7 +88,7 @@ const DAY_MS = 86_400_000;
 /** A batch's calls are limited by Lua's stack too (unpack of one ZADD per log). */
 const MAX_BATCH_LIMIT = 1000;
 
-export class RedisStore implements Store {
+export class RedisStore implements Store, OperableStore {
   readonly kind = 'redis';
   readonly prefix: string;
   /**
@@ -429,7 +441,40 @@ export class RedisStore implements Store {
     return { buckets, carriers, now: Number(now) };
   }
 
+  // Operator operations (src/store/operations.ts): lua/hold-list.lua and lua/reset.lua.
+
+  get tagged(): boolean {
+    return this.keys.hashTags;
+  }
+
+  async listHolds(req: ListHoldsRequest): Promise<ListHoldsResult> {
+    const max = checkListHolds(req);
+    const key = `${this.keys.base(req.tag, req.name)}:ch`;
+    const r = (await this.run('hold-list', [key], [req.now ?? '', max], req.signal)) as (string | number)[];
+    return { holds: listedHolds(r, 2), total: Number(r[1]), now: Number(r[0]) };
+  }
+
+  async reset(req: ResetRequest): Promise<ResetResult> {
+    checkReset(req);
+    const base = this.keys.base(req.tag, req.bucket.name);
+    const windows = counterWindows(req.bucket).map((w) => `${base}:win:${w}`);
+    const args = [req.now ?? '', this.keys.base(req.tag, '')];
+    const r = (await this.run('reset', [`${base}:log`, `${base}:ch`, ...windows], args, req.signal)) as (
+      | string
+      | number
+    )[];
+    return { events: Number(r[1]), windows: Number(r[2]), holds: listedHolds(r, 3), now: Number(r[0]) };
+  }
+
   async close(): Promise<void> {
     await this.conn.close(this.ownsConnection);
   }
+}
+
+/** Pairs (encoded call id, end) of a script reply from index `from` on. */
+function listedHolds(reply: readonly (string | number)[], from: number): ListedHold[] {
+  const holds: ListedHold[] = [];
+  for (let i = from; i + 1 < reply.length; i += 2)
+    holds.push({ id: decodeId(String(reply[i])), endUs: Number(reply[i + 1]) });
+  return holds;
 }
