@@ -19,7 +19,8 @@ export type ScriptName =
   | 'release'
   | 'refresh'
   | 'holds'
-  | 'inspect';
+  | 'inspect'
+  | 'reassert';
 
 export interface Script {
   /** The ioredis command name (defineCommand), e.g. `callgate_admit_3fa9c1d2`. */
@@ -54,5 +55,6 @@ export function scripts(): Readonly<Record<ScriptName, Script>> {
     refresh: load(dir, 'refresh'),
     holds: load(dir, 'holds'),
     inspect: load(dir, 'inspect'),
+    reassert: load(dir, 'reassert'),
   });
 }
