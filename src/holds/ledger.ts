@@ -27,6 +27,8 @@ export interface LedgerHold {
 export interface LedgerEntry {
   in?: LedgerHold;
   out?: LedgerHold;
+  /** A release of the call is on its way: a periodic sync leaves it alone (it would race the release). */
+  releasing?: boolean;
 }
 
 export class HoldLedger {
@@ -62,6 +64,12 @@ export class HoldLedger {
     if (entry?.out) entry.out.end = end;
   }
 
+  /** A release of call `id` was sent (true) or failed and will be retried (false). */
+  releasing(id: string, on: boolean): void {
+    const entry = this.calls.get(id);
+    if (entry !== undefined) entry.releasing = on || undefined;
+  }
+
   get(id: string): LedgerEntry | undefined {
     return this.calls.get(id);
   }
@@ -70,9 +78,14 @@ export class HoldLedger {
    * The calls still holding at `now` (µs), grouped by tag (those that ended are forgotten on the
    * way): `holding` only those holding a channel somewhere.
    */
-  byTag(now: number, holding = true): Map<string, { id: string; direction: 'in' | 'out'; hold: LedgerHold }[]> {
+  byTag(
+    now: number,
+    holding = true,
+    releasing = true,
+  ): Map<string, { id: string; direction: 'in' | 'out'; hold: LedgerHold }[]> {
     const tags = new Map<string, { id: string; direction: 'in' | 'out'; hold: LedgerHold }[]>();
     for (const [id, entry] of this.calls) {
+      if (!releasing && entry.releasing) continue;
       for (const direction of ['in', 'out'] as const) {
         const hold = entry[direction];
         if (hold === undefined) continue;

@@ -57,6 +57,8 @@ export class HoldsKeeper {
   private readonly recent = new Map<string, { at: number; groups: readonly (readonly string[])[] }>();
   /** A loss was seen and its re-assertion has not succeeded yet. */
   private lostPending = false;
+  /** Set from a loss until its re-assertion succeeded: releases and refreshes wait for it (not for the grace). */
+  private recovering?: { done: Promise<void>; resolve: () => void };
   private running?: Promise<void>;
   private syncTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
@@ -75,10 +77,23 @@ export class HoldsKeeper {
     return this.gates.get(this.opts.hashTags ? tag : '');
   }
 
+  /**
+   * The wait a release or refresh must make first, if any: until this process's calls are back
+   * after a loss, so that a release of one of them finds it (and answers `released`).
+   */
+  recovered(): Promise<void> | undefined {
+    return this.recovering?.done;
+  }
+
   /** The connection (or one Cluster node's) was lost: what Redis holds may not be what it held. */
   lost(): void {
     if (this.closed) return;
     this.lostPending = true;
+    if (this.recovering === undefined) {
+      let resolve!: () => void;
+      const done = new Promise<void>((r) => (resolve = r));
+      this.recovering = { done, resolve };
+    }
     // decisions wait from now on: until Redis answers and the calls are back
     for (const lane of this.lanes()) this.closeGate(lane);
     // a Cluster client stays 'ready' while one node fails over: try until that node answers
@@ -146,7 +161,8 @@ export class HoldsKeeper {
   /** One pass over the ledger; throws when Redis failed meanwhile (a `lost` pass is then retried). */
   private async run(mode: 'lost' | 'sync'): Promise<void> {
     if (mode === 'lost') await this.resendRecent();
-    const tags = this.opts.ledger.byTag(this.opts.now());
+    // a sync leaves the calls being released alone; after a loss their releases wait for this run
+    const tags = this.opts.ledger.byTag(this.opts.now(), true, mode === 'lost');
     // on a single Redis one marker serves every tag: read it even when the ledger is empty
     if (mode === 'lost' && !this.opts.hashTags && tags.size === 0) tags.set('in', []);
     let failed: unknown;
@@ -163,6 +179,10 @@ export class HoldsKeeper {
       }),
     );
     if (failed !== undefined) throw failed;
+    if (mode === 'lost' && !this.lostPending) {
+      this.recovering?.resolve();
+      this.recovering = undefined;
+    }
     if (!this.opts.hashTags) await this.openAfter('', graceUntilMs);
   }
 
@@ -248,6 +268,8 @@ export class HoldsKeeper {
     clearInterval(this.syncTimer);
     clearTimeout(this.retryTimer);
     for (const lane of [...this.gates.keys()]) this.openGate(lane);
+    this.recovering?.resolve();
+    this.recovering = undefined;
     await this.running;
   }
 }

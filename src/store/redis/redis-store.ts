@@ -433,13 +433,23 @@ export class RedisStore implements Store {
       return Promise.reject(err);
     }
     const id = encodeId(req.id);
-    // the call ended: this process will not write it again; its records, for a re-send after a loss
-    this.ledger.remove(req.id, req.direction);
-    const seen = (groups: string[][]) => req.now === undefined && this.keeper.released(req.id, groups);
-    return this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal, seen).then(
+    let groups: string[][] = [];
+    const send = () =>
+      this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal, (g) => (groups = g));
+    // after a loss, a release waits until this process's calls are back, so that it finds its call
+    const recovered = this.keeper.recovered();
+    this.ledger.releasing(req.id, true);
+    return (recovered === undefined ? send() : recovered.then(send)).then(
       async ([released, now]) => {
+        // the call ended: this process will not write it again; its records, for a re-send after a loss
+        this.ledger.remove(req.id, req.direction);
+        if (req.now === undefined) this.keeper.released(req.id, groups);
         if (this.keys.hashTags && req.direction !== 'out') await this.locators.drop(id);
         return { released, now };
+      },
+      (err: unknown) => {
+        this.ledger.releasing(req.id, false); // kept: written again after a loss, until the release lands
+        throw err;
       },
     );
   }
@@ -452,7 +462,9 @@ export class RedisStore implements Store {
     }
     const id = encodeId(req.id);
     const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now))];
-    return this.onRecords('refresh', id, undefined, args, req.now, req.signal).then(async ([refreshed, now]) => {
+    const recovered = this.keeper.recovered();
+    const send = () => this.onRecords('refresh', id, undefined, args, req.now, req.signal);
+    return (recovered === undefined ? send() : recovered.then(send)).then(async ([refreshed, now]) => {
       if (refreshed > 0 && req.now === undefined) this.ledger.extend(req.id, now + req.forUs);
       if (this.keys.hashTags && refreshed > 0)
         await this.locators.extend(id, Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now)));
