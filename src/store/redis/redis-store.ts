@@ -76,7 +76,12 @@ import { reserveArgv, type PendingReserve, type ReserveEnv } from './reserve-arg
 import { settleReservations } from './reserve-reply.js';
 import { scripts, type ScriptName } from './scripts.js';
 
-export { RECOMMENDED_REDIS_OPTIONS, type RedisConnectOptions, type RedisStoreOptions } from './redis-store-options.js';
+export {
+  RECOMMENDED_REDIS_OPTIONS,
+  type HoldsOptions,
+  type RedisConnectOptions,
+  type RedisStoreOptions,
+} from './redis-store-options.js';
 
 const DAY_MS = 86_400_000;
 /** A batch's calls are limited by Lua's stack too (unpack of one ZADD per log). */
