@@ -347,9 +347,12 @@ export class Admission {
  */
 function noteUnwritten(store: Store, callId: string, plan: AdmissionPlan, at: number | undefined, hold: Hold): void {
   if (store.ledger === undefined || at !== undefined || hold.forUs <= 0) return;
-  const names = plan.buckets.filter((b) => b.channels !== undefined).map((b) => b.name);
-  const all = plan.buckets.map((b) => b.name);
-  store.ledger.add(callId, 'in', { tag: plan.tag, names, all, end: Date.now() * 1000 + hold.forUs, unwritten: true });
+  store.ledger.add(callId, 'in', {
+    tag: plan.tag,
+    buckets: plan.buckets,
+    end: Date.now() * 1000 + hold.forUs,
+    unwritten: true,
+  });
 }
 
 function decision(callId: string, plan: AdmissionPlan, r: AdmitResult): AdmissionDecision {

@@ -9,15 +9,19 @@
  * clock (Redis TIME); only calls decided on live time enter (a virtual clock's ends mean nothing
  * to a restarted Redis).
  */
+import type { Bucket } from '../store/types.js';
 
-/** One side of a call: its hash tag, the holds sets it holds (names) and every bucket it touched. */
+/**
+ * One side of a call: its hash tag, its buckets (inbound: the plan's own readonly list, shared,
+ * so that an entry costs one small object) or the holds sets it holds (`names`), and its end.
+ */
 export interface LedgerHold {
   /** Hash tag of its keys (OUTBOUND_TAG outbound). */
   readonly tag: string;
-  /** Names of the buckets (or carriers) where it holds a channel. */
-  names: readonly string[];
-  /** Every bucket of the call (inbound): those without a channel limit too, for a reload that turns one on. */
-  readonly all: readonly string[];
+  /** Every bucket of an inbound call, those without a channel limit too (for a reload that turns one on). */
+  readonly buckets?: readonly Bucket[];
+  /** The holds sets it holds a channel in, when not its buckets with a channel limit (outbound: its carrier). */
+  names?: readonly string[];
   /** End of its holds, µs. */
   end: number;
   /** Entered while the store was away (policy `local` / `fail-open`): never written yet. */
@@ -31,6 +35,21 @@ export interface LedgerEntry {
   releasing?: boolean;
 }
 
+const channelNames = new WeakMap<readonly Bucket[], readonly string[]>();
+
+/** The holds sets a ledger call holds a channel in. */
+export function holdNames(hold: LedgerHold): readonly string[] {
+  if (hold.names !== undefined) return hold.names;
+  const buckets = hold.buckets;
+  if (buckets === undefined) return [];
+  let names = channelNames.get(buckets);
+  if (names === undefined) {
+    names = buckets.filter((b) => b.channels !== undefined).map((b) => b.name);
+    channelNames.set(buckets, names);
+  }
+  return names;
+}
+
 export class HoldLedger {
   private readonly calls = new Map<string, LedgerEntry>();
 
@@ -38,7 +57,7 @@ export class HoldLedger {
     return this.calls.size;
   }
 
-  /** Call `id` holds (or, with `names` empty, touched) `hold.all` on `direction`'s side until `hold.end`. */
+  /** Call `id` holds `hold` on `direction`'s side (or, without a channel limit, only touched its buckets). */
   add(id: string, direction: 'in' | 'out', hold: LedgerHold): void {
     let entry = this.calls.get(id);
     if (entry === undefined) this.calls.set(id, (entry = {}));
@@ -93,7 +112,7 @@ export class HoldLedger {
           delete entry[direction];
           continue;
         }
-        if (holding && hold.names.length === 0) continue;
+        if (holding && holdNames(hold).length === 0) continue;
         let list = tags.get(hold.tag);
         if (list === undefined) tags.set(hold.tag, (list = []));
         list.push({ id, direction, hold });

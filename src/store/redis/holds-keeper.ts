@@ -22,7 +22,7 @@
  * does not bring it back (and one that did has it dropped again).
  */
 import type { SafeEmitter } from '../../events.js';
-import type { HoldLedger, LedgerHold } from '../../holds/ledger.js';
+import { holdNames, type HoldLedger, type LedgerHold } from '../../holds/ledger.js';
 import { MAX_REASSERT_CALLS } from '../reassert.js';
 import type { ReassertCall, ReassertRequest, ReassertResult, StoreEvents } from '../types.js';
 
@@ -219,7 +219,7 @@ export class HoldsKeeper {
       const req: ReassertRequest = {
         tag,
         calls: batch.map(
-          (c): ReassertCall => ({ id: c.id, direction: c.direction, names: c.hold.names, end: c.hold.end }),
+          (c): ReassertCall => ({ id: c.id, direction: c.direction, names: holdNames(c.hold), end: c.hold.end }),
         ),
         mode: lost ? 'lost' : 'sync',
         token: known,
@@ -241,7 +241,7 @@ export class HoldsKeeper {
         }
         if (status === 'unknown') return;
         c.hold.unwritten = undefined;
-        if (status === 'written') reasserted += c.hold.names.length;
+        if (status === 'written') reasserted += holdNames(c.hold).length;
       });
     }
     const checked = calls.length;

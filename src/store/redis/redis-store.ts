@@ -253,6 +253,8 @@ export class RedisStore implements Store {
     const held = req.hold !== undefined && hasChannels(req.buckets);
     const id = held ? encodeId(req.hold.id) : undefined;
     const forUs = held ? req.hold.forUs : 0;
+    // a call on live time that holds (or would, were a channel limit on) enters the ledger once admitted
+    const note = now === '' && req.hold !== undefined && req.hold.forUs > 0;
     const queue = (resolve: (r: AdmitResult) => void, reject: (err: unknown) => void) =>
       this.admissions.add(this.keys.hashTags ? req.tag : '', {
         buckets,
@@ -260,7 +262,12 @@ export class RedisStore implements Store {
         id,
         forUs,
         signal: req.signal,
-        resolve,
+        resolve: note
+          ? (r) => {
+              if (r.admitted && !r.duplicate) this.noteIn(req.tag, req.hold!.id, req.buckets, r.now + req.hold!.forUs);
+              resolve(r);
+            }
+          : resolve,
         reject,
       });
     // after a loss, decisions on this tag wait until its holds are back (holds-keeper.ts)
@@ -278,20 +285,12 @@ export class RedisStore implements Store {
         return r;
       });
     }
-    if (now === '' && req.hold !== undefined && req.hold.forUs > 0) {
-      const hold = req.hold;
-      decided.then(
-        (r) => r.admitted && !r.duplicate && this.noteIn(req.tag, hold.id, req.buckets, r.now + hold.forUs),
-        () => undefined,
-      );
-    }
     return decided;
   }
 
   /** An inbound call admitted (or recorded) on live time enters the ledger, with every bucket it touched. */
   private noteIn(tag: string, id: string, buckets: readonly Bucket[], end: number): void {
-    const names = buckets.filter((b) => b.channels !== undefined).map((b) => b.name);
-    this.ledger.add(id, 'in', { tag, names, all: buckets.map((b) => b.name), end });
+    this.ledger.add(id, 'in', { tag, buckets, end });
   }
 
   /**
@@ -382,7 +381,6 @@ export class RedisStore implements Store {
             this.ledger.add(hold.id, 'out', {
               tag: OUTBOUND_TAG,
               names: [carrier.name],
-              all: [carrier.name],
               end: Math.ceil(r.slotUs) + hold.forUs,
             });
           else this.ledger.remove(hold.id, 'out');
