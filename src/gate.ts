@@ -31,6 +31,7 @@ import { InvalidArgumentError } from './errors/index.js';
 import { SafeEmitter } from './events.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 import { MemoryStore } from './store/memory-store.js';
+import { widenHolds } from './holds/reload.js';
 import { ReleaseQueue } from './store/release-queue.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';
 import type { HoldsReassertedEvent, StopSignal, Store, StoreLossEvent } from './store/types.js';
@@ -343,6 +344,10 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   async reload(source: ConfigSource): Promise<ConfigChange[]> {
     const next = await resolveConfig(source);
     const changes = diffConfig(this.current, next);
+    // a channel limit turned on counts the calls already in progress there (src/holds/reload.ts)
+    const ledger = this.store.ledger;
+    if (ledger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0)
+      await this.store.writeLedger?.().catch((err: Error) => this.safeEmit('error', err));
     this.current = next;
     this.admission.setConfig(next);
     this.safeEmit('reloaded', changes);

@@ -386,6 +386,8 @@ export interface Store {
    * again after a loss). Decisions taken by policy while the store was away enter it too.
    */
   readonly ledger?: HoldLedger;
+  /** Write the ledger's calls marked unwritten now (a reload that turned a channel limit on); resolves once done. */
+  writeLedger?(): Promise<void>;
   /** Write again the holds of calls in progress (see ReassertRequest); stores that cannot lose state may omit it. */
   reassert?(req: ReassertRequest): Promise<ReassertResult>;
   /** Drop every key of this store (its prefix); for tests and replay runs. */

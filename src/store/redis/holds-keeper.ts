@@ -142,6 +142,14 @@ export class HoldsKeeper {
     gate.open?.();
   }
 
+  /** A sync pass now (after the one running, if any): writes the calls marked unwritten; rejects on failure. */
+  async runNow(): Promise<void> {
+    await this.running;
+    const run = this.run('sync');
+    this.running = run.catch(() => undefined).finally(() => (this.running = undefined));
+    await run;
+  }
+
   /** Start a run of `mode` unless one runs; a loss seen meanwhile runs again after it. */
   private kick(mode: 'lost' | 'sync'): void {
     if (this.closed || this.running) return;

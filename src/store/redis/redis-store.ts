@@ -482,6 +482,11 @@ export class RedisStore implements Store {
     return { holds: r[0]!, now: r[1]! };
   }
 
+  /** Write the ledger's unwritten calls now (a reload that turned a channel limit on). */
+  writeLedger(): Promise<void> {
+    return this.keeper.runNow();
+  }
+
   /** Write again the holds of calls in progress on one tag (lua/reassert.lua; types.ts, ReassertRequest). */
   async reassert(req: ReassertRequest): Promise<ReassertResult> {
     checkReassert(req);
