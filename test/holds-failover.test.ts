@@ -20,14 +20,14 @@ import {
   startHoldsWorker,
   type HoldsWorker,
 } from './holds/harness.js';
-import { startProxy, type Proxy } from './holds/proxy.js';
+import { startProxy, type Proxy as MovingAddress } from './holds/proxy.js';
 import type { HoldsWorkerReport } from './holds/worker.js';
 
 describe('holds come back: failover to a replica that missed writes', function () {
   this.timeout(90_000);
   let primary: RedisServer | undefined;
   let replica: RedisServer | undefined;
-  let proxy: Proxy | undefined;
+  let proxy: MovingAddress | undefined;
   let check: Redis | undefined;
   const workers: HoldsWorker[] = [];
   after(async () => {
