@@ -32,9 +32,10 @@ import { checkIdArgument } from './ids.js';
 import { SafeEmitter } from './events.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 import { MemoryStore } from './store/memory-store.js';
+import { widenHolds } from './holds/reload.js';
 import { ReleaseQueue } from './store/release-queue.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';
-import type { StopSignal, Store } from './store/types.js';
+import type { HoldsReassertedEvent, StopSignal, Store, StoreLossEvent } from './store/types.js';
 
 /**
  * What release() did: `released` (the call held channels, now given back), `not-held` (nothing
@@ -65,6 +66,10 @@ export type CallGateEvents = Omit<AdmissionEvents, 'rejected'> &
     released: [ReleasedEvent];
     /** Every decision (dispatch: its reservation) or failure, with its latency: for metrics. */
     decided: [DecisionTiming];
+    /** The store lost holds of this process's calls (a Redis restart or failover): they are written again. */
+    storeLoss: [StoreLossEvent];
+    /** This process's calls of one tag were re-asserted after a loss, or checked by the periodic sync. */
+    holdsReasserted: [HoldsReassertedEvent];
   };
 
 /**
@@ -160,6 +165,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       shield: opts.shield,
     });
     this.store.events?.on('error', this.onStoreError);
+    this.store.events?.on('storeLoss', this.onStoreLoss);
+    this.store.events?.on('holdsReasserted', this.onReasserted);
     this.dispatcher = new Dispatcher({
       store: this.store,
       clock: this.clock,
@@ -194,6 +201,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /** A store's trouble outside any call (a Redis outage, once per outage) goes out on 'error'. */
   private readonly onStoreError = (err: Error) => this.safeEmit('error', err);
+  private readonly onStoreLoss = (e: StoreLossEvent) => this.safeEmit('storeLoss', e);
+  private readonly onReasserted = (e: HoldsReassertedEvent) => this.safeEmit('holdsReasserted', e);
 
   get config(): CallGateConfig {
     return this.current;
@@ -348,6 +357,10 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   async reload(source: ConfigSource): Promise<ConfigChange[]> {
     const next = await resolveConfig(source);
     const changes = diffConfig(this.current, next);
+    // a channel limit turned on counts the calls already in progress there (src/holds/reload.ts)
+    const ledger = this.store.ledger;
+    if (ledger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0)
+      await this.store.writeLedger?.().catch((err: Error) => this.safeEmit('error', err));
     this.current = next;
     this.admission.setConfig(next);
     this.safeEmit('reloaded', changes);
@@ -410,6 +423,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     await this.store.close();
     await this.recorder?.close();
     this.store.events?.off('error', this.onStoreError);
+    this.store.events?.off('storeLoss', this.onStoreLoss);
+    this.store.events?.off('holdsReasserted', this.onReasserted);
   }
 }
 

@@ -44,8 +44,10 @@ export {
   RedisStore,
   type RedisConnectOptions,
   type RedisStoreOptions,
+  type HoldsOptions,
 } from './store/redis/redis-store.js';
 export type * from './store/types.js';
+export type { HoldLedger, LedgerEntry, LedgerHold } from './holds/ledger.js';
 
 // Clocks
 export { SystemClock, VirtualClock, type Clock } from './clock.js';

@@ -288,6 +288,7 @@ export class Admission {
         degraded = this.policy;
         this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error: err as Error });
         if (this.policy === 'local') now = this.localStore().recordSync(req).now;
+        if (this.policy !== 'fail-closed') noteUnwritten(this.store, input.callId, known, at, req.hold);
       }
     }
     return this.emit({
@@ -323,6 +324,7 @@ export class Admission {
     const now = at ?? Date.now() * 1000;
     switch (this.policy) {
       case 'fail-open':
+        noteUnwritten(this.store, input.callId, plan, at, hold);
         return {
           callId: input.callId,
           direction: 'in',
@@ -333,14 +335,9 @@ export class Admission {
         };
       case 'local': {
         const local = this.localPlan(input, plan);
-        return {
-          ...decision(
-            input.callId,
-            local,
-            this.localStore().admitSync({ tag: local.tag, buckets: local.buckets, now: at, hold }),
-          ),
-          degraded: 'local',
-        };
+        const r = this.localStore().admitSync({ tag: local.tag, buckets: local.buckets, now: at, hold });
+        if (r.admitted && !r.duplicate) noteUnwritten(this.store, input.callId, plan, at, hold);
+        return { ...decision(input.callId, local, r), degraded: 'local' };
       }
       default:
         return {
@@ -359,6 +356,20 @@ export class Admission {
     this.events.safeEmit(d.admitted ? 'admitted' : 'rejected', d);
     return d;
   }
+}
+
+/**
+ * A call let in by policy while the store was away enters the store's ledger (live time only),
+ * to be written to the store once it answers: its holds count there from then on.
+ */
+function noteUnwritten(store: Store, callId: string, plan: AdmissionPlan, at: number | undefined, hold: Hold): void {
+  if (store.ledger === undefined || at !== undefined || hold.forUs <= 0) return;
+  store.ledger.add(callId, 'in', {
+    tag: plan.tag,
+    buckets: plan.buckets,
+    end: Date.now() * 1000 + hold.forUs,
+    unwritten: true,
+  });
 }
 
 function decision(callId: string, plan: AdmissionPlan, r: AdmitResult): AdmissionDecision {

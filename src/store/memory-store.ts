@@ -9,7 +9,10 @@
  */
 import { systemClockUs } from '../clock.js';
 import { OUTBOUND_TAG } from './keys.js';
+import { checkReassert, reassertMemory, type MemoryHolds } from './reassert.js';
 import type {
+  ReassertRequest,
+  ReassertResult,
   AdmitRequest,
   AdmitResult,
   Bucket,
@@ -267,6 +270,8 @@ export class MemoryStore implements Store, OperableStore {
   /** Call records by call id: inbound and outbound. */
   private inCalls = new Map<string, CallRecord>();
   private outCalls = new Map<string, CallRecord>();
+  /** Generation markers per tag (reassert). */
+  private readonly markers = new Map<string, { token: string; graceUntil: number }>();
   private latest = 0;
   private opsToSweep = 1024;
 
@@ -655,7 +660,23 @@ export class MemoryStore implements Store, OperableStore {
     return settle(() => this.resetSync(req));
   }
 
+  reassertSync(req: ReassertRequest): ReassertResult {
+    checkReassert(req);
+    const t = this.time(req.now);
+    const holds: MemoryHolds = {
+      record: (d, id) => (d === 'in' ? this.inCalls : this.outCalls).get(id),
+      setRecord: (d, id, end, sets) =>
+        (d === 'in' ? this.inCalls : this.outCalls).set(id, { end, sets: sets as HoldSet[] }),
+      set: (d, name) => this.holdSet(d === 'in' ? this.bucketHolds : this.carrierHolds, name),
+    };
+    return reassertMemory(holds, this.markers, req, t);
+  }
+  reassert(req: ReassertRequest): Promise<ReassertResult> {
+    return settle(() => this.reassertSync(req));
+  }
+
   async clear(): Promise<void> {
+    this.markers.clear();
     this.logs.clear();
     this.windows.clear();
     this.slots.clear();

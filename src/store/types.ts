@@ -9,6 +9,7 @@
  */
 
 import type { EventEmitter } from 'eventemitter3';
+import type { HoldLedger } from '../holds/ledger.js';
 export type Algorithm = 'sliding-log' | 'sliding-window' | 'fixed-window';
 
 /**
@@ -299,6 +300,71 @@ export interface InspectResult {
 /** What a store reports outside any call (RedisStore: a lost connection, once per outage). */
 export interface StoreEvents {
   error: [Error];
+  /** The store lost holds this process knew of (a restart or failover), or a tag's marker was gone (see reassert). */
+  storeLoss: [StoreLossEvent];
+  /** A re-assertion of this process's calls ran on one tag (see reassert). */
+  holdsReasserted: [HoldsReassertedEvent];
+}
+
+// ---- Holds re-assertion (issue 25): the calls a process knows, written again after a loss ----
+
+/** One call of a reassert request: its id, which side, the holds sets (bucket or carrier names) and their end (µs). */
+export interface ReassertCall {
+  readonly id: string;
+  readonly direction: 'in' | 'out';
+  readonly names: readonly string[];
+  readonly end: number;
+}
+
+/**
+ * Write again the holds of calls in progress on one tag (OUTBOUND_TAG for outbound calls),
+ * idempotently: for each call whose end is after t and that has no tombstone (a release re-sent
+ * after an outage), its record and a hold in each named set, with the store's end when its
+ * record is still there (else the given end); a hold still present is not counted twice.
+ * `mode` 'lost' (default): a missing record is written again. 'sync': only when the tag's
+ * generation marker is missing or is not `token` (the store lost it), else the call counts as
+ * released elsewhere (`gone`), or `unknown` when no token is given.
+ * The marker is written when missing, with a recovery grace: until `graceUntil` a store fresh
+ * from a loss waits for the other processes to write theirs (docs/redis.md).
+ */
+export interface ReassertRequest extends RequestOptions {
+  readonly tag: string;
+  readonly calls: readonly ReassertCall[];
+  readonly mode?: 'lost' | 'sync';
+  readonly token?: string;
+  /** Recovery grace written with a new marker, µs (default 0). */
+  readonly graceUs?: number;
+  readonly now?: number;
+}
+
+export type ReassertStatus = 'ended' | 'present' | 'written' | 'gone' | 'unknown';
+
+export interface ReassertResult {
+  /** Per call, in order. */
+  readonly statuses: readonly ReassertStatus[];
+  /** The tag's marker token now. */
+  readonly token: string;
+  /** The marker was missing (written now): the store lost this tag's state, or never had it. */
+  readonly markerMissing: boolean;
+  /** End of the tag's recovery grace, µs. */
+  readonly graceUntil: number;
+  readonly now: number;
+}
+
+export interface StoreLossEvent {
+  readonly tag: string;
+  /** What showed it: the connection was lost and holds were missing, or the tag's marker changed. */
+  readonly cause: 'reconnect' | 'marker';
+}
+
+export interface HoldsReassertedEvent {
+  readonly tag: string;
+  /** Holds written again. */
+  readonly reasserted: number;
+  /** Calls found released elsewhere (dropped from the ledger). */
+  readonly gone: number;
+  /** Calls checked. */
+  readonly checked: number;
 }
 
 export interface Store {
@@ -315,6 +381,15 @@ export interface Store {
   refresh(req: RefreshRequest): Promise<RefreshResult>;
   holds(req: HoldsRequest): Promise<HoldsResult>;
   inspect(req: InspectRequest): Promise<InspectResult>;
+  /**
+   * The calls this process admitted or dispatched and has not seen end (RedisStore: written
+   * again after a loss). Decisions taken by policy while the store was away enter it too.
+   */
+  readonly ledger?: HoldLedger;
+  /** Write the ledger's calls marked unwritten now (a reload that turned a channel limit on); resolves once done. */
+  writeLedger?(): Promise<void>;
+  /** Write again the holds of calls in progress (see ReassertRequest); stores that cannot lose state may omit it. */
+  reassert?(req: ReassertRequest): Promise<ReassertResult>;
   /** Drop every key of this store (its prefix); for tests and replay runs. */
   clear(): Promise<void>;
   close(): Promise<void>;
