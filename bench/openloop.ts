@@ -4,8 +4,13 @@
  * counted from each call's SCHEDULED time, so a system that falls behind pays for every call it
  * delayed (no coordinated omission). Sections, run by bench.ts:
  *   - lone:     decisions one at a time (sequential awaits): Redis µs per decision;
- *   - openloop: callgate 3 levels and 1 level beside rate-limiter-flexible at each offered rate,
- *               p50 / p99 / p99.9, Redis µs per decision, RedisStore batch sizes, checked;
+ *   - openloop: at each offered rate, like with like: callgate 3 levels with the flood shield off
+ *               against plain rate-limiter-flexible, shield on against RLF with
+ *               inMemoryBlockOnConsumed, 3 levels with channels (every other call released)
+ *               against plain RLF, and the driver alone (the floor); p50 / p99 / p99.9, Redis µs
+ *               per decision, RedisStore batch sizes, checked; paired ratios per round;
+ *   - batching: group commit against pipelined batches (RedisStore maxInFlight);
+ *   - saturation: the highest rate each system keeps up with;
  *   - flood:    a 10x flood of one peer beside normal traffic: the normal traffic's decisions/s
  *               and p99, the shield on and off, beside rate-limiter-flexible with and without
  *               inMemoryBlockOnConsumed.
@@ -739,17 +744,20 @@ export function median(xs: readonly number[]): number {
 /**
  * Decisions one at a time (each awaited before the next): Redis µs per decision (INFO
  * commandstats, script time) of callgate 1 level x 1 window, 3 levels x 2 windows, and the
- * hand-rolled one-key sliding-log script; the best of `rounds` interleaved rounds.
+ * hand-rolled one-key sliding-log script; the best of `rounds` interleaved rounds, and every
+ * round's figure (for paired ratios).
  */
 export async function loneSection(
   o: SectionOptions,
   handRolled: string,
   calls: number,
   rounds = 3,
-): Promise<OpenRow[]> {
+): Promise<{ rows: OpenRow[]; perRound: Map<string, number[]> }> {
   const { work } = o;
   const admin = await connected(o.url);
   const rows: OpenRow[] = [];
+  /** Redis µs per decision of each system, per round (paired: the same round, side by side). */
+  const perRound = new Map<string, number[]>();
   const measure = async (name: string, op: (i: number) => Promise<unknown>): Promise<void> => {
     for (let i = 0; i < 500; i++) await op(calls + i); // warm-up (script load, JIT)
     await admin.flushdb();
@@ -777,6 +785,7 @@ export async function loneSection(
       checkDetail: 'timing only (the same scripts are checked in the other sections)',
     };
     // rounds interleave the systems (a busy machine hits them alike); each keeps its best round
+    perRound.set(name, [...(perRound.get(name) ?? []), row.redisUsPerCall]);
     const prev = rows.findIndex((r) => r.name === name);
     if (prev < 0) rows.push(row);
     else if (row.redisUsPerCall < rows[prev]!.redisUsPerCall) rows[prev] = row;
@@ -806,7 +815,7 @@ export async function loneSection(
   }
   c.disconnect();
   admin.disconnect();
-  return rows;
+  return { rows, perRound };
 }
 
 /**
