@@ -1343,6 +1343,85 @@ describe('RedisStore: batched admissions and reservations', function () {
       }
     });
 
+    it('pipelined (maxInFlight 3): a call leaves while others are in flight, up to 3; the rest wait and leave together, decided in issue order', async () => {
+      const server = await startRedisServer();
+      const raw = newRedisClient(server);
+      const client = newRedisClient(server);
+      try {
+        await ready(client);
+        const store = new RedisStore({ redis: client, prefix: freshPrefix(), maxBatch: 16, maxInFlight: 3 });
+        const one = list(bucket('pl', SL(5, S)));
+        await store.admit({ tag: 't', buckets: list(bucket('warm', SL(1, S))), now: T0 });
+        await raw.config('RESETSTAT');
+        const mem = reference();
+        const expected: AdmitResult[] = [];
+        const issue = (now: number, signal?: StopSignal): Promise<AdmitResult> => {
+          if (!signal) expected.push(mem.admitSync({ tag: 't', buckets: one, now }));
+          return store.admit({ tag: 't', buckets: one, now, signal });
+        };
+        // Redis frozen: the first three calls leave alone, each at the end of its own tick; the
+        // next 8 wait (the lane has 3 in flight) and one of them aborts meanwhile
+        server.pause();
+        const got: Promise<AdmitResult>[] = [];
+        const flag = { aborted: false };
+        let aborted: Promise<AdmitResult> | undefined;
+        for (let i = 0; i < 11; i++) {
+          if (i === 5)
+            (aborted = store.admit({ tag: 't', buckets: one, now: T0 + S + i, signal: flag })).catch(() => undefined);
+          else got.push(issue(T0 + S + i));
+          await new Promise((r) => setImmediate(r));
+        }
+        expect(store.batchSizes().admit[1], 'batches of 1 sent while Redis is frozen').to.equal(4);
+        flag.aborted = true;
+        server.resume();
+        expect(await Promise.all(got)).to.deep.equal(expected);
+        expect(await rejection(aborted!)).to.be.instanceOf(StoreUnavailableError);
+        const sizes = store.batchSizes().admit;
+        expect(sizes[1], 'batches of 1').to.equal(4); // the warm-up and the first three
+        expect(sizes[7], 'batches of 7').to.equal(1);
+        expect(await scriptCalls(raw)).to.equal(4);
+        await store.clear();
+      } finally {
+        server.resume();
+        raw.disconnect();
+        client.disconnect();
+        await server.stop();
+      }
+    });
+
+    it('pipelined (maxInFlight 4), live time: 600 admits, each in a tick of its own, equal a MemoryStore replay in execution order', async () => {
+      const store = b.store({ maxInFlight: 4 });
+      const ns = randomBytes(3).toString('hex');
+      const A = bucket(`${ns}:A`, SL(40, S));
+      const B = bucket(`${ns}:B`, FW(1000, 10 * S));
+      const C = bucket(`${ns}:C`, FW(7, S), SL(9, S));
+      const lists = [list(A), list(B, A), list(C)];
+      const ops = Array.from({ length: 600 }, (_, i) => admit('t', lists[i % 3]!));
+      const pending: Promise<unknown>[] = [];
+      for (const op of ops) {
+        pending.push(issue(store, op));
+        await new Promise((r) => setImmediate(r));
+      }
+      const results = (await Promise.all(pending)) as AdmitResult[];
+      const order = results.map((r, i) => ({ r, i })).sort((x, y) => x.r.now - y.r.now || x.i - y.i);
+      const mem = reference();
+      for (const { r, i } of order)
+        expect(r, `call ${i} (${describeOp(ops[i]!)}) at ${r.now}`).to.deep.equal(apply(mem, ops[i]!, r.now));
+      expect(results.filter((r) => r.admitted).length).to.be.above(40);
+    });
+
+    it('maxInFlight must be an integer from 1 to 64', () => {
+      const redis = b.client();
+      for (const maxInFlight of [0, 1.5, 65, Number.NaN, -1]) {
+        expect(() => new RedisStore({ redis, maxInFlight }), `maxInFlight ${maxInFlight}`).to.throw(
+          InvalidArgumentError,
+        );
+      }
+      for (const maxInFlight of [1, 64, undefined]) {
+        expect(() => new RedisStore({ redis, maxInFlight }), `maxInFlight ${maxInFlight}`).not.to.throw();
+      }
+    });
+
     it('batching happens: 100 concurrent reserves are 2 script calls with maxBatch 64 (64 + 36), 100 with maxBatch 1', async () => {
       const server = await startRedisServer();
       const raw = newRedisClient(server);

@@ -35,6 +35,12 @@ export interface RedisStoreOptions {
    * issued; nothing waits for a batch to fill, and an idle store sends a call at once.
    */
   readonly maxBatch?: number;
+  /**
+   * Batches of one lane (all admissions on a single Redis; one Cluster slot's) in flight at
+   * once, at most (default 1: group commit; 1 to 64). Above 1, a batch leaves while others are
+   * still in flight (pipelined); Redis runs them in the order sent, so decisions are the same.
+   */
+  readonly maxInFlight?: number;
   /** How the store keeps the holds of this process's calls through a Redis loss (docs/redis.md). */
   readonly holds?: HoldsOptions;
 }

@@ -98,6 +98,9 @@ export {
 const DAY_MS = 86_400_000;
 /** A batch's calls are limited by Lua's stack too (unpack of one ZADD per log). */
 const MAX_BATCH_LIMIT = 1000;
+/** Batches of one lane in flight at once (see RedisStoreOptions.maxInFlight; bench/openloop.ts, batching). */
+const DEFAULT_MAX_IN_FLIGHT = 1;
+const MAX_IN_FLIGHT_LIMIT = 64;
 
 export class RedisStore implements Store, OperableStore {
   readonly kind = 'redis';
@@ -146,6 +149,12 @@ export class RedisStore implements Store, OperableStore {
         `maxBatch must be an integer from 1 to ${MAX_BATCH_LIMIT}, got ${String(opts.maxBatch)}`,
       );
     }
+    const maxInFlight = opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+    if (!(Number.isSafeInteger(maxInFlight) && maxInFlight >= 1 && maxInFlight <= MAX_IN_FLIGHT_LIMIT)) {
+      throw new InvalidArgumentError(
+        `maxInFlight must be an integer from 1 to ${MAX_IN_FLIGHT_LIMIT}, got ${String(opts.maxInFlight)}`,
+      );
+    }
     this.conn = new RedisConnection(this.redis, {
       writeChunk: opts.writeChunk ?? 16,
       readyTimeoutMs: opts.readyTimeoutMs ?? 5_000,
@@ -158,6 +167,7 @@ export class RedisStore implements Store, OperableStore {
     });
     const batching = {
       maxBatch,
+      maxInFlight,
       ready: () => this.conn.ready,
       whenReady: (signal: StopSignal | undefined) => this.conn.notReady(signal) ?? Promise.resolve(),
       unavailable,
