@@ -10,6 +10,7 @@ import { MemoryStore } from '../store/memory-store.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 import type { AdmitResult, Hold, RefusalReason, StopSignal, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
+import type { CallAttributes } from './attributes.js';
 import { CallIdTable } from './call-id-table.js';
 import { FloodShield } from './shield.js';
 import { systemClockUs } from '../clock.js';
@@ -21,7 +22,7 @@ import { systemClockUs } from '../clock.js';
  */
 export type StorePolicy = 'fail-closed' | 'fail-open' | 'local' | 'error';
 
-export interface AdmitInput {
+export interface AdmitInput extends CallAttributes {
   readonly callId: string;
   readonly peer: string;
   /** The customer account, when the call names one ('' counts as none). */
@@ -166,7 +167,7 @@ export class Admission {
   private localPlan(input: AdmitInput, plan: AdmissionPlan): AdmissionPlan {
     if (this.localShare === 1) return plan;
     this.localPlans ??= new PlanCache(scaleConfig(this.plans.config, this.localShare));
-    return this.localPlans.get(input.peer, input.account) as AdmissionPlan;
+    return this.localPlans.forCall(input) as AdmissionPlan;
   }
 
   /** The stand-in of policy `local`, if it was ever used (its holds need releasing too). */
@@ -193,7 +194,7 @@ export class Admission {
     checkInput(input);
     const inFlight = this.deciding.get(input.callId);
     if (inFlight !== undefined) return inFlight;
-    const plan = this.plans.get(input.peer, input.account);
+    const plan = this.plans.forCall(input);
     const at = input.at ?? this.clock.now();
     if (plan === UNKNOWN_PEER) {
       return Promise.resolve(
@@ -264,7 +265,7 @@ export class Admission {
   async record(input: AdmitInput): Promise<AdmissionDecision> {
     checkInput(input);
     const at = input.at ?? this.clock.now();
-    const plan = this.plans.get(input.peer, input.account);
+    const plan = this.plans.forCall(input);
     const known = plan === UNKNOWN_PEER ? withoutPeer(this.plans.config, input) : plan;
     let now = at ?? Date.now() * 1000;
     let degraded: StorePolicy | undefined;
@@ -367,8 +368,12 @@ function scaleConfig(config: CallGateConfig, share: number): CallGateConfig {
     return b.channels === undefined ? { limits } : { limits, channels: scale(b.channels) };
   };
   const map = (m: Map<string, BucketConfig>) => new Map([...m].map(([id, b]) => [id, bucket(b)]));
-  const { global, accounts, peers, defaultPeer } = config.inbound;
-  const inbound: CallGateConfig['inbound'] = { accounts: map(accounts), peers: map(peers) };
+  const { global, accounts, peers, defaultPeer, attributes = [] } = config.inbound;
+  const inbound: CallGateConfig['inbound'] = {
+    accounts: map(accounts),
+    peers: map(peers),
+    attributes: attributes.map((l) => ({ ...l, limits: bucket(l.limits), overrides: map(new Map(l.overrides)) })),
+  };
   if (global !== undefined) inbound.global = bucket(global);
   if (defaultPeer !== undefined) inbound.defaultPeer = bucket(defaultPeer);
   return { ...config, inbound };
@@ -376,9 +381,13 @@ function scaleConfig(config: CallGateConfig, share: number): CallGateConfig {
 
 /** The global and account levels of a call whose peer is unknown (for record()). */
 function withoutPeer(config: CallGateConfig, input: AdmitInput): AdmissionPlan {
-  const plan = new PlanCache({ ...config, inbound: { ...config.inbound, defaultPeer: { limits: [] } } }).get(
-    input.peer,
-    input.account,
+  const plan = new PlanCache({ ...config, inbound: { ...config.inbound, defaultPeer: { limits: [] } } }).forCall(
+    input,
   ) as AdmissionPlan;
-  return { tag: plan.tag, buckets: plan.buckets.slice(0, -1), labels: plan.labels.slice(0, -1) };
+  const peer = plan.labels.indexOf(`peer:${input.peer}`);
+  return {
+    tag: plan.tag,
+    buckets: plan.buckets.filter((_, i) => i !== peer),
+    labels: plan.labels.filter((_, i) => i !== peer),
+  };
 }

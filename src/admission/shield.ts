@@ -108,7 +108,13 @@ export class FloodShield<P extends { readonly buckets: readonly Bucket[] }> {
     sentUs: number,
     r: { admitted: boolean; limitedBy: number; reason?: string; retryAfterUs: number; now: number },
   ): void {
-    if (r.admitted || r.reason === 'channels' || !(r.retryAfterUs > 0) || !this.shieldable(plan)) return;
+    if (
+      r.admitted ||
+      (r.reason !== undefined && r.reason !== 'rate') ||
+      !(r.retryAfterUs > 0) ||
+      !this.shieldable(plan)
+    )
+      return;
     const given = at !== undefined;
     const from = given ? r.now : sentUs;
     this.guards.set(plan, { given, from, until: from + r.retryAfterUs, refusedAt: r.now, limitedBy: r.limitedBy });

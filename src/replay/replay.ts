@@ -45,7 +45,7 @@ export interface ReplayResult {
     /** Rejections by `limited_by`. */
     byReason: Map<string, number>;
     /** Rejections by a level, by kind of limit. */
-    byKind: { rate: number; channels: number };
+    byKind: { rate: number; channels: number; banned: number };
     /** Repeated admits of calls still holding (counted in admitted, nowhere else). */
     duplicates: number;
   };
@@ -128,7 +128,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     admitted: 0,
     rejected: 0,
     byReason: new Map<string, number>(),
-    byKind: { rate: 0, channels: 0 },
+    byKind: { rate: 0, channels: 0, banned: 0 },
     duplicates: 0,
   };
   const outbound = { offered: 0, dispatched: 0, rejected: 0, rerouted: 0 };
@@ -232,6 +232,9 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
           account: call.account,
           at: call.time,
           durationUs: call.durationUs,
+          caller: call.caller,
+          callee: call.callee,
+          source: call.source,
         });
         onInbound(call, d);
         const wait = opts.onDecision?.(inboundLine(d, call.time));

@@ -42,7 +42,7 @@ import {
   logRetention,
 } from './validate.js';
 import { checkInspect, inspectMemory } from './inspect-memory.js';
-import type { InspectRequest, InspectResult } from './types.js';
+import type { InspectRequest, InspectResult, UnbanRequest, UnbanResult } from './types.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
 
 /** A sorted log of event times; times[head..] are live, older ones await compaction. */
@@ -248,6 +248,9 @@ export class MemoryStore implements Store {
   private outCalls = new Map<string, CallRecord>();
   private latest = 0;
   private opsToSweep = 1024;
+  /** Bans (BanRule): per bucket name the ban's end, µs; and the strikes of its latest span. */
+  private bans = new Map<string, number>();
+  private strikes = new Map<string, { k: number; c: number; spanUs: number }>();
 
   constructor(opts: MemoryStoreOptions = {}) {
     this.clock = opts.clock ?? systemClockUs;
@@ -289,6 +292,8 @@ export class MemoryStore implements Store {
     }
     for (const calls of [this.inCalls, this.outCalls])
       for (const [id, rec] of calls) if (rec.end <= t) calls.delete(id);
+    for (const [name, end] of this.bans) if (end <= t) this.bans.delete(name);
+    for (const [name, st] of this.strikes) if ((st.k + 1) * st.spanUs <= t) this.strikes.delete(name);
     this.opsToSweep = Math.max(
       1024,
       this.logs.size +
@@ -297,7 +302,9 @@ export class MemoryStore implements Store {
         this.bucketHolds.size +
         this.carrierHolds.size +
         this.inCalls.size +
-        this.outCalls.size,
+        this.outCalls.size +
+        this.bans.size +
+        this.strikes.size,
     );
   }
 
@@ -368,6 +375,8 @@ export class MemoryStore implements Store {
     // a hold only matters where a bucket has a channel limit
     const hold = this.holdOf(req);
     if (this.holding(hold, t)) return { admitted: true, limitedBy: -1, retryAfterUs: 0, now: t, duplicate: true };
+    const banned = this.bannedIn(buckets, t);
+    if (banned !== undefined) return banned;
     const plan = listPlan(buckets);
     const logs = this.logsOf(buckets, plan);
     let limitedBy = -1;
@@ -375,6 +384,7 @@ export class MemoryStore implements Store {
     let retry = 0;
     for (let b = 0; b < buckets.length; b++) {
       const limits = buckets[b]!.limits;
+      let short = false;
       for (let j = 0; j < limits.length; j++) {
         const { limit: L, windowUs: W, algorithm } = limits[j]!;
         let wait = 0;
@@ -395,8 +405,10 @@ export class MemoryStore implements Store {
             reason = 'rate';
           }
           if (wait > retry) retry = wait;
+          short = true;
         }
       }
+      if (short && buckets[b]!.ban !== undefined) this.strike(buckets[b]!, t);
       // then the bucket's channels; past the first bucket without room they change nothing
       const channels = buckets[b]!.channels;
       if (
@@ -412,6 +424,53 @@ export class MemoryStore implements Store {
     this.recordAll(buckets, plan, logs, t);
     if (hold !== undefined) this.holdIn(hold, buckets, t);
     return { admitted: true, limitedBy: -1, retryAfterUs: 0, now: t };
+  }
+
+  /** The refusal of a call naming a banned bucket (the first), else undefined. */
+  private bannedIn(buckets: readonly Bucket[], t: number): AdmitResult | undefined {
+    if (this.bans.size === 0) return undefined;
+    for (let b = 0; b < buckets.length; b++) {
+      if (buckets[b]!.ban === undefined) continue;
+      const end = this.bans.get(buckets[b]!.name);
+      if (end !== undefined && end > t)
+        return { admitted: false, limitedBy: b, reason: 'banned', retryAfterUs: end - t, now: t };
+    }
+    return undefined;
+  }
+
+  /** A call the bucket's rate limits lacked room for: one strike in its span; the threshold bans it. */
+  private strike(bucket: Bucket, t: number): void {
+    const ban = bucket.ban!;
+    const k = windowIndex(t, ban.spanUs);
+    let st = this.strikes.get(bucket.name);
+    if (st === undefined || st.k !== k || st.spanUs !== ban.spanUs) {
+      st = { k, c: 0, spanUs: ban.spanUs };
+      this.strikes.set(bucket.name, st);
+    }
+    if (++st.c >= ban.threshold) this.bans.set(bucket.name, t + ban.forUs);
+  }
+
+  /** Lift a bucket's ban (and forget its strikes): whether it was banned at t. */
+  unbanSync(req: UnbanRequest): UnbanResult {
+    const t = this.time(req.now);
+    const end = this.bans.get(req.bucket);
+    this.bans.delete(req.bucket);
+    this.strikes.delete(req.bucket);
+    return { lifted: end !== undefined && end > t, now: t };
+  }
+
+  unban(req: UnbanRequest): Promise<UnbanResult> {
+    try {
+      return Promise.resolve(this.unbanSync(req));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** A bucket's ban end at t (0: not banned). */
+  banEnd(name: string, t: number): number {
+    const end = this.bans.get(name) ?? 0;
+    return end > t ? end : 0;
   }
 
   /** The hold of a call in a bucket list, when one of its buckets has a channel limit. */
@@ -605,6 +664,8 @@ export class MemoryStore implements Store {
     this.carrierHolds.clear();
     this.inCalls.clear();
     this.outCalls.clear();
+    this.bans.clear();
+    this.strikes.clear();
   }
 
   async close(): Promise<void> {}
