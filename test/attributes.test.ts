@@ -22,8 +22,6 @@ import { getRedis, type RedisHandle } from './helpers/redis.js';
 import { loadTraceForModel, runModel } from './reference/model.js';
 
 const S = 1_000_000;
-/** Bans on Redis come with the next commit (lua). */
-const REDIS_BANS = false;
 const level = (raw: unknown): AttributeLevelConfig =>
   parseConfig({ inbound: { attributes: [raw] } }).inbound.attributes![0]!;
 
@@ -254,7 +252,7 @@ describe('attribute levels', () => {
       expect(red).to.have.length(model.length);
       for (let i = 0; i < model.length; i++) {
         expect(contract(mem[i]!), `memory, call ${i + 1}`).to.deep.equal(model[i]);
-        if (REDIS_BANS) expect(contract(red[i]!), `redis, call ${i + 1}`).to.deep.equal(model[i]);
+        expect(contract(red[i]!), `redis, call ${i + 1}`).to.deep.equal(model[i]);
       }
       const rows = new Map(abuseRows({ seed: 3 }).map((r) => [r.callId, r]));
       const of = (attack: string) => mem.filter((d) => rows.get(d.call_id)!.attack === attack);
