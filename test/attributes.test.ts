@@ -12,13 +12,19 @@ import { attributeValue, subnetOf, valueSlot } from '../src/admission/attributes
 import { PlanCache } from '../src/admission/plan.js';
 import { ConfigError } from '../src/errors/index.js';
 import { parseConfig } from '../src/config/load.js';
-import type { AttributeLevelConfig } from '../src/config/types.js';
+import type { AttributeLevelConfig, CallGateConfigInput } from '../src/config/types.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Store } from '../src/store/types.js';
 import { ABUSE_START_US, ATTACKS, abuseConfig, abuseCsv, abuseRows } from '../scripts/gen-abuse-trace.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
+import { Writable } from 'node:stream';
+import { CallGate } from '../src/gate.js';
+import { buildApp } from '../src/server/app.js';
+import { inspectState } from '../src/observe/inspect.js';
+import { liftBan, listBans } from '../src/observe/bans.js';
+import { runUnban, type UnbanArgs } from '../src/cli/unban.js';
 import { loadTraceForModel, runModel } from './reference/model.js';
 
 const S = 1_000_000;
@@ -207,6 +213,114 @@ describe('attribute levels', () => {
       expect(store.unbanSync({ tag: plan.tag, bucket: plan.buckets[1]!.name, now: T + 5 * S }).lifted).to.equal(true);
       expect(admit(5 * S + 1).admitted).to.equal(true);
     });
+  });
+
+  describe('operators: bans on Redis through the sidecar and the CLI', function () {
+    this.timeout(30_000);
+    let handle: RedisHandle;
+    let redis: Redis;
+    before(async () => {
+      handle = await getRedis();
+      redis = new Redis(handle.url);
+    });
+    after(async () => {
+      redis?.disconnect();
+      await handle?.stop();
+    });
+    const raw: CallGateConfigInput = {
+      inbound: {
+        defaultPeer: [{ limit: 100, window: '1s' }],
+        attributes: [
+          {
+            name: 'src',
+            key: 'source',
+            match: { subnet: 24 },
+            limits: [{ limit: 2, window: '1s' }],
+            ban: { over: 1, within: '1s', for: '1h' },
+          },
+          { name: 'caller', key: 'caller', limits: [{ limit: 5, window: '1s' }] },
+        ],
+      },
+    };
+
+    for (const hashTags of [false, true]) {
+      it(`admit with source and caller over HTTP, list the ban, lift it (HTTP and CLI)${hashTags ? ', hash tags' : ''}`, async () => {
+        const prefix = `t:ban:${hashTags}:${Date.now()}:`;
+        const store = new RedisStore({ redis, prefix, hashTags });
+        const gate = await CallGate.create({ config: raw, store });
+        const app = buildApp({ gate, token: 'tok', ready: async () => {}, reload: async () => [] });
+        const auth = { authorization: 'Bearer tok' };
+        try {
+          const admit = async (n: number) =>
+            (
+              await app.inject({
+                method: 'POST',
+                url: '/v1/admit',
+                headers: auth,
+                payload: { call_id: `c${n}`, peer: 'p', source: '203.0.113.7', caller: '+15551234567' },
+              })
+            ).json() as { outcome: string; limited_by?: string; reason?: string };
+          const got = [];
+          for (let n = 0; n < 5; n++) got.push(await admit(n));
+          expect(got.map((d) => d.outcome === 'admitted')).to.deep.equal([true, true, false, false, false]);
+          // threshold 1 x 2 = 2 strikes: the 4th call bans the /24, the 5th is refused as banned
+          expect(got[3]).to.include({ limited_by: 'src:203.0.113.0/24', reason: 'rate' });
+          expect(got[4]).to.include({ limited_by: 'src:203.0.113.0/24', reason: 'banned' });
+          const listed = (await app.inject({ method: 'GET', url: '/v1/bans', headers: auth })).json() as {
+            bans: { level: string; value: string; remaining_ms: number }[];
+          };
+          expect(listed.bans.map((b) => `${b.level}:${b.value}`)).to.deep.equal(['src:203.0.113.0/24']);
+          expect(listed.bans[0]!.remaining_ms).to.be.within(3_500_000, 3_600_000);
+          expect((await app.inject({ method: 'DELETE', url: '/v1/bans/src/x' })).statusCode).to.equal(401);
+          expect(
+            (await app.inject({ method: 'DELETE', url: '/v1/bans/caller/x', headers: auth })).json(),
+          ).to.deep.include({ error: 'not-found' });
+          const lifted = await app.inject({
+            method: 'DELETE',
+            url: `/v1/bans/src/${encodeURIComponent('203.0.113.0/24')}`,
+            headers: auth,
+          });
+          expect(lifted.json()).to.deep.equal({ level: 'src', value: '203.0.113.0/24', lifted: true });
+          const state = await inspectState(gate.config, store, { bans: true });
+          expect(state.bans).to.deep.equal([]);
+          // banned again (the window is still full), then lifted by the CLI
+          await admit(5);
+          await admit(6);
+          expect((await admit(7)).reason).to.equal('banned');
+          const dir = mkdtempSync(join(tmpdir(), 'callgate-unban-'));
+          try {
+            writeFileSync(join(dir, 'limits.json'), JSON.stringify(raw));
+            let out = '';
+            const sink = new Writable({
+              write(chunk, _enc, done) {
+                out += String(chunk);
+                done();
+              },
+            });
+            if (!hashTags) {
+              await runUnban(
+                {
+                  config: join(dir, 'limits.json'),
+                  prefix,
+                  level: 'src',
+                  value: '203.0.113.0/24',
+                  redisUrl: handle.url,
+                } as UnbanArgs,
+                sink,
+              );
+              expect(out).to.equal('lifted the ban of src:203.0.113.0/24\n');
+            } else await liftBan(gate.config, store, 'src', '203.0.113.0/24');
+          } finally {
+            rmSync(dir, { recursive: true, force: true });
+          }
+          expect(await listBans(store)).to.deep.equal([]);
+        } finally {
+          await app.close();
+          await gate.close();
+          await store.clear();
+        }
+      });
+    }
   });
 
   describe('the abuse trace: normal traffic and three attacks', function () {

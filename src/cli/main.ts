@@ -21,6 +21,7 @@ import { inspectCommand } from './inspect.js';
 import { mergeTracesCommand } from './merge-traces.js';
 import { replayCommand } from './replay.js';
 import { serveCommand } from './serve.js';
+import { unbanCommand } from './unban.js';
 
 const EXIT_BAD_INPUT = 2;
 const EXIT_UNAVAILABLE = 1;
@@ -50,6 +51,7 @@ export function program(): Command {
   serveCommand(cmd);
   inspectCommand(cmd);
   mergeTracesCommand(cmd);
+  unbanCommand(cmd);
   return cmd;
 }
 

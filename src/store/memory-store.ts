@@ -8,7 +8,7 @@
  * Hash tags do not exist here: a bucket is its name, whatever the call's tag.
  */
 import { systemClockUs } from '../clock.js';
-import { OUTBOUND_TAG } from './keys.js';
+import { GLOBAL_TAG, OUTBOUND_TAG } from './keys.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -42,7 +42,7 @@ import {
   logRetention,
 } from './validate.js';
 import { checkInspect, inspectMemory } from './inspect-memory.js';
-import type { InspectRequest, InspectResult, UnbanRequest, UnbanResult } from './types.js';
+import type { BansRequest, BansResult, InspectRequest, InspectResult, UnbanRequest, UnbanResult } from './types.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
 
 /** A sorted log of event times; times[head..] are live, older ones await compaction. */
@@ -249,7 +249,7 @@ export class MemoryStore implements Store {
   private latest = 0;
   private opsToSweep = 1024;
   /** Bans (BanRule): per bucket name the ban's end, µs; and the strikes of its latest span. */
-  private bans = new Map<string, number>();
+  private banEnds = new Map<string, number>();
   private strikes = new Map<string, { k: number; c: number; spanUs: number }>();
 
   constructor(opts: MemoryStoreOptions = {}) {
@@ -292,7 +292,7 @@ export class MemoryStore implements Store {
     }
     for (const calls of [this.inCalls, this.outCalls])
       for (const [id, rec] of calls) if (rec.end <= t) calls.delete(id);
-    for (const [name, end] of this.bans) if (end <= t) this.bans.delete(name);
+    for (const [name, end] of this.banEnds) if (end <= t) this.banEnds.delete(name);
     for (const [name, st] of this.strikes) if ((st.k + 1) * st.spanUs <= t) this.strikes.delete(name);
     this.opsToSweep = Math.max(
       1024,
@@ -303,7 +303,7 @@ export class MemoryStore implements Store {
         this.carrierHolds.size +
         this.inCalls.size +
         this.outCalls.size +
-        this.bans.size +
+        this.banEnds.size +
         this.strikes.size,
     );
   }
@@ -428,10 +428,10 @@ export class MemoryStore implements Store {
 
   /** The refusal of a call naming a banned bucket (the first), else undefined. */
   private bannedIn(buckets: readonly Bucket[], t: number): AdmitResult | undefined {
-    if (this.bans.size === 0) return undefined;
+    if (this.banEnds.size === 0) return undefined;
     for (let b = 0; b < buckets.length; b++) {
       if (buckets[b]!.ban === undefined) continue;
-      const end = this.bans.get(buckets[b]!.name);
+      const end = this.banEnds.get(buckets[b]!.name);
       if (end !== undefined && end > t)
         return { admitted: false, limitedBy: b, reason: 'banned', retryAfterUs: end - t, now: t };
     }
@@ -447,14 +447,14 @@ export class MemoryStore implements Store {
       st = { k, c: 0, spanUs: ban.spanUs };
       this.strikes.set(bucket.name, st);
     }
-    if (++st.c >= ban.threshold) this.bans.set(bucket.name, t + ban.forUs);
+    if (++st.c >= ban.threshold) this.banEnds.set(bucket.name, t + ban.forUs);
   }
 
   /** Lift a bucket's ban (and forget its strikes): whether it was banned at t. */
   unbanSync(req: UnbanRequest): UnbanResult {
     const t = this.time(req.now);
-    const end = this.bans.get(req.bucket);
-    this.bans.delete(req.bucket);
+    const end = this.banEnds.get(req.bucket);
+    this.banEnds.delete(req.bucket);
     this.strikes.delete(req.bucket);
     return { lifted: end !== undefined && end > t, now: t };
   }
@@ -467,10 +467,12 @@ export class MemoryStore implements Store {
     }
   }
 
-  /** A bucket's ban end at t (0: not banned). */
-  banEnd(name: string, t: number): number {
-    const end = this.bans.get(name) ?? 0;
-    return end > t ? end : 0;
+  bans(req: BansRequest = {}): Promise<BansResult> {
+    const t = req.now ?? this.clock();
+    const bans: { tag: string; bucket: string; end: number }[] = [];
+    // the memory store has no tags: every ban is listed under the inbound one
+    for (const [bucket, end] of this.banEnds) if (end > t) bans.push({ tag: GLOBAL_TAG, bucket, end });
+    return Promise.resolve({ bans, now: t });
   }
 
   /** The hold of a call in a bucket list, when one of its buckets has a channel limit. */
@@ -664,7 +666,7 @@ export class MemoryStore implements Store {
     this.carrierHolds.clear();
     this.inCalls.clear();
     this.outCalls.clear();
-    this.bans.clear();
+    this.banEnds.clear();
     this.strikes.clear();
   }
 

@@ -327,6 +327,16 @@ export interface UnbanResult {
   readonly now: number;
 }
 
+/** The bans in force at t (bucket names with their tag, and each ban's end, µs). */
+export interface BansRequest extends RequestOptions {
+  readonly now?: number;
+}
+
+export interface BansResult {
+  readonly bans: readonly { readonly tag: string; readonly bucket: string; readonly end: number }[];
+  readonly now: number;
+}
+
 /** What a store reports outside any call (RedisStore: a lost connection, once per outage). */
 export interface StoreEvents {
   error: [Error];
@@ -348,6 +358,8 @@ export interface Store {
   inspect(req: InspectRequest): Promise<InspectResult>;
   /** Lift a ban (attribute levels); optional so that a store without bans still is one. */
   unban?(req: UnbanRequest): Promise<UnbanResult>;
+  /** The bans in force (an operator's view: RedisStore scans its keys for them). */
+  bans?(req: BansRequest): Promise<BansResult>;
   /** Drop every key of this store (its prefix); for tests and replay runs. */
   clear(): Promise<void>;
   close(): Promise<void>;
