@@ -37,7 +37,7 @@ export async function runUnban(args: UnbanArgs, out: NodeJS.WritableStream = pro
 export function unbanCommand(program: Command): void {
   const cmd = program
     .command('unban')
-    .summary('lift the ban of a value of an attribute level')
+    .summary('lift the ban of an attribute value')
     .description('lift the ban of one value of an attribute level on the live Redis, for every routing process')
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML) the routing processes use')
     .requiredOption('--level <name>', 'the attribute level (its name in the configuration)')
