@@ -20,6 +20,11 @@ import type { Store } from '../src/store/types.js';
 import { ABUSE_START_US, ATTACKS, abuseConfig, abuseCsv, abuseRows } from '../scripts/gen-abuse-trace.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 import { Writable } from 'node:stream';
+import { readFileSync } from 'node:fs';
+import { VirtualClock } from '../src/clock.js';
+import { TRACE_HEADER_ATTRIBUTES } from '../src/recording/trace-recorder.js';
+import { readTrace } from '../src/replay/trace.js';
+import { mergeTraces } from '../src/replay/trace-merge.js';
 import { CallGate } from '../src/gate.js';
 import { buildApp } from '../src/server/app.js';
 import { inspectState } from '../src/observe/inspect.js';
@@ -212,6 +217,45 @@ describe('attribute levels', () => {
       expect(admit(5 * S).reason).to.equal('banned');
       expect(store.unbanSync({ tag: plan.tag, bucket: plan.buckets[1]!.name, now: T + 5 * S }).lifted).to.equal(true);
       expect(admit(5 * S + 1).admitted).to.equal(true);
+    });
+  });
+
+  describe('recording and merging', () => {
+    it('a gate with attribute levels records caller, callee and source; merge-traces keeps them', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'callgate-rec-attr-'));
+      try {
+        const T = 1_700_000_000 * S;
+        const config = parseConfig({
+          inbound: {
+            defaultPeer: [{ limit: 5, window: '1s' }],
+            attributes: [{ name: 'c', key: 'caller', limits: [] }],
+          },
+        });
+        const gate = new CallGate({ config, clock: new VirtualClock(T), recordTrace: { dir, prefix: 'rec' } });
+        await gate.admit({
+          callId: 'a',
+          peer: 'p',
+          caller: '+1 555, "x"',
+          callee: '+882',
+          source: '::1',
+          durationUs: S,
+        });
+        await gate.admit({ callId: 'b', peer: 'p', at: T + 1, durationUs: 2 * S });
+        await gate.close();
+        const file = gate.recorder!.files[0]!;
+        expect(readFileSync(file, 'utf8').split('\n')[0]).to.equal(TRACE_HEADER_ATTRIBUTES);
+        const calls = [];
+        for await (const c of readTrace(file)) calls.push(c);
+        expect(calls.map((c) => [c.callId, c.caller, c.callee, c.source, c.durationUs])).to.deep.equal([
+          ['a', '+1 555, "x"', '+882', '::1', S],
+          ['b', undefined, undefined, undefined, 2 * S],
+        ]);
+        const merged = join(dir, 'merged.csv');
+        await mergeTraces([file], merged);
+        expect(readFileSync(merged, 'utf8')).to.equal(readFileSync(file, 'utf8').replace(/\.000000,\n/g, ',\n'));
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
   });
 
