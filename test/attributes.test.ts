@@ -14,6 +14,8 @@ import { ConfigError } from '../src/errors/index.js';
 import { parseConfig } from '../src/config/load.js';
 import type { AttributeLevelConfig, CallGateConfigInput } from '../src/config/types.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
+import { reportJson, reportText } from '../src/replay/report.js';
+import { compare } from '../src/replay/compare.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Store } from '../src/store/types.js';
@@ -399,6 +401,44 @@ describe('attribute levels', () => {
       const { time_us: _t, retry_after_ms: _r, ...rest } = d as DecisionLine & { retry_after_ms?: number };
       return rest;
     };
+
+    it('the report: refusals per attribute level by name, the values refused most; what-if groups by level', async () => {
+      const r = await replay({
+        config: parseConfig(abuseConfig()),
+        tracePath: join(dir, 'with.trace.csv'),
+        store: new MemoryStore(),
+      });
+      const j = reportJson(r);
+      expect(Object.keys(j.inbound.rejected_by).sort()).to.deep.equal(['caller', 'premium', 'source']);
+      const top = Object.fromEntries(j.attributes!.map((a) => [a.level, a.top[0]!.value]));
+      expect(top).to.deep.equal({
+        caller: ATTACKS.robocaller.caller,
+        premium: ATTACKS.irsf.prefix,
+        source: `${ATTACKS.scanner.source}/32`,
+      });
+      expect(j.attributes!.find((a) => a.level === 'source')!.banned).to.be.above(0);
+      expect(reportText(r)).to.include('Attribute levels: the 10 values each refused most');
+      const without = parseConfig(abuseConfig());
+      delete (without.inbound as { attributes?: unknown }).attributes;
+      const w = (
+        await compare({
+          config: parseConfig(abuseConfig()),
+          baseline: without,
+          configName: 'new',
+          baselineName: 'old',
+          tracePath: join(dir, 'with.trace.csv'),
+          store: new MemoryStore(),
+          baselineStore: new MemoryStore(),
+        })
+      ).whatif;
+      expect(w.groups.map((g) => g.to).sort()).to.deep.equal([
+        'rejected by caller:* (banned)',
+        'rejected by caller:* (rate)',
+        'rejected by premium:* (rate)',
+        'rejected by source:* (banned)',
+        'rejected by source:* (rate)',
+      ]);
+    });
 
     it('memory, Redis and the reference model decide alike; every attack is cut, normal traffic untouched', async () => {
       const model = runModel(abuseConfig(), loadTraceForModel(join(dir, 'with.trace.csv')));
