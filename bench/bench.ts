@@ -158,19 +158,44 @@ const CONFIG_3CH = {
   },
 };
 
-type Levels = 1 | 3 | '3ch';
+/**
+ * The three levels and two attribute levels on top (docs/attributes.md): a caller number shared
+ * by a few peers (300 numbers over the peers) limited to 30/1s, and the /24 of a source address
+ * (50 subnets) limited to 400/1s; no ban, so that the row is the cost of two more buckets.
+ */
+const CALLER_1: Limit[] = [sl(30, W1)];
+const SOURCE_1: Limit[] = [sl(400, W1)];
+const CONFIG_3A = {
+  inbound: {
+    ...CONFIG_3.inbound,
+    attributes: [
+      { name: 'caller', key: 'caller', limits: CALLER_1.map(limitInput) },
+      { name: 'source', key: 'source', match: { subnet: 24 }, limits: SOURCE_1.map(limitInput) },
+    ],
+  },
+};
+const callerOf = (p: number) => `+1555${String(p % 300).padStart(7, '0')}`;
+const sourceOf = (p: number) => `10.0.${p % 50}.${1 + (p % 7)}`;
+
+type Levels = 1 | 3 | '3ch' | '3attr';
 
 /** The buckets of a call at each level count, as the bench names them (for checks and replays). */
 function bucketsOf(levels: Levels, p: number): { buckets: Bucket[]; labels: string[] } {
   if (levels === 1) return { buckets: [{ name: `p${p}`, limits: PEER_1 }], labels: [`peer:${peerName(p)}`] };
   const ch = levels === '3ch';
-  return {
+  const three = {
     buckets: [
       { name: 'g', limits: GLOBAL_3, ...(ch && { channels: CHANNELS_3.global }) },
       { name: `a${p % ACCOUNTS}`, limits: ACCOUNT_3, ...(ch && { channels: CHANNELS_3.account }) },
       { name: `p${p}`, limits: PEER_3, ...(ch && { channels: CHANNELS_3.peer }) },
     ],
     labels: ['global', `account:${accountName(p)}`, `peer:${peerName(p)}`],
+  };
+  if (levels !== '3attr') return three;
+  const subnet = `10.0.${p % 50}.0/24`;
+  return {
+    buckets: [...three.buckets, { name: `c${p % 300}`, limits: CALLER_1 }, { name: `s${p % 50}`, limits: SOURCE_1 }],
+    labels: [...three.labels, `caller:${callerOf(p)}`, `source:${subnet}`],
   };
 }
 
@@ -295,11 +320,12 @@ function gateSystem(gate: CallGate, levels: Levels, n: number): System {
   const plans = Array.from({ length: PEERS }, (_, p) => ({
     peer: peerName(p),
     account: levels !== 1 ? accountName(p) : undefined,
+    ...(levels === '3attr' && { caller: callerOf(p), source: sourceOf(p) }),
   }));
   return {
     async op(i) {
       const p = plans[seq[i]!]!;
-      const d = await gate.admit({ callId: callIdOf('c', i), peer: p.peer, account: p.account });
+      const d = await gate.admit({ callId: callIdOf('c', i), ...p });
       o.order[i] = k++;
       o.at[i] = d.at;
       if (d.admitted) o.admitted[i] = 1;
@@ -566,7 +592,7 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
     let gate: CallGate | undefined;
     const row = await measureRedis(name, label, admin, async (n, prefix) => {
       await gate?.close();
-      const config = levels === 1 ? CONFIG_1 : levels === 3 ? CONFIG_3 : CONFIG_3CH;
+      const config = levels === 1 ? CONFIG_1 : levels === 3 ? CONFIG_3 : levels === '3attr' ? CONFIG_3A : CONFIG_3CH;
       // the closed loop is the throughput ceiling of the store itself: no flood shield
       gate = await CallGate.create({
         config,
@@ -584,6 +610,10 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
   const systems: [string, () => Promise<Row | undefined>][] = [
     ['callgate admit, 1 level (gate.admit)', () => gateRow('callgate admit, 1 level (gate.admit)', 1)],
     ['callgate admit, 3 levels x 2 windows', () => gateRow('callgate admit, 3 levels x 2 windows', 3)],
+    [
+      'callgate admit, 3 levels x 2 windows + 2 attribute levels',
+      () => gateRow('callgate admit, 3 levels x 2 windows + 2 attribute levels', '3attr'),
+    ],
     [
       'callgate admit, 3 levels x 2 windows + channels',
       () => gateRow('callgate admit, 3 levels x 2 windows + channels', '3ch'),
@@ -1079,6 +1109,12 @@ async function main(): Promise<void> {
       for (const r of list) emit(r);
       rows.push(...list);
       printRuns(list);
+      const three = list.find((r) => r.name === 'callgate admit, 3 levels x 2 windows');
+      const attr = list.find((r) => r.name === 'callgate admit, 3 levels x 2 windows + 2 attribute levels');
+      if (three && attr)
+        log(
+          `  2 attribute levels on top of 3 levels: ${(attr.perSecond / three.perSecond).toFixed(2)} x the decisions/s (${fmtInt(attr.perSecond)} / ${fmtInt(three.perSecond)})`,
+        );
       log('');
     }
 

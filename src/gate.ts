@@ -181,6 +181,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       const rec = this.recorder;
       rec.onError = (err) => this.safeEmit('error', err);
       rec.maxCallDurationUs = () => this.current.maxCallDurationUs;
+      // the attribute columns, when the configuration at start has attribute levels
+      if ((this.current.inbound.attributes ?? []).length > 0) rec.attributes = true;
       rec.now = () => this.clock.now() ?? systemClockUs();
       // the call ended: at the store's release time (a deferred release once it lands); an
       // outbound call that will not go out gave its channel back: its row ends now

@@ -70,6 +70,12 @@ export { toSipResponse, type ChannelRefusal, type SipOptions, type SipResponse }
 // Configuration
 export { loadConfig, loadConfigFile } from './config/load.js';
 export type {
+  AttributeKey,
+  AttributeLevelConfig,
+  AttributeLevelInput,
+  AttributeMatch,
+  AttributeOrder,
+  BanConfig,
   BucketConfig,
   BucketEntryInput,
   CallGateConfig,
@@ -102,6 +108,8 @@ export {
   type InspectOptions,
   type LimitState,
 } from './observe/inspect.js';
+export { liftBan, listBans, type BanState } from './observe/bans.js';
+export type { CallAttributes } from './admission/attributes.js';
 // Recording live traffic as replayable traces
 export { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

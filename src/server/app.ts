@@ -31,6 +31,8 @@ import { packageVersion } from '../package-root.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
 import { parseJsonBody, parseUrlEncoded } from './fields.js';
 import { openApiDocument } from './openapi.js';
+import { liftBan, listBans } from '../observe/bans.js';
+import type { AdmitInput } from '../admission/admission.js';
 import {
   BadRequest,
   admitRequest,
@@ -41,6 +43,7 @@ import {
   resetRequest,
   reserveRequest,
   stateRequest,
+  type AdmitRequest as AdmitRequestBody,
 } from './requests.js';
 
 export interface AppOptions {
@@ -64,6 +67,18 @@ export interface AppOptions {
 }
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024;
+
+/** An admit request's fields as the gate takes them ('' attributes count as none). */
+function admitInput(r: AdmitRequestBody): AdmitInput {
+  return {
+    callId: r.call_id,
+    peer: r.peer,
+    account: r.account,
+    ...(r.caller && { caller: r.caller }),
+    ...(r.callee && { callee: r.callee }),
+    ...(r.source && { source: r.source }),
+  };
+}
 
 /** Routes any client may call without the token (probes). */
 const OPEN_ROUTES = new Set(['/healthz', '/readyz']);
@@ -161,12 +176,12 @@ export function buildApp(opts: AppOptions): FastifyInstance {
 
   both('/v1/admit', async (req) => {
     const r = read(admitRequest, req);
-    return admitAnswer(await gate.admit({ callId: r.call_id, peer: r.peer, account: r.account }), sip);
+    return admitAnswer(await gate.admit(admitInput(r)), sip);
   });
 
   both('/v1/record', async (req) => {
     const r = read(admitRequest, req);
-    return admitAnswer(await gate.record({ callId: r.call_id, peer: r.peer, account: r.account }), sip);
+    return admitAnswer(await gate.record(admitInput(r)), sip);
   });
 
   both('/v1/reserve', async (req) => {
@@ -209,6 +224,19 @@ export function buildApp(opts: AppOptions): FastifyInstance {
           message: 'the configuration in force is unchanged',
           problems: err.problems,
         });
+      throw err;
+    }
+  });
+
+  // bans of attribute levels (docs/attributes.md): the list, and lifting one
+  app.get('/v1/bans', async () => ({ bans: (await listBans(gate.store, gate.clock.now())) ?? [] }));
+  app.delete('/v1/bans/:level/:value', async (req, reply) => {
+    const { level, value } = req.params as { level: string; value: string };
+    try {
+      return { level, value, ...(await liftBan(gate.config, gate.store, level, value, gate.clock.now())) };
+    } catch (err) {
+      if (err instanceof InvalidArgumentError)
+        return reply.code(404).send({ error: 'not-found', message: err.message });
       throw err;
     }
   });

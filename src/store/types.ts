@@ -55,6 +55,22 @@ export interface Bucket {
   readonly name: string;
   readonly limits: readonly Limit[];
   readonly channels?: number;
+  /** Attribute levels: refuse the bucket outright for a while once it refused too often (BanRule). */
+  readonly ban?: BanRule;
+}
+
+/**
+ * A bucket's ban (attribute levels, docs/attributes.md). Strikes: the calls this bucket's rate
+ * limits lacked room for, counted in fixed windows of `spanUs` ([k·span, (k+1)·span)), whether or
+ * not another bucket refused them too. The call that brings its window's strikes to `threshold`
+ * bans the bucket until t + forUs: while banned (t < end), a call naming it is refused before any
+ * limit is checked, `reason` `banned`, limitedBy the first banned bucket, retryAfterUs the time
+ * left; it counts nowhere and is no strike. A ban ends at its time or when lifted (unban).
+ */
+export interface BanRule {
+  readonly threshold: number;
+  readonly spanUs: number;
+  readonly forUs: number;
 }
 
 /**
@@ -115,7 +131,7 @@ export interface AdmitRequest extends RequestOptions {
 }
 
 /** Which kind of limit of the first bucket without room refused the call. */
-export type RefusalReason = 'rate' | 'channels';
+export type RefusalReason = 'rate' | 'channels' | 'banned';
 
 export interface AdmitResult {
   readonly admitted: boolean;
@@ -297,6 +313,31 @@ export interface InspectResult {
   readonly now: number;
 }
 
+/**
+ * Lift a bucket's ban (BanRule) and forget its strikes: an operator's decision. `lifted`: it was
+ * banned at t.
+ */
+export interface UnbanRequest extends RequestOptions {
+  readonly tag: string;
+  readonly bucket: string;
+  readonly now?: number;
+}
+
+export interface UnbanResult {
+  readonly lifted: boolean;
+  readonly now: number;
+}
+
+/** The bans in force at t (bucket names with their tag, and each ban's end, µs). */
+export interface BansRequest extends RequestOptions {
+  readonly now?: number;
+}
+
+export interface BansResult {
+  readonly bans: readonly { readonly tag: string; readonly bucket: string; readonly end: number }[];
+  readonly now: number;
+}
+
 /** What a store reports outside any call (RedisStore: a lost connection, once per outage). */
 export interface StoreEvents {
   error: [Error];
@@ -390,6 +431,10 @@ export interface Store {
   writeLedger?(): Promise<void>;
   /** Write again the holds of calls in progress (see ReassertRequest); stores that cannot lose state may omit it. */
   reassert?(req: ReassertRequest): Promise<ReassertResult>;
+  /** Lift a ban (attribute levels); optional so that a store without bans still is one. */
+  unban?(req: UnbanRequest): Promise<UnbanResult>;
+  /** The bans in force (an operator's view: RedisStore scans its keys for them). */
+  bans?(req: BansRequest): Promise<BansResult>;
   /** Drop every key of this store (its prefix); for tests and replay runs. */
   clear(): Promise<void>;
   close(): Promise<void>;

@@ -262,6 +262,27 @@ function makePool(tag: string, ns: string): Pool {
 }
 
 /**
+ * Attribute levels with bans: caller buckets (some sharing a window hash with their log) that
+ * ban for 1-3 s after 2-4 strikes per 0.5-1 s span, behind and before a peer; many calls are
+ * refused, banned and let in again.
+ */
+function makeBanPool(tag: string, ns: string): Pool {
+  const global = bucket(`${ns}global`, SL(30, S));
+  const peers = [bucket(`${ns}peer:p0`, SL(4, S)), bucket(`${ns}peer:p1`, FW(3, S))];
+  const bans = [
+    { threshold: 2, spanUs: S / 2, forUs: S },
+    { threshold: 3, spanUs: S, forUs: 2 * S },
+    { threshold: 4, spanUs: S, forUs: 3 * S },
+  ];
+  const limits: Limit[][] = [[SL(1, S)], [SL(2, S), FW(3, 2 * S)], [SW(2, S)]];
+  const callers = limits.map((l, i) => deepFreeze({ ...bucket(`${ns}attr:caller:c${i}`, ...l), ban: bans[i]! }));
+  const lists: (readonly Bucket[])[] = [];
+  for (const c of callers) for (const p of peers) lists.push(list(global, p, c), list(c, p), list(c));
+  const logs = [global, peers[0]!, callers[0]!, callers[1]!].map((b) => ({ name: b.name, windows: [S] }));
+  return deepFreeze({ tag, lists, logs });
+}
+
+/**
  * Pools of the "config reload" workload: peers named by two Bucket objects with different limits
  * (same structures; a sliding log dropped while a window hash stays; non-log limits reordered; a
  * log's profile changed; a limit changed).
@@ -317,6 +338,8 @@ async function randomEquivalence(store: RedisStore, w: Workload): Promise<void> 
   let nonZeroCounts = 0;
   let backwards = 0;
   let repeats = 0;
+  let banned = 0;
+  const bans = w.pools.some((p) => p.lists.some((l) => l.some((b) => b.ban !== undefined)));
   for (let round = 0; round < w.rounds; round++) {
     base += int(700_000);
     if (rand() < 0.03) base += 20 * S + int(100 * S);
@@ -350,8 +373,10 @@ async function randomEquivalence(store: RedisStore, w: Workload): Promise<void> 
     const results = await runTick(store, mem, ops, `seed ${w.seed} round ${round}`);
     results.forEach((res, i) => {
       const op = ops[i]!;
-      if (op.kind === 'admit') (res as AdmitResult).admitted ? admitted++ : refused++;
-      else if (op.kind === 'record') records++;
+      if (op.kind === 'admit') {
+        (res as AdmitResult).admitted ? admitted++ : refused++;
+        if ((res as AdmitResult).reason === 'banned') banned++;
+      } else if (op.kind === 'record') records++;
     });
     // every sliding log, counted at the round's last time and at its base time
     const after: Op[] = [];
@@ -374,6 +399,7 @@ async function randomEquivalence(store: RedisStore, w: Workload): Promise<void> 
   expect(nonZeroCounts, 'counts that saw events').to.be.above(counts / 10);
   expect(repeats, 'repeated times').to.be.above(w.rounds);
   expect(backwards, 'times going backwards').to.be.above(w.rounds);
+  if (bans) expect(banned, 'calls refused by a ban').to.be.above(total / 20);
 }
 
 // ---------------------------------------------------------------------------
@@ -995,6 +1021,15 @@ function sharedTests(b: Backend, cluster: boolean): void {
       seed: cluster ? 0xc1057e2 : 0x5eed02,
       rounds: 250,
       pools: [makePool('t', 't.'), makePool('u', 'u.')],
+    });
+  });
+
+  it('seeded random equivalence with MemoryStore: attribute levels with bans', async function () {
+    this.timeout(60_000);
+    await randomEquivalence(b.store(), {
+      seed: cluster ? 0xba2c1 : 0xba201,
+      rounds: 200,
+      pools: [makeBanPool('t', 't.')],
     });
   });
 

@@ -29,6 +29,10 @@ import type {
   HoldsRequest,
   HoldsResult,
   InspectRequest,
+  BansRequest,
+  BansResult,
+  UnbanRequest,
+  UnbanResult,
   InspectResult,
   RecordRequest,
   RecordResult,
@@ -555,6 +559,56 @@ export class RedisStore implements Store, OperableStore {
         if (keys.length > 0) await Promise.all(keys.map((k) => node.unlink(k)));
       } while (cursor !== '0');
     }
+  }
+
+  /** Lift a ban: drop the bucket's ban key and its strikes. */
+  async unban(req: UnbanRequest): Promise<UnbanResult> {
+    const base = this.keys.base(req.tag, req.bucket);
+    const now = req.now ?? (await this.redisTimeUs());
+    const end = await this.redis.get(`${base}:ban`);
+    // one key per command: on a Cluster both share the tag's slot, but DEL of two keys is refused by some proxies
+    await this.redis.del(`${base}:ban`);
+    await this.redis.del(`${base}:strikes`);
+    return { lifted: end !== null && Number(end) > now, now };
+  }
+
+  /**
+   * The bans in force: a SCAN of every master for `…attr:*:ban` keys (an operator's command, not
+   * a hot path: its cost grows with the keyspace), each ban's end read with GET.
+   */
+  async bans(req: BansRequest = {}): Promise<BansResult> {
+    const now = req.now ?? (await this.redisTimeUs());
+    const esc = (s: string) => s.replace(/[*?[\]\\]/g, '\\$&');
+    const match = `${esc(this.prefix)}${this.keys.hashTags ? '{*}:' : ''}attr:*:ban`;
+    const nodes = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
+    const bans: { tag: string; bucket: string; end: number }[] = [];
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+        cursor = next;
+        const ends = await Promise.all(keys.map((k) => node.get(k)));
+        keys.forEach((key, i) => {
+          const end = Number(ends[i]);
+          if (!(end > now)) return;
+          let rest = key.slice(this.prefix.length, -':ban'.length);
+          let tag = '';
+          if (this.keys.hashTags) {
+            const close = rest.indexOf('}:');
+            tag = rest.slice(1, close);
+            rest = rest.slice(close + 2);
+          }
+          bans.push({ tag, bucket: rest, end });
+        });
+      } while (cursor !== '0');
+    }
+    bans.sort((a, b) => (a.bucket < b.bucket ? -1 : a.bucket > b.bucket ? 1 : 0));
+    return { bans, now };
+  }
+
+  private async redisTimeUs(): Promise<number> {
+    const [s, us] = await this.redis.time();
+    return Number(s) * 1_000_000 + Number(us);
   }
 
   /**
