@@ -23,6 +23,7 @@ trap cleanup EXIT
 step() { printf '\n== pack-smoke: %s\n' "$*"; }
 fail() { printf 'pack-smoke FAILED: %s\n' "$*" >&2; exit 1; }
 
+step "on Node $(node --version), npm $(npm --version)"
 step "npm pack (prepack builds dist/)"
 cd "$repo"
 tgz="$(npm pack --silent --pack-destination "$scratch" | tail -n 1)"
@@ -40,7 +41,11 @@ fi
 step "npm install ./$tgz in $scratch"
 cd "$scratch"
 printf '{ "name": "callgate-smoke", "private": true, "type": "module" }\n' >package.json
-npm install --no-audit --no-fund --loglevel=error "./$tgz"
+# warnings shown: an EBADENGINE (a dependency that does not support this Node) fails the check
+npm install --no-audit --no-fund --loglevel=warn "./$tgz" 2>&1 | tee "$scratch/install.log"
+if grep -q EBADENGINE "$scratch/install.log"; then
+  fail "npm install warned EBADENGINE on Node $(node --version): $(grep EBADENGINE "$scratch/install.log" | head -3)"
+fi
 [ -d node_modules/ioredis ] || fail "ioredis (a peer dependency) was not installed"
 [ ! -e node_modules/callgate/node_modules/ioredis ] || fail "callgate has its own ioredis: the application's must be the one used"
 [ ! -e node_modules/callgate/src ] || fail "src/ shipped"
