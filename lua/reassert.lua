@@ -13,8 +13,9 @@
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2]     ttl floor, ms (0 when now is Redis TIME; see record.lua)
   ARGV[3]     mode: 'lost' (the caller lost its connection: a missing record is written again)
-              or 'sync' (a missing record is written again only when the marker is missing or
-              is not ARGV[4]; else the call was released elsewhere)
+              or 'sync' (a missing record is written again only when ARGV[4] is given and the
+              marker is missing or not ARGV[4]; else the call was released elsewhere, or,
+              without ARGV[4], unknown)
   ARGV[4]     the marker token the caller last saw ('' = none yet)
   ARGV[5]     the token written when the marker is missing
   ARGV[6]     recovery grace, µs: a marker written now says t + grace (see docs/redis.md)
@@ -39,7 +40,9 @@ if not marker then
   missing = 1
 end
 local token = string.match(marker, '^%S+')
-local fresh = missing == 1 or (expected ~= '' and token ~= expected)
+-- lost for sure only when the caller knew a marker: a process that never read one cannot tell a
+-- store that lost its state from one nobody marked yet
+local fresh = expected ~= '' and token ~= expected
 local reply = { t, marker, missing }
 local k, a = 2, 7
 while a <= #ARGV do

@@ -51,7 +51,7 @@ const MAX_RECENT = 10_000;
 export class HoldsKeeper {
   /** Per lane (tag, or '' on a single Redis): decisions wait for this while its calls are re-asserted. */
   private readonly gates = new Map<string, Promise<void>>();
-  /** The marker token last seen per tag. */
+  /** The marker token last seen per tag (single Redis: under '', one for all). */
   private readonly tokens = new Map<string, string>();
   /** Releases sent lately: call id -> when (ms) and its record keys, in order. */
   private readonly recent = new Map<string, { at: number; groups: readonly (readonly string[])[] }>();
@@ -110,9 +110,10 @@ export class HoldsKeeper {
     this.retryTimer.unref();
   }
 
-  /** Redis answers again (the connection is ready). */
+  /** Redis answers (the connection is ready): after a loss, re-assert; the first time, learn the markers. */
   ready(): void {
     if (this.lostPending) this.kick('lost');
+    else if (this.tokens.size === 0) this.kick('sync');
   }
 
   /** A call was released from this process: its record keys, for a re-send after a loss. */
@@ -172,7 +173,7 @@ export class HoldsKeeper {
     // a sync leaves the calls being released alone; after a loss their releases wait for this run
     const tags = this.opts.ledger.byTag(this.opts.now(), true, mode === 'lost');
     // on a single Redis one marker serves every tag: read it even when the ledger is empty
-    if (mode === 'lost' && !this.opts.hashTags && tags.size === 0) tags.set('in', []);
+    if (!this.opts.hashTags && tags.size === 0) tags.set('in', []);
     let failed: unknown;
     let graceUntilMs = 0;
     await Promise.all(
@@ -208,7 +209,9 @@ export class HoldsKeeper {
     calls: { id: string; direction: 'in' | 'out'; hold: LedgerHold }[],
     mode: 'lost' | 'sync',
   ): Promise<number> {
-    const known = this.tokens.get(tag) ?? '';
+    // one marker per tag on a Cluster, one for the whole store on a single Redis
+    const lane = this.opts.hashTags ? tag : '';
+    const known = this.tokens.get(lane) ?? '';
     let reasserted = 0;
     let gone = 0;
     let changed = false;
@@ -236,7 +239,7 @@ export class HoldsKeeper {
       const r = await this.opts.reassert(req);
       if (known !== '' && r.token !== known) changed = true;
       if (r.markerMissing && known !== '') changed = true;
-      this.tokens.set(tag, r.token);
+      this.tokens.set(lane, r.token);
       const graceLeftMs = Math.max(0, (r.graceUntil - r.now) / 1000);
       if (r.markerMissing || changed) graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
       else if (graceLeftMs > 0) graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
@@ -256,7 +259,9 @@ export class HoldsKeeper {
     if (reasserted > 0 || changed) {
       this.opts.events.safeEmit('storeLoss', { tag, cause: mode === 'lost' && !changed ? 'reconnect' : 'marker' });
     }
-    if (checked > 0 || reasserted > 0) this.opts.events.safeEmit('holdsReasserted', { tag, reasserted, gone, checked });
+    // after a loss always (it says the holds are back); from a sync only when it changed something
+    if (mode === 'lost' || reasserted > 0 || gone > 0)
+      this.opts.events.safeEmit('holdsReasserted', { tag, reasserted, gone, checked });
     return graceUntilMs;
   }
 

@@ -270,8 +270,8 @@ export class RedisStore implements Store {
           : resolve,
         reject,
       });
-    // after a loss, decisions on this tag wait until its holds are back (holds-keeper.ts)
-    const gate = this.keeper.gate(req.tag);
+    // after a loss, decisions counting channels on this tag wait until its holds are back (holds-keeper.ts)
+    const gate = held ? this.gateOf(req.tag) : undefined;
     let decided = new Promise<AdmitResult>((resolve, reject) =>
       gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
     );
@@ -286,6 +286,15 @@ export class RedisStore implements Store {
       });
     }
     return decided;
+  }
+
+  /**
+   * What a decision counting channels on `tag` waits for after a loss: the tag's re-assertion
+   * (holds-keeper.ts); none while Redis is known to be down, where the policy decides at once.
+   */
+  private gateOf(tag: string): Promise<void> | undefined {
+    const gate = this.keeper.gate(tag);
+    return gate === undefined || this.conn.knownDown ? undefined : gate;
   }
 
   /** An inbound call admitted (or recorded) on live time enters the ledger, with every bucket it touched. */
@@ -366,7 +375,8 @@ export class RedisStore implements Store {
     const forUs = req.hold === undefined ? '0' : num(req.hold.forUs);
     const queue = (resolve: (r: ReserveResult) => void, reject: (err: unknown) => void) =>
       this.reservations.add(OUTBOUND_TAG, { route: req.route, now, id, forUs, signal: req.signal, resolve, reject });
-    const gate = this.keeper.gate(OUTBOUND_TAG);
+    const gate =
+      req.hold !== undefined && req.route.some((c) => c.channels !== undefined) ? this.gateOf(OUTBOUND_TAG) : undefined;
     const decided = new Promise<ReserveResult>((resolve, reject) =>
       gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
     );
