@@ -63,6 +63,24 @@ describe('holds keeper: releases elsewhere, sync, a loss without reconnect', fun
     expect((await a.release({ id: 'y' })).released).to.equal(1);
   });
 
+  it('a call released elsewhere after a restart, before its process wrote it back, does not come back', async () => {
+    const [a, b] = pair(uniquePrefix('keeper-late'), 200);
+    for (const s of [a, b]) s.events.on('error', () => undefined);
+    expect((await a.admit({ tag, buckets: [bucket], hold: hold('z') })).admitted).to.equal(true);
+    // a is away while Redis restarts empty and b releases the call: b finds nothing
+    clients[0]!.disconnect();
+    await server!.restart();
+    let answer = -1;
+    for (let i = 0; i < 100 && answer < 0; i++)
+      answer = (await b.release({ id: 'z' }).catch(() => ({ released: -1 }))).released;
+    expect(answer).to.equal(0);
+    // a comes back and writes its calls back: the tombstone b left keeps z out
+    await clients[0]!.connect();
+    for (let i = 0; i < 40 && a.ledger.get('z') !== undefined; i++) await sleep(50);
+    expect(a.ledger.get('z')).to.equal(undefined);
+    expect(await held(a)).to.equal(0);
+  });
+
   it('the periodic sync forgets a call released by another process', async () => {
     const [a, b] = pair(uniquePrefix('keeper-sync'), 200);
     expect((await a.admit({ tag, buckets: [bucket], hold: hold('s1') })).admitted).to.equal(true);

@@ -40,6 +40,8 @@ export interface HoldsKeeperOptions {
   readonly ready: () => boolean;
   readonly syncMs: number;
   readonly graceMs: number;
+  /** How long a tombstone lasts, ms. */
+  readonly tombstoneMs: number;
   readonly recentMs: number;
 }
 
@@ -63,6 +65,8 @@ export class HoldsKeeper {
   private syncTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
   private closed = false;
+  /** When the last loss of the connection was seen (ms), 0: never. */
+  private lastLoss = 0;
 
   constructor(private readonly opts: HoldsKeeperOptions) {
     if (opts.syncMs > 0) {
@@ -89,6 +93,7 @@ export class HoldsKeeper {
   lost(): void {
     if (this.closed) return;
     this.lostPending = true;
+    this.lastLoss = Date.now();
     if (this.recovering === undefined) {
       let resolve!: () => void;
       const done = new Promise<void>((r) => (resolve = r));
@@ -114,6 +119,15 @@ export class HoldsKeeper {
   ready(): void {
     if (this.lostPending) this.kick('lost');
     else if (this.tokens.size === 0) this.kick('sync');
+  }
+
+  /**
+   * The tombstone a release leaves beside a record it finds missing ('' none): from a loss until
+   * `recentMs` after it (a call released during or soon after an outage may not be written back
+   * yet by the process that admitted it).
+   */
+  tombstoneMs(): string {
+    return this.lastLoss > 0 && Date.now() - this.lastLoss < this.opts.recentMs ? String(this.opts.tombstoneMs) : '';
   }
 
   /** A call was released from this process: its record keys, for a re-send after a loss. */

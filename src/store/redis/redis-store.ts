@@ -170,6 +170,7 @@ export class RedisStore implements Store {
       now: () => Date.now() * 1000,
       reassert: (req) => this.reassert(req),
       resend: (id, groups) => this.resend(id, groups, holds.tombstoneMs ?? 60_000),
+      tombstoneMs: holds.tombstoneMs ?? 60_000,
       ready: () => this.conn.ready,
       syncMs: holds.syncMs ?? 5_000,
       graceMs: holds.graceMs ?? 2_000,
@@ -447,8 +448,11 @@ export class RedisStore implements Store {
     }
     const id = encodeId(req.id);
     let groups: string[][] = [];
+    // soon after a loss, a release that finds nothing leaves a tombstone: the process that admitted
+    // the call may not have written it back yet, and must not once this release has landed
+    const tomb = req.now === undefined ? this.keeper.tombstoneMs() : '';
     const send = () =>
-      this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal, (g) => (groups = g));
+      this.onRecords('release', id, req.direction, [req.now ?? '', id, tomb], req.now, req.signal, (g) => (groups = g));
     // after a loss, a release waits until this process's calls are back, so that it finds its call
     const recovered = this.keeper.recovered();
     this.ledger.releasing(req.id, true);
@@ -522,7 +526,7 @@ export class RedisStore implements Store {
   /** Send a release again, leaving tombstones beside its records (holds-keeper.ts). */
   private async resend(id: string, groups: readonly (readonly string[])[], tombstoneMs: number): Promise<void> {
     const encoded = encodeId(id);
-    await Promise.all(groups.map((keys) => this.run('release', [...keys], ['', encoded, tombstoneMs])));
+    await Promise.all(groups.map((keys) => this.run('release', [...keys], ['', encoded, tombstoneMs, '1'])));
   }
 
   /** Batches sent so far, by size (index: calls in the batch), of admissions and of reservations (diagnostics). */
