@@ -6,7 +6,7 @@
   back (its tombstone, written by a release re-sent after the outage, is found first).
 
   KEYS[1]     the generation marker of the tag: "<token> <end of its recovery grace, µs>",
-              written when missing; every call keeps it a day more (ARGV[7])
+              written when missing; renewed (ARGV[7]) once half its life is gone
   then per call c, in the order of ARGV: its record (<base>call:in:<id> or call:out:<id>;
               includes/channels.lua), its tombstone (<base>gone:in:<id> or gone:out:<id>), then
               the n_c holds sets it holds a channel in
@@ -37,10 +37,11 @@ local marker = redis.call('GET', KEYS[1])
 local missing = 0
 if not marker then
   marker = ARGV[5] .. ' ' .. fmtInt(t + tonumber(ARGV[6]))
-  redis.call('SET', KEYS[1], marker)
+  redis.call('SET', KEYS[1], marker, 'PX', ARGV[7])
   missing = 1
+elseif redis.call('PTTL', KEYS[1]) < tonumber(ARGV[7]) / 2 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[7]) -- renewed when half its life is gone
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[7])
 local token = string.match(marker, '^%S+')
 -- lost for sure only when the caller knew a marker: a process that never read one cannot tell a
 -- store that lost its state from one nobody marked yet
