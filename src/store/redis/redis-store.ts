@@ -279,10 +279,25 @@ export class RedisStore implements Store {
     if (this.keys.hashTags && id !== undefined && forUs > 0) {
       // the locator goes out with the decision, and the answer waits for both: a release issued
       // after the answer, from any process, finds the call (call-locators.ts)
-      const located = this.locators.locate(req.tag, id, forUs, now !== '');
-      this.locators.track(id, located);
-      decided = Promise.all([decided, located]).then(([r]) => {
-        if (!r.admitted) this.locators.forget(id);
+      // NX: a locator of this id already there (the id held on another tag) is left alone until
+      // this call is admitted, then overwritten, as a refusal must not lose it
+      const virtual = now !== '';
+      const claimed = this.locators.locate(req.tag, id, forUs, virtual, true);
+      this.locators.track(
+        id,
+        claimed.then(() => undefined),
+      );
+      decided = Promise.all([decided, claimed]).then(async ([r, claim]) => {
+        if (!r.admitted) {
+          if (claim === 'written') this.locators.forget(id);
+        } else if (claim === 'exists' && !r.duplicate) {
+          const write = this.locators.locate(req.tag, id, forUs, virtual);
+          this.locators.track(
+            id,
+            write.then(() => undefined),
+          );
+          await write;
+        }
         return r;
       });
     }
@@ -349,7 +364,11 @@ export class RedisStore implements Store {
     if (this.keys.hashTags && held && forUs > 0)
       this.locators.track(
         id,
-        sent.then((r) => (r[1] === 0 ? this.locators.locate(req.tag, id, forUs, req.now !== undefined) : undefined)),
+        sent.then((r) =>
+          r[1] === 0
+            ? this.locators.locate(req.tag, id, forUs, req.now !== undefined).then(() => undefined)
+            : undefined,
+        ),
       );
     const r = await sent;
     if (r[1] === 0 && req.now === undefined && req.hold !== undefined && req.hold.forUs > 0)
@@ -514,7 +533,7 @@ export class RedisStore implements Store {
         if (c.direction !== 'in' || (status !== 'written' && status !== 'present')) return;
         const id = encodeId(c.id);
         const forUs = Math.max(0, c.end - r.now);
-        const write = this.locators.locate(req.tag, id, forUs, req.now !== undefined);
+        const write = this.locators.locate(req.tag, id, forUs, req.now !== undefined).then(() => undefined);
         this.locators.track(id, write);
         located.push(write);
       });
