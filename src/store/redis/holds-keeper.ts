@@ -195,18 +195,20 @@ export class HoldsKeeper {
         try {
           const until = await this.reassertTag(tag, calls, mode);
           if (until > graceUntilMs) graceUntilMs = until;
-          if (this.opts.hashTags) await this.openAfter(tag, until);
+          // gates open after a re-assertion only (a sync must not open those a loss closed meanwhile)
+          if (this.opts.hashTags && mode === 'lost') await this.openAfter(tag, until);
         } catch (err) {
           failed = err;
         }
       }),
     );
     if (failed !== undefined) throw failed;
-    if (mode === 'lost' && !this.lostPending) {
-      this.recovering?.resolve();
-      this.recovering = undefined;
-    }
+    if (mode !== 'lost' || this.lostPending) return; // another loss came meanwhile: its own run opens
+    this.recovering?.resolve();
+    this.recovering = undefined;
     if (!this.opts.hashTags) await this.openAfter('', graceUntilMs);
+    // a tag closed at the loss whose calls all ended since has nothing to wait for
+    else for (const lane of [...this.gates.keys()]) if (!tags.has(lane)) this.openGate(lane);
   }
 
   /** Open a lane's gate at `untilMs` (process clock), now if it passed. */
@@ -214,7 +216,7 @@ export class HoldsKeeper {
     if (!this.gates.has(lane)) return;
     const wait = untilMs - Date.now();
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait).unref());
-    this.openGate(lane);
+    if (!this.lostPending) this.openGate(lane);
   }
 
   /** Re-assert one tag's calls in batches; the end of its recovery grace (process clock, ms). */
