@@ -68,7 +68,7 @@ export type CallGateEvents = Omit<AdmissionEvents, 'rejected'> &
     decided: [DecisionTiming];
     /** The store lost holds of this process's calls (a Redis restart or failover): they are written again. */
     storeLoss: [StoreLossEvent];
-    /** This process's calls of one tag were re-asserted after a loss, or checked by the periodic sync. */
+    /** This process's calls of one tag were re-asserted after a loss, or the periodic sync changed something. */
     holdsReasserted: [HoldsReassertedEvent];
   };
 

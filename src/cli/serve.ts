@@ -161,6 +161,11 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   );
   gate.on('warning', (w) => log.warn({ carriers: w.carriers }, w.message));
   gate.on('error', (err) => log.error({ err: err.message }, 'engine error (the configuration in force is unchanged)'));
+  // Redis lost this sidecar's holds (a restart or failover): say so, and how many came back
+  gate.on('storeLoss', (e) => log.warn({ tag: e.tag, cause: e.cause }, 'Redis lost holds of calls in progress'));
+  gate.on('holdsReasserted', (e) => {
+    if (e.reasserted > 0) log.info({ tag: e.tag, reasserted: e.reasserted }, 'holds of calls in progress written back');
+  });
   if (args.watch) gate.watch(args.config);
 
   const onHup = () => {

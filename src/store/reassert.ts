@@ -63,7 +63,8 @@ export function reassertMemory(
     markers.set(req.tag, marker);
   }
   const expected = req.token ?? '';
-  const fresh = missing || (expected !== '' && expected !== marker.token);
+  // lost for sure only when the caller knew a marker (see lua/reassert.lua)
+  const fresh = expected !== '' && expected !== marker.token;
   const statuses: ReassertStatus[] = req.calls.map((c) => {
     if (c.end <= t) return 'ended';
     const rec = holds.record(c.direction, c.id);

@@ -362,9 +362,9 @@ export interface ReassertCall {
  * idempotently: for each call whose end is after t and that has no tombstone (a release re-sent
  * after an outage), its record and a hold in each named set, with the store's end when its
  * record is still there (else the given end); a hold still present is not counted twice.
- * `mode` 'lost' (default): a missing record is written again. 'sync': only when the tag's
- * generation marker is missing or is not `token` (the store lost it), else the call counts as
- * released elsewhere (`gone`), or `unknown` when no token is given.
+ * `mode` 'lost' (default): a missing record is written again. 'sync': only when `token` is
+ * given and the tag's generation marker is missing or is not `token` (the store lost it), else
+ * the call counts as released elsewhere (`gone`), or `unknown` when no token is given.
  * The marker is written when missing, with a recovery grace: until `graceUntil` a store fresh
  * from a loss waits for the other processes to write theirs (docs/redis.md).
  */

@@ -29,28 +29,39 @@ export class CallLocators {
 
   /**
    * Write the locator of call `id`, held on `tag` for `forUs` (virtual: written with a
-   * caller-given now). Resolves after the first attempt, whatever its outcome; a failed write is
-   * retried in the background (tracked: a release of `id` from this process waits for it).
+   * caller-given now). Resolves after the first attempt: 'written', 'exists' (with `nx`, a
+   * locator of the id was there: left as it is) or 'failed', in which case the write is retried
+   * in the background until it lands (tracked: a release of `id` from this process waits for it).
    */
-  locate(tag: string, id: string, forUs: number, virtual: boolean): Promise<void> {
+  locate(
+    tag: string,
+    id: string,
+    forUs: number,
+    virtual: boolean,
+    nx = false,
+  ): Promise<'written' | 'exists' | 'failed'> {
     const ms = Math.max(Math.ceil(forUs / 1000) + 1, virtual ? this.virtualTtlMs : 0);
     const until = Date.now() + ms;
-    const attempt = (): Promise<boolean> =>
-      this.conn.redis
-        .set(this.keys.locator(id), this.keys.inboundRecord(tag, id), 'PX', Math.max(1, until - Date.now()))
-        .then(
-          () => true,
-          () => false,
-        );
-    return attempt().then((landed) => {
-      if (landed || this.closed) return;
+    const key = this.keys.locator(id);
+    const value = this.keys.inboundRecord(tag, id);
+    const attempt = (): Promise<'written' | 'exists' | 'failed'> => {
+      const px = Math.max(1, until - Date.now());
+      const sent = nx ? this.conn.redis.set(key, value, 'PX', px, 'NX') : this.conn.redis.set(key, value, 'PX', px);
+      return sent.then(
+        (r) => (r === null ? 'exists' : 'written'),
+        () => 'failed',
+      );
+    };
+    return attempt().then((first) => {
+      if (first !== 'failed' || this.closed) return first;
       const retried = (async () => {
         while (!this.closed && Date.now() < until) {
           await new Promise((resolve) => setTimeout(resolve, LOCATOR_RETRY_MS).unref());
-          if (await attempt()) return;
+          if ((await attempt()) !== 'failed') return;
         }
       })();
       this.track(id, retried);
+      return first;
     });
   }
 
@@ -104,7 +115,7 @@ export class CallLocators {
     })();
   }
 
-  /** A call refused: the locator written with its decision goes (best effort). */
+  /** A call refused: the locator written (NX) with its decision goes (best effort). */
   forget(id: string): void {
     this.conn.redis.del(this.keys.locator(id)).catch(() => undefined);
   }

@@ -87,6 +87,11 @@ export class RedisConnection {
     return this.redis.status === 'ready';
   }
 
+  /** Known to be out of reach (an error since it was last ready): a call is decided by the policy at once. */
+  get knownDown(): boolean {
+    return this.down && this.redis.status !== 'ready';
+  }
+
   /**
    * Undefined when Redis is ready now; else a promise that settles when it is (or rejects when
    * the signal aborts first, or the client is closed for good).

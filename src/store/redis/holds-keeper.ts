@@ -40,6 +40,8 @@ export interface HoldsKeeperOptions {
   readonly ready: () => boolean;
   readonly syncMs: number;
   readonly graceMs: number;
+  /** How long a tombstone lasts, ms. */
+  readonly tombstoneMs: number;
   readonly recentMs: number;
 }
 
@@ -51,7 +53,7 @@ const MAX_RECENT = 10_000;
 export class HoldsKeeper {
   /** Per lane (tag, or '' on a single Redis): decisions wait for this while its calls are re-asserted. */
   private readonly gates = new Map<string, Promise<void>>();
-  /** The marker token last seen per tag. */
+  /** The marker token last seen per tag (single Redis: under '', one for all). */
   private readonly tokens = new Map<string, string>();
   /** Releases sent lately: call id -> when (ms) and its record keys, in order. */
   private readonly recent = new Map<string, { at: number; groups: readonly (readonly string[])[] }>();
@@ -63,6 +65,8 @@ export class HoldsKeeper {
   private syncTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
   private closed = false;
+  /** When the last loss of the connection was seen (ms), 0: never. */
+  private lastLoss = 0;
 
   constructor(private readonly opts: HoldsKeeperOptions) {
     if (opts.syncMs > 0) {
@@ -89,6 +93,7 @@ export class HoldsKeeper {
   lost(): void {
     if (this.closed) return;
     this.lostPending = true;
+    this.lastLoss = Date.now();
     if (this.recovering === undefined) {
       let resolve!: () => void;
       const done = new Promise<void>((r) => (resolve = r));
@@ -110,9 +115,19 @@ export class HoldsKeeper {
     this.retryTimer.unref();
   }
 
-  /** Redis answers again (the connection is ready). */
+  /** Redis answers (the connection is ready): after a loss, re-assert; the first time, learn the markers. */
   ready(): void {
     if (this.lostPending) this.kick('lost');
+    else if (this.tokens.size === 0) this.kick('sync');
+  }
+
+  /**
+   * The tombstone a release leaves beside a record it finds missing ('' none): from a loss until
+   * `recentMs` after it (a call released during or soon after an outage may not be written back
+   * yet by the process that admitted it).
+   */
+  tombstoneMs(): string {
+    return this.lastLoss > 0 && Date.now() - this.lastLoss < this.opts.recentMs ? String(this.opts.tombstoneMs) : '';
   }
 
   /** A call was released from this process: its record keys, for a re-send after a loss. */
@@ -172,7 +187,7 @@ export class HoldsKeeper {
     // a sync leaves the calls being released alone; after a loss their releases wait for this run
     const tags = this.opts.ledger.byTag(this.opts.now(), true, mode === 'lost');
     // on a single Redis one marker serves every tag: read it even when the ledger is empty
-    if (mode === 'lost' && !this.opts.hashTags && tags.size === 0) tags.set('in', []);
+    if (!this.opts.hashTags && tags.size === 0) tags.set('in', []);
     let failed: unknown;
     let graceUntilMs = 0;
     await Promise.all(
@@ -180,18 +195,20 @@ export class HoldsKeeper {
         try {
           const until = await this.reassertTag(tag, calls, mode);
           if (until > graceUntilMs) graceUntilMs = until;
-          if (this.opts.hashTags) await this.openAfter(tag, until);
+          // gates open after a re-assertion only (a sync must not open those a loss closed meanwhile)
+          if (this.opts.hashTags && mode === 'lost') await this.openAfter(tag, until);
         } catch (err) {
           failed = err;
         }
       }),
     );
     if (failed !== undefined) throw failed;
-    if (mode === 'lost' && !this.lostPending) {
-      this.recovering?.resolve();
-      this.recovering = undefined;
-    }
+    if (mode !== 'lost' || this.lostPending) return; // another loss came meanwhile: its own run opens
+    this.recovering?.resolve();
+    this.recovering = undefined;
     if (!this.opts.hashTags) await this.openAfter('', graceUntilMs);
+    // a tag closed at the loss whose calls all ended since has nothing to wait for
+    else for (const lane of [...this.gates.keys()]) if (!tags.has(lane)) this.openGate(lane);
   }
 
   /** Open a lane's gate at `untilMs` (process clock), now if it passed. */
@@ -199,7 +216,7 @@ export class HoldsKeeper {
     if (!this.gates.has(lane)) return;
     const wait = untilMs - Date.now();
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait).unref());
-    this.openGate(lane);
+    if (!this.lostPending) this.openGate(lane);
   }
 
   /** Re-assert one tag's calls in batches; the end of its recovery grace (process clock, ms). */
@@ -208,7 +225,9 @@ export class HoldsKeeper {
     calls: { id: string; direction: 'in' | 'out'; hold: LedgerHold }[],
     mode: 'lost' | 'sync',
   ): Promise<number> {
-    const known = this.tokens.get(tag) ?? '';
+    // one marker per tag on a Cluster, one for the whole store on a single Redis
+    const lane = this.opts.hashTags ? tag : '';
+    const known = this.tokens.get(lane) ?? '';
     let reasserted = 0;
     let gone = 0;
     let changed = false;
@@ -236,7 +255,7 @@ export class HoldsKeeper {
       const r = await this.opts.reassert(req);
       if (known !== '' && r.token !== known) changed = true;
       if (r.markerMissing && known !== '') changed = true;
-      this.tokens.set(tag, r.token);
+      this.tokens.set(lane, r.token);
       const graceLeftMs = Math.max(0, (r.graceUntil - r.now) / 1000);
       if (r.markerMissing || changed) graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
       else if (graceLeftMs > 0) graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
@@ -256,7 +275,9 @@ export class HoldsKeeper {
     if (reasserted > 0 || changed) {
       this.opts.events.safeEmit('storeLoss', { tag, cause: mode === 'lost' && !changed ? 'reconnect' : 'marker' });
     }
-    if (checked > 0 || reasserted > 0) this.opts.events.safeEmit('holdsReasserted', { tag, reasserted, gone, checked });
+    // after a loss always (it says the holds are back); from a sync only when it changed something
+    if (mode === 'lost' || reasserted > 0 || gone > 0)
+      this.opts.events.safeEmit('holdsReasserted', { tag, reasserted, gone, checked });
     return graceUntilMs;
   }
 

@@ -4,6 +4,9 @@ import { encodeId, OUTBOUND_TAG } from '../keys.js';
 import type { ReassertRequest, ReassertResult, ReassertStatus } from '../types.js';
 import type { RedisKeys } from './redis-keys.js';
 
+/** A marker lives a day after the last reassert or sync that read it. */
+const MARKER_TTL_MS = 86_400_000;
+
 const STATUS: readonly ReassertStatus[] = ['ended', 'present', 'written', 'gone', 'unknown'];
 
 /** [numkeys, ...KEYS, ...ARGV] of one reassert script call (see the script's header). */
@@ -16,6 +19,7 @@ export function reassertArgv(req: ReassertRequest, keys: RedisKeys, floorMs: num
     req.token ?? '',
     randomToken(),
     String(req.graceUs ?? 0),
+    String(MARKER_TTL_MS),
   ];
   for (const c of req.calls) {
     const id = encodeId(c.id);

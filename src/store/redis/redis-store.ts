@@ -196,6 +196,7 @@ export class RedisStore implements Store, OperableStore {
       now: () => Date.now() * 1000,
       reassert: (req) => this.reassert(req),
       resend: (id, groups) => this.resend(id, groups, holds.tombstoneMs ?? 60_000),
+      tombstoneMs: holds.tombstoneMs ?? 60_000,
       ready: () => this.conn.ready,
       syncMs: holds.syncMs ?? 5_000,
       graceMs: holds.graceMs ?? 2_000,
@@ -296,22 +297,46 @@ export class RedisStore implements Store, OperableStore {
           : resolve,
         reject,
       });
-    // after a loss, decisions on this tag wait until its holds are back (holds-keeper.ts)
-    const gate = this.keeper.gate(req.tag);
+    // after a loss, decisions counting channels on this tag wait until its holds are back (holds-keeper.ts)
+    const gate = held ? this.gateOf(req.tag) : undefined;
     let decided = new Promise<AdmitResult>((resolve, reject) =>
       gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
     );
     if (this.keys.hashTags && id !== undefined && forUs > 0) {
       // the locator goes out with the decision, and the answer waits for both: a release issued
       // after the answer, from any process, finds the call (call-locators.ts)
-      const located = this.locators.locate(req.tag, id, forUs, now !== '');
-      this.locators.track(id, located);
-      decided = Promise.all([decided, located]).then(([r]) => {
-        if (!r.admitted) this.locators.forget(id);
+      // NX: a locator of this id already there (the id held on another tag) is left alone until
+      // this call is admitted, then overwritten, as a refusal must not lose it
+      const virtual = now !== '';
+      const claimed = this.locators.locate(req.tag, id, forUs, virtual, true);
+      this.locators.track(
+        id,
+        claimed.then(() => undefined),
+      );
+      decided = Promise.all([decided, claimed]).then(async ([r, claim]) => {
+        if (!r.admitted) {
+          if (claim === 'written') this.locators.forget(id);
+        } else if (claim === 'exists' && !r.duplicate) {
+          const write = this.locators.locate(req.tag, id, forUs, virtual);
+          this.locators.track(
+            id,
+            write.then(() => undefined),
+          );
+          await write;
+        }
         return r;
       });
     }
     return decided;
+  }
+
+  /**
+   * What a decision counting channels on `tag` waits for after a loss: the tag's re-assertion
+   * (holds-keeper.ts); none while Redis is known to be down, where the policy decides at once.
+   */
+  private gateOf(tag: string): Promise<void> | undefined {
+    const gate = this.keeper.gate(tag);
+    return gate === undefined || this.conn.knownDown ? undefined : gate;
   }
 
   /** An inbound call admitted (or recorded) on live time enters the ledger, with every bucket it touched. */
@@ -365,7 +390,11 @@ export class RedisStore implements Store, OperableStore {
     if (this.keys.hashTags && held && forUs > 0)
       this.locators.track(
         id,
-        sent.then((r) => (r[1] === 0 ? this.locators.locate(req.tag, id, forUs, req.now !== undefined) : undefined)),
+        sent.then((r) =>
+          r[1] === 0
+            ? this.locators.locate(req.tag, id, forUs, req.now !== undefined).then(() => undefined)
+            : undefined,
+        ),
       );
     const r = await sent;
     if (r[1] === 0 && req.now === undefined && req.hold !== undefined && req.hold.forUs > 0)
@@ -392,7 +421,8 @@ export class RedisStore implements Store, OperableStore {
     const forUs = req.hold === undefined ? '0' : num(req.hold.forUs);
     const queue = (resolve: (r: ReserveResult) => void, reject: (err: unknown) => void) =>
       this.reservations.add(OUTBOUND_TAG, { route: req.route, now, id, forUs, signal: req.signal, resolve, reject });
-    const gate = this.keeper.gate(OUTBOUND_TAG);
+    const gate =
+      req.hold !== undefined && req.route.some((c) => c.channels !== undefined) ? this.gateOf(OUTBOUND_TAG) : undefined;
     const decided = new Promise<ReserveResult>((resolve, reject) =>
       gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
     );
@@ -463,8 +493,11 @@ export class RedisStore implements Store, OperableStore {
     }
     const id = encodeId(req.id);
     let groups: string[][] = [];
+    // soon after a loss, a release that finds nothing leaves a tombstone: the process that admitted
+    // the call may not have written it back yet, and must not once this release has landed
+    const tomb = req.now === undefined ? this.keeper.tombstoneMs() : '';
     const send = () =>
-      this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal, (g) => (groups = g));
+      this.onRecords('release', id, req.direction, [req.now ?? '', id, tomb], req.now, req.signal, (g) => (groups = g));
     // after a loss, a release waits until this process's calls are back, so that it finds its call
     const recovered = this.keeper.recovered();
     this.ledger.releasing(req.id, true);
@@ -526,7 +559,7 @@ export class RedisStore implements Store, OperableStore {
         if (c.direction !== 'in' || (status !== 'written' && status !== 'present')) return;
         const id = encodeId(c.id);
         const forUs = Math.max(0, c.end - r.now);
-        const write = this.locators.locate(req.tag, id, forUs, req.now !== undefined);
+        const write = this.locators.locate(req.tag, id, forUs, req.now !== undefined).then(() => undefined);
         this.locators.track(id, write);
         located.push(write);
       });
@@ -538,7 +571,7 @@ export class RedisStore implements Store, OperableStore {
   /** Send a release again, leaving tombstones beside its records (holds-keeper.ts). */
   private async resend(id: string, groups: readonly (readonly string[])[], tombstoneMs: number): Promise<void> {
     const encoded = encodeId(id);
-    await Promise.all(groups.map((keys) => this.run('release', [...keys], ['', encoded, tombstoneMs])));
+    await Promise.all(groups.map((keys) => this.run('release', [...keys], ['', encoded, tombstoneMs, '1'])));
   }
 
   /** Batches sent so far, by size (index: calls in the batch), of admissions and of reservations (diagnostics). */
