@@ -99,6 +99,24 @@ export {
   type InspectOptions,
   type LimitState,
 } from './observe/inspect.js';
+// An operator's hand: the calls holding a bucket or carrier, a bucket reset (release frees one call)
+export {
+  listHolds,
+  resetBucket,
+  type HoldsListing,
+  type HoldsTarget,
+  type OperateOptions,
+  type ResetReport,
+} from './observe/operate.js';
+export type {
+  ListedHold,
+  ListHoldsRequest,
+  ListHoldsResult,
+  OperableStore,
+  ResetRequest,
+  ResetResult,
+} from './store/operations.js';
+export { MAX_ID_LENGTH } from './ids.js';
 // Recording live traffic as replayable traces
 export { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 export { mergeTraces, type MergeResult } from './replay/trace-merge.js';
