@@ -34,6 +34,8 @@ interface Path {
   /** Exit code of a one-shot command (serve keeps running through an outage: killed). */
   code: 1 | 2;
   env?: NodeJS.ProcessEnv;
+  /** More options for every command. */
+  extra?: string[];
 }
 
 const PATHS: Path[] = [
@@ -43,6 +45,12 @@ const PATHS: Path[] = [
   { name: 'no scheme', url: () => `user:${SECRET}@127.0.0.1:1`, code: 2 },
   { name: 'http://', url: () => `http://user:${SECRET}@127.0.0.1:1`, code: 2 },
   { name: 'unreachable', url: () => `redis://user:${SECRET}@127.0.0.1:1`, code: 1 },
+  {
+    name: 'an unreachable Cluster node',
+    url: () => `redis://user:${SECRET}@127.0.0.1:1`,
+    code: 1,
+    extra: ['--redis-cluster'],
+  },
   { name: 'a user without a password', url: () => `redis://${SECRET}@127.0.0.1:1`, code: 1 },
   { name: 'a refused password', url: (p) => `redis://default:${SECRET}@127.0.0.1:${p}`, code: 1 },
   {
@@ -137,7 +145,8 @@ describe('no secret in any output', function () {
         const both = path.name === 'http://' || path.name === 'a refused password';
         const ways = both ? ['REDIS_URL', '--redis-url'] : [n++ % 2 === 0 ? 'REDIS_URL' : '--redis-url'];
         for (const via of ways) {
-          const argv = via === 'REDIS_URL' ? [BIN, ...args] : [BIN, ...args, '--redis-url', url];
+          const more = path.extra ?? [];
+          const argv = via === 'REDIS_URL' ? [BIN, ...args, ...more] : [BIN, ...args, ...more, '--redis-url', url];
           const env = { ...path.env, ...(via === 'REDIS_URL' && { REDIS_URL: url }) };
           // serve keeps trying through an outage: what it logged until then, and its stop
           const long = command === 'serve' && path.code === 1;
