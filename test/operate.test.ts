@@ -219,6 +219,15 @@ describe('sidecar: GET /v1/holds, POST /v1/release, POST /v1/reset', () => {
       const bad = await app.inject({ method: 'POST', url: '/v1/reset', headers: auth, payload: { bucket: 'peer:zz' } });
       expect(bad.statusCode).to.equal(400);
       expect(bad.json().problems[0]).to.match(/^body\.bucket: bucket peer:zz: the configuration has no peer "zz"/);
+      const badForm = await app.inject({
+        method: 'POST',
+        url: '/v1/reset',
+        headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' },
+        payload: 'bucket=account%3Anone',
+      });
+      expect(badForm.json().problems).to.deep.equal([
+        'form.bucket: bucket account:none: the configuration has no account "none"',
+      ]);
       const both = await app.inject({ method: 'GET', url: '/v1/holds?bucket=global&carrier=A', headers: auth });
       expect(both.statusCode).to.equal(400);
       const max = await app.inject({ method: 'GET', url: '/v1/holds?bucket=peer:p1&max=0', headers: auth });
