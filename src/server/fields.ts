@@ -53,14 +53,22 @@ function decodeComponent(bytes: Uint8Array, from: number, to: number): string | 
   }
 }
 
-/** Plain ASCII with nothing to decode: the common id, taken as is. */
-const PLAIN = /^[\x00-\x24\x26-\x2a\x2c-\x7f]*$/;
-const ASCII = /^[\x00-\x7f]*$/;
+/** 0: ASCII with nothing to decode (the common id), 1: ASCII with `%` or `+`, 2: other bytes. */
+function kindOf(text: string): 0 | 1 | 2 {
+  let kind: 0 | 1 = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c > 0x7f) return 2;
+    if (c === 0x25 || c === 0x2b) kind = 1;
+  }
+  return kind;
+}
 
 /** One component of a latin1 string (one char per byte): its text, or undefined when not UTF-8. */
 function decodeText(text: string): string | undefined {
-  if (PLAIN.test(text)) return text;
-  if (ASCII.test(text)) {
+  const kind = kindOf(text);
+  if (kind === 0) return text;
+  if (kind === 1) {
     try {
       return decodeURIComponent(text.replace(/\+/g, ' '));
     } catch {
