@@ -29,7 +29,8 @@ tgz="$(npm pack --silent --pack-destination "$scratch" | tail -n 1)"
 [ -f "$scratch/$tgz" ] || fail "npm pack produced no tarball"
 contents="$(tar -tzf "$scratch/$tgz")"
 for f in package/LICENSE package/README.md package/bin/callgate.js package/lua/admit.lua package/lua/admit-lone.lua \
-  package/lua/includes/common.lua package/lua/includes/log.lua package/assets/report/app.js package/assets/report/style.css package/dist/src/index.js package/dist/src/index.d.ts package/dist/src/cli/main.js; do
+  package/lua/includes/common.lua package/lua/includes/log.lua package/assets/report/app.js package/assets/report/style.css package/dist/src/index.js package/dist/src/index.d.ts package/dist/src/cli/main.js \
+  package/schema/limits.schema.json; do
   grep -qx "$f" <<<"$contents" || fail "$f missing from $tgz"
 done
 if grep -Eq '^package/(src|test|fixtures|bench|scripts|\.ci)/' <<<"$contents"; then

@@ -33,6 +33,8 @@ export interface OutboundDecisionLine<Outcome extends string = Reservation['outc
   rerouted_from: string[];
   time_us: number;
   reason?: string;
+  /** Route ids that are not configured carriers, left out; absent when none (more than the contract's fields). */
+  skipped?: string[];
 }
 
 /** One line of the replay's decisions output (JSON Lines). */
@@ -65,6 +67,7 @@ export interface OutboundInput<Outcome extends string> {
   readonly delayMs: number | null;
   readonly reroutedFrom: string[];
   readonly reason?: string;
+  readonly skipped?: string[];
 }
 
 /** An outbound decision's line; without a time (no decision was taken), no `time_us`. */
@@ -87,5 +90,6 @@ export function outboundLine<O extends string>(
   };
   if (timeUs !== undefined) line.time_us = timeUs;
   if (r.reason !== undefined) line.reason = r.reason;
+  if (r.skipped !== undefined) line.skipped = r.skipped;
   return line;
 }

@@ -32,9 +32,10 @@ import { checkIdArgument } from './ids.js';
 import { SafeEmitter } from './events.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 import { MemoryStore } from './store/memory-store.js';
+import { widenHolds } from './holds/reload.js';
 import { ReleaseQueue } from './store/release-queue.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';
-import type { StopSignal, Store } from './store/types.js';
+import type { HoldsReassertedEvent, StopSignal, Store, StoreLossEvent } from './store/types.js';
 
 /**
  * What release() did: `released` (the call held channels, now given back), `not-held` (nothing
@@ -54,16 +55,32 @@ export interface ReleasedEvent {
   readonly at?: number;
 }
 
-export type CallGateEvents = AdmissionEvents &
+export type CallGateEvents = Omit<AdmissionEvents, 'rejected'> &
   Omit<DispatcherEvents, 'rejected'> & {
     /** An inbound refusal or an outbound call no carrier could take (tell them apart by `direction`). */
     rejected: [AdmissionDecision | DispatchResult];
     reloaded: [ConfigChange[]];
+    /** Something works but is likely a mistake (a reload left carriers that routes name unconfigured). */
+    warning: [GateWarning];
     /** A call's end was reported (release()); deferred ones are announced again once they land. */
     released: [ReleasedEvent];
     /** Every decision (dispatch: its reservation) or failure, with its latency: for metrics. */
     decided: [DecisionTiming];
+    /** The store lost holds of this process's calls (a Redis restart or failover): they are written again. */
+    storeLoss: [StoreLossEvent];
+    /** This process's calls of one tag were re-asserted after a loss, or checked by the periodic sync. */
+    holdsReasserted: [HoldsReassertedEvent];
   };
+
+/**
+ * The `warning` event. `route-carrier-unconfigured`: a reload removed carriers that calls were
+ * routed to; routes naming them now skip them (each decision lists them in `skipped`).
+ */
+export interface GateWarning {
+  readonly code: 'route-carrier-unconfigured';
+  readonly message: string;
+  readonly carriers: string[];
+}
 
 export interface DecisionTiming {
   readonly operation: 'admit' | 'record' | 'reserve' | 'dispatch';
@@ -148,6 +165,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       shield: opts.shield,
     });
     this.store.events?.on('error', this.onStoreError);
+    this.store.events?.on('storeLoss', this.onStoreLoss);
+    this.store.events?.on('holdsReasserted', this.onReasserted);
     this.dispatcher = new Dispatcher({
       store: this.store,
       clock: this.clock,
@@ -162,6 +181,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       const rec = this.recorder;
       rec.onError = (err) => this.safeEmit('error', err);
       rec.maxCallDurationUs = () => this.current.maxCallDurationUs;
+      // the attribute columns, when the configuration at start has attribute levels
+      if ((this.current.inbound.attributes ?? []).length > 0) rec.attributes = true;
       rec.now = () => this.clock.now() ?? systemClockUs();
       // the call ended: at the store's release time (a deferred release once it lands); an
       // outbound call that will not go out gave its channel back: its row ends now
@@ -182,6 +203,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /** A store's trouble outside any call (a Redis outage, once per outage) goes out on 'error'. */
   private readonly onStoreError = (err: Error) => this.safeEmit('error', err);
+  private readonly onStoreLoss = (e: StoreLossEvent) => this.safeEmit('storeLoss', e);
+  private readonly onReasserted = (e: HoldsReassertedEvent) => this.safeEmit('holdsReasserted', e);
 
   get config(): CallGateConfig {
     return this.current;
@@ -336,10 +359,28 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   async reload(source: ConfigSource): Promise<ConfigChange[]> {
     const next = await resolveConfig(source);
     const changes = diffConfig(this.current, next);
+    // a channel limit turned on counts the calls already in progress there (src/holds/reload.ts)
+    const ledger = this.store.ledger;
+    if (ledger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0)
+      await this.store.writeLedger?.().catch((err: Error) => this.safeEmit('error', err));
     this.current = next;
     this.admission.setConfig(next);
     this.safeEmit('reloaded', changes);
+    this.warnUnrouted(next);
     return changes;
+  }
+
+  /** Carriers that routes named and the new configuration no longer has: warn once for them. */
+  private warnUnrouted(next: CallGateConfig): void {
+    const gone = [...this.dispatcher.routed].filter((id) => !next.outbound.carriers.has(id));
+    if (gone.length === 0) return;
+    for (const id of gone) this.dispatcher.routed.delete(id);
+    const names = gone.map((id) => JSON.stringify(id)).join(', ');
+    this.safeEmit('warning', {
+      code: 'route-carrier-unconfigured',
+      message: `the configuration reloaded has no carrier ${names}, which calls were routed to: routes naming it skip it`,
+      carriers: gone,
+    });
   }
 
   /**
@@ -384,6 +425,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     await this.store.close();
     await this.recorder?.close();
     this.store.events?.off('error', this.onStoreError);
+    this.store.events?.off('storeLoss', this.onStoreLoss);
+    this.store.events?.off('holdsReasserted', this.onReasserted);
   }
 }
 

@@ -3,6 +3,7 @@
  * (CallGate, the sidecar, traces), so that an id the library takes is one the sidecar takes too.
  */
 import { InvalidArgumentError } from './errors/index.js';
+import { show } from './input-fields.js';
 
 /** Longest id accepted (UTF-16 code units, as JavaScript counts): bounds memory and key sizes. */
 export const MAX_ID_LENGTH = 256;
@@ -15,7 +16,7 @@ const LONE_SURROGATE = /\p{Cs}/u;
  * (0 allowed with `empty`), well-formed Unicode (a lone surrogate has no bytes on any wire).
  */
 export function idProblem(id: unknown, opts: { empty?: boolean } = {}): string | undefined {
-  if (typeof id !== 'string') return `must be a string, got ${typeof id}`;
+  if (typeof id !== 'string') return `must be a string, got ${show(id)}`;
   if (id === '' && !opts.empty) return 'must not be empty';
   if (id.length > MAX_ID_LENGTH) return `must be at most ${MAX_ID_LENGTH} characters, got ${id.length}`;
   if (LONE_SURROGATE.test(id)) return 'must be well-formed Unicode (it holds a lone surrogate)';

@@ -12,6 +12,7 @@ export {
   type CallGateOptions,
   type ConfigSource,
   type DecisionTiming,
+  type GateWarning,
   type ReleasedEvent,
   type ReleaseOutcome,
 } from './gate.js';
@@ -43,8 +44,10 @@ export {
   RedisStore,
   type RedisConnectOptions,
   type RedisStoreOptions,
+  type HoldsOptions,
 } from './store/redis/redis-store.js';
 export type * from './store/types.js';
+export type { HoldLedger, LedgerEntry, LedgerHold } from './holds/ledger.js';
 
 // Clocks
 export { SystemClock, VirtualClock, type Clock } from './clock.js';
@@ -67,6 +70,12 @@ export { toSipResponse, type ChannelRefusal, type SipOptions, type SipResponse }
 // Configuration
 export { loadConfig, loadConfigFile } from './config/load.js';
 export type {
+  AttributeKey,
+  AttributeLevelConfig,
+  AttributeLevelInput,
+  AttributeMatch,
+  AttributeOrder,
+  BanConfig,
   BucketConfig,
   BucketEntryInput,
   CallGateConfig,
@@ -117,6 +126,8 @@ export type {
   ResetResult,
 } from './store/operations.js';
 export { MAX_ID_LENGTH } from './ids.js';
+export { liftBan, listBans, type BanState } from './observe/bans.js';
+export type { CallAttributes } from './admission/attributes.js';
 // Recording live traffic as replayable traces
 export { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

@@ -12,6 +12,7 @@ import { MS, S, T0 } from './admission/stores.js';
 
 const refused = (retryAfterMs: number, limitedBy = 'peer:p'): AdmissionDecision => ({
   callId: 'c',
+  direction: 'in',
   admitted: false,
   limitedBy,
   retryAfterMs,
@@ -20,7 +21,9 @@ const refused = (retryAfterMs: number, limitedBy = 'peer:p'): AdmissionDecision 
 
 describe('toSipResponse', () => {
   it('admitted: no response', () => {
-    expect(toSipResponse({ callId: 'c', admitted: true, retryAfterMs: 0, at: T0 })).to.equal(undefined);
+    expect(toSipResponse({ callId: 'c', direction: 'in', admitted: true, retryAfterMs: 0, at: T0 })).to.equal(
+      undefined,
+    );
   });
 
   it('unknown-peer: 403 Forbidden without Retry-After', () => {

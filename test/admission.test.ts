@@ -501,10 +501,11 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
     it('admitted: retryAfterMs 0, at as given, no limitedBy, no degraded', async () => {
       const g = await gate({ inbound: { defaultPeer: [{ limit: 1, window: 'PT1S' }] } });
       const d = await g.admit({ callId: 'k1', peer: 'p', at: T0 + 123 });
-      expect(d).to.deep.equal({ callId: 'k1', admitted: true, retryAfterMs: 0, at: T0 + 123 });
+      expect(d).to.deep.equal({ callId: 'k1', direction: 'in', admitted: true, retryAfterMs: 0, at: T0 + 123 });
       const r = await g.admit({ callId: 'k2', peer: 'p', at: T0 + 124 });
       expect(r).to.deep.equal({
         callId: 'k2',
+        direction: 'in',
         admitted: false,
         limitedBy: 'peer:p',
         reason: 'rate',

@@ -573,7 +573,7 @@ describe('callgate replay (the command)', function () {
 
 describe('callgate (the program)', function () {
   this.timeout(60_000);
-  const COMMANDS = ['replay', 'serve', 'inspect', 'merge-traces', 'holds', 'release', 'reset'];
+  const COMMANDS = ['replay', 'serve', 'inspect', 'merge-traces', 'holds', 'release', 'reset', 'unban'];
 
   it('--help names every command, one line each', async () => {
     const r = await run(['--help']);
@@ -588,7 +588,7 @@ describe('callgate (the program)', function () {
 
   it('no --help shows the password of $REDIS_URL', async () => {
     const env = { REDIS_URL: 'redis://u:hunter2-secret@127.0.0.1:6379' };
-    for (const name of ['replay', 'serve', 'inspect']) {
+    for (const name of ['replay', 'serve', 'inspect', 'unban']) {
       const r = await run([name, '--help'], env);
       expect(r.code, r.stderr).to.equal(0);
       expect(r.stdout, name).to.include('--redis-url');

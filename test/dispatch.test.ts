@@ -201,7 +201,7 @@ describe('Dispatcher', function () {
           expect(r2).to.include({ delayMs: 0, at: T0 + 10 * S, slotAt: T0 + 10 * S });
         });
 
-        it('reroutes in route order, skips unconfigured carriers (not listed), rejects when none can', async () => {
+        it('reroutes in route order, skips unconfigured carriers (listed in skipped, never tried), rejects when none can', async () => {
           const { d } = setup(store, clock, {
             A: { cps: 1 },
             B: { cps: 1 },
@@ -219,6 +219,7 @@ describe('Dispatcher', function () {
             carrier: 'A',
             delayMs: 0,
             reroutedFrom: [],
+            skipped: ['X', 'Y', 'Z'],
             at: T0,
             slotAt: T0,
           });
@@ -229,6 +230,7 @@ describe('Dispatcher', function () {
             carrier: 'B',
             delayMs: 0,
             reroutedFrom: ['A'],
+            skipped: ['X', 'Y', 'Z'],
             at: T0,
             slotAt: T0,
           });
@@ -239,6 +241,7 @@ describe('Dispatcher', function () {
             carrier: 'C',
             delayMs: 0,
             reroutedFrom: ['A', 'B'],
+            skipped: ['X', 'Y', 'Z'],
             at: T0,
             slotAt: T0,
           });
@@ -251,6 +254,7 @@ describe('Dispatcher', function () {
             delayMs: null,
             reroutedFrom: ['A', 'B', 'C'],
             reason: 'all-routes-congested',
+            skipped: ['X', 'Y', 'Z'],
             at: T0,
           });
           // a refused carrier kept its state; 600 ms later C takes a call with 400 ms of wait
@@ -300,6 +304,7 @@ describe('Dispatcher', function () {
             reroutedFrom: [],
             reason: 'all-routes-congested',
             at: T0,
+            skipped: ['X', 'Y'],
           });
           const res = await d.dispatch({ callId: 'n2', route: [] });
           expect(res).to.deep.equal({

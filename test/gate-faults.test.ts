@@ -142,7 +142,7 @@ describe('CallGate when Redis goes away and comes back', function () {
   it('healthy: decisions on Redis, not degraded', async () => {
     for (const s of subjects) {
       const d = await timed(s, { peer: 'p', at: T0 });
-      expect(d, s.name).to.deep.equal({ callId: d.callId, admitted: true, retryAfterMs: 0, at: T0 });
+      expect(d, s.name).to.deep.equal({ callId: d.callId, direction: 'in', admitted: true, retryAfterMs: 0, at: T0 });
       expect(s.degraded, s.name).to.deep.equal([]);
     }
   });

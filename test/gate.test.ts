@@ -45,7 +45,7 @@ describe('CallGate events', () => {
     const admitted: AdmissionDecision[] = [];
     const rejected: AdmissionDecision[] = [];
     gate.on('admitted', (d) => admitted.push(d));
-    gate.on('rejected', (d) => rejected.push(d));
+    gate.on('rejected', (d) => d.direction === 'in' && rejected.push(d));
     const a = await gate.admit({ callId: 'a', peer: 'p' });
     const b = await gate.admit({ callId: 'b', peer: 'p' });
     const c = await gate.admit({ callId: 'c', peer: 'nobody' });
@@ -53,6 +53,25 @@ describe('CallGate events', () => {
     expect(admitted).to.deep.equal([a, r]);
     expect(rejected).to.deep.equal([b, c]);
     expect(rejected.map((d) => d.limitedBy)).to.deep.equal(['peer:p', 'unknown-peer']);
+    await gate.close();
+  });
+
+  it("every admitted and rejected payload says its direction: 'in' for inbound, 'out' for outbound", async () => {
+    const gate = await CallGate.create({
+      config: { ...config, outbound: { carriers: { c1: { cps: 1 } } } },
+      clock: new VirtualClock(T0),
+    });
+    const seen: string[] = [];
+    // narrowing by `direction` type-checks: the fields of each side are reachable
+    gate.on('rejected', (d) => seen.push(d.direction === 'in' ? `in:${d.limitedBy}` : `out:${d.reason}`));
+    gate.on('admitted', (d) => seen.push(`${d.direction}:admitted`));
+    await gate.admit({ callId: 'a', peer: 'p' });
+    await gate.admit({ callId: 'b', peer: 'p' });
+    await gate.admit({ callId: 'u', peer: 'nobody' });
+    await gate.reserve({ callId: 'o1', route: ['c1'] });
+    await gate.dispatch({ callId: 'o2', route: ['nope'] });
+    expect(seen).to.deep.equal(['in:admitted', 'in:peer:p', 'in:unknown-peer', 'out:all-routes-congested']);
+    expect((await gate.admit({ callId: 'z', peer: 'p' })).direction).to.equal('in');
     await gate.close();
   });
 

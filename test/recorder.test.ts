@@ -125,6 +125,7 @@ async function runLive(gate: CallGate, clock: VirtualClock, n: number, seed: num
         time_us: r.at,
       };
       if (r.reason) line.reason = r.reason;
+      if (r.skipped) line.skipped = r.skipped;
       decisions.push(line);
       if (r.outcome === 'dispatched') schedule(callId, r.slotAt!);
       else durations.set(callId, undefined);

@@ -102,42 +102,53 @@ export function parseHostPort(s: string): HostPort | undefined {
 
 /**
  * Validate an edge configuration. `limits` is callgate's own configuration, inline or a path
- * (relative to `baseDir`). Throws ConfigError listing every problem.
+ * (relative to `baseDir`). Throws ConfigError listing every problem at once: the edge's own
+ * fields, the limits, and how they fit together (each cross-check runs on whatever parts are
+ * valid, so fixing one problem never reveals the next only on the following start).
  */
 export async function parseEdgeConfig(
   input: unknown,
   opts: { source?: string; baseDir?: string } = {},
 ): Promise<EdgeConfig> {
-  const parsed = schema.safeParse(input);
-  if (!parsed.success) throw new ConfigError(problemsOf(parsed.error, opts.source));
-  const c = parsed.data;
-  const prefix = opts.source ? `${opts.source}: ` : '';
-  let limits: CallGateConfig;
-  try {
-    limits = await loadConfig(typeof c.limits === 'string' ? resolve(opts.baseDir ?? '.', c.limits) : c.limits);
-  } catch (err) {
-    if (err instanceof ConfigError) throw new ConfigError(err.problems.map((p) => `${prefix}limits: ${p}`));
-    throw err;
-  }
   const problems: string[] = [];
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) problems.push(...problemsOf(parsed.error, opts.source));
+  const raw = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
+  /** One field as the schema reads it, or undefined when it is invalid (reported above). */
+  const part = <K extends keyof typeof schema.shape>(key: K): z.output<(typeof schema.shape)[K]> | undefined => {
+    const r = schema.shape[key].safeParse(raw[key]);
+    return r.success ? (r.data as z.output<(typeof schema.shape)[K]>) : undefined;
+  };
+  const prefix = opts.source ? `${opts.source}: ` : '';
+  let limits: CallGateConfig | undefined;
+  const limitsIn = part('limits');
+  if (limitsIn !== undefined) {
+    try {
+      limits = await loadConfig(typeof limitsIn === 'string' ? resolve(opts.baseDir ?? '.', limitsIn) : limitsIn);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(...err.problems.map((p) => `${prefix}limits: ${p}`));
+    }
+  }
   const carriers = new Map<string, HostPort>();
-  for (const [cid, carrier] of Object.entries(c.carriers)) {
+  for (const [cid, carrier] of Object.entries(part('carriers') ?? {})) {
     carriers.set(cid, parseHostPort(carrier.address)!);
-    if (!limits.outbound.carriers.has(cid))
+    if (limits && !limits.outbound.carriers.has(cid))
       problems.push(`${prefix}carriers.${cid}: no pacing for it in limits.outbound.carriers`);
   }
+  const carriersKnown = part('carriers') !== undefined;
   const checkRoute = (route: readonly string[], where: string) =>
     route.forEach((cid, i) => {
-      if (!carriers.has(cid))
+      if (carriersKnown && !carriers.has(cid))
         problems.push(`${prefix}${where}[${i}]: carrier ${JSON.stringify(cid)} has no address in carriers`);
     });
-  checkRoute(c.route, 'route');
+  checkRoute(part('route') ?? [], 'route');
   const peers = new Map<string, PeerEntry>();
   const bySource = new Map<string, string>();
-  for (const [pid, peer] of Object.entries(c.peers)) {
+  for (const [pid, peer] of Object.entries(part('peers') ?? {})) {
     peers.set(pid, peer);
     if (peer.route) checkRoute(peer.route, `peers.${pid}.route`);
-    if (!limits.inbound.peers.has(pid) && !limits.inbound.defaultPeer) {
+    if (limits && !limits.inbound.peers.has(pid) && !limits.inbound.defaultPeer) {
       problems.push(
         `${prefix}peers.${pid}: no limits for it in limits.inbound.peers and no defaultPeer (every call would be refused 403)`,
       );
@@ -149,7 +160,8 @@ export async function parseEdgeConfig(
       else bySource.set(src, pid);
     }
   }
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (problems.length > 0 || !parsed.success || limits === undefined) throw new ConfigError(problems);
+  const c = parsed.data;
   const listen = parseHostPort(c.listen)!;
   return {
     listen,

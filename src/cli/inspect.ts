@@ -19,7 +19,11 @@ export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream =
   const config = await loadConfigFile(args.config);
   const redis = await openRedis(args);
   try {
-    const state = await inspectState(config, new RedisStore({ redis, prefix: args.prefix }), { peers: args.peer });
+    const bans = (config.inbound.attributes ?? []).some((l) => l.ban !== undefined);
+    const state = await inspectState(config, new RedisStore({ redis, prefix: args.prefix }), {
+      peers: args.peer,
+      bans,
+    });
     out.write(args.json ? `${JSON.stringify(state)}\n` : stateText(state));
   } finally {
     await closeRedis(redis);

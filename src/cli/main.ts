@@ -24,6 +24,7 @@ import { operateCommands } from './operate.js';
 import { replayCommand } from './replay.js';
 import { rememberSecrets, redactSecrets } from './redis.js';
 import { serveCommand } from './serve.js';
+import { unbanCommand } from './unban.js';
 
 const EXIT_BAD_INPUT = 2;
 const EXIT_UNAVAILABLE = 1;
@@ -59,6 +60,7 @@ export function program(): Command {
   inspectCommand(cmd);
   mergeTracesCommand(cmd);
   operateCommands(cmd);
+  unbanCommand(cmd);
   return cmd;
 }
 

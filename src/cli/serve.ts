@@ -159,6 +159,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   gate.on('reloaded', (changes) =>
     log.info({ changes: changes.map((c) => `${c.kind} ${c.path}`) }, `configuration reloaded from ${args.config}`),
   );
+  gate.on('warning', (w) => log.warn({ carriers: w.carriers }, w.message));
   gate.on('error', (err) => log.error({ err: err.message }, 'engine error (the configuration in force is unchanged)'));
   if (args.watch) gate.watch(args.config);
 

@@ -56,6 +56,7 @@ import { systemClockUs, type Clock } from '../clock.js';
 import type { CarrierConfig } from '../config/types.js';
 import { checkIdArgument } from '../ids.js';
 import { InvalidArgumentError } from '../errors/index.js';
+import { checkFields, show } from '../input-fields.js';
 import { SafeEmitter } from '../events.js';
 import { carrierName } from '../store/keys.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
@@ -88,6 +89,12 @@ export interface Reservation {
   /** Configured carriers tried before the chosen one (every one tried when rejected). */
   readonly reroutedFrom: string[];
   readonly reason?: 'all-routes-congested';
+  /**
+   * Route ids that are not configured carriers, left out of the decision (a typo, or a carrier a
+   * reload removed); absent when every id is configured. A route of unknown ids only is rejected
+   * as `all-routes-congested` like any other: this field tells the two apart.
+   */
+  readonly skipped?: string[];
   /** Decision time, µs (the store's clock when no time was given). */
   readonly at: number;
   /** The slot taken, µs on the decision's clock; absent when rejected. */
@@ -105,6 +112,8 @@ export interface DispatchResult {
   readonly delayMs: number | null;
   readonly reroutedFrom: string[];
   readonly reason?: DispatchReason;
+  /** Route ids that are not configured carriers, left out (see Reservation.skipped). */
+  readonly skipped?: string[];
   /** Decision time, µs; absent when no decision was taken (store trouble, closed). */
   readonly at?: number;
   readonly slotAt?: number;
@@ -197,11 +206,14 @@ function fail(message: string): never {
   throw new InvalidArgumentError(message);
 }
 
+const DISPATCH_FIELDS: ReadonlySet<string> = new Set(['callId', 'route', 'at', 'durationUs']);
+
 function checkInput(input: DispatchInput): void {
   if (typeof input !== 'object' || input === null) fail('dispatch input must be an object');
+  checkFields(input, DISPATCH_FIELDS, 'dispatch input');
   checkIdArgument('callId', input.callId);
   if (!Array.isArray(input.route) || !input.route.every((c) => typeof c === 'string')) {
-    fail(`route must be an array of carrier ids (strings), got ${JSON.stringify(input.route)}`);
+    fail(`route must be an array of carrier ids (strings), got ${show(input.route)}`);
   }
   input.route.forEach((c, i) => {
     checkIdArgument(`route[${i}]`, c);
@@ -212,6 +224,13 @@ function checkInput(input: DispatchInput): void {
   if (input.durationUs !== undefined && !(Number.isSafeInteger(input.durationUs) && input.durationUs >= 0)) {
     fail(`durationUs must be a non-negative integer number of microseconds, got ${String(input.durationUs)}`);
   }
+}
+
+/** A route as the store sees it (see Dispatcher.plan). */
+interface Route {
+  readonly ids: string[];
+  readonly carriers: Carrier[];
+  readonly skipped?: string[];
 }
 
 const toError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));
@@ -225,6 +244,8 @@ export class Dispatcher {
   private readonly timeoutMs: number;
   private readonly sendTimeoutMs: number;
   private readonly calls = new Map<string, Call>();
+  /** Configured carriers that some route named: a reload that removes one of them is worth a warning. */
+  readonly routed = new Set<string>();
   private holding = 0;
   private closed = false;
   private cancelling = false;
@@ -269,7 +290,7 @@ export class Dispatcher {
    * for an accepted call.
    */
   dispatch(input: DispatchInput, send?: SendFn, opts: DispatchOptions = {}): Promise<DispatchResult> {
-    let route: { ids: string[]; carriers: Carrier[] };
+    let route: Route;
     try {
       checkInput(input);
       if (send !== undefined && typeof send !== 'function') fail('send must be a function');
@@ -353,35 +374,40 @@ export class Dispatcher {
    * tried twice, as the contract reads ("for each carrier in order"); it is refused again (its
    * state did not change) and listed twice in rerouted_from.
    */
-  private plan(route: readonly string[]): { ids: string[]; carriers: Carrier[] } {
+  private plan(route: readonly string[]): Route {
     const configured = this.carriers();
     const ids: string[] = [];
     const carriers: Carrier[] = [];
+    let skipped: string[] | undefined;
     for (const id of route) {
       const cfg = configured.get(id);
-      if (!cfg) continue;
+      if (!cfg) {
+        (skipped ??= []).push(id);
+        continue;
+      }
       ids.push(id);
+      this.routed.add(id);
       const carrier = { name: carrierName(id), intervalUs: cfg.intervalUs, maxWaitUs: cfg.maxWaitUs };
       carriers.push(cfg.channels === undefined ? carrier : { ...carrier, channels: cfg.channels });
     }
-    return { ids, carriers };
+    return skipped ? { ids, carriers, skipped } : { ids, carriers };
   }
 
-  private async decide(input: DispatchInput, route: { ids: string[]; carriers: Carrier[] }): Promise<Decision> {
+  private async decide(input: DispatchInput, route: Route): Promise<Decision> {
     const clockNow = this.clock.now();
     const now = input.at ?? clockNow;
     // The holding time base: the clock when it has one, else the process clock (store-time mode).
     const timeBase = clockNow === undefined ? systemClockUs : () => this.clock.now() ?? systemClockUs();
     if (route.carriers.length === 0) {
       const at = now ?? systemClockUs();
-      return { reservation: this.rejected(input.callId, [], at), target: 0, now: timeBase };
+      return { reservation: this.rejected(input.callId, [], at, route.skipped), target: 0, now: timeBase };
     }
     const hold = { id: input.callId, forUs: input.durationUs ?? this.maxCallDurationUs() };
     const reserve = (signal?: StopSignal) => this.store.reserve({ route: route.carriers, now, hold, signal });
     const res: ReserveResult = await (this.store.kind === 'memory' ? reserve() : withDeadline(reserve, this.timeoutMs));
     if (res.index < 0)
-      return { reservation: this.rejected(input.callId, route.ids, res.now), target: 0, now: timeBase };
-    const reservation: Reservation = {
+      return { reservation: this.rejected(input.callId, route.ids, res.now, route.skipped), target: 0, now: timeBase };
+    const dispatched: Reservation = {
       callId: input.callId,
       direction: 'out',
       outcome: 'dispatched',
@@ -391,12 +417,13 @@ export class Dispatcher {
       at: res.now,
       slotAt: res.slotUs,
     };
+    const reservation = route.skipped ? { ...dispatched, skipped: route.skipped } : dispatched;
     const target = clockNow === undefined ? systemClockUs() + res.waitUs : res.slotUs;
     return { reservation, target, now: timeBase };
   }
 
-  private rejected(callId: string, tried: string[], at: number): Reservation {
-    return {
+  private rejected(callId: string, tried: string[], at: number, skipped: string[] | undefined): Reservation {
+    const r: Reservation = {
       callId,
       direction: 'out',
       outcome: 'rejected',
@@ -406,6 +433,7 @@ export class Dispatcher {
       reason: 'all-routes-congested',
       at,
     };
+    return skipped ? { ...r, skipped } : r;
   }
 
   private onDecision(
@@ -578,6 +606,7 @@ export class Dispatcher {
       carrier: r.carrier,
       delayMs: r.delayMs,
       reroutedFrom: [...r.reroutedFrom],
+      ...(r.skipped && { skipped: [...r.skipped] }),
       at: r.at,
     };
     return r.slotAt === undefined ? { ...base, ...extra } : { ...base, slotAt: r.slotAt, ...extra };

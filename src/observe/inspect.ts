@@ -23,6 +23,7 @@ import {
 } from '../store/keys.js';
 import type { CallGate } from '../gate.js';
 import type { Bucket, Limit, Store } from '../store/types.js';
+import { listBans, type BanState } from './bans.js';
 
 export interface LimitState {
   limit: number;
@@ -61,6 +62,8 @@ export interface GateState {
   store: string;
   buckets: BucketState[];
   carriers: CarrierState[];
+  /** The bans of attribute levels in force, when asked for (InspectOptions.bans). */
+  bans?: BanState[];
 }
 
 export interface InspectOptions {
@@ -68,6 +71,8 @@ export interface InspectOptions {
   readonly peers?: readonly string[];
   /** Time to inspect at, µs (default: the store's clock). */
   readonly now?: number;
+  /** Also list the bans in force (a scan of the store's keys on Redis: an operator's view). */
+  readonly bans?: boolean;
 }
 
 interface Asked {
@@ -131,7 +136,9 @@ export async function inspectState(
     })),
     now: opts.now,
   });
+  const bans = opts.bans ? await listBans(store, r.now) : undefined;
   return {
+    ...(bans !== undefined && { bans }),
     time_us: r.now,
     store: store.kind,
     buckets: asked.map((a, i) => {
@@ -208,5 +215,16 @@ export function stateText(s: GateState): string {
   const parts = [head];
   parts.push(s.buckets.length > 0 ? table(rows) : 'no inbound buckets configured');
   parts.push(s.carriers.length > 0 ? table(carrierRows) : 'no carriers configured');
+  if (s.bans !== undefined) {
+    const banRows = [['ban', 'value', 'ends', 'left']];
+    for (const b of s.bans)
+      banRows.push([
+        b.level,
+        b.value,
+        new Date(b.until_us / 1000).toISOString(),
+        `${Math.ceil(b.remaining_ms / 1000)} s`,
+      ]);
+    parts.push(s.bans.length > 0 ? table(banRows) : 'no bans in force');
+  }
   return `${parts.join('\n\n')}\n`;
 }

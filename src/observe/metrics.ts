@@ -17,8 +17,14 @@
  *   callgate_carrier_decisions_total{carrier, outcome}   per carrier tried: dispatched (it took
  *       the call), rerouted (passed over, a later carrier took it), rejected (passed over, none did)
  *   callgate_carrier_wait_seconds{carrier}          histogram of the wait given with each slot
+ *   callgate_route_carriers_skipped_total         route ids that are not configured carriers, left
+ *       out of a decision (no label: the ids come from callers; each decision names them in `skipped`)
  *   callgate_config_reloads_total
  *   callgate_releases_total{outcome}                released | not-held | deferred
+ *   callgate_store_loss_detected_total{cause}       the store lost this process's holds: reconnect
+ *       (found missing after a lost connection) | marker (a tag's generation marker changed)
+ *   callgate_holds_reasserted_total                 holds written again after a loss
+ *   callgate_holds_released_elsewhere_total         ledger calls found released by another process
  *
  * and, read from the store at each scrape when `live` is given (one read-only store call):
  *
@@ -33,6 +39,7 @@ import type { AdmissionDecision } from '../admission/admission.js';
 import type { DispatchResult, Reservation } from '../dispatch/dispatcher.js';
 import { StoreUnavailableError } from '../errors/index.js';
 import type { CallGate, DecisionTiming } from '../gate.js';
+import type { HoldsReassertedEvent, StoreLossEvent } from '../store/types.js';
 import { inspectGate } from './inspect.js';
 
 export interface MetricsOptions {
@@ -122,6 +129,11 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     labelNames: ['operation'] as const,
     registers,
   });
+  const skipped = new Counter({
+    name: `${p}route_carriers_skipped_total`,
+    help: 'Route carrier ids that are not configured, left out of an outbound decision (a typo, or removed by a reload)',
+    registers,
+  });
   const degraded = new Counter({
     name: `${p}degraded_decisions_total`,
     help: 'Inbound decisions taken by the store-trouble policy instead of the store',
@@ -158,6 +170,23 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     name: `${p}releases_total`,
     help: 'Calls whose end was reported: released (held channels), not-held (nothing held any more), deferred (store out of reach, retried)',
     labelNames: ['outcome'] as const,
+    registers,
+  });
+
+  const losses = new Counter({
+    name: `${p}store_loss_detected_total`,
+    help: "The store lost holds of this process's calls (a Redis restart or failover), by what showed it: reconnect or marker",
+    labelNames: ['cause'] as const,
+    registers,
+  });
+  const reasserted = new Counter({
+    name: `${p}holds_reasserted_total`,
+    help: "Holds of this process's calls written again after the store lost them",
+    registers,
+  });
+  const goneElsewhere = new Counter({
+    name: `${p}holds_released_elsewhere_total`,
+    help: "Calls of this process's ledger found released by another process (checked by the periodic sync)",
     registers,
   });
 
@@ -226,6 +255,7 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
 
   const outbound = (r: Reservation) => {
     decisions.inc({ direction: 'out', outcome: r.outcome, limited_by: 'none', reason: r.reason ?? 'none' });
+    if (r.skipped !== undefined) skipped.inc(r.skipped.length);
     const passed = r.outcome === 'dispatched' ? 'rerouted' : 'rejected';
     for (const c of r.reroutedFrom) carrierDecisions.inc({ carrier: c, outcome: passed });
     if (r.carrier !== null) {
@@ -237,7 +267,7 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
   const onDecided = (t: DecisionTiming) => {
     latency.observe({ operation: t.operation }, t.seconds);
     if (t.decision !== undefined) {
-      if ('direction' in t.decision) outbound(t.decision);
+      if (t.decision.direction === 'out') outbound(t.decision);
       else inbound(t.decision, t.operation as 'admit' | 'record');
     } else if (t.error instanceof StoreUnavailableError) {
       storeErrors.inc({ operation: t.operation });
@@ -261,8 +291,15 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     } else if (deferred.delete(e.callId)) return;
     releases.inc({ outcome: e.outcome });
   };
+  const onLoss = (e: StoreLossEvent) => losses.inc({ cause: e.cause });
+  const onReasserted = (e: HoldsReassertedEvent) => {
+    if (e.reasserted > 0) reasserted.inc(e.reasserted);
+    if (e.gone > 0) goneElsewhere.inc(e.gone);
+  };
   gate.on('decided', onDecided);
   gate.on('released', onReleased);
+  gate.on('storeLoss', onLoss);
+  gate.on('holdsReasserted', onReasserted);
   gate.on('failed', onFailed);
   gate.on('reloaded', onReloaded);
 
@@ -273,6 +310,8 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
       gate.off('failed', onFailed);
       gate.off('reloaded', onReloaded);
       gate.off('released', onReleased);
+      gate.off('storeLoss', onLoss);
+      gate.off('holdsReasserted', onReasserted);
     },
   };
 }

@@ -21,9 +21,11 @@ export interface ReportJson {
     admitted: number;
     rejected: number;
     rejected_by: Record<string, number>;
-    rejected_for: { rate: number; channels: number };
+    rejected_for: { rate: number; channels: number; banned: number };
     duplicates: number;
   };
+  /** Per attribute level that refused calls: its refusals and the values it refused most. */
+  attributes?: AttributeJson[];
   outbound: { offered: number; dispatched: number; rejected: number; rerouted: number };
   levels: {
     level: string;
@@ -55,6 +57,17 @@ export interface ReportJson {
   }[];
   all_limits_held: boolean;
 }
+
+export interface AttributeJson {
+  level: string;
+  rejected: number;
+  banned: number;
+  /** The values refused most, most first (at most TOP_VALUES). */
+  top: { value: string; rejected: number; banned: number }[];
+}
+
+/** How many values per attribute level the report lists. */
+export const TOP_VALUES = 10;
 
 export interface ChannelsJson {
   limit: number;
@@ -126,6 +139,11 @@ export function reportJson(r: ReplayResult): ReportJson {
       rejected_for: { ...r.inbound.byKind },
       duplicates: r.inbound.duplicates,
     },
+    ...(r.attributes.levels.size > 0 && {
+      attributes: r.attributes
+        .top(TOP_VALUES)
+        .map((a) => ({ level: a.level, rejected: a.rejected, banned: a.banned, top: a.values })),
+    }),
     outbound: r.outbound,
     levels: levelRows,
     carriers,
@@ -199,6 +217,21 @@ export function carrierTable(j: ReportJson): ReportTable {
   };
 }
 
+/** Per attribute level, the values it refused most (one row each; the level's totals on its first row). */
+export function attributeTable(j: ReportJson): ReportTable {
+  const rows: (string | number)[][] = [];
+  for (const a of j.attributes ?? [])
+    a.top.forEach((v, i) => {
+      rows.push([
+        i === 0 ? `${a.level} (${a.rejected} refused, ${a.banned} banned)` : '',
+        v.value,
+        v.rejected,
+        v.banned,
+      ]);
+    });
+  return { header: ['attribute level', 'value', 'refused', 'of which banned'], rows };
+}
+
 /** Every level and carrier with a channel limit: the most calls in progress at once against it. */
 export function channelTable(j: ReportJson): ReportTable {
   const rows: (string | number)[][] = [];
@@ -210,18 +243,45 @@ export function channelTable(j: ReportJson): ReportTable {
   return { header: ['level / carrier', 'channels', 'peak', ''], rows };
 }
 
+/** Refusing buckets listed in the summary line at most; the rest are counted (the JSON has them all). */
+export const REJECTED_BY_SHOWN = 10;
+
+/**
+ * The summary's "rejected (…)" list: every bucket in level order when there are few; else the
+ * ones that refused most, then how many more and their calls (a 300,000-call trace refused by
+ * 170 buckets made one unreadable line).
+ */
+export function rejectedBy(by: Record<string, number>, shown = REJECTED_BY_SHOWN): string {
+  const all = Object.entries(by);
+  if (all.length <= shown) return all.map(([k, v]) => `${k} ${v}`).join(', ');
+  const sorted = all.sort(([ka, a], [kb, b]) => b - a || levelOrder(ka, kb));
+  const rest = sorted.slice(shown);
+  const calls = rest.reduce((n, [, v]) => n + v, 0);
+  const head = sorted
+    .slice(0, shown)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+  return `${head}, and ${rest.length} more buckets with ${calls} calls (--json lists all)`;
+}
+
+/** Why a level's "rejected" exceeds the summary's count for it: said next to the table. */
+export const LEVEL_REJECTED_NOTE =
+  'rejected = calls of the level refused by any of their levels, so one refusal counts at each level of the call; the summary line counts it once, under the level that refused';
+
+/** What the carrier counts are. */
+export const CARRIER_NOTE =
+  'rerouted away = calls that passed this carrier over; rejected = those of them no carrier took';
+
 export function reportText(r: ReplayResult): string {
   const j = reportJson(r);
   const out: string[] = [];
   out.push(
     `callgate replay on the ${j.store} store: ${j.calls} calls (${j.trace_span_s} s of traffic) in ${j.elapsed_ms} ms, ${j.calls_per_second} calls/s`,
   );
-  const rej = Object.entries(j.inbound.rejected_by)
-    .map(([k, v]) => `${k} ${v}`)
-    .join(', ');
+  const rej = rejectedBy(j.inbound.rejected_by);
   const kinds =
-    j.inbound.rejected_for.channels > 0
-      ? `; for rate ${j.inbound.rejected_for.rate}, for channels ${j.inbound.rejected_for.channels}`
+    j.inbound.rejected_for.channels > 0 || j.inbound.rejected_for.banned > 0
+      ? `; for rate ${j.inbound.rejected_for.rate}, for channels ${j.inbound.rejected_for.channels}${j.inbound.rejected_for.banned > 0 ? `, banned ${j.inbound.rejected_for.banned}` : ''}`
       : '';
   const dups =
     j.inbound.duplicates > 0 ? `, ${j.inbound.duplicates} repeated admits of calls still holding (counted once)` : '';
@@ -232,12 +292,18 @@ export function reportText(r: ReplayResult): string {
     `outbound: ${j.outbound.offered} offered, ${j.outbound.dispatched} dispatched, ${j.outbound.rejected} rejected, ${j.outbound.rerouted} rerouted`,
   );
   if (j.levels.length > 0) {
-    out.push('', 'Inbound levels (peak = most calls admitted in any window of the limit, as its algorithm counts)');
+    out.push(
+      '',
+      `Inbound levels (${LEVEL_REJECTED_NOTE}; peak = most calls admitted in any window of the limit, as its algorithm counts)`,
+    );
     const t = levelTable(j);
     out.push(table(t.header, t.rows));
   }
   if (j.carriers.length > 0) {
-    out.push('', 'Carriers (delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps)');
+    out.push(
+      '',
+      `Carriers (${CARRIER_NOTE}; delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps)`,
+    );
     const t = carrierTable(j);
     out.push(table(t.header, t.rows));
   }
@@ -245,6 +311,11 @@ export function reportText(r: ReplayResult): string {
   if (channels.rows.length > 0) {
     out.push('', 'Channels (peak = most calls in progress at once: each holds from its decision to its end)');
     out.push(table(channels.header, channels.rows));
+  }
+  const attrs = attributeTable(j);
+  if (attrs.rows.length > 0) {
+    out.push('', `Attribute levels: the ${TOP_VALUES} values each refused most`);
+    out.push(table(attrs.header, attrs.rows));
   }
   out.push(
     '',

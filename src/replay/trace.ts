@@ -151,6 +151,10 @@ export interface TraceCall {
   route?: string[];
   /** How long the call lasted once it began, µs; absent when its end was never reported. */
   durationUs?: number;
+  /** Attribute levels (docs/attributes.md): absent when the cell is missing or empty. */
+  caller?: string;
+  callee?: string;
+  source?: string;
 }
 
 export interface ReadTraceOptions {
@@ -165,7 +169,18 @@ export interface ReadTraceOptions {
 }
 
 export const REQUIRED_COLUMNS = ['time', 'call_id', 'direction'] as const;
-export const KNOWN_COLUMNS = ['time', 'call_id', 'direction', 'peer', 'account', 'route', 'duration'] as const;
+export const KNOWN_COLUMNS = [
+  'time',
+  'call_id',
+  'direction',
+  'peer',
+  'account',
+  'route',
+  'duration',
+  'caller',
+  'callee',
+  'source',
+] as const;
 type Known = (typeof KNOWN_COLUMNS)[number];
 
 const MAX_SHOWN = 80;
@@ -480,6 +495,10 @@ function decodeRow(
   if (account !== undefined) call.account = account;
   if (route !== undefined) call.route = route;
   if (durationUs !== undefined) call.durationUs = durationUs;
+  for (const name of ['caller', 'callee', 'source'] as const) {
+    const v = cell(name)?.trim();
+    if (v !== undefined && v !== '') call[name] = v;
+  }
   return call;
 }
 

@@ -4,7 +4,7 @@
  *
  *   POST|GET /v1/admit    /v1/record    /v1/reserve    /v1/release    /v1/refresh
  *   POST     /v1/reload    /v1/reset
- *   GET      /v1/state    /v1/holds     /metrics       /healthz       /readyz
+ *   GET      /v1/state    /v1/holds     /v1/openapi.json    /metrics    /healthz    /readyz
  *
  * A decision is always HTTP 200 with the decision as JSON (a refusal is an answer, not an
  * error). Bad input is a 400 naming every problem (`body.route[1]: expected ...`), never a 500;
@@ -27,8 +27,12 @@ import { DispatcherClosedError } from '../errors/dispatcher-closed-error.js';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import type { CallGate } from '../gate.js';
 import { listHolds, resetBucket, resetLine } from '../observe/operate.js';
+import { packageVersion } from '../package-root.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
 import { parseJsonBody, parseUrlEncoded } from './fields.js';
+import { openApiDocument } from './openapi.js';
+import { liftBan, listBans } from '../observe/bans.js';
+import type { AdmitInput } from '../admission/admission.js';
 import {
   BadRequest,
   admitRequest,
@@ -39,6 +43,7 @@ import {
   resetRequest,
   reserveRequest,
   stateRequest,
+  type AdmitRequest as AdmitRequestBody,
 } from './requests.js';
 
 export interface AppOptions {
@@ -63,6 +68,18 @@ export interface AppOptions {
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024;
 
+/** An admit request's fields as the gate takes them ('' attributes count as none). */
+function admitInput(r: AdmitRequestBody): AdmitInput {
+  return {
+    callId: r.call_id,
+    peer: r.peer,
+    account: r.account,
+    ...(r.caller && { caller: r.caller }),
+    ...(r.callee && { callee: r.callee }),
+    ...(r.source && { source: r.source }),
+  };
+}
+
 /** Routes any client may call without the token (probes). */
 const OPEN_ROUTES = new Set(['/healthz', '/readyz']);
 
@@ -84,6 +101,17 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     routerOptions: {
       querystringParser: (query: string) => parseUrlEncoded(query) as unknown as Record<string, string>,
     },
+  });
+
+  // every route, for the OpenAPI document (generated once, at its first request)
+  const routes: { method: string; url: string }[] = [];
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) routes.push({ method, url: r.url });
+  });
+  let openapi: Record<string, unknown> | undefined;
+  app.get('/v1/openapi.json', async () => {
+    openapi ??= openApiDocument(routes, { version: packageVersion(), token: opts.token !== undefined });
+    return openapi;
   });
 
   // Closing: a keep-alive connection is closed after the answer in flight on it, so that close()
@@ -156,12 +184,12 @@ export function buildApp(opts: AppOptions): FastifyInstance {
 
   both('/v1/admit', async (req) => {
     const r = read(admitRequest, req);
-    return admitAnswer(await gate.admit({ callId: r.call_id, peer: r.peer, account: r.account }), sip);
+    return admitAnswer(await gate.admit(admitInput(r)), sip);
   });
 
   both('/v1/record', async (req) => {
     const r = read(admitRequest, req);
-    return admitAnswer(await gate.record({ callId: r.call_id, peer: r.peer, account: r.account }), sip);
+    return admitAnswer(await gate.record(admitInput(r)), sip);
   });
 
   both('/v1/reserve', async (req) => {
@@ -204,6 +232,19 @@ export function buildApp(opts: AppOptions): FastifyInstance {
           message: 'the configuration in force is unchanged',
           problems: err.problems,
         });
+      throw err;
+    }
+  });
+
+  // bans of attribute levels (docs/attributes.md): the list, and lifting one
+  app.get('/v1/bans', async () => ({ bans: (await listBans(gate.store, gate.clock.now())) ?? [] }));
+  app.delete('/v1/bans/:level/:value', async (req, reply) => {
+    const { level, value } = req.params as { level: string; value: string };
+    try {
+      return { level, value, ...(await liftBan(gate.config, gate.store, level, value, gate.clock.now())) };
+    } catch (err) {
+      if (err instanceof InvalidArgumentError)
+        return reply.code(404).send({ error: 'not-found', message: err.message });
       throw err;
     }
   });

@@ -47,7 +47,18 @@ const route = z
 
 const object = { error: expected('an object') };
 
-export const admitRequest = z.strictObject({ call_id: id, peer: id, account: account.optional() }, object);
+/** Attributes for attribute levels (docs/attributes.md): optional, '' counts as none. */
+export const admitRequest = z.strictObject(
+  {
+    call_id: id,
+    peer: id,
+    account: account.optional(),
+    caller: account.optional(),
+    callee: account.optional(),
+    source: account.optional(),
+  },
+  object,
+);
 export const reserveRequest = z.strictObject({ call_id: id, route }, object);
 export const callRequest = z.strictObject({ call_id: id }, object);
 /** Reload takes no field: `{}`, an empty body or no body. */

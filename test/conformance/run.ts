@@ -9,6 +9,7 @@ import { AFTER_INVALID, CASES, CONC, INVALID, MIN, S, SL, bucket, carrier, type 
 import { peerBucket, peerTag } from '../../src/store/keys.js';
 import { inspectCase } from './inspect.js';
 import { operationsCase } from './operations.js';
+import { reassertCase } from './reassert.js';
 
 export interface StoreHandle {
   store: Store;
@@ -185,6 +186,9 @@ export function runConformance(name: string, makeStore: () => Promise<StoreHandl
 
     it('operator operations: list holds with their ends, reset a bucket, free one call', async () =>
       operationsCase(h!.store));
+
+    it('reassert: lost holds come back with their end, present ones are not counted twice', async () =>
+      reassertCase(h!.store));
 
     it('invalid arguments are refused with InvalidArgumentError before any I/O, and change nothing', async () => {
       const { store, ioCount } = h!;

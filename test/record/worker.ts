@@ -116,6 +116,7 @@ const outbound = async () => {
           time_us: x.at,
         };
         if (x.reason) line.reason = x.reason;
+        if (x.skipped) line.skipped = x.skipped;
         report.decisions.push(line);
       },
     });

@@ -21,7 +21,8 @@ export type ScriptName =
   | 'holds'
   | 'inspect'
   | 'hold-list'
-  | 'reset';
+  | 'reset'
+  | 'reassert';
 
 export interface Script {
   /** The ioredis command name (defineCommand), e.g. `callgate_admit_3fa9c1d2`. */
@@ -58,5 +59,6 @@ export function scripts(): Readonly<Record<ScriptName, Script>> {
     inspect: load(dir, 'inspect'),
     'hold-list': load(dir, 'hold-list'),
     reset: load(dir, 'reset'),
+    reassert: load(dir, 'reassert'),
   });
 }

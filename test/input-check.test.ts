@@ -1,0 +1,67 @@
+/**
+ * Input from JavaScript is checked as the sidecar checks a request: an unknown field (a misspelt
+ * optional one would otherwise be ignored) and a wrong type are refused with InvalidArgumentError
+ * naming the field, by admit, record, reserve and dispatch alike; nothing is counted.
+ */
+import { expect } from 'chai';
+import { InvalidArgumentError } from '../src/errors/index.js';
+import { CallGate } from '../src/gate.js';
+import { VirtualClock } from '../src/clock.js';
+import { T0 } from './admission/stores.js';
+
+async function refused(run: () => Promise<unknown>, ...words: string[]): Promise<void> {
+  let err: unknown;
+  try {
+    await run();
+  } catch (e) {
+    err = e;
+  }
+  expect(err, words.join(' ')).to.be.instanceOf(InvalidArgumentError);
+  for (const w of words) expect((err as Error).message).to.include(w);
+}
+
+describe('call input from JavaScript', () => {
+  let gate: CallGate;
+  beforeEach(async () => {
+    gate = await CallGate.create({
+      config: {
+        inbound: { peers: { p: [{ limit: 1, window: 'PT1S' }] } },
+        outbound: { carriers: { c1: { cps: 1 } } },
+      },
+      clock: new VirtualClock(T0),
+    });
+  });
+  afterEach(() => gate.close());
+
+  it('unknown fields are refused, every one named, before anything is counted', async () => {
+    const admit = gate.admit as (x: unknown) => Promise<unknown>;
+    const record = gate.record as (x: unknown) => Promise<unknown>;
+    const reserve = gate.reserve as (x: unknown) => Promise<unknown>;
+    const dispatch = gate.dispatch as (x: unknown) => Promise<unknown>;
+    await refused(() => admit.call(gate, { callId: 'a', peer: 'p', acount: 'x' }), '"acount"', 'account');
+    await refused(() => record.call(gate, { callId: 'a', peer: 'p', foo: 1, bar: 2 }), '"foo", "bar"');
+    await refused(() => reserve.call(gate, { callId: 'o', route: ['c1'], routes: [] }), '"routes"');
+    await refused(() => dispatch.call(gate, { callId: 'o', route: ['c1'], durationMs: 5 }), '"durationMs"');
+    // none of them counted: the peer's one call per second and the carrier's slot are still free
+    expect(await gate.admit({ callId: 'a', peer: 'p' })).to.include({ admitted: true });
+    expect(await gate.reserve({ callId: 'o', route: ['c1'] })).to.include({ outcome: 'dispatched', delayMs: 0 });
+  });
+
+  it('wrong types are refused, the field named', async () => {
+    const admit = (x: unknown) => gate.admit(x as never);
+    const reserve = (x: unknown) => gate.reserve(x as never);
+    await refused(() => admit(null), 'must be an object');
+    await refused(() => admit('a'), 'must be an object');
+    await refused(() => admit({ callId: 7, peer: 'p' }), 'callId', '7');
+    await refused(() => admit({ callId: 'a', peer: null }), 'peer', 'null');
+    await refused(() => admit({ callId: 'a', peer: 'p', account: 5 }), 'account', '5');
+    await refused(() => admit({ callId: 'a', peer: 'p', at: 1.5 }), 'at');
+    await refused(() => admit({ callId: 'a', peer: 'p', at: 10n }), 'at');
+    await refused(() => admit({ callId: 10n, peer: 'p' }), 'callId', '10n');
+    await refused(() => admit({ callId: 'a', peer: 'p', durationUs: -1 }), 'durationUs');
+    await refused(() => reserve({ callId: 'o', route: 'c1' }), 'route', '"c1"');
+    await refused(() => reserve({ callId: 'o', route: [1] }), 'route');
+    await refused(() => reserve({ callId: '', route: ['c1'] }), 'callId');
+    await refused(() => gate.release(10n as never), 'callId', '10n');
+  });
+});
