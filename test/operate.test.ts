@@ -180,6 +180,41 @@ for (const [name, start] of backends) {
       }
     });
 
+    it('attribute levels: their buckets by limited_by name, and every inbound key under the platform tag', async () => {
+      const { a, b, close } = await backend!.stores();
+      const config = {
+        inbound: {
+          peers: { p1: [{ limit: 100, window: 'PT1S' }, { channels: 5 }] },
+          attributes: [
+            { name: 'caller', key: 'caller' as const, limits: [{ limit: 10, window: 'PT10S' }, { channels: 2 }] },
+          ],
+        },
+      };
+      const clock = new VirtualClock(T0);
+      const gate = await CallGate.create({ config, store: a, clock });
+      try {
+        for (const id of ['k1', 'k2', 'k3']) await gate.admit({ callId: id, peer: 'p1', caller: '+15551234' });
+        const now = { now: T0 };
+        const caller = await listHolds(gate.config, b, { bucket: 'caller:+15551234' }, now);
+        expect([caller.total, caller.limit, caller.holds.map((h) => h.call_id)]).to.deep.equal([2, 2, ['k1', 'k2']]);
+        // on a Cluster the peer's keys are under the platform's tag (attribute levels span peers)
+        expect((await listHolds(gate.config, b, { bucket: 'peer:p1' }, now)).total).to.equal(2);
+        const r = await resetBucket(gate.config, b, 'caller:+15551234', now);
+        expect([r.events, r.holds]).to.deep.equal([2, ['k1', 'k2']]);
+        expect((await gate.admit({ callId: 'k4', peer: 'p1', caller: '+15551234' })).admitted).to.equal(true);
+        let err: unknown;
+        try {
+          await resetBucket(gate.config, b, 'callee:+1');
+        } catch (e) {
+          err = e;
+        }
+        expect(String(err)).to.match(/expected global, account:<id> or peer:<id>, or caller:<value>/);
+      } finally {
+        await gate.close();
+        await close();
+      }
+    });
+
     it('the sidecar: GET /v1/holds, POST /v1/release, POST /v1/reset behind the token; bad buckets are a 400 naming the field', async () => {
       const stores = await backend!.stores();
       const clock = new VirtualClock(T0);
