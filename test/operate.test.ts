@@ -9,6 +9,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { VirtualClock } from '../src/clock.js';
 import { InvalidArgumentError } from '../src/errors/index.js';
 import { CallGate } from '../src/gate.js';
+import { inspectState } from '../src/observe/inspect.js';
 import { holdsText, listHolds, resetBucket, resetLine } from '../src/observe/operate.js';
 import { buildApp } from '../src/server/app.js';
 import { MemoryStore } from '../src/store/memory-store.js';
@@ -199,6 +200,9 @@ for (const [name, start] of backends) {
         expect([caller.total, caller.limit, caller.holds.map((h) => h.call_id)]).to.deep.equal([2, 2, ['k1', 'k2']]);
         // on a Cluster the peer's keys are under the platform's tag (attribute levels span peers)
         expect((await listHolds(gate.config, b, { bucket: 'peer:p1' }, now)).total).to.equal(2);
+        // and inspect reads them there too
+        const state = await inspectState(gate.config, b, now);
+        expect(state.buckets.find((x) => x.bucket === 'peer:p1')?.channels).to.deep.equal({ limit: 5, in_use: 2 });
         const r = await resetBucket(gate.config, b, 'caller:+15551234', now);
         expect([r.events, r.holds]).to.deep.equal([2, ['k1', 'k2']]);
         expect((await gate.admit({ callId: 'k4', peer: 'p1', caller: '+15551234' })).admitted).to.equal(true);
