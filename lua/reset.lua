@@ -25,7 +25,8 @@ end
 out[3] = windows
 
 local holdName = string.sub(KEYS[2], #base + 1)
-local members = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+-- (ZRANGEBYSCORE rather than ZRANGE: the minimal ACL user has it, docs/redis.md)
+local members = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '+inf', 'WITHSCORES')
 for i = 1, #members, 2 do
   local id, e = members[i], tonumber(members[i + 1])
   if e > t then

@@ -108,6 +108,24 @@ export {
   type InspectOptions,
   type LimitState,
 } from './observe/inspect.js';
+// An operator's hand: the calls holding a bucket or carrier, a bucket reset (release frees one call)
+export {
+  listHolds,
+  resetBucket,
+  type HoldsListing,
+  type HoldsTarget,
+  type OperateOptions,
+  type ResetReport,
+} from './observe/operate.js';
+export type {
+  ListedHold,
+  ListHoldsRequest,
+  ListHoldsResult,
+  OperableStore,
+  ResetRequest,
+  ResetResult,
+} from './store/operations.js';
+export { MAX_ID_LENGTH } from './ids.js';
 export { liftBan, listBans, type BanState } from './observe/bans.js';
 export type { CallAttributes } from './admission/attributes.js';
 // Recording live traffic as replayable traces

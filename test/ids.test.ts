@@ -10,6 +10,7 @@ import { VirtualClock } from '../src/clock.js';
 import { InvalidArgumentError } from '../src/errors/index.js';
 import { CallGate } from '../src/gate.js';
 import { MAX_ID_LENGTH } from '../src/ids.js';
+import { validateTraceFrom } from '../src/replay/trace.js';
 import { parseUrlEncoded } from '../src/server/fields.js';
 import { buildApp } from '../src/server/app.js';
 import { MemoryStore } from '../src/store/memory-store.js';
@@ -174,5 +175,23 @@ describe('ids: exact bytes or refused', () => {
     }
     const r = await problems('POST', '/v1/release', JSON.stringify({ call_id: long }), JSON_TYPE);
     expect(r[0]).to.match(/^body\.call_id: expected a non-empty string of at most 256 characters, got 257 characters$/);
+  });
+
+  it('a trace row with an id over the bound is a problem of that row, located', async () => {
+    const long = 'x'.repeat(MAX_ID_LENGTH + 1);
+    const csv = [
+      'time,call_id,direction,peer,route',
+      `2026-01-01T00:00:00Z,${long},in,p1,`,
+      `2026-01-01T00:00:01Z,c2,in,${long},`,
+      `2026-01-01T00:00:02Z,c3,out,,A|${long}`,
+      '2026-01-01T00:00:03Z,c4,in,p1,',
+    ].join('\n');
+    const v = await validateTraceFrom([csv], 'inline');
+    expect(v.calls).to.equal(1);
+    expect(v.problems.map((p) => [p.line, p.column, p.message])).to.deep.equal([
+      [2, 'call_id', 'id must be at most 256 characters, got 257'],
+      [3, 'peer', 'id must be at most 256 characters, got 257'],
+      [4, 'route', 'carrier "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" must be at most 256 characters, got 257'],
+    ]);
   });
 });

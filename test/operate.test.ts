@@ -9,6 +9,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { VirtualClock } from '../src/clock.js';
 import { InvalidArgumentError } from '../src/errors/index.js';
 import { CallGate } from '../src/gate.js';
+import { inspectState } from '../src/observe/inspect.js';
 import { holdsText, listHolds, resetBucket, resetLine } from '../src/observe/operate.js';
 import { buildApp } from '../src/server/app.js';
 import { MemoryStore } from '../src/store/memory-store.js';
@@ -179,53 +180,107 @@ for (const [name, start] of backends) {
         await close();
       }
     });
+
+    it('attribute levels: their buckets by limited_by name, and every inbound key under the platform tag', async () => {
+      const { a, b, close } = await backend!.stores();
+      const config = {
+        inbound: {
+          peers: { p1: [{ limit: 100, window: 'PT1S' }, { channels: 5 }] },
+          attributes: [
+            { name: 'caller', key: 'caller' as const, limits: [{ limit: 10, window: 'PT10S' }, { channels: 2 }] },
+          ],
+        },
+      };
+      const clock = new VirtualClock(T0);
+      const gate = await CallGate.create({ config, store: a, clock });
+      try {
+        for (const id of ['k1', 'k2', 'k3']) await gate.admit({ callId: id, peer: 'p1', caller: '+15551234' });
+        const now = { now: T0 };
+        const caller = await listHolds(gate.config, b, { bucket: 'caller:+15551234' }, now);
+        expect([caller.total, caller.limit, caller.holds.map((h) => h.call_id)]).to.deep.equal([2, 2, ['k1', 'k2']]);
+        // on a Cluster the peer's keys are under the platform's tag (attribute levels span peers)
+        expect((await listHolds(gate.config, b, { bucket: 'peer:p1' }, now)).total).to.equal(2);
+        // and inspect reads them there too
+        const state = await inspectState(gate.config, b, now);
+        expect(state.buckets.find((x) => x.bucket === 'peer:p1')?.channels).to.deep.equal({ limit: 5, in_use: 2 });
+        const r = await resetBucket(gate.config, b, 'caller:+15551234', now);
+        expect([r.events, r.holds]).to.deep.equal([2, ['k1', 'k2']]);
+        expect((await gate.admit({ callId: 'k4', peer: 'p1', caller: '+15551234' })).admitted).to.equal(true);
+        let err: unknown;
+        try {
+          await resetBucket(gate.config, b, 'callee:+1');
+        } catch (e) {
+          err = e;
+        }
+        expect(String(err)).to.match(/expected global, account:<id> or peer:<id>, or caller:<value>/);
+      } finally {
+        await gate.close();
+        await close();
+      }
+    });
+
+    it('the sidecar: GET /v1/holds, POST /v1/release, POST /v1/reset behind the token; bad buckets are a 400 naming the field', async () => {
+      const stores = await backend!.stores();
+      const clock = new VirtualClock(T0);
+      const gate = await CallGate.create({ config: CONFIG, store: stores.a, clock });
+      const token = 'a-token-of-16-chars-or-more';
+      const app = buildApp({ gate, token, ready: async () => {}, reload: async () => [] });
+      const auth = { authorization: `Bearer ${token}` };
+      try {
+        for (const id of ['c1', 'c2'])
+          await app.inject({ method: 'POST', url: '/v1/admit', headers: auth, payload: { call_id: id, peer: 'p1' } });
+        expect((await app.inject({ method: 'GET', url: '/v1/holds?bucket=peer:p1' })).statusCode, 'no token').to.equal(
+          401,
+        );
+        expect(
+          (await app.inject({ method: 'POST', url: '/v1/reset', payload: { bucket: 'peer:p1' } })).statusCode,
+          'no token',
+        ).to.equal(401);
+        const h = await app.inject({ method: 'GET', url: '/v1/holds?bucket=peer%3Ap1', headers: auth });
+        expect(h.statusCode).to.equal(200);
+        expect(h.json()).to.deep.include({ target: 'peer:p1', limit: 3, total: 2 });
+        const rel = await app.inject({ method: 'POST', url: '/v1/release', headers: auth, payload: { call_id: 'c1' } });
+        expect(rel.json()).to.deep.equal({ call_id: 'c1', released: true, outcome: 'released' });
+        const reset = await app.inject({
+          method: 'POST',
+          url: '/v1/reset',
+          headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' },
+          payload: 'bucket=peer%3Ap1',
+        });
+        expect(reset.statusCode, reset.payload).to.equal(200);
+        expect(reset.json()).to.deep.equal({ bucket: 'peer:p1', events: 2, windows: 1, holds: ['c2'], time_us: T0 });
+        expect((await app.inject({ method: 'GET', url: '/v1/holds?carrier=A', headers: auth })).json()).to.deep.include(
+          {
+            target: 'carrier:A',
+            total: 0,
+          },
+        );
+        const bad = await app.inject({
+          method: 'POST',
+          url: '/v1/reset',
+          headers: auth,
+          payload: { bucket: 'peer:zz' },
+        });
+        expect(bad.statusCode).to.equal(400);
+        expect(bad.json().problems[0]).to.match(/^body\.bucket: bucket peer:zz: the configuration has no peer "zz"/);
+        const badForm = await app.inject({
+          method: 'POST',
+          url: '/v1/reset',
+          headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' },
+          payload: 'bucket=account%3Anone',
+        });
+        expect(badForm.json().problems).to.deep.equal([
+          'form.bucket: bucket account:none: the configuration has no account "none"',
+        ]);
+        const both = await app.inject({ method: 'GET', url: '/v1/holds?bucket=global&carrier=A', headers: auth });
+        expect(both.statusCode).to.equal(400);
+        const max = await app.inject({ method: 'GET', url: '/v1/holds?bucket=peer:p1&max=0', headers: auth });
+        expect(max.json().problems).to.deep.equal(['query.max: expected an integer from 1 to 10000, got "0"']);
+      } finally {
+        await app.close();
+        await gate.close();
+        await stores.close();
+      }
+    });
   });
 }
-
-describe('sidecar: GET /v1/holds, POST /v1/release, POST /v1/reset', () => {
-  it('lists, frees and resets behind the token; bad buckets are a 400 naming the field', async () => {
-    const clock = new VirtualClock(T0);
-    const gate = await CallGate.create({ config: CONFIG, store: new MemoryStore(), clock });
-    const token = 'a-token-of-16-chars-or-more';
-    const app = buildApp({ gate, token, ready: async () => {}, reload: async () => [] });
-    const auth = { authorization: `Bearer ${token}` };
-    try {
-      for (const id of ['c1', 'c2'])
-        await app.inject({ method: 'POST', url: '/v1/admit', headers: auth, payload: { call_id: id, peer: 'p1' } });
-      expect((await app.inject({ method: 'GET', url: '/v1/holds?bucket=peer:p1' })).statusCode, 'no token').to.equal(
-        401,
-      );
-      expect(
-        (await app.inject({ method: 'POST', url: '/v1/reset', payload: { bucket: 'peer:p1' } })).statusCode,
-        'no token',
-      ).to.equal(401);
-      const h = await app.inject({ method: 'GET', url: '/v1/holds?bucket=peer%3Ap1', headers: auth });
-      expect(h.statusCode).to.equal(200);
-      expect(h.json()).to.deep.include({ target: 'peer:p1', limit: 3, total: 2 });
-      const rel = await app.inject({ method: 'POST', url: '/v1/release', headers: auth, payload: { call_id: 'c1' } });
-      expect(rel.json()).to.deep.equal({ call_id: 'c1', released: true, outcome: 'released' });
-      const reset = await app.inject({
-        method: 'POST',
-        url: '/v1/reset',
-        headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' },
-        payload: 'bucket=peer%3Ap1',
-      });
-      expect(reset.statusCode, reset.payload).to.equal(200);
-      expect(reset.json()).to.deep.equal({ bucket: 'peer:p1', events: 2, windows: 1, holds: ['c2'], time_us: T0 });
-      expect((await app.inject({ method: 'GET', url: '/v1/holds?carrier=A', headers: auth })).json()).to.deep.include({
-        target: 'carrier:A',
-        total: 0,
-      });
-      const bad = await app.inject({ method: 'POST', url: '/v1/reset', headers: auth, payload: { bucket: 'peer:zz' } });
-      expect(bad.statusCode).to.equal(400);
-      expect(bad.json().problems[0]).to.match(/^body\.bucket: bucket peer:zz: the configuration has no peer "zz"/);
-      const both = await app.inject({ method: 'GET', url: '/v1/holds?bucket=global&carrier=A', headers: auth });
-      expect(both.statusCode).to.equal(400);
-      const max = await app.inject({ method: 'GET', url: '/v1/holds?bucket=peer:p1&max=0', headers: auth });
-      expect(max.json().problems).to.deep.equal(['query.max: expected an integer from 1 to 10000, got "0"']);
-    } finally {
-      await app.close();
-      await gate.close();
-    }
-  });
-});

@@ -34,6 +34,8 @@ interface Path {
   /** Exit code of a one-shot command (serve keeps running through an outage: killed). */
   code: 1 | 2;
   env?: NodeJS.ProcessEnv;
+  /** More options for every command. */
+  extra?: string[];
 }
 
 const PATHS: Path[] = [
@@ -43,6 +45,13 @@ const PATHS: Path[] = [
   { name: 'no scheme', url: () => `user:${SECRET}@127.0.0.1:1`, code: 2 },
   { name: 'http://', url: () => `http://user:${SECRET}@127.0.0.1:1`, code: 2 },
   { name: 'unreachable', url: () => `redis://user:${SECRET}@127.0.0.1:1`, code: 1 },
+  { name: 'an unknown host', url: () => `redis://user:${SECRET}@nonexistent.invalid:6379`, code: 1 },
+  {
+    name: 'an unreachable Cluster node',
+    url: () => `redis://user:${SECRET}@127.0.0.1:1`,
+    code: 1,
+    extra: ['--redis-cluster'],
+  },
   { name: 'a user without a password', url: () => `redis://${SECRET}@127.0.0.1:1`, code: 1 },
   { name: 'a refused password', url: (p) => `redis://default:${SECRET}@127.0.0.1:${p}`, code: 1 },
   {
@@ -113,16 +122,21 @@ describe('no secret in any output', function () {
   });
   after(async () => server?.stop());
 
-  it('--help of every command, with a password in REDIS_URL', async () => {
-    const env = { REDIS_URL: `redis://user:${SECRET}@127.0.0.1:1` };
+  it('--help of every command, with a password in REDIS_URL and in --redis-url', async () => {
+    const url = `redis://user:${SECRET}@127.0.0.1:1`;
+    const names = Object.keys(COMMANDS);
     const runs = await pool(
       3,
-      Object.keys(COMMANDS).map((name) => () => runNode([BIN, name, '--help'], { cwd: ROOT, env })),
+      names.flatMap((name) => [
+        () => runNode([BIN, name, '--help'], { cwd: ROOT, env: { REDIS_URL: url } }),
+        () => runNode([BIN, name, '--redis-url', url, '--help'], { cwd: ROOT }),
+      ]),
     );
-    Object.keys(COMMANDS).forEach((name, i) => {
-      expect(runs[i]!.code, runs[i]!.stderr).to.equal(0);
-      expect(runs[i]!.stdout, name).to.include('--redis-url');
-      noSecret(runs[i]!, `${name} --help`);
+    runs.forEach((r, i) => {
+      const what = `${names[Math.floor(i / 2)]} --help (${i % 2 === 0 ? 'REDIS_URL' : '--redis-url'})`;
+      expect(r.code, r.stderr).to.equal(0);
+      expect(r.stdout, what).to.include('--redis-url');
+      noSecret(r, what);
     });
   });
 
@@ -137,7 +151,8 @@ describe('no secret in any output', function () {
         const both = path.name === 'http://' || path.name === 'a refused password';
         const ways = both ? ['REDIS_URL', '--redis-url'] : [n++ % 2 === 0 ? 'REDIS_URL' : '--redis-url'];
         for (const via of ways) {
-          const argv = via === 'REDIS_URL' ? [BIN, ...args] : [BIN, ...args, '--redis-url', url];
+          const more = path.extra ?? [];
+          const argv = via === 'REDIS_URL' ? [BIN, ...args, ...more] : [BIN, ...args, ...more, '--redis-url', url];
           const env = { ...path.env, ...(via === 'REDIS_URL' && { REDIS_URL: url }) };
           // serve keeps trying through an outage: what it logged until then, and its stop
           const long = command === 'serve' && path.code === 1;

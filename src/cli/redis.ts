@@ -8,12 +8,14 @@
  */
 import { readFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../store/redis/redis-store.js';
 
 export interface RedisConnectionArgs {
   redisUrl: string;
+  /** --redis-cluster: the URL names one node of a Redis Cluster (the others are discovered). */
+  redisCluster?: boolean;
   redisTlsCa?: string;
   redisTlsCert?: string;
   redisTlsKey?: string;
@@ -111,7 +113,8 @@ export function redisOptions(cmd: Command, purpose: string): Command {
       'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)',
     )
     .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
-    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert');
+    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
+    .option('--redis-cluster', 'the URL names one node of a Redis Cluster (hash tags on; the others are discovered)');
 }
 
 function readPem(flag: string, file: string): Buffer {
@@ -160,8 +163,28 @@ export interface OpenRedisOptions {
   readonly signal?: AbortSignal;
 }
 
+/**
+ * A Cluster client from one node's URL: its credentials and TLS apply to every node (as
+ * redisConnectionOptions gives them); the URL's database number has no meaning on a Cluster.
+ */
+function clusterClient(args: RedisConnectionArgs, options: RedisOptions, service: boolean): Cluster {
+  const u = new URL(args.redisUrl);
+  const { retryStrategy: _r, maxRetriesPerRequest, lazyConnect: _l, ...nodeOptions } = options;
+  if (u.username !== '') nodeOptions.username = decodeURIComponent(u.username);
+  if (u.password !== '') nodeOptions.password = decodeURIComponent(u.password);
+  if (u.protocol === 'rediss:') nodeOptions.tls ??= {};
+  return new Cluster([{ host: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port || 6379) }], {
+    redisOptions: nodeOptions,
+    lazyConnect: true,
+    enableReadyCheck: true,
+    ...(maxRetriesPerRequest !== undefined && { maxRetriesPerRequest }),
+    // one-shot: one attempt at the nodes; a service keeps trying
+    clusterRetryStrategy: service ? (times) => Math.min(100 * times, 2_000) : () => null,
+  });
+}
+
 /** The client of a command, built from its Redis options. */
-export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOptions = {}): Promise<Redis> {
+export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOptions = {}): Promise<Redis | Cluster> {
   const options: RedisOptions = opts.service
     ? { ...redisConnectionOptions(args), ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true }
     : {
@@ -173,13 +196,13 @@ export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOption
       };
   checkRedisUrl(args.redisUrl);
   rememberSecrets(args.redisUrl);
-  let redis: Redis;
+  let redis: Redis | Cluster;
   try {
-    redis = new Redis(args.redisUrl, options);
+    redis = args.redisCluster ? clusterClient(args, options, opts.service === true) : new Redis(args.redisUrl, options);
   } catch (err) {
     // ioredis parses the URL in its constructor: "notaurl::" is a TypeError there
     throw new InvalidArgumentError(
-      `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${(err as Error).message}`,
+      `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${redactSecrets((err as Error).message)}`,
     );
   }
   if (opts.service) return redis;
@@ -206,6 +229,6 @@ export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOption
 }
 
 /** Close a client: QUIT, or drop the connection when that fails. */
-export async function closeRedis(redis: Redis): Promise<void> {
+export async function closeRedis(redis: Redis | Cluster): Promise<void> {
   await redis.quit().catch(() => redis.disconnect());
 }

@@ -7,7 +7,7 @@
  * and holds lapse after maxCallDuration otherwise).
  */
 import { type Command, Option } from 'commander';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { StorePolicy } from '../admission/admission.js';
 import { loadConfigFile } from '../config/load.js';
@@ -92,7 +92,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
 
   // every log line goes out with the credentials of Redis URLs hidden (a client's error may quote one)
   const app = { logger: { level: args.logLevel, hooks: { streamWrite: redactSecrets } } };
-  let redis: Redis | undefined;
+  let redis: Redis | Cluster | undefined;
   let store: Store;
   if (args.store === 'redis') {
     redis = await openRedis(args, { service: true });

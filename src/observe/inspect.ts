@@ -5,7 +5,7 @@
  *
  * Buckets: the global one, every configured account and peer, and the peers asked for by id
  * (those on defaultPeer are not listed otherwise: there is no bound on them). Tags: with a
- * global limit every inbound key has the tag `in`; without one, an account's bucket has its
+ * global limit or attribute levels every inbound key has the tag `in`; without, an account's bucket has its
  * account's tag and a peer's bucket is read under the peer's own tag. On a Cluster, a peer whose
  * calls name a configured account counts under that account's tag instead (README "Redis keys
  * and Cluster"): inspect shows 0 for it there. On a single Redis keys carry no tag.
@@ -84,6 +84,8 @@ interface Asked {
 
 function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
   const { global, accounts, defaultPeer } = config.inbound;
+  // with a global limit or attribute levels every inbound key has the platform's tag (plan.ts)
+  const platform = global !== undefined || (config.inbound.attributes ?? []).length > 0;
   const out: Asked[] = [];
   const bucket = (name: string, b: BucketConfig): Bucket =>
     b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels };
@@ -92,7 +94,7 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
   for (const [id, b] of accounts) {
     out.push({
       label: `account:${id}`,
-      tag: global !== undefined ? GLOBAL_TAG : accountTag(id),
+      tag: platform ? GLOBAL_TAG : accountTag(id),
       bucket: bucket(accountBucket(id), b),
       defaultPeer: false,
     });
@@ -103,7 +105,7 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
     seen.add(id);
     out.push({
       label: `peer:${id}`,
-      tag: global !== undefined ? GLOBAL_TAG : peerTag(id),
+      tag: platform ? GLOBAL_TAG : peerTag(id),
       bucket: bucket(peerBucket(id), b),
       defaultPeer: isDefault,
     });

@@ -5,9 +5,12 @@
  * `account:<id>`, `peer:<id>`) and found under the configuration the routing processes use:
  * its limits say which window counters a bucket has, its hierarchy which hash tag it is under.
  *
- * On a Cluster without a global limit, a peer's bucket exists under its own tag and under the
- * tag of every configured account its calls name: holds and reset cover all of them.
+ * On a Cluster without a global limit (nor attribute levels), a peer's bucket exists under its own
+ * tag and under the tag of every configured account its calls name: holds and reset cover all of
+ * them. Attribute levels' buckets (`caller:<value>`, ...) are found too; a reset does not lift a
+ * ban (DELETE /v1/bans does).
  */
+import { attributeBucket } from '../admission/attributes.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import {
@@ -47,7 +50,11 @@ const bucketOf = (name: string, b: BucketConfig): Bucket =>
 /** The bucket a `limited_by` label names under `config`, and its tags. */
 export function locateBucket(config: CallGateConfig, label: string, tagged: boolean): Located {
   const { global, accounts, peers, defaultPeer } = config.inbound;
-  const hint = 'expected global, account:<id> or peer:<id>';
+  const attributes = config.inbound.attributes ?? [];
+  // with a global limit or attribute levels, every inbound key has the platform's tag (plan.ts)
+  const platform = global !== undefined || attributes.length > 0;
+  const levels = attributes.map((l) => `${l.name}:<value>`).join(', ');
+  const hint = `expected global, account:<id> or peer:<id>${levels === '' ? '' : `, or ${levels}`}`;
   if (label === 'global') {
     if (global === undefined) bad('bucket global: the configuration has no global limit');
     return { bucket: bucketOf(GLOBAL_BUCKET, global), tags: [GLOBAL_TAG] };
@@ -55,22 +62,27 @@ export function locateBucket(config: CallGateConfig, label: string, tagged: bool
   const colon = label.indexOf(':');
   const kind = colon < 0 ? '' : label.slice(0, colon);
   const id = label.slice(colon + 1);
-  if ((kind !== 'account' && kind !== 'peer') || id === '') bad(`bucket ${JSON.stringify(label)}: ${hint}`);
+  if (colon < 0 || id === '') bad(`bucket ${JSON.stringify(label)}: ${hint}`);
   if (kind === 'account') {
     const limits = accounts.get(id);
     if (limits === undefined) bad(`bucket ${label}: the configuration has no account ${JSON.stringify(id)}`);
-    return { bucket: bucketOf(accountBucket(id), limits), tags: [global !== undefined ? GLOBAL_TAG : accountTag(id)] };
+    return { bucket: bucketOf(accountBucket(id), limits), tags: [platform ? GLOBAL_TAG : accountTag(id)] };
   }
-  const limits = peers.get(id) ?? defaultPeer;
-  if (limits === undefined)
-    bad(`bucket ${label}: the configuration has no peer ${JSON.stringify(id)} and no defaultPeer`);
-  const tags =
-    global !== undefined
+  if (kind === 'peer') {
+    const limits = peers.get(id) ?? defaultPeer;
+    if (limits === undefined)
+      bad(`bucket ${label}: the configuration has no peer ${JSON.stringify(id)} and no defaultPeer`);
+    const tags = platform
       ? [GLOBAL_TAG]
       : tagged
         ? [peerTag(id), ...[...accounts.keys()].map(accountTag)]
         : [peerTag(id)];
-  return { bucket: bucketOf(peerBucket(id), limits), tags };
+    return { bucket: bucketOf(peerBucket(id), limits), tags };
+  }
+  // an attribute level: `<level>:<value>`, the value as limited_by shows it (after its match)
+  const level = attributes.find((l) => l.name === kind);
+  if (level === undefined) bad(`bucket ${JSON.stringify(label)}: ${hint}`);
+  return { bucket: attributeBucket(level, id), tags: [GLOBAL_TAG] };
 }
 
 export interface HoldsListing {

@@ -169,6 +169,14 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     return parseRequest(schema, body, 'body');
   };
 
+  /** Where read() took the fields from, for messages. */
+  const whereOf = (req: FastifyRequest): 'query' | 'form' | 'body' =>
+    req.method === 'GET' || req.body === undefined
+      ? 'query'
+      : req.headers['content-type']?.startsWith('application/x-www-form-urlencoded')
+        ? 'form'
+        : 'body';
+
   const both = (path: string, handler: (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>) => {
     app.post(path, handler);
     app.get(path, handler);
@@ -271,9 +279,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
 
   app.post('/v1/reset', async (req) => {
     const r = read(resetRequest, req);
-    const report = await operatorInput(
-      `${req.headers['content-type']?.includes('form') ? 'form' : 'body'}.bucket`,
-      () => resetBucket(gate.config, gate.store, r.bucket, { now: gate.clock.now() }),
+    const report = await operatorInput(`${whereOf(req)}.bucket`, () =>
+      resetBucket(gate.config, gate.store, r.bucket, { now: gate.clock.now() }),
     );
     req.log.warn({ bucket: report.bucket, holds: report.holds.length }, resetLine(report));
     return report;

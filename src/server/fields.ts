@@ -53,34 +53,55 @@ function decodeComponent(bytes: Uint8Array, from: number, to: number): string | 
   }
 }
 
+/** 0: ASCII with nothing to decode (the common id), 1: ASCII with `%` or `+`, 2: other bytes. */
+function kindOf(text: string): 0 | 1 | 2 {
+  let kind: 0 | 1 = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c > 0x7f) return 2;
+    if (c === 0x25 || c === 0x2b) kind = 1;
+  }
+  return kind;
+}
+
+/** One component of a latin1 string (one char per byte): its text, or undefined when not UTF-8. */
+function decodeText(text: string): string | undefined {
+  const kind = kindOf(text);
+  if (kind === 0) return text;
+  if (kind === 1) {
+    try {
+      return decodeURIComponent(text.replace(/\+/g, ' '));
+    } catch {
+      // a % without two hex digits, or bytes that are not UTF-8: the byte path says which
+    }
+  }
+  const bytes = Buffer.from(text, 'latin1');
+  return decodeComponent(bytes, 0, bytes.length);
+}
+
 /**
  * Parse a query string (as the URL carried it: each char one byte, as Node reads a request line)
  * or a form body (its bytes).
  */
 export function parseUrlEncoded(input: string | Uint8Array): UrlEncoded {
-  const bytes = typeof input === 'string' ? Buffer.from(input, 'latin1') : input;
+  const text = typeof input === 'string' ? input : Buffer.from(input).toString('latin1');
   const parsed = new UrlEncoded();
-  let start = 0;
-  while (start <= bytes.length) {
-    let end = bytes.indexOf(0x26, start);
-    if (end < 0) end = bytes.length;
-    if (end > start) {
-      let eq = bytes.indexOf(0x3d, start);
-      if (eq < 0 || eq > end) eq = end;
-      const key = decodeComponent(bytes, start, eq);
-      const value = eq < end ? decodeComponent(bytes, eq + 1, end) : '';
-      if (key === undefined)
-        parsed.problems.push(`${lossy.decode(bytes.subarray(start, eq))}: invalid UTF-8 in a field name`);
-      else if (FORBIDDEN_FIELDS.has(key)) parsed.problems.push(`${key}: field name not allowed`);
-      else if (value === undefined)
-        parsed.problems.push(`${key}: invalid UTF-8 (percent-encode the UTF-8 bytes of the text)`);
-      else {
-        const values = parsed.fields.get(key);
-        if (values) values.push(value);
-        else parsed.fields.set(key, [value]);
-      }
+  for (const part of text.split('&')) {
+    if (part === '') continue;
+    const eq = part.indexOf('=');
+    const rawKey = eq < 0 ? part : part.slice(0, eq);
+    const key = decodeText(rawKey);
+    const value = eq < 0 ? '' : decodeText(part.slice(eq + 1));
+    if (key === undefined)
+      parsed.problems.push(`${lossy.decode(Buffer.from(rawKey, 'latin1'))}: invalid UTF-8 in a field name`);
+    else if (FORBIDDEN_FIELDS.has(key)) parsed.problems.push(`${key}: field name not allowed`);
+    else if (value === undefined)
+      parsed.problems.push(`${key}: invalid UTF-8 (percent-encode the UTF-8 bytes of the text)`);
+    else {
+      const values = parsed.fields.get(key);
+      if (values) values.push(value);
+      else parsed.fields.set(key, [value]);
     }
-    start = end + 1;
   }
   return parsed;
 }
