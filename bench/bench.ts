@@ -104,7 +104,10 @@ const BATCH_RATES = opt('batch-rates', QUICK ? '5000,20000' : '5000,10000,20000,
 const BOUNDS = opt('bounds', '1,2,4').split(',').map(Number);
 const BATCH_ROUNDS = Number(opt('batch-rounds', QUICK ? '1' : '3'));
 /** Saturation section: rising rates, rounds. */
-const SAT_RATES = opt('sat-rates', QUICK ? '40000,80000' : '40000,60000,80000,100000,120000,140000,160000')
+const SAT_RATES = opt(
+  'sat-rates',
+  QUICK ? '20000,40000' : '10000,20000,30000,40000,50000,60000,80000,100000,120000,160000',
+)
   .split(',')
   .map(Number);
 const SAT_ROUNDS = Number(opt('sat-rounds', QUICK ? '1' : '2'));
@@ -1036,9 +1039,9 @@ async function main(): Promise<void> {
           `saturation: 3 levels (shield off) and RLF at ${SAT_RATES.join(', ')}/s, each stopped at its first rate not kept up with (>= 97% decided per second, p99 < 50 ms); ${SAT_ROUNDS} rounds (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
         );
         printOpenRows(list, log);
-        const each = perRound.map((r) => (r.rlf ? r.gate / r.rlf : Number.POSITIVE_INFINITY));
+        const each = perRound.filter((r) => r.rlf > 0).map((r) => r.gate / r.rlf);
         log(
-          `  highest rate kept up with, per round: ${perRound.map((r) => `3 levels ${fmtInt(r.gate)}/s, RLF ${fmtInt(r.rlf)}/s`).join('; ')}; ratio ${median(each).toFixed(2)} (${rangeOf(each)}); target >= 2\n`,
+          `  highest rate kept up with, per round: ${perRound.map((r) => `3 levels ${fmtInt(r.gate)}/s, RLF ${fmtInt(r.rlf)}/s`).join('; ')}; ratio ${each.length ? `${median(each).toFixed(2)} (${rangeOf(each)})` : 'n/a'}; target >= 2\n`,
         );
       }
       if (want('flood')) {
