@@ -991,8 +991,10 @@ async function main(): Promise<void> {
         }
         log('');
       }
-      const fmtRatios = (r: PairRatios) =>
-        `${median(r.raw).toFixed(2)} (${rangeOf(r.raw)}); above the floor ${median(r.aboveFloor).toFixed(2)} (${rangeOf(r.aboveFloor)})`;
+      const fmtRatios = (r: PairRatios) => {
+        const above = r.aboveFloor.filter(Number.isFinite);
+        return `${median(r.raw).toFixed(2)} (${rangeOf(r.raw)}); above the floor ${above.length ? `${median(above).toFixed(2)} (${rangeOf(above)}, ${above.length} rounds)` : 'n/a'}`;
+      };
       const floorOf = (list: OpenRow[], rate: number) =>
         list.find((r) => r.name === OPEN_DRIVER && r.offered === rate)?.p99us ?? NaN;
       if (want('openloop')) {

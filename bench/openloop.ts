@@ -583,7 +583,10 @@ export const OPEN_PAIRS: readonly { name: string; gate: string; rival: string; t
   { name: '3 levels + channels / RLF', gate: OPEN_G3CH, rival: OPEN_RLF, target: 1.2 },
 ];
 
-/** Per pair and rate, per round: the p99 ratio, and the ratio of what each adds above the driver's p99. */
+/**
+ * Per pair and rate, per round: the p99 ratio, and the ratio of what each adds above the driver's
+ * p99 (NaN in a round where the rival's p99 was not above the driver's).
+ */
 export interface PairRatios {
   readonly raw: number[];
   readonly aboveFloor: number[];
@@ -639,7 +642,8 @@ function pairRatios(rounds: Map<string, OpenRow>[], a: string, b: string): PairR
     const y = got.get(b)!.p99us;
     const floor = got.get(OPEN_DRIVER)?.p99us ?? 0;
     raw.push(x / y);
-    aboveFloor.push(Math.max(0, x - floor) / Math.max(1, y - floor));
+    // undefined (NaN) when the rival's p99 was at or below the driver's: that round's floor says nothing
+    aboveFloor.push(y > floor ? Math.max(0, x - floor) / (y - floor) : Number.NaN);
   }
   return { raw, aboveFloor };
 }
