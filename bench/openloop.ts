@@ -577,13 +577,6 @@ async function driverRun(o: SectionOptions, rate: number): Promise<OpenRow> {
 const keptUp = (r: OpenRow, p99Ms = 50) =>
   r.check === 'ok' && r.perSecond >= 0.97 * r.offered && r.p99us < 1000 * p99Ms;
 
-/** The highest offered rate a system kept up with: >= 97% of it decided per second and p99 under 50 ms. */
-export function saturation(rows: OpenRow[], name: string): number {
-  let best = 0;
-  for (const r of rows) if (r.name === name && keptUp(r)) best = Math.max(best, r.offered);
-  return best;
-}
-
 /** The systems of the open-loop section, as their rows name them. */
 export const OPEN_G3 = 'callgate 3 levels, shield off';
 export const OPEN_RLF = 'rate-limiter-flexible';
