@@ -104,10 +104,15 @@ const BATCH_RATES = opt('batch-rates', QUICK ? '5000,20000' : '5000,10000,20000,
 const BOUNDS = opt('bounds', '1,2,4').split(',').map(Number);
 const BATCH_ROUNDS = Number(opt('batch-rounds', QUICK ? '1' : '3'));
 /** Saturation section: rising rates, rounds. */
-const SAT_RATES = opt('sat-rates', QUICK ? '40000,80000' : '40000,60000,80000,100000,120000,140000,160000')
+const SAT_RATES = opt(
+  'sat-rates',
+  QUICK ? '20000,40000' : '10000,20000,30000,40000,50000,60000,80000,100000,120000,160000',
+)
   .split(',')
   .map(Number);
 const SAT_ROUNDS = Number(opt('sat-rounds', QUICK ? '1' : '2'));
+/** Saturation: the p99 bound of a rate kept up with, ms. */
+const SAT_P99_MS = Number(opt('sat-p99-ms', '50'));
 const OPEN_SECONDS = Number(opt('open-seconds', QUICK ? '1' : '2'));
 const OPEN_ROUNDS = Number(opt('open-rounds', QUICK ? '1' : '3'));
 const LONE_CALLS = Number(opt('lone-calls', QUICK ? '1000' : '3000'));
@@ -1016,8 +1021,10 @@ async function main(): Promise<void> {
         }
         log('');
       }
-      const fmtRatios = (r: PairRatios) =>
-        `${median(r.raw).toFixed(2)} (${rangeOf(r.raw)}); above the floor ${median(r.aboveFloor).toFixed(2)} (${rangeOf(r.aboveFloor)})`;
+      const fmtRatios = (r: PairRatios) => {
+        const above = r.aboveFloor.filter(Number.isFinite);
+        return `${median(r.raw).toFixed(2)} (${rangeOf(r.raw)}); above the floor ${above.length ? `${median(above).toFixed(2)} (${rangeOf(above)}, ${above.length} rounds)` : 'n/a'}`;
+      };
       const floorOf = (list: OpenRow[], rate: number) =>
         list.find((r) => r.name === OPEN_DRIVER && r.offered === rate)?.p99us ?? NaN;
       if (want('openloop')) {
@@ -1060,15 +1067,15 @@ async function main(): Promise<void> {
       }
       if (want('saturation')) {
         const t0 = performance.now();
-        const { rows: list, perRound } = await saturationSection(o, SAT_RATES, SAT_ROUNDS, MAX_IN_FLIGHT);
+        const { rows: list, perRound } = await saturationSection(o, SAT_RATES, SAT_ROUNDS, MAX_IN_FLIGHT, SAT_P99_MS);
         open.push(...list);
         log(
-          `saturation: 3 levels (shield off) and RLF at ${SAT_RATES.join(', ')}/s, each stopped at its first rate not kept up with (>= 97% decided per second, p99 < 50 ms); ${SAT_ROUNDS} rounds (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
+          `saturation: 3 levels (shield off) and RLF at ${SAT_RATES.join(', ')}/s, each stopped at its first rate not kept up with (>= 97% decided per second, p99 < ${SAT_P99_MS} ms); ${SAT_ROUNDS} rounds (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
         );
         printOpenRows(list, log);
-        const each = perRound.map((r) => (r.rlf ? r.gate / r.rlf : Number.POSITIVE_INFINITY));
+        const each = perRound.filter((r) => r.rlf > 0).map((r) => r.gate / r.rlf);
         log(
-          `  highest rate kept up with, per round: ${perRound.map((r) => `3 levels ${fmtInt(r.gate)}/s, RLF ${fmtInt(r.rlf)}/s`).join('; ')}; ratio ${median(each).toFixed(2)} (${rangeOf(each)}); target >= 2\n`,
+          `  highest rate kept up with, per round: ${perRound.map((r) => `3 levels ${fmtInt(r.gate)}/s, RLF ${fmtInt(r.rlf)}/s`).join('; ')}; ratio ${each.length ? `${median(each).toFixed(2)} (${rangeOf(each)})` : 'n/a'}; target >= 2\n`,
         );
       }
       if (want('flood')) {

@@ -1324,13 +1324,13 @@ describe('RedisStore: batched admissions and reservations', function () {
         await server.stop();
       }
     });
-    it('group commit: calls arriving while a batch is in flight wait for it and leave together; a waiting call that aborts never leaves', async () => {
+    it('group commit (maxInFlight 1): calls arriving while a batch is in flight wait for it and leave together; a waiting call that aborts never leaves', async () => {
       const server = await startRedisServer();
       const raw = newRedisClient(server);
       const client = newRedisClient(server);
       try {
         await ready(client);
-        const store = new RedisStore({ redis: client, prefix: freshPrefix(), maxBatch: 16 });
+        const store = new RedisStore({ redis: client, prefix: freshPrefix(), maxBatch: 16, maxInFlight: 1 });
         const one = list(bucket('gc', SL(5, S)));
         await store.admit({ tag: 't', buckets: list(bucket('warm', SL(1, S))), now: T0 });
         await raw.config('RESETSTAT');

@@ -7,9 +7,9 @@
  * and Redis' clock (clock-offset.ts).
  *
  * Admissions and reservations are batched (batcher.ts, group commit): those issued in one tick go
- * out together as one script call (admissions per tag on a Cluster), and while a batch is in
- * flight the calls arriving meanwhile wait for it and leave together, so batches grow with the
- * load; the script decides them one after the other in the order issued, and buckets and
+ * out together as one script call (admissions per tag on a Cluster), and while `maxInFlight`
+ * batches (default 2) are in flight the calls arriving meanwhile wait and leave together, so
+ * batches grow with the load; the script decides them one after the other in the order issued, and buckets and
  * carriers many calls share are read and written once per batch instead of once per call. A
  * batch of one call whose buckets are plain sliding logs goes to admit-lone.lua, a script that
  * costs Redis less.
@@ -102,8 +102,13 @@ export {
 const DAY_MS = 86_400_000;
 /** A batch's calls are limited by Lua's stack too (unpack of one ZADD per log). */
 const MAX_BATCH_LIMIT = 1000;
-/** Batches of one lane in flight at once (see RedisStoreOptions.maxInFlight; bench/openloop.ts, batching). */
-const DEFAULT_MAX_IN_FLIGHT = 1;
+/**
+ * Batches of one lane in flight at once (RedisStoreOptions.maxInFlight). 2: in the open-loop
+ * bench (batching section, docs/performance.md) group commit fell behind at 30,000 calls/s where
+ * 2 in flight kept up, and 2 was at or below group commit's p99 at 10,000 and 20,000/s; 4 was
+ * no better than 2 anywhere.
+ */
+const DEFAULT_MAX_IN_FLIGHT = 2;
 const MAX_IN_FLIGHT_LIMIT = 64;
 
 export class RedisStore implements Store, OperableStore {
