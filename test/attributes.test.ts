@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { attributeValue, subnetOf, valueSlot } from '../src/admission/attributes.js';
 import { PlanCache } from '../src/admission/plan.js';
-import { ConfigError } from '../src/errors/index.js';
+import { ConfigError, InvalidArgumentError } from '../src/errors/index.js';
 import { parseConfig } from '../src/config/load.js';
 import type { AttributeLevelConfig, CallGateConfigInput } from '../src/config/types.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
@@ -112,6 +112,15 @@ describe('attribute levels', () => {
       expect(subnetOf('2001:db8:ffff::1', 24, 36)).to.equal('2001:db8:f000:0:0:0:0:0/36');
       const s = level({ name: 's', key: 'source', match: { subnet: 24 }, limits: [] });
       expect(attributeValue(s, { source: 'sbc-7' })).to.equal('sbc-7');
+    });
+
+    it('admit refuses attributes that are not strings', async () => {
+      const gate = new CallGate({ config: parseConfig({ inbound: { defaultPeer: [] } }) });
+      for (const bad of [{ caller: 5 }, { source: {} }, { fields: { a: 1 } }, { fields: 'x' }]) {
+        const err = await gate.admit({ callId: 'c', peer: 'p', ...(bad as object) }).catch((e: Error) => e);
+        expect(err, JSON.stringify(bad)).to.be.instanceOf(InvalidArgumentError);
+      }
+      await gate.close();
     });
 
     it('past maxValues, values share buckets by a stable hash; overrides keep their own', () => {

@@ -109,6 +109,15 @@ function checkInput(input: AdmitInput): void {
     throw new InvalidArgumentError('peer must be a non-empty string');
   if (input.account !== undefined && typeof input.account !== 'string')
     throw new InvalidArgumentError('account must be a string');
+  for (const name of ['caller', 'callee', 'source'] as const)
+    if (input[name] !== undefined && typeof input[name] !== 'string')
+      throw new InvalidArgumentError(`${name} must be a string`);
+  const fields = input.fields;
+  if (
+    fields !== undefined &&
+    (typeof fields !== 'object' || fields === null || Object.values(fields).some((v) => typeof v !== 'string'))
+  )
+    throw new InvalidArgumentError('fields must be an object of strings');
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     throw new InvalidArgumentError(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }
