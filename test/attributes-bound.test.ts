@@ -1,6 +1,7 @@
 /**
- * Attribute levels are bounded in Redis (docs/attributes.md, "Memory"): a scanner cycling through
- * 100,000 caller numbers against a level with maxValues leaves at most that many buckets.
+ * Attribute levels on Redis at scale: bounded (docs/attributes.md, "Memory": a scanner cycling
+ * through 100,000 caller numbers against a level with maxValues leaves at most that many
+ * buckets), and the abuse trace decided on a Redis Cluster as the reference model decides it.
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
@@ -8,7 +9,13 @@ import { parseConfig } from '../src/config/load.js';
 import { CallGate } from '../src/gate.js';
 import { VirtualClock } from '../src/clock.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { getRedis, type RedisHandle } from './helpers/redis.js';
+import { getRedis, newClusterClient, startCluster, type RedisHandle } from './helpers/redis.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { replay, type DecisionLine } from '../src/replay/replay.js';
+import { abuseConfig, abuseCsv, abuseRows } from '../scripts/gen-abuse-trace.js';
+import { loadTraceForModel, runModel } from './reference/model.js';
 
 const S = 1_000_000;
 
@@ -73,6 +80,40 @@ describe('attribute levels', () => {
       } finally {
         await gate.close();
         await store.clear();
+      }
+    });
+  });
+
+  describe('the abuse trace on a Redis Cluster (three masters, hash tags)', function () {
+    this.timeout(120_000);
+    it('decides every call as the reference model does', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'callgate-abuse-cluster-'));
+      const cluster = await startCluster();
+      const client = newClusterClient(cluster);
+      try {
+        const trace = join(dir, 'abuse.trace.csv');
+        writeFileSync(trace, abuseCsv(abuseRows({ seed: 5 })));
+        const store = new RedisStore({ redis: client, prefix: `t:abuse-cluster:${Date.now()}:` });
+        const got: DecisionLine[] = [];
+        await replay({
+          config: parseConfig(abuseConfig()),
+          tracePath: trace,
+          store,
+          onDecision: (d) => void got.push(d),
+        });
+        await store.clear();
+        const model = runModel(abuseConfig(), loadTraceForModel(trace));
+        expect(got).to.have.length(model.length);
+        const banned = got.filter((d) => 'reason' in d && d.reason === 'banned').length;
+        expect(banned).to.be.above(100);
+        for (let i = 0; i < model.length; i++) {
+          const { time_us: _t, retry_after_ms: _r, ...rest } = got[i] as DecisionLine & { retry_after_ms?: number };
+          expect(rest, `call ${i + 1}`).to.deep.equal(model[i]);
+        }
+      } finally {
+        client.disconnect();
+        await cluster.stop();
+        rmSync(dir, { recursive: true, force: true });
       }
     });
   });
