@@ -21,7 +21,6 @@ import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Store } from '../src/store/types.js';
 import { ABUSE_START_US, ATTACKS, abuseConfig, abuseCsv, abuseRows } from '../scripts/gen-abuse-trace.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
-import { prng } from '../scripts/make-fixtures.js';
 import { Writable } from 'node:stream';
 import { readFileSync } from 'node:fs';
 import { VirtualClock } from '../src/clock.js';
@@ -510,89 +509,6 @@ describe('attribute levels', () => {
         'rejected by source:* (banned)',
         'rejected by source:* (rate)',
       ]);
-    });
-
-    it('a mixed trace (every order, overrides, prefixes, digits, subnets, maxValues, channels, bans): memory = Redis = model', async () => {
-      const rand = prng(11);
-      const pick = <T>(xs: readonly T[]) => xs[Math.floor(rand() * xs.length)]!;
-      const T = 1_764_000_000 * S;
-      let t = T;
-      let csv = 'time,call_id,direction,peer,account,caller,callee,source,duration\n';
-      for (let i = 0; i < 3000; i++) {
-        t += Math.floor(rand() * 20_000);
-        const dur = rand() < 0.2 ? '' : (rand() * 3).toFixed(3);
-        csv += `${(t / 1e6).toFixed(6)},m${i % 2900},in,${pick(['p1', 'p2', 'p3', 'x9'])},${pick(['', 'a1', 'a2'])},${pick(['+1555000', '+1555001', '+1555002', 'anon', '', '+1 555 003'])}${rand() < 0.3 ? Math.floor(rand() * 40) : ''},${pick(['+88212', '+8821', '+4420', '0049301', ''])}${Math.floor(rand() * 100)},${pick(['198.51.100.7', '198.51.100.8', '2001:db8::1', '2001:db8:0:1::5', '::ffff:203.0.113.9', 'sbc-1', ''])},${dur}\n`;
-      }
-      writeFileSync(join(dir, 'mixed.trace.csv'), csv);
-      const raw = {
-        maxCallDuration: 'PT5S',
-        inbound: {
-          global: [{ limit: 60, window: '1s' }],
-          accounts: { a1: [{ limit: 20, window: '1s' }, { channels: 30 }] },
-          peers: { p1: [{ limit: 15, window: '1s' }], p2: [{ limit: 10, window: '1s', algorithm: 'fixed-window' }] },
-          defaultPeer: [{ limit: 8, window: '1s', algorithm: 'sliding-window' }],
-          attributes: [
-            {
-              name: 'caller',
-              key: 'caller',
-              limits: [{ limit: 3, window: '1s' }, { channels: 4 }],
-              overrides: { anon: [{ limit: 1, window: '2s' }] },
-              maxValues: 7,
-              ban: { over: 2, within: '1s', for: '3s' },
-            },
-            {
-              name: 'dest',
-              key: 'callee',
-              match: { prefixes: ['+882', '+8821'] },
-              limits: [{ limit: 4, window: '1s' }],
-              order: 'first',
-            },
-            {
-              name: 'cc',
-              key: 'callee',
-              match: { digits: 2 },
-              limits: [{ limit: 5, window: '1s', algorithm: 'fixed-window' }],
-              order: 'after-global',
-            },
-            {
-              name: 'net',
-              key: 'source',
-              match: { subnet: { v4: 24, v6: 48 } },
-              limits: [{ limit: 2, window: '1s' }],
-              order: 'after-account',
-              ban: { over: 1.5, within: '500ms', for: '1s' },
-            },
-          ],
-        },
-      } as const;
-      const model = runModel(raw, loadTraceForModel(join(dir, 'mixed.trace.csv')));
-      const config = parseConfig(raw);
-      const run = async (store: Store) => {
-        const out: DecisionLine[] = [];
-        await replay({ config, tracePath: join(dir, 'mixed.trace.csv'), store, onDecision: (d) => void out.push(d) });
-        return out.map(contract);
-      };
-      const mem = await run(new MemoryStore());
-      const store = new RedisStore({ redis, prefix: `t:mixed:${Date.now()}:` });
-      const red = await run(store);
-      await store.clear();
-      const levels = new Set(
-        model.map((d) => ('limited_by' in d && d.limited_by ? `${d.limited_by.split(':')[0]} ${d.reason}` : '')),
-      );
-      for (const want of [
-        'caller rate',
-        'caller channels',
-        'caller banned',
-        'dest rate',
-        'cc rate',
-        'net rate',
-        'net banned',
-      ])
-        expect([...levels], want).to.include(want);
-      for (let i = 0; i < model.length; i++) {
-        expect(mem[i], `memory, call ${i + 1}`).to.deep.equal(model[i]);
-        expect(red[i], `redis, call ${i + 1}`).to.deep.equal(model[i]);
-      }
     });
 
     it('memory, Redis and the reference model decide alike; every attack is cut, normal traffic untouched', async () => {
