@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { attributeValue, subnetOf, valueSlot } from '../src/admission/attributes.js';
 import { PlanCache } from '../src/admission/plan.js';
-import { ConfigError } from '../src/errors/index.js';
+import { ConfigError, InvalidArgumentError } from '../src/errors/index.js';
 import { parseConfig } from '../src/config/load.js';
 import type { AttributeLevelConfig, CallGateConfigInput } from '../src/config/types.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
@@ -27,6 +27,8 @@ import { VirtualClock } from '../src/clock.js';
 import { TRACE_HEADER_ATTRIBUTES } from '../src/recording/trace-recorder.js';
 import { readTrace } from '../src/replay/trace.js';
 import { mergeTraces } from '../src/replay/trace-merge.js';
+import { gateMetrics } from '../src/observe/metrics.js';
+import { diffConfig } from '../src/config/diff.js';
 import { CallGate } from '../src/gate.js';
 import { buildApp } from '../src/server/app.js';
 import { inspectState } from '../src/observe/inspect.js';
@@ -110,6 +112,15 @@ describe('attribute levels', () => {
       expect(subnetOf('2001:db8:ffff::1', 24, 36)).to.equal('2001:db8:f000:0:0:0:0:0/36');
       const s = level({ name: 's', key: 'source', match: { subnet: 24 }, limits: [] });
       expect(attributeValue(s, { source: 'sbc-7' })).to.equal('sbc-7');
+    });
+
+    it('admit refuses attributes that are not strings', async () => {
+      const gate = new CallGate({ config: parseConfig({ inbound: { defaultPeer: [] } }) });
+      for (const bad of [{ caller: 5 }, { source: {} }, { fields: { a: 1 } }, { fields: 'x' }]) {
+        const err = await gate.admit({ callId: 'c', peer: 'p', ...(bad as object) }).catch((e: Error) => e);
+        expect(err, JSON.stringify(bad)).to.be.instanceOf(InvalidArgumentError);
+      }
+      await gate.close();
     });
 
     it('past maxValues, values share buckets by a stable hash; overrides keep their own', () => {
@@ -219,6 +230,66 @@ describe('attribute levels', () => {
       expect(admit(5 * S).reason).to.equal('banned');
       expect(store.unbanSync({ tag: plan.tag, bucket: plan.buckets[1]!.name, now: T + 5 * S }).lifted).to.equal(true);
       expect(admit(5 * S + 1).admitted).to.equal(true);
+    });
+  });
+
+  describe('metrics and reload', () => {
+    const raw: CallGateConfigInput = {
+      inbound: {
+        peers: { p: [{ limit: 100, window: '1s' }] },
+        attributes: [
+          {
+            name: 'src',
+            key: 'source',
+            limits: [{ limit: 1, window: '1s' }],
+            ban: { over: 1, within: '1s', for: '1m' },
+          },
+        ],
+      },
+    };
+    it('metrics name the level, never the value, also with perBucket; reason banned', async () => {
+      const gate = await CallGate.create({ config: raw, clock: new VirtualClock(1_700_000_000 * S) });
+      const m = gateMetrics(gate, { perBucket: true });
+      try {
+        for (let i = 0; i < 3; i++) await gate.admit({ callId: `c${i}`, peer: 'p', source: '198.51.100.7' });
+        const text = await m.registry.metrics();
+        expect(text).to.include(
+          'callgate_decisions_total{direction="in",outcome="rejected",limited_by="src",reason="rate"} 1',
+        );
+        expect(text).to.include(
+          'callgate_decisions_total{direction="in",outcome="rejected",limited_by="src",reason="banned"} 1',
+        );
+        expect(text).not.to.include('198.51.100.7');
+      } finally {
+        m.close();
+        await gate.close();
+      }
+    });
+
+    it('a reload reports attribute levels added, changed and removed, by name', () => {
+      const a = parseConfig(raw);
+      const b = parseConfig({
+        inbound: {
+          peers: { p: [{ limit: 100, window: '1s' }] },
+          attributes: [
+            {
+              name: 'src',
+              key: 'source',
+              limits: [{ limit: 2, window: '1s' }],
+              ban: { over: 1, within: '1s', for: '1m' },
+            },
+            { name: 'caller', key: 'caller', limits: [] },
+          ],
+        },
+      });
+      expect(diffConfig(a, b).map((c) => `${c.kind} ${c.path}`)).to.deep.equal([
+        'changed inbound.attributes.src',
+        'added inbound.attributes.caller',
+      ]);
+      expect(
+        diffConfig(b, parseConfig({ inbound: { peers: { p: [{ limit: 100, window: '1s' }] } } })).map((c) => c.kind),
+      ).to.deep.equal(['removed', 'removed']);
+      expect(diffConfig(a, parseConfig(raw))).to.deep.equal([]);
     });
   });
 

@@ -6,9 +6,9 @@
  *
  *   callgate_decisions_total{direction, outcome, limited_by, reason}
  *       direction in|out; outcome admitted|rejected|recorded (in), dispatched|rejected|failed (out);
- *       limited_by: the kind of level that refused (global, account, peer, unknown-peer,
- *       store-unavailable) or none; with `perBucket`, `account:<id>` / `peer:<id>` for the ids of
- *       the configuration (a peer on defaultPeer stays `peer`); reason rate|channels|
+ *       limited_by: the kind of level that refused (global, account, peer, the name of an
+ *       attribute level, unknown-peer, store-unavailable) or none; with `perBucket`, `account:<id>` / `peer:<id>` for the ids of
+ *       the configuration (a peer on defaultPeer stays `peer`); reason rate|channels|banned|
  *       all-routes-congested|store-unavailable|none
  *   callgate_decision_duration_seconds{operation}   histogram; admit|record|reserve|dispatch
  *   callgate_store_errors_total{operation}          decisions the store did not answer in time
@@ -100,7 +100,9 @@ function levelLabel(gate: CallGate, limitedBy: string | undefined, perBucket: bo
   const kind = limitedBy.slice(0, colon);
   if (!perBucket) return kind;
   const id = limitedBy.slice(colon + 1);
-  const configured = kind === 'account' ? gate.config.inbound.accounts.has(id) : gate.config.inbound.peers.has(id);
+  // an attribute level's values are never a label (unbounded): its name only
+  const configured =
+    kind === 'account' ? gate.config.inbound.accounts.has(id) : kind === 'peer' && gate.config.inbound.peers.has(id);
   return configured ? limitedBy : kind;
 }
 
