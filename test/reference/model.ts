@@ -45,6 +45,8 @@ export interface OutDecision {
   delay_ms: number | null;
   rerouted_from: string[];
   reason?: 'all-routes-congested';
+  /** Route ids that are not configured carriers, in route order (a field besides the contract's). */
+  skipped?: string[];
 }
 
 export type Decision = InDecision | OutDecision;
@@ -180,7 +182,7 @@ function ipv6Bits(text: string): bigint | undefined {
     const v4 = ipv4Bits(dotted[1]!);
     if (v4 === undefined) return undefined;
     tail = [(v4 >>> 16).toString(16), (v4 & 0xffff).toString(16)];
-    s = s.slice(0, s.length - dotted[1]!.length) + 'x';
+    s = `${s.slice(0, s.length - dotted[1]!.length)}x`;
     s = s.endsWith('::x') ? s.slice(0, -1) : s.slice(0, -2);
   }
   const halves = s.split('::');
@@ -475,17 +477,17 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
         }
         tried.push(id);
       }
-      out.push(
-        decision ?? {
-          call_id: call.callId,
-          direction: 'out',
-          outcome: 'rejected',
-          carrier: null,
-          delay_ms: null,
-          rerouted_from: tried,
-          reason: 'all-routes-congested',
-        },
-      );
+      const made: OutDecision = decision ?? {
+        call_id: call.callId,
+        direction: 'out',
+        outcome: 'rejected',
+        carrier: null,
+        delay_ms: null,
+        rerouted_from: tried,
+        reason: 'all-routes-congested',
+      };
+      const skipped = (call.route ?? []).filter((id) => own(carriers, id) === undefined);
+      out.push(skipped.length > 0 ? { ...made, skipped } : made);
     }
   }
   return out;
