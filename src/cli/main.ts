@@ -6,6 +6,7 @@
  *   callgate serve --config FILE [--store memory|redis] [--listen ADDR] ...  (serve.ts)
  *   callgate inspect --config FILE [--redis-url URL] [--peer ID]... [--json] (inspect.ts)
  *   callgate merge-traces --out FILE TRACE...                               (merge-traces.ts)
+ *   callgate kamailio --config FILE [--prefix P] [--out FILE]               (kamailio.ts)
  *
  * Commands on Redis take --redis-url and --redis-tls-* (redis.ts). Exit codes: 0 done; 2 bad
  * input (an invalid configuration, a malformed trace, an unreadable or unwritable file, a bad
@@ -18,6 +19,7 @@ import { Command, InvalidArgumentError as CliArgumentError } from 'commander';
 import { CallGateError, InterruptedError, StoreUnavailableError } from '../errors/index.js';
 import { packageVersion } from '../package-root.js';
 import { inspectCommand } from './inspect.js';
+import { kamailioCommand } from './kamailio.js';
 import { mergeTracesCommand } from './merge-traces.js';
 import { replayCommand } from './replay.js';
 import { serveCommand } from './serve.js';
@@ -50,6 +52,7 @@ export function program(): Command {
   serveCommand(cmd);
   inspectCommand(cmd);
   mergeTracesCommand(cmd);
+  kamailioCommand(cmd);
   return cmd;
 }
 
