@@ -13,8 +13,13 @@ import { cfgString, kamailioCommands, kamailioInclude } from '../src/kamailio/re
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 
-/** A hiredis format filled as redisvFormatCommand does: split on spaces, %s a value, %% a '%'. */
-function hiredisArgs(format: string, values: readonly string[]): string[] {
+/**
+ * A template filled as kamailio-redis.cfg and hiredis fill it: the deadline (µs) spliced in at
+ * '|' (default: 10 s from now), then redisvFormatCommand: split on spaces, %s a value, %% a '%'.
+ */
+function hiredisArgs(template: string, values: readonly string[], deadline = Date.now() * 1000 + 10_000_000): string[] {
+  const [head, tail = ''] = template.split('|');
+  const format = template.includes('|') ? `${head}${deadline}${tail}` : template;
   let next = 0;
   return format.split(' ').map((token) =>
     token.replace(/%[s%]/g, (m) => {
@@ -137,6 +142,17 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     expect(mixed).to.deep.equal(alone);
   });
 
+  it('an admit Redis runs past its deadline is skipped: decided nowhere, counted nowhere', async () => {
+    const prefix = `cgk-late-${Date.now()}:`;
+    const cmds = kamailioCommands(config, prefix);
+    await redis.script('LOAD', cmds.admit.lua);
+    const template = cmds.templates.find((t) => t.peer === 'p1' && t.account === '')!;
+    const late = hiredisArgs(template.command, ['late', '', 'late'], Date.now() * 1000 - 1_000);
+    const r = (await redis.call(...(late as [string]))) as number[];
+    expect(r[3], 'flags: skipped').to.equal(4);
+    expect(await redis.exists(`${prefix}peer:p1:log`, `${prefix}peer:p1:ch`, `${prefix}call:in:late`)).to.equal(0);
+  });
+
   it('keys of any peer name are the library’s; what a template cannot say is refused', async () => {
     const cmds = kamailioCommands(config, 'cgk:');
     const odd = cmds.templates.find((t) => t.peer === 'odd peer%{x}' && t.account === '')!;
@@ -146,6 +162,7 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     expect(odd.labels).to.deep.equal(['global', 'peer:odd peer%{x}']);
     expect(() => kamailioCommands(config, 'a b:')).to.throw(/prefix/);
     expect(() => kamailioCommands(config, 'a%:')).to.throw(/prefix/);
+    expect(() => kamailioCommands(config, 'a|:')).to.throw(/prefix/);
     // the include: one table entry per peer and account, the scripts to load after a NOSCRIPT
     const text = kamailioInclude(cmds, 'limits.json');
     expect(text).to.include('route[CALLGATE_TABLES]');

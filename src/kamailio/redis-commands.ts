@@ -8,7 +8,8 @@
  * A template is a hiredis format: arguments split on spaces, `%s` takes one value from the
  * call, `%%` is a literal `%`. ndb_redis passes at most three values, which a template takes in
  * this order: the call's id (hex of the Call-ID: key-safe, so its own encoding), Redis TIME
- * ('' = now, the only argument that must be empty) and the call's id again.
+ * ('' = now, the only argument that must be empty) and the call's id again. The call's deadline
+ * is spliced in by Kamailio at DEADLINE_MARK.
  */
 import { createHash } from 'node:crypto';
 import { planFor } from '../admission/plan.js';
@@ -20,8 +21,13 @@ import type { KnownLogs } from '../store/redis/known-logs.js';
 import { RedisKeys } from '../store/redis/redis-keys.js';
 import { scripts } from '../store/redis/scripts.js';
 
-/** Far in Redis time (2^53 - 1 µs, year 2255): a call Kamailio waits for synchronously has no deadline. */
-const NO_DEADLINE = String(Number.MAX_SAFE_INTEGER);
+/**
+ * Where the call's deadline goes: Kamailio splits the template there and puts its own time plus
+ * its Redis timeout in (µs), so that an admit Redis runs after Kamailio stopped waiting for it
+ * (a stalled Redis catching up) is skipped, as the library's are (a fourth value ndb_redis
+ * cannot pass).
+ */
+export const DEADLINE_MARK = '|';
 
 /** Stand-ins (private-use characters) for the values a template takes (see the file comment). */
 const ID = '\uE000';
@@ -35,7 +41,7 @@ export interface AdmitTemplate {
   readonly labels: readonly string[];
   /** Whether a bucket of it has a channel limit (the call then holds until released). */
   readonly holds: boolean;
-  /** The hiredis format of the EVALSHA. */
+  /** The hiredis format of the EVALSHA, with DEADLINE_MARK where the call's deadline goes. */
   readonly command: string;
 }
 
@@ -51,8 +57,8 @@ function formatArg(arg: string): string {
   let out = '';
   for (const p of parts) {
     if (p === ID || p === NOW) out += '%s';
-    else if (/\s/.test(p))
-      throw new InvalidArgumentError(`a Redis argument for Kamailio holds a space: ${JSON.stringify(p)}`);
+    else if (p !== DEADLINE_MARK && /[\s|]/.test(p))
+      throw new InvalidArgumentError(`a Redis argument for Kamailio holds a space or '|': ${JSON.stringify(p)}`);
     else out += p.replaceAll('%', '%%');
   }
   if (out === '')
@@ -68,8 +74,10 @@ const sha1 = (text: string): string => createHash('sha1').update(text).digest('h
  * with `prefix` on a single Redis (no hash tags) names them.
  */
 export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:'): KamailioCommands {
-  if (/[{}\s%]/.test(prefix))
-    throw new InvalidArgumentError(`prefix must not contain '{', '}', '%' or spaces, got ${JSON.stringify(prefix)}`);
+  if (/[{}\s%|]/.test(prefix))
+    throw new InvalidArgumentError(
+      `prefix must not contain '{', '}', '%', '|' or spaces, got ${JSON.stringify(prefix)}`,
+    );
   const keys = new RedisKeys(prefix, false);
   const all = scripts();
   const admitLua = all.admit.lua;
@@ -82,7 +90,7 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:'): 
     known: { boundOf: () => '0' } as unknown as KnownLogs,
     // the event id of call i is this prefix and i: unique per Call-ID ('~' is in no store's instance id)
     member: () => `~k${ID}`,
-    deadline: () => NO_DEADLINE,
+    deadline: () => DEADLINE_MARK,
     recordPrefix: (tag) => keys.inboundRecord(tag, ''),
   };
   const templates: AdmitTemplate[] = [];
