@@ -212,7 +212,7 @@ async function startCallgate(redisPort: number, uasPort: number, real?: { cps: n
   return startKamailio(
     'callgate',
     cfg,
-    [`REDIS="name=callgate;addr=127.0.0.1;port=${redisPort}"`, 'ACCOUNT="acct"', 'CALLGATE_POLICY="closed"'],
+    [`REDIS="name=callgate;addr=127.0.0.1;port=${redisPort}"`, 'ACCOUNT="acct"', 'CALLGATE_POLICY="fail-closed"'],
     uasPort,
     real ? 'callgate-limits' : 'callgate',
   );
@@ -442,7 +442,11 @@ try {
       if (r.ok) s.pass = s.next;
       else s.fail = s.next;
       if (s.fail === 0) s.next = Math.round(s.next * 1.5);
-      else {
+      else if (s.pass === 0) {
+        // the first rung failed already: down by 1.5 until one passes
+        s.next = Math.round(s.fail / 1.5);
+        if (s.next < 20) s.done = true;
+      } else {
         const step = Math.round(s.pass * 1.1);
         if (s.pass === 0 || step >= s.fail) s.done = true;
         else s.next = step;

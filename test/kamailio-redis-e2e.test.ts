@@ -2,14 +2,16 @@
  * A real Kamailio (Debian's 5.6, examples/kamailio/kamailio-redis.cfg) deciding on callgate's
  * Redis through ndb_redis, with sipp callers and carriers on loopback, while Redis is killed,
  * restarted empty (no scripts: the first NOSCRIPT loads them) and then stalled (SIGSTOP) for
- * 1.5 s. Two Kamailios on their own key prefixes, one per policy: "closed" and "open". From
+ * 1.5 s. Three Kamailios on their own key prefixes, one per policy: "fail-closed", "fail-open" and
+ * "local". From
  * sipp's records:
  *
  * - every call ended (no failed call, none left, nothing unexpected), and Kamailio exits cleanly;
  * - no INVITE waited for its final response longer than the decision timeout (500 ms) plus the
  *   time a call can queue behind workers each waiting out that timeout once, plus slack;
- * - while Redis was away: "closed" answered 503 with `Warning: 399 callgate "store-unavailable"`,
- *   "open" admitted;
+ * - while Redis was away: "fail-closed" answered 503 with `Warning: 399 callgate
+ *   "store-unavailable"`, "fail-open" admitted, "local" admitted within the peer's rate and
+ *   answered the rest 503 `peer:p1 rate (local)`;
  * - decisions resumed after the restart (refusals by Redis again, the peer's limit held in
  *   every second while Redis answered), and after the stall calls were decided at once (no
  *   worker stuck);
@@ -100,6 +102,9 @@ async function startKamailio(dir: string, defines: Record<string, string>) {
   };
 }
 
+type Policy = 'closed' | 'open' | 'local';
+const POLICIES: readonly Policy[] = ['closed', 'open', 'local'];
+
 const limits = parseConfig({
   inbound: { peers: { p1: [{ limit: PEER_LIMIT, window: 'PT1S' }, { channels: 6 }] } },
 });
@@ -132,8 +137,8 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         trace: 'short',
       });
       stops.push(() => carrier.stop());
-      const kamailios = {} as Record<'closed' | 'open', Awaited<ReturnType<typeof startKamailio>>>;
-      for (const policy of ['closed', 'open'] as const) {
+      const kamailios = {} as Record<Policy, Awaited<ReturnType<typeof startKamailio>>>;
+      for (const policy of POLICIES) {
         const sub = path.join(dir, policy);
         spawnSync('mkdir', ['-p', sub]);
         writeFileSync(
@@ -143,13 +148,13 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         kamailios[policy] = await startKamailio(sub, {
           REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"`,
           DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
-          CALLGATE_POLICY: `"${policy}"`,
+          CALLGATE_POLICY: `"${policy === 'local' ? 'local' : `fail-${policy}`}"`,
           CHILDREN: '4',
         });
         stops.push(() => kamailios[policy].stop());
       }
       const callers = await Promise.all(
-        (['closed', 'open'] as const).map((policy) =>
+        POLICIES.map((policy) =>
           startSipp({
             name: `caller-${policy}`,
             scenario: path.join(SCENARIOS, 'caller.xml'),
@@ -179,13 +184,13 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
       const reports = (await Promise.all(callers.map((c) => c.done(60_000)))) as SippReport[];
       // releases Redis did not take are tried again every second: none is left holding
       await sleep(2_500);
-      for (const policy of ['closed', 'open'] as const)
+      for (const policy of POLICIES)
         expect(
           await rawCommand(redis!.port, ['ZCOUNT', `k${policy}:peer:p1:ch`, '-inf', '+inf']),
           `${policy}: channels still held at the end`,
         ).to.equal(0);
 
-      for (const [i, policy] of (['closed', 'open'] as const).entries()) {
+      for (const [i, policy] of POLICIES.entries()) {
         const r = reports[i]!;
         const log = kamailios[policy].log();
         expect(
@@ -219,7 +224,17 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
             expect(c.status, `closed, Redis away: call at ${c.t} ms`).to.equal(503);
             expect(c.warning).to.include('store-unavailable');
           }
-        } else for (const c of away) expect(c.status, `open, Redis away: call at ${c.t} ms`).to.equal(200);
+        } else if (policy === 'open') {
+          for (const c of away) expect(c.status, `open, Redis away: call at ${c.t} ms`).to.equal(200);
+        } else {
+          // local: Kamailio's own per-second pipe at the peer's rate
+          const admitted = away.filter((c) => c.status === 200);
+          expect(admitted.length, 'local, Redis away: admitted').to.be.above(0);
+          expect(provenInOneSecond(admitted.map((c) => ({ a: t0 + c.t * 1000, b: c.decided })))).to.be.at.most(
+            PEER_LIMIT,
+          );
+          for (const c of away.filter((x) => x.status !== 200)) expect(c.warning).to.include('peer:p1 rate (local)');
+        }
         // decided by Redis again after the restart (its scripts loaded again): the peer's rate
         const back = calls.filter(
           (c) => c.t > restarted + SKIPPED_MS + 2 * DECISION_TIMEOUT_MS + MARGIN && c.t < STALL - MARGIN,
@@ -254,7 +269,7 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         }
         expect(kamailios[policy].running(), `${policy}: Kamailio still running`).to.equal(true);
       }
-      for (const policy of ['closed', 'open'] as const) expect(await kamailios[policy].stop()).to.equal(0);
+      for (const policy of POLICIES) expect(await kamailios[policy].stop()).to.equal(0);
     } finally {
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
     }

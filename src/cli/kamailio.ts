@@ -14,10 +14,11 @@ export function kamailioCommand(program: Command): void {
     )
     .requiredOption('--config <file>', 'the limit configuration (JSON or YAML)')
     .option('--prefix <prefix>', 'the key prefix, as the Node processes on the same Redis use it', 'callgate:')
+    .option('--local-share <share>', "policy local: the share of each level's rate Kamailio allows alone", '1')
     .option('--out <file>', 'where to write it (default: standard output)')
-    .action(async (opts: { config: string; prefix: string; out?: string }) => {
+    .action(async (opts: { config: string; prefix: string; localShare: string; out?: string }) => {
       const config = await loadConfigFile(opts.config);
-      const text = kamailioInclude(kamailioCommands(config, opts.prefix), opts.config);
+      const text = kamailioInclude(kamailioCommands(config, opts.prefix, Number(opts.localShare)), opts.config);
       if (opts.out === undefined) process.stdout.write(text);
       else writeFileSync(opts.out, text);
     });

@@ -41,6 +41,12 @@ export interface AdmitTemplate {
   readonly labels: readonly string[];
   /** Whether a bucket of it has a channel limit (the call then holds until released). */
   readonly holds: boolean;
+  /**
+   * Policy `local` (Kamailio's pipelimit, per second): per level with rate limits, its label and
+   * the calls per second of its tightest limit (L per W as a rate), times the local share,
+   * rounded down (at least 1).
+   */
+  readonly local: readonly (readonly [label: string, perSecond: number])[];
   /** The hiredis format of the EVALSHA, with DEADLINE_MARK where the call's deadline goes. */
   readonly command: string;
 }
@@ -73,7 +79,9 @@ const sha1 = (text: string): string => createHash('sha1').update(text).digest('h
  * account. A defaultPeer has none (its keys name the peer: list the peers). Keys as a RedisStore
  * with `prefix` on a single Redis (no hash tags) names them.
  */
-export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:'): KamailioCommands {
+export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', localShare = 1): KamailioCommands {
+  if (!(localShare > 0 && localShare <= 1))
+    throw new InvalidArgumentError(`localShare must be > 0 and <= 1, got ${String(localShare)}`);
   if (/[{}\s%|]/.test(prefix))
     throw new InvalidArgumentError(
       `prefix must not contain '{', '}', '%', '|' or spaces, got ${JSON.stringify(prefix)}`,
@@ -114,7 +122,13 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:'): 
       const argv = admitArgv([item], '0', env);
       if (typeof argv === 'number') throw new InvalidArgumentError(`the buckets of peer ${peer} share a Redis key`);
       const command = ['EVALSHA', admitSha, ...argv.map(formatArg)].join(' ');
-      templates.push({ peer, account, labels: plan.labels, holds, command });
+      const local: [string, number][] = [];
+      plan.buckets.forEach((b, i) => {
+        if (b.limits.length === 0) return;
+        const rate = Math.min(...b.limits.map((l) => (l.limit * 1e6) / l.windowUs));
+        local.push([plan.labels[i]!, Math.max(1, Math.floor(rate * localShare))]);
+      });
+      templates.push({ peer, account, labels: plan.labels, holds, command, local });
     }
   }
   const releaseLua = all.release.lua;
@@ -136,7 +150,8 @@ export function cfgString(s: string): string {
  * The Kamailio include: route[CALLGATE_TABLES] fills htable `callgate` (call it from
  * event_route[htable:mod-init]); route[CALLGATE_LOAD] loads both scripts into Redis (after a
  * NOSCRIPT: a restarted Redis has none). Keys of the table: `admit:<account>:<peer>`,
- * `labels:<account>:<peer>` (the levels, comma-separated), `release`.
+ * `labels:<account>:<peer>` (the levels, comma-separated), `local:<account>:<peer>` (policy
+ * local: `label=calls per second`, comma-separated), `release`.
  */
 export function kamailioInclude(cmds: KamailioCommands, source: string): string {
   const lines = [
@@ -152,6 +167,8 @@ export function kamailioInclude(cmds: KamailioCommands, source: string): string 
     lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.command)};`);
     lines.push(`\t$var(cg_key) = ${cfgString(`labels:${key}`)};`);
     lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.labels.join(','))};`);
+    lines.push(`\t$var(cg_key) = ${cfgString(`local:${key}`)};`);
+    lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.local.map(([l, r]) => `${l}=${r}`).join(','))};`);
   }
   lines.push(`\t$sht(callgate=>release) = ${cfgString(cmds.release.command)};`);
   lines.push('}', '');
