@@ -7,6 +7,7 @@
  *   callgate inspect --config FILE [--redis-url URL] [--peer ID]... [--json] (inspect.ts)
  *   callgate merge-traces --out FILE TRACE...                               (merge-traces.ts)
  *   callgate holds | release | reset (an operator's hand on live Redis)       (operate.ts)
+ *   callgate kamailio --config FILE [--prefix P] [--out FILE]               (kamailio.ts)
  *
  * Commands on Redis take --redis-url and --redis-tls-* (redis.ts). Exit codes: 0 done; 2 bad
  * input (an invalid configuration, a malformed trace, an unreadable or unwritable file, a bad
@@ -19,6 +20,7 @@ import { Command, InvalidArgumentError as CliArgumentError } from 'commander';
 import { CallGateError, InterruptedError, StoreUnavailableError } from '../errors/index.js';
 import { packageVersion } from '../package-root.js';
 import { inspectCommand } from './inspect.js';
+import { kamailioCommand } from './kamailio.js';
 import { mergeTracesCommand } from './merge-traces.js';
 import { operateCommands } from './operate.js';
 import { replayCommand } from './replay.js';
@@ -61,6 +63,7 @@ export function program(): Command {
   mergeTracesCommand(cmd);
   operateCommands(cmd);
   unbanCommand(cmd);
+  kamailioCommand(cmd);
   return cmd;
 }
 
