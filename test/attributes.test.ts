@@ -31,7 +31,7 @@ import { gateMetrics } from '../src/observe/metrics.js';
 import { diffConfig } from '../src/config/diff.js';
 import { CallGate } from '../src/gate.js';
 import { buildApp } from '../src/server/app.js';
-import { inspectState } from '../src/observe/inspect.js';
+import { inspectGate, inspectState } from '../src/observe/inspect.js';
 import { liftBan, listBans } from '../src/observe/bans.js';
 import { runUnban, type UnbanArgs } from '../src/cli/unban.js';
 import { loadTraceForModel, runModel } from './reference/model.js';
@@ -365,7 +365,13 @@ describe('attribute levels', () => {
         const prefix = `t:ban:${hashTags}:${Date.now()}:`;
         const store = new RedisStore({ redis, prefix, hashTags });
         const gate = await CallGate.create({ config: raw, store });
-        const app = buildApp({ gate, token: 'tok', ready: async () => {}, reload: async () => [] });
+        const app = buildApp({
+          gate,
+          token: 'tok',
+          ready: async () => {},
+          reload: async () => [],
+          state: (peers, values) => inspectGate(gate, { peers, values: values ?? [], bans: true }),
+        });
         const auth = { authorization: 'Bearer tok' };
         try {
           const admit = async (n: number) =>
@@ -383,6 +389,21 @@ describe('attribute levels', () => {
           // threshold 1 x 2 = 2 strikes: the 4th call bans the /24, the 5th is refused as banned
           expect(got[3]).to.include({ limited_by: 'src:203.0.113.0/24', reason: 'rate' });
           expect(got[4]).to.include({ limited_by: 'src:203.0.113.0/24', reason: 'banned' });
+          // the state of two values, and the ban
+          const shown = (
+            await app.inject({
+              method: 'GET',
+              url: `/v1/state?value=${encodeURIComponent('src:203.0.113.0/24')}&value=${encodeURIComponent('caller:+15551234567')}`,
+              headers: auth,
+            })
+          ).json() as { buckets: { bucket: string; limits: { count: number }[] }[]; bans: { value: string }[] };
+          expect(shown.buckets.map((b) => [b.bucket, b.limits[0]!.count])).to.deep.equal([
+            ['src:203.0.113.0/24', 2],
+            ['caller:+15551234567', 2],
+          ]);
+          expect(shown.bans.map((b) => b.value)).to.deep.equal(['203.0.113.0/24']);
+          const bad = await app.inject({ method: 'GET', url: '/v1/state?value=nope:x', headers: auth });
+          expect(bad.statusCode).to.equal(400);
           const listed = (await app.inject({ method: 'GET', url: '/v1/bans', headers: auth })).json() as {
             bans: { level: string; value: string; remaining_ms: number }[];
           };

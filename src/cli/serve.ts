@@ -105,8 +105,12 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   // the bans of attribute levels too, when a level of the configuration in force bans
-  const state = (peers: string[] = []) =>
-    inspectGate(gate, { peers, bans: (gate.config.inbound.attributes ?? []).some((l) => l.ban !== undefined) });
+  const state = (peers: string[] = [], values: string[] = []) =>
+    inspectGate(gate, {
+      peers,
+      values,
+      bans: (gate.config.inbound.attributes ?? []).some((l) => l.ban !== undefined),
+    });
   gateMetrics(gate, {
     registry,
     perBucket: args.metricsPerBucket,

@@ -24,6 +24,8 @@ import {
 import type { CallGate } from '../gate.js';
 import type { Bucket, Limit, Store } from '../store/types.js';
 import { listBans, type BanState } from './bans.js';
+import { attributeBucket } from '../admission/attributes.js';
+import { InvalidArgumentError } from '../errors/index.js';
 
 export interface LimitState {
   limit: number;
@@ -73,6 +75,11 @@ export interface InspectOptions {
   readonly now?: number;
   /** Also list the bans in force (a scan of the store's keys on Redis: an operator's view). */
   readonly bans?: boolean;
+  /**
+   * Values of attribute levels to show, as `<level>:<value>` (the value as limited_by shows it:
+   * `caller:+15551234567`, `source:203.0.113.0/24`); a level that is not configured is an error.
+   */
+  readonly values?: readonly string[];
 }
 
 interface Asked {
@@ -80,6 +87,21 @@ interface Asked {
   tag: string;
   bucket: Bucket;
   defaultPeer: boolean;
+}
+
+/** The buckets of attribute values asked for (`<level>:<value>`), under the global tag. */
+function valueBuckets(config: CallGateConfig, values: readonly string[]): Asked[] {
+  return values.map((v) => {
+    const colon = v.indexOf(':');
+    const name = colon > 0 ? v.slice(0, colon) : v;
+    const level = (config.inbound.attributes ?? []).find((l) => l.name === name);
+    if (level === undefined || colon < 0 || colon === v.length - 1)
+      throw new InvalidArgumentError(
+        `expected <level>:<value> of a configured attribute level, got ${JSON.stringify(v)}`,
+      );
+    const { ban: _ban, ...bucket } = attributeBucket(level, v.slice(colon + 1));
+    return { label: v, tag: GLOBAL_TAG, bucket, defaultPeer: false };
+  });
 }
 
 function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
@@ -126,7 +148,7 @@ export async function inspectState(
   store: Store,
   opts: InspectOptions = {},
 ): Promise<GateState> {
-  const asked = bucketsOf(config, opts.peers ?? []);
+  const asked = [...bucketsOf(config, opts.peers ?? []), ...valueBuckets(config, opts.values ?? [])];
   const carriers = [...config.outbound.carriers];
   const r = await store.inspect({
     buckets: asked.map((a) => ({ tag: a.tag, bucket: a.bucket })),

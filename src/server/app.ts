@@ -57,7 +57,7 @@ export interface AppOptions {
   /** Reload the configuration from its file (POST /v1/reload). */
   readonly reload: () => Promise<ConfigChange[]>;
   /** Live state for GET /v1/state (`peers`: shown besides the configured ones). */
-  readonly state?: (peers: string[]) => Promise<unknown>;
+  readonly state?: (peers: string[], values?: string[]) => Promise<unknown>;
   /** Prometheus exposition for GET /metrics. */
   readonly metrics?: { readonly contentType: string; metrics(): Promise<string> };
   /** Retry-After jitter and friends for refusals (toSipResponse). */
@@ -252,7 +252,13 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.get('/v1/state', async (req, reply) => {
     const r = read(stateRequest, req);
     if (!opts.state) return reply.code(501).send({ error: 'not-implemented', message: 'no state here' });
-    return opts.state(r.peer ?? []);
+    try {
+      return await opts.state(r.peer ?? [], r.value ?? []);
+    } catch (err) {
+      if (err instanceof InvalidArgumentError)
+        return reply.code(400).send({ error: 'bad-request', message: err.message, problems: [err.message] });
+      throw err;
+    }
   });
 
   // An operator's hand (src/observe/operate.ts): the calls holding a bucket or carrier, a reset.

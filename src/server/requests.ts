@@ -70,6 +70,11 @@ export const stateRequest = z.strictObject(
       .array(id, { error: expected('an array of peer ids') })
       .max(1000, { error: 'expected at most 1000 peers' })
       .optional(),
+    /** Values of attribute levels to show: `value=caller:+15551234567` (docs/attributes.md). */
+    value: z
+      .array(id, { error: expected('an array of <level>:<value>') })
+      .max(1000, { error: 'expected at most 1000 values' })
+      .optional(),
   },
   object,
 );
@@ -81,7 +86,7 @@ export type CallRequest = z.infer<typeof callRequest>;
 /** Fields that may repeat in a query string or a form body (kept as arrays), per schema. */
 const LIST_FIELDS = new Map<z.ZodType, ReadonlySet<string>>([
   [reserveRequest, new Set(['route'])],
-  [stateRequest, new Set(['peer'])],
+  [stateRequest, new Set(['peer', 'value'])],
 ]);
 const NONE: ReadonlySet<string> = new Set();
 
