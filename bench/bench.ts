@@ -11,8 +11,12 @@
  *   - Redis memory per peer at steady state, 10/100/1000 CPS, per algorithm;
  *   - the sidecar (`callgate serve`) over keep-alive HTTP, open loop at several rates, beside the
  *     library in process on the same Redis (sidecar.ts; --sidecar-rates, --sidecar-seconds, --connections).
- *   - open loop (bench/openloop.ts): lone decisions, fixed-rate arrivals at several rates
- *     (latency from the scheduled time), and a 10x flood of one peer beside normal traffic.
+ *   - open loop (bench/openloop.ts): lone decisions; fixed-rate arrivals at several rates
+ *     (latency from the scheduled time), like with like (shield off / plain RLF, shield on / RLF
+ *     inMemoryBlockOnConsumed, 3 levels + channels / plain RLF) beside the driver alone
+ *     (--rates, --open-rounds, --open-seconds, --in-flight); group commit against pipelined
+ *     batches (batching: --batch-rates, --bounds, --batch-rounds); saturation (--sat-rates,
+ *     --sat-rounds); and a 10x flood of one peer beside normal traffic.
  * Every run is checked: admitted times are scanned for any window over its limit, and callgate's
  * Redis decisions are replayed through the MemoryStore in execution order (they must be equal).
  * A run that fails a check prints FAIL instead of being a result.
@@ -37,14 +41,15 @@ import {
   floodSection,
   loneSection,
   median,
+  batchingSection,
   OPEN_DRIVER,
-  OPEN_G3,
-  OPEN_RLF,
+  OPEN_PAIRS,
   openLoopSection,
   printBatchShares,
   printOpenRows,
-  saturation,
+  saturationSection,
   type OpenRow,
+  type PairRatios,
   type Workload,
 } from './openloop.js';
 
@@ -87,12 +92,31 @@ const SIDECAR_RATES = opt('sidecar-rates', QUICK ? '1000,4000' : '1000,2500,5000
 const SIDECAR_SECONDS = Number(opt('sidecar-seconds', QUICK ? '1' : '3'));
 const SIDECAR_CONNECTIONS = Number(opt('connections', '32'));
 /** Open loop: offered rates (calls/s), seconds per run, lone calls, flood: normal rate and the dialer's limit. */
-const RATES = opt('rates', QUICK ? '5000,20000,40000' : '5000,10000,20000,30000,40000,50000,60000,70000,80000')
+const RATES = opt('rates', QUICK ? '5000,20000' : '5000,10000,20000,30000')
   .split(',')
   .map(Number);
+/** The RedisStore's maxInFlight in the open-loop and saturation sections (default: the store's). */
+const MAX_IN_FLIGHT = argv.includes('--in-flight') ? Number(opt('in-flight', '')) : undefined;
+/** Batching section: rates, bounds on batches in flight (the first is the baseline), rounds. */
+const BATCH_RATES = opt('batch-rates', QUICK ? '5000,20000' : '5000,10000,20000,30000')
+  .split(',')
+  .map(Number);
+const BOUNDS = opt('bounds', '1,2,4').split(',').map(Number);
+const BATCH_ROUNDS = Number(opt('batch-rounds', QUICK ? '1' : '3'));
+/** Saturation section: rising rates, rounds. */
+const SAT_RATES = opt(
+  'sat-rates',
+  QUICK ? '20000,40000' : '10000,20000,30000,40000,50000,60000,80000,100000,120000,160000',
+)
+  .split(',')
+  .map(Number);
+const SAT_ROUNDS = Number(opt('sat-rounds', QUICK ? '1' : '2'));
+/** Saturation: the p99 bound of a rate kept up with, ms. */
+const SAT_P99_MS = Number(opt('sat-p99-ms', '50'));
 const OPEN_SECONDS = Number(opt('open-seconds', QUICK ? '1' : '2'));
 const OPEN_ROUNDS = Number(opt('open-rounds', QUICK ? '1' : '3'));
 const LONE_CALLS = Number(opt('lone-calls', QUICK ? '1000' : '3000'));
+const LONE_ROUNDS = Number(opt('lone-rounds', QUICK ? '1' : '5'));
 const FLOOD_NORMAL = Number(opt('flood-normal', '10000'));
 const FLOOD_LIMIT = Number(opt('flood-limit', '1000'));
 
@@ -139,19 +163,44 @@ const CONFIG_3CH = {
   },
 };
 
-type Levels = 1 | 3 | '3ch';
+/**
+ * The three levels and two attribute levels on top (docs/attributes.md): a caller number shared
+ * by a few peers (300 numbers over the peers) limited to 30/1s, and the /24 of a source address
+ * (50 subnets) limited to 400/1s; no ban, so that the row is the cost of two more buckets.
+ */
+const CALLER_1: Limit[] = [sl(30, W1)];
+const SOURCE_1: Limit[] = [sl(400, W1)];
+const CONFIG_3A = {
+  inbound: {
+    ...CONFIG_3.inbound,
+    attributes: [
+      { name: 'caller', key: 'caller', limits: CALLER_1.map(limitInput) },
+      { name: 'source', key: 'source', match: { subnet: 24 }, limits: SOURCE_1.map(limitInput) },
+    ],
+  },
+};
+const callerOf = (p: number) => `+1555${String(p % 300).padStart(7, '0')}`;
+const sourceOf = (p: number) => `10.0.${p % 50}.${1 + (p % 7)}`;
+
+type Levels = 1 | 3 | '3ch' | '3attr';
 
 /** The buckets of a call at each level count, as the bench names them (for checks and replays). */
 function bucketsOf(levels: Levels, p: number): { buckets: Bucket[]; labels: string[] } {
   if (levels === 1) return { buckets: [{ name: `p${p}`, limits: PEER_1 }], labels: [`peer:${peerName(p)}`] };
   const ch = levels === '3ch';
-  return {
+  const three = {
     buckets: [
       { name: 'g', limits: GLOBAL_3, ...(ch && { channels: CHANNELS_3.global }) },
       { name: `a${p % ACCOUNTS}`, limits: ACCOUNT_3, ...(ch && { channels: CHANNELS_3.account }) },
       { name: `p${p}`, limits: PEER_3, ...(ch && { channels: CHANNELS_3.peer }) },
     ],
     labels: ['global', `account:${accountName(p)}`, `peer:${peerName(p)}`],
+  };
+  if (levels !== '3attr') return three;
+  const subnet = `10.0.${p % 50}.0/24`;
+  return {
+    buckets: [...three.buckets, { name: `c${p % 300}`, limits: CALLER_1 }, { name: `s${p % 50}`, limits: SOURCE_1 }],
+    labels: [...three.labels, `caller:${callerOf(p)}`, `source:${subnet}`],
   };
 }
 
@@ -276,11 +325,12 @@ function gateSystem(gate: CallGate, levels: Levels, n: number): System {
   const plans = Array.from({ length: PEERS }, (_, p) => ({
     peer: peerName(p),
     account: levels !== 1 ? accountName(p) : undefined,
+    ...(levels === '3attr' && { caller: callerOf(p), source: sourceOf(p) }),
   }));
   return {
     async op(i) {
       const p = plans[seq[i]!]!;
-      const d = await gate.admit({ callId: callIdOf('c', i), peer: p.peer, account: p.account });
+      const d = await gate.admit({ callId: callIdOf('c', i), ...p });
       o.order[i] = k++;
       o.at[i] = d.at;
       if (d.admitted) o.admitted[i] = 1;
@@ -547,7 +597,7 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
     let gate: CallGate | undefined;
     const row = await measureRedis(name, label, admin, async (n, prefix) => {
       await gate?.close();
-      const config = levels === 1 ? CONFIG_1 : levels === 3 ? CONFIG_3 : CONFIG_3CH;
+      const config = levels === 1 ? CONFIG_1 : levels === 3 ? CONFIG_3 : levels === '3attr' ? CONFIG_3A : CONFIG_3CH;
       // the closed loop is the throughput ceiling of the store itself: no flood shield
       gate = await CallGate.create({
         config,
@@ -565,6 +615,10 @@ async function redisSection(server: BenchRedis, mode: 'auto' | 'off'): Promise<R
   const systems: [string, () => Promise<Row | undefined>][] = [
     ['callgate admit, 1 level (gate.admit)', () => gateRow('callgate admit, 1 level (gate.admit)', 1)],
     ['callgate admit, 3 levels x 2 windows', () => gateRow('callgate admit, 3 levels x 2 windows', 3)],
+    [
+      'callgate admit, 3 levels x 2 windows + 2 attribute levels',
+      () => gateRow('callgate admit, 3 levels x 2 windows + 2 attribute levels', '3attr'),
+    ],
     [
       'callgate admit, 3 levels x 2 windows + channels',
       () => gateRow('callgate admit, 3 levels x 2 windows + channels', '3ch'),
@@ -899,6 +953,8 @@ const fmtInt = (x: number) => Math.round(x).toLocaleString('en-US');
 const fmtUs = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
 const pad = (s: string, n: number) => (s.length >= n ? s : s + ' '.repeat(n - s.length));
 const lpad = (s: string, n: number) => (s.length >= n ? s : ' '.repeat(n - s.length) + s);
+/** The lowest and highest of a list, as text. */
+const rangeOf = (xs: readonly number[]) => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`;
 
 function printRuns(list: Row[]): void {
   log(
@@ -933,47 +989,93 @@ async function main(): Promise<void> {
     );
     seq = zipfSequence(CALLS, PEERS, ZIPF_S, SEED);
 
-    if (want('lone') || want('openloop') || want('flood')) {
+    if (['lone', 'openloop', 'batching', 'saturation', 'flood'].some(want)) {
       const work: Workload = {
         seq,
         peers: PEERS,
         accounts: ACCOUNTS,
-        config: (levels) => (levels === 1 ? CONFIG_1 : CONFIG_3),
+        config: (levels) => (levels === 1 ? CONFIG_1 : levels === 3 ? CONFIG_3 : CONFIG_3CH),
         bucketsOf: (levels, p) => bucketsOf(levels, p),
+        holdUs: HOLD_US,
         rlf: { points: PEER_1[0]!.limit, windowUs: PEER_1[0]!.windowUs },
       };
       const o = { url: server.url, work, seconds: OPEN_SECONDS, log };
       const open: OpenRow[] = [];
       if (want('lone')) {
-        const list = await loneSection(o, HAND_ROLLED, LONE_CALLS);
+        const { rows: list, perRound } = await loneSection(o, HAND_ROLLED, LONE_CALLS, LONE_ROUNDS);
         open.push(...list);
         log(
-          `lone decisions (each awaited before the next, ${fmtInt(LONE_CALLS)} calls, best of 3 interleaved rounds): Redis µs per decision = script time (INFO commandstats)`,
+          `lone decisions (each awaited before the next, ${fmtInt(LONE_CALLS)} calls, best of ${LONE_ROUNDS} interleaved rounds): Redis µs per decision = script time (INFO commandstats)`,
         );
         printOpenRows(list, log);
-        const hand = list.find((r) => r.name.startsWith('hand-rolled'))!;
-        const one = list.find((r) => r.name.includes('1 level'))!;
-        log(`  1 level x 1 window / hand-rolled: ${(one.redisUsPerCall / hand.redisUsPerCall).toFixed(2)} x\n`);
+        const hand = perRound.get(list.find((r) => r.name.startsWith('hand-rolled'))!.name)!;
+        for (const [label, target] of [
+          ['1 level', 1.5],
+          ['3 levels', 2],
+        ] as const) {
+          const mine = perRound.get(list.find((r) => r.name.includes(label))!.name)!;
+          const each = mine.map((x, k) => x / hand[k]!);
+          log(
+            `  ${label} / hand-rolled, Redis µs per decision: ${median(each).toFixed(2)} x (rounds ${each.map((x) => x.toFixed(2)).join(', ')}); target <= ${target}`,
+          );
+        }
+        log('');
       }
+      const fmtRatios = (r: PairRatios) => {
+        const above = r.aboveFloor.filter(Number.isFinite);
+        return `${median(r.raw).toFixed(2)} (${rangeOf(r.raw)}); above the floor ${above.length ? `${median(above).toFixed(2)} (${rangeOf(above)}, ${above.length} rounds)` : 'n/a'}`;
+      };
+      const floorOf = (list: OpenRow[], rate: number) =>
+        list.find((r) => r.name === OPEN_DRIVER && r.offered === rate)?.p99us ?? NaN;
       if (want('openloop')) {
-        const { rows: list, ratios } = await openLoopSection(o, RATES, OPEN_ROUNDS);
+        const t0 = performance.now();
+        const { rows: list, ratios } = await openLoopSection(o, RATES, OPEN_ROUNDS, MAX_IN_FLIGHT);
         open.push(...list);
         log(
-          `open loop: calls on a fixed schedule, each in its own callback, latency from its scheduled time; ${OPEN_SECONDS} s per run; rates ${RATES.join(', ')}/s; ${OPEN_ROUNDS} interleaved rounds, each row its round with the median p99`,
+          `open loop: calls on a fixed schedule (a setImmediate pump, each call in an immediate of its own), latency from its scheduled time; ${OPEN_SECONDS} s per run; rates ${RATES.join(', ')}/s; ${OPEN_ROUNDS} interleaved rounds, each row its round with the median p99 (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
         );
         printOpenRows(list, log);
         printBatchShares(list, log);
-        for (const rate of RATES) {
-          const each = ratios.get(rate)!;
-          const floor = list.find((r) => r.name === OPEN_DRIVER && r.offered === rate)!.p99us;
-          log(
-            `  at ${fmtInt(rate)}/s: 3-level p99 / RLF p99 = ${median(each).toFixed(2)} (median of the rounds: ${each.map((x) => x.toFixed(2)).join(', ')}); the driver alone: p99 ${fmtUs(floor)} µs`,
-          );
-        }
-        const s3 = saturation(list, OPEN_G3);
-        const sr = saturation(list, OPEN_RLF);
         log(
-          `  saturation (highest rate kept up with: >= 97% decided per second, p99 < 50 ms): 3 levels ${fmtInt(s3)}/s, RLF ${fmtInt(sr)}/s${sr ? `, ratio ${(s3 / sr).toFixed(2)}` : ''}\n`,
+          '  p99 ratios: median of the paired rounds (range); "above the floor": (p99 - driver p99) / (rival p99 - driver p99), paired',
+        );
+        for (const pair of OPEN_PAIRS) {
+          for (const rate of RATES) {
+            const r = ratios.get(pair.name)!.get(rate)!;
+            log(
+              `  ${pad(pair.name, 40)} at ${lpad(fmtInt(rate), 6)}/s: ${fmtRatios(r)}; target <= ${pair.target.toFixed(1)}; driver p99 ${fmtUs(floorOf(list, rate))} µs`,
+            );
+          }
+        }
+        log('');
+      }
+      if (want('batching')) {
+        const t0 = performance.now();
+        const { rows: list, ratios } = await batchingSection(o, BATCH_RATES, BOUNDS, BATCH_ROUNDS);
+        open.push(...list);
+        log(
+          `batching: group commit (1 batch in flight per lane) against pipelined batches (${BOUNDS.slice(1).join(', ')} in flight), 3 levels, shield off; rates ${BATCH_RATES.join(', ')}/s; ${BATCH_ROUNDS} interleaved rounds (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
+        );
+        printOpenRows(list, log);
+        printBatchShares(list, log);
+        for (const [bound, byRate] of ratios)
+          for (const rate of BATCH_RATES)
+            log(
+              `  ${bound} in flight / group commit at ${lpad(fmtInt(rate), 6)}/s: p99 ${fmtRatios(byRate.get(rate)!)}; driver p99 ${fmtUs(floorOf(list, rate))} µs`,
+            );
+        log('');
+      }
+      if (want('saturation')) {
+        const t0 = performance.now();
+        const { rows: list, perRound } = await saturationSection(o, SAT_RATES, SAT_ROUNDS, MAX_IN_FLIGHT, SAT_P99_MS);
+        open.push(...list);
+        log(
+          `saturation: 3 levels (shield off) and RLF at ${SAT_RATES.join(', ')}/s, each stopped at its first rate not kept up with (>= 97% decided per second, p99 < ${SAT_P99_MS} ms); ${SAT_ROUNDS} rounds (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
+        );
+        printOpenRows(list, log);
+        const each = perRound.filter((r) => r.rlf > 0).map((r) => r.gate / r.rlf);
+        log(
+          `  highest rate kept up with, per round: ${perRound.map((r) => `3 levels ${fmtInt(r.gate)}/s, RLF ${fmtInt(r.rlf)}/s`).join('; ')}; ratio ${each.length ? `${median(each).toFixed(2)} (${rangeOf(each)})` : 'n/a'}; target >= 2\n`,
         );
       }
       if (want('flood')) {
@@ -1014,6 +1116,12 @@ async function main(): Promise<void> {
       for (const r of list) emit(r);
       rows.push(...list);
       printRuns(list);
+      const three = list.find((r) => r.name === 'callgate admit, 3 levels x 2 windows');
+      const attr = list.find((r) => r.name === 'callgate admit, 3 levels x 2 windows + 2 attribute levels');
+      if (three && attr)
+        log(
+          `  2 attribute levels on top of 3 levels: ${(attr.perSecond / three.perSecond).toFixed(2)} x the decisions/s (${fmtInt(attr.perSecond)} / ${fmtInt(three.perSecond)})`,
+        );
       log('');
     }
 

@@ -4,8 +4,13 @@
  * counted from each call's SCHEDULED time, so a system that falls behind pays for every call it
  * delayed (no coordinated omission). Sections, run by bench.ts:
  *   - lone:     decisions one at a time (sequential awaits): Redis µs per decision;
- *   - openloop: callgate 3 levels and 1 level beside rate-limiter-flexible at each offered rate,
- *               p50 / p99 / p99.9, Redis µs per decision, RedisStore batch sizes, checked;
+ *   - openloop: at each offered rate, like with like: callgate 3 levels with the flood shield off
+ *               against plain rate-limiter-flexible, shield on against RLF with
+ *               inMemoryBlockOnConsumed, 3 levels with channels (every other call released)
+ *               against plain RLF, and the driver alone (the floor); p50 / p99 / p99.9, Redis µs
+ *               per decision, RedisStore batch sizes, checked; paired ratios per round;
+ *   - batching: group commit against pipelined batches (RedisStore maxInFlight);
+ *   - saturation: the highest rate each system keeps up with;
  *   - flood:    a 10x flood of one peer beside normal traffic: the normal traffic's decisions/s
  *               and p99, the shield on and off, beside rate-limiter-flexible with and without
  *               inMemoryBlockOnConsumed.
@@ -45,7 +50,7 @@ export interface OpenLoopResult {
 
 /**
  * Offer `rate` calls/s for `seconds` (call i scheduled at start + i / rate), each issued in its
- * own setImmediate; `op(i)` resolves when call i is decided. `record(i)` says whether call i's
+ * own setImmediate from a pump that checks the schedule in every turn of the event loop; `op(i)` resolves when call i is decided. `record(i)` says whether call i's
  * latency goes into the histogram (default all). Waits for every call, at most `graceMs` past
  * the schedule.
  */
@@ -97,15 +102,18 @@ export function openLoop(
         },
       );
     };
+    // The pump runs in every turn of the event loop (setImmediate, never a timer: a 1 ms timer
+    // released each millisecond's calls together, 1 ms late at worst, and that was the floor of
+    // every p99); each call due is issued in an immediate of its own, as INVITEs come off sockets.
     const pump = () => {
       const due = Math.min(n, Math.floor((performance.now() - start) / stepMs) + 1);
       while (issued < due) {
         const i = issued++;
         setImmediate(issue, i);
       }
-      if (issued < n) setTimeout(pump, 0);
+      if (issued < n) setImmediate(pump);
     };
-    setTimeout(pump, 0);
+    setImmediate(pump);
   });
 }
 
@@ -125,9 +133,11 @@ export interface Workload {
   readonly seq: Uint16Array;
   readonly peers: number;
   readonly accounts: number;
-  /** Config of 1 and 3 levels, and the buckets of a call as the stores name them (checks). */
-  readonly config: (levels: 1 | 3) => CallGateConfigInput;
-  readonly bucketsOf: (levels: 1 | 3, p: number) => { buckets: Bucket[]; labels: string[] };
+  /** Config of 1 and 3 levels (with channels: '3ch'), and the buckets of a call as the stores name them (checks). */
+  readonly config: (levels: Levels) => CallGateConfigInput;
+  readonly bucketsOf: (levels: Levels, p: number) => { buckets: Bucket[]; labels: string[] };
+  /** How long an admitted call holds its channels ('3ch': maxCallDuration), µs. */
+  readonly holdUs: number;
   /** rate-limiter-flexible's per-peer limit (the 1-level limit). */
   readonly rlf: { points: number; windowUs: number };
 }
@@ -218,6 +228,11 @@ class GateRecord {
     this.shielded = new Uint8Array(n);
     this.decided = new Uint8Array(n);
   }
+  /** Releases (channels): the call, the store's time and the completion order of each. */
+  readonly released: { i: number; at: number; order: number }[] = [];
+  keepRelease(i: number, at: number): void {
+    this.released.push({ i, at, order: this.k++ });
+  }
   keep(i: number, d: AdmissionDecision): void {
     this.decided[i] = 1;
     this.order[i] = this.k++;
@@ -236,7 +251,12 @@ class GateRecord {
    * No window over its limit; the MemoryStore replay in execution order gives every decision
    * (a shielded refusal: refused too; its level may differ, see src/admission/shield.ts).
    */
-  check(n: number, bucketsOf: (i: number) => { buckets: Bucket[]; labels: string[] }): string {
+  check(
+    n: number,
+    bucketsOf: (i: number) => { buckets: Bucket[]; labels: string[] },
+    holdOf: (i: number) => { id: string; forUs: number } | undefined = () => undefined,
+    replay = true,
+  ): string {
     let undecided = 0;
     for (let i = 0; i < n; i++) if (!this.decided[i]) undecided++;
     if (undecided > 0) return `${undecided} calls never decided`;
@@ -252,15 +272,24 @@ class GateRecord {
     }
     const scan = log.check((b) => limits.get(b)!);
     if (scan.violations > 0) return `${scan.violations} windows over their limit`;
-    const idx = Uint32Array.from({ length: n }, (_, i) => i).sort(
-      (a, b) => this.at[a]! - this.at[b]! || this.order[a]! - this.order[b]!,
+    if (!replay) return '';
+    // admits (index i) and releases (-1 - their index in `released`) in execution order
+    const at = (e: number) => (e >= 0 ? this.at[e]! : this.released[-1 - e]!.at);
+    const order = (e: number) => (e >= 0 ? this.order[e]! : this.released[-1 - e]!.order);
+    const events = [...Array.from({ length: n }, (_, i) => i), ...this.released.map((_, k) => -1 - k)].sort(
+      (a, b) => at(a) - at(b) || order(a) - order(b),
     );
     const ref = new MemoryStore();
     let diff = 0;
     let first = '';
-    for (const i of idx) {
+    for (const i of events) {
+      if (i < 0) {
+        const r = this.released[-1 - i]!;
+        ref.releaseSync({ id: holdOf(r.i)!.id, now: r.at });
+        continue;
+      }
       const { buckets, labels } = bucketsOf(i);
-      const r = ref.admitSync({ tag: 't', buckets, now: this.at[i]! });
+      const r = ref.admitSync({ tag: 't', buckets, now: this.at[i]!, hold: holdOf(i) });
       const mine = this.limitedBy[i];
       const same = r.admitted
         ? this.admitted[i] === 1
@@ -315,15 +344,19 @@ async function connected(url: string): Promise<Redis> {
 const warmRate = (rate: number) => Math.min(rate, 30_000);
 const WARM_SECONDS = 1;
 
+/** 1 level, 3 levels, or 3 levels each with a channel limit too. */
+export type Levels = 1 | 3 | '3ch';
+
 /**
  * Bring a gate to the state of a process that has run for a while, before its counts are
  * flushed: every measured peer's plan and keys cached (each peer once, at given times, which the
  * shield ignores), then a second of live traffic on other peers of the same accounts (JIT, the
  * shield, the young generation's steady state: without it the first second of a run promoted
  * ten times the bytes per collection of the following ones, measured with --trace-gc-nvp).
+ * rate-limiter-flexible gets the same (warmRlf).
  */
-async function warmGate(gate: CallGate, work: Workload, levels: 1 | 3, rate: number): Promise<void> {
-  const account = (p: number) => (levels === 3 ? `acct${p % work.accounts}` : undefined);
+async function warmGate(gate: CallGate, work: Workload, levels: Levels, rate: number): Promise<void> {
+  const account = (p: number) => (levels !== 1 ? `acct${p % work.accounts}` : undefined);
   const start = wallUs();
   for (let p = 0; p < work.peers; p++)
     await gate.admit({ callId: callIdOf('wp', p), peer: `peer${p}`, account: account(p), at: start + p });
@@ -333,12 +366,54 @@ async function warmGate(gate: CallGate, work: Workload, levels: 1 | 3, rate: num
   });
 }
 
-/** One callgate open-loop run at `rate`. */
-async function gateRun(o: SectionOptions, admin: Redis, levels: 1 | 3, rate: number, name: string): Promise<OpenRow> {
+/** The same warm-up for a rate-limiter-flexible limiter: every measured peer once, then a second of other peers. */
+async function warmRlf(limiter: RateLimiterRedis, work: Workload, rate: number): Promise<void> {
+  const ignore = () => undefined;
+  for (let p = 0; p < work.peers; p++) await limiter.consume(`peer${p}`).then(ignore, ignore);
+  await openLoop(warmRate(rate), WARM_SECONDS, (i) =>
+    limiter.consume(`wpeer${work.seq[i % work.seq.length]!}`).then(ignore, ignore),
+  );
+}
+
+/** The decision deadline of the open-loop gates, ms. */
+const GATE_TIMEOUT_MS = 5000;
+
+/** How a callgate open-loop run is set up. */
+export interface GateSetup {
+  readonly levels: Levels;
+  readonly shield: boolean;
+  /** The RedisStore's maxInFlight (undefined: its default). */
+  readonly maxInFlight?: number;
+}
+
+/** The hold of call i of a run with channels (its Call-ID, maxCallDuration). */
+const holdOfCall = (hold: number) => (i: number) => ({ id: callIdOf('c', i), forUs: hold });
+
+/**
+ * One callgate open-loop run at `rate`. With channels ('3ch'), every other admitted call is
+ * released as soon as it is decided (its latency is the admission's; the release is load).
+ */
+async function gateRun(
+  o: SectionOptions,
+  admin: Redis,
+  setup: GateSetup,
+  rate: number,
+  name: string,
+): Promise<OpenRow> {
   const { work } = o;
+  const { levels } = setup;
   const c = await connected(o.url);
-  const store = new RedisStore({ redis: c, prefix: 'bench:' });
-  const gate = await CallGate.create({ config: work.config(levels), store, timeoutMs: 5000 });
+  const store = new RedisStore({
+    redis: c,
+    prefix: 'bench:',
+    ...(setup.maxInFlight !== undefined && { maxInFlight: setup.maxInFlight }),
+  });
+  const gate = await CallGate.create({
+    config: work.config(levels),
+    store,
+    timeoutMs: GATE_TIMEOUT_MS,
+    shield: setup.shield,
+  });
   await warmGate(gate, work, levels, rate);
   const warmBatches = store.batchSizes().admit;
   await admin.flushdb();
@@ -346,17 +421,46 @@ async function gateRun(o: SectionOptions, admin: Redis, levels: 1 | 3, rate: num
   const n = Math.max(1, Math.floor(rate * o.seconds));
   const rec = new GateRecord(n);
   const peerOf = (i: number) => work.seq[i % work.seq.length]!;
-  const run = await openLoop(rate, o.seconds, (i) =>
-    gate
+  const releases: Promise<void>[] = [];
+  const releasedAt = new Map<string, number>();
+  let releaseErrors = 0;
+  const channels = levels === '3ch';
+  if (channels) gate.on('released', (e) => void (e.at !== undefined && releasedAt.set(e.callId, e.at)));
+  const run = await openLoop(rate, o.seconds, (i) => {
+    const callId = callIdOf('c', i);
+    return gate
       .admit({
-        callId: callIdOf('c', i),
+        callId,
         peer: `peer${peerOf(i)}`,
-        account: levels === 3 ? `acct${peerOf(i) % work.accounts}` : undefined,
+        account: levels !== 1 ? `acct${peerOf(i) % work.accounts}` : undefined,
       })
-      .then((d) => rec.keep(i, d)),
-  );
+      .then((d) => {
+        rec.keep(i, d);
+        if (channels && d.admitted && (i & 1) === 1)
+          releases.push(
+            gate.release(callId).then((outcome) => {
+              if (outcome === 'released') rec.keepRelease(i, releasedAt.get(callId)!);
+              else releaseErrors++;
+            }),
+          );
+      });
+  });
+  await Promise.all(releases);
   const usec = await scriptUsec(admin);
-  const failure = rec.check(n, (i) => work.bucketsOf(levels, peerOf(i)));
+  // a release that timed out (deferred) or found its hold lapsed: the run fell seconds behind;
+  // its releases cannot be placed in the replay, so only the windows are checked
+  // decisions degraded past their deadline in a run seconds behind: an overload, and one that
+  // no check can judge (a late batch may still have been counted in Redis); degraded in a run
+  // that kept its deadline is a failure
+  const overloaded = rec.errors > 0 && run.hist.maxValue >= 0.9 * GATE_TIMEOUT_MS * 1e6;
+  const failure = overloaded
+    ? ''
+    : rec.check(
+        n,
+        (i) => work.bucketsOf(levels, peerOf(i)),
+        channels ? holdOfCall(work.holdUs) : undefined,
+        releaseErrors === 0,
+      );
   const sizes = store.batchSizes().admit.map((k, size) => k - (warmBatches[size] ?? 0));
   await gate.close();
   c.disconnect();
@@ -375,29 +479,37 @@ async function gateRun(o: SectionOptions, admin: Redis, levels: 1 | 3, rate: num
     ...batchSummary(sizes),
     shielded: rec.count(rec.shielded),
     check: failure ? 'FAIL' : 'ok',
-    checkDetail: failure || 'no window over its limit; identical to the reference replay',
+    checkDetail:
+      failure ||
+      (overloaded
+        ? `overloaded: ${rec.errors} decisions past their ${GATE_TIMEOUT_MS / 1000} s deadline, degraded: not checked`
+        : releaseErrors > 0
+          ? `no window over its limit; overloaded: ${releaseErrors} releases timed out or found the hold lapsed, no replay`
+          : `no window over its limit; identical to the reference replay${channels ? ` (${rec.released.length} releases)` : ''}`),
   };
 }
 
-/** One rate-limiter-flexible open-loop run at `rate` (consume on the 1-level per-peer limit). */
-async function rlfRun(o: SectionOptions, admin: Redis, rate: number): Promise<OpenRow> {
+/**
+ * One rate-limiter-flexible open-loop run at `rate` (consume on the 1-level per-peer limit);
+ * `block`: inMemoryBlockOnConsumed at the limit (a peer over it is refused in process until its
+ * window ends, as callgate's flood shield does).
+ */
+async function rlfRun(o: SectionOptions, admin: Redis, rate: number, block: boolean, name: string): Promise<OpenRow> {
   const { work } = o;
   const c = await connected(o.url);
   const L = work.rlf.points;
   const W = work.rlf.windowUs;
   const peerOf = (i: number) => work.seq[i % work.seq.length]!;
-  {
-    const warm = new RateLimiterRedis({ storeClient: c, points: L, duration: W / 1e6, keyPrefix: 'warm' });
-    await openLoop(warmRate(rate), WARM_SECONDS, (i) =>
-      warm.consume(`peer${peerOf(i)}`).then(
-        () => undefined,
-        () => undefined,
-      ),
-    );
-  }
+  const limiter = new RateLimiterRedis({
+    storeClient: c,
+    points: L,
+    duration: W / 1e6,
+    keyPrefix: 'bench',
+    ...(block && { inMemoryBlockOnConsumed: L }),
+  });
+  await warmRlf(limiter, work, rate);
   await admin.flushdb();
   await admin.config('RESETSTAT');
-  const limiter = new RateLimiterRedis({ storeClient: c, points: L, duration: W / 1e6, keyPrefix: 'bench' });
   const n = Math.max(1, Math.floor(rate * o.seconds));
   const admitted = new Uint8Array(n);
   const at = new Float64Array(n);
@@ -423,7 +535,7 @@ async function rlfRun(o: SectionOptions, admin: Redis, rate: number): Promise<Op
   for (const x of admitted) ok += x;
   return {
     type: 'openloop',
-    name: 'rate-limiter-flexible consume',
+    name,
     offered: rate,
     perSecond: run.done / run.seconds,
     admittedPct: (100 * ok) / n,
@@ -439,8 +551,8 @@ async function rlfRun(o: SectionOptions, admin: Redis, rate: number): Promise<Op
 
 /**
  * The driver alone: each call decided at once (a resolved promise), so its latency is the
- * schedule's own lateness (the timer that issues calls, the event loop, the machine). No system
- * driven this way can show a p99 below this row's.
+ * schedule's own lateness (the event loop, the machine). No system driven this way can show a
+ * p99 below this row's.
  */
 async function driverRun(o: SectionOptions, rate: number): Promise<OpenRow> {
   await openLoop(warmRate(rate), WARM_SECONDS, () => Promise.resolve());
@@ -461,43 +573,48 @@ async function driverRun(o: SectionOptions, rate: number): Promise<OpenRow> {
   };
 }
 
-/** The highest offered rate a system kept up with: >= 97% of it decided per second and p99 under 50 ms. */
-export function saturation(rows: OpenRow[], name: string): number {
-  let best = 0;
-  for (const r of rows)
-    if (r.name === name && r.check === 'ok' && r.perSecond >= 0.97 * r.offered && r.p99us < 50_000)
-      best = Math.max(best, r.offered);
-  return best;
-}
+/** Whether a run kept up: >= 97% of the offered rate decided per second, p99 under `p99Ms` (default 50 ms). */
+const keptUp = (r: OpenRow, p99Ms = 50) =>
+  r.check === 'ok' && r.perSecond >= 0.97 * r.offered && r.p99us < 1000 * p99Ms;
 
 /** The systems of the open-loop section, as their rows name them. */
-export const OPEN_G3 = 'callgate admit, 3 levels x 2 windows';
-export const OPEN_RLF = 'rate-limiter-flexible consume';
-export const OPEN_G1 = 'callgate admit, 1 level';
+export const OPEN_G3 = 'callgate 3 levels, shield off';
+export const OPEN_RLF = 'rate-limiter-flexible';
+export const OPEN_G3S = 'callgate 3 levels, shield on';
+export const OPEN_RLFB = 'rate-limiter-flexible, inMemoryBlock';
+export const OPEN_G3CH = 'callgate 3 levels + channels, 1/2 released';
 export const OPEN_DRIVER = 'driver alone (no decision)';
 
+/** The pairs the targets are judged on: callgate's row, its rival's, and the target. */
+export const OPEN_PAIRS: readonly { name: string; gate: string; rival: string; target: number }[] = [
+  { name: '3 levels, shield off / RLF', gate: OPEN_G3, rival: OPEN_RLF, target: 1.0 },
+  { name: '3 levels, shield on / RLF inMemoryBlock', gate: OPEN_G3S, rival: OPEN_RLFB, target: 1.0 },
+  { name: '3 levels + channels / RLF', gate: OPEN_G3CH, rival: OPEN_RLF, target: 1.2 },
+];
+
 /**
- * callgate 3 levels, 1 level and rate-limiter-flexible at each rate, and the driver alone (its
- * floor), in `rounds` rounds (each round every rate, the systems in turn, their order rotated
- * from round to round): a system's row at a rate is its round with the median p99, with the
- * range of its p99s over the rounds; `ratios` holds, per rate, the 3-level p99 ÷ RLF p99 of each round (same round, side by
- * side). Single runs of the same code moved p99 by 2x on this machine; the median of paired
- * rounds is what the targets are judged on. Every run of every round is checked.
+ * Per pair and rate, per round: the p99 ratio, and the ratio of what each adds above the driver's
+ * p99 (NaN in a round where the rival's p99 was not above the driver's).
  */
-export async function openLoopSection(
-  o: SectionOptions,
-  rates: number[],
-  rounds = 3,
-): Promise<{ rows: OpenRow[]; ratios: Map<number, number[]> }> {
-  const admin = await connected(o.url);
+export interface PairRatios {
+  readonly raw: number[];
+  readonly aboveFloor: number[];
+}
+
+/**
+ * Run `systems` at each rate in `rounds` rounds (each round every rate, the systems in turn,
+ * their order rotated from round to round). A system's row at a rate is its round with the
+ * median p99, with the range of its p99s over the rounds; `byRound` holds every round's rows
+ * (same round: side by side, the basis of the paired ratios). Every run of every round is checked.
+ */
+async function interleaved(
+  systems: readonly ((rate: number) => Promise<OpenRow>)[],
+  rates: readonly number[],
+  rounds: number,
+): Promise<{ rows: OpenRow[]; byRound: Map<number, Map<string, OpenRow>[]> }> {
   const runs = new Map<string, OpenRow[]>();
-  const ratios = new Map<number, number[]>();
-  const systems = [
-    (rate: number) => gateRun(o, admin, 3, rate, OPEN_G3),
-    (rate: number) => rlfRun(o, admin, rate),
-    (rate: number) => gateRun(o, admin, 1, rate, OPEN_G1),
-    (rate: number) => driverRun(o, rate),
-  ];
+  const byRound = new Map<number, Map<string, OpenRow>[]>();
+  const names: string[] = [];
   for (let round = 0; round < rounds; round++) {
     for (const rate of rates) {
       const got = new Map<string, OpenRow>();
@@ -505,23 +622,142 @@ export async function openLoopSection(
         const row = await systems[(k + round) % systems.length]!(rate);
         got.set(row.name, row);
         const key = `${row.name}@${rate}`;
+        if (!names.includes(row.name)) names.push(row.name);
         runs.set(key, [...(runs.get(key) ?? []), row]);
       }
-      ratios.set(rate, [...(ratios.get(rate) ?? []), got.get(OPEN_G3)!.p99us / got.get(OPEN_RLF)!.p99us]);
+      byRound.set(rate, [...(byRound.get(rate) ?? []), got]);
     }
   }
-  admin.disconnect();
   const rows: OpenRow[] = [];
   for (const rate of rates) {
-    for (const name of [OPEN_G3, OPEN_RLF, OPEN_G1, OPEN_DRIVER]) {
-      const list = runs.get(`${name}@${rate}`)!;
+    for (const name of names) {
+      const list = runs.get(`${name}@${rate}`);
+      if (!list) continue;
       const sorted = [...list].sort((a, b) => a.p99us - b.p99us);
       const failed = list.find((r) => r.check === 'FAIL');
       const mid = sorted[Math.floor((sorted.length - 1) / 2)]!;
       rows.push({ ...(failed ?? mid), p99RangeUs: [sorted[0]!.p99us, sorted[sorted.length - 1]!.p99us] });
     }
   }
+  return { rows, byRound };
+}
+
+/** Per round, `a`'s p99 / `b`'s, and what each adds above the driver's p99 of that round, a / b. */
+function pairRatios(rounds: Map<string, OpenRow>[], a: string, b: string): PairRatios {
+  const raw: number[] = [];
+  const aboveFloor: number[] = [];
+  for (const got of rounds) {
+    const x = got.get(a)!.p99us;
+    const y = got.get(b)!.p99us;
+    const floor = got.get(OPEN_DRIVER)?.p99us ?? 0;
+    raw.push(x / y);
+    // undefined (NaN) when the rival's p99 was at or below the driver's: that round's floor says nothing
+    aboveFloor.push(y > floor ? Math.max(0, x - floor) / (y - floor) : Number.NaN);
+  }
+  return { raw, aboveFloor };
+}
+
+/**
+ * Like with like at each rate: callgate three levels with the flood shield off against plain
+ * rate-limiter-flexible, the shield on against RLF with inMemoryBlockOnConsumed, three levels
+ * with a channel limit at every level (every other call released) against plain RLF, and the
+ * driver alone (the floor), all warmed alike; `ratios` per pair (OPEN_PAIRS' name) and rate.
+ */
+export async function openLoopSection(
+  o: SectionOptions,
+  rates: number[],
+  rounds = 3,
+  maxInFlight?: number,
+): Promise<{ rows: OpenRow[]; ratios: Map<string, Map<number, PairRatios>> }> {
+  const admin = await connected(o.url);
+  const g = (levels: Levels, shield: boolean) => ({ levels, shield, maxInFlight });
+  const systems = [
+    (rate: number) => gateRun(o, admin, g(3, false), rate, OPEN_G3),
+    (rate: number) => rlfRun(o, admin, rate, false, OPEN_RLF),
+    (rate: number) => gateRun(o, admin, g(3, true), rate, OPEN_G3S),
+    (rate: number) => rlfRun(o, admin, rate, true, OPEN_RLFB),
+    (rate: number) => gateRun(o, admin, g('3ch', false), rate, OPEN_G3CH),
+    (rate: number) => driverRun(o, rate),
+  ];
+  const { rows, byRound } = await interleaved(systems, rates, rounds);
+  admin.disconnect();
+  const ratios = new Map<string, Map<number, PairRatios>>();
+  for (const pair of OPEN_PAIRS) {
+    const m = new Map<number, PairRatios>();
+    for (const rate of rates) m.set(rate, pairRatios(byRound.get(rate)!, pair.gate, pair.rival));
+    ratios.set(pair.name, m);
+  }
   return { rows, ratios };
+}
+
+/**
+ * Group commit against pipelined batches: callgate three levels (shield off) with each bound on
+ * a lane's batches in flight (RedisStore maxInFlight), and the driver alone, in interleaved
+ * rounds; `ratios` per bound and rate: its p99 / group commit's (the first bound's), paired.
+ */
+export async function batchingSection(
+  o: SectionOptions,
+  rates: number[],
+  bounds: number[],
+  rounds = 3,
+): Promise<{ rows: OpenRow[]; ratios: Map<number, Map<number, PairRatios>> }> {
+  const admin = await connected(o.url);
+  const nameOf = (b: number) => `callgate 3 levels, ${b === 1 ? 'group commit' : `${b} batches in flight`}`;
+  const systems = [
+    ...bounds.map(
+      (b) => (rate: number) => gateRun(o, admin, { levels: 3, shield: false, maxInFlight: b }, rate, nameOf(b)),
+    ),
+    (rate: number) => driverRun(o, rate),
+  ];
+  const { rows, byRound } = await interleaved(systems, rates, rounds);
+  admin.disconnect();
+  const ratios = new Map<number, Map<number, PairRatios>>();
+  for (const b of bounds.slice(1)) {
+    const m = new Map<number, PairRatios>();
+    for (const rate of rates) m.set(rate, pairRatios(byRound.get(rate)!, nameOf(b), nameOf(bounds[0]!)));
+    ratios.set(b, m);
+  }
+  return { rows, ratios };
+}
+
+/**
+ * Saturation, like with like: callgate three levels (shield off) and plain rate-limiter-flexible
+ * at rising rates, each system stopped at its first rate not kept up with (>= 97% decided per
+ * second, p99 under `p99Ms`: a machine whose scheduler stalls the process for tens of ms needs a
+ * looser bound, the decided share alone still shows a growing backlog); `rounds` rounds.
+ * Returns every run and, per round, each system's highest rate kept up with.
+ */
+export async function saturationSection(
+  o: SectionOptions,
+  rates: number[],
+  rounds: number,
+  maxInFlight?: number,
+  p99Ms = 50,
+): Promise<{ rows: OpenRow[]; perRound: { gate: number; rlf: number }[] }> {
+  const admin = await connected(o.url);
+  const rows: OpenRow[] = [];
+  const perRound: { gate: number; rlf: number }[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const best = { gate: 0, rlf: 0 };
+    const going = { gate: true, rlf: true };
+    for (const rate of rates) {
+      const order = round % 2 === 0 ? (['gate', 'rlf'] as const) : (['rlf', 'gate'] as const);
+      for (const who of order) {
+        if (!going[who]) continue;
+        const row =
+          who === 'gate'
+            ? await gateRun(o, admin, { levels: 3, shield: false, maxInFlight }, rate, OPEN_G3)
+            : await rlfRun(o, admin, rate, false, OPEN_RLF);
+        rows.push(row);
+        if (keptUp(row, p99Ms)) best[who] = rate;
+        else going[who] = false;
+      }
+      if (!going.gate && !going.rlf) break;
+    }
+    perRound.push(best);
+  }
+  admin.disconnect();
+  return { rows, perRound };
 }
 
 /** The median of a list of numbers (the lower middle one for an even count). */
@@ -533,17 +769,20 @@ export function median(xs: readonly number[]): number {
 /**
  * Decisions one at a time (each awaited before the next): Redis µs per decision (INFO
  * commandstats, script time) of callgate 1 level x 1 window, 3 levels x 2 windows, and the
- * hand-rolled one-key sliding-log script; the best of `rounds` interleaved rounds.
+ * hand-rolled one-key sliding-log script; the best of `rounds` interleaved rounds, and every
+ * round's figure (for paired ratios).
  */
 export async function loneSection(
   o: SectionOptions,
   handRolled: string,
   calls: number,
   rounds = 3,
-): Promise<OpenRow[]> {
+): Promise<{ rows: OpenRow[]; perRound: Map<string, number[]> }> {
   const { work } = o;
   const admin = await connected(o.url);
   const rows: OpenRow[] = [];
+  /** Redis µs per decision of each system, per round (paired: the same round, side by side). */
+  const perRound = new Map<string, number[]>();
   const measure = async (name: string, op: (i: number) => Promise<unknown>): Promise<void> => {
     for (let i = 0; i < 500; i++) await op(calls + i); // warm-up (script load, JIT)
     await admin.flushdb();
@@ -571,6 +810,7 @@ export async function loneSection(
       checkDetail: 'timing only (the same scripts are checked in the other sections)',
     };
     // rounds interleave the systems (a busy machine hits them alike); each keeps its best round
+    perRound.set(name, [...(perRound.get(name) ?? []), row.redisUsPerCall]);
     const prev = rows.findIndex((r) => r.name === name);
     if (prev < 0) rows.push(row);
     else if (row.redisUsPerCall < rows[prev]!.redisUsPerCall) rows[prev] = row;
@@ -600,7 +840,7 @@ export async function loneSection(
   }
   c.disconnect();
   admin.disconnect();
-  return rows;
+  return { rows, perRound };
 }
 
 /**

@@ -37,7 +37,7 @@
          position, among the call's buckets, of the first without room), retryAfterUs (0 when
          admitted; else the max over failing rate limits of the wait until room), now (µs),
          flags (1: refused by channels, not rate; 2: a repeated admit of a call still holding;
-         4: skipped, past its deadline); then, when asked (ARGV[4]), Redis TIME (µs)
+         4: skipped, past its deadline; 8: refused by a ban, retryAfterUs its time left); then, when asked (ARGV[4]), Redis TIME (µs)
 
   How the work is shared: calls with the same t form a group. In a group each (log, W) is
   counted once with ZCOUNT and each window hash read once; the calls admitted add their events
@@ -96,15 +96,22 @@ local function profileAt(po)
     local m = tonumber(ARGV[po + 3])
     local algo, L, W, off, hashes = {}, {}, {}, {}, {}
     local seen = {}
+    local ban
+    local j = po + 4 * m
+    if m >= 2 and ARGV[j] == 'B' then
+      -- a ban's pseudo-limits, last (includes/buckets.lua): {threshold, span, strikes off, length, ban off}
+      ban = { tonumber(ARGV[j - 3]), tonumber(ARGV[j - 2]), tonumber(ARGV[j - 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]) }
+      m = m - 2
+    end
     for i = 1, m do
-      local j = po + 4 * i
+      j = po + 4 * i
       algo[i], L[i], W[i], off[i] = ARGV[j], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
       if algo[i] ~= 'l' and not seen[off[i]] then
         seen[off[i]] = true
         hashes[#hashes + 1] = { off[i], W[i] }
       end
     end
-    pr = { r = tonumber(ARGV[po]), N = tonumber(ARGV[po + 1]), hoff = tonumber(ARGV[po + 2]), m = m, algo = algo, L = L, W = W, off = off, hashes = hashes }
+    pr = { r = tonumber(ARGV[po]), N = tonumber(ARGV[po + 1]), hoff = tonumber(ARGV[po + 2]), m = m, algo = algo, L = L, W = W, off = off, hashes = hashes, ban = ban }
     profiles[po] = pr
   end
   return pr
@@ -366,6 +373,39 @@ local function addRecord(id, e, keys)
   recordEnds[id] = e
 end
 
+-- Bans (src/store/types.ts, BanRule). They are read and written at once, not through the
+-- group state: a ban set by a call of the batch refuses the next ones.
+
+-- The end of bucket `first`'s ban (µs) when it is banned at t, else nil.
+local function bannedUntil(first, ban)
+  local v = redis.call('GET', KEYS[first + ban[5]])
+  if v then
+    local e = tonumber(v)
+    if e > t then
+      return e
+    end
+  end
+  return nil
+end
+
+-- A call the bucket's rate limits lacked room for: a strike in its span [k span, (k + 1) span);
+-- the strike that reaches the threshold bans it until t + length.
+local function strike(first, ban)
+  local span = ban[2]
+  local key = KEYS[first + ban[3]]
+  local k = windowIndex(t, span)
+  local s = redis.call('HMGET', key, 'k', 'c')
+  local c = 1
+  if s[1] and tonumber(s[1]) == k then
+    c = tonumber(s[2]) + 1
+  end
+  redis.call('HSET', key, 'k', fmtInt(k), 'c', fmtInt(c))
+  redis.call('PEXPIRE', key, fmtInt(ttlMs((k + 1) * span - t, floorMs)))
+  if c >= ban[1] then
+    redis.call('SET', KEYS[first + ban[5]], fmtInt(t + ban[4]), 'PX', fmtInt(ttlMs(ban[4], floorMs)))
+  end
+end
+
 -- Decide one call on the buckets of plan p at the group's time; record it if admitted. `id`:
 -- the call's id when its plan has a channel limit (nil otherwise), `forUs` its hold.
 local function decide(p, call, id, forUs)
@@ -375,15 +415,27 @@ local function decide(p, call, id, forUs)
   local list = planOf(p)
   local n = #list
   local limitedBy, retry, flags = 0, 0, 0
+  -- a banned bucket refuses the call before anything is counted
   for q = 1, n do
     local first, pr = bucketAt(list[q])
+    if pr.ban then
+      local e = bannedUntil(first, pr.ban)
+      if e then
+        return q, e - t, 8
+      end
+    end
+  end
+  for q = 1, n do
+    local first, pr = bucketAt(list[q])
+    local ban = pr.ban
+    local short = false
     -- a log's limits come widest window first, and a window holds no more events than a wider
     -- one: a count below L already proves room
     local wider
     for i = 1, pr.m do
       local algo, W = pr.algo[i], pr.W[i]
       local wait = 0
-      if retry >= W and algo ~= 's' then
+      if retry >= W and algo ~= 's' and not ban then
         -- already refused, and no longer than this limit's wait can be (at most W): it can
         -- change neither the refusal nor its retry-after, so it is not even counted
         wait = 0
@@ -420,7 +472,11 @@ local function decide(p, call, id, forUs)
         if wait > retry then
           retry = wait
         end
+        short = true
       end
+    end
+    if short and ban then
+      strike(first, ban)
     end
     -- then its channels; past the first bucket without room they change nothing
     if limitedBy == 0 and pr.N > 0 and holdCount(first + pr.hoff) >= pr.N then

@@ -5,15 +5,25 @@
               "<end of its holds, µs> <hold name> ..." (includes/channels.lua)
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2]     the call's id (key-safe): its member in each holds sorted set
+  ARGV[3]     tombstone expiry, ms ('' or absent = none): leave <base>gone:in:<id> (gone:out:)
+              beside each record found missing, so that a process writing its holds again
+              (reassert.lua) does not bring the call back (releases soon after a loss)
+  ARGV[4]     '1': leave the tombstone beside every record, found or not (a release re-sent
+              after a loss), else ''
   Reply: { released (the records that still held at now: end > now), now }
 ]]
 --- @include "common"
 --- @include "channels"
 
 local t = readNow(ARGV[1])
+local tombMs = ARGV[3]
 local released = 0
 for i = 1, #KEYS do
   local e = dropRecord(KEYS[i], ARGV[2])
+  if tombMs ~= nil and tombMs ~= '' and (e == nil or ARGV[4] == '1') then
+    local tomb = string.gsub(KEYS[i], 'call:(%a+):([^:]*)$', 'gone:%1:%2')
+    redis.call('SET', tomb, '1', 'PX', tombMs)
+  end
   if e ~= nil and e > t then
     released = released + 1
   end

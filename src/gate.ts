@@ -28,13 +28,14 @@ import {
   type Reservation,
 } from './dispatch/dispatcher.js';
 import { InvalidArgumentError } from './errors/index.js';
+import { checkIdArgument } from './ids.js';
 import { SafeEmitter } from './events.js';
-import { show } from './input-fields.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 import { MemoryStore } from './store/memory-store.js';
+import { widenHolds } from './holds/reload.js';
 import { ReleaseQueue } from './store/release-queue.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';
-import type { StopSignal, Store } from './store/types.js';
+import type { HoldsReassertedEvent, StopSignal, Store, StoreLossEvent } from './store/types.js';
 
 /**
  * What release() did: `released` (the call held channels, now given back), `not-held` (nothing
@@ -65,6 +66,10 @@ export type CallGateEvents = Omit<AdmissionEvents, 'rejected'> &
     released: [ReleasedEvent];
     /** Every decision (dispatch: its reservation) or failure, with its latency: for metrics. */
     decided: [DecisionTiming];
+    /** The store lost holds of this process's calls (a Redis restart or failover): they are written again. */
+    storeLoss: [StoreLossEvent];
+    /** This process's calls of one tag were re-asserted after a loss, or the periodic sync changed something. */
+    holdsReasserted: [HoldsReassertedEvent];
   };
 
 /**
@@ -160,6 +165,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       shield: opts.shield,
     });
     this.store.events?.on('error', this.onStoreError);
+    this.store.events?.on('storeLoss', this.onStoreLoss);
+    this.store.events?.on('holdsReasserted', this.onReasserted);
     this.dispatcher = new Dispatcher({
       store: this.store,
       clock: this.clock,
@@ -174,6 +181,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       const rec = this.recorder;
       rec.onError = (err) => this.safeEmit('error', err);
       rec.maxCallDurationUs = () => this.current.maxCallDurationUs;
+      // the attribute columns, when the configuration at start has attribute levels
+      if ((this.current.inbound.attributes ?? []).length > 0) rec.attributes = true;
       rec.now = () => this.clock.now() ?? systemClockUs();
       // the call ended: at the store's release time (a deferred release once it lands); an
       // outbound call that will not go out gave its channel back: its row ends now
@@ -194,6 +203,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /** A store's trouble outside any call (a Redis outage, once per outage) goes out on 'error'. */
   private readonly onStoreError = (err: Error) => this.safeEmit('error', err);
+  private readonly onStoreLoss = (e: StoreLossEvent) => this.safeEmit('storeLoss', e);
+  private readonly onReasserted = (e: HoldsReassertedEvent) => this.safeEmit('holdsReasserted', e);
 
   get config(): CallGateConfig {
     return this.current;
@@ -348,6 +359,10 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   async reload(source: ConfigSource): Promise<ConfigChange[]> {
     const next = await resolveConfig(source);
     const changes = diffConfig(this.current, next);
+    // a channel limit turned on counts the calls already in progress there (src/holds/reload.ts)
+    const ledger = this.store.ledger;
+    if (ledger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0)
+      await this.store.writeLedger?.().catch((err: Error) => this.safeEmit('error', err));
     this.current = next;
     this.admission.setConfig(next);
     this.safeEmit('reloaded', changes);
@@ -410,10 +425,11 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     await this.store.close();
     await this.recorder?.close();
     this.store.events?.off('error', this.onStoreError);
+    this.store.events?.off('storeLoss', this.onStoreLoss);
+    this.store.events?.off('holdsReasserted', this.onReasserted);
   }
 }
 
 function checkCallId(callId: unknown): void {
-  if (typeof callId !== 'string' || callId === '')
-    throw new InvalidArgumentError(`callId must be a non-empty string, got ${show(callId)}`);
+  checkIdArgument('callId', callId);
 }

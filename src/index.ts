@@ -44,8 +44,10 @@ export {
   RedisStore,
   type RedisConnectOptions,
   type RedisStoreOptions,
+  type HoldsOptions,
 } from './store/redis/redis-store.js';
 export type * from './store/types.js';
+export type { HoldLedger, LedgerEntry, LedgerHold } from './holds/ledger.js';
 
 // Clocks
 export { SystemClock, VirtualClock, type Clock } from './clock.js';
@@ -68,6 +70,12 @@ export { toSipResponse, type ChannelRefusal, type SipOptions, type SipResponse }
 // Configuration
 export { loadConfig, loadConfigFile } from './config/load.js';
 export type {
+  AttributeKey,
+  AttributeLevelConfig,
+  AttributeLevelInput,
+  AttributeMatch,
+  AttributeOrder,
+  BanConfig,
   BucketConfig,
   BucketEntryInput,
   CallGateConfig,
@@ -100,6 +108,26 @@ export {
   type InspectOptions,
   type LimitState,
 } from './observe/inspect.js';
+// An operator's hand: the calls holding a bucket or carrier, a bucket reset (release frees one call)
+export {
+  listHolds,
+  resetBucket,
+  type HoldsListing,
+  type HoldsTarget,
+  type OperateOptions,
+  type ResetReport,
+} from './observe/operate.js';
+export type {
+  ListedHold,
+  ListHoldsRequest,
+  ListHoldsResult,
+  OperableStore,
+  ResetRequest,
+  ResetResult,
+} from './store/operations.js';
+export { MAX_ID_LENGTH } from './ids.js';
+export { liftBan, listBans, type BanState } from './observe/bans.js';
+export type { CallAttributes } from './admission/attributes.js';
 // Recording live traffic as replayable traces
 export { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
 export { mergeTraces, type MergeResult } from './replay/trace-merge.js';

@@ -11,6 +11,7 @@ type Item = Pending<number>;
 function batcher(sent: number[][]): Batcher<Item> {
   return new Batcher<Item>({
     maxBatch: 64,
+    maxInFlight: 1,
     ready: () => true,
     whenReady: () => Promise.resolve(),
     unavailable: (err) => err,

@@ -228,7 +228,7 @@ describe('callgate replay (the command)', function () {
       const redisRun = (url: string) =>
         run(['replay', '--config', cfg, '--trace', trace, '--store', 'redis', '--redis-url', url]);
       const [notUrl, badPort] = await Promise.all([redisRun('notaurl::'), redisRun('redis://127.0.0.1:99999')]);
-      expectOneLine(notUrl, /invalid --redis-url "notaurl::": Invalid URL$/);
+      expectOneLine(notUrl, /invalid --redis-url "notaurl::": expected redis:\/\/host:port or rediss:\/\/…$/);
       expectOneLine(badPort, /invalid --redis-url "redis:\/\/127\.0\.0\.1:99999": Invalid URL$/);
     });
 
@@ -573,7 +573,7 @@ describe('callgate replay (the command)', function () {
 
 describe('callgate (the program)', function () {
   this.timeout(60_000);
-  const COMMANDS = ['replay', 'serve', 'inspect', 'merge-traces'];
+  const COMMANDS = ['replay', 'serve', 'inspect', 'merge-traces', 'holds', 'release', 'reset', 'unban'];
 
   it('--help names every command, one line each', async () => {
     const r = await run(['--help']);
@@ -588,7 +588,7 @@ describe('callgate (the program)', function () {
 
   it('no --help shows the password of $REDIS_URL', async () => {
     const env = { REDIS_URL: 'redis://u:hunter2-secret@127.0.0.1:6379' };
-    for (const name of ['replay', 'serve', 'inspect']) {
+    for (const name of ['replay', 'serve', 'inspect', 'unban']) {
       const r = await run([name, '--help'], env);
       expect(r.code, r.stderr).to.equal(0);
       expect(r.stdout, name).to.include('--redis-url');
@@ -603,7 +603,7 @@ describe('callgate (the program)', function () {
       run(replayArgs('boundary', '--store', 'redis', '--redis-url', url)),
       run(['inspect', '--config', cfg, '--redis-url', url]),
     ]);
-    expectOneLine(replay, /invalid --redis-url "notaurl::": Invalid URL$/);
-    expectOneLine(inspect, /invalid --redis-url "notaurl::": Invalid URL$/);
+    expectOneLine(replay, /invalid --redis-url "notaurl::": expected redis:\/\/host:port or rediss:\/\/…$/);
+    expectOneLine(inspect, /invalid --redis-url "notaurl::": expected redis:\/\/host:port or rediss:\/\/…$/);
   });
 });

@@ -31,12 +31,8 @@ function configFiles(): string[] {
   const fixtures = readdirSync(join(ROOT, 'fixtures'))
     .filter((f) => f.endsWith('.config.json'))
     .map((f) => join('fixtures', f));
-  return [
-    ...fixtures,
-    'examples/limits/complete.json',
-    'examples/limits/complete.yaml',
-    'examples/kamailio/limits.json',
-  ];
+  const examples = readdirSync(join(ROOT, 'examples/limits')).map((f) => join('examples/limits', f));
+  return [...fixtures, ...examples, 'examples/kamailio/limits.json'];
 }
 
 const read = (file: string): unknown => {

@@ -42,6 +42,9 @@ function redisSuite(name: string, start: () => Promise<{ connect(): Redis | Clus
     before(async () => {
       backend = await start();
       client = backend.connect();
+      // ready before any store: a store created on a connecting client learns the marker when it
+      // is ready (holds-keeper.ts), which would race the reassert case's first call
+      await client.ping();
       ioCount = countCommands(client);
     });
     after(async () => {

@@ -50,6 +50,9 @@ const BUSY_CPS = 2;
 const POLICER = { A: 5, B: 8 } as const;
 const PACED = { A: POLICER.A * 0.8, B: POLICER.B * 0.8 } as const;
 const RESOLUTION_US = 1_000;
+/** The sidecar requires it: every query of Kamailio's must send it. */
+const TOKEN = randomBytes(12).toString('hex');
+const AUTH = { authorization: `Bearer ${TOKEN}` };
 
 function kamailioAvailable(): boolean {
   const r = spawnSync('kamailio', ['-v'], { stdio: 'ignore', timeout: 5_000 });
@@ -158,6 +161,8 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
       const configPath = path.join(dir, 'limits.json');
       writeFileSync(configPath, JSON.stringify(limits, null, 2));
       sidecar = await startSidecarProcess([
+        '--token',
+        TOKEN,
         '--config',
         configPath,
         '--store',
@@ -176,6 +181,7 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
       stops.push(() => sidecar!.stop());
       const kamailio = await startKamailio(dir, {
         SIDECAR: `"${sidecar.url}"`,
+        SIDECAR_TOKEN: `"${TOKEN}"`,
         CARRIER_A: `"sip:127.0.0.1:${carriers[0]!.port}"`,
         CARRIER_B: `"sip:127.0.0.1:${carriers[1]!.port}"`,
         CHILDREN: '4',
@@ -282,7 +288,7 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
       }
 
       // channels released, one decision per call
-      const state = (await (await fetch(`${sidecar.url}/v1/state`)).json()) as {
+      const state = (await (await fetch(`${sidecar.url}/v1/state`, { headers: AUTH })).json()) as {
         buckets: { bucket: string; channels?: { in_use: number } }[];
         carriers: { carrier: string; channels?: { in_use: number } }[];
       };
@@ -291,7 +297,7 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
         ['A', 0],
         ['B', 0],
       ]);
-      const metrics = await (await fetch(`${sidecar.url}/metrics`)).text();
+      const metrics = await (await fetch(`${sidecar.url}/metrics`, { headers: AUTH })).text();
       const sum = (re: RegExp) => [...metrics.matchAll(re)].reduce((n, m) => n + Number(m[1]), 0);
       const decidedIn = sum(/^callgate_decisions_total\{direction="in"[^}]*\} (\d+)$/gm);
       const admittedIn = sum(/^callgate_decisions_total\{direction="in",outcome="admitted"[^}]*\} (\d+)$/gm);

@@ -67,7 +67,11 @@ describe('sidecar OpenAPI document (GET /v1/openapi.json)', () => {
       [
         ...['admit', 'record', 'reserve', 'release', 'refresh'].flatMap((op) => [`get /v1/${op}`, `post /v1/${op}`]),
         'post /v1/reload',
+        'post /v1/reset',
         'get /v1/state',
+        'get /v1/holds',
+        'get /v1/bans',
+        'delete /v1/bans/{level}/{value}',
         'get /v1/openapi.json',
         'get /metrics',
         'get /healthz',
@@ -76,17 +80,21 @@ describe('sidecar OpenAPI document (GET /v1/openapi.json)', () => {
     );
     for (const entry of listed) {
       const [method, url] = entry.split(' ') as [string, string];
-      expect(app.hasRoute({ method: method.toUpperCase() as 'GET', url }), entry).to.equal(true);
+      const route = url.replace(/\{(\w+)\}/g, ':$1');
+      expect(app.hasRoute({ method: method.toUpperCase() as 'GET', url: route }), entry).to.equal(true);
     }
   });
 
   it('real answers match the response schemas; GET takes the request fields as query parameters', async () => {
     const ajv = new Ajv2020({ strict: false });
-    const check = async (method: 'GET' | 'POST', url: string, payload?: object, status = 200) => {
+    const check = async (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: object, status = 200) => {
       const r = await app.inject({ method, url, ...(payload && { payload }) });
       expect(r.statusCode, `${method} ${url}: ${r.body}`).to.equal(status);
       const path = url.split('?')[0]!;
-      const op = doc.paths[path]![method.toLowerCase() as 'get' | 'post'];
+      const op =
+        doc.paths[path.startsWith('/v1/bans/') ? '/v1/bans/{level}/{value}' : path]![
+          method.toLowerCase() as 'get' | 'post'
+        ];
       const schema = op.responses[String(status)]!.content!['application/json']!.schema;
       const validate = ajv.compile(schema);
       expect(validate(r.json()), `${method} ${url} ${r.body}: ${JSON.stringify(validate.errors)}`).to.equal(true);
@@ -103,6 +111,10 @@ describe('sidecar OpenAPI document (GET /v1/openapi.json)', () => {
     await check('POST', '/v1/refresh', { call_id: 'r1' });
     await check('POST', '/v1/reload');
     await check('GET', '/v1/state?peer=p1');
+    await check('GET', '/v1/holds?bucket=peer:p1');
+    await check('POST', '/v1/reset', { bucket: 'peer:p1' });
+    await check('GET', '/v1/bans');
+    await check('DELETE', '/v1/bans/caller/x', undefined, 404);
     await check('GET', '/healthz');
     await check('GET', '/readyz');
     await check('POST', '/v1/admit', { call_id: 'x', peer: 'p1', pear: 1 }, 400);
@@ -110,14 +122,19 @@ describe('sidecar OpenAPI document (GET /v1/openapi.json)', () => {
     await check('POST', '/v1/reload', undefined, 422);
     // every request field listed is one the sidecar takes; an unknown one is refused
     const admitFields = doc.paths['/v1/admit']!.get.parameters!.map((p) => p.name);
-    expect(admitFields).to.deep.equal(['call_id', 'peer', 'account']);
+    expect(admitFields).to.deep.equal(['call_id', 'peer', 'account', 'caller', 'callee', 'source']);
   });
 
   /** docs/sidecar.md's route table: `METHODS /path` | request fields | answer. */
   function docsTable(): { methods: string[]; path: string; fields: string; answer: string }[] {
     const text = readFileSync(join(ROOT, 'docs/sidecar.md'), 'utf8');
-    const rows = [...text.matchAll(/^\| `((?:POST|GET)(?:\/(?:POST|GET))?) (\/[^`]+)` \|([^|]*)\|(.*)\|$/gm)];
-    return rows.map((m) => ({ methods: m[1]!.split('/'), path: m[2]!, fields: m[3]!.trim(), answer: m[4]!.trim() }));
+    const rows = [...text.matchAll(/^\| `((?:POST|GET|DELETE)(?:\/(?:POST|GET))?) (\/[^`]+)` \|([^|]*)\|(.*)\|$/gm)];
+    return rows.map((m) => ({
+      methods: m[1]!.split('/'),
+      path: m[2]!.replace(/:(\w+)/g, '{$1}'),
+      fields: m[3]!.trim(),
+      answer: m[4]!.trim(),
+    }));
   }
 
   it("docs/sidecar.md's route table names the same routes and methods", () => {

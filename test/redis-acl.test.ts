@@ -8,6 +8,7 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
+import { listHolds, resetBucket } from '../src/observe/operate.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import {
   newRedisClient,
@@ -56,6 +57,8 @@ const EXPECTED = [
   'released c1 released',
   'released o1 released',
   'holds 2 and 0',
+  'listed e1 c2',
+  'reset 3 events, 2 holds',
   'count 0',
   'wait>=0 true',
   'left 0',
@@ -173,6 +176,11 @@ function aclSuite(name: string, start: () => Promise<Backend>, rules: () => stri
           out.push(
             `holds ${(await store.holds(peer)).holds} and ${(await store.holds({ tag: 'out', name: 'carrier:A' })).holds}`,
           );
+          // an operator's hand (callgate holds / reset) as the same user
+          const listed = await listHolds(gate.config, store, { bucket: 'peer:p1' });
+          out.push(`listed ${listed.holds.map((h) => h.call_id).join(' ')}`);
+          const reset = await resetBucket(gate.config, store, 'peer:p1');
+          out.push(`reset ${reset.events} events, ${reset.holds.length} holds`);
           out.push(`count ${(await store.count({ tag: 'x', bucket: 'y', windowUs: 1_000_000 })).count}`);
           out.push(
             `wait>=0 ${(await store.wait({ carrier: { name: 'A', intervalUs: 1_000_000, maxWaitUs: 0 } })).waitUs >= 0}`,

@@ -13,6 +13,7 @@ import { parseEdgeConfig, type EdgeConfigInput } from '../examples/sip-edge/conf
 import { SipEdge } from '../examples/sip-edge/edge.js';
 import { ConfigError } from '../src/errors/index.js';
 import { freeUdpPort } from './helpers/sipp.js';
+import { inspectGate } from '../src/observe/inspect.js';
 
 const HOST = '127.0.0.1';
 
@@ -85,11 +86,12 @@ function invite(o: {
   branch?: string;
   edge: number;
   extra?: string;
+  to?: string;
 }): string {
-  return `INVITE sip:1000@${HOST}:${o.edge} SIP/2.0
+  return `INVITE sip:${o.to ?? '1000'}@${HOST}:${o.edge} SIP/2.0
 Via: SIP/2.0/UDP ${HOST}:${o.from.port};branch=${o.branch ?? `z9hG4bK-${o.callId}`}
 From: <sip:${o.user ?? 'caller'}@${HOST}:${o.from.port}>;tag=t-${o.callId}
-To: <sip:1000@${HOST}:${o.edge}>
+To: <sip:${o.to ?? '1000'}@${HOST}:${o.edge}>
 Call-ID: ${o.callId}
 CSeq: 1 INVITE
 Contact: <sip:caller@${HOST}:${o.from.port}>
@@ -238,6 +240,55 @@ describe('SIP edge, message by message (examples/sip-edge)', function () {
     });
     expect(s.refused).to.deep.equal({ 'peer:p1 rate': 1, 'unknown-peer': 1 });
     expect(await edge.holds()).to.deep.equal({ 'account:acme': 1, 'peer:p1': 1, 'carrier:A': 1 }); // c3 in progress
+  });
+
+  it('attribute levels: the From user is the caller, the To user the callee, the address the source; a ban is a 403', async () => {
+    await start({
+      inbound: {
+        peers: { p1: [{ limit: 50, window: 'PT1S' }], p2: [{ limit: 50, window: 'PT1S' }] },
+        attributes: [
+          {
+            name: 'dest',
+            key: 'callee',
+            match: { prefixes: ['10', '1000'] },
+            limits: [{ limit: 2, window: '1s' }],
+            order: 'first',
+          },
+          { name: 'src', key: 'source', limits: [{ limit: 3, window: '1s' }] },
+          {
+            name: 'caller',
+            key: 'caller',
+            limits: [{ limit: 1, window: '1s' }],
+            ban: { over: 1, within: '1s', for: '1m' },
+          },
+        ],
+      },
+      outbound: { carriers: { A: { cps: 100 }, B: { cps: 100 } } },
+    });
+    const call = async (callId: string, user: string, status: number, to?: string) => {
+      caller.send(invite({ callId, from: caller, user, edge: port, ...(to && { to }) }), port);
+      return (await caller.next(isStatus(callId, status))) as sip.Response;
+    };
+    await call('a1', 'alice', 100);
+    // alice again: the caller level refuses; its one strike reaches 1 x 1: alice is banned
+    expect((await call('a2', 'alice', 503)).headers.warning).to.match(/"callgate: caller:alice rate"$/);
+    const r3 = await call('a3', 'alice', 403);
+    expect(r3.headers['retry-after']).to.equal(undefined);
+    expect(r3.headers.warning).to.match(/"callgate: caller:alice banned"$/);
+    await call('b1', 'bob', 100);
+    // the To user 1000 (longest prefix "1000") had 2 calls: the callee level, first in order, refuses
+    expect((await call('c1', 'carol', 503)).headers.warning).to.match(/"callgate: dest:1000 rate"$/);
+    // a To user matching no prefix skips it; the source address had 2 calls of 3
+    await call('d1', 'dave', 100, '2000');
+    expect((await call('e1', 'erin', 503, '2000')).headers.warning).to.match(/"callgate: src:127\.0\.0\.1 rate"$/);
+    const state = await inspectGate(edge.gate, { bans: true });
+    expect(state.bans!.map((b) => `${b.level}:${b.value}`)).to.deep.equal(['caller:alice']);
+    expect(edge.summary().refused).to.deep.equal({
+      'caller rate': 1,
+      'caller banned': 1,
+      'dest rate': 1,
+      'src rate': 1,
+    });
   });
 
   it('CANCEL: a held call ends 487 and never reaches a carrier; a forwarded one is cancelled at the carrier after its 180', async () => {

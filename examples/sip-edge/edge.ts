@@ -351,8 +351,18 @@ export class SipEdge {
     call.peer = who.peer;
     call.account = this.config.peers.get(who.peer)?.account;
     this.counts.decisions++;
+    // attribute levels (callgate's docs/attributes.md): From user, To user, source address
+    const caller = uriUser(rq.headers.from.uri);
+    const callee = uriUser(rq.headers.to.uri);
     this.gate
-      .admit({ callId, peer: call.peer, ...(call.account !== undefined && { account: call.account }) })
+      .admit({
+        callId,
+        peer: call.peer,
+        ...(call.account !== undefined && { account: call.account }),
+        ...(caller !== undefined && { caller }),
+        ...(callee !== undefined && { callee }),
+        source: from.host,
+      })
       .then((d) => this.onAdmission(call, d))
       .catch((err: Error) => {
         this.problem(err);
@@ -394,7 +404,13 @@ export class SipEdge {
         d.limitedBy === 'unknown-peer' || d.limitedBy === 'store-unavailable'
           ? d.limitedBy
           : `${d.limitedBy} ${d.reason ?? 'rate'}`;
-      this.refused[key] = (this.refused[key] ?? 0) + 1;
+      // an attribute level's refusals count under its name: its values (callers, addresses) are unbounded
+      const colon = key.indexOf(':');
+      const level = colon > 0 ? key.slice(0, colon) : '';
+      const counted = (this.gate.config.inbound.attributes ?? []).some((l) => l.name === level)
+        ? `${level} ${d.reason ?? 'rate'}`
+        : key;
+      this.refused[counted] = (this.refused[counted] ?? 0) + 1;
       const rs = toSipResponse(d, { jitterSeconds: this.config.retryAfterJitter, random: this.random })!;
       const headers: Record<string, unknown> = { warning: this.warning(key) };
       if (rs.retryAfter !== undefined) headers['retry-after'] = String(rs.retryAfter);

@@ -30,6 +30,13 @@ interface Args {
 
 const DEFAULT_CONFIG = fileURLToPath(new URL('./edge.config.json', import.meta.url));
 
+/** A URL for messages: everything between `://` and the last `@` (credentials) shown as `***`. */
+function hideCredentials(url: string): string {
+  const from = url.indexOf('://') + 3;
+  const at = url.lastIndexOf('@');
+  return from < 3 || at < from ? url : `${url.slice(0, from)}***${url.slice(at)}`;
+}
+
 /** A RedisStore on its own client; fails fast when Redis is not there at all (outages later are the policy's business). */
 async function openRedis(args: Args): Promise<{ store: Store; close: () => Promise<void> }> {
   const redis = new Redis(args.redisUrl, { ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true, connectTimeout: 5_000 });
@@ -38,7 +45,8 @@ async function openRedis(args: Args): Promise<{ store: Store; close: () => Promi
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new Error(`cannot reach Redis at ${args.redisUrl}: ${(err as Error).message}`);
+    const why = (err as Error).message.split(args.redisUrl.slice(args.redisUrl.indexOf('://') + 1)).join('***');
+    throw new Error(`cannot reach Redis at ${hideCredentials(args.redisUrl)}: ${why}`);
   }
   return {
     store,
@@ -88,7 +96,13 @@ async function main(argv: string[]): Promise<number> {
     .option('--config <file>', 'edge configuration (JSON)', DEFAULT_CONFIG)
     .option('--listen <ip:port>', 'listen address (overrides the configuration)')
     .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'))
-    .option('--redis-url <url>', 'Redis for --store redis', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+    .addOption(
+      // the default is described, never shown: REDIS_URL may hold a password
+      new Option('--redis-url <url>', 'Redis for --store redis').default(
+        process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+        '$REDIS_URL, else redis://127.0.0.1:6379',
+      ),
+    )
     .option('--prefix <prefix>', 'Redis key prefix', 'callgate:')
     .exitOverride();
   try {

@@ -6,7 +6,10 @@
 --     hoff      with a channel limit, its holds' sorted set: KEYS[first + hoff] (members = call
 --               ids, scores = end of each hold, µs)
 --     m         the number of its limits, then per limit (sliding-log limits widest first):
---       algo    'l' sliding-log | 'f' fixed-window | 's' sliding-window
+--       algo    'l' sliding-log | 'f' fixed-window | 's' sliding-window; with a ban, last
+--               come two pseudo-limits that only admit.lua reads: 'b' (L = the threshold,
+--               W = the span, off = the strikes hash) and 'B' (W = the ban's length, off = the
+--               ban's key, whose value is the ban's end, µs)
 --       L       the limit (events per window)
 --       W       the window, µs
 --       off     the structure it reads: KEYS[first + off] (first: the bucket's, below)
@@ -53,6 +56,9 @@ local function readBuckets(a)
     bHold[b] = pN[q] > 0 and first + pHoff[q] or 0
     bLo[b] = j + 1
     for i = 1, #algo do
+      if algo[i] == 'b' or algo[i] == 'B' then
+        break -- a ban's pseudo-limits (last): not counted, not recorded here
+      end
       j = j + 1
       local k = first + off[i]
       lAlgo[j], lL[j], lW[j], lKey[j] = algo[i], L[i], W[i], k

@@ -4,6 +4,7 @@
  */
 import type { Clock } from '../clock.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
+import { checkIdArgument } from '../ids.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { checkFields, show } from '../input-fields.js';
 import type { SafeEmitter } from '../events.js';
@@ -11,6 +12,7 @@ import { MemoryStore } from '../store/memory-store.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 import type { AdmitResult, Hold, RefusalReason, StopSignal, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
+import type { CallAttributes } from './attributes.js';
 import { CallIdTable } from './call-id-table.js';
 import { FloodShield } from './shield.js';
 import { systemClockUs } from '../clock.js';
@@ -22,7 +24,7 @@ import { systemClockUs } from '../clock.js';
  */
 export type StorePolicy = 'fail-closed' | 'fail-open' | 'local' | 'error';
 
-export interface AdmitInput {
+export interface AdmitInput extends CallAttributes {
   readonly callId: string;
   readonly peer: string;
   /** The customer account, when the call names one ('' counts as none). */
@@ -104,18 +106,34 @@ export interface AdmissionOptions {
   readonly shield?: boolean;
 }
 
-const ADMIT_FIELDS: ReadonlySet<string> = new Set(['callId', 'peer', 'account', 'at', 'durationUs']);
+const ADMIT_FIELDS: ReadonlySet<string> = new Set([
+  'callId',
+  'peer',
+  'account',
+  'at',
+  'durationUs',
+  'caller',
+  'callee',
+  'source',
+  'fields',
+]);
 
 function checkInput(input: AdmitInput): void {
   if (typeof input !== 'object' || input === null)
     throw new InvalidArgumentError(`admit input must be an object, got ${String(input)}`);
   checkFields(input, ADMIT_FIELDS, 'admit input');
-  if (typeof input.callId !== 'string' || input.callId === '')
-    throw new InvalidArgumentError(`callId must be a non-empty string, got ${show(input.callId)}`);
-  if (typeof input.peer !== 'string' || input.peer === '')
-    throw new InvalidArgumentError(`peer must be a non-empty string, got ${show(input.peer)}`);
-  if (input.account !== undefined && typeof input.account !== 'string')
-    throw new InvalidArgumentError(`account must be a string, got ${show(input.account)}`);
+  checkIdArgument('callId', input.callId);
+  checkIdArgument('peer', input.peer);
+  if (input.account !== undefined) checkIdArgument('account', input.account, { empty: true });
+  // the attributes of attribute levels (empty: none), ids as any other
+  if (input.caller !== undefined) checkIdArgument('caller', input.caller, { empty: true });
+  if (input.callee !== undefined) checkIdArgument('callee', input.callee, { empty: true });
+  if (input.source !== undefined) checkIdArgument('source', input.source, { empty: true });
+  if (input.fields !== undefined) {
+    if (typeof input.fields !== 'object' || input.fields === null || Array.isArray(input.fields))
+      throw new InvalidArgumentError(`fields must be an object of strings, got ${show(input.fields)}`);
+    for (const [name, value] of Object.entries(input.fields)) checkIdArgument(`fields.${name}`, value, { empty: true });
+  }
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     throw new InvalidArgumentError(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }
@@ -174,7 +192,7 @@ export class Admission {
   private localPlan(input: AdmitInput, plan: AdmissionPlan): AdmissionPlan {
     if (this.localShare === 1) return plan;
     this.localPlans ??= new PlanCache(scaleConfig(this.plans.config, this.localShare));
-    return this.localPlans.get(input.peer, input.account) as AdmissionPlan;
+    return this.localPlans.forCall(input) as AdmissionPlan;
   }
 
   /** The stand-in of policy `local`, if it was ever used (its holds need releasing too). */
@@ -201,7 +219,7 @@ export class Admission {
     checkInput(input);
     const inFlight = this.deciding.get(input.callId);
     if (inFlight !== undefined) return inFlight;
-    const plan = this.plans.get(input.peer, input.account);
+    const plan = this.plans.forCall(input);
     const at = input.at ?? this.clock.now();
     if (plan === UNKNOWN_PEER) {
       return Promise.resolve(
@@ -274,7 +292,7 @@ export class Admission {
   async record(input: AdmitInput): Promise<AdmissionDecision> {
     checkInput(input);
     const at = input.at ?? this.clock.now();
-    const plan = this.plans.get(input.peer, input.account);
+    const plan = this.plans.forCall(input);
     const known = plan === UNKNOWN_PEER ? withoutPeer(this.plans.config, input) : plan;
     let now = at ?? Date.now() * 1000;
     let degraded: StorePolicy | undefined;
@@ -290,6 +308,7 @@ export class Admission {
         degraded = this.policy;
         this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error: err as Error });
         if (this.policy === 'local') now = this.localStore().recordSync(req).now;
+        if (this.policy !== 'fail-closed') noteUnwritten(this.store, input.callId, known, at, req.hold);
       }
     }
     return this.emit({
@@ -325,6 +344,7 @@ export class Admission {
     const now = at ?? Date.now() * 1000;
     switch (this.policy) {
       case 'fail-open':
+        noteUnwritten(this.store, input.callId, plan, at, hold);
         return {
           callId: input.callId,
           direction: 'in',
@@ -335,14 +355,9 @@ export class Admission {
         };
       case 'local': {
         const local = this.localPlan(input, plan);
-        return {
-          ...decision(
-            input.callId,
-            local,
-            this.localStore().admitSync({ tag: local.tag, buckets: local.buckets, now: at, hold }),
-          ),
-          degraded: 'local',
-        };
+        const r = this.localStore().admitSync({ tag: local.tag, buckets: local.buckets, now: at, hold });
+        if (r.admitted && !r.duplicate) noteUnwritten(this.store, input.callId, plan, at, hold);
+        return { ...decision(input.callId, local, r), degraded: 'local' };
       }
       default:
         return {
@@ -361,6 +376,20 @@ export class Admission {
     this.events.safeEmit(d.admitted ? 'admitted' : 'rejected', d);
     return d;
   }
+}
+
+/**
+ * A call let in by policy while the store was away enters the store's ledger (live time only),
+ * to be written to the store once it answers: its holds count there from then on.
+ */
+function noteUnwritten(store: Store, callId: string, plan: AdmissionPlan, at: number | undefined, hold: Hold): void {
+  if (store.ledger === undefined || at !== undefined || hold.forUs <= 0) return;
+  store.ledger.add(callId, 'in', {
+    tag: plan.tag,
+    buckets: plan.buckets,
+    end: Date.now() * 1000 + hold.forUs,
+    unwritten: true,
+  });
 }
 
 function decision(callId: string, plan: AdmissionPlan, r: AdmitResult): AdmissionDecision {
@@ -387,8 +416,12 @@ function scaleConfig(config: CallGateConfig, share: number): CallGateConfig {
     return b.channels === undefined ? { limits } : { limits, channels: scale(b.channels) };
   };
   const map = (m: Map<string, BucketConfig>) => new Map([...m].map(([id, b]) => [id, bucket(b)]));
-  const { global, accounts, peers, defaultPeer } = config.inbound;
-  const inbound: CallGateConfig['inbound'] = { accounts: map(accounts), peers: map(peers) };
+  const { global, accounts, peers, defaultPeer, attributes = [] } = config.inbound;
+  const inbound: CallGateConfig['inbound'] = {
+    accounts: map(accounts),
+    peers: map(peers),
+    attributes: attributes.map((l) => ({ ...l, limits: bucket(l.limits), overrides: map(new Map(l.overrides)) })),
+  };
   if (global !== undefined) inbound.global = bucket(global);
   if (defaultPeer !== undefined) inbound.defaultPeer = bucket(defaultPeer);
   return { ...config, inbound };
@@ -396,9 +429,13 @@ function scaleConfig(config: CallGateConfig, share: number): CallGateConfig {
 
 /** The global and account levels of a call whose peer is unknown (for record()). */
 function withoutPeer(config: CallGateConfig, input: AdmitInput): AdmissionPlan {
-  const plan = new PlanCache({ ...config, inbound: { ...config.inbound, defaultPeer: { limits: [] } } }).get(
-    input.peer,
-    input.account,
+  const plan = new PlanCache({ ...config, inbound: { ...config.inbound, defaultPeer: { limits: [] } } }).forCall(
+    input,
   ) as AdmissionPlan;
-  return { tag: plan.tag, buckets: plan.buckets.slice(0, -1), labels: plan.labels.slice(0, -1) };
+  const peer = plan.labels.indexOf(`peer:${input.peer}`);
+  return {
+    tag: plan.tag,
+    buckets: plan.buckets.filter((_, i) => i !== peer),
+    labels: plan.labels.filter((_, i) => i !== peer),
+  };
 }

@@ -2,7 +2,8 @@
  * From a call (peer, account) to what admission checks: the buckets in contract order
  * (global, account, peer), their `limited_by` labels, and the hash tag they share.
  */
-import type { BucketConfig, CallGateConfig } from '../config/types.js';
+import type { AttributeLevelConfig, BucketConfig, CallGateConfig } from '../config/types.js';
+import { attributeBucket, attributeValue, type CallAttributes } from './attributes.js';
 import { GLOBAL_BUCKET, GLOBAL_TAG, accountBucket, accountTag, peerBucket, peerTag } from '../store/keys.js';
 import type { Bucket } from '../store/types.js';
 
@@ -28,7 +29,7 @@ export function planFor(
   peer: string,
   account: string | undefined,
 ): AdmissionPlan | typeof UNKNOWN_PEER {
-  const { global, accounts, peers, defaultPeer } = config.inbound;
+  const { global, accounts, peers, defaultPeer, attributes = [] } = config.inbound;
   const peerLimits = peers.get(peer) ?? defaultPeer;
   if (peerLimits === undefined) return UNKNOWN_PEER;
   const buckets: Bucket[] = [];
@@ -44,7 +45,13 @@ export function planFor(
   }
   buckets.push(bucketOf(peerBucket(peer), peerLimits));
   labels.push(`peer:${peer}`);
-  const tag = global !== undefined ? GLOBAL_TAG : accountLimits !== undefined ? accountTag(account!) : peerTag(peer);
+  // attribute levels span the platform (a caller's calls come from any peer): one tag for all
+  const tag =
+    global !== undefined || attributes.length > 0
+      ? GLOBAL_TAG
+      : accountLimits !== undefined
+        ? accountTag(account!)
+        : peerTag(peer);
   return { tag, buckets, labels };
 }
 
@@ -61,6 +68,53 @@ export function admissionLevels(config: CallGateConfig, peer: string, account?: 
   return plan === UNKNOWN_PEER ? undefined : plan.labels;
 }
 
+/** Where an attribute level of `order` goes among a plan's global / account / peer buckets. */
+function insertAt(level: AttributeLevelConfig, labels: readonly string[]): number {
+  switch (level.order) {
+    case 'first':
+      return 0;
+    case 'after-global':
+      return labels[0] === 'global' ? 1 : 0;
+    case 'after-account': {
+      const peer = labels.findIndex((l) => l.startsWith('peer:'));
+      return peer < 0 ? labels.length : peer;
+    }
+    default:
+      return labels.length;
+  }
+}
+
+/**
+ * `base` (a call's global / account / peer plan) with the attribute levels that apply to the
+ * call inserted where their `order` says, in configuration order among equals; `base` itself
+ * when none applies. `values`: each level's value for the call (undefined: it does not apply).
+ */
+export function withAttributes(
+  base: AdmissionPlan,
+  levels: readonly AttributeLevelConfig[],
+  values: readonly (string | undefined)[],
+): AdmissionPlan {
+  let buckets: Bucket[] | undefined;
+  let labels: string[] | undefined;
+  const baseLabels = base.labels;
+  // later insertions at the same point go after earlier ones: track how many went before each point
+  const shift = new Array<number>(baseLabels.length + 1).fill(0);
+  for (let i = 0; i < levels.length; i++) {
+    const value = values[i];
+    if (value === undefined) continue;
+    const level = levels[i]!;
+    buckets ??= [...base.buckets];
+    labels ??= [...baseLabels];
+    const at = insertAt(level, baseLabels);
+    let pos = at;
+    for (let k = 0; k <= at; k++) pos += shift[k]!;
+    buckets.splice(pos, 0, attributeBucket(level, value));
+    labels.splice(pos, 0, `${level.name}:${value}`);
+    shift[at]!++;
+  }
+  return buckets === undefined ? base : { tag: base.tag, buckets, labels: labels! };
+}
+
 /**
  * Plans cached per (peer, account) for one configuration; a reload makes a new cache.
  * Bounded: past `max` entries it starts afresh (plans are cheap to rebuild).
@@ -72,6 +126,30 @@ export class PlanCache {
     readonly config: CallGateConfig,
     private readonly max = 100_000,
   ) {}
+
+  /** Per (peer, account, attribute values): the plans of calls with attribute levels. */
+  private withValues = new Map<string, AdmissionPlan>();
+
+  /** The plan of a call: its peer's and account's, with its attribute levels. */
+  forCall(
+    call: { readonly peer: string; readonly account?: string } & CallAttributes,
+  ): AdmissionPlan | typeof UNKNOWN_PEER {
+    const base = this.get(call.peer, call.account);
+    const levels = this.config.inbound.attributes ?? [];
+    if (levels.length === 0 || base === UNKNOWN_PEER) return base;
+    const values = levels.map((level) => attributeValue(level, call));
+    if (values.every((v) => v === undefined)) return base;
+    // lengths make the key injective
+    let key = `${call.peer.length}:${call.peer}${(call.account ?? '').length}:${call.account ?? ''}`;
+    for (const v of values) key += v === undefined ? '-' : `${v.length}:${v}`;
+    let plan = this.withValues.get(key);
+    if (plan === undefined) {
+      plan = withAttributes(base, levels, values);
+      if (this.withValues.size >= this.max) this.withValues.clear();
+      this.withValues.set(key, plan);
+    }
+    return plan;
+  }
 
   get(peer: string, account: string | undefined): AdmissionPlan | typeof UNKNOWN_PEER {
     const key = `${peer.length}:${peer}${account ?? ''}`; // the length makes it injective

@@ -71,12 +71,14 @@ export class FloodShield<P extends { readonly buckets: readonly Bucket[] }> {
     this.guards = new WeakMap();
   }
 
-  /** Whether the shield may ever refuse calls of `plan`: no channel limit, no sliding window. */
+  /** Whether the shield may ever refuse calls of `plan`: no channel limit, no ban, no sliding window. */
   private shieldable(plan: P): boolean {
     let ok = this.eligible.get(plan);
     if (ok === undefined) {
+      // a bucket with a ban must see every refusal (its strikes), and an unban at once
       ok = plan.buckets.every(
-        (b) => b.channels === undefined && b.limits.every((l) => l.algorithm !== 'sliding-window'),
+        (b) =>
+          b.channels === undefined && b.ban === undefined && b.limits.every((l) => l.algorithm !== 'sliding-window'),
       );
       this.eligible.set(plan, ok);
     }
@@ -108,7 +110,13 @@ export class FloodShield<P extends { readonly buckets: readonly Bucket[] }> {
     sentUs: number,
     r: { admitted: boolean; limitedBy: number; reason?: string; retryAfterUs: number; now: number },
   ): void {
-    if (r.admitted || r.reason === 'channels' || !(r.retryAfterUs > 0) || !this.shieldable(plan)) return;
+    if (
+      r.admitted ||
+      (r.reason !== undefined && r.reason !== 'rate') ||
+      !(r.retryAfterUs > 0) ||
+      !this.shieldable(plan)
+    )
+      return;
     const given = at !== undefined;
     const from = given ? r.now : sentUs;
     this.guards.set(plan, { given, from, until: from + r.retryAfterUs, refusedAt: r.now, limitedBy: r.limitedBy });

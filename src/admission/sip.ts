@@ -60,6 +60,8 @@ function channelResponse(c: ChannelRefusal | undefined): SipResponse {
 export function toSipResponse(decision: AdmissionDecision, opts: SipOptions = {}): SipResponse | undefined {
   if (decision.admitted) return undefined;
   if (decision.limitedBy === 'unknown-peer') return { status: 403, reason: 'Forbidden' };
+  // a banned flooder (attribute levels) is not told when to come back
+  if (decision.reason === 'banned') return { status: 403, reason: 'Forbidden' };
   if (decision.reason === 'channels') return channelResponse(opts.channels);
   if (decision.retryAfterMs <= 0) return { status: 503, reason: 'Service Unavailable' };
   const jitter = Math.max(0, Math.floor(opts.jitterSeconds ?? 0));

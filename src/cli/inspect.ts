@@ -12,6 +12,7 @@ export interface InspectArgs extends RedisConnectionArgs {
   config: string;
   prefix: string;
   peer: string[];
+  value: string[];
   json?: boolean;
 }
 
@@ -19,7 +20,12 @@ export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream =
   const config = await loadConfigFile(args.config);
   const redis = await openRedis(args);
   try {
-    const state = await inspectState(config, new RedisStore({ redis, prefix: args.prefix }), { peers: args.peer });
+    const bans = (config.inbound.attributes ?? []).some((l) => l.ban !== undefined);
+    const state = await inspectState(config, new RedisStore({ redis, prefix: args.prefix }), {
+      peers: args.peer,
+      values: args.value ?? [],
+      bans,
+    });
     out.write(args.json ? `${JSON.stringify(state)}\n` : stateText(state));
   } finally {
     await closeRedis(redis);
@@ -39,6 +45,12 @@ export function inspectCommand(program: Command): void {
     .option(
       '--peer <id>',
       'also show this peer (repeatable; peers on defaultPeer are not listed otherwise)',
+      (v: string, all: string[]) => [...all, v],
+      [],
+    )
+    .option(
+      '--value <level:value>',
+      'also show this value of an attribute level, as limited_by names it (repeatable)',
       (v: string, all: string[]) => [...all, v],
       [],
     )

@@ -6,6 +6,8 @@
  *   callgate serve --config FILE [--store memory|redis] [--listen ADDR] ...  (serve.ts)
  *   callgate inspect --config FILE [--redis-url URL] [--peer ID]... [--json] (inspect.ts)
  *   callgate merge-traces --out FILE TRACE...                               (merge-traces.ts)
+ *   callgate holds | release | reset (an operator's hand on live Redis)       (operate.ts)
+ *   callgate kamailio --config FILE [--prefix P] [--out FILE]               (kamailio.ts)
  *
  * Commands on Redis take --redis-url and --redis-tls-* (redis.ts). Exit codes: 0 done; 2 bad
  * input (an invalid configuration, a malformed trace, an unreadable or unwritable file, a bad
@@ -18,9 +20,13 @@ import { Command, InvalidArgumentError as CliArgumentError } from 'commander';
 import { CallGateError, InterruptedError, StoreUnavailableError } from '../errors/index.js';
 import { packageVersion } from '../package-root.js';
 import { inspectCommand } from './inspect.js';
+import { kamailioCommand } from './kamailio.js';
 import { mergeTracesCommand } from './merge-traces.js';
+import { operateCommands } from './operate.js';
 import { replayCommand } from './replay.js';
+import { rememberSecrets, redactSecrets } from './redis.js';
 import { serveCommand } from './serve.js';
+import { unbanCommand } from './unban.js';
 
 const EXIT_BAD_INPUT = 2;
 const EXIT_UNAVAILABLE = 1;
@@ -31,11 +37,11 @@ const EXIT_UNAVAILABLE = 1;
  */
 function reportFailure(err: unknown): number {
   if (err instanceof CallGateError) {
-    for (const line of err.message.split('\n')) process.stderr.write(`error: ${line}\n`);
+    for (const line of redactSecrets(err.message).split('\n')) process.stderr.write(`error: ${line}\n`);
     if (err instanceof InterruptedError) return err.exitCode;
     return err instanceof StoreUnavailableError ? EXIT_UNAVAILABLE : EXIT_BAD_INPUT;
   }
-  process.stderr.write(`error: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.stderr.write(`error: ${redactSecrets((err as Error)?.stack ?? String(err))}\n`);
   return 1;
 }
 
@@ -45,15 +51,34 @@ export function program(): Command {
   );
   // set before the commands are added: they inherit it
   cmd.exitOverride();
+  // commander's own messages may quote what was typed (an option's value): no credentials in them
+  cmd.configureOutput({
+    writeOut: (str) => process.stdout.write(redactSecrets(str)),
+    writeErr: (str) => process.stderr.write(redactSecrets(str)),
+  });
   cmd.version(packageVersion(), '-V, --version', 'print the version of callgate');
   replayCommand(cmd);
   serveCommand(cmd);
   inspectCommand(cmd);
   mergeTracesCommand(cmd);
+  operateCommands(cmd);
+  unbanCommand(cmd);
+  kamailioCommand(cmd);
   return cmd;
 }
 
+/** The Redis URLs a command line and the environment name, remembered as secrets (redis.ts). */
+function rememberArgvSecrets(argv: readonly string[]): void {
+  rememberSecrets(process.env.REDIS_URL);
+  argv.forEach((arg, i) => {
+    if (arg === '--redis-url') rememberSecrets(argv[i + 1]);
+    else if (arg.startsWith('--redis-url=')) rememberSecrets(arg.slice('--redis-url='.length));
+    else if (arg.includes('://')) rememberSecrets(arg);
+  });
+}
+
 export async function main(argv: string[]): Promise<number> {
+  rememberArgvSecrets(argv);
   try {
     await program().parseAsync(argv, { from: 'user' });
     return 0;

@@ -8,27 +8,91 @@
  */
 import { readFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../store/redis/redis-store.js';
 
 export interface RedisConnectionArgs {
   redisUrl: string;
+  /** --redis-cluster: the URL names one node of a Redis Cluster (the others are discovered). */
+  redisCluster?: boolean;
   redisTlsCa?: string;
   redisTlsCert?: string;
   redisTlsKey?: string;
 }
 
-/** The URL with its password hidden, for messages. */
+/**
+ * The URL with its password hidden, for messages: `scheme://user:***@host…`, whatever the scheme
+ * and even when the URL does not parse. Everything between `://` and the last `@` is credentials
+ * (a password may hold `/`, `@` or `:` unescaped); a user without a password may be a password
+ * in disguise (`redis://secret@host`), so it is hidden too.
+ */
 export function redactUrl(url: string): string {
+  const start = url.indexOf('://');
+  const from = start < 0 ? 0 : start + 3;
+  const at = url.lastIndexOf('@');
+  if (at < from) return url;
+  const info = url.slice(from, at);
+  const colon = info.indexOf(':');
+  const shown = colon < 0 ? '***' : `${info.slice(0, colon)}:***`;
+  return `${url.slice(0, from)}${shown}${url.slice(at)}`;
+}
+
+/** Secrets that no output may show: URL passwords and REDIS_PASSWORD (rememberSecrets). */
+const secrets = new Set<string>();
+/** Shorter secrets are hidden only inside URLs: replacing them everywhere would garble every message. */
+const MIN_SECRET = 3;
+
+function remember(secret: string): void {
+  if (secret.length < MIN_SECRET) return;
+  secrets.add(secret);
   try {
-    const u = new URL(url);
-    if (u.password === '') return url;
-    u.password = '***';
-    return u.toString();
+    const decoded = decodeURIComponent(secret);
+    if (decoded.length >= MIN_SECRET) secrets.add(decoded);
   } catch {
-    return url;
+    // not percent-encoded
   }
+}
+
+/**
+ * Remember the credentials of a Redis URL (its password, or a user given without one) and of
+ * REDIS_PASSWORD, so that redactSecrets hides them wherever a message repeats them (a client's
+ * error may quote a URL that is not a URL to it: `connect ENOENT //user:secret@…`).
+ */
+export function rememberSecrets(url: string | undefined, env: NodeJS.ProcessEnv = process.env): void {
+  if (env.REDIS_PASSWORD) remember(env.REDIS_PASSWORD);
+  if (url === undefined) return;
+  const start = url.indexOf('://');
+  const from = start < 0 ? 0 : start + 3;
+  const at = url.lastIndexOf('@');
+  if (at < from) return;
+  const info = url.slice(from, at);
+  const colon = info.indexOf(':');
+  remember(colon < 0 ? info : info.slice(colon + 1));
+}
+
+/** `text` with every remembered secret shown as `***`, and the credentials of any URL in it. */
+export function redactSecrets(text: string): string {
+  let out = text;
+  for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join('***');
+  return out.replace(/\b([a-z][a-z0-9+.-]*:\/\/)([^\s/@"']*:)[^\s@"']*@/gi, '$1$2***@');
+}
+
+/**
+ * A --redis-url a client can take: parses as a URL and is redis:// or rediss://. Throws an
+ * InvalidArgumentError (one line, credentials hidden) otherwise.
+ */
+export function checkRedisUrl(url: string): void {
+  let scheme: string;
+  try {
+    scheme = new URL(url).protocol;
+  } catch {
+    throw new InvalidArgumentError(`invalid --redis-url ${JSON.stringify(redactUrl(url))}: Invalid URL`);
+  }
+  if (scheme !== 'redis:' && scheme !== 'rediss:')
+    throw new InvalidArgumentError(
+      `invalid --redis-url ${JSON.stringify(redactUrl(url))}: expected redis://host:port or rediss://…`,
+    );
 }
 
 /**
@@ -49,7 +113,8 @@ export function redisOptions(cmd: Command, purpose: string): Command {
       'PEM CA certificate(s) to verify the rediss:// server with (default: the system CAs)',
     )
     .option('--redis-tls-cert <file>', 'PEM client certificate, for a server that asks for one (with --redis-tls-key)')
-    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert');
+    .option('--redis-tls-key <file>', 'PEM private key of --redis-tls-cert')
+    .option('--redis-cluster', 'the URL names one node of a Redis Cluster (hash tags on; the others are discovered)');
 }
 
 function readPem(flag: string, file: string): Buffer {
@@ -98,8 +163,28 @@ export interface OpenRedisOptions {
   readonly signal?: AbortSignal;
 }
 
+/**
+ * A Cluster client from one node's URL: its credentials and TLS apply to every node (as
+ * redisConnectionOptions gives them); the URL's database number has no meaning on a Cluster.
+ */
+function clusterClient(args: RedisConnectionArgs, options: RedisOptions, service: boolean): Cluster {
+  const u = new URL(args.redisUrl);
+  const { retryStrategy: _r, maxRetriesPerRequest, lazyConnect: _l, ...nodeOptions } = options;
+  if (u.username !== '') nodeOptions.username = decodeURIComponent(u.username);
+  if (u.password !== '') nodeOptions.password = decodeURIComponent(u.password);
+  if (u.protocol === 'rediss:') nodeOptions.tls ??= {};
+  return new Cluster([{ host: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port || 6379) }], {
+    redisOptions: nodeOptions,
+    lazyConnect: true,
+    enableReadyCheck: true,
+    ...(maxRetriesPerRequest !== undefined && { maxRetriesPerRequest }),
+    // one-shot: one attempt at the nodes; a service keeps trying
+    clusterRetryStrategy: service ? (times) => Math.min(100 * times, 2_000) : () => null,
+  });
+}
+
 /** The client of a command, built from its Redis options. */
-export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOptions = {}): Promise<Redis> {
+export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOptions = {}): Promise<Redis | Cluster> {
   const options: RedisOptions = opts.service
     ? { ...redisConnectionOptions(args), ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true }
     : {
@@ -109,13 +194,15 @@ export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOption
         retryStrategy: () => null,
         connectTimeout: 3000,
       };
-  let redis: Redis;
+  checkRedisUrl(args.redisUrl);
+  rememberSecrets(args.redisUrl);
+  let redis: Redis | Cluster;
   try {
-    redis = new Redis(args.redisUrl, options);
+    redis = args.redisCluster ? clusterClient(args, options, opts.service === true) : new Redis(args.redisUrl, options);
   } catch (err) {
     // ioredis parses the URL in its constructor: "notaurl::" is a TypeError there
     throw new InvalidArgumentError(
-      `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${(err as Error).message}`,
+      `invalid --redis-url ${JSON.stringify(redactUrl(args.redisUrl))}: ${redactSecrets((err as Error).message)}`,
     );
   }
   if (opts.service) return redis;
@@ -131,7 +218,10 @@ export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOption
     redis.disconnect();
     signal?.throwIfAborted();
     const cause = lastError ?? (err as Error);
-    throw new StoreUnavailableError(`cannot reach Redis at ${redactUrl(args.redisUrl)}: ${cause.message}`, cause);
+    throw new StoreUnavailableError(
+      `cannot reach Redis at ${redactUrl(args.redisUrl)}: ${redactSecrets(cause.message)}`,
+      cause,
+    );
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }
@@ -139,6 +229,6 @@ export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOption
 }
 
 /** Close a client: QUIT, or drop the connection when that fails. */
-export async function closeRedis(redis: Redis): Promise<void> {
+export async function closeRedis(redis: Redis | Cluster): Promise<void> {
   await redis.quit().catch(() => redis.disconnect());
 }

@@ -7,7 +7,7 @@
  * and holds lapse after maxCallDuration otherwise).
  */
 import { type Command, Option } from 'commander';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { StorePolicy } from '../admission/admission.js';
 import { loadConfigFile } from '../config/load.js';
@@ -21,7 +21,15 @@ import { MemoryStore } from '../store/memory-store.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { DEFAULT_TIMEOUT_MS } from '../store/timeout.js';
 import type { Store } from '../store/types.js';
-import { closeRedis, openRedis, redactUrl, redisOptions, type RedisConnectionArgs } from './redis.js';
+import {
+  checkRedisUrl,
+  closeRedis,
+  openRedis,
+  redactSecrets,
+  redactUrl,
+  redisOptions,
+  type RedisConnectionArgs,
+} from './redis.js';
 
 export interface ServeArgs extends RedisConnectionArgs {
   config: string;
@@ -64,8 +72,7 @@ function checkArgs(args: ServeArgs): void {
   if (!(Number.isSafeInteger(args.retryJitter) && args.retryJitter >= 0 && args.retryJitter <= 3600)) {
     bad(`--retry-jitter: expected whole seconds from 0 to 3600, got ${String(args.retryJitter)}`);
   }
-  if (args.store === 'redis' && !/^rediss?:\/\//.test(args.redisUrl))
-    bad(`--redis-url: expected redis://host:port or rediss://…, got ${JSON.stringify(redactUrl(args.redisUrl))}`);
+  if (args.store === 'redis') checkRedisUrl(args.redisUrl);
   if (
     args.channelsStatus !== undefined &&
     !(Number.isSafeInteger(args.channelsStatus) && args.channelsStatus >= 400 && args.channelsStatus <= 699)
@@ -83,8 +90,9 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   checkExposure(address, token);
   const config = await loadConfigFile(args.config);
 
-  const app = { logger: { level: args.logLevel } };
-  let redis: Redis | undefined;
+  // every log line goes out with the credentials of Redis URLs hidden (a client's error may quote one)
+  const app = { logger: { level: args.logLevel, hooks: { streamWrite: redactSecrets } } };
+  let redis: Redis | Cluster | undefined;
   let store: Store;
   if (args.store === 'redis') {
     redis = await openRedis(args, { service: true });
@@ -96,7 +104,13 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
 
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const state = (peers: string[] = []) => inspectGate(gate, { peers });
+  // the bans of attribute levels too, when a level of the configuration in force bans
+  const state = (peers: string[] = [], values: string[] = []) =>
+    inspectGate(gate, {
+      peers,
+      values,
+      bans: (gate.config.inbound.attributes ?? []).some((l) => l.ban !== undefined),
+    });
   gateMetrics(gate, {
     registry,
     perBucket: args.metricsPerBucket,
@@ -153,6 +167,11 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   );
   gate.on('warning', (w) => log.warn({ carriers: w.carriers }, w.message));
   gate.on('error', (err) => log.error({ err: err.message }, 'engine error (the configuration in force is unchanged)'));
+  // Redis lost this sidecar's holds (a restart or failover): say so, and how many came back
+  gate.on('storeLoss', (e) => log.warn({ tag: e.tag, cause: e.cause }, 'Redis lost holds of calls in progress'));
+  gate.on('holdsReasserted', (e) => {
+    if (e.reasserted > 0) log.info({ tag: e.tag, reasserted: e.reasserted }, 'holds of calls in progress written back');
+  });
   if (args.watch) gate.watch(args.config);
 
   const onHup = () => {

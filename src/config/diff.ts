@@ -11,10 +11,10 @@
  */
 import type { Limit } from '../store/types.js';
 import { formatPath } from './path.js';
-import type { BucketConfig, CallGateConfig, CarrierConfig } from './types.js';
+import type { AttributeLevelConfig, BucketConfig, CallGateConfig, CarrierConfig } from './types.js';
 
 export type ConfigChangeKind = 'added' | 'removed' | 'changed';
-export type ConfigSection = 'global' | 'defaultPeer' | 'account' | 'peer' | 'carrier' | 'maxCallDuration';
+export type ConfigSection = 'global' | 'defaultPeer' | 'account' | 'peer' | 'attribute' | 'carrier' | 'maxCallDuration';
 
 export interface ConfigChange {
   /** `inbound.global`, `inbound.peers.peer45`, `inbound.peers["a b"]`, `outbound.carriers.A`… */
@@ -40,6 +40,20 @@ function sameBucket(a: BucketConfig, b: BucketConfig): boolean {
   return a.channels === b.channels && sameLimits(a.limits, b.limits);
 }
 
+/** Two attribute levels alike: every key, limits compared as buckets are. */
+function sameLevel(a: AttributeLevelConfig, b: AttributeLevelConfig): boolean {
+  const rest = (l: AttributeLevelConfig) =>
+    JSON.stringify([l.key, l.match ?? null, l.order, l.maxValues ?? null, l.ban ?? null, [...l.overrides.keys()]]);
+  return (
+    rest(a) === rest(b) &&
+    sameBucket(a.limits, b.limits) &&
+    [...a.overrides].every(([v, x]) => {
+      const y = b.overrides.get(v);
+      return y !== undefined && sameBucket(x, y);
+    })
+  );
+}
+
 function sameCarrier(a: CarrierConfig, b: CarrierConfig): boolean {
   return a.cps === b.cps && a.maxWaitUs === b.maxWaitUs && a.channels === b.channels;
 }
@@ -50,7 +64,7 @@ function kindOf<T>(a: T | undefined, b: T | undefined, same: (a: T, b: T) => boo
   return same(a, b) ? undefined : 'changed';
 }
 
-/** Changes from `old` to `next`: global, accounts, peers, defaultPeer, carriers; within a map,
+/** Changes from `old` to `next`: global, accounts, peers, defaultPeer, attribute levels (by name), carriers; within a map,
  * old ids first (removed / changed, in old order), then new ids (added, in new order). */
 export function diffConfig(old: CallGateConfig, next: CallGateConfig): ConfigChange[] {
   const changes: ConfigChange[] = [];
@@ -62,7 +76,7 @@ export function diffConfig(old: CallGateConfig, next: CallGateConfig): ConfigCha
     if (kind) changes.push({ path: formatPath(['inbound', section]), kind, section });
   };
   const map = <T>(
-    section: 'account' | 'peer' | 'carrier',
+    section: 'account' | 'peer' | 'attribute' | 'carrier',
     base: readonly string[],
     a: ReadonlyMap<string, T>,
     b: ReadonlyMap<string, T>,
@@ -78,6 +92,8 @@ export function diffConfig(old: CallGateConfig, next: CallGateConfig): ConfigCha
   map('account', ['inbound', 'accounts'], old.inbound.accounts, next.inbound.accounts, sameBucket);
   map('peer', ['inbound', 'peers'], old.inbound.peers, next.inbound.peers, sameBucket);
   single('defaultPeer', old.inbound.defaultPeer, next.inbound.defaultPeer);
+  const levels = (c: CallGateConfig) => new Map((c.inbound.attributes ?? []).map((l) => [l.name, l]));
+  map('attribute', ['inbound', 'attributes'], levels(old), levels(next), sameLevel);
   map('carrier', ['outbound', 'carriers'], old.outbound.carriers, next.outbound.carriers, sameCarrier);
   return changes;
 }

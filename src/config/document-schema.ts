@@ -65,6 +65,48 @@ const carrier = doc(
   'carrier',
 );
 
+const bits = (max: number) => z.int().min(1).max(max);
+
+const attributeLevel = doc(
+  z.strictObject({
+    name: doc(
+      z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+      "The level's name, as `limited_by` shows it (`<name>:<value>`); not global, account, peer, unknown-peer or store-unavailable.",
+    ),
+    key: doc(
+      z.union([z.enum(['caller', 'callee', 'source']), z.strictObject({ field: z.string().min(1).max(64) })]),
+      'The attribute that keys the level: "caller", "callee", "source" or {"field": "<name>"} (a field the caller passes).',
+    ),
+    match: doc(
+      z.union([
+        z.strictObject({ prefixes: z.array(z.string().min(1).max(32)).min(1) }),
+        z.strictObject({ digits: z.int().positive().max(32) }),
+        z.strictObject({
+          subnet: z.union([bits(32), z.strictObject({ v4: bits(32).optional(), v6: bits(128).optional() })]),
+        }),
+      ]),
+      'How a value is grouped: the longest matching prefix of a list, the first N digits, or the source\'s subnet (IPv4 bits, or {v4, v6}); a subnet needs key "source".',
+    ).optional(),
+    limits: doc(bucket, 'The limits applied to every value (rates and channels).'),
+    overrides: ids('Limits of particular values', bucket).optional(),
+    order: doc(
+      z.enum(['first', 'after-global', 'after-account', 'last']),
+      'Where the level sits in the check order (default "last").',
+    ).optional(),
+    maxValues: count('Values tracked at once, at most; see docs/attributes.md for what happens past it.').optional(),
+    ban: doc(
+      z.strictObject({
+        over: doc(z.number().min(1), "Refusals over this many times the level's limit within the span ban the value."),
+        within: duration('The span'),
+        for: duration('How long a ban lasts'),
+      }),
+      'Refuse a flooding value outright for a while (reason "banned").',
+    ).optional(),
+  }),
+  'An attribute level: limits on every value of one attribute of a call.',
+  'attributeLevel',
+);
+
 export const configDocumentSchema = doc(
   z.strictObject({
     $schema: doc(z.string(), 'The JSON Schema of this file, for editors (callgate ignores it).').optional(),
@@ -80,6 +122,10 @@ export const configDocumentSchema = doc(
           bucket.optional(),
           'The limits of a peer without its own (each such peer counted apart); without it such a call is refused as unknown-peer.',
         ),
+        attributes: doc(
+          z.array(attributeLevel),
+          'Attribute levels: caller number, destination prefix, source address or a named field (docs/attributes.md).',
+        ).optional(),
       }),
       'Inbound admission: rate limits and channels per level (global, account, peer).',
     ).optional(),

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import type { Algorithm, Limit } from '../store/types.js';
 import { parseDuration } from './duration.js';
 import { describeValue } from './path.js';
-import type { BucketConfig, CallGateConfig, CarrierConfig } from './types.js';
+import type { AttributeLevelConfig, BucketConfig, CallGateConfig, CarrierConfig } from './types.js';
 
 export const ALGORITHMS = ['sliding-log', 'sliding-window', 'fixed-window'] as const satisfies readonly Algorithm[];
 export const DEFAULT_ALGORITHM: Algorithm = 'sliding-log';
@@ -162,12 +162,126 @@ function idMapSchema<T extends z.ZodType>(kind: string, valueSchema: T, valueWha
 
 const objectError = expected('an object');
 
+/** Names an attribute level may not take: they are the other levels' `limited_by` values. */
+export const RESERVED_LEVEL_NAMES = ['global', 'account', 'peer', 'unknown-peer', 'store-unavailable'] as const;
+const levelNameWhat = 'a level name of letters, digits, "_" or "-"';
+const prefixWhat = 'a non-empty string of at most 32 characters';
+
+const subnetBits = (max: number) => {
+  const what = `an integer from 1 to ${max}`;
+  return z
+    .int({ error: expected(what) })
+    .min(1, { error: expected(what) })
+    .max(max, { error: expected(what) });
+};
+
+const matchSchema = z.union(
+  [
+    z.strictObject({
+      prefixes: z
+        .array(
+          z
+            .string({ error: expected(prefixWhat) })
+            .min(1, { error: expected(prefixWhat) })
+            .max(32),
+          {
+            error: expected('an array of prefixes'),
+          },
+        )
+        .min(1, { error: 'expected at least one prefix' }),
+    }),
+    z.strictObject({ digits: z.int({ error: positiveInteger }).positive({ error: positiveInteger }).max(32) }),
+    z.strictObject({
+      subnet: z.union([
+        subnetBits(32).transform((v4) => ({ v4, v6: 64 })),
+        z
+          .strictObject({ v4: subnetBits(32).optional(), v6: subnetBits(128).optional() })
+          .transform((s) => ({ v4: s.v4 ?? 32, v6: s.v6 ?? 128 })),
+      ]),
+    }),
+  ],
+  { error: expected('a match such as {"prefixes": ["882"]}, {"digits": 6} or {"subnet": 24}') },
+);
+
+const banSchema = z
+  .strictObject(
+    {
+      over: z.number({ error: expected('a number >= 1') }).min(1, { error: expected('a number >= 1') }),
+      within: durationSchema(true),
+      for: durationSchema(true),
+    },
+    { error: expected('a ban such as {"over": 3, "within": "10s", "for": "5m"}') },
+  )
+  .transform((b) => ({ over: b.over, spanUs: b.within, forUs: b.for }));
+
+const attributeLevelSchema = z
+  .strictObject(
+    {
+      name: z
+        .string({ error: expected(levelNameWhat) })
+        .regex(/^[A-Za-z0-9_-]{1,64}$/, { error: expected(levelNameWhat) })
+        .refine((n) => !(RESERVED_LEVEL_NAMES as readonly string[]).includes(n), {
+          error: (iss) => `the name ${describeValue(iss.input)} is taken by another level`,
+        }),
+      key: z.union([z.enum(['caller', 'callee', 'source']), z.strictObject({ field: z.string().min(1).max(64) })], {
+        error: expected('"caller", "callee", "source" or {"field": "<name>"}'),
+      }),
+      match: matchSchema.optional(),
+      limits: bucketSchema,
+      overrides: idMapSchema('value', bucketSchema, 'arrays of limits').optional(),
+      order: z
+        .enum(['first', 'after-global', 'after-account', 'last'], {
+          error: expected('"first", "after-global", "after-account" or "last"'),
+        })
+        .optional(),
+      maxValues: z
+        .int({ error: positiveInteger })
+        .positive({ error: positiveInteger })
+        .max(2 ** 31)
+        .optional(),
+      ban: banSchema.optional(),
+    },
+    { error: expected('an attribute level such as {"name": "caller", "key": "caller", "limits": [...]}') },
+  )
+  .superRefine((l, ctx) => {
+    if (l.ban !== undefined && l.limits.limits.length === 0)
+      ctx.addIssue({ code: 'custom', path: ['ban'], message: "a ban needs a rate limit in the level's limits" });
+    if (l.match !== undefined && 'subnet' in l.match && l.key !== 'source')
+      ctx.addIssue({ code: 'custom', path: ['match'], message: 'a subnet match needs key "source"' });
+  })
+  .transform((l): AttributeLevelConfig => {
+    const level: AttributeLevelConfig = {
+      name: l.name,
+      key: l.key,
+      limits: l.limits,
+      overrides: l.overrides ?? new Map(),
+      order: l.order ?? 'last',
+      ...(l.match !== undefined && { match: l.match }),
+      ...(l.maxValues !== undefined && { maxValues: l.maxValues }),
+      ...(l.ban !== undefined && { ban: l.ban }),
+    };
+    return level;
+  });
+
+const attributesSchema = z
+  .array(attributeLevelSchema, { error: expected('an array of attribute levels') })
+  .superRefine((levels, ctx) => {
+    const seen = new Map<string, number>();
+    levels.forEach((l, i) => {
+      const at = seen.get(l.name);
+      if (at !== undefined)
+        ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `the name "${l.name}" is taken by [${at}]` });
+      else seen.set(l.name, i);
+    });
+  });
+
 const inboundSchema = z.strictObject(
   {
     global: bucketSchema.optional(),
     accounts: idMapSchema('account', bucketSchema, 'arrays of limits').optional(),
     peers: idMapSchema('peer', bucketSchema, 'arrays of limits').optional(),
     defaultPeer: bucketSchema.optional(),
+    attributes: attributesSchema.optional(),
   },
   { error: objectError },
 );
@@ -197,6 +311,7 @@ export const configSchema = z
       accounts: c.inbound?.accounts ?? new Map(),
       peers: c.inbound?.peers ?? new Map(),
     };
+    if (c.inbound?.attributes !== undefined) inbound.attributes = c.inbound.attributes;
     if (c.inbound?.global !== undefined) inbound.global = c.inbound.global;
     if (c.inbound?.defaultPeer !== undefined) inbound.defaultPeer = c.inbound.defaultPeer;
     return {

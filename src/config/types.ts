@@ -30,10 +30,65 @@ export interface CallGateConfig {
     peers: Map<string, BucketConfig>;
     /** Limits of a peer that has none of its own; absent means such peers are `unknown-peer`. */
     defaultPeer?: BucketConfig;
+    /** Attribute levels (caller, callee prefix, source address, a named field), in configuration order. */
+    attributes?: readonly AttributeLevelConfig[];
   };
   outbound: {
     carriers: Map<string, CarrierConfig>;
   };
+}
+
+/** Which attribute of a call keys an attribute level: a built-in one, or a field the caller passes. */
+export type AttributeKey = 'caller' | 'callee' | 'source' | { readonly field: string };
+
+/**
+ * How a call's attribute becomes the level's value: the longest configured prefix it starts with
+ * (a call matching none skips the level), its first N digits, or its source address's subnet.
+ */
+export type AttributeMatch =
+  | { readonly prefixes: readonly string[] }
+  | { readonly digits: number }
+  | { readonly subnet: { readonly v4: number; readonly v6: number } };
+
+/** Where an attribute level sits in the check order (global, account, peer). */
+export type AttributeOrder = 'first' | 'after-global' | 'after-account' | 'last';
+
+/**
+ * A value refused over `over` x its tightest limit within a span is banned for a cooling-off
+ * time: `threshold` (refusals by its rate limits within `spanUs`, a fixed window) and `forUs`.
+ */
+export interface BanConfig {
+  readonly over: number;
+  readonly spanUs: number;
+  readonly forUs: number;
+}
+
+/** One attribute level after normalization (see docs/attributes.md). */
+export interface AttributeLevelConfig {
+  /** The level's name: `limited_by` is `<name>:<value>`. */
+  readonly name: string;
+  readonly key: AttributeKey;
+  readonly match?: AttributeMatch;
+  /** The template every value gets. */
+  readonly limits: BucketConfig;
+  /** Limits of particular values (the value after match), instead of the template. */
+  readonly overrides: ReadonlyMap<string, BucketConfig>;
+  readonly order: AttributeOrder;
+  /** Values outside `overrides` share maxValues buckets (by a hash of the value); absent: one bucket per value. */
+  readonly maxValues?: number;
+  readonly ban?: BanConfig;
+}
+
+/** One attribute level as written. */
+export interface AttributeLevelInput {
+  name: string;
+  key: 'caller' | 'callee' | 'source' | { field: string };
+  match?: { prefixes: string[] } | { digits: number } | { subnet: number | { v4?: number; v6?: number } };
+  limits: BucketEntryInput[];
+  overrides?: IdMap<BucketEntryInput[]>;
+  order?: AttributeOrder;
+  maxValues?: number;
+  ban?: { over: number; within: string; for: string };
 }
 
 /** One limit as written in a configuration file. */
@@ -75,6 +130,7 @@ export interface CallGateConfigInput {
     accounts?: IdMap<BucketEntryInput[]>;
     peers?: IdMap<BucketEntryInput[]>;
     defaultPeer?: BucketEntryInput[];
+    attributes?: AttributeLevelInput[];
   };
   outbound?: {
     carriers?: IdMap<CarrierInput>;

@@ -54,6 +54,7 @@
  */
 import { systemClockUs, type Clock } from '../clock.js';
 import type { CarrierConfig } from '../config/types.js';
+import { checkIdArgument } from '../ids.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { checkFields, show } from '../input-fields.js';
 import { SafeEmitter } from '../events.js';
@@ -210,11 +211,13 @@ const DISPATCH_FIELDS: ReadonlySet<string> = new Set(['callId', 'route', 'at', '
 function checkInput(input: DispatchInput): void {
   if (typeof input !== 'object' || input === null) fail('dispatch input must be an object');
   checkFields(input, DISPATCH_FIELDS, 'dispatch input');
-  if (typeof input.callId !== 'string' || input.callId === '')
-    fail(`callId must be a non-empty string, got ${show(input.callId)}`);
+  checkIdArgument('callId', input.callId);
   if (!Array.isArray(input.route) || !input.route.every((c) => typeof c === 'string')) {
     fail(`route must be an array of carrier ids (strings), got ${show(input.route)}`);
   }
+  input.route.forEach((c, i) => {
+    checkIdArgument(`route[${i}]`, c);
+  });
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     fail(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }

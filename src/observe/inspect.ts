@@ -5,7 +5,7 @@
  *
  * Buckets: the global one, every configured account and peer, and the peers asked for by id
  * (those on defaultPeer are not listed otherwise: there is no bound on them). Tags: with a
- * global limit every inbound key has the tag `in`; without one, an account's bucket has its
+ * global limit or attribute levels every inbound key has the tag `in`; without, an account's bucket has its
  * account's tag and a peer's bucket is read under the peer's own tag. On a Cluster, a peer whose
  * calls name a configured account counts under that account's tag instead (README "Redis keys
  * and Cluster"): inspect shows 0 for it there. On a single Redis keys carry no tag.
@@ -23,6 +23,9 @@ import {
 } from '../store/keys.js';
 import type { CallGate } from '../gate.js';
 import type { Bucket, Limit, Store } from '../store/types.js';
+import { listBans, type BanState } from './bans.js';
+import { attributeBucket } from '../admission/attributes.js';
+import { InvalidArgumentError } from '../errors/index.js';
 
 export interface LimitState {
   limit: number;
@@ -61,6 +64,8 @@ export interface GateState {
   store: string;
   buckets: BucketState[];
   carriers: CarrierState[];
+  /** The bans of attribute levels in force, when asked for (InspectOptions.bans). */
+  bans?: BanState[];
 }
 
 export interface InspectOptions {
@@ -68,6 +73,13 @@ export interface InspectOptions {
   readonly peers?: readonly string[];
   /** Time to inspect at, µs (default: the store's clock). */
   readonly now?: number;
+  /** Also list the bans in force (a scan of the store's keys on Redis: an operator's view). */
+  readonly bans?: boolean;
+  /**
+   * Values of attribute levels to show, as `<level>:<value>` (the value as limited_by shows it:
+   * `caller:+15551234567`, `source:203.0.113.0/24`); a level that is not configured is an error.
+   */
+  readonly values?: readonly string[];
 }
 
 interface Asked {
@@ -77,8 +89,25 @@ interface Asked {
   defaultPeer: boolean;
 }
 
+/** The buckets of attribute values asked for (`<level>:<value>`), under the global tag. */
+function valueBuckets(config: CallGateConfig, values: readonly string[]): Asked[] {
+  return values.map((v) => {
+    const colon = v.indexOf(':');
+    const name = colon > 0 ? v.slice(0, colon) : v;
+    const level = (config.inbound.attributes ?? []).find((l) => l.name === name);
+    if (level === undefined || colon < 0 || colon === v.length - 1)
+      throw new InvalidArgumentError(
+        `expected <level>:<value> of a configured attribute level, got ${JSON.stringify(v)}`,
+      );
+    const { ban: _ban, ...bucket } = attributeBucket(level, v.slice(colon + 1));
+    return { label: v, tag: GLOBAL_TAG, bucket, defaultPeer: false };
+  });
+}
+
 function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
   const { global, accounts, defaultPeer } = config.inbound;
+  // with a global limit or attribute levels every inbound key has the platform's tag (plan.ts)
+  const platform = global !== undefined || (config.inbound.attributes ?? []).length > 0;
   const out: Asked[] = [];
   const bucket = (name: string, b: BucketConfig): Bucket =>
     b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels };
@@ -87,7 +116,7 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
   for (const [id, b] of accounts) {
     out.push({
       label: `account:${id}`,
-      tag: global !== undefined ? GLOBAL_TAG : accountTag(id),
+      tag: platform ? GLOBAL_TAG : accountTag(id),
       bucket: bucket(accountBucket(id), b),
       defaultPeer: false,
     });
@@ -98,7 +127,7 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
     seen.add(id);
     out.push({
       label: `peer:${id}`,
-      tag: global !== undefined ? GLOBAL_TAG : peerTag(id),
+      tag: platform ? GLOBAL_TAG : peerTag(id),
       bucket: bucket(peerBucket(id), b),
       defaultPeer: isDefault,
     });
@@ -119,7 +148,7 @@ export async function inspectState(
   store: Store,
   opts: InspectOptions = {},
 ): Promise<GateState> {
-  const asked = bucketsOf(config, opts.peers ?? []);
+  const asked = [...bucketsOf(config, opts.peers ?? []), ...valueBuckets(config, opts.values ?? [])];
   const carriers = [...config.outbound.carriers];
   const r = await store.inspect({
     buckets: asked.map((a) => ({ tag: a.tag, bucket: a.bucket })),
@@ -131,7 +160,9 @@ export async function inspectState(
     })),
     now: opts.now,
   });
+  const bans = opts.bans ? await listBans(store, r.now) : undefined;
   return {
+    ...(bans !== undefined && { bans }),
     time_us: r.now,
     store: store.kind,
     buckets: asked.map((a, i) => {
@@ -208,5 +239,16 @@ export function stateText(s: GateState): string {
   const parts = [head];
   parts.push(s.buckets.length > 0 ? table(rows) : 'no inbound buckets configured');
   parts.push(s.carriers.length > 0 ? table(carrierRows) : 'no carriers configured');
+  if (s.bans !== undefined) {
+    const banRows = [['ban', 'value', 'ends', 'left']];
+    for (const b of s.bans)
+      banRows.push([
+        b.level,
+        b.value,
+        new Date(b.until_us / 1000).toISOString(),
+        `${Math.ceil(b.remaining_ms / 1000)} s`,
+      ]);
+    parts.push(s.bans.length > 0 ? table(banRows) : 'no bans in force');
+  }
   return `${parts.join('\n\n')}\n`;
 }

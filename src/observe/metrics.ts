@@ -6,9 +6,9 @@
  *
  *   callgate_decisions_total{direction, outcome, limited_by, reason}
  *       direction in|out; outcome admitted|rejected|recorded (in), dispatched|rejected|failed (out);
- *       limited_by: the kind of level that refused (global, account, peer, unknown-peer,
- *       store-unavailable) or none; with `perBucket`, `account:<id>` / `peer:<id>` for the ids of
- *       the configuration (a peer on defaultPeer stays `peer`); reason rate|channels|
+ *       limited_by: the kind of level that refused (global, account, peer, the name of an
+ *       attribute level, unknown-peer, store-unavailable) or none; with `perBucket`, `account:<id>` / `peer:<id>` for the ids of
+ *       the configuration (a peer on defaultPeer stays `peer`); reason rate|channels|banned|
  *       all-routes-congested|store-unavailable|none
  *   callgate_decision_duration_seconds{operation}   histogram; admit|record|reserve|dispatch
  *   callgate_store_errors_total{operation}          decisions the store did not answer in time
@@ -21,6 +21,10 @@
  *       out of a decision (no label: the ids come from callers; each decision names them in `skipped`)
  *   callgate_config_reloads_total
  *   callgate_releases_total{outcome}                released | not-held | deferred
+ *   callgate_store_loss_detected_total{cause}       the store lost this process's holds: reconnect
+ *       (found missing after a lost connection) | marker (a tag's generation marker changed)
+ *   callgate_holds_reasserted_total                 holds written again after a loss
+ *   callgate_holds_released_elsewhere_total         ledger calls found released by another process
  *
  * and, read from the store at each scrape when `live` is given (one read-only store call):
  *
@@ -35,6 +39,7 @@ import type { AdmissionDecision } from '../admission/admission.js';
 import type { DispatchResult, Reservation } from '../dispatch/dispatcher.js';
 import { StoreUnavailableError } from '../errors/index.js';
 import type { CallGate, DecisionTiming } from '../gate.js';
+import type { HoldsReassertedEvent, StoreLossEvent } from '../store/types.js';
 import { inspectGate } from './inspect.js';
 
 export interface MetricsOptions {
@@ -95,7 +100,9 @@ function levelLabel(gate: CallGate, limitedBy: string | undefined, perBucket: bo
   const kind = limitedBy.slice(0, colon);
   if (!perBucket) return kind;
   const id = limitedBy.slice(colon + 1);
-  const configured = kind === 'account' ? gate.config.inbound.accounts.has(id) : gate.config.inbound.peers.has(id);
+  // an attribute level's values are never a label (unbounded): its name only
+  const configured =
+    kind === 'account' ? gate.config.inbound.accounts.has(id) : kind === 'peer' && gate.config.inbound.peers.has(id);
   return configured ? limitedBy : kind;
 }
 
@@ -165,6 +172,23 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     name: `${p}releases_total`,
     help: 'Calls whose end was reported: released (held channels), not-held (nothing held any more), deferred (store out of reach, retried)',
     labelNames: ['outcome'] as const,
+    registers,
+  });
+
+  const losses = new Counter({
+    name: `${p}store_loss_detected_total`,
+    help: "The store lost holds of this process's calls (a Redis restart or failover), by what showed it: reconnect or marker",
+    labelNames: ['cause'] as const,
+    registers,
+  });
+  const reasserted = new Counter({
+    name: `${p}holds_reasserted_total`,
+    help: "Holds of this process's calls written again after the store lost them",
+    registers,
+  });
+  const goneElsewhere = new Counter({
+    name: `${p}holds_released_elsewhere_total`,
+    help: "Calls of this process's ledger found released by another process (checked by the periodic sync)",
     registers,
   });
 
@@ -269,8 +293,15 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     } else if (deferred.delete(e.callId)) return;
     releases.inc({ outcome: e.outcome });
   };
+  const onLoss = (e: StoreLossEvent) => losses.inc({ cause: e.cause });
+  const onReasserted = (e: HoldsReassertedEvent) => {
+    if (e.reasserted > 0) reasserted.inc(e.reasserted);
+    if (e.gone > 0) goneElsewhere.inc(e.gone);
+  };
   gate.on('decided', onDecided);
   gate.on('released', onReleased);
+  gate.on('storeLoss', onLoss);
+  gate.on('holdsReasserted', onReasserted);
   gate.on('failed', onFailed);
   gate.on('reloaded', onReloaded);
 
@@ -281,6 +312,8 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
       gate.off('failed', onFailed);
       gate.off('reloaded', onReloaded);
       gate.off('released', onReleased);
+      gate.off('storeLoss', onLoss);
+      gate.off('holdsReasserted', onReasserted);
     },
   };
 }

@@ -37,6 +37,8 @@ import { systemClockUs } from '../clock.js';
 import type { DispatchInput, Reservation } from '../dispatch/dispatcher.js';
 
 export const TRACE_HEADER = 'time,call_id,direction,peer,account,route,duration';
+/** The header of a recording with the attribute columns (docs/attributes.md), duration last still. */
+export const TRACE_HEADER_ATTRIBUTES = 'time,call_id,direction,peer,account,route,caller,callee,source,duration';
 
 export interface TraceRecorderOptions {
   /** Folder of the trace files (created when missing). */
@@ -70,11 +72,16 @@ export function traceRow(
     peer?: string;
     account?: string;
     route?: readonly string[];
+    caller?: string;
+    callee?: string;
+    source?: string;
   },
   durationUs?: number,
+  attributes = false,
 ): string {
   const duration = durationUs === undefined ? '' : epochSeconds(durationUs);
-  return `${epochSeconds(row.time)},${cell(row.callId)},${row.direction},${cell(row.peer)},${cell(row.account)},${cell(row.route?.join('|'))},${duration}\n`;
+  const attrs = attributes ? `${cell(row.caller)},${cell(row.callee)},${cell(row.source)},` : '';
+  return `${epochSeconds(row.time)},${cell(row.callId)},${row.direction},${cell(row.peer)},${cell(row.account)},${cell(row.route?.join('|'))},${attrs}${duration}\n`;
 }
 
 /** A decided call whose row waits for its end (or for an earlier row of the same microsecond). */
@@ -98,6 +105,11 @@ export class TraceRecorder {
   maxCallDurationUs: () => number = () => 4 * 3600 * 1e6;
   /** Set by the CallGate: the time, µs, to tell lapsed holds by (the store's clock when it has one). */
   now: () => number = systemClockUs;
+  /**
+   * Write the caller, callee and source columns (TRACE_HEADER_ATTRIBUTES): set by the CallGate
+   * when its configuration has attribute levels, before the first row.
+   */
+  attributes = false;
   /** Every file begun, in order. */
   readonly files: string[] = [];
   rows = 0;
@@ -145,19 +157,24 @@ export class TraceRecorder {
       direction: 'in' as const,
       peer: input.peer,
       account: input.account || undefined,
+      caller: input.caller,
+      callee: input.callee,
+      source: input.source,
     };
+    const a = this.attributes;
     if (!d.admitted || d.duplicate || input.durationUs !== undefined)
-      this.decided(row.time, traceRow(row, input.durationUs));
-    else this.wait(row.time, input.callId, 'in', traceRow(row).slice(0, -1), d.at);
+      this.decided(row.time, traceRow(row, input.durationUs, a));
+    else this.wait(row.time, input.callId, 'in', traceRow(row, undefined, a).slice(0, -1), d.at);
     return d;
   }
 
   /** An outbound decision (reserve, or dispatch once reserved); returns it, as inbound() does. */
   outbound(input: DispatchInput, r: Reservation): Reservation {
     const row = { time: r.at, callId: input.callId, direction: 'out' as const, route: input.route };
+    const a = this.attributes;
     if (r.outcome !== 'dispatched' || input.durationUs !== undefined)
-      this.decided(row.time, traceRow(row, input.durationUs));
-    else this.wait(row.time, input.callId, 'out', traceRow(row).slice(0, -1), r.slotAt!);
+      this.decided(row.time, traceRow(row, input.durationUs, a));
+    else this.wait(row.time, input.callId, 'out', traceRow(row, undefined, a).slice(0, -1), r.slotAt!);
     return r;
   }
 
@@ -308,7 +325,7 @@ export class TraceRecorder {
       this.error = err;
       this.onError?.(new Error(`trace recorder: ${err.message}`));
     });
-    const header = `${TRACE_HEADER}\n`;
+    const header = `${this.attributes ? TRACE_HEADER_ATTRIBUTES : TRACE_HEADER}\n`;
     out.write(header);
     this.out = out;
     this.bytesInFile = header.length;

@@ -157,6 +157,14 @@ class Differences {
   readonly groups = new Map<string, CompareJson['groups'][number]>();
   readonly listed: DiffCall[] = [];
 
+  constructor(private readonly attributeLevels: ReadonlySet<string> = new Set()) {}
+
+  /** A label for grouping: an attribute level's value becomes `*` (a group per level, not per value). */
+  private groupLabel(label: string): string {
+    const m = /^rejected by ([^:]+):.*?( \([a-z-]+\))?$/.exec(label);
+    return m && this.attributeLevels.has(m[1]!) ? `rejected by ${m[1]}:*${m[2] ?? ''}` : label;
+  }
+
   add(old: DecisionLine, neu: DecisionLine): void {
     this.calls++;
     if (old.call_id !== neu.call_id || old.direction !== neu.direction) {
@@ -182,9 +190,11 @@ class Differences {
       else if (old.outcome === 'rejected') this.outbound.now_dispatched++;
       else this.outbound.other_carrier++;
     }
-    const key = `${neu.direction}\u0000${from}\u0000${to}`;
+    const gFrom = this.groupLabel(from);
+    const gTo = this.groupLabel(to);
+    const key = `${neu.direction}\u0000${gFrom}\u0000${gTo}`;
     let g = this.groups.get(key);
-    if (!g) this.groups.set(key, (g = { direction: neu.direction, from, to, count: 0, calls: [] }));
+    if (!g) this.groups.set(key, (g = { direction: neu.direction, from: gFrom, to: gTo, count: 0, calls: [] }));
     g.count++;
     if (g.calls.length < GROUP_EXAMPLES) g.calls.push(neu.call_id);
     if (this.listed.length < MAX_LISTED) {
@@ -243,7 +253,11 @@ function summary(d: Differences, configName: string, baselineName: string): stri
 
 export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
   const pairing = new Pairing();
-  const diff = new Differences();
+  // attribute levels of either configuration: their values stay out of the group keys (unbounded)
+  const levels = new Set(
+    [...(opts.config.inbound.attributes ?? []), ...(opts.baseline.inbound.attributes ?? [])].map((l) => l.name),
+  );
+  const diff = new Differences(levels);
   const every = opts.progressEvery ?? 10_000;
   const done = { old: 0, neu: 0 };
   const progress = (side: 'old' | 'neu') => (n: number, total: number) => {

@@ -16,6 +16,7 @@ import { packageRoot } from '../package-root.js';
 import type { CompareJson } from './compare.js';
 import type { ReplayResult } from './replay.js';
 import {
+  attributeTable,
   CARRIER_NOTE,
   carrierTable,
   channelTable,
@@ -166,6 +167,30 @@ function summaryTables(j: ReportJson): string {
     );
     out.push(table('channels-table', channels.header, channels.rows));
   }
+  const attrs = attributeTable(j);
+  if (attrs.rows.length > 0) {
+    out.push('<h3>Attribute levels</h3><p class="note">the values each attribute level refused most</p>');
+    out.push(table('attributes-table', attrs.header, attrs.rows, 2));
+    out.push(attributeBars(j));
+  }
+  return out.join('\n');
+}
+
+/** Per attribute level, a bar per value refused most (plain HTML: its width is its share of the top one). */
+function attributeBars(j: ReportJson): string {
+  const out: string[] = ['<div id="attributes-chart">'];
+  for (const a of j.attributes ?? []) {
+    const most = Math.max(1, ...a.top.map((v) => v.rejected));
+    out.push(`<h4>${esc(a.level)}</h4>`);
+    for (const v of a.top) {
+      const w = ((100 * v.rejected) / most).toFixed(1);
+      const b = ((100 * v.banned) / most).toFixed(1);
+      out.push(
+        `<div class="bar-row"><span class="bar-label">${esc(v.value)}</span><span class="bar" style="width:${w}%"><span class="bar-banned" style="width:${v.rejected > 0 ? ((100 * v.banned) / v.rejected).toFixed(1) : 0}%"></span></span><span class="bar-n">${v.rejected}${v.banned > 0 ? ` (${v.banned} banned, ${b}%)` : ''}</span></div>`,
+      );
+    }
+  }
+  out.push('</div>');
   return out.join('\n');
 }
 
@@ -245,7 +270,11 @@ export function reportHtml(input: HtmlReportInput): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${esc(title)}</title>
 <style>${uplotCss}</style>
-<style>${appCss}</style>
+<style>${appCss}
+#attributes-chart .bar-row{display:flex;align-items:center;gap:.5em;margin:2px 0;font-size:90%}
+#attributes-chart .bar-label{flex:0 0 16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;font-family:monospace}
+#attributes-chart .bar{display:inline-block;height:1em;background:#c0392b;max-width:60%;position:relative}
+#attributes-chart .bar-banned{position:absolute;left:0;top:0;height:100%;background:#6d1f16}</style>
 </head>
 <body>
 <header>

@@ -17,6 +17,7 @@ import type { Store } from '../store/types.js';
 import type { ReplaySeries } from './series.js';
 import { newCarrier, newLevel, type CarrierStats, type LevelStats } from './stats.js';
 import { TraceError } from '../errors/trace-error.js';
+import { TopValues } from './top-values.js';
 import { loadTraceSorted, readTrace, validateTrace, type TraceCall } from './trace.js';
 
 export type { DecisionLine };
@@ -45,13 +46,15 @@ export interface ReplayResult {
     /** Rejections by `limited_by`. */
     byReason: Map<string, number>;
     /** Rejections by a level, by kind of limit. */
-    byKind: { rate: number; channels: number };
+    byKind: { rate: number; channels: number; banned: number };
     /** Repeated admits of calls still holding (counted in admitted, nowhere else). */
     duplicates: number;
   };
   readonly outbound: { offered: number; dispatched: number; rejected: number; rerouted: number };
   /** Keys: `global`, `account:<id>`, `peer:<id>` (as in limited_by). */
   readonly levels: Map<string, LevelStats>;
+  /** Refusals named by attribute levels, per level and value (bounded: top-values.ts). */
+  readonly attributes: TopValues;
   readonly carriers: Map<string, CarrierStats>;
   readonly elapsedMs: number;
   readonly firstUs?: number;
@@ -128,10 +131,12 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     admitted: 0,
     rejected: 0,
     byReason: new Map<string, number>(),
-    byKind: { rate: 0, channels: 0 },
+    byKind: { rate: 0, channels: 0, banned: 0 },
     duplicates: 0,
   };
   const outbound = { offered: 0, dispatched: 0, rejected: 0, rerouted: 0 };
+  const attributes = new TopValues();
+  const attributeLevels = new Set((cfgIn.attributes ?? []).map((l) => l.name));
   const levels = new Map<string, LevelStats>();
   const carriers = new Map<string, CarrierStats>();
   const level = (key: string, bucket: () => BucketConfig | undefined): LevelStats => {
@@ -184,7 +189,14 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       if (d.duplicate) inbound.duplicates++;
     } else {
       inbound.rejected++;
-      inbound.byReason.set(d.limitedBy!, (inbound.byReason.get(d.limitedBy!) ?? 0) + 1);
+      // an attribute level's refusals count under its name (its values: unbounded), each value in `attributes`
+      let by = d.limitedBy!;
+      const colon = by.indexOf(':');
+      if (colon > 0 && attributeLevels.has(by.slice(0, colon))) {
+        attributes.add(by.slice(0, colon), by.slice(colon + 1), d.reason === 'banned');
+        by = by.slice(0, colon);
+      }
+      inbound.byReason.set(by, (inbound.byReason.get(by) ?? 0) + 1);
       if (d.reason !== undefined) inbound.byKind[d.reason]++;
     }
   };
@@ -232,6 +244,9 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
           account: call.account,
           at: call.time,
           durationUs: call.durationUs,
+          caller: call.caller,
+          callee: call.callee,
+          source: call.source,
         });
         onInbound(call, d);
         const wait = opts.onDecision?.(inboundLine(d, call.time));
@@ -263,6 +278,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     inbound,
     outbound,
     levels,
+    attributes,
     carriers,
     elapsedMs: performance.now() - started,
     firstUs: check.first,

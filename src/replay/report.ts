@@ -21,9 +21,11 @@ export interface ReportJson {
     admitted: number;
     rejected: number;
     rejected_by: Record<string, number>;
-    rejected_for: { rate: number; channels: number };
+    rejected_for: { rate: number; channels: number; banned: number };
     duplicates: number;
   };
+  /** Per attribute level that refused calls: its refusals and the values it refused most. */
+  attributes?: AttributeJson[];
   outbound: { offered: number; dispatched: number; rejected: number; rerouted: number };
   levels: {
     level: string;
@@ -55,6 +57,17 @@ export interface ReportJson {
   }[];
   all_limits_held: boolean;
 }
+
+export interface AttributeJson {
+  level: string;
+  rejected: number;
+  banned: number;
+  /** The values refused most, most first (at most TOP_VALUES). */
+  top: { value: string; rejected: number; banned: number }[];
+}
+
+/** How many values per attribute level the report lists. */
+export const TOP_VALUES = 10;
 
 export interface ChannelsJson {
   limit: number;
@@ -126,6 +139,11 @@ export function reportJson(r: ReplayResult): ReportJson {
       rejected_for: { ...r.inbound.byKind },
       duplicates: r.inbound.duplicates,
     },
+    ...(r.attributes.levels.size > 0 && {
+      attributes: r.attributes
+        .top(TOP_VALUES)
+        .map((a) => ({ level: a.level, rejected: a.rejected, banned: a.banned, top: a.values })),
+    }),
     outbound: r.outbound,
     levels: levelRows,
     carriers,
@@ -199,6 +217,21 @@ export function carrierTable(j: ReportJson): ReportTable {
   };
 }
 
+/** Per attribute level, the values it refused most (one row each; the level's totals on its first row). */
+export function attributeTable(j: ReportJson): ReportTable {
+  const rows: (string | number)[][] = [];
+  for (const a of j.attributes ?? [])
+    a.top.forEach((v, i) => {
+      rows.push([
+        i === 0 ? `${a.level} (${a.rejected} refused, ${a.banned} banned)` : '',
+        v.value,
+        v.rejected,
+        v.banned,
+      ]);
+    });
+  return { header: ['attribute level', 'value', 'refused', 'of which banned'], rows };
+}
+
 /** Every level and carrier with a channel limit: the most calls in progress at once against it. */
 export function channelTable(j: ReportJson): ReportTable {
   const rows: (string | number)[][] = [];
@@ -247,8 +280,8 @@ export function reportText(r: ReplayResult): string {
   );
   const rej = rejectedBy(j.inbound.rejected_by);
   const kinds =
-    j.inbound.rejected_for.channels > 0
-      ? `; for rate ${j.inbound.rejected_for.rate}, for channels ${j.inbound.rejected_for.channels}`
+    j.inbound.rejected_for.channels > 0 || j.inbound.rejected_for.banned > 0
+      ? `; for rate ${j.inbound.rejected_for.rate}, for channels ${j.inbound.rejected_for.channels}${j.inbound.rejected_for.banned > 0 ? `, banned ${j.inbound.rejected_for.banned}` : ''}`
       : '';
   const dups =
     j.inbound.duplicates > 0 ? `, ${j.inbound.duplicates} repeated admits of calls still holding (counted once)` : '';
@@ -278,6 +311,11 @@ export function reportText(r: ReplayResult): string {
   if (channels.rows.length > 0) {
     out.push('', 'Channels (peak = most calls in progress at once: each holds from its decision to its end)');
     out.push(table(channels.header, channels.rows));
+  }
+  const attrs = attributeTable(j);
+  if (attrs.rows.length > 0) {
+    out.push('', `Attribute levels: the ${TOP_VALUES} values each refused most`);
+    out.push(table(attrs.header, attrs.rows));
   }
   out.push(
     '',

@@ -7,12 +7,21 @@
  * streams it. Every input is validated as it is read: a bad row stops the merge with a
  * TraceError and no output file is left behind.
  */
-import { createReadStream, createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import {
+  closeSync,
+  createReadStream,
+  createWriteStream,
+  mkdtempSync,
+  openSync,
+  readSync,
+  rmSync,
+  type WriteStream,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { OutputFile } from '../output-file.js';
-import { TRACE_HEADER, traceRow } from '../recording/trace-recorder.js';
+import { TRACE_HEADER, TRACE_HEADER_ATTRIBUTES, traceRow } from '../recording/trace-recorder.js';
 import { readTrace } from './trace.js';
 
 export interface MergeResult {
@@ -50,6 +59,24 @@ async function* readRun(path: string): AsyncGenerator<Placed> {
   for await (const line of lines) yield JSON.parse(line) as Placed;
 }
 
+/** Whether a trace's header (its first line that is neither blank nor a comment) names caller, callee or source. */
+function hasAttributeColumns(path: string): boolean {
+  let head = '';
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      const buf = Buffer.alloc(65_536);
+      head = buf.toString('utf8', 0, readSync(fd, buf, 0, buf.length, 0));
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return false; // the reader reports it
+  }
+  const header = head.split(/\r?\n/).find((l) => l.trim() !== '' && !l.startsWith('#')) ?? '';
+  return header.split(',').some((c) => ['caller', 'callee', 'source'].includes(c.trim().replace(/^"|"$/g, '')));
+}
+
 export async function mergeTraces(
   inputs: readonly string[],
   output: string,
@@ -80,10 +107,12 @@ export async function mergeTraces(
     runs.push(path);
     chunk = [];
   };
+  // rows carry the attribute columns when an input has one of them
+  const attributes = inputs.some(hasAttributeColumns);
   try {
     for (const input of inputs) {
       for await (const call of readTrace(input)) {
-        chunk.push([call.time, seq++, traceRow(call, call.durationUs)]);
+        chunk.push([call.time, seq++, traceRow(call, call.durationUs, attributes)]);
         if (chunk.length >= chunkRows) await spillChunk();
       }
     }
@@ -98,7 +127,7 @@ export async function mergeTraces(
       return (await s.next()).value ?? undefined;
     };
     for (let i = 0; i < sources.length; i++) heads.push(await next(i));
-    let text = `${TRACE_HEADER}\n`;
+    let text = `${attributes ? TRACE_HEADER_ATTRIBUTES : TRACE_HEADER}\n`;
     for (;;) {
       let k = -1;
       for (let i = 0; i < heads.length; i++) if (heads[i] && (k < 0 || byPlace(heads[i]!, heads[k]!) < 0)) k = i;

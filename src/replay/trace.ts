@@ -17,6 +17,7 @@
  * Memory stays flat: csv-parse parses with backpressure and nothing is kept per row except in
  * loadTraceSorted, which must hold every row to sort them.
  */
+import { idProblem } from '../ids.js';
 import { createReadStream } from 'node:fs';
 import { Readable, Transform, addAbortSignal, pipeline, type TransformCallback } from 'node:stream';
 import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
@@ -150,6 +151,10 @@ export interface TraceCall {
   route?: string[];
   /** How long the call lasted once it began, µs; absent when its end was never reported. */
   durationUs?: number;
+  /** Attribute levels (docs/attributes.md): absent when the cell is missing or empty. */
+  caller?: string;
+  callee?: string;
+  source?: string;
 }
 
 export interface ReadTraceOptions {
@@ -164,7 +169,18 @@ export interface ReadTraceOptions {
 }
 
 export const REQUIRED_COLUMNS = ['time', 'call_id', 'direction'] as const;
-export const KNOWN_COLUMNS = ['time', 'call_id', 'direction', 'peer', 'account', 'route', 'duration'] as const;
+export const KNOWN_COLUMNS = [
+  'time',
+  'call_id',
+  'direction',
+  'peer',
+  'account',
+  'route',
+  'duration',
+  'caller',
+  'callee',
+  'source',
+] as const;
 type Known = (typeof KNOWN_COLUMNS)[number];
 
 const MAX_SHOWN = 80;
@@ -452,6 +468,17 @@ function decodeRow(
     bad('duration', `bad duration ${show(durationText)} (seconds such as 93.5, or ISO-8601 such as PT1M33.5S)`);
   }
 
+  // the bound of every entry point (ids.ts): a trace replays only what the engine would take
+  for (const [column, id] of [
+    ['call_id', callId],
+    ['peer', peer],
+    ['account', account],
+    ...(route ?? []).map((c) => ['route', c]),
+  ] as const) {
+    const problem = id === undefined || id === '' ? undefined : idProblem(id);
+    if (problem !== undefined)
+      bad(column, `${column === 'route' ? `carrier ${show(id!.slice(0, 40))}` : 'id'} ${problem}`);
+  }
   if (direction === 'in' && peer === undefined) bad('peer', 'missing peer (required on "in" rows)');
   if (direction === 'out' && route === undefined) {
     bad(
@@ -468,6 +495,10 @@ function decodeRow(
   if (account !== undefined) call.account = account;
   if (route !== undefined) call.route = route;
   if (durationUs !== undefined) call.durationUs = durationUs;
+  for (const name of ['caller', 'callee', 'source'] as const) {
+    const v = cell(name)?.trim();
+    if (v !== undefined && v !== '') call[name] = v;
+  }
   return call;
 }
 

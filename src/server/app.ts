@@ -3,8 +3,8 @@
  * graceful close and 503-while-closing built in). Routes, in README "Sidecar":
  *
  *   POST|GET /v1/admit    /v1/record    /v1/reserve    /v1/release    /v1/refresh
- *   POST     /v1/reload
- *   GET      /v1/state    /v1/openapi.json    /metrics      /healthz       /readyz
+ *   POST     /v1/reload    /v1/reset
+ *   GET      /v1/state    /v1/holds     /v1/openapi.json    /metrics    /healthz    /readyz
  *
  * A decision is always HTTP 200 with the decision as JSON (a refusal is an answer, not an
  * error). Bad input is a 400 naming every problem (`body.route[1]: expected ...`), never a 500;
@@ -12,7 +12,6 @@
  * `Authorization: Bearer <token>`.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { parse as parseQueryString } from 'node:querystring';
 import Fastify, {
   LogController,
   type FastifyError,
@@ -25,19 +24,26 @@ import type { SipOptions } from '../admission/sip.js';
 import type { ConfigChange } from '../config/diff.js';
 import { ConfigError } from '../errors/config-error.js';
 import { DispatcherClosedError } from '../errors/dispatcher-closed-error.js';
-import { StoreUnavailableError } from '../errors/index.js';
+import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import type { CallGate } from '../gate.js';
+import { listHolds, resetBucket, resetLine } from '../observe/operate.js';
 import { packageVersion } from '../package-root.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
+import { parseJsonBody, parseUrlEncoded } from './fields.js';
 import { openApiDocument } from './openapi.js';
+import { liftBan, listBans } from '../observe/bans.js';
+import type { AdmitInput } from '../admission/admission.js';
 import {
   BadRequest,
   admitRequest,
   callRequest,
   emptyRequest,
+  holdsRequest,
   parseRequest,
+  resetRequest,
   reserveRequest,
   stateRequest,
+  type AdmitRequest as AdmitRequestBody,
 } from './requests.js';
 
 export interface AppOptions {
@@ -51,7 +57,7 @@ export interface AppOptions {
   /** Reload the configuration from its file (POST /v1/reload). */
   readonly reload: () => Promise<ConfigChange[]>;
   /** Live state for GET /v1/state (`peers`: shown besides the configured ones). */
-  readonly state?: (peers: string[]) => Promise<unknown>;
+  readonly state?: (peers: string[], values?: string[]) => Promise<unknown>;
   /** Prometheus exposition for GET /metrics. */
   readonly metrics?: { readonly contentType: string; metrics(): Promise<string> };
   /** Retry-After jitter and friends for refusals (toSipResponse). */
@@ -61,6 +67,18 @@ export interface AppOptions {
 }
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024;
+
+/** An admit request's fields as the gate takes them ('' attributes count as none). */
+function admitInput(r: AdmitRequestBody): AdmitInput {
+  return {
+    callId: r.call_id,
+    peer: r.peer,
+    account: r.account,
+    ...(r.caller && { caller: r.caller }),
+    ...(r.callee && { callee: r.callee }),
+    ...(r.source && { source: r.source }),
+  };
+}
 
 /** Routes any client may call without the token (probes). */
 const OPEN_ROUTES = new Set(['/healthz', '/readyz']);
@@ -79,6 +97,10 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     return503OnClosing: true,
     // a client that never finishes its request does not hold a socket forever
     requestTimeout: 30_000,
+    // the query read as form bodies are (fields.ts): exact UTF-8 or refused, decoded once
+    routerOptions: {
+      querystringParser: (query: string) => parseUrlEncoded(query) as unknown as Record<string, string>,
+    },
   });
 
   // every route, for the OpenAPI document (generated once, at its first request)
@@ -103,15 +125,19 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     done(null, payload);
   });
 
-  // An empty JSON body is no body (curl -X POST -H 'content-type: application/json').
-  const jsonParser = app.getDefaultJsonParser('error', 'error');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if (body === '') done(null, undefined);
-    else jsonParser(req, body as string, done);
+  // JSON and form bodies are read from their bytes (fields.ts): exact UTF-8 or refused by field,
+  // no prototype field names. An empty JSON body is no body (curl -X POST -H 'content-type: application/json').
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
+    try {
+      done(null, parseJsonBody(body as Buffer));
+    } catch (err) {
+      if (err instanceof SyntaxError) done(new BadRequest([`body: invalid JSON: ${err.message}`]), undefined);
+      else done(err as Error, undefined);
+    }
   });
   // Form bodies (what many SIP servers' HTTP clients send by default) read like a query string.
-  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
-    done(null, { form: parseQueryString(body as string) });
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (_req, body, done) => {
+    done(null, { form: parseUrlEncoded(body as Buffer) });
   });
 
   if (opts.token !== undefined) {
@@ -143,6 +169,14 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     return parseRequest(schema, body, 'body');
   };
 
+  /** Where read() took the fields from, for messages. */
+  const whereOf = (req: FastifyRequest): 'query' | 'form' | 'body' =>
+    req.method === 'GET' || req.body === undefined
+      ? 'query'
+      : req.headers['content-type']?.startsWith('application/x-www-form-urlencoded')
+        ? 'form'
+        : 'body';
+
   const both = (path: string, handler: (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>) => {
     app.post(path, handler);
     app.get(path, handler);
@@ -150,12 +184,12 @@ export function buildApp(opts: AppOptions): FastifyInstance {
 
   both('/v1/admit', async (req) => {
     const r = read(admitRequest, req);
-    return admitAnswer(await gate.admit({ callId: r.call_id, peer: r.peer, account: r.account }), sip);
+    return admitAnswer(await gate.admit(admitInput(r)), sip);
   });
 
   both('/v1/record', async (req) => {
     const r = read(admitRequest, req);
-    return admitAnswer(await gate.record({ callId: r.call_id, peer: r.peer, account: r.account }), sip);
+    return admitAnswer(await gate.record(admitInput(r)), sip);
   });
 
   both('/v1/reserve', async (req) => {
@@ -202,10 +236,60 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }
   });
 
+  // bans of attribute levels (docs/attributes.md): the list, and lifting one
+  app.get('/v1/bans', async () => ({ bans: (await listBans(gate.store, gate.clock.now())) ?? [] }));
+  app.delete('/v1/bans/:level/:value', async (req, reply) => {
+    const { level, value } = req.params as { level: string; value: string };
+    try {
+      return { level, value, ...(await liftBan(gate.config, gate.store, level, value, gate.clock.now())) };
+    } catch (err) {
+      if (err instanceof InvalidArgumentError)
+        return reply.code(404).send({ error: 'not-found', message: err.message });
+      throw err;
+    }
+  });
+
   app.get('/v1/state', async (req, reply) => {
     const r = read(stateRequest, req);
     if (!opts.state) return reply.code(501).send({ error: 'not-implemented', message: 'no state here' });
-    return opts.state(r.peer ?? []);
+    try {
+      return await opts.state(r.peer ?? [], r.value ?? []);
+    } catch (err) {
+      if (err instanceof InvalidArgumentError)
+        return reply.code(400).send({ error: 'bad-request', message: err.message, problems: [err.message] });
+      throw err;
+    }
+  });
+
+  // An operator's hand (src/observe/operate.ts): the calls holding a bucket or carrier, a reset.
+  // A bucket the configuration does not have is the caller's mistake: 400 naming the field.
+  const operatorInput = async <T>(where: string, run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run();
+    } catch (err) {
+      if (err instanceof InvalidArgumentError) throw new BadRequest([`${where}: ${err.message}`]);
+      throw err;
+    }
+  };
+
+  app.get('/v1/holds', async (req) => {
+    const r = read(holdsRequest, req);
+    if ((r.bucket === undefined) === (r.carrier === undefined))
+      throw new BadRequest(['query: expected one of bucket (global, account:<id>, peer:<id>) or carrier']);
+    const target = r.bucket !== undefined ? { bucket: r.bucket } : { carrier: r.carrier! };
+    const where = r.bucket !== undefined ? 'query.bucket' : 'query.carrier';
+    return operatorInput(where, () =>
+      listHolds(gate.config, gate.store, target, { now: gate.clock.now(), ...(r.max !== undefined && { max: r.max }) }),
+    );
+  });
+
+  app.post('/v1/reset', async (req) => {
+    const r = read(resetRequest, req);
+    const report = await operatorInput(`${whereOf(req)}.bucket`, () =>
+      resetBucket(gate.config, gate.store, r.bucket, { now: gate.clock.now() }),
+    );
+    req.log.warn({ bucket: report.bucket, holds: report.holds.length }, resetLine(report));
+    return report;
   });
 
   if (opts.metrics) {

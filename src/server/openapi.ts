@@ -7,7 +7,15 @@
  * app validates with zod, not with fastify route schemas, which @fastify/swagger would read.
  */
 import { z } from 'zod';
-import { admitRequest, callRequest, emptyRequest, reserveRequest, stateRequest } from './requests.js';
+import {
+  admitRequest,
+  callRequest,
+  emptyRequest,
+  holdsRequest,
+  reserveRequest,
+  resetRequest,
+  stateRequest,
+} from './requests.js';
 
 const sip = z
   .strictObject({
@@ -75,6 +83,35 @@ export const reloadAnswerSchema = z.strictObject({
   reloaded: z.literal(true),
   changes: z.array(z.strictObject({ path: z.string(), kind: z.enum(['added', 'removed', 'changed']) })),
 });
+
+export const holdsAnswerSchema = z.strictObject({
+  target: z.string(),
+  limit: z.number().int().optional(),
+  total: z.number().int(),
+  holds: z.array(z.strictObject({ call_id: z.string(), end_us: z.number().int(), left_ms: z.number().int() })),
+  time_us: z.number().int(),
+});
+
+export const resetAnswerSchema = z.strictObject({
+  bucket: z.string(),
+  events: z.number().int(),
+  windows: z.number().int(),
+  holds: z.array(z.string()),
+  time_us: z.number().int(),
+});
+
+export const bansAnswerSchema = z.strictObject({
+  bans: z.array(
+    z.strictObject({
+      level: z.string(),
+      value: z.string(),
+      until_us: z.number().int(),
+      remaining_ms: z.number().int(),
+    }),
+  ),
+});
+
+export const unbanAnswerSchema = z.strictObject({ level: z.string(), value: z.string(), lifted: z.boolean() });
 
 export const errorAnswerSchema = z.strictObject({
   error: z.string().describe('bad-request, unauthorized, not-found, invalid-configuration, store-unavailable…'),
@@ -146,6 +183,24 @@ export const ROUTE_DOCS: Readonly<Record<string, RouteDoc>> = {
     request: stateRequest,
     answers: { 200: stateAnswerSchema, ...bad, 501: errorAnswerSchema },
   },
+  '/v1/holds': {
+    summary: 'The calls holding a bucket or a carrier now, earliest end first.',
+    request: holdsRequest,
+    answers: { 200: holdsAnswerSchema, ...bad },
+  },
+  '/v1/reset': {
+    summary: "Empty a bucket's windows and holds (an operator's hand; logged).",
+    request: resetRequest,
+    answers: { 200: resetAnswerSchema, ...bad },
+  },
+  '/v1/bans': {
+    summary: 'The bans of attribute levels in force.',
+    answers: { 200: bansAnswerSchema },
+  },
+  '/v1/bans/:level/:value': {
+    summary: 'Lift the ban of a value on an attribute level, for every process.',
+    answers: { 200: unbanAnswerSchema, 404: errorAnswerSchema },
+  },
   '/v1/openapi.json': { summary: 'This document.', answers: { 200: z.record(z.string(), z.unknown()) } },
   '/metrics': { summary: 'Prometheus exposition.', answers: {}, text: 'text/plain' },
   '/healthz': { summary: 'Up while the process is.', answers: { 200: healthAnswerSchema }, open: true },
@@ -162,8 +217,16 @@ export function jsonSchema(schema: z.ZodType, io: 'input' | 'output' = 'output')
   return rest;
 }
 
-function operation(method: 'get' | 'post', route: RouteDoc, token: boolean): Record<string, unknown> {
+function operation(
+  method: 'get' | 'post' | 'delete',
+  url: string,
+  route: RouteDoc,
+  token: boolean,
+): Record<string, unknown> {
   const op: Record<string, unknown> = { summary: route.summary };
+  const pathParams = [...url.matchAll(/:(\w+)/g)].map((m) => m[1]!);
+  if (pathParams.length > 0)
+    op.parameters = pathParams.map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
   if (route.request) {
     const schema = jsonSchema(route.request, 'input') as { properties?: Record<string, object>; required?: string[] };
     if (method === 'get') {
@@ -201,11 +264,12 @@ export function openApiDocument(
   const paths: Record<string, Record<string, unknown>> = {};
   for (const { method, url } of routes) {
     const m = method.toLowerCase();
-    if (m !== 'get' && m !== 'post') continue;
+    if (m !== 'get' && m !== 'post' && m !== 'delete') continue;
     const route = ROUTE_DOCS[url];
     if (route === undefined)
       throw new Error(`route ${method} ${url} has no entry in the OpenAPI document (openapi.ts)`);
-    (paths[url] ??= {})[m] = operation(m, route, opts.token);
+    // OpenAPI writes a path parameter {name}; fastify :name
+    (paths[url.replace(/:(\w+)/g, '{$1}')] ??= {})[m] = operation(m, url, route, opts.token);
   }
   return {
     openapi: '3.1.0',

@@ -8,18 +8,16 @@
  */
 import { z } from 'zod';
 import { describeValue, formatPath } from '../config/path.js';
+import { BadRequest, UrlEncoded } from './fields.js';
 
-/** Longest id accepted (call id, peer, account, carrier): bounds memory and key sizes. */
-export const MAX_ID_LENGTH = 256;
+import { MAX_ID_LENGTH } from '../ids.js';
+
+/** Longest id accepted (call id, peer, account, carrier): the library's bound (ids.ts). */
+export { MAX_ID_LENGTH };
 /** Most carriers in one route. */
 export const MAX_ROUTE = 32;
 
-/** A located problem: `where` (body, query) + path, and what was expected. */
-export class BadRequest extends Error {
-  constructor(readonly problems: readonly string[]) {
-    super(problems.join('; '));
-  }
-}
+export { BadRequest } from './fields.js';
 
 function expected(what: string) {
   return (iss: { code?: string; input?: unknown }): string | undefined => {
@@ -49,7 +47,18 @@ const route = z
 
 const object = { error: expected('an object') };
 
-export const admitRequest = z.strictObject({ call_id: id, peer: id, account: account.optional() }, object);
+/** Attributes for attribute levels (docs/attributes.md): optional, '' counts as none. */
+export const admitRequest = z.strictObject(
+  {
+    call_id: id,
+    peer: id,
+    account: account.optional(),
+    caller: account.optional(),
+    callee: account.optional(),
+    source: account.optional(),
+  },
+  object,
+);
 export const reserveRequest = z.strictObject({ call_id: id, route }, object);
 export const callRequest = z.strictObject({ call_id: id }, object);
 /** Reload takes no field: `{}`, an empty body or no body. */
@@ -60,6 +69,11 @@ export const stateRequest = z.strictObject(
     peer: z
       .array(id, { error: expected('an array of peer ids') })
       .max(1000, { error: 'expected at most 1000 peers' })
+      .optional(),
+    /** Values of attribute levels to show: `value=caller:+15551234567` (docs/attributes.md). */
+    value: z
+      .array(id, { error: expected('an array of <level>:<value>') })
+      .max(1000, { error: 'expected at most 1000 values' })
       .optional(),
   },
   object,
@@ -72,22 +86,23 @@ export type CallRequest = z.infer<typeof callRequest>;
 /** Fields that may repeat in a query string or a form body (kept as arrays), per schema. */
 const LIST_FIELDS = new Map<z.ZodType, ReadonlySet<string>>([
   [reserveRequest, new Set(['route'])],
-  [stateRequest, new Set(['peer'])],
+  [stateRequest, new Set(['peer', 'value'])],
 ]);
 const NONE: ReadonlySet<string> = new Set();
 
 /**
- * A parsed query string or form body (values: string or string[]) shaped for a schema: a list
- * field becomes an array even when given once; any other field given twice is a problem.
+ * A parsed query string or form body (fields.ts) shaped for a schema, in a null-prototype object:
+ * a list field becomes an array even when given once; any other field given twice is a problem,
+ * as is a field that could not be read (not UTF-8, a forbidden name).
  */
 function fromStrings(input: unknown, where: string, lists: ReadonlySet<string>): unknown {
-  if (typeof input !== 'object' || input === null) return {};
-  const out: Record<string, unknown> = {};
-  const problems: string[] = [];
-  for (const [key, value] of Object.entries(input as Record<string, unknown>)) {
-    if (lists.has(key)) out[key] = Array.isArray(value) ? value : [value];
-    else if (Array.isArray(value)) problems.push(`${where}.${key}: expected one value, got ${value.length}`);
-    else out[key] = value;
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  if (!(input instanceof UrlEncoded)) return out;
+  const problems = input.problems.map((p) => `${where}.${p}`);
+  for (const [key, values] of input.fields) {
+    if (lists.has(key)) out[key] = values;
+    else if (values.length > 1) problems.push(`${where}.${key}: expected one value, got ${values.length}`);
+    else out[key] = values[0];
   }
   if (problems.length > 0) throw new BadRequest(problems);
   return out;
@@ -121,3 +136,20 @@ export function parseRequest<T extends z.ZodType>(
   }
   throw new BadRequest([...new Set(lines)]);
 }
+
+/** GET /v1/holds: `bucket` (global, account:<id>, peer:<id>) or `carrier`, and at most `max` calls listed. */
+export const holdsRequest = z.strictObject(
+  {
+    bucket: id.optional(),
+    carrier: id.optional(),
+    max: z
+      .string({ error: expected('an integer from 1 to 10000') })
+      .regex(/^[1-9]\d{0,4}$/, { error: expected('an integer from 1 to 10000') })
+      .transform(Number)
+      .refine((n) => n <= 10_000, { error: expected('an integer from 1 to 10000') })
+      .optional(),
+  },
+  object,
+);
+/** POST /v1/reset: the bucket to empty. */
+export const resetRequest = z.strictObject({ bucket: id }, object);

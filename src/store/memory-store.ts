@@ -8,8 +8,11 @@
  * Hash tags do not exist here: a bucket is its name, whatever the call's tag.
  */
 import { systemClockUs } from '../clock.js';
-import { OUTBOUND_TAG } from './keys.js';
+import { GLOBAL_TAG, OUTBOUND_TAG } from './keys.js';
+import { checkReassert, reassertMemory, type MemoryHolds } from './reassert.js';
 import type {
+  ReassertRequest,
+  ReassertResult,
   AdmitRequest,
   AdmitResult,
   Bucket,
@@ -42,8 +45,19 @@ import {
   logRetention,
 } from './validate.js';
 import { checkInspect, inspectMemory } from './inspect-memory.js';
-import type { InspectRequest, InspectResult } from './types.js';
+import type { BansRequest, BansResult, InspectRequest, InspectResult, UnbanRequest, UnbanResult } from './types.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
+import {
+  checkListHolds,
+  checkReset,
+  counterWindows,
+  type ListedHold,
+  type ListHoldsRequest,
+  type ListHoldsResult,
+  type OperableStore,
+  type ResetRequest,
+  type ResetResult,
+} from './operations.js';
 
 /** A sorted log of event times; times[head..] are live, older ones await compaction. */
 class Log {
@@ -156,6 +170,14 @@ class HoldSet {
   get size(): number {
     return this.ends.length - this.head;
   }
+
+  /** The holds with an end after t, earliest end first, at most `max` (ZRANGEBYSCORE (t +inf LIMIT). */
+  listAfter(t: number, max: number): ListedHold[] {
+    const out: ListedHold[] = [];
+    for (let i = this.upper(t); i < this.ends.length && out.length < max; i++)
+      out.push({ id: this.ids[i]!, endUs: this.ends[i]! });
+    return out;
+  }
 }
 
 /** A call's record (one per id and direction): its end and the hold sets it holds a channel in. */
@@ -234,8 +256,10 @@ export interface MemoryStoreOptions {
   readonly sweep?: boolean;
 }
 
-export class MemoryStore implements Store {
+export class MemoryStore implements Store, OperableStore {
   readonly kind = 'memory';
+  /** Hash tags do not exist here (operations.ts). */
+  readonly tagged = false;
   private readonly clock: () => number;
   private logs = new Map<string, Log>();
   private windows = new Map<string, WindowCounts>();
@@ -246,8 +270,13 @@ export class MemoryStore implements Store {
   /** Call records by call id: inbound and outbound. */
   private inCalls = new Map<string, CallRecord>();
   private outCalls = new Map<string, CallRecord>();
+  /** Generation markers per tag (reassert). */
+  private readonly markers = new Map<string, { token: string; graceUntil: number }>();
   private latest = 0;
   private opsToSweep = 1024;
+  /** Bans (BanRule): per bucket name the ban's end, µs; and the strikes of its latest span. */
+  private banEnds = new Map<string, number>();
+  private strikes = new Map<string, { k: number; c: number; spanUs: number }>();
 
   constructor(opts: MemoryStoreOptions = {}) {
     this.clock = opts.clock ?? systemClockUs;
@@ -289,6 +318,8 @@ export class MemoryStore implements Store {
     }
     for (const calls of [this.inCalls, this.outCalls])
       for (const [id, rec] of calls) if (rec.end <= t) calls.delete(id);
+    for (const [name, end] of this.banEnds) if (end <= t) this.banEnds.delete(name);
+    for (const [name, st] of this.strikes) if ((st.k + 1) * st.spanUs <= t) this.strikes.delete(name);
     this.opsToSweep = Math.max(
       1024,
       this.logs.size +
@@ -297,7 +328,9 @@ export class MemoryStore implements Store {
         this.bucketHolds.size +
         this.carrierHolds.size +
         this.inCalls.size +
-        this.outCalls.size,
+        this.outCalls.size +
+        this.banEnds.size +
+        this.strikes.size,
     );
   }
 
@@ -368,6 +401,8 @@ export class MemoryStore implements Store {
     // a hold only matters where a bucket has a channel limit
     const hold = this.holdOf(req);
     if (this.holding(hold, t)) return { admitted: true, limitedBy: -1, retryAfterUs: 0, now: t, duplicate: true };
+    const banned = this.bannedIn(buckets, t);
+    if (banned !== undefined) return banned;
     const plan = listPlan(buckets);
     const logs = this.logsOf(buckets, plan);
     let limitedBy = -1;
@@ -375,6 +410,7 @@ export class MemoryStore implements Store {
     let retry = 0;
     for (let b = 0; b < buckets.length; b++) {
       const limits = buckets[b]!.limits;
+      let short = false;
       for (let j = 0; j < limits.length; j++) {
         const { limit: L, windowUs: W, algorithm } = limits[j]!;
         let wait = 0;
@@ -395,8 +431,10 @@ export class MemoryStore implements Store {
             reason = 'rate';
           }
           if (wait > retry) retry = wait;
+          short = true;
         }
       }
+      if (short && buckets[b]!.ban !== undefined) this.strike(buckets[b]!, t);
       // then the bucket's channels; past the first bucket without room they change nothing
       const channels = buckets[b]!.channels;
       if (
@@ -412,6 +450,55 @@ export class MemoryStore implements Store {
     this.recordAll(buckets, plan, logs, t);
     if (hold !== undefined) this.holdIn(hold, buckets, t);
     return { admitted: true, limitedBy: -1, retryAfterUs: 0, now: t };
+  }
+
+  /** The refusal of a call naming a banned bucket (the first), else undefined. */
+  private bannedIn(buckets: readonly Bucket[], t: number): AdmitResult | undefined {
+    if (this.banEnds.size === 0) return undefined;
+    for (let b = 0; b < buckets.length; b++) {
+      if (buckets[b]!.ban === undefined) continue;
+      const end = this.banEnds.get(buckets[b]!.name);
+      if (end !== undefined && end > t)
+        return { admitted: false, limitedBy: b, reason: 'banned', retryAfterUs: end - t, now: t };
+    }
+    return undefined;
+  }
+
+  /** A call the bucket's rate limits lacked room for: one strike in its span; the threshold bans it. */
+  private strike(bucket: Bucket, t: number): void {
+    const ban = bucket.ban!;
+    const k = windowIndex(t, ban.spanUs);
+    let st = this.strikes.get(bucket.name);
+    if (st === undefined || st.k !== k || st.spanUs !== ban.spanUs) {
+      st = { k, c: 0, spanUs: ban.spanUs };
+      this.strikes.set(bucket.name, st);
+    }
+    if (++st.c >= ban.threshold) this.banEnds.set(bucket.name, t + ban.forUs);
+  }
+
+  /** Lift a bucket's ban (and forget its strikes): whether it was banned at t. */
+  unbanSync(req: UnbanRequest): UnbanResult {
+    const t = this.time(req.now);
+    const end = this.banEnds.get(req.bucket);
+    this.banEnds.delete(req.bucket);
+    this.strikes.delete(req.bucket);
+    return { lifted: end !== undefined && end > t, now: t };
+  }
+
+  unban(req: UnbanRequest): Promise<UnbanResult> {
+    try {
+      return Promise.resolve(this.unbanSync(req));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  bans(req: BansRequest = {}): Promise<BansResult> {
+    const t = req.now ?? this.clock();
+    const bans: { tag: string; bucket: string; end: number }[] = [];
+    // the memory store has no tags: every ban is listed under the inbound one
+    for (const [bucket, end] of this.banEnds) if (end > t) bans.push({ tag: GLOBAL_TAG, bucket, end });
+    return Promise.resolve({ bans, now: t });
   }
 
   /** The hold of a call in a bucket list, when one of its buckets has a channel limit. */
@@ -597,7 +684,60 @@ export class MemoryStore implements Store {
     return settle(() => this.inspectSync(req));
   }
 
+  // Operator operations (src/store/operations.ts), as lua/hold-list.lua and lua/reset.lua.
+
+  listHoldsSync(req: ListHoldsRequest): ListHoldsResult {
+    const max = checkListHolds(req);
+    const t = this.time(req.now);
+    const set = (req.tag === OUTBOUND_TAG ? this.carrierHolds : this.bucketHolds).get(req.name);
+    return { holds: set?.listAfter(t, max) ?? [], total: set?.count(t) ?? 0, now: t };
+  }
+  listHolds(req: ListHoldsRequest): Promise<ListHoldsResult> {
+    return settle(() => this.listHoldsSync(req));
+  }
+
+  resetSync(req: ResetRequest): ResetResult {
+    checkReset(req);
+    const t = this.time(req.now);
+    const { name } = req.bucket;
+    const events = this.logs.get(name)?.size ?? 0;
+    this.logs.delete(name);
+    let windows = 0;
+    for (const w of counterWindows(req.bucket)) if (this.windows.delete(`${name}\u0000${w}`)) windows++;
+    const set = this.bucketHolds.get(name);
+    let holds: ListedHold[] = [];
+    if (set !== undefined) {
+      holds = set.listAfter(t, Infinity);
+      // the calls' records stop naming the set (a refresh must not bring the hold back)
+      for (const id of set.byId.keys()) {
+        const rec = this.inCalls.get(id);
+        if (rec !== undefined) this.inCalls.set(id, { end: rec.end, sets: rec.sets.filter((s) => s !== set) });
+      }
+      this.bucketHolds.delete(name);
+    }
+    return { events, windows, holds, now: t };
+  }
+  reset(req: ResetRequest): Promise<ResetResult> {
+    return settle(() => this.resetSync(req));
+  }
+
+  reassertSync(req: ReassertRequest): ReassertResult {
+    checkReassert(req);
+    const t = this.time(req.now);
+    const holds: MemoryHolds = {
+      record: (d, id) => (d === 'in' ? this.inCalls : this.outCalls).get(id),
+      setRecord: (d, id, end, sets) =>
+        (d === 'in' ? this.inCalls : this.outCalls).set(id, { end, sets: sets as HoldSet[] }),
+      set: (d, name) => this.holdSet(d === 'in' ? this.bucketHolds : this.carrierHolds, name),
+    };
+    return reassertMemory(holds, this.markers, req, t);
+  }
+  reassert(req: ReassertRequest): Promise<ReassertResult> {
+    return settle(() => this.reassertSync(req));
+  }
+
   async clear(): Promise<void> {
+    this.markers.clear();
     this.logs.clear();
     this.windows.clear();
     this.slots.clear();
@@ -605,6 +745,8 @@ export class MemoryStore implements Store {
     this.carrierHolds.clear();
     this.inCalls.clear();
     this.outCalls.clear();
+    this.banEnds.clear();
+    this.strikes.clear();
   }
 
   async close(): Promise<void> {}

@@ -9,6 +9,7 @@
  */
 
 import type { EventEmitter } from 'eventemitter3';
+import type { HoldLedger } from '../holds/ledger.js';
 export type Algorithm = 'sliding-log' | 'sliding-window' | 'fixed-window';
 
 /**
@@ -54,6 +55,22 @@ export interface Bucket {
   readonly name: string;
   readonly limits: readonly Limit[];
   readonly channels?: number;
+  /** Attribute levels: refuse the bucket outright for a while once it refused too often (BanRule). */
+  readonly ban?: BanRule;
+}
+
+/**
+ * A bucket's ban (attribute levels, docs/attributes.md). Strikes: the calls this bucket's rate
+ * limits lacked room for, counted in fixed windows of `spanUs` ([k·span, (k+1)·span)), whether or
+ * not another bucket refused them too. The call that brings its window's strikes to `threshold`
+ * bans the bucket until t + forUs: while banned (t < end), a call naming it is refused before any
+ * limit is checked, `reason` `banned`, limitedBy the first banned bucket, retryAfterUs the time
+ * left; it counts nowhere and is no strike. A ban ends at its time or when lifted (unban).
+ */
+export interface BanRule {
+  readonly threshold: number;
+  readonly spanUs: number;
+  readonly forUs: number;
 }
 
 /**
@@ -114,7 +131,7 @@ export interface AdmitRequest extends RequestOptions {
 }
 
 /** Which kind of limit of the first bucket without room refused the call. */
-export type RefusalReason = 'rate' | 'channels';
+export type RefusalReason = 'rate' | 'channels' | 'banned';
 
 export interface AdmitResult {
   readonly admitted: boolean;
@@ -296,9 +313,99 @@ export interface InspectResult {
   readonly now: number;
 }
 
+/**
+ * Lift a bucket's ban (BanRule) and forget its strikes: an operator's decision. `lifted`: it was
+ * banned at t.
+ */
+export interface UnbanRequest extends RequestOptions {
+  readonly tag: string;
+  readonly bucket: string;
+  readonly now?: number;
+}
+
+export interface UnbanResult {
+  readonly lifted: boolean;
+  readonly now: number;
+}
+
+/** The bans in force at t (bucket names with their tag, and each ban's end, µs). */
+export interface BansRequest extends RequestOptions {
+  readonly now?: number;
+}
+
+export interface BansResult {
+  readonly bans: readonly { readonly tag: string; readonly bucket: string; readonly end: number }[];
+  readonly now: number;
+}
+
 /** What a store reports outside any call (RedisStore: a lost connection, once per outage). */
 export interface StoreEvents {
   error: [Error];
+  /** The store lost holds this process knew of (a restart or failover), or a tag's marker was gone (see reassert). */
+  storeLoss: [StoreLossEvent];
+  /** A re-assertion of this process's calls ran on one tag (see reassert). */
+  holdsReasserted: [HoldsReassertedEvent];
+}
+
+// ---- Holds re-assertion (issue 25): the calls a process knows, written again after a loss ----
+
+/** One call of a reassert request: its id, which side, the holds sets (bucket or carrier names) and their end (µs). */
+export interface ReassertCall {
+  readonly id: string;
+  readonly direction: 'in' | 'out';
+  readonly names: readonly string[];
+  readonly end: number;
+}
+
+/**
+ * Write again the holds of calls in progress on one tag (OUTBOUND_TAG for outbound calls),
+ * idempotently: for each call whose end is after t and that has no tombstone (a release re-sent
+ * after an outage), its record and a hold in each named set, with the store's end when its
+ * record is still there (else the given end); a hold still present is not counted twice.
+ * `mode` 'lost' (default): a missing record is written again. 'sync': only when `token` is
+ * given and the tag's generation marker is missing or is not `token` (the store lost it), else
+ * the call counts as released elsewhere (`gone`), or `unknown` when no token is given.
+ * The marker is written when missing, with a recovery grace: until `graceUntil` a store fresh
+ * from a loss waits for the other processes to write theirs (docs/redis.md).
+ */
+export interface ReassertRequest extends RequestOptions {
+  readonly tag: string;
+  readonly calls: readonly ReassertCall[];
+  readonly mode?: 'lost' | 'sync';
+  readonly token?: string;
+  /** Recovery grace written with a new marker, µs (default 0). */
+  readonly graceUs?: number;
+  readonly now?: number;
+}
+
+export type ReassertStatus = 'ended' | 'present' | 'written' | 'gone' | 'unknown';
+
+export interface ReassertResult {
+  /** Per call, in order. */
+  readonly statuses: readonly ReassertStatus[];
+  /** The tag's marker token now. */
+  readonly token: string;
+  /** The marker was missing (written now): the store lost this tag's state, or never had it. */
+  readonly markerMissing: boolean;
+  /** End of the tag's recovery grace, µs. */
+  readonly graceUntil: number;
+  readonly now: number;
+}
+
+export interface StoreLossEvent {
+  readonly tag: string;
+  /** What showed it: the connection was lost and holds were missing, or the tag's marker changed. */
+  readonly cause: 'reconnect' | 'marker';
+}
+
+export interface HoldsReassertedEvent {
+  readonly tag: string;
+  /** Holds written again. */
+  readonly reasserted: number;
+  /** Calls found released elsewhere (dropped from the ledger). */
+  readonly gone: number;
+  /** Calls checked. */
+  readonly checked: number;
 }
 
 export interface Store {
@@ -315,6 +422,19 @@ export interface Store {
   refresh(req: RefreshRequest): Promise<RefreshResult>;
   holds(req: HoldsRequest): Promise<HoldsResult>;
   inspect(req: InspectRequest): Promise<InspectResult>;
+  /**
+   * The calls this process admitted or dispatched and has not seen end (RedisStore: written
+   * again after a loss). Decisions taken by policy while the store was away enter it too.
+   */
+  readonly ledger?: HoldLedger;
+  /** Write the ledger's calls marked unwritten now (a reload that turned a channel limit on); resolves once done. */
+  writeLedger?(): Promise<void>;
+  /** Write again the holds of calls in progress (see ReassertRequest); stores that cannot lose state may omit it. */
+  reassert?(req: ReassertRequest): Promise<ReassertResult>;
+  /** Lift a ban (attribute levels); optional so that a store without bans still is one. */
+  unban?(req: UnbanRequest): Promise<UnbanResult>;
+  /** The bans in force (an operator's view: RedisStore scans its keys for them). */
+  bans?(req: BansRequest): Promise<BansResult>;
   /** Drop every key of this store (its prefix); for tests and replay runs. */
   clear(): Promise<void>;
   close(): Promise<void>;

@@ -262,6 +262,27 @@ function makePool(tag: string, ns: string): Pool {
 }
 
 /**
+ * Attribute levels with bans: caller buckets (some sharing a window hash with their log) that
+ * ban for 1-3 s after 2-4 strikes per 0.5-1 s span, behind and before a peer; many calls are
+ * refused, banned and let in again.
+ */
+function makeBanPool(tag: string, ns: string): Pool {
+  const global = bucket(`${ns}global`, SL(30, S));
+  const peers = [bucket(`${ns}peer:p0`, SL(4, S)), bucket(`${ns}peer:p1`, FW(3, S))];
+  const bans = [
+    { threshold: 2, spanUs: S / 2, forUs: S },
+    { threshold: 3, spanUs: S, forUs: 2 * S },
+    { threshold: 4, spanUs: S, forUs: 3 * S },
+  ];
+  const limits: Limit[][] = [[SL(1, S)], [SL(2, S), FW(3, 2 * S)], [SW(2, S)]];
+  const callers = limits.map((l, i) => deepFreeze({ ...bucket(`${ns}attr:caller:c${i}`, ...l), ban: bans[i]! }));
+  const lists: (readonly Bucket[])[] = [];
+  for (const c of callers) for (const p of peers) lists.push(list(global, p, c), list(c, p), list(c));
+  const logs = [global, peers[0]!, callers[0]!, callers[1]!].map((b) => ({ name: b.name, windows: [S] }));
+  return deepFreeze({ tag, lists, logs });
+}
+
+/**
  * Pools of the "config reload" workload: peers named by two Bucket objects with different limits
  * (same structures; a sliding log dropped while a window hash stays; non-log limits reordered; a
  * log's profile changed; a limit changed).
@@ -317,6 +338,8 @@ async function randomEquivalence(store: RedisStore, w: Workload): Promise<void> 
   let nonZeroCounts = 0;
   let backwards = 0;
   let repeats = 0;
+  let banned = 0;
+  const bans = w.pools.some((p) => p.lists.some((l) => l.some((b) => b.ban !== undefined)));
   for (let round = 0; round < w.rounds; round++) {
     base += int(700_000);
     if (rand() < 0.03) base += 20 * S + int(100 * S);
@@ -350,8 +373,10 @@ async function randomEquivalence(store: RedisStore, w: Workload): Promise<void> 
     const results = await runTick(store, mem, ops, `seed ${w.seed} round ${round}`);
     results.forEach((res, i) => {
       const op = ops[i]!;
-      if (op.kind === 'admit') (res as AdmitResult).admitted ? admitted++ : refused++;
-      else if (op.kind === 'record') records++;
+      if (op.kind === 'admit') {
+        (res as AdmitResult).admitted ? admitted++ : refused++;
+        if ((res as AdmitResult).reason === 'banned') banned++;
+      } else if (op.kind === 'record') records++;
     });
     // every sliding log, counted at the round's last time and at its base time
     const after: Op[] = [];
@@ -374,6 +399,7 @@ async function randomEquivalence(store: RedisStore, w: Workload): Promise<void> 
   expect(nonZeroCounts, 'counts that saw events').to.be.above(counts / 10);
   expect(repeats, 'repeated times').to.be.above(w.rounds);
   expect(backwards, 'times going backwards').to.be.above(w.rounds);
+  if (bans) expect(banned, 'calls refused by a ban').to.be.above(total / 20);
 }
 
 // ---------------------------------------------------------------------------
@@ -998,6 +1024,15 @@ function sharedTests(b: Backend, cluster: boolean): void {
     });
   });
 
+  it('seeded random equivalence with MemoryStore: attribute levels with bans', async function () {
+    this.timeout(60_000);
+    await randomEquivalence(b.store(), {
+      seed: cluster ? 0xba2c1 : 0xba201,
+      rounds: 200,
+      pools: [makeBanPool('t', 't.')],
+    });
+  });
+
   // ------------------------------------------------------------------------- channels
 
   it('channels: seeded random equivalence with MemoryStore (holds, repeats, release, refresh, full carriers)', async function () {
@@ -1289,13 +1324,13 @@ describe('RedisStore: batched admissions and reservations', function () {
         await server.stop();
       }
     });
-    it('group commit: calls arriving while a batch is in flight wait for it and leave together; a waiting call that aborts never leaves', async () => {
+    it('group commit (maxInFlight 1): calls arriving while a batch is in flight wait for it and leave together; a waiting call that aborts never leaves', async () => {
       const server = await startRedisServer();
       const raw = newRedisClient(server);
       const client = newRedisClient(server);
       try {
         await ready(client);
-        const store = new RedisStore({ redis: client, prefix: freshPrefix(), maxBatch: 16 });
+        const store = new RedisStore({ redis: client, prefix: freshPrefix(), maxBatch: 16, maxInFlight: 1 });
         const one = list(bucket('gc', SL(5, S)));
         await store.admit({ tag: 't', buckets: list(bucket('warm', SL(1, S))), now: T0 });
         await raw.config('RESETSTAT');
@@ -1340,6 +1375,85 @@ describe('RedisStore: batched admissions and reservations', function () {
         raw.disconnect();
         client.disconnect();
         await server.stop();
+      }
+    });
+
+    it('pipelined (maxInFlight 3): a call leaves while others are in flight, up to 3; the rest wait and leave together, decided in issue order', async () => {
+      const server = await startRedisServer();
+      const raw = newRedisClient(server);
+      const client = newRedisClient(server);
+      try {
+        await ready(client);
+        const store = new RedisStore({ redis: client, prefix: freshPrefix(), maxBatch: 16, maxInFlight: 3 });
+        const one = list(bucket('pl', SL(5, S)));
+        await store.admit({ tag: 't', buckets: list(bucket('warm', SL(1, S))), now: T0 });
+        await raw.config('RESETSTAT');
+        const mem = reference();
+        const expected: AdmitResult[] = [];
+        const issue = (now: number, signal?: StopSignal): Promise<AdmitResult> => {
+          if (!signal) expected.push(mem.admitSync({ tag: 't', buckets: one, now }));
+          return store.admit({ tag: 't', buckets: one, now, signal });
+        };
+        // Redis frozen: the first three calls leave alone, each at the end of its own tick; the
+        // next 8 wait (the lane has 3 in flight) and one of them aborts meanwhile
+        server.pause();
+        const got: Promise<AdmitResult>[] = [];
+        const flag = { aborted: false };
+        let aborted: Promise<AdmitResult> | undefined;
+        for (let i = 0; i < 11; i++) {
+          if (i === 5)
+            (aborted = store.admit({ tag: 't', buckets: one, now: T0 + S + i, signal: flag })).catch(() => undefined);
+          else got.push(issue(T0 + S + i));
+          await new Promise((r) => setImmediate(r));
+        }
+        expect(store.batchSizes().admit[1], 'batches of 1 sent while Redis is frozen').to.equal(4);
+        flag.aborted = true;
+        server.resume();
+        expect(await Promise.all(got)).to.deep.equal(expected);
+        expect(await rejection(aborted!)).to.be.instanceOf(StoreUnavailableError);
+        const sizes = store.batchSizes().admit;
+        expect(sizes[1], 'batches of 1').to.equal(4); // the warm-up and the first three
+        expect(sizes[7], 'batches of 7').to.equal(1);
+        expect(await scriptCalls(raw)).to.equal(4);
+        await store.clear();
+      } finally {
+        server.resume();
+        raw.disconnect();
+        client.disconnect();
+        await server.stop();
+      }
+    });
+
+    it('pipelined (maxInFlight 4), live time: 600 admits, each in a tick of its own, equal a MemoryStore replay in execution order', async () => {
+      const store = b.store({ maxInFlight: 4 });
+      const ns = randomBytes(3).toString('hex');
+      const A = bucket(`${ns}:A`, SL(40, S));
+      const B = bucket(`${ns}:B`, FW(1000, 10 * S));
+      const C = bucket(`${ns}:C`, FW(7, S), SL(9, S));
+      const lists = [list(A), list(B, A), list(C)];
+      const ops = Array.from({ length: 600 }, (_, i) => admit('t', lists[i % 3]!));
+      const pending: Promise<unknown>[] = [];
+      for (const op of ops) {
+        pending.push(issue(store, op));
+        await new Promise((r) => setImmediate(r));
+      }
+      const results = (await Promise.all(pending)) as AdmitResult[];
+      const order = results.map((r, i) => ({ r, i })).sort((x, y) => x.r.now - y.r.now || x.i - y.i);
+      const mem = reference();
+      for (const { r, i } of order)
+        expect(r, `call ${i} (${describeOp(ops[i]!)}) at ${r.now}`).to.deep.equal(apply(mem, ops[i]!, r.now));
+      expect(results.filter((r) => r.admitted).length).to.be.above(40);
+    });
+
+    it('maxInFlight must be an integer from 1 to 64', () => {
+      const redis = b.client();
+      for (const maxInFlight of [0, 1.5, 65, Number.NaN, -1]) {
+        expect(() => new RedisStore({ redis, maxInFlight }), `maxInFlight ${maxInFlight}`).to.throw(
+          InvalidArgumentError,
+        );
+      }
+      for (const maxInFlight of [1, 64, undefined]) {
+        expect(() => new RedisStore({ redis, maxInFlight }), `maxInFlight ${maxInFlight}`).not.to.throw();
       }
     });
 

@@ -46,7 +46,7 @@ export interface AdmitExpect {
   /** Checked exactly when given; 0 is always checked for admissions. */
   retryAfterUs?: number;
   /** On refusals: checked always ('rate' by default). */
-  reason?: 'rate' | 'channels';
+  reason?: 'rate' | 'channels' | 'banned';
   /** On admissions: checked always (false by default). */
   duplicate?: boolean;
 }
@@ -675,7 +675,60 @@ const channels: Case[] = [
   },
 ];
 
-export const CASES: Case[] = [...slidingLog, ...buckets, ...windows, ...records, ...leaky, ...channels];
+// ---------------------------------------------------------------------------
+// Bans (attribute levels, BanRule in src/store/types.ts)
+
+const bans: Case[] = [
+  (() => {
+    // caller bucket: 2 per 1 s; ban at 3 strikes within [k s, (k + 1) s), for 5 s. The peer is
+    // first in the check order and refuses on its own past its limit of 4 per 1 s.
+    const caller: Bucket = { ...bucket('attr:caller:x', SL(2, S)), ban: { threshold: 3, spanUs: S, forUs: 5 * S } };
+    const peer = bucket(peerBucket('p'), SL(4, S));
+    const b = on(GLOBAL_TAG, [peer, caller]);
+    const callerOnly = on(GLOBAL_TAG, [caller]);
+    return {
+      name: 'bans: the strike that reaches the threshold bans; a ban refuses first, counts nowhere, ends on time',
+      ops: [
+        b.admit(T0 + 100, ok, 2),
+        // strikes 1 and 2 (caller full: oldest T0+100 leaves at T0+100+1s)
+        b.admit(T0 + 200, no(1, S - 100), 2),
+        // the peer (index 0) has room (2 of 4); strike 3 bans the caller until T0+300+5s
+        b.admit(T0 + 300, no(1, S - 200)),
+        // banned: refused as such at once, retry = the ban's time left, counted nowhere
+        b.admit(T0 + 400, { ...no(1, 5 * S - 100), reason: 'banned' }),
+        b.count(0, S, T0 + 400, 2),
+        // a new span: the caller has room again but is still banned
+        b.admit(T0 + 2 * S, { ...no(1, 3 * S + 300), reason: 'banned' }),
+        // record() counts whatever a ban says
+        callerOnly.record(T0 + 2 * S, 1),
+        callerOnly.count(0, S, T0 + 2 * S, 1),
+        // the ban has ended at T0+300+5s exactly
+        b.admit(T0 + 5 * S + 300, ok),
+      ],
+    };
+  })(),
+  (() => {
+    // strikes count in fixed spans: 2 strikes at the end of one span and 2 at the start of the
+    // next do not reach 3; refused by another bucket, a full banning bucket still strikes
+    const caller: Bucket = { ...bucket('attr:caller:y', SL(1, 10 * S)), ban: { threshold: 3, spanUs: S, forUs: S } };
+    const first = bucket(peerBucket('q'), SL(1, 10 * S));
+    const b = on(GLOBAL_TAG, [first, caller]);
+    return {
+      name: 'bans: strikes per fixed span; a call refused first by another bucket still strikes',
+      ops: [
+        b.admit(T0 + S - 10, ok),
+        // both full (retry T0+S-10 + 10 s - t); the peer is named, the caller strikes
+        b.admit(T0 + S - 5, no(0, 10 * S - 5), 2),
+        b.admit(T0 + S, no(0, 10 * S - 10), 2),
+        // strike 3 of the second span: banned until T0 + 2 s - 1 + 1 s
+        b.admit(T0 + 2 * S - 1, no(0, 9 * S - 9)),
+        b.admit(T0 + 2 * S, { ...no(1, S - 1), reason: 'banned' }),
+      ],
+    };
+  })(),
+];
+
+export const CASES: Case[] = [...slidingLog, ...buckets, ...windows, ...records, ...leaky, ...channels, ...bans];
 
 // ---------------------------------------------------------------------------
 // Invalid arguments: each call must be refused with InvalidArgumentError before any I/O.

@@ -8,6 +8,8 @@ import type { Store } from '../../src/store/types.js';
 import { AFTER_INVALID, CASES, CONC, INVALID, MIN, S, SL, bucket, carrier, type Op } from './cases.js';
 import { peerBucket, peerTag } from '../../src/store/keys.js';
 import { inspectCase } from './inspect.js';
+import { operationsCase } from './operations.js';
+import { reassertCase } from './reassert.js';
 
 export interface StoreHandle {
   store: Store;
@@ -181,6 +183,12 @@ export function runConformance(name: string, makeStore: () => Promise<StoreHandl
     }
 
     it('inspect: counts and retry-after per limit, queue waits, read-only', async () => inspectCase(h!.store));
+
+    it('operator operations: list holds with their ends, reset a bucket, free one call', async () =>
+      operationsCase(h!.store));
+
+    it('reassert: lost holds come back with their end, present ones are not counted twice', async () =>
+      reassertCase(h!.store));
 
     it('invalid arguments are refused with InvalidArgumentError before any I/O, and change nothing', async () => {
       const { store, ioCount } = h!;

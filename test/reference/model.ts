@@ -22,6 +22,10 @@ export interface ModelCall {
   route?: string[];
   /** How long the call lasted, µs; absent when its end was never reported. */
   durationUs?: number;
+  caller?: string;
+  callee?: string;
+  source?: string;
+  fields?: Record<string, string>;
 }
 
 export interface InDecision {
@@ -29,7 +33,7 @@ export interface InDecision {
   direction: 'in';
   outcome: 'admitted' | 'rejected';
   limited_by?: string;
-  reason?: 'rate' | 'channels';
+  reason?: 'rate' | 'channels' | 'banned';
   duplicate?: true;
 }
 
@@ -55,6 +59,17 @@ interface EntryJson {
   channels?: number;
 }
 
+interface AttributeJson {
+  name: string;
+  key: 'caller' | 'callee' | 'source' | { field: string };
+  match?: { prefixes?: string[]; digits?: number; subnet?: number | { v4?: number; v6?: number } };
+  limits: EntryJson[];
+  overrides?: Record<string, EntryJson[]>;
+  order?: 'first' | 'after-global' | 'after-account' | 'last';
+  maxValues?: number;
+  ban?: { over: number; within: string; for: string };
+}
+
 interface ConfigJson {
   maxCallDuration?: string;
   inbound?: {
@@ -62,6 +77,7 @@ interface ConfigJson {
     accounts?: Record<string, EntryJson[]>;
     peers?: Record<string, EntryJson[]>;
     defaultPeer?: EntryJson[];
+    attributes?: AttributeJson[];
   };
   outbound?: {
     carriers?: Record<string, { cps: number; maxWait?: string; channels?: number }>;
@@ -145,6 +161,99 @@ function hasRoom(log: number[], lim: ModelLimit, t: number): boolean {
   return c + p * (1 - f) < lim.limit;
 }
 
+// ------------------------------------------------------------------ attribute levels
+
+/** An IPv4 address as 32 bits, or undefined. */
+function ipv4Bits(text: string): number | undefined {
+  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
+  if (!m) return undefined;
+  const b = m.slice(1).map(Number);
+  if (b.some((x) => x > 255)) return undefined;
+  return ((b[0]! * 256 + b[1]!) * 256 + b[2]!) * 256 + b[3]!;
+}
+
+/** An IPv6 address as 128 bits (a bigint), or undefined. Written apart from src/ on purpose. */
+function ipv6Bits(text: string): bigint | undefined {
+  if (!text.includes(':')) return undefined;
+  let s = text.split('%')[0]!;
+  let tail: string[] = [];
+  const dotted = /:(\d+\.\d+\.\d+\.\d+)$/.exec(s);
+  if (dotted) {
+    const v4 = ipv4Bits(dotted[1]!);
+    if (v4 === undefined) return undefined;
+    tail = [(v4 >>> 16).toString(16), (v4 & 0xffff).toString(16)];
+    s = `${s.slice(0, s.length - dotted[1]!.length)}x`;
+    s = s.endsWith('::x') ? s.slice(0, -1) : s.slice(0, -2);
+  }
+  const halves = s.split('::');
+  if (halves.length > 2) return undefined;
+  const split = (h: string) => (h === '' ? [] : h.split(':'));
+  let groups: string[];
+  if (halves.length === 2) {
+    const l = split(halves[0]!);
+    const r = [...split(halves[1]!), ...tail];
+    groups = [...l, ...Array(8 - l.length - r.length).fill('0'), ...r];
+  } else groups = [...split(halves[0]!), ...tail];
+  if (groups.length !== 8 || !groups.every((g) => /^[0-9a-fA-F]{1,4}$/.test(g))) return undefined;
+  return groups.reduce((acc, g) => (acc << 16n) | BigInt(Number.parseInt(g, 16)), 0n);
+}
+
+function modelSubnet(addr: string, v4: number, v6: number): string | undefined {
+  const plain = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(addr)?.[1] ?? addr;
+  const a4 = ipv4Bits(plain);
+  if (a4 !== undefined) {
+    const net = Math.floor(a4 / 2 ** (32 - v4)) * 2 ** (32 - v4);
+    const parts = [3, 2, 1, 0].map((i) => Math.floor(net / 256 ** i) % 256);
+    return `${parts.join('.')}/${v4}`;
+  }
+  const a6 = ipv6Bits(addr);
+  if (a6 === undefined) return undefined;
+  const net = (a6 >> BigInt(128 - v6)) << BigInt(128 - v6);
+  const groups: string[] = [];
+  for (let i = 7; i >= 0; i--) groups.push(((net >> BigInt(16 * i)) & 0xffffn).toString(16));
+  return `${groups.join(':')}/${v6}`;
+}
+
+/** The value an attribute level counts for a call, or undefined when it does not apply. */
+export function modelAttributeValue(level: AttributeJson, call: ModelCall): string | undefined {
+  const raw =
+    typeof level.key === 'object'
+      ? call.fields?.[level.key.field]
+      : level.key === 'caller'
+        ? call.caller
+        : level.key === 'callee'
+          ? call.callee
+          : call.source;
+  if (raw === undefined || raw === '') return undefined;
+  const m = level.match;
+  if (m === undefined) return raw;
+  if (m.prefixes !== undefined) {
+    const hits = m.prefixes.filter((p) => raw.startsWith(p)).sort((x, y) => y.length - x.length);
+    return hits[0];
+  }
+  if (m.digits !== undefined) {
+    const d = [...raw]
+      .filter((c) => c >= '0' && c <= '9')
+      .join('')
+      .slice(0, m.digits);
+    return d === '' ? undefined : d;
+  }
+  const sub = m.subnet!;
+  const v4 = typeof sub === 'number' ? sub : (sub.v4 ?? 32);
+  const v6 = typeof sub === 'number' ? 64 : (sub.v6 ?? 128);
+  return modelSubnet(raw, v4, v6) ?? raw;
+}
+
+/** FNV-1a over UTF-16 code units, as the contract names the shared bucket past maxValues. */
+function fnv1a(text: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) {
+    h = (h ^ text.charCodeAt(i)) >>> 0;
+    h = Number((BigInt(h) * 16777619n) % 4294967296n);
+  }
+  return h;
+}
+
 /**
  * Decisions for `calls` (in processing order) under `config` (the contract's JSON form).
  *
@@ -174,6 +283,13 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
   const carrierEnds = new Map<string, number[]>();
   // Per call id, its outbound hold: the carrier's list and the end in it.
   const outboundHold = new Map<string, { ends: number[]; end: number }>();
+  // Attribute levels: per bucket (level and value, or level and shared slot) its log, hold
+  // ends and ban state.
+  const attributes = inbound.attributes ?? [];
+  const attrBuckets = new Map<
+    string,
+    { log: number[]; ends: number[]; span: number; strikes: number; until: number }
+  >();
   const listOf = (m: Map<string, number[]>, k: string): number[] => {
     if (!m.has(k)) m.set(k, []);
     return m.get(k)!;
@@ -190,7 +306,20 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
         out.push({ call_id: call.callId, direction: 'in', outcome: 'rejected', limited_by: 'unknown-peer' });
         continue;
       }
-      const checks: { name: string; limits: ModelLimit[]; channels?: number; log: number[]; ends: number[] }[] = [];
+      interface Check {
+        name: string;
+        limits: ModelLimit[];
+        channels?: number;
+        log: number[];
+        ends: number[];
+        ban?: {
+          threshold: number;
+          spanUs: number;
+          forUs: number;
+          state: { span: number; strikes: number; until: number };
+        };
+      }
+      const checks: Check[] = [];
       if (inbound.global !== undefined) {
         checks.push({
           name: 'global',
@@ -220,12 +349,66 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
         ends: listOf(peerEnds, peer),
       });
 
+      // attribute levels, each inserted where its order says (equals in configuration order)
+      const baseNames = checks.map((c) => c.name);
+      const inserted = baseNames.map(() => [] as Check[]);
+      const atEnd: Check[] = [];
+      const before: Check[] = [];
+      for (const level of attributes) {
+        const value = modelAttributeValue(level, call);
+        if (value === undefined) continue;
+        const own = level.overrides !== undefined && Object.hasOwn(level.overrides, value);
+        const list = own ? level.overrides![value]! : level.limits;
+        const id = level.maxValues !== undefined && !own ? `#${fnv1a(value) % level.maxValues}` : `=${value}`;
+        const key = `${level.name}\u0000${id}`;
+        if (!attrBuckets.has(key)) attrBuckets.set(key, { log: [], ends: [], span: -1, strikes: 0, until: 0 });
+        const state = attrBuckets.get(key)!;
+        const limits = limitsOf(list);
+        const check: Check = { name: `${level.name}:${value}`, limits, log: state.log, ends: state.ends };
+        const channels = channelsOf(list);
+        if (channels !== undefined) check.channels = channels;
+        if (level.ban !== undefined && limits.length > 0) {
+          check.ban = {
+            threshold: Math.max(1, Math.ceil(level.ban.over * Math.min(...limits.map((l) => l.limit)))),
+            spanUs: durationUs(level.ban.within),
+            forUs: durationUs(level.ban.for),
+            state,
+          };
+        }
+        const order = level.order ?? 'last';
+        const iGlobal = baseNames.indexOf('global');
+        const iPeer = baseNames.findIndex((n) => n.startsWith('peer:'));
+        if (order === 'first') before.push(check);
+        else if (order === 'after-global') (iGlobal >= 0 ? inserted[iGlobal]! : before).push(check);
+        else if (order === 'after-account') (iPeer > 0 ? inserted[iPeer - 1]! : before).push(check);
+        else atEnd.push(check);
+      }
+      const base = checks.splice(0);
+      checks.push(...before);
+      base.forEach((c, i) => {
+        checks.push(c, ...inserted[i]!);
+      });
+      checks.push(...atEnd);
+
       const previous = inboundEnd.get(call.callId);
       if (checks.some((c) => c.channels !== undefined) && previous !== undefined && previous > t) {
         out.push({ call_id: call.callId, direction: 'in', outcome: 'admitted', duplicate: true });
         continue;
       }
+      const banned = checks.find((c) => c.ban !== undefined && c.ban.state.until > t);
+      if (banned !== undefined) {
+        out.push({
+          call_id: call.callId,
+          direction: 'in',
+          outcome: 'rejected',
+          limited_by: banned.name,
+          reason: 'banned',
+        });
+        continue;
+      }
       let refusal: { limited_by: string; reason: 'rate' | 'channels' } | undefined;
+      // strikes: every banning level whose rate limits lack room, whoever refuses the call
+      const struck = checks.filter((c) => c.ban !== undefined && !c.limits.every((lim) => hasRoom(c.log, lim, t)));
       for (const check of checks) {
         if (!check.limits.every((lim) => hasRoom(check.log, lim, t))) {
           refusal = { limited_by: check.name, reason: 'rate' };
@@ -235,6 +418,16 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
           refusal = { limited_by: check.name, reason: 'channels' };
           break;
         }
+      }
+      for (const c of struck) {
+        const ban = c.ban!;
+        const k = Math.floor(t / ban.spanUs);
+        if (ban.state.span !== k) {
+          ban.state.span = k;
+          ban.state.strikes = 0;
+        }
+        ban.state.strikes++;
+        if (ban.state.strikes >= ban.threshold) ban.state.until = t + ban.forUs;
       }
       if (refusal !== undefined) {
         out.push({ call_id: call.callId, direction: 'in', outcome: 'rejected', ...refusal });
@@ -342,6 +535,10 @@ export function loadTraceForModel(path: string): ModelCall[] {
         .map((s) => s.trim())
         .filter((s) => s !== '');
       if (route.length > 0) call.route = route;
+    }
+    for (const name of ['caller', 'callee', 'source'] as const) {
+      const v = r[name]?.trim();
+      if (v !== undefined && v !== '') call[name] = v;
     }
     const d = r.duration?.trim() ?? '';
     if (d !== '') call.durationUs = /^\d+(\.\d+)?$/.test(d) ? simpleTimeUs(d) : durationUs(d);

@@ -30,7 +30,7 @@ export function settleAdmissions(
       item.resolve({
         admitted: false,
         limitedBy: limitedBy - 1,
-        reason: flags === 1 ? 'channels' : 'rate',
+        reason: flags === 1 ? 'channels' : flags === 8 ? 'banned' : 'rate',
         retryAfterUs: r[4 * i + 1]!,
         now,
       });

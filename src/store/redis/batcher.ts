@@ -1,10 +1,13 @@
 /**
- * Batcher: group commit. Each call joins the lane of its key group (one Cluster slot). On an idle
- * lane a call leaves at the end of its tick, with the calls issued in that same tick: nothing
- * waits for a batch to fill. While a batch is in flight on the lane, calls that arrive meanwhile
- * wait for it and leave together once it is back, so batches grow with the load (and a batch
- * shares its buckets' reads and writes) without ever delaying a call on an idle system. A lane
- * whose waiting calls reach `maxBatch` sends them at once, in flight or not.
+ * Batcher: group commit, with up to `maxInFlight` batches in flight per lane. Each call joins the
+ * lane of its key group (one Cluster slot). On a lane with room (fewer than `maxInFlight` batches
+ * in flight) a call leaves at the end of its tick, with the calls issued in that same tick:
+ * nothing waits for a batch to fill. While the lane is full, calls that arrive meanwhile wait and
+ * leave together once a batch is back, so batches grow with the load (and a batch shares its
+ * buckets' reads and writes) without ever delaying a call on an idle system. A lane whose waiting
+ * calls reach `maxBatch` sends them at once, in flight or not. A lane's batches go out in the
+ * order of its calls on one connection, and Redis runs a connection's scripts in the order they
+ * arrive, so batches in flight together are decided in that order too.
  *
  * A call whose signal is aborted when its batch leaves is rejected and never sent (the caller
  * decided it already). While the connection is not ready, each call waits for it on its own
@@ -26,6 +29,8 @@ export interface Pending<R> extends Queued {
 
 export interface BatcherOptions<I> {
   readonly maxBatch: number;
+  /** Batches of one lane in flight at once, at most (1: pure group commit). */
+  readonly maxInFlight: number;
   /** Whether a batch can be written now. */
   ready(): boolean;
   /** Resolves once a batch can be written, or rejects when the call can wait no longer. */
@@ -77,8 +82,8 @@ export class Batcher<I extends Queued> {
     lane.items.push(item);
     this.queued++;
     if (lane.items.length >= this.opts.maxBatch) this.flush(lane);
-    else if (lane.inFlight === 0) this.schedule(lane);
-    // else: it leaves with the others waiting when the batch in flight is back
+    else if (lane.inFlight < this.opts.maxInFlight) this.schedule(lane);
+    // else: it leaves with the others waiting when a batch in flight is back
   }
 
   /** Send every queued call now (before another command, to keep the order calls were issued in). */
@@ -91,7 +96,7 @@ export class Batcher<I extends Queued> {
     lane.scheduled = true;
     process.nextTick(() => {
       lane.scheduled = false;
-      if (lane.inFlight === 0) this.flush(lane);
+      if (lane.inFlight < this.opts.maxInFlight) this.flush(lane);
       this.release(lane);
     });
   }
@@ -133,10 +138,8 @@ export class Batcher<I extends Queued> {
     const back = () => {
       lane.inFlight--;
       // the calls that waited leave at the end of this tick, with those its replies set off
-      if (lane.inFlight === 0) {
-        if (lane.items.length > 0) this.schedule(lane);
-        else this.release(lane);
-      }
+      if (lane.items.length > 0) this.schedule(lane);
+      else if (lane.inFlight === 0) this.release(lane);
     };
     this.opts.send(batch).then(back, back);
   }

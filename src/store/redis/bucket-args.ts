@@ -88,9 +88,28 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketA
   }
   const channels = bucket.channels ?? 0;
   const hoff = channels > 0 ? keys.push(`${base}:ch`) - 1 : 0;
-  const profile = [String(retention), String(channels), String(hoff), String(ordered.length), ...limits];
+  let m = ordered.length;
+  const ban = bucket.ban;
+  if (ban !== undefined) {
+    // two pseudo-limits after the limits (admit.lua): 'b' the strikes hash, 'B' the ban's end
+    const soff = keys.push(`${base}:strikes`) - 1;
+    keys.push(`${base}:ban`);
+    limits.push(
+      'b',
+      String(ban.threshold),
+      String(ban.spanUs),
+      String(soff),
+      'B',
+      '0',
+      String(ban.forUs),
+      String(soff + 1),
+    );
+    m += 2;
+  }
+  const profile = [String(retention), String(channels), String(hoff), String(m), ...limits];
   const profileId = profile.join(' ');
-  const plain = retention > 0 && channels === 0 && ordered.every((lim) => lim.algorithm === 'sliding-log');
+  const plain =
+    retention > 0 && channels === 0 && ban === undefined && ordered.every((lim) => lim.algorithm === 'sliding-log');
   const lone = plain
     ? [String(ordered.length), ...ordered.flatMap((lim) => [String(lim.limit), String(lim.windowUs)])]
     : undefined;

@@ -21,6 +21,8 @@ export interface ConnectionOptions {
    * of the server's data may not hold for the server it reconnects to.
    */
   readonly lost: () => void;
+  /** Called when the connection is ready again (after a loss too). */
+  readonly ready?: () => void;
 }
 
 type Command = (...a: (string | number)[]) => Promise<unknown>;
@@ -54,6 +56,7 @@ export class RedisConnection {
   };
   private readonly onReady = () => {
     this.lost = this.down = false;
+    this.opts.ready?.();
   };
   private readonly onNodeLost = () => this.opts.lost();
 
@@ -82,6 +85,11 @@ export class RedisConnection {
 
   get ready(): boolean {
     return this.redis.status === 'ready';
+  }
+
+  /** Known to be out of reach (an error since it was last ready): a call is decided by the policy at once. */
+  get knownDown(): boolean {
+    return this.down && this.redis.status !== 'ready';
   }
 
   /**

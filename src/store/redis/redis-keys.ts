@@ -37,6 +37,16 @@ export class RedisKeys {
     return this.base(OUTBOUND_TAG, `call:out:${id}`);
   }
 
+  /** The generation marker of a tag (one for all on a single Redis): see lua/reassert.lua. */
+  marker(tag: string): string {
+    return this.base(tag, 'gen');
+  }
+
+  /** The tombstone beside a call record (`call:in:<id>` -> `gone:in:<id>`), left by a release re-sent after a loss. */
+  tombstone(record: string): string {
+    return record.replace(/call:(in|out):([^:]*)$/, 'gone:$1:$2');
+  }
+
   /** With hash tags: the key that names the inbound record of call id `id` (encoded). */
   locator(id: string): string {
     return this.base(`c:${id}`, 'loc');

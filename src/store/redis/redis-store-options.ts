@@ -28,13 +28,35 @@ export interface RedisStoreOptions {
   readonly readyTimeoutMs?: number;
   /**
    * Admissions (or reservations) decided in one script call, at most (default 64; 1: one call
-   * each). Those issued in one tick go to Redis together at the end of the tick; while a batch
-   * is in flight, those arriving meanwhile wait for it and leave together (group commit), and a
+   * each). Those issued in one tick go to Redis together at the end of the tick; while
+   * `maxInFlight` batches are in flight, those arriving meanwhile wait and leave together, and a
    * full batch leaves at once: a bucket or carrier many calls name is then read and written once
    * per batch instead of once per call. Decisions are the same as one by one, in the order
    * issued; nothing waits for a batch to fill, and an idle store sends a call at once.
    */
   readonly maxBatch?: number;
+  /**
+   * Batches of one lane (all admissions on a single Redis; one Cluster slot's) in flight at
+   * once, at most (default 2; 1 to 64). 1 is pure group commit: calls arriving while a batch is
+   * in flight wait for it. Above 1, a batch leaves while others are still in flight
+   * (pipelined), so Node builds the next batch while Redis runs the last; Redis runs them in
+   * the order sent, so decisions are the same.
+   */
+  readonly maxInFlight?: number;
+  /** How the store keeps the holds of this process's calls through a Redis loss (docs/redis.md). */
+  readonly holds?: HoldsOptions;
+}
+
+/** The holds keeper's settings (src/store/redis/holds-keeper.ts). */
+export interface HoldsOptions {
+  /** Check the ledger against Redis every this many ms (default 5000; 0: never). */
+  readonly syncMs?: number;
+  /** After Redis came back empty, decisions wait this long for every process to write its holds, ms (default 2000). */
+  readonly graceMs?: number;
+  /** Releases sent again after a loss: those of the last this many ms (default 30000). */
+  readonly recentMs?: number;
+  /** How long the tombstone of a re-sent release lasts, ms (default 60000). */
+  readonly tombstoneMs?: number;
 }
 
 /** RedisStore.connect(): the store's options, and the connection's. */

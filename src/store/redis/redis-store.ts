@@ -7,9 +7,9 @@
  * and Redis' clock (clock-offset.ts).
  *
  * Admissions and reservations are batched (batcher.ts, group commit): those issued in one tick go
- * out together as one script call (admissions per tag on a Cluster), and while a batch is in
- * flight the calls arriving meanwhile wait for it and leave together, so batches grow with the
- * load; the script decides them one after the other in the order issued, and buckets and
+ * out together as one script call (admissions per tag on a Cluster), and while `maxInFlight`
+ * batches (default 2) are in flight the calls arriving meanwhile wait and leave together, so
+ * batches grow with the load; the script decides them one after the other in the order issued, and buckets and
  * carriers many calls share are read and written once per batch instead of once per call. A
  * batch of one call whose buckets are plain sliding logs goes to admit-lone.lua, a script that
  * costs Redis less.
@@ -29,10 +29,16 @@ import type {
   HoldsRequest,
   HoldsResult,
   InspectRequest,
+  BansRequest,
+  BansResult,
+  UnbanRequest,
+  UnbanResult,
   InspectResult,
   RecordRequest,
   RecordResult,
   RefreshRequest,
+  ReassertRequest,
+  ReassertResult,
   RefreshResult,
   ReleaseRequest,
   ReleaseResult,
@@ -54,6 +60,10 @@ import {
   checkWait,
   hasChannels,
 } from '../validate.js';
+import { HoldLedger } from '../../holds/ledger.js';
+import { checkReassert } from '../reassert.js';
+import { HoldsKeeper } from './holds-keeper.js';
+import { reassertArgv, reassertResult } from './reassert-args.js';
 import { admitArgv, loneAdmitArgv, type AdmitEnv, type PendingAdmit } from './admit-args.js';
 import { settleAdmissions } from './admit-reply.js';
 import { Batcher, type Queued } from './batcher.js';
@@ -69,14 +79,39 @@ import { RECOMMENDED_REDIS_OPTIONS, type RedisConnectOptions, type RedisStoreOpt
 import { reserveArgv, type PendingReserve, type ReserveEnv } from './reserve-args.js';
 import { settleReservations } from './reserve-reply.js';
 import { scripts, type ScriptName } from './scripts.js';
+import {
+  checkListHolds,
+  checkReset,
+  counterWindows,
+  decodeId,
+  type ListedHold,
+  type ListHoldsRequest,
+  type ListHoldsResult,
+  type OperableStore,
+  type ResetRequest,
+  type ResetResult,
+} from '../operations.js';
 
-export { RECOMMENDED_REDIS_OPTIONS, type RedisConnectOptions, type RedisStoreOptions } from './redis-store-options.js';
+export {
+  RECOMMENDED_REDIS_OPTIONS,
+  type HoldsOptions,
+  type RedisConnectOptions,
+  type RedisStoreOptions,
+} from './redis-store-options.js';
 
 const DAY_MS = 86_400_000;
 /** A batch's calls are limited by Lua's stack too (unpack of one ZADD per log). */
 const MAX_BATCH_LIMIT = 1000;
+/**
+ * Batches of one lane in flight at once (RedisStoreOptions.maxInFlight). 2: in the open-loop
+ * bench (batching section, docs/performance.md) group commit fell behind at 30,000 calls/s where
+ * 2 in flight kept up, and 2 was at or below group commit's p99 at 10,000 and 20,000/s; 4 was
+ * no better than 2 anywhere.
+ */
+const DEFAULT_MAX_IN_FLIGHT = 2;
+const MAX_IN_FLIGHT_LIMIT = 64;
 
-export class RedisStore implements Store {
+export class RedisStore implements Store, OperableStore {
   readonly kind = 'redis';
   readonly prefix: string;
   /**
@@ -105,6 +140,10 @@ export class RedisStore implements Store {
   private readonly offset = new ClockOffset();
   private readonly admitEnv: AdmitEnv;
   private readonly reserveEnv: ReserveEnv;
+  /** The calls this process admitted or dispatched and has not seen end (live time only). */
+  readonly ledger = new HoldLedger();
+  /** Writes the ledger's holds again when Redis may have lost them (holds-keeper.ts). */
+  private readonly keeper: HoldsKeeper;
 
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
@@ -119,14 +158,25 @@ export class RedisStore implements Store {
         `maxBatch must be an integer from 1 to ${MAX_BATCH_LIMIT}, got ${String(opts.maxBatch)}`,
       );
     }
+    const maxInFlight = opts.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+    if (!(Number.isSafeInteger(maxInFlight) && maxInFlight >= 1 && maxInFlight <= MAX_IN_FLIGHT_LIMIT)) {
+      throw new InvalidArgumentError(
+        `maxInFlight must be an integer from 1 to ${MAX_IN_FLIGHT_LIMIT}, got ${String(opts.maxInFlight)}`,
+      );
+    }
     this.conn = new RedisConnection(this.redis, {
       writeChunk: opts.writeChunk ?? 16,
       readyTimeoutMs: opts.readyTimeoutMs ?? 5_000,
       events: this.events,
-      lost: () => this.known.forget(),
+      lost: () => {
+        this.known.forget();
+        this.keeper?.lost();
+      },
+      ready: () => this.keeper?.ready(),
     });
     const batching = {
       maxBatch,
+      maxInFlight,
       ready: () => this.conn.ready,
       whenReady: (signal: StopSignal | undefined) => this.conn.notReady(signal) ?? Promise.resolve(),
       unavailable,
@@ -143,6 +193,20 @@ export class RedisStore implements Store {
       recordPrefix: (tag) => this.keys.inboundRecord(tag, ''),
     };
     this.reserveEnv = { virtualTtlMs: this.virtualTtlMs, keys: this.keys, deadline };
+    const holds = opts.holds ?? {};
+    this.keeper = new HoldsKeeper({
+      ledger: this.ledger,
+      events: this.events,
+      hashTags: this.keys.hashTags,
+      now: () => Date.now() * 1000,
+      reassert: (req) => this.reassert(req),
+      resend: (id, groups) => this.resend(id, groups, holds.tombstoneMs ?? 60_000),
+      tombstoneMs: holds.tombstoneMs ?? 60_000,
+      ready: () => this.conn.ready,
+      syncMs: holds.syncMs ?? 5_000,
+      graceMs: holds.graceMs ?? 2_000,
+      recentMs: holds.recentMs ?? 30_000,
+    });
   }
 
   /** A store on its own connection to `url` (`redis://` or `rediss://`; closed by close()). */
@@ -221,26 +285,68 @@ export class RedisStore implements Store {
     const held = req.hold !== undefined && hasChannels(req.buckets);
     const id = held ? encodeId(req.hold.id) : undefined;
     const forUs = held ? req.hold.forUs : 0;
-    const decided = new Promise<AdmitResult>((resolve, reject) => {
+    // a call on live time that holds (or would, were a channel limit on) enters the ledger once admitted
+    const note = now === '' && req.hold !== undefined && req.hold.forUs > 0;
+    const queue = (resolve: (r: AdmitResult) => void, reject: (err: unknown) => void) =>
       this.admissions.add(this.keys.hashTags ? req.tag : '', {
         buckets,
         now,
         id,
         forUs,
         signal: req.signal,
-        resolve,
+        resolve: note
+          ? (r) => {
+              if (r.admitted && !r.duplicate) this.noteIn(req.tag, req.hold!.id, req.buckets, r.now + req.hold!.forUs);
+              resolve(r);
+            }
+          : resolve,
         reject,
       });
-    });
+    // after a loss, decisions counting channels on this tag wait until its holds are back (holds-keeper.ts)
+    const gate = held ? this.gateOf(req.tag) : undefined;
+    let decided = new Promise<AdmitResult>((resolve, reject) =>
+      gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
+    );
     if (this.keys.hashTags && id !== undefined && forUs > 0) {
+      // the locator goes out with the decision, and the answer waits for both: a release issued
+      // after the answer, from any process, finds the call (call-locators.ts)
+      // NX: a locator of this id already there (the id held on another tag) is left alone until
+      // this call is admitted, then overwritten, as a refusal must not lose it
+      const virtual = now !== '';
+      const claimed = this.locators.locate(req.tag, id, forUs, virtual, true);
       this.locators.track(
         id,
-        decided.then((r) =>
-          r.admitted && !r.duplicate ? this.locators.locate(req.tag, id, forUs, now !== '') : undefined,
-        ),
+        claimed.then(() => undefined),
       );
+      decided = Promise.all([decided, claimed]).then(async ([r, claim]) => {
+        if (!r.admitted) {
+          if (claim === 'written') this.locators.forget(id);
+        } else if (claim === 'exists' && !r.duplicate) {
+          const write = this.locators.locate(req.tag, id, forUs, virtual);
+          this.locators.track(
+            id,
+            write.then(() => undefined),
+          );
+          await write;
+        }
+        return r;
+      });
     }
     return decided;
+  }
+
+  /**
+   * What a decision counting channels on `tag` waits for after a loss: the tag's re-assertion
+   * (holds-keeper.ts); none while Redis is known to be down, where the policy decides at once.
+   */
+  private gateOf(tag: string): Promise<void> | undefined {
+    const gate = this.keeper.gate(tag);
+    return gate === undefined || this.conn.knownDown ? undefined : gate;
+  }
+
+  /** An inbound call admitted (or recorded) on live time enters the ledger, with every bucket it touched. */
+  private noteIn(tag: string, id: string, buckets: readonly Bucket[], end: number): void {
+    this.ledger.add(id, 'in', { tag, buckets, end });
   }
 
   /**
@@ -289,9 +395,15 @@ export class RedisStore implements Store {
     if (this.keys.hashTags && held && forUs > 0)
       this.locators.track(
         id,
-        sent.then((r) => (r[1] === 0 ? this.locators.locate(req.tag, id, forUs, req.now !== undefined) : undefined)),
+        sent.then((r) =>
+          r[1] === 0
+            ? this.locators.locate(req.tag, id, forUs, req.now !== undefined).then(() => undefined)
+            : undefined,
+        ),
       );
     const r = await sent;
+    if (r[1] === 0 && req.now === undefined && req.hold !== undefined && req.hold.forUs > 0)
+      this.noteIn(req.tag, req.hold.id, req.buckets, r[0]! + req.hold.forUs);
     if (r[1] === 2) throw skipped();
     return r[1] === 1 ? { now: r[0]!, duplicate: true } : { now: r[0]! };
   }
@@ -312,9 +424,32 @@ export class RedisStore implements Store {
     const now = req.now === undefined ? '' : num(req.now);
     const id = req.hold === undefined ? '' : encodeId(req.hold.id);
     const forUs = req.hold === undefined ? '0' : num(req.hold.forUs);
-    return new Promise<ReserveResult>((resolve, reject) => {
+    const queue = (resolve: (r: ReserveResult) => void, reject: (err: unknown) => void) =>
       this.reservations.add(OUTBOUND_TAG, { route: req.route, now, id, forUs, signal: req.signal, resolve, reject });
-    });
+    const gate =
+      req.hold !== undefined && req.route.some((c) => c.channels !== undefined) ? this.gateOf(OUTBOUND_TAG) : undefined;
+    const decided = new Promise<ReserveResult>((resolve, reject) =>
+      gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
+    );
+    const hold = req.hold;
+    if (hold !== undefined) {
+      decided.then(
+        (r) => {
+          if (r.index < 0) return;
+          const carrier = req.route[r.index]!;
+          // the reservation dropped the id's earlier outbound record; a hold on live time enters the ledger
+          if (now === '' && carrier.channels !== undefined && hold.forUs > 0)
+            this.ledger.add(hold.id, 'out', {
+              tag: OUTBOUND_TAG,
+              names: [carrier.name],
+              end: Math.ceil(r.slotUs) + hold.forUs,
+            });
+          else this.ledger.remove(hold.id, 'out');
+        },
+        () => undefined,
+      );
+    }
+    return decided;
   }
 
   /** One reserve script call for a batch (reserve-args.ts). */
@@ -340,12 +475,17 @@ export class RedisStore implements Store {
     args: (string | number)[],
     now: number | undefined,
     signal: StopSignal | undefined,
+    seen?: (groups: string[][]) => void,
   ): Promise<[number, number]> {
-    const run = (groups: string[][]): Promise<[number, number]> =>
-      Promise.all(groups.map((keys) => this.run(name, keys, args, signal) as Promise<number[]>)).then((replies) => [
-        replies.reduce((sum, r) => sum + r[0]!, 0),
-        replies.length > 0 ? replies[replies.length - 1]![1]! : (now ?? 0),
-      ]);
+    const run = (groups: string[][]): Promise<[number, number]> => {
+      seen?.(groups);
+      return Promise.all(groups.map((keys) => this.run(name, keys, args, signal) as Promise<number[]>)).then(
+        (replies) => [
+          replies.reduce((sum, r) => sum + r[0]!, 0),
+          replies.length > 0 ? replies[replies.length - 1]![1]! : (now ?? 0),
+        ],
+      );
+    };
     const groups = this.locators.recordGroups(id, direction, signal);
     return Array.isArray(groups) ? run(groups) : groups.then(run);
   }
@@ -357,10 +497,26 @@ export class RedisStore implements Store {
       return Promise.reject(err);
     }
     const id = encodeId(req.id);
-    return this.onRecords('release', id, req.direction, [req.now ?? '', id], req.now, req.signal).then(
+    let groups: string[][] = [];
+    // soon after a loss, a release that finds nothing leaves a tombstone: the process that admitted
+    // the call may not have written it back yet, and must not once this release has landed
+    const tomb = req.now === undefined ? this.keeper.tombstoneMs() : '';
+    const send = () =>
+      this.onRecords('release', id, req.direction, [req.now ?? '', id, tomb], req.now, req.signal, (g) => (groups = g));
+    // after a loss, a release waits until this process's calls are back, so that it finds its call
+    const recovered = this.keeper.recovered();
+    this.ledger.releasing(req.id, true);
+    return (recovered === undefined ? send() : recovered.then(send)).then(
       async ([released, now]) => {
+        // the call ended: this process will not write it again; its records, for a re-send after a loss
+        this.ledger.remove(req.id, req.direction);
+        if (req.now === undefined) this.keeper.released(req.id, groups);
         if (this.keys.hashTags && req.direction !== 'out') await this.locators.drop(id);
         return { released, now };
+      },
+      (err: unknown) => {
+        this.ledger.releasing(req.id, false); // kept: written again after a loss, until the release lands
+        throw err;
       },
     );
   }
@@ -373,7 +529,10 @@ export class RedisStore implements Store {
     }
     const id = encodeId(req.id);
     const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now))];
-    return this.onRecords('refresh', id, undefined, args, req.now, req.signal).then(async ([refreshed, now]) => {
+    const recovered = this.keeper.recovered();
+    const send = () => this.onRecords('refresh', id, undefined, args, req.now, req.signal);
+    return (recovered === undefined ? send() : recovered.then(send)).then(async ([refreshed, now]) => {
+      if (refreshed > 0 && req.now === undefined) this.ledger.extend(req.id, now + req.forUs);
       if (this.keys.hashTags && refreshed > 0)
         await this.locators.extend(id, Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now)));
       return { refreshed, now };
@@ -385,6 +544,39 @@ export class RedisStore implements Store {
     const key = `${this.keys.base(req.tag, req.name)}:ch`;
     const r = (await this.run('holds', [key], [req.now ?? ''], req.signal)) as number[];
     return { holds: r[0]!, now: r[1]! };
+  }
+
+  /** Write the ledger's unwritten calls now (a reload that turned a channel limit on). */
+  writeLedger(): Promise<void> {
+    return this.keeper.runNow();
+  }
+
+  /** Write again the holds of calls in progress on one tag (lua/reassert.lua; types.ts, ReassertRequest). */
+  async reassert(req: ReassertRequest): Promise<ReassertResult> {
+    checkReassert(req);
+    const argv = reassertArgv(req, this.keys, this.ttlFloor(req.now));
+    const r = reassertResult((await this.send('reassert', argv, req.signal)) as unknown[]);
+    if (this.keys.hashTags) {
+      // the locators too (their shard may have lost them): a release finds every call held
+      const located: Promise<void>[] = [];
+      r.statuses.forEach((status, i) => {
+        const c = req.calls[i]!;
+        if (c.direction !== 'in' || (status !== 'written' && status !== 'present')) return;
+        const id = encodeId(c.id);
+        const forUs = Math.max(0, c.end - r.now);
+        const write = this.locators.locate(req.tag, id, forUs, req.now !== undefined).then(() => undefined);
+        this.locators.track(id, write);
+        located.push(write);
+      });
+      await Promise.all(located);
+    }
+    return r;
+  }
+
+  /** Send a release again, leaving tombstones beside its records (holds-keeper.ts). */
+  private async resend(id: string, groups: readonly (readonly string[])[], tombstoneMs: number): Promise<void> {
+    const encoded = encodeId(id);
+    await Promise.all(groups.map((keys) => this.run('release', [...keys], ['', encoded, tombstoneMs, '1'])));
   }
 
   /** Batches sent so far, by size (index: calls in the batch), of admissions and of reservations (diagnostics). */
@@ -405,6 +597,56 @@ export class RedisStore implements Store {
         if (keys.length > 0) await Promise.all(keys.map((k) => node.unlink(k)));
       } while (cursor !== '0');
     }
+  }
+
+  /** Lift a ban: drop the bucket's ban key and its strikes. */
+  async unban(req: UnbanRequest): Promise<UnbanResult> {
+    const base = this.keys.base(req.tag, req.bucket);
+    const now = req.now ?? (await this.redisTimeUs());
+    const end = await this.redis.get(`${base}:ban`);
+    // one key per command: on a Cluster both share the tag's slot, but DEL of two keys is refused by some proxies
+    await this.redis.del(`${base}:ban`);
+    await this.redis.del(`${base}:strikes`);
+    return { lifted: end !== null && Number(end) > now, now };
+  }
+
+  /**
+   * The bans in force: a SCAN of every master for `…attr:*:ban` keys (an operator's command, not
+   * a hot path: its cost grows with the keyspace), each ban's end read with GET.
+   */
+  async bans(req: BansRequest = {}): Promise<BansResult> {
+    const now = req.now ?? (await this.redisTimeUs());
+    const esc = (s: string) => s.replace(/[*?[\]\\]/g, '\\$&');
+    const match = `${esc(this.prefix)}${this.keys.hashTags ? '{*}:' : ''}attr:*:ban`;
+    const nodes = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
+    const bans: { tag: string; bucket: string; end: number }[] = [];
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+        cursor = next;
+        const ends = await Promise.all(keys.map((k) => node.get(k)));
+        keys.forEach((key, i) => {
+          const end = Number(ends[i]);
+          if (!(end > now)) return;
+          let rest = key.slice(this.prefix.length, -':ban'.length);
+          let tag = '';
+          if (this.keys.hashTags) {
+            const close = rest.indexOf('}:');
+            tag = rest.slice(1, close);
+            rest = rest.slice(close + 2);
+          }
+          bans.push({ tag, bucket: rest, end });
+        });
+      } while (cursor !== '0');
+    }
+    bans.sort((a, b) => (a.bucket < b.bucket ? -1 : a.bucket > b.bucket ? 1 : 0));
+    return { bans, now };
+  }
+
+  private async redisTimeUs(): Promise<number> {
+    const [s, us] = await this.redis.time();
+    return Number(s) * 1_000_000 + Number(us);
   }
 
   /**
@@ -429,7 +671,42 @@ export class RedisStore implements Store {
     return { buckets, carriers, now: Number(now) };
   }
 
+  // Operator operations (src/store/operations.ts): lua/hold-list.lua and lua/reset.lua.
+
+  get tagged(): boolean {
+    return this.keys.hashTags;
+  }
+
+  async listHolds(req: ListHoldsRequest): Promise<ListHoldsResult> {
+    const max = checkListHolds(req);
+    const key = `${this.keys.base(req.tag, req.name)}:ch`;
+    const r = (await this.run('hold-list', [key], [req.now ?? '', max], req.signal)) as (string | number)[];
+    return { holds: listedHolds(r, 2), total: Number(r[1]), now: Number(r[0]) };
+  }
+
+  async reset(req: ResetRequest): Promise<ResetResult> {
+    checkReset(req);
+    const base = this.keys.base(req.tag, req.bucket.name);
+    const windows = counterWindows(req.bucket).map((w) => `${base}:win:${w}`);
+    const args = [req.now ?? '', this.keys.base(req.tag, '')];
+    const r = (await this.run('reset', [`${base}:log`, `${base}:ch`, ...windows], args, req.signal)) as (
+      | string
+      | number
+    )[];
+    return { events: Number(r[1]), windows: Number(r[2]), holds: listedHolds(r, 3), now: Number(r[0]) };
+  }
+
   async close(): Promise<void> {
+    await this.keeper.close();
+    this.locators.close();
     await this.conn.close(this.ownsConnection);
   }
+}
+
+/** Pairs (encoded call id, end) of a script reply from index `from` on. */
+function listedHolds(reply: readonly (string | number)[], from: number): ListedHold[] {
+  const holds: ListedHold[] = [];
+  for (let i = from; i + 1 < reply.length; i += 2)
+    holds.push({ id: decodeId(String(reply[i])), endUs: Number(reply[i + 1]) });
+  return holds;
 }

@@ -19,7 +19,10 @@ export type ScriptName =
   | 'release'
   | 'refresh'
   | 'holds'
-  | 'inspect';
+  | 'inspect'
+  | 'hold-list'
+  | 'reset'
+  | 'reassert';
 
 export interface Script {
   /** The ioredis command name (defineCommand), e.g. `callgate_admit_3fa9c1d2`. */
@@ -54,5 +57,8 @@ export function scripts(): Readonly<Record<ScriptName, Script>> {
     refresh: load(dir, 'refresh'),
     holds: load(dir, 'holds'),
     inspect: load(dir, 'inspect'),
+    'hold-list': load(dir, 'hold-list'),
+    reset: load(dir, 'reset'),
+    reassert: load(dir, 'reassert'),
   });
 }

@@ -1,0 +1,94 @@
+--[[
+  reassert: write again the holds of calls a routing process knows to be in progress (its call
+  ledger), after the store may have lost them (a restart without persistence, a failover to a
+  replica that missed writes), or check them (sync). Idempotent: a hold still present is not
+  counted twice (one sorted-set member per call id), a call released meanwhile is not brought
+  back (its tombstone, written by a release re-sent after the outage, is found first).
+
+  KEYS[1]     the generation marker of the tag: "<token> <end of its recovery grace, µs>",
+              written when missing; renewed (ARGV[7]) once half its life is gone
+  then per call c, in the order of ARGV: its record (<base>call:in:<id> or call:out:<id>;
+              includes/channels.lua), its tombstone (<base>gone:in:<id> or gone:out:<id>), then
+              the n_c holds sets it holds a channel in
+  ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
+  ARGV[2]     ttl floor, ms (0 when now is Redis TIME; see record.lua)
+  ARGV[3]     mode: 'lost' (the caller lost its connection: a missing record is written again)
+              or 'sync' (a missing record is written again only when ARGV[4] is given and the
+              marker is missing or not ARGV[4]; else the call was released elsewhere, or,
+              without ARGV[4], unknown)
+  ARGV[4]     the marker token the caller last saw ('' = none yet)
+  ARGV[5]     the token written when the marker is missing
+  ARGV[6]     recovery grace, µs: a marker written now says t + grace (see docs/redis.md)
+  ARGV[7]     the marker's expiry, ms (each process's sync renews it)
+  ARGV[8..]   per call: id (key-safe), end of its holds (µs), n_c
+  Reply: { now, the marker's value, 1 when the marker was missing (else 0), then per call its
+           status: 0 ended (end <= now), 1 present (every hold there already), 2 written (its
+           record or a hold was missing and is back), 3 gone (released: a tombstone, or missing
+           under an unchanged marker in sync mode), 4 unknown (sync mode, missing, no token
+           known yet: left alone) }
+]]
+--- @include "common"
+--- @include "channels"
+
+local t = readNow(ARGV[1])
+local floorMs = tonumber(ARGV[2])
+local mode, expected = ARGV[3], ARGV[4]
+local marker = redis.call('GET', KEYS[1])
+local missing = 0
+if not marker then
+  marker = ARGV[5] .. ' ' .. fmtInt(t + tonumber(ARGV[6]))
+  redis.call('SET', KEYS[1], marker, 'PX', ARGV[7])
+  missing = 1
+elseif redis.call('PTTL', KEYS[1]) < tonumber(ARGV[7]) / 2 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[7]) -- renewed when half its life is gone
+end
+local token = string.match(marker, '^%S+')
+-- lost for sure only when the caller knew a marker: a process that never read one cannot tell a
+-- store that lost its state from one nobody marked yet
+local fresh = expected ~= '' and token ~= expected
+local reply = { t, marker, missing }
+local k, a = 2, 8
+while a <= #ARGV do
+  local id, e, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local record, tomb = KEYS[k], KEYS[k + 1]
+  local status
+  if e <= t then
+    status = 0
+  elseif redis.call('GET', tomb) then -- (GET, not EXISTS: the minimal ACL user's commands, docs/redis.md)
+    status = 3
+  else
+    local old, keys = readRecord(record)
+    if old == nil and not fresh and mode == 'sync' then
+      status = expected == '' and 4 or 3
+    else
+      local have = {}
+      if old ~= nil then
+        e = old -- a refresh elsewhere may have moved it: the store's end stands
+        for _, key in ipairs(keys) do
+          have[key] = true
+        end
+      else
+        keys = {}
+      end
+      local added = old == nil
+      for j = k + 2, k + 1 + n do
+        local key = KEYS[j]
+        if redis.call('ZADD', key, fmtInt(e), id) > 0 then
+          added = true
+        end
+        keepUntil(key, e, t, floorMs)
+        if not have[key] then
+          keys[#keys + 1] = key
+          added = true
+        end
+      end
+      if added then
+        writeRecord(record, e, keys, t, floorMs)
+      end
+      status = added and 2 or 1
+    end
+  end
+  reply[#reply + 1] = status
+  k, a = k + 2 + n, a + 3
+end
+return reply

@@ -1,0 +1,124 @@
+/**
+ * The call ledger: every call this process admitted or dispatched (or let in by policy while the
+ * store was away) and has not seen end, with what it holds and until when. The store's holds are
+ * the truth; the ledger is this process's own knowledge of its share of them, kept so that they
+ * can be written again when the store lost them (a Redis restart without persistence, a failover
+ * to a replica that missed the latest writes) and counted when a reload turns a channel limit on.
+ *
+ * Ids and names are as the store writes them (encoded, key-safe). Times are µs on the store's
+ * clock (Redis TIME); only calls decided on live time enter (a virtual clock's ends mean nothing
+ * to a restarted Redis).
+ */
+import type { Bucket } from '../store/types.js';
+
+/**
+ * One side of a call: its hash tag, its buckets (inbound: the plan's own readonly list, shared,
+ * so that an entry costs one small object) or the holds sets it holds (`names`), and its end.
+ */
+export interface LedgerHold {
+  /** Hash tag of its keys (OUTBOUND_TAG outbound). */
+  readonly tag: string;
+  /** Every bucket of an inbound call, those without a channel limit too (for a reload that turns one on). */
+  readonly buckets?: readonly Bucket[];
+  /** The holds sets it holds a channel in, when not its buckets with a channel limit (outbound: its carrier). */
+  names?: readonly string[];
+  /** End of its holds, µs. */
+  end: number;
+  /** Entered while the store was away (policy `local` / `fail-open`): never written yet. */
+  unwritten?: boolean;
+}
+
+export interface LedgerEntry {
+  in?: LedgerHold;
+  out?: LedgerHold;
+  /** A release of the call is on its way: a periodic sync leaves it alone (it would race the release). */
+  releasing?: boolean;
+}
+
+const channelNames = new WeakMap<readonly Bucket[], readonly string[]>();
+
+/** The holds sets a ledger call holds a channel in. */
+export function holdNames(hold: LedgerHold): readonly string[] {
+  if (hold.names !== undefined) return hold.names;
+  const buckets = hold.buckets;
+  if (buckets === undefined) return [];
+  let names = channelNames.get(buckets);
+  if (names === undefined) {
+    names = buckets.filter((b) => b.channels !== undefined).map((b) => b.name);
+    channelNames.set(buckets, names);
+  }
+  return names;
+}
+
+export class HoldLedger {
+  private readonly calls = new Map<string, LedgerEntry>();
+
+  get size(): number {
+    return this.calls.size;
+  }
+
+  /** Call `id` holds `hold` on `direction`'s side (or, without a channel limit, only touched its buckets). */
+  add(id: string, direction: 'in' | 'out', hold: LedgerHold): void {
+    let entry = this.calls.get(id);
+    if (entry === undefined) this.calls.set(id, (entry = {}));
+    entry[direction] = hold;
+  }
+
+  /** The call ended (released from this process): it is not written again. */
+  remove(id: string, direction?: 'in' | 'out'): void {
+    if (direction === undefined) {
+      this.calls.delete(id);
+      return;
+    }
+    const entry = this.calls.get(id);
+    if (entry === undefined) return;
+    delete entry[direction];
+    if (entry.in === undefined && entry.out === undefined) this.calls.delete(id);
+  }
+
+  /** The call's holds were refreshed: they end at `end`. */
+  extend(id: string, end: number): void {
+    const entry = this.calls.get(id);
+    if (entry?.in) entry.in.end = end;
+    if (entry?.out) entry.out.end = end;
+  }
+
+  /** A release of call `id` was sent (true) or failed and will be retried (false). */
+  releasing(id: string, on: boolean): void {
+    const entry = this.calls.get(id);
+    if (entry !== undefined) entry.releasing = on || undefined;
+  }
+
+  get(id: string): LedgerEntry | undefined {
+    return this.calls.get(id);
+  }
+
+  /**
+   * The calls still holding at `now` (µs), grouped by tag (those that ended are forgotten on the
+   * way): `holding` only those holding a channel somewhere.
+   */
+  byTag(
+    now: number,
+    holding = true,
+    releasing = true,
+  ): Map<string, { id: string; direction: 'in' | 'out'; hold: LedgerHold }[]> {
+    const tags = new Map<string, { id: string; direction: 'in' | 'out'; hold: LedgerHold }[]>();
+    for (const [id, entry] of this.calls) {
+      if (!releasing && entry.releasing) continue;
+      for (const direction of ['in', 'out'] as const) {
+        const hold = entry[direction];
+        if (hold === undefined) continue;
+        if (hold.end <= now) {
+          delete entry[direction];
+          continue;
+        }
+        if (holding && holdNames(hold).length === 0) continue;
+        let list = tags.get(hold.tag);
+        if (list === undefined) tags.set(hold.tag, (list = []));
+        list.push({ id, direction, hold });
+      }
+      if (entry.in === undefined && entry.out === undefined) this.calls.delete(id);
+    }
+    return tags;
+  }
+}

@@ -1,0 +1,30 @@
+/**
+ * Ids from traffic (call ids, peers, accounts, carriers): the one bound every entry point applies
+ * (CallGate, the sidecar, traces), so that an id the library takes is one the sidecar takes too.
+ */
+import { InvalidArgumentError } from './errors/index.js';
+import { show } from './input-fields.js';
+
+/** Longest id accepted (UTF-16 code units, as JavaScript counts): bounds memory and key sizes. */
+export const MAX_ID_LENGTH = 256;
+
+/** In u-mode a surrogate pair is one code point: only a lone surrogate is of category Cs. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * Why `id` is not an acceptable id, or undefined: a string of 1 to MAX_ID_LENGTH code units
+ * (0 allowed with `empty`), well-formed Unicode (a lone surrogate has no bytes on any wire).
+ */
+export function idProblem(id: unknown, opts: { empty?: boolean } = {}): string | undefined {
+  if (typeof id !== 'string') return `must be a string, got ${show(id)}`;
+  if (id === '' && !opts.empty) return 'must not be empty';
+  if (id.length > MAX_ID_LENGTH) return `must be at most ${MAX_ID_LENGTH} characters, got ${id.length}`;
+  if (LONE_SURROGATE.test(id)) return 'must be well-formed Unicode (it holds a lone surrogate)';
+  return undefined;
+}
+
+/** Throw InvalidArgumentError naming `what` when `id` is not an acceptable id. */
+export function checkIdArgument(what: string, id: unknown, opts: { empty?: boolean } = {}): void {
+  const problem = idProblem(id, opts);
+  if (problem !== undefined) throw new InvalidArgumentError(`${what} ${problem}`);
+}

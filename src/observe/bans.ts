@@ -1,0 +1,72 @@
+/**
+ * Bans of attribute levels (docs/attributes.md), for an operator: the bans in force, by level and
+ * value (`callgate inspect`, GET /v1/bans), and lifting one (`callgate unban`, DELETE /v1/bans/…).
+ */
+import { attributeBucketName } from '../admission/attributes.js';
+import type { AttributeLevelConfig, CallGateConfig } from '../config/types.js';
+import { InvalidArgumentError } from '../errors/index.js';
+import { GLOBAL_TAG } from '../store/keys.js';
+import type { Store } from '../store/types.js';
+
+export interface BanState {
+  /** The attribute level's name. */
+  level: string;
+  /**
+   * The value banned, as `limited_by` shows it after `<level>:`; for a level with maxValues, a
+   * value without an override shares its bucket with others: `#<slot>`.
+   */
+  value: string;
+  /** When the ban ends, µs since the epoch, and the time left, whole ms. */
+  until_us: number;
+  remaining_ms: number;
+}
+
+/** The inverse of encodeId (store/keys.ts): `%XXXX` back to its UTF-16 code unit. */
+export function decodeId(encoded: string): string {
+  return encoded.replace(/%([0-9A-F]{4})/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+}
+
+/** The bans in force on `store` (undefined when the store cannot list them). */
+export async function listBans(store: Store, now?: number): Promise<BanState[] | undefined> {
+  if (store.bans === undefined) return undefined;
+  const r = await store.bans(now === undefined ? {} : { now });
+  const out: BanState[] = [];
+  for (const b of r.bans) {
+    const m = /^attr:([A-Za-z0-9_-]+):(.*)$/.exec(b.bucket);
+    if (!m) continue;
+    const value = m[2]!.startsWith('#') ? m[2]! : decodeId(m[2]!);
+    out.push({ level: m[1]!, value, until_us: b.end, remaining_ms: Math.ceil((b.end - r.now) / 1000) });
+  }
+  return out;
+}
+
+function levelNamed(config: CallGateConfig, name: string): AttributeLevelConfig {
+  const level = (config.inbound.attributes ?? []).find((l) => l.name === name);
+  if (level === undefined) {
+    const names = (config.inbound.attributes ?? []).map((l) => l.name);
+    throw new InvalidArgumentError(
+      `no attribute level named ${JSON.stringify(name)} in the configuration${names.length > 0 ? ` (levels: ${names.join(', ')})` : ''}`,
+    );
+  }
+  if (level.ban === undefined) throw new InvalidArgumentError(`the attribute level "${name}" has no ban`);
+  return level;
+}
+
+/**
+ * Lift the ban of `value` (as `limited_by` shows it, or `#<slot>` of a shared bucket) on level
+ * `levelName`, for every process sharing the store. `lifted`: it was banned.
+ */
+export async function liftBan(
+  config: CallGateConfig,
+  store: Store,
+  levelName: string,
+  value: string,
+  now?: number,
+): Promise<{ lifted: boolean }> {
+  const level = levelNamed(config, levelName);
+  if (value === '') throw new InvalidArgumentError('value must be a non-empty string');
+  if (store.unban === undefined) throw new InvalidArgumentError(`the ${store.kind} store cannot lift bans`);
+  const bucket = /^#\d+$/.test(value) ? `attr:${level.name}:${value}` : attributeBucketName(level, value);
+  const r = await store.unban({ tag: GLOBAL_TAG, bucket, ...(now !== undefined && { now }) });
+  return { lifted: r.lifted };
+}

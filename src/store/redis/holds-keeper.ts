@@ -1,0 +1,304 @@
+/**
+ * The keeper of a RedisStore's holds: the process's call ledger (src/holds/ledger.ts) written
+ * again when Redis may have lost it.
+ *
+ * When. After every loss of the connection (a restart, a failover, a network cut: on a Cluster,
+ * one node's), once Redis answers again, every call of the ledger is re-asserted in mode `lost`
+ * (lua/reassert.lua: a missing record is written again, with its original end); and every
+ * `syncMs` in mode `sync`, which finds a tag whose generation marker changed without the
+ * connection noticing (FLUSHALL, eviction), writes the calls decided by policy while Redis was
+ * away, and forgets the calls released by another process (their record is gone under an
+ * unchanged marker). The hot path pays nothing: no decision script reads the marker.
+ *
+ * Decisions wait. While a tag's calls are being re-asserted after a loss, new admissions and
+ * reservations on that tag (single Redis: all) wait for it, bounded by their own deadline (then
+ * the store-trouble policy decides, as for any outage): a decision taken meanwhile would count
+ * against holds that are about to come back. When the marker was missing (Redis came back
+ * empty), they wait until the marker's recovery grace ends too, which gives the other processes
+ * the time to reconnect and write theirs.
+ *
+ * Releases of other processes. A release this process sent in the last `recentMs` is sent
+ * again after a loss, leaving a tombstone, so that a process re-asserting that call afterwards
+ * does not bring it back (and one that did has it dropped again).
+ */
+import type { SafeEmitter } from '../../events.js';
+import { holdNames, type HoldLedger, type LedgerHold } from '../../holds/ledger.js';
+import { MAX_REASSERT_CALLS } from '../reassert.js';
+import type { ReassertCall, ReassertRequest, ReassertResult, StoreEvents } from '../types.js';
+
+export interface HoldsKeeperOptions {
+  readonly ledger: HoldLedger;
+  readonly events: SafeEmitter<StoreEvents>;
+  /** Whether keys carry hash tags (Cluster): then decisions wait per tag, else all together. */
+  readonly hashTags: boolean;
+  /** Redis' time now, µs, as well as the process knows it. */
+  readonly now: () => number;
+  readonly reassert: (req: ReassertRequest) => Promise<ReassertResult>;
+  /** Send again the release of a call whose records were `groups`, leaving tombstones. */
+  readonly resend: (id: string, groups: readonly (readonly string[])[]) => Promise<void>;
+  /** Whether the connection is ready now. */
+  readonly ready: () => boolean;
+  readonly syncMs: number;
+  readonly graceMs: number;
+  /** How long a tombstone lasts, ms. */
+  readonly tombstoneMs: number;
+  readonly recentMs: number;
+}
+
+/** Pause between attempts while Redis still does not answer, ms. */
+const RETRY_MS = 200;
+/** Releases kept for sending again after a loss, at most. */
+const MAX_RECENT = 10_000;
+
+export class HoldsKeeper {
+  /** Per lane (tag, or '' on a single Redis): decisions wait for this while its calls are re-asserted. */
+  private readonly gates = new Map<string, Promise<void>>();
+  /** The marker token last seen per tag (single Redis: under '', one for all). */
+  private readonly tokens = new Map<string, string>();
+  /** Releases sent lately: call id -> when (ms) and its record keys, in order. */
+  private readonly recent = new Map<string, { at: number; groups: readonly (readonly string[])[] }>();
+  /** A loss was seen and its re-assertion has not succeeded yet. */
+  private lostPending = false;
+  /** Set from a loss until its re-assertion succeeded: releases and refreshes wait for it (not for the grace). */
+  private recovering?: { done: Promise<void>; resolve: () => void };
+  private running?: Promise<void>;
+  private syncTimer?: NodeJS.Timeout;
+  private retryTimer?: NodeJS.Timeout;
+  private closed = false;
+  /** When the last loss of the connection was seen (ms), 0: never. */
+  private lastLoss = 0;
+
+  constructor(private readonly opts: HoldsKeeperOptions) {
+    if (opts.syncMs > 0) {
+      this.syncTimer = setInterval(() => this.kick('sync'), opts.syncMs);
+      this.syncTimer.unref();
+    }
+  }
+
+  /** The wait a new decision on `tag` must make first, if any (undefined: none, the common case). */
+  gate(tag: string): Promise<void> | undefined {
+    if (this.gates.size === 0) return undefined;
+    return this.gates.get(this.opts.hashTags ? tag : '');
+  }
+
+  /**
+   * The wait a release or refresh must make first, if any: until this process's calls are back
+   * after a loss, so that a release of one of them finds it (and answers `released`).
+   */
+  recovered(): Promise<void> | undefined {
+    return this.recovering?.done;
+  }
+
+  /** The connection (or one Cluster node's) was lost: what Redis holds may not be what it held. */
+  lost(): void {
+    if (this.closed) return;
+    this.lostPending = true;
+    this.lastLoss = Date.now();
+    if (this.recovering === undefined) {
+      let resolve!: () => void;
+      const done = new Promise<void>((r) => (resolve = r));
+      this.recovering = { done, resolve };
+    }
+    // decisions wait from now on: until Redis answers and the calls are back
+    for (const lane of this.lanes()) this.closeGate(lane);
+    // a Cluster client stays 'ready' while one node fails over: try until that node answers
+    this.retryLater();
+  }
+
+  private retryLater(): void {
+    if (this.closed || this.retryTimer !== undefined) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (this.lostPending) this.kick('lost');
+      if (this.lostPending) this.retryLater();
+    }, RETRY_MS);
+    this.retryTimer.unref();
+  }
+
+  /** Redis answers (the connection is ready): after a loss, re-assert; the first time, learn the markers. */
+  ready(): void {
+    if (this.lostPending) this.kick('lost');
+    else if (this.tokens.size === 0) this.kick('sync');
+  }
+
+  /**
+   * The tombstone a release leaves beside a record it finds missing ('' none): from a loss until
+   * `recentMs` after it (a call released during or soon after an outage may not be written back
+   * yet by the process that admitted it).
+   */
+  tombstoneMs(): string {
+    return this.lastLoss > 0 && Date.now() - this.lastLoss < this.opts.recentMs ? String(this.opts.tombstoneMs) : '';
+  }
+
+  /** A call was released from this process: its record keys, for a re-send after a loss. */
+  released(id: string, groups: readonly (readonly string[])[]): void {
+    this.recent.delete(id);
+    if (this.recent.size >= MAX_RECENT) this.recent.delete(this.recent.keys().next().value!);
+    this.recent.set(id, { at: Date.now(), groups });
+  }
+
+  private lanes(): string[] {
+    if (!this.opts.hashTags) return [''];
+    return [...this.opts.ledger.byTag(this.opts.now()).keys()];
+  }
+
+  private closeGate(lane: string): void {
+    if (this.gates.has(lane)) return;
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    (gate as Promise<void> & { open?: () => void }).open = open;
+    this.gates.set(lane, gate);
+  }
+
+  private openGate(lane: string): void {
+    const gate = this.gates.get(lane) as (Promise<void> & { open?: () => void }) | undefined;
+    if (gate === undefined) return;
+    this.gates.delete(lane);
+    gate.open?.();
+  }
+
+  /** A sync pass now (after the one running, if any): writes the calls marked unwritten; rejects on failure. */
+  async runNow(): Promise<void> {
+    await this.running;
+    const run = this.run('sync');
+    this.running = run.catch(() => undefined).finally(() => (this.running = undefined));
+    await run;
+  }
+
+  /** Start a run of `mode` unless one runs; a loss seen meanwhile runs again after it. */
+  private kick(mode: 'lost' | 'sync'): void {
+    if (this.closed || this.running) return;
+    if (!this.opts.ready()) return; // 'ready' kicks again
+    const lost = mode === 'lost' || this.lostPending;
+    this.lostPending = false;
+    this.running = this.run(lost ? 'lost' : 'sync')
+      .catch(() => {
+        if (lost) this.lostPending = true;
+      })
+      .finally(() => {
+        this.running = undefined;
+        if (this.lostPending) this.retryLater();
+      });
+  }
+
+  /** One pass over the ledger; throws when Redis failed meanwhile (a `lost` pass is then retried). */
+  private async run(mode: 'lost' | 'sync'): Promise<void> {
+    if (mode === 'lost') await this.resendRecent();
+    // a sync leaves the calls being released alone; after a loss their releases wait for this run
+    const tags = this.opts.ledger.byTag(this.opts.now(), true, mode === 'lost');
+    // on a single Redis one marker serves every tag: read it even when the ledger is empty
+    if (!this.opts.hashTags && tags.size === 0) tags.set('in', []);
+    let failed: unknown;
+    let graceUntilMs = 0;
+    await Promise.all(
+      [...tags].map(async ([tag, calls]) => {
+        try {
+          const until = await this.reassertTag(tag, calls, mode);
+          if (until > graceUntilMs) graceUntilMs = until;
+          // gates open after a re-assertion only (a sync must not open those a loss closed meanwhile)
+          if (this.opts.hashTags && mode === 'lost') await this.openAfter(tag, until);
+        } catch (err) {
+          failed = err;
+        }
+      }),
+    );
+    if (failed !== undefined) throw failed;
+    if (mode !== 'lost' || this.lostPending) return; // another loss came meanwhile: its own run opens
+    this.recovering?.resolve();
+    this.recovering = undefined;
+    if (!this.opts.hashTags) await this.openAfter('', graceUntilMs);
+    // a tag closed at the loss whose calls all ended since has nothing to wait for
+    else for (const lane of [...this.gates.keys()]) if (!tags.has(lane)) this.openGate(lane);
+  }
+
+  /** Open a lane's gate at `untilMs` (process clock), now if it passed. */
+  private async openAfter(lane: string, untilMs: number): Promise<void> {
+    if (!this.gates.has(lane)) return;
+    const wait = untilMs - Date.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait).unref());
+    if (!this.lostPending) this.openGate(lane);
+  }
+
+  /** Re-assert one tag's calls in batches; the end of its recovery grace (process clock, ms). */
+  private async reassertTag(
+    tag: string,
+    calls: { id: string; direction: 'in' | 'out'; hold: LedgerHold }[],
+    mode: 'lost' | 'sync',
+  ): Promise<number> {
+    // one marker per tag on a Cluster, one for the whole store on a single Redis
+    const lane = this.opts.hashTags ? tag : '';
+    const known = this.tokens.get(lane) ?? '';
+    let reasserted = 0;
+    let gone = 0;
+    let changed = false;
+    let graceUntilMs = 0;
+    // policy-decided calls were never written: whatever the mode, a missing record means not yet
+    const groups: [boolean, typeof calls][] = [
+      [true, calls.filter((c) => c.hold.unwritten === true)],
+      [mode === 'lost', calls.filter((c) => c.hold.unwritten !== true)],
+    ];
+    const batches: [boolean, typeof calls][] = [];
+    for (const [lost, list] of groups)
+      for (let i = 0; i < list.length; i += MAX_REASSERT_CALLS)
+        batches.push([lost, list.slice(i, i + MAX_REASSERT_CALLS)]);
+    if (batches.length === 0) batches.push([mode === 'lost', []]); // the marker alone
+    for (const [lost, batch] of batches) {
+      const req: ReassertRequest = {
+        tag,
+        calls: batch.map(
+          (c): ReassertCall => ({ id: c.id, direction: c.direction, names: holdNames(c.hold), end: c.hold.end }),
+        ),
+        mode: lost ? 'lost' : 'sync',
+        token: known,
+        graceUs: this.opts.graceMs * 1000,
+      };
+      const r = await this.opts.reassert(req);
+      if (known !== '' && r.token !== known) changed = true;
+      if (r.markerMissing && known !== '') changed = true;
+      this.tokens.set(lane, r.token);
+      const graceLeftMs = Math.max(0, (r.graceUntil - r.now) / 1000);
+      if (r.markerMissing || changed) graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
+      else if (graceLeftMs > 0) graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
+      r.statuses.forEach((status, j) => {
+        const c = batch[j]!;
+        if (status === 'ended' || status === 'gone') {
+          if (status === 'gone') gone++;
+          this.opts.ledger.remove(c.id, c.direction);
+          return;
+        }
+        if (status === 'unknown') return;
+        c.hold.unwritten = undefined;
+        if (status === 'written') reasserted += holdNames(c.hold).length;
+      });
+    }
+    const checked = calls.length;
+    if (reasserted > 0 || changed) {
+      this.opts.events.safeEmit('storeLoss', { tag, cause: mode === 'lost' && !changed ? 'reconnect' : 'marker' });
+    }
+    // after a loss always (it says the holds are back); from a sync only when it changed something
+    if (mode === 'lost' || reasserted > 0 || gone > 0)
+      this.opts.events.safeEmit('holdsReasserted', { tag, reasserted, gone, checked });
+    return graceUntilMs;
+  }
+
+  /** Send again the releases of the last `recentMs` (tombstones first, so that no re-assertion brings them back). */
+  private async resendRecent(): Promise<void> {
+    const since = Date.now() - this.opts.recentMs;
+    for (const [id, r] of this.recent) if (r.at < since) this.recent.delete(id);
+    const list = [...this.recent];
+    for (let i = 0; i < list.length; i += MAX_REASSERT_CALLS) {
+      await Promise.all(list.slice(i, i + MAX_REASSERT_CALLS).map(([id, r]) => this.opts.resend(id, r.groups)));
+    }
+  }
+
+  /** Stop the timers; decisions waiting on a gate go on. */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.syncTimer);
+    clearTimeout(this.retryTimer);
+    for (const lane of [...this.gates.keys()]) this.openGate(lane);
+    this.recovering?.resolve();
+    this.recovering = undefined;
+    await this.running;
+  }
+}

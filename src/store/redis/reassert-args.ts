@@ -1,0 +1,50 @@
+/** The arguments and reply of lua/reassert.lua (RedisStore.reassert). */
+import { randomBytes } from 'node:crypto';
+import { encodeId, OUTBOUND_TAG } from '../keys.js';
+import type { ReassertRequest, ReassertResult, ReassertStatus } from '../types.js';
+import type { RedisKeys } from './redis-keys.js';
+
+/** A marker lives a day after the last reassert or sync that read it. */
+const MARKER_TTL_MS = 86_400_000;
+
+const STATUS: readonly ReassertStatus[] = ['ended', 'present', 'written', 'gone', 'unknown'];
+
+/** [numkeys, ...KEYS, ...ARGV] of one reassert script call (see the script's header). */
+export function reassertArgv(req: ReassertRequest, keys: RedisKeys, floorMs: number): string[] {
+  const k: string[] = [keys.marker(req.tag)];
+  const a: string[] = [
+    req.now === undefined ? '' : String(req.now),
+    String(floorMs),
+    req.mode ?? 'lost',
+    req.token ?? '',
+    randomToken(),
+    String(req.graceUs ?? 0),
+    String(MARKER_TTL_MS),
+  ];
+  for (const c of req.calls) {
+    const id = encodeId(c.id);
+    const record = c.direction === 'in' ? keys.inboundRecord(req.tag, id) : keys.outboundRecord(id);
+    k.push(record, keys.tombstone(record));
+    const tag = c.direction === 'in' ? req.tag : OUTBOUND_TAG;
+    for (const name of c.names) k.push(`${keys.base(tag, name)}:ch`);
+    a.push(id, String(c.end), String(c.names.length));
+  }
+  return [String(k.length), ...k, ...a];
+}
+
+function randomToken(): string {
+  return randomBytes(6).toString('base64url');
+}
+
+export function reassertResult(reply: unknown[]): ReassertResult {
+  const now = Number(reply[0]);
+  const marker = String(reply[1]);
+  const [token = '', grace = '0'] = marker.split(' ');
+  return {
+    now,
+    token,
+    markerMissing: Number(reply[2]) === 1,
+    graceUntil: Number(grace),
+    statuses: reply.slice(3).map((s) => STATUS[Number(s)]!),
+  };
+}

@@ -1,0 +1,110 @@
+/**
+ * What the holds tests share (test/holds-*.test.ts): the routing-process worker started as a
+ * child process, the configuration (channel limits at three levels) and the count of calls in
+ * progress per level from every decision and hang-up time.
+ */
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { CallGateConfigInput } from '../../src/config/types.js';
+import type { HoldsDecided, HoldsWorkerArgs } from './worker.js';
+
+const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export interface HoldsWorker {
+  send(line: string): void;
+  next(pred: (m: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
+  kill(): void;
+  exited: Promise<number | null>;
+}
+
+export function startHoldsWorker(args: HoldsWorkerArgs): HoldsWorker {
+  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], {
+    cwd: ROOT,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4_000)));
+  const seen: Record<string, unknown>[] = [];
+  const waiters: { pred: (m: Record<string, unknown>) => boolean; resolve: (m: Record<string, unknown>) => void }[] =
+    [];
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    const m = JSON.parse(line) as Record<string, unknown>;
+    seen.push(m);
+    for (const w of [...waiters]) {
+      if (!w.pred(m)) continue;
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve(m);
+    }
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+  timer.unref();
+  return {
+    send: (line) => child.stdin.write(`${line}\n`),
+    next: (pred) => {
+      const found = seen.find(pred);
+      if (found) return Promise.resolve(found);
+      return Promise.race([
+        new Promise<Record<string, unknown>>((resolve) => waiters.push({ pred, resolve })),
+        exited.then((code) => Promise.reject(new Error(`worker ${args.id} exited (${code}); stderr: ${stderr}`))),
+      ]);
+    },
+    kill: () => child.kill('SIGKILL'),
+    exited,
+  };
+}
+
+export interface Level {
+  label: string;
+  n: number;
+  member: (d: HoldsDecided) => boolean;
+}
+
+/** Per level, the most calls in progress at any admission instant in [from, to) (µs). */
+export function peaks(
+  decided: readonly HoldsDecided[],
+  levels: readonly Level[],
+  from: number,
+  to: number,
+): Record<string, number> {
+  const admitted = decided.filter((d) => d.admitted);
+  const out: Record<string, number> = {};
+  for (const level of levels) {
+    const spans = admitted.filter(level.member).map((d) => [d.at, d.hangup ?? Infinity] as const);
+    let max = 0;
+    for (const [t] of spans) {
+      if (t < from || t >= to) continue;
+      let n = 0;
+      for (const [s, e] of spans) if (s <= t && e > t) n++;
+      if (n > max) max = n;
+    }
+    out[level.label] = max;
+  }
+  return out;
+}
+
+export const HOLDS_CONFIG: CallGateConfigInput = {
+  maxCallDuration: 'PT60S',
+  inbound: {
+    global: [{ channels: 20 }],
+    accounts: { acme: [{ channels: 12 }], beta: [{ channels: 8 }] },
+    peers: { 'trunk 1': [{ channels: 6 }], 'trunk 2': [{ channels: 8 }], 'trunk 3': [{ channels: 6 }] },
+  },
+};
+export const HOLDS_CALLERS = [
+  { peer: 'trunk 1', account: 'acme' },
+  { peer: 'trunk 2', account: 'acme' },
+  { peer: 'trunk 3', account: 'beta' },
+  { peer: 'trunk 2', account: 'beta' },
+];
+export const HOLDS_LEVELS: Level[] = [
+  { label: 'global', n: 20, member: () => true },
+  { label: 'account:acme', n: 12, member: (d) => d.account === 'acme' },
+  { label: 'account:beta', n: 8, member: (d) => d.account === 'beta' },
+  { label: 'peer:trunk 1', n: 6, member: (d) => d.peer === 'trunk 1' },
+  { label: 'peer:trunk 2', n: 8, member: (d) => d.peer === 'trunk 2' },
+  { label: 'peer:trunk 3', n: 6, member: (d) => d.peer === 'trunk 3' },
+];

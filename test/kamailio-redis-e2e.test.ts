@@ -1,0 +1,277 @@
+/**
+ * A real Kamailio (Debian's 5.6, examples/kamailio/kamailio-redis.cfg) deciding on callgate's
+ * Redis through ndb_redis, with sipp callers and carriers on loopback, while Redis is killed,
+ * restarted empty (no scripts: the first NOSCRIPT loads them) and then stalled (SIGSTOP) for
+ * 1.5 s. Three Kamailios on their own key prefixes, one per policy: "fail-closed", "fail-open" and
+ * "local". From
+ * sipp's records:
+ *
+ * - every call ended (no failed call, none left, nothing unexpected), and Kamailio exits cleanly;
+ * - no INVITE waited for its final response longer than the decision timeout (500 ms) plus the
+ *   time a call can queue behind workers each waiting out that timeout once, plus slack;
+ * - while Redis was away: "fail-closed" answered 503 with `Warning: 399 callgate
+ *   "store-unavailable"`, "fail-open" admitted, "local" admitted within the peer's rate and
+ *   answered the rest 503 `peer:p1 rate (local)`;
+ * - decisions resumed after the restart (refusals by Redis again, the peer's limit held in
+ *   every second while Redis answered), and after the stall calls were decided at once (no
+ *   worker stuck);
+ * - releases Redis did not take were sent again: no channel is held at the end.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { parseConfig } from '../src/config/index.js';
+import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
+import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
+import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
+import {
+  freeUdpPort,
+  provenInOneSecond,
+  sippAvailable,
+  SIPP_INSTALL_HINT,
+  startSipp,
+  type SippReport,
+  warning,
+} from './helpers/sipp.js';
+
+const CONFIG = path.resolve('examples/kamailio/kamailio-redis.cfg');
+const KAMAILIO_HINT =
+  'kamailio not found: install it (Debian: apt-get install kamailio kamailio-redis-modules); .ci/run does so when it is missing';
+const PEER_LIMIT = 10;
+const OFFERED_CPS = 30;
+const SECONDS = 13;
+const DECISION_TIMEOUT_MS = 500;
+/** Redis killed at, restarted at, stalled at, resumed at (ms after the callers start). */
+const KILL = 2_000;
+const RESTART = 3_500;
+const STALL = 7_500;
+const RESUME = 9_000;
+/** After a failure each worker skips Redis this long (REDIS_DISABLE_S), then tries again. */
+const SKIPPED_MS = 1_000;
+/** Margin around those moments: the caller's INVITE and Kamailio's decision are not the same instant. */
+const MARGIN = 300;
+
+function kamailioAvailable(): boolean {
+  const r = spawnSync('kamailio', ['-v'], { stdio: 'ignore', timeout: 5_000 });
+  return (
+    !r.error &&
+    r.status === 0 &&
+    spawnSync('test', ['-e', '/usr/lib/x86_64-linux-gnu/kamailio/modules/ndb_redis.so']).status === 0
+  );
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Kamailio in the foreground in `dir` (the configuration and its generated include there). */
+async function startKamailio(dir: string, defines: Record<string, string>) {
+  const port = await freeUdpPort();
+  const cfg = path.join(dir, 'kamailio-redis.cfg');
+  copyFileSync(CONFIG, cfg);
+  const args = ['-f', cfg, '-DD', '-E', '-m', '64', '-M', '16', '-Y', dir, '-P', path.join(dir, 'kamailio.pid')];
+  args.push('-A', `LISTEN=udp:127.0.0.1:${port}`);
+  for (const [k, v] of Object.entries(defines)) args.push('-A', `${k}=${v}`);
+  const child: ChildProcess = spawn('kamailio', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  child.stdout!.on('data', (b: Buffer) => (log += b.toString()));
+  child.stderr!.on('data', (b: Buffer) => (log += b.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  process.once('exit', () => child.kill('SIGKILL'));
+  const deadline = Date.now() + 15_000;
+  while (!/Listening on/.test(log)) {
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`kamailio did not start (exit ${child.exitCode}):\n${log.slice(-3000)}`);
+    await sleep(100);
+  }
+  await sleep(1000);
+  if (child.exitCode !== null) throw new Error(`kamailio exited (${child.exitCode}):\n${log.slice(-3000)}`);
+  return {
+    port,
+    log: () => log,
+    running: () => child.exitCode === null,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      const code = await exited;
+      clearTimeout(timer);
+      writeFileSync(path.join(dir, 'kamailio.log'), log);
+      return code;
+    },
+  };
+}
+
+type Policy = 'closed' | 'open' | 'local';
+const POLICIES: readonly Policy[] = ['closed', 'open', 'local'];
+
+const limits = parseConfig({
+  inbound: { peers: { p1: [{ limit: PEER_LIMIT, window: 'PT1S' }, { channels: 6 }] } },
+});
+
+describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg): Redis killed, restarted, stalled', function () {
+  this.timeout(120_000);
+  let redis: RedisServer | undefined;
+  let dir: string;
+
+  before(async () => {
+    if (!sippAvailable()) throw new Error(SIPP_INSTALL_HINT);
+    if (!kamailioAvailable()) throw new Error(KAMAILIO_HINT);
+    redis = await startRedisServer();
+    dir = mkdtempSync(path.join(os.tmpdir(), 'callgate-kamailio-redis-'));
+  });
+  after(async () => {
+    await redis?.stop();
+    if (process.env.SIP_E2E_KEEP) console.log(`      traces kept in ${dir}`);
+    else if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('every call ends within the decision timeout, by the policy while Redis is away; limits held; no worker stuck', async () => {
+    const stops: (() => Promise<unknown>)[] = [];
+    try {
+      const carrier = await startSipp({
+        name: 'carrier',
+        scenario: path.join(SCENARIOS, 'carrier.xml'),
+        dir,
+        timeoutS: 90,
+        trace: 'short',
+      });
+      stops.push(() => carrier.stop());
+      const kamailios = {} as Record<Policy, Awaited<ReturnType<typeof startKamailio>>>;
+      for (const policy of POLICIES) {
+        const sub = path.join(dir, policy);
+        spawnSync('mkdir', ['-p', sub]);
+        writeFileSync(
+          path.join(sub, 'callgate-redis.cfg'),
+          kamailioInclude(kamailioCommands(limits, `k${policy}:`), 'test'),
+        );
+        kamailios[policy] = await startKamailio(sub, {
+          REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"`,
+          DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
+          CALLGATE_POLICY: `"${policy === 'local' ? 'local' : `fail-${policy}`}"`,
+          CHILDREN: '4',
+        });
+        stops.push(() => kamailios[policy].stop());
+      }
+      const callers = await Promise.all(
+        POLICIES.map((policy) =>
+          startSipp({
+            name: `caller-${policy}`,
+            scenario: path.join(SCENARIOS, 'caller.xml'),
+            dir,
+            remote: `127.0.0.1:${kamailios[policy].port}`,
+            rate: OFFERED_CPS,
+            calls: OFFERED_CPS * SECONDS,
+            pauseMs: 300,
+            service: '1000',
+            keys: { caller: 'p1' },
+            timeoutS: 60,
+          }),
+        ),
+      );
+      const t0 = Date.now() * 1000;
+      const at = async (ms: number) => sleep(Math.max(0, ms - (Date.now() * 1000 - t0) / 1000));
+      await at(KILL);
+      await redis!.kill();
+      await at(RESTART);
+      await redis!.restart();
+      // it answers PING from here (starting it takes a while on a busy machine)
+      const restarted = (Date.now() * 1000 - t0) / 1000;
+      await at(STALL);
+      redis!.pause();
+      await at(RESUME);
+      redis!.resume();
+      const reports = (await Promise.all(callers.map((c) => c.done(60_000)))) as SippReport[];
+      // releases Redis did not take are tried again every second: none is left holding
+      await sleep(2_500);
+      for (const policy of POLICIES)
+        expect(
+          await rawCommand(redis!.port, ['ZCOUNT', `k${policy}:peer:p1:ch`, '-inf', '+inf']),
+          `${policy}: channels still held at the end`,
+        ).to.equal(0);
+
+      for (const [i, policy] of POLICIES.entries()) {
+        const r = reports[i]!;
+        const log = kamailios[policy].log();
+        expect(
+          r.code,
+          `${r.name} exit code; output:\n${r.output.slice(-1500)}\nkamailio:\n${log.slice(-2000)}`,
+        ).to.equal(0);
+        expect(r.stats['FailedCall(C)'], `${r.name} failed calls`).to.equal('0');
+        expect(r.stats.CurrentCall, `${r.name} calls left`).to.equal('0');
+        // a final response sent again for an INVITE retransmitted while every worker waited for
+        // Redis arrives after the caller ended the call: harmless, the only "unexpected" allowed
+        const unexpected = r.errors
+          .split(/(?=\d{4}-\d{2}-\d{2}\t)/)
+          .filter((e) => e.trim() !== '' && !/The following events occurred/.test(e))
+          .filter((e) => !/Dead call .* received 'SIP\/2\.0 (100|503) /.test(e));
+        expect(unexpected, `${r.name} unexpected messages`).to.deep.equal([]);
+        const calls = [...callsOf(r).values()].map((c) => ({
+          t: (c.invite! - t0) / 1000,
+          waitMs: (c.final!.t - c.invite!) / 1000,
+          status: c.final!.status!,
+          warning: warning(c.final!),
+          decided: c.final!.t,
+        }));
+        expect(calls.length).to.equal(OFFERED_CPS * SECONDS);
+        // a call waits out the timeout at most once, plus its queueing behind workers that do
+        const worst = Math.max(...calls.map((c) => c.waitMs));
+        expect(worst, `${policy}: longest INVITE -> final response, ms`).to.be.below(2 * DECISION_TIMEOUT_MS + 700);
+        const away = calls.filter((c) => c.t > KILL + MARGIN && c.t < RESTART - MARGIN);
+        expect(away.length).to.be.above(20);
+        if (policy === 'closed') {
+          for (const c of away) {
+            expect(c.status, `closed, Redis away: call at ${c.t} ms`).to.equal(503);
+            expect(c.warning).to.include('store-unavailable');
+          }
+        } else if (policy === 'open') {
+          for (const c of away) expect(c.status, `open, Redis away: call at ${c.t} ms`).to.equal(200);
+        } else {
+          // local: Kamailio's own per-second pipe at the peer's rate
+          const admitted = away.filter((c) => c.status === 200);
+          expect(admitted.length, 'local, Redis away: admitted').to.be.above(0);
+          expect(provenInOneSecond(admitted.map((c) => ({ a: t0 + c.t * 1000, b: c.decided })))).to.be.at.most(
+            PEER_LIMIT,
+          );
+          for (const c of away.filter((x) => x.status !== 200)) expect(c.warning).to.include('peer:p1 rate (local)');
+        }
+        // decided by Redis again after the restart (its scripts loaded again): the peer's rate
+        const back = calls.filter(
+          (c) => c.t > restarted + SKIPPED_MS + 2 * DECISION_TIMEOUT_MS + MARGIN && c.t < STALL - MARGIN,
+        );
+        expect(back.length, 'calls between the restart and the stall').to.be.above(10);
+        expect(back.filter((c) => c.warning.includes('store-unavailable'))).to.deep.equal([]);
+        expect(back.filter((c) => c.status === 200).length, `${policy}: admitted after the restart`).to.be.above(0);
+        // (refused by rate or channels: with "open", workers that still skip Redis after the
+        // outage admit, and releases they could not send land a second later)
+        expect(
+          back.filter((c) => c.warning.includes('peer:p1 ')).length,
+          `${policy}: refusals after the restart: ${JSON.stringify(back.map((c) => [Math.round(c.t), c.status, c.warning]))}`,
+        ).to.be.above(0);
+        // after the stall (and the second Redis is skipped after a timeout): decided at once
+        // again, by Redis
+        const after = calls.filter((c) => c.t > RESUME + SKIPPED_MS + 2 * DECISION_TIMEOUT_MS + MARGIN);
+        expect(after.length).to.be.above(20);
+        expect(after.filter((c) => c.warning.includes('store-unavailable'))).to.deep.equal([]);
+        expect(Math.max(...after.map((c) => c.waitMs)), `${policy}: after the stall, ms`).to.be.below(250);
+        // the peer's limit held while Redis decided (each stretch on its own: a restart starts empty)
+        if (policy === 'closed') {
+          for (const [from, to] of [
+            [0, KILL],
+            [restarted, STALL],
+            [RESUME, Number.POSITIVE_INFINITY],
+          ] as const) {
+            const admitted = calls
+              .filter((c) => c.status === 200 && c.t >= from && c.t < to)
+              .map((c) => ({ a: t0 + c.t * 1000, b: c.decided }));
+            expect(provenInOneSecond(admitted), `admitted in one second from ${from} ms`).to.be.at.most(PEER_LIMIT);
+          }
+        }
+        expect(kamailios[policy].running(), `${policy}: Kamailio still running`).to.equal(true);
+      }
+      for (const policy of POLICIES) expect(await kamailios[policy].stop()).to.equal(0);
+    } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  });
+});
