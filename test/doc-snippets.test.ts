@@ -5,7 +5,9 @@
  * then run with Node from the checkout's root, against a Redis and a Redis Cluster of the test's
  * own (REDIS_URL, REDIS_CLUSTER_NODES: the environment variables the snippets read, as a user
  * sets them). A snippet that does not compile, fails, writes to standard error or never exits
- * (30 s) fails. A block that cannot run here says so: ```ts no-run (none today).
+ * (30 s) fails. A block that cannot run here says so: ```ts no-run (none today). A comment
+ * `// → TEXT` (up to a `;`, a final `…` left out) says what a line prints: TEXT must begin a
+ * printed line, in order.
  */
 import { expect } from 'chai';
 import { spawn, spawnSync } from 'node:child_process';
@@ -114,6 +116,15 @@ describe('every TypeScript example of README.md and docs/ runs', function () {
       expect(r.stderr.trim(), `standard error of ${s.file}:${s.line}\n${r.stdout}`).to.equal('');
       expect(r.code, r.stdout).to.equal(0);
       expect(r.stdout.trim(), 'prints what it shows').to.not.equal('');
+      // `console.log(x); // → TEXT; a note`: TEXT begins a line printed, in the order of the lines
+      const printed = r.stdout.split('\n');
+      let at = 0;
+      for (const [, text] of s.code.matchAll(/\/\/ → ([^;\n]+)/g)) {
+        const begins = text!.trim().replace(/\s*…$/, ''); // `…`: what follows varies, or is long
+        const i = printed.findIndex((line, k) => k >= at && line.startsWith(begins));
+        expect(i, `"${text}" printed after line ${at} of:\n${r.stdout}`).to.be.at.least(0);
+        at = i + 1;
+      }
     });
   }
 });
