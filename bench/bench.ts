@@ -1039,6 +1039,14 @@ async function main(): Promise<void> {
         log(
           '  p99 ratios: median of the paired rounds (range); "above the floor": (p99 - driver p99) / (rival p99 - driver p99), paired',
         );
+        // who falls behind is what a loaded machine still shows when its p99s are all stalls
+        for (const rate of RATES)
+          log(
+            `  fell behind (under 97% decided per second) at ${lpad(fmtInt(rate), 6)}/s, rounds: ${list
+              .filter((r) => r.offered === rate && r.name !== OPEN_DRIVER)
+              .map((r) => `${r.name} ${r.behindRounds}/${r.rounds}`)
+              .join('; ')}`,
+          );
         for (const pair of OPEN_PAIRS) {
           for (const rate of RATES) {
             const r = ratios.get(pair.name)!.get(rate)!;

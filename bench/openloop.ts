@@ -161,6 +161,9 @@ export interface OpenRow {
   shielded?: number;
   /** Over several rounds: the lowest and highest p99 (µs). */
   p99RangeUs?: [number, number];
+  /** Over several rounds: in how many the system fell behind (under 97% of the offered rate decided per second). */
+  behindRounds?: number;
+  rounds?: number;
   /** The driving process' GC pauses: ms per second of run, and the longest (open-loop runs). */
   gcMsPerS?: number;
   gcMaxMs?: number;
@@ -636,7 +639,12 @@ async function interleaved(
       const sorted = [...list].sort((a, b) => a.p99us - b.p99us);
       const failed = list.find((r) => r.check === 'FAIL');
       const mid = sorted[Math.floor((sorted.length - 1) / 2)]!;
-      rows.push({ ...(failed ?? mid), p99RangeUs: [sorted[0]!.p99us, sorted[sorted.length - 1]!.p99us] });
+      rows.push({
+        ...(failed ?? mid),
+        p99RangeUs: [sorted[0]!.p99us, sorted[sorted.length - 1]!.p99us],
+        behindRounds: list.filter((r) => r.perSecond < 0.97 * r.offered).length,
+        rounds: list.length,
+      });
     }
   }
   return { rows, byRound };

@@ -15,9 +15,10 @@
  * final response p99 under 50 ms (rates x1.5 until a rung fails, then 10 % steps above the last
  * that passed); p50 / p99 at 25, 50 and 90 % of it; what happens at 1.5 x (failed calls, 503s);
  * at one common rate (half the anchor's capacity) every variant's p50 / p99 and CPU seconds per
- * 1,000 calls per process (utime + stime from /proc: Kamailio's main process and children, the
- * edge's Node process, redis-server). Limits are far above the offered load in these rungs; a
- * last run with real limits on the callgate variant checks each limit held from sipp's log.
+ * 1,000 calls per process (utime + stime from /proc, less what the process burns idle over the
+ * rung: Kamailio's main process and children, the edge's Node process, redis-server). Limits are
+ * far above the offered load in these rungs; a last run with real limits on the callgate variant
+ * checks each limit held, from Kamailio's decisions and sipp's log.
  *
  * The variants run rung by rung in turn (A B C A B C ...), so that the ratios pair runs close in
  * time on a shared machine. Latency is from the caller's short message log (µs): the first
@@ -280,6 +281,16 @@ async function startEdge(redisUrl: string, redisPid: number, uasPort: number): P
   };
 }
 
+/** CPU seconds of each process group of a variant. */
+function cpuGroups(v: Variant): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(v.processes).map(([k, pids]) => [k, pids.reduce((s, p) => s + cpuOf(p), 0)]),
+  );
+}
+
+/** Each variant's process groups' CPU while idle, s per s. */
+const idleRate = new Map<Variant, Record<string, number>>();
+
 interface Rung {
   variant: VariantName;
   rate: number;
@@ -308,6 +319,7 @@ async function rung(
   const name = `${v.name}-${rate}${tag}-${Date.now()}`;
   const stat = path.join(dir, `${name}.stat.csv`);
   const short = path.join(dir, `${name}.short.log`);
+  const startedAt = Date.now();
   const before = Object.fromEntries(
     Object.entries(v.processes).map(([k, pids]) => [k, pids.reduce((s, p) => s + cpuOf(p), 0)]),
   );
@@ -373,7 +385,11 @@ async function rung(
   const failed = field('FailedCall(C)') + Math.max(0, calls - created);
   const refused = field('GenericCounter1(C)');
   const cpu: Record<string, number> = {};
-  for (const k of Object.keys(after)) cpu[k] = ((after[k]! - before[k]!) / calls) * 1000;
+  // what the processes burn idle over the same time (timers, Redis' cron) is not the calls'
+  const idle = idleRate.get(v) ?? {};
+  const took = (Date.now() - startedAt) / 1000;
+  for (const k of Object.keys(after))
+    cpu[k] = Math.max(0, ((after[k]! - before[k]! - (idle[k] ?? 0) * took) / calls) * 1000);
   const p50Ms = quantile(rtts, 0.5);
   const p99Ms = quantile(rtts, 0.99);
   rmSync(short, { force: true });
@@ -413,6 +429,7 @@ const redisPid = Number(/process_id:(\d+)/.exec(String(info))?.[1]);
 const variants = new Map<VariantName, Variant>();
 const stops: (() => unknown)[] = [];
 try {
+  // relay only is always there: the base of CPU per call
   for (const name of ['relay', ...chosen] as VariantName[]) {
     if (variants.has(name)) continue;
     const uas = await startUas(name);
@@ -436,6 +453,20 @@ try {
     say(r);
     return r;
   };
+
+  // every process group's CPU while no call runs (s per s), taken off each rung
+  const idleStart = new Map([...variants.values()].map((v) => [v, cpuGroups(v)]));
+  const idleFrom = Date.now();
+  await sleep(QUICK ? 2_000 : 4_000);
+  for (const [v, start] of idleStart) {
+    const end = cpuGroups(v);
+    const s = (Date.now() - idleFrom) / 1000;
+    idleRate.set(v, Object.fromEntries(Object.keys(end).map((k) => [k, (end[k]! - start[k]!) / s])));
+  }
+  if (!values.json)
+    console.log(
+      `idle CPU (s per s, taken off every rung): ${[...idleRate].map(([v, r]) => `${v.name} ${cpuText(r)}`).join('; ')}`,
+    );
 
   // warm-up: every variant's first calls (scripts loaded, plans made, JIT) out of the measure
   for (const name of variants.keys()) await rung(variants.get(name)!, 50, 1, '-warm');
@@ -509,11 +540,17 @@ try {
       const events: { t: number; d: number }[] = [];
       for (const m of k.log!()
         .slice(logFrom)
-        .matchAll(/callgate: (admitted|released) \S+ at (\d+)/g)) {
-        const t = Number(m[2]);
+        .matchAll(/callgate: (admitted|released) \S+ at (-?\d+)/g)) {
+        // ndb_redis reads integers as 32 bits: µs modulo 2^32, as a signed number
+        const t = (Number(m[2]) + 2 ** 32) % 2 ** 32;
         if (m[1] === 'admitted') admittedAt.push(t);
         events.push({ t, d: m[1] === 'admitted' ? 1 : -1 });
       }
+      // the run lasts seconds: a wrap of the 32 bits (every 71 minutes) shows as a gap over 2^31
+      const lo = Math.min(...events.map((e) => e.t));
+      const unwrap = (t: number) => (t - lo > 2 ** 31 ? t - 2 ** 32 : t);
+      for (const e of events) e.t = unwrap(e.t);
+      for (let i = 0; i < admittedAt.length; i++) admittedAt[i] = unwrap(admittedAt[i]!);
       // a release at t ends its hold before an admission at t is checked (holds end after t)
       events.sort((x, y) => x.t - y.t || x.d - y.d);
       let inUse = 0;

@@ -15,7 +15,8 @@
   ARGV[3]     mode: 'lost' (the caller lost its connection: a missing record is written again)
               or 'sync' (a missing record is written again only when ARGV[4] is given and the
               marker is missing or not ARGV[4]; else the call was released elsewhere, or,
-              without ARGV[4], unknown)
+              without ARGV[4], unknown; a present record under that marker is trusted: only
+              the holds it names are written again)
   ARGV[4]     the marker token the caller last saw ('' = none yet)
   ARGV[5]     the token written when the marker is missing
   ARGV[6]     recovery grace, µs: a marker written now says t + grace (see docs/redis.md)
@@ -71,15 +72,20 @@ while a <= #ARGV do
         keys = {}
       end
       local added = old == nil
+      -- a check (sync) under an unchanged marker trusts the record: a hold it no longer names was
+      -- removed on purpose (callgate reset), and only those it names come back (an evicted set)
+      local trusted = old ~= nil and not fresh and mode == 'sync'
       for j = k + 2, k + 1 + n do
         local key = KEYS[j]
-        if redis.call('ZADD', key, fmtInt(e), id) > 0 then
-          added = true
-        end
-        keepUntil(key, e, t, floorMs)
-        if not have[key] then
-          keys[#keys + 1] = key
-          added = true
+        if not trusted or have[key] then
+          if redis.call('ZADD', key, fmtInt(e), id) > 0 then
+            added = true
+          end
+          keepUntil(key, e, t, floorMs)
+          if not have[key] then
+            keys[#keys + 1] = key
+            added = true
+          end
         end
       end
       if added then

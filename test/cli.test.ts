@@ -573,7 +573,7 @@ describe('callgate replay (the command)', function () {
 
 describe('callgate (the program)', function () {
   this.timeout(60_000);
-  const COMMANDS = ['replay', 'serve', 'inspect', 'merge-traces', 'holds', 'release', 'reset', 'unban'];
+  const COMMANDS = ['replay', 'serve', 'inspect', 'merge-traces', 'holds', 'release', 'reset', 'unban', 'kamailio'];
 
   it('--help names every command, one line each', async () => {
     const r = await run(['--help']);
@@ -584,6 +584,17 @@ describe('callgate (the program)', function () {
       .split('\n');
     expect(list.map((l) => l.trim().split(' ')[0])).to.deep.equal([...COMMANDS, 'help']);
     for (const line of list) expect(line, 'a summary on the same line').to.match(/^ {2}\S.*\S {2,}\S/);
+  });
+
+  it('kamailio: the include on standard output; a prefix it cannot say: exit 2, one line', async () => {
+    const cfg = 'examples/kamailio/limits.json';
+    const ok = await run(['kamailio', '--config', cfg]);
+    expect(ok.code, ok.stderr).to.equal(0);
+    expect(ok.stdout).to.include('route[CALLGATE_TABLES]').and.include('route[CALLGATE_LOAD]');
+    const bad = await run(['kamailio', '--config', cfg, '--prefix', 'a b']);
+    expect(bad.code).to.equal(2);
+    expect(bad.stderr.trim().split('\n')).to.have.length(1);
+    expect(bad.stderr).to.match(/^error: prefix must not contain/);
   });
 
   it('no --help shows the password of $REDIS_URL', async () => {

@@ -18,9 +18,9 @@
  * - releases Redis did not take were sent again: no channel is held at the end.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
+import path, { join } from 'node:path';
 import { expect } from 'chai';
 import { parseConfig } from '../src/config/index.js';
 import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
@@ -55,11 +55,11 @@ const MARGIN = 300;
 
 function kamailioAvailable(): boolean {
   const r = spawnSync('kamailio', ['-v'], { stdio: 'ignore', timeout: 5_000 });
-  return (
-    !r.error &&
-    r.status === 0 &&
-    spawnSync('test', ['-e', '/usr/lib/x86_64-linux-gnu/kamailio/modules/ndb_redis.so']).status === 0
-  );
+  if (r.error || r.status !== 0) return false;
+  // Debian puts the modules under /usr/lib/<triplet>/kamailio/modules
+  const lib = '/usr/lib';
+  const dirs = [join(lib, 'kamailio/modules'), ...readdirSync(lib).map((d) => join(lib, d, 'kamailio/modules'))];
+  return dirs.some((d) => existsSync(join(d, 'ndb_redis.so')));
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

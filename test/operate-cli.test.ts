@@ -149,7 +149,9 @@ for (const [name, start] of backends)
         expect((await gate.admit({ callId: 'c4', peer: 'p1' })).admitted, 'the holds are gone').to.equal(true);
         await gate.admit({ callId: 'c5', peer: 'p1' });
         const yes = await onTerminal('y', 'reset', '--config', configPath, '--bucket', 'peer:p1');
-        expect(yes.stdout).to.match(/reset peer:p1: removed 2 events, 0 window counters, 2 holds: "c4", "c5"/);
+        expect(yes.stdout, yes.stdout).to.match(
+          /reset peer:p1: removed 2 events, 0 window counters, 2 holds: "c4", "c5"/,
+        );
         const unknown = await run('reset', '--config', configPath, '--bucket', 'peer:zz', '--yes');
         expect([unknown.code, unknown.stderr]).to.deep.equal([
           2,

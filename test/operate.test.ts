@@ -158,6 +158,7 @@ for (const [name, start] of backends) {
           new RegExp(`^reset peer:p1: removed 4 events, ${tagged ? 2 : 1} window counters, 3 holds: "`),
         );
         expect((await listHolds(config, b, { bucket: 'peer:p1' }, { now: T0 + 500_000 })).total).to.equal(0);
+
         clock.advance(T0 + 500_000);
         for (const id of ['x5', 'x6', 'x7'])
           expect((await g1.admit({ callId: id, peer: 'p1', account: 'acme' })).admitted, id).to.equal(true);
@@ -177,6 +178,25 @@ for (const [name, start] of backends) {
       } finally {
         await g1.close();
         await g2.close();
+        await close();
+      }
+    });
+
+    it("a reset sticks: the admitting process's check of its call ledger does not bring the holds back", async () => {
+      const { a, b, close } = await backend!.stores();
+      const gate = await CallGate.create({ config: CONFIG, store: a }); // the real clock: the ledger's calls are live
+      try {
+        for (const id of ['r1', 'r2']) expect((await gate.admit({ callId: id, peer: 'p1' })).admitted).to.equal(true);
+        // a process that has run a while has checked its ledger (and knows the generation marker)
+        if (a instanceof RedisStore) await a.writeLedger();
+        const r = await resetBucket(gate.config, b, 'peer:p1');
+        expect([...r.holds].sort()).to.deep.equal(['r1', 'r2']);
+        if (a instanceof RedisStore) await a.writeLedger(); // what it does every holds.syncMs
+        expect((await listHolds(gate.config, b, { bucket: 'peer:p1' })).total).to.equal(0);
+        // the calls still hold elsewhere and are released as usual
+        expect(await gate.release('r1')).to.equal('released');
+      } finally {
+        await gate.close();
         await close();
       }
     });

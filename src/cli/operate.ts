@@ -43,9 +43,11 @@ async function onRedis<T>(args: OperateArgs, fn: (store: RedisStore) => Promise<
   if (args.prefix.includes('{') || args.prefix.includes('}'))
     throw new InvalidArgumentError(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
   const redis = await openRedis(args);
+  const store = new RedisStore({ redis, prefix: args.prefix });
   try {
-    return await fn(new RedisStore({ redis, prefix: args.prefix }));
+    return await fn(store);
   } finally {
+    await store.close(); // its timers and listeners; the connection is ours to close
     await closeRedis(redis);
   }
 }

@@ -72,8 +72,11 @@ export function reassertMemory(
     const end = rec?.end ?? c.end;
     const sets = rec ? [...rec.sets] : [];
     let added = rec === undefined;
+    // a check (sync) under an unchanged marker trusts the record: only the holds it names come back
+    const trusted = rec !== undefined && !fresh && req.mode === 'sync';
     for (const name of c.names) {
       const set = holds.set(c.direction, name);
+      if (trusted && !rec.sets.includes(set)) continue;
       set.trim(t);
       const had = set.byId.get(c.id);
       if (had === undefined || had <= t) added = true;

@@ -46,11 +46,26 @@ export async function operationsCase(store: Store): Promise<void> {
     { id: 'o 1', endUs: T0 + 2 * S },
   ]);
 
-  // reset the peer: its log (3 events), its two window counters (1 s and 10 s) and its 3 holds
+  // the routing process's periodic check of its ledger (reassert, sync) knows the marker
   const at = T0 + 10 * MS;
+  const check = () =>
+    store.reassert!({
+      tag,
+      calls: ids.map((id, i) => ({ id, direction: 'in' as const, names: [account.name, peer.name], end: ends[i]! })),
+      mode: 'sync',
+      token,
+      now: at,
+    });
+  let token = '';
+  token = (await check()).token;
+
+  // reset the peer: its log (3 events), its two window counters (1 s and 10 s) and its 3 holds
   const r = await store.reset({ tag, bucket: peer, now: at });
   expect(r).to.deep.equal({ events: 3, windows: 2, holds: ids.map((id, i) => ({ id, endUs: ends[i] })), now: at });
   expect((await listed(peer.name, at)).total, 'peer holds after reset').to.equal(0);
+  // that check does not bring them back: the calls' records no longer name the peer
+  expect((await check()).statuses).to.deep.equal(['present', 'present', 'present']);
+  expect((await listed(peer.name, at)).total, 'peer holds after the check').to.equal(0);
   expect((await listed(account.name, at)).total, 'the account keeps its holds').to.equal(3);
   expect((await store.count({ tag, bucket: peer.name, windowUs: S, now: at })).count).to.equal(0);
   expect((await store.count({ tag, bucket: account.name, windowUs: S, now: at })).count).to.equal(3);
