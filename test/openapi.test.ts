@@ -13,6 +13,7 @@ import { Registry } from 'prom-client';
 import { VirtualClock } from '../src/clock.js';
 import { CallGate } from '../src/gate.js';
 import { buildApp } from '../src/server/app.js';
+import { OPENAPI_FILE, servedOpenApi } from '../scripts/openapi.js';
 import { T0 } from './admission/stores.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -157,6 +158,10 @@ describe('sidecar OpenAPI document (GET /v1/openapi.json)', () => {
       for (const name of Object.keys(answer?.properties ?? {}))
         expect(row.answer, `${row.path}: the answer's ${name}`).to.match(new RegExp(`\\b${name}\\b`));
     }
+  });
+
+  it('docs/openapi.json is the document a sidecar serves (run `npm run openapi` after changing the API)', async () => {
+    expect(readFileSync(OPENAPI_FILE, 'utf8')).to.equal(await servedOpenApi());
   });
 
   it('with a token: every route needs it but the probes', async () => {
