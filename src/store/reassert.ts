@@ -64,8 +64,9 @@ export function reassertMemory(
   }
   const procs = (marker.procs ??= new Map());
   for (const [p, at] of procs) if (at <= t - (req.processTtlUs ?? 60_000_000)) procs.delete(p);
-  const others = procs.size - (procs.has(req.process ?? '') ? 1 : 0);
-  procs.set(req.process ?? '', t);
+  const me = req.process ?? '';
+  const others = procs.size - (procs.has(me) ? 1 : 0);
+  if (me !== '') procs.set(me, t);
   const expected = req.token ?? '';
   // lost for sure only when the caller knew a marker (see lua/reassert.lua)
   const fresh = expected !== '' && expected !== marker.token;
