@@ -24,7 +24,9 @@
   ARGV[7]     the marker's expiry, ms (each process's sync renews it)
   ARGV[8]     the caller's process id (key-safe, no '=' nor space; '' = not counted)
   ARGV[9]     µs after which a process not seen again counts no more
-  ARGV[10..]  per call: id (key-safe), end of its holds (µs), n_c
+  ARGV[10]    '1': the caller found another Redis instance behind its connection (a failover):
+              a grace that has ended starts again from now, else ''
+  ARGV[11..]  per call: id (key-safe), end of its holds (µs), n_c
   Reply: { now, "<token> <grace end>", 1 when the marker was missing (else 0), the other processes
            seen lately, then per call its
            status: 0 ended (end <= now), 1 present (every hold there already), 2 written (its
@@ -63,6 +65,9 @@ else
     end
   end
 end
+if ARGV[10] == '1' and tonumber(grace) < t then
+  grace = fmtInt(t + tonumber(ARGV[6]))
+end
 local marker = token .. ' ' .. grace
 -- the other processes seen lately: the caller learns whether any may have holds to write back
 local stale, me = t - tonumber(ARGV[9]), ARGV[8]
@@ -87,7 +92,7 @@ end
 -- store that lost its state from one nobody marked yet
 local fresh = expected ~= '' and token ~= expected
 local reply = { t, marker, missing, others }
-local k, a = 2, 10
+local k, a = 2, 11
 while a <= #ARGV do
   local id, e, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local record, tomb = KEYS[k], KEYS[k + 1]

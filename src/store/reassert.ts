@@ -62,6 +62,7 @@ export function reassertMemory(
     marker = { token: randomBytes(6).toString('base64url'), graceUntil: t + (req.graceUs ?? 0) };
     markers.set(req.tag, marker);
   }
+  if (req.restartGrace === true && marker.graceUntil < t) marker.graceUntil = t + (req.graceUs ?? 0);
   const procs = (marker.procs ??= new Map());
   for (const [p, at] of procs) if (at <= t - (req.processTtlUs ?? 60_000_000)) procs.delete(p);
   const me = req.process ?? '';

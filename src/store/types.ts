@@ -338,6 +338,8 @@ export interface ReassertRequest extends RequestOptions {
   readonly process?: string;
   /** A process not seen for this long (µs) counts no more (default 60 s). */
   readonly processTtlUs?: number;
+  /** Another Redis instance answers now (a failover): a grace that has ended starts again (`graceUs`). */
+  readonly restartGrace?: boolean;
   readonly now?: number;
 }
 

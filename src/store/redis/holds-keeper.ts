@@ -39,6 +39,8 @@ export interface HoldsKeeperOptions {
   readonly resend: (id: string, groups: readonly (readonly string[])[]) => Promise<void>;
   /** Whether the connection is ready now. */
   readonly ready: () => boolean;
+  /** The Redis instance behind the connection (INFO server run_id; '' unknown, as on a Cluster). */
+  readonly instance: () => Promise<string>;
   readonly syncMs: number;
   readonly graceMs: number;
   /** How long a tombstone lasts, ms. */
@@ -61,6 +63,10 @@ export class HoldsKeeper {
   private readonly id = randomBytes(6).toString('base64url');
   /** Per lane, the other processes seen there before the latest loss: with none, nobody waits for them. */
   private readonly peers = new Map<string, { others: number; looks: number }>();
+  /** The Redis instance last seen ('' unknown). */
+  private instance = '';
+  /** A lost-mode run found another instance (a failover): it restarts the grace. */
+  private moved = false;
   private readonly tokens = new Map<string, string>();
   /** Releases sent lately: call id -> when (ms) and its record keys, in order. */
   private readonly recent = new Map<string, { at: number; groups: readonly (readonly string[])[] }>();
@@ -197,6 +203,13 @@ export class HoldsKeeper {
 
   /** One pass over the ledger; throws when Redis failed meanwhile (a `lost` pass is then retried). */
   private async run(mode: 'lost' | 'sync'): Promise<void> {
+    // another instance behind the connection (a failover, a restart): its data may lag
+    // (read after a loss, and once to know it: a sync pays nothing more)
+    const instance = mode === 'lost' || this.instance === '' ? await this.opts.instance().catch(() => '') : '';
+    if (instance !== '') {
+      this.moved = mode === 'lost' && this.instance !== '' && instance !== this.instance;
+      this.instance = instance;
+    } else if (mode === 'lost') this.moved = false;
     if (mode === 'lost') await this.resendRecent();
     // a sync leaves the calls being released alone; after a loss their releases wait for this run
     const tags = this.opts.ledger.byTag(this.opts.now(), true, mode === 'lost');
@@ -267,6 +280,7 @@ export class HoldsKeeper {
         graceUs: this.opts.graceMs * 1000,
         process: this.id,
         processTtlUs: Math.max(3 * this.opts.syncMs, 15_000) * 1000,
+        restartGrace: this.moved,
       };
       const r = await this.opts.reassert(req);
       if (known !== '' && r.token !== known) changed = true;

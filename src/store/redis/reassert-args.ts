@@ -22,6 +22,7 @@ export function reassertArgv(req: ReassertRequest, keys: RedisKeys, floorMs: num
     String(MARKER_TTL_MS),
     req.process ?? '',
     String(req.processTtlUs ?? 60_000_000),
+    req.restartGrace === true ? '1' : '',
   ];
   for (const c of req.calls) {
     const id = encodeId(c.id);
