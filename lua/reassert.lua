@@ -5,8 +5,10 @@
   counted twice (one sorted-set member per call id), a call released meanwhile is not brought
   back (its tombstone, written by a release re-sent after the outage, is found first).
 
-  KEYS[1]     the generation marker of the tag: "<token> <end of its recovery grace, µs>",
-              written when missing; renewed (ARGV[7]) once half its life is gone
+  KEYS[1]     the generation marker of the tag: "<token> <end of its recovery grace, µs>"
+              followed by "<process id>=<when last seen, µs>" per routing process that
+              re-asserted or synced lately; written when missing, renewed (ARGV[7]) once half
+              its life is gone
   then per call c, in the order of ARGV: its record (<base>call:in:<id> or call:out:<id>;
               includes/channels.lua), its tombstone (<base>gone:in:<id> or gone:out:<id>), then
               the n_c holds sets it holds a channel in
@@ -21,8 +23,13 @@
   ARGV[5]     the token written when the marker is missing
   ARGV[6]     recovery grace, µs: a marker written now says t + grace (see docs/redis.md)
   ARGV[7]     the marker's expiry, ms (each process's sync renews it)
-  ARGV[8..]   per call: id (key-safe), end of its holds (µs), n_c
-  Reply: { now, the marker's value, 1 when the marker was missing (else 0), then per call its
+  ARGV[8]     the caller's process id (key-safe, no '=' nor space; '' = not counted)
+  ARGV[9]     µs after which a process not seen again counts no more
+  ARGV[10]    '1': the caller found another Redis instance behind its connection (a failover):
+              a grace that has ended starts again from now, else ''
+  ARGV[11..]  per call: id (key-safe), end of its holds (µs), n_c
+  Reply: { now, "<token> <grace end>", 1 when the marker was missing (else 0), the other processes
+           seen lately, then per call its
            status: 0 ended (end <= now), 1 present (every hold there already), 2 written (its
            record or a hold was missing and is back), 3 gone (released: a tombstone, or missing
            under an unchanged marker in sync mode), 4 unknown (sync mode, missing, no token
@@ -34,21 +41,59 @@
 local t = readNow(ARGV[1])
 local floorMs = tonumber(ARGV[2])
 local mode, expected = ARGV[3], ARGV[4]
-local marker = redis.call('GET', KEYS[1])
+-- the marker: "<token> <end of the recovery grace, µs> <process id>=<last seen, µs> ..."; one
+-- string, rewritten in place (KEEPTTL), so the processes sharing the tag are counted without a
+-- key or a command more
+local value = redis.call('GET', KEYS[1])
 local missing = 0
-if not marker then
-  marker = ARGV[5] .. ' ' .. fmtInt(t + tonumber(ARGV[6]))
-  redis.call('SET', KEYS[1], marker, 'PX', ARGV[7])
-  missing = 1
-elseif redis.call('PTTL', KEYS[1]) < tonumber(ARGV[7]) / 2 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[7]) -- renewed when half its life is gone
+local token, grace
+local seen = {}
+if not value then
+  token, grace, missing = ARGV[5], fmtInt(t + tonumber(ARGV[6])), 1
+else
+  local i = 0
+  for part in string.gmatch(value, '%S+') do
+    i = i + 1
+    if i == 1 then
+      token = part
+    elseif i == 2 then
+      grace = part
+    else
+      local p, at = string.match(part, '^(.-)=(%d+)$')
+      if p then
+        seen[p] = tonumber(at)
+      end
+    end
+  end
 end
-local token = string.match(marker, '^%S+')
+if ARGV[10] == '1' and tonumber(grace) < t then
+  grace = fmtInt(t + tonumber(ARGV[6]))
+end
+local marker = token .. ' ' .. grace
+-- the other processes seen lately: the caller learns whether any may have holds to write back
+local stale, me = t - tonumber(ARGV[9]), ARGV[8]
+local others = 0
+local parts = { token, grace }
+for p, at in pairs(seen) do
+  if at > stale and p ~= me then
+    others = others + 1
+    parts[#parts + 1] = p .. '=' .. fmtInt(at)
+  end
+end
+if me ~= '' then
+  parts[#parts + 1] = me .. '=' .. fmtInt(t)
+end
+local written = table.concat(parts, ' ')
+if missing == 1 or redis.call('PTTL', KEYS[1]) < tonumber(ARGV[7]) / 2 then
+  redis.call('SET', KEYS[1], written, 'PX', ARGV[7]) -- written, or renewed once half its life is gone
+else
+  redis.call('SET', KEYS[1], written, 'KEEPTTL')
+end
 -- lost for sure only when the caller knew a marker: a process that never read one cannot tell a
 -- store that lost its state from one nobody marked yet
 local fresh = expected ~= '' and token ~= expected
-local reply = { t, marker, missing }
-local k, a = 2, 8
+local reply = { t, marker, missing, others }
+local k, a = 2, 11
 while a <= #ARGV do
   local id, e, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local record, tomb = KEYS[k], KEYS[k + 1]

@@ -13,6 +13,9 @@ import { trimBound } from '../src/store/redis/bucket-args.js';
 import type { Bucket } from '../src/store/types.js';
 import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
 
+// these tests count the commands Redis ran: no background sync of the call ledger among them
+const NO_SYNC = { syncMs: 0 };
+
 const MS = 1_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -69,7 +72,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it('lone admits every 20 ms for 1.6 s: after each, the log outlives the new event by its window; a trim and a PEXPIRE on a fraction of them; the log holds no more than r + r/4 of events', async () => {
-    const store = new RedisStore({ redis: client, prefix: 'exp1:' });
+    const store = new RedisStore({ redis: client, prefix: 'exp1:', holds: NO_SYNC });
     const buckets = logBucket('peer:a', 1_000, 400); // r = 400 ms
     const key = 'exp1:peer:a:log';
     // the first call: sets the expiry (new log, and this process asks)
@@ -103,7 +106,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it('batches (three calls at once) every 20 ms for 1.6 s: the same life, bound and savings as lone calls', async () => {
-    const store = new RedisStore({ redis: client, prefix: 'exp5:' });
+    const store = new RedisStore({ redis: client, prefix: 'exp5:', holds: NO_SYNC });
     const buckets = logBucket('peer:e', 10_000, 400); // r = 400 ms
     const key = 'exp5:peer:e:log';
     await Promise.all([1, 2, 3].map(() => store.admit({ tag: 'in', buckets })));
@@ -131,8 +134,8 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
 
   it('two processes writing one log in turn: each trims it once per move of the bound at most, and it stays bounded', async () => {
     const stores = [
-      new RedisStore({ redis: client, prefix: 'exp4:' }),
-      new RedisStore({ redis: client, prefix: 'exp4:' }),
+      new RedisStore({ redis: client, prefix: 'exp4:', holds: NO_SYNC }),
+      new RedisStore({ redis: client, prefix: 'exp4:', holds: NO_SYNC }),
     ];
     const buckets = logBucket('peer:d', 1_000, 400); // r = 400 ms, the bound moves every 100 ms
     const key = 'exp4:peer:d:log';
@@ -187,7 +190,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
 
   it('a lost connection (a failover, a restart) makes the process forget what it knew: the next admit trims and sets the expiry again', async () => {
     const own = newRedisClient(server);
-    const store = new RedisStore({ redis: own, prefix: 'exp6:' });
+    const store = new RedisStore({ redis: own, prefix: 'exp6:', holds: NO_SYNC });
     try {
       // r = 4,000 s: the trim's bound moves every 1,000 s, so not during this test
       const buckets = logBucket('peer:f', 10, 4_000_000);
@@ -216,7 +219,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it('an idle log expires, and the next call (nothing in its window) sets the expiry again', async () => {
-    const store = new RedisStore({ redis: client, prefix: 'exp2:' });
+    const store = new RedisStore({ redis: client, prefix: 'exp2:', holds: NO_SYNC });
     const buckets = logBucket('peer:b', 10, 100); // r = 100 ms: kept ~227 ms
     const key = 'exp2:peer:b:log';
     await store.admit({ tag: 'in', buckets });
@@ -234,8 +237,8 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it('a reload that widens the window: the first lone admit with the new limits sets the expiry for them, in each process', async () => {
-    const first = new RedisStore({ redis: client, prefix: 'exp3:' });
-    const second = new RedisStore({ redis: client, prefix: 'exp3:' });
+    const first = new RedisStore({ redis: client, prefix: 'exp3:', holds: NO_SYNC });
+    const second = new RedisStore({ redis: client, prefix: 'exp3:', holds: NO_SYNC });
     const key = 'exp3:peer:c:log';
     const narrow = logBucket('peer:c', 100, 200);
     for (const store of [first, second]) await store.admit({ tag: 'in', buckets: narrow });
@@ -271,7 +274,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     const accounts = [level('acct:0', 3, 9), level('acct:1', 3, 9)];
     const peers = [0, 1, 2, 3].map((i) => level(`peer:${i}`, 2, 5));
     const listOf = (p: number) => Object.freeze([platform, accounts[p % 2]!, peers[p]!]);
-    const store = new RedisStore({ redis: client, prefix: 'exact:' });
+    const store = new RedisStore({ redis: client, prefix: 'exact:', holds: NO_SYNC });
     const memory = new MemoryStore();
     let seed = 7;
     const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;

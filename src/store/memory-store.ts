@@ -271,7 +271,7 @@ export class MemoryStore implements Store, OperableStore {
   private inCalls = new Map<string, CallRecord>();
   private outCalls = new Map<string, CallRecord>();
   /** Generation markers per tag (reassert). */
-  private readonly markers = new Map<string, { token: string; graceUntil: number }>();
+  private readonly markers = new Map<string, { token: string; graceUntil: number; procs?: Map<string, number> }>();
   private latest = 0;
   private opsToSweep = 1024;
   /** Bans (BanRule): per bucket name the ban's end, µs; and the strikes of its latest span. */

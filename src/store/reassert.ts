@@ -52,7 +52,7 @@ export interface MemoryHoldSet {
 /** The memory store's reassert at t, with its markers per tag. */
 export function reassertMemory(
   holds: MemoryHolds,
-  markers: Map<string, { token: string; graceUntil: number }>,
+  markers: Map<string, { token: string; graceUntil: number; procs?: Map<string, number> }>,
   req: ReassertRequest,
   t: number,
 ): ReassertResult {
@@ -62,6 +62,12 @@ export function reassertMemory(
     marker = { token: randomBytes(6).toString('base64url'), graceUntil: t + (req.graceUs ?? 0) };
     markers.set(req.tag, marker);
   }
+  if (req.restartGrace === true && marker.graceUntil < t) marker.graceUntil = t + (req.graceUs ?? 0);
+  const procs = (marker.procs ??= new Map());
+  for (const [p, at] of procs) if (at <= t - (req.processTtlUs ?? 60_000_000)) procs.delete(p);
+  const me = req.process ?? '';
+  const others = procs.size - (procs.has(me) ? 1 : 0);
+  if (me !== '') procs.set(me, t);
   const expected = req.token ?? '';
   // lost for sure only when the caller knew a marker (see lua/reassert.lua)
   const fresh = expected !== '' && expected !== marker.token;
@@ -89,5 +95,5 @@ export function reassertMemory(
     if (added) holds.setRecord(c.direction, c.id, end, sets);
     return added ? 'written' : 'present';
   });
-  return { statuses, token: marker.token, markerMissing: missing, graceUntil: marker.graceUntil, now: t };
+  return { statuses, token: marker.token, markerMissing: missing, graceUntil: marker.graceUntil, others, now: t };
 }

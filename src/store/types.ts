@@ -375,6 +375,12 @@ export interface ReassertRequest extends RequestOptions {
   readonly token?: string;
   /** Recovery grace written with a new marker, µs (default 0). */
   readonly graceUs?: number;
+  /** The calling routing process's id: the store counts the processes sharing the tag. */
+  readonly process?: string;
+  /** A process not seen for this long (µs) counts no more (default 60 s). */
+  readonly processTtlUs?: number;
+  /** Another Redis instance answers now (a failover): a grace that has ended starts again (`graceUs`). */
+  readonly restartGrace?: boolean;
   readonly now?: number;
 }
 
@@ -389,6 +395,8 @@ export interface ReassertResult {
   readonly markerMissing: boolean;
   /** End of the tag's recovery grace, µs. */
   readonly graceUntil: number;
+  /** Other routing processes seen on the tag lately (before this call). */
+  readonly others: number;
   readonly now: number;
 }
 

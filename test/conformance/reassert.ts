@@ -61,6 +61,12 @@ export async function reassertCase(store: Store): Promise<void> {
   expect((await store.release({ id: 'ra', now: T0 + 5 * S })).released).to.equal(1);
   expect(await holds('account:reas', T0 + 5 * S)).to.equal(0);
   expect(await holds('global', T0 + 5 * S)).to.equal(1);
+  // the processes sharing the tag: each learns how many others were seen lately
+  const seenBy = async (process: string) =>
+    (await store.reassert!({ tag, calls: [], now: T0 + 5 * S, process })).others;
+  expect(await seenBy('pa')).to.equal(0);
+  expect(await seenBy('pb')).to.equal(1);
+  expect(await seenBy('pa')).to.equal(1);
   // outbound: on the carriers' tag
   const out = await store.reassert({
     tag: OUTBOUND_TAG,

@@ -21,6 +21,7 @@
  * again after a loss, leaving a tombstone, so that a process re-asserting that call afterwards
  * does not bring it back (and one that did has it dropped again).
  */
+import { randomBytes } from 'node:crypto';
 import type { SafeEmitter } from '../../events.js';
 import { holdNames, type HoldLedger, type LedgerHold } from '../../holds/ledger.js';
 import { MAX_REASSERT_CALLS } from '../reassert.js';
@@ -38,6 +39,8 @@ export interface HoldsKeeperOptions {
   readonly resend: (id: string, groups: readonly (readonly string[])[]) => Promise<void>;
   /** Whether the connection is ready now. */
   readonly ready: () => boolean;
+  /** The Redis instance behind the connection (INFO server run_id; '' unknown, as on a Cluster). */
+  readonly instance: () => Promise<string>;
   readonly syncMs: number;
   readonly graceMs: number;
   /** How long a tombstone lasts, ms. */
@@ -47,6 +50,8 @@ export interface HoldsKeeperOptions {
 
 /** Pause between attempts while Redis still does not answer, ms. */
 const RETRY_MS = 200;
+/** The second sync after the first connection, ms. */
+const SECOND_LOOK_MS = 1_000;
 /** Releases kept for sending again after a loss, at most. */
 const MAX_RECENT = 10_000;
 
@@ -54,6 +59,14 @@ export class HoldsKeeper {
   /** Per lane (tag, or '' on a single Redis): decisions wait for this while its calls are re-asserted. */
   private readonly gates = new Map<string, Promise<void>>();
   /** The marker token last seen per tag (single Redis: under '', one for all). */
+  /** This process's id among those sharing the store (lua/reassert.lua, KEYS[2]). */
+  private readonly id = randomBytes(6).toString('base64url');
+  /** Per lane, the other processes seen there before the latest loss: with none, nobody waits for them. */
+  private readonly peers = new Map<string, { others: number; looks: number }>();
+  /** The Redis instance last seen ('' unknown). */
+  private instance = '';
+  /** A lost-mode run found another instance (a failover): it restarts the grace. */
+  private moved = false;
   private readonly tokens = new Map<string, string>();
   /** Releases sent lately: call id -> when (ms) and its record keys, in order. */
   private readonly recent = new Map<string, { at: number; groups: readonly (readonly string[])[] }>();
@@ -64,6 +77,7 @@ export class HoldsKeeper {
   private running?: Promise<void>;
   private syncTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
+  private secondLook?: NodeJS.Timeout;
   private closed = false;
   /** When the last loss of the connection was seen (ms), 0: never. */
   private lastLoss = 0;
@@ -118,7 +132,13 @@ export class HoldsKeeper {
   /** Redis answers (the connection is ready): after a loss, re-assert; the first time, learn the markers. */
   ready(): void {
     if (this.lostPending) this.kick('lost');
-    else if (this.tokens.size === 0) this.kick('sync');
+    else if (this.tokens.size === 0 && this.opts.syncMs > 0) {
+      this.kick('sync');
+      // a second look soon after: who else shares the store (see reassertTag, the grace)
+      clearTimeout(this.secondLook);
+      this.secondLook = setTimeout(() => this.kick('sync'), SECOND_LOOK_MS);
+      this.secondLook.unref();
+    }
   }
 
   /**
@@ -183,6 +203,13 @@ export class HoldsKeeper {
 
   /** One pass over the ledger; throws when Redis failed meanwhile (a `lost` pass is then retried). */
   private async run(mode: 'lost' | 'sync'): Promise<void> {
+    // another instance behind the connection (a failover, a restart): its data may lag
+    // (read after a loss, and once to know it: a sync pays nothing more)
+    const instance = mode === 'lost' || this.instance === '' ? await this.opts.instance().catch(() => '') : '';
+    if (instance !== '') {
+      this.moved = mode === 'lost' && this.instance !== '' && instance !== this.instance;
+      this.instance = instance;
+    } else if (mode === 'lost') this.moved = false;
     if (mode === 'lost') await this.resendRecent();
     // a sync leaves the calls being released alone; after a loss their releases wait for this run
     const tags = this.opts.ledger.byTag(this.opts.now(), true, mode === 'lost');
@@ -251,14 +278,22 @@ export class HoldsKeeper {
         mode: lost ? 'lost' : 'sync',
         token: known,
         graceUs: this.opts.graceMs * 1000,
+        process: this.id,
+        processTtlUs: Math.max(3 * this.opts.syncMs, 15_000) * 1000,
+        restartGrace: this.moved,
       };
       const r = await this.opts.reassert(req);
       if (known !== '' && r.token !== known) changed = true;
       if (r.markerMissing && known !== '') changed = true;
       this.tokens.set(lane, r.token);
+      // the grace waits for other processes' holds: a process that saw no other needs none
       const graceLeftMs = Math.max(0, (r.graceUntil - r.now) / 1000);
-      if (r.markerMissing || changed) graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
-      else if (graceLeftMs > 0) graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
+      // (one look is not enough: processes started together register one after the other)
+      const seen = this.peers.get(lane);
+      if (graceLeftMs > 0 && (seen === undefined || seen.looks < 2 || seen.others > 0))
+        graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
+      // a store that lost its state also lost who was there: keep what was seen before
+      if (!r.markerMissing && !changed) this.peers.set(lane, { others: r.others, looks: (seen?.looks ?? 0) + 1 });
       r.statuses.forEach((status, j) => {
         const c = batch[j]!;
         if (status === 'ended' || status === 'gone') {
@@ -296,6 +331,7 @@ export class HoldsKeeper {
     this.closed = true;
     clearInterval(this.syncTimer);
     clearTimeout(this.retryTimer);
+    clearTimeout(this.secondLook);
     for (const lane of [...this.gates.keys()]) this.openGate(lane);
     this.recovering?.resolve();
     this.recovering = undefined;

@@ -20,6 +20,9 @@ export function reassertArgv(req: ReassertRequest, keys: RedisKeys, floorMs: num
     randomToken(),
     String(req.graceUs ?? 0),
     String(MARKER_TTL_MS),
+    req.process ?? '',
+    String(req.processTtlUs ?? 60_000_000),
+    req.restartGrace === true ? '1' : '',
   ];
   for (const c of req.calls) {
     const id = encodeId(c.id);
@@ -45,6 +48,7 @@ export function reassertResult(reply: unknown[]): ReassertResult {
     token,
     markerMissing: Number(reply[2]) === 1,
     graceUntil: Number(grace),
-    statuses: reply.slice(3).map((s) => STATUS[Number(s)]!),
+    others: Number(reply[3]),
+    statuses: reply.slice(4).map((s) => STATUS[Number(s)]!),
   };
 }

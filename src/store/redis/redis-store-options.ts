@@ -49,7 +49,7 @@ export interface RedisStoreOptions {
 
 /** The holds keeper's settings (src/store/redis/holds-keeper.ts). */
 export interface HoldsOptions {
-  /** Check the ledger against Redis every this many ms (default 5000; 0: never). */
+  /** Check the ledger against Redis every this many ms (default 5000; 0: never, nor on connecting). */
   readonly syncMs?: number;
   /** After Redis came back empty, decisions wait this long for every process to write its holds, ms (default 2000). */
   readonly graceMs?: number;

@@ -203,6 +203,10 @@ export class RedisStore implements Store, OperableStore {
       resend: (id, groups) => this.resend(id, groups, holds.tombstoneMs ?? 60_000),
       tombstoneMs: holds.tombstoneMs ?? 60_000,
       ready: () => this.conn.ready,
+      instance: () =>
+        isCluster(this.redis)
+          ? Promise.resolve('')
+          : this.redis.info('server').then((info) => /run_id:(\w+)/.exec(info)?.[1] ?? ''),
       syncMs: holds.syncMs ?? 5_000,
       graceMs: holds.graceMs ?? 2_000,
       recentMs: holds.recentMs ?? 30_000,
