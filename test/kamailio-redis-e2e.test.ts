@@ -131,7 +131,9 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
     try {
       const carrier = await startSipp({
         name: 'carrier',
-        scenario: path.join(SCENARIOS, 'carrier.xml'),
+        // 200 at once, no 180: with several workers relaying, a 180 can overtake the 200 and
+        // make sipp's caller abort the call (its BYE then never reaches Kamailio)
+        scenario: path.resolve('bench/sip/uas.xml'),
         dir,
         timeoutS: 90,
         trace: 'short',
@@ -227,11 +229,12 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         } else if (policy === 'open') {
           for (const c of away) expect(c.status, `open, Redis away: call at ${c.t} ms`).to.equal(200);
         } else {
-          // local: Kamailio's own per-second pipe at the peer's rate
+          // local: Kamailio's own per-second pipe at the peer's rate (pipelimit counts per
+          // fixed second: across a second's boundary, twice the rate at most)
           const admitted = away.filter((c) => c.status === 200);
           expect(admitted.length, 'local, Redis away: admitted').to.be.above(0);
           expect(provenInOneSecond(admitted.map((c) => ({ a: t0 + c.t * 1000, b: c.decided })))).to.be.at.most(
-            PEER_LIMIT,
+            2 * PEER_LIMIT,
           );
           for (const c of away.filter((x) => x.status !== 200)) expect(c.warning).to.include('peer:p1 rate (local)');
         }
