@@ -131,7 +131,9 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
     try {
       const carrier = await startSipp({
         name: 'carrier',
-        scenario: path.join(SCENARIOS, 'carrier.xml'),
+        // 200 at once, no 180: with several workers relaying, a 180 can overtake the 200 and
+        // make sipp's caller abort the call (its BYE then never reaches Kamailio)
+        scenario: path.resolve('bench/sip/uas.xml'),
         dir,
         timeoutS: 90,
         trace: 'short',
@@ -199,12 +201,14 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         ).to.equal(0);
         expect(r.stats['FailedCall(C)'], `${r.name} failed calls`).to.equal('0');
         expect(r.stats.CurrentCall, `${r.name} calls left`).to.equal('0');
-        // a final response sent again for an INVITE retransmitted while every worker waited for
-        // Redis arrives after the caller ended the call: harmless, the only "unexpected" allowed
+        // a response sent again for a request retransmitted while every worker waited for Redis
+        // (an INVITE's 100 or 503, a BYE's 200) arrives after the caller ended the call:
+        // harmless, the only "unexpected" allowed
         const unexpected = r.errors
           .split(/(?=\d{4}-\d{2}-\d{2}\t)/)
           .filter((e) => e.trim() !== '' && !/The following events occurred/.test(e))
-          .filter((e) => !/Dead call .* received 'SIP\/2\.0 (100|503) /.test(e));
+          .filter((e) => !/Dead call .* received 'SIP\/2\.0 (100|503) /.test(e))
+          .filter((e) => !/Dead call .* received 'SIP\/2\.0 200 [\s\S]*CSeq: \d+ BYE/.test(e));
         expect(unexpected, `${r.name} unexpected messages`).to.deep.equal([]);
         const calls = [...callsOf(r).values()].map((c) => ({
           t: (c.invite! - t0) / 1000,
@@ -227,11 +231,12 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         } else if (policy === 'open') {
           for (const c of away) expect(c.status, `open, Redis away: call at ${c.t} ms`).to.equal(200);
         } else {
-          // local: Kamailio's own per-second pipe at the peer's rate
+          // local: Kamailio's own per-second pipe at the peer's rate (pipelimit counts per
+          // fixed second: across a second's boundary, twice the rate at most)
           const admitted = away.filter((c) => c.status === 200);
           expect(admitted.length, 'local, Redis away: admitted').to.be.above(0);
           expect(provenInOneSecond(admitted.map((c) => ({ a: t0 + c.t * 1000, b: c.decided })))).to.be.at.most(
-            PEER_LIMIT,
+            2 * PEER_LIMIT,
           );
           for (const c of away.filter((x) => x.status !== 200)) expect(c.warning).to.include('peer:p1 rate (local)');
         }
