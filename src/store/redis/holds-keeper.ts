@@ -335,6 +335,15 @@ export class HoldsKeeper {
     for (const lane of [...this.gates.keys()]) this.openGate(lane);
     this.recovering?.resolve();
     this.recovering = undefined;
-    await this.running;
+    // A run waiting on a Redis that is gone would hold close() until the client gives up (a
+    // client passed in is only disconnected by its owner, after close): wait a moment, no more.
+    const run = this.running;
+    if (run === undefined) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([run, new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)))]);
+    clearTimeout(timer);
   }
 }
+
+/** How long close() waits for a run in progress (ms). */
+const CLOSE_WAIT_MS = 1000;
