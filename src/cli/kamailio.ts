@@ -7,7 +7,7 @@ import { kamailioCommands, kamailioInclude } from '../kamailio/redis-commands.js
 export function kamailioCommand(program: Command): void {
   program
     .command('kamailio')
-    .summary('write the Kamailio include that decides on Redis through ndb_redis')
+    .summary('write the Kamailio include for ndb_redis')
     .description(
       'write the Kamailio include of examples/kamailio/kamailio-redis.cfg: the admit and release script ' +
         'calls of every configured peer (alone and with each account), as the library makes them',
