@@ -187,9 +187,9 @@ describe('every shell example of README.md and docs/ runs with the real CLI', fu
 
   it('the blocks not run are few and marked', () => {
     const skipped = docBlocks('sh', { withNoRun: true }).length - blocks.length;
-    // installs, systemd, sipp/Kamailio sessions, benches, a deployed sidecar with a token, the
-    // Redis a user runs the operator commands against: a new one needs a reason as good
-    expect(skipped).to.be.at.most(22);
+    // installs, systemd, sipp/Kamailio sessions, benches (each several minutes, and performance
+    // is never asserted in a test): a new one needs a reason as good
+    expect(skipped).to.be.at.most(17);
     expect(blocks.length).to.be.greaterThan(10);
   });
 
