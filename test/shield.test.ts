@@ -56,7 +56,8 @@ describe('flood shield', function () {
   const gate = async (config: CallGateConfigInput, shield?: boolean): Promise<CallGate> => {
     const g = await CallGate.create({
       config,
-      store: new RedisStore({ redis: client, prefix: uniquePrefix('shield') }),
+      // the holds keeper's checks are script calls too: off, as this test counts them
+      store: new RedisStore({ redis: client, prefix: uniquePrefix('shield'), holds: { syncMs: 0 } }),
       timeoutMs: 5_000,
       shield,
     });
