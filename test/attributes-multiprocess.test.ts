@@ -5,81 +5,21 @@
  * limits hold across all four, the scanner is banned within a second for every process, and
  * normal calls pass.
  */
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
+import { maxInWindow } from './helpers/window.js';
+import { startWorker, type Worker } from './helpers/worker.js';
 import { uniquePrefix } from './admission/stores.js';
 import type { AbuseWorkerArgs, AbuseWorkerReport } from './attributes/worker.js';
 
 const WORKER = fileURLToPath(new URL('./attributes/worker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-interface Child {
-  ready: Promise<void>;
-  report: Promise<AbuseWorkerReport>;
-  go(): void;
-  kill(): void;
-}
-
-function startWorker(args: AbuseWorkerArgs, timeoutMs: number): Child {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], {
-    cwd: ROOT,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4_000)));
-  let onReady!: () => void;
-  let onReport!: (r: AbuseWorkerReport) => void;
-  let failReady!: (e: Error) => void;
-  let failReport!: (e: Error) => void;
-  const ready = new Promise<void>((res, rej) => {
-    onReady = res;
-    failReady = rej;
-  });
-  const report = new Promise<AbuseWorkerReport>((res, rej) => {
-    onReport = res;
-    failReport = rej;
-  });
-  ready.catch(() => {});
-  report.catch(() => {});
-  const fail = (e: Error) => {
-    failReady(e);
-    failReport(e);
-  };
-  createInterface({ input: child.stdout }).on('line', (line) => {
-    const msg = JSON.parse(line) as { ready?: boolean } & AbuseWorkerReport;
-    if (msg.ready) onReady();
-    else onReport(msg);
-  });
-  const timer = setTimeout(() => {
-    child.kill('SIGKILL');
-    fail(new Error(`worker ${args.id} timed out; stderr: ${stderr}`));
-  }, timeoutMs);
-  timer.unref();
-  child.on('exit', (code) => {
-    clearTimeout(timer);
-    if (code !== 0) fail(new Error(`worker ${args.id} exited with ${code}; stderr: ${stderr}`));
-  });
-  return { ready, report, go: () => child.stdin.write('go\n'), kill: () => child.kill('SIGKILL') };
-}
-
-/** The largest number of times in any window (t − W, t] (times sorted). */
-function maxInWindow(sorted: readonly number[], W: number): number {
-  let max = 0;
-  let lo = 0;
-  for (let hi = 0; hi < sorted.length; hi++) {
-    while (sorted[lo]! <= sorted[hi]! - W) lo++;
-    max = Math.max(max, hi - lo + 1);
-  }
-  return max;
-}
-
 describe('four routing processes under attack on one Redis (attribute levels, live Redis TIME)', function () {
   this.timeout(60_000);
   let handle: RedisHandle;
-  const children: Child[] = [];
+  const children: Worker<AbuseWorkerReport>[] = [];
   before(async () => {
     handle = await getRedis();
   });
@@ -91,7 +31,17 @@ describe('four routing processes under attack on one Redis (attribute levels, li
   it('the robocaller and the scanner are held to their limits across processes; the scanner is banned everywhere', async () => {
     const prefix = uniquePrefix('attr-mp');
     for (let i = 0; i < 4; i++)
-      children.push(startWorker({ id: `w${i}`, url: handle.url, prefix, durationMs: 2_500 }, 45_000));
+      children.push(
+        startWorker<AbuseWorkerReport>(
+          WORKER,
+          { id: `w${i}`, url: handle.url, prefix, durationMs: 2_500 } satisfies AbuseWorkerArgs,
+          {
+            cwd: ROOT,
+            timeoutMs: 45_000,
+            name: `worker w${i}`,
+          },
+        ),
+      );
     await Promise.all(children.map((c) => c.ready));
     for (const c of children) c.go();
     const reports = await Promise.all(children.map((c) => c.report));

@@ -8,8 +8,6 @@
  * - a process killed with SIGKILL while holding calls: its holds lapse maxCallDuration after
  *   their decisions, to the microsecond, while another process's refreshed holds stay.
  */
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
@@ -18,6 +16,7 @@ import { CallGate } from '../src/gate.js';
 import { accountBucket, accountTag, GLOBAL_BUCKET, GLOBAL_TAG, peerBucket, peerTag } from '../src/store/keys.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
+import { startMessageWorker, type MessageWorker } from './helpers/worker.js';
 import { uniquePrefix } from './admission/stores.js';
 import type { ChannelWorkerArgs, ChannelWorkerReport, Decided } from './channels/worker.js';
 
@@ -25,55 +24,10 @@ const WORKER = fileURLToPath(new URL('./channels/worker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const S = 1_000_000;
 
-interface Worker {
-  id: string;
-  send(line: string): void;
-  /** Every JSON message it prints, in order. */
-  next(pred: (m: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
-  onMessage(fn: (m: Record<string, unknown>) => void): void;
-  kill(): void;
-  exited: Promise<number | null>;
-}
+type Worker = MessageWorker;
 
 function startWorker(args: ChannelWorkerArgs): Worker {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], {
-    cwd: ROOT,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4_000)));
-  const seen: Record<string, unknown>[] = [];
-  const waiters: { pred: (m: Record<string, unknown>) => boolean; resolve: (m: Record<string, unknown>) => void }[] =
-    [];
-  const listeners: ((m: Record<string, unknown>) => void)[] = [];
-  createInterface({ input: child.stdout }).on('line', (line) => {
-    const m = JSON.parse(line) as Record<string, unknown>;
-    seen.push(m);
-    for (const l of listeners) l(m);
-    for (const w of [...waiters]) {
-      if (!w.pred(m)) continue;
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve(m);
-    }
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  timer.unref();
-  return {
-    id: args.id,
-    send: (line) => child.stdin.write(`${line}\n`),
-    next: (pred) => {
-      const found = seen.find(pred);
-      if (found) return Promise.resolve(found);
-      return Promise.race([
-        new Promise<Record<string, unknown>>((resolve) => waiters.push({ pred, resolve })),
-        exited.then((code) => Promise.reject(new Error(`worker ${args.id} exited (${code}); stderr: ${stderr}`))),
-      ]);
-    },
-    onMessage: (fn) => listeners.push(fn),
-    kill: () => child.kill('SIGKILL'),
-    exited,
-  };
+  return startMessageWorker(WORKER, args, { cwd: ROOT, killAfterMs: 60_000, name: `worker ${args.id}` });
 }
 
 /** Calls in progress at t: started at or before t, ending after t. */

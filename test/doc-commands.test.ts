@@ -10,12 +10,12 @@
  * it shows; some outputs are checked further below.
  */
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { docBlocks, type DocBlock } from './helpers/doc-blocks.js';
 import { freePort, startRedisServer, type RedisServer } from './helpers/redis.js';
+import { runProcess, type Run } from './helpers/run.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const RUN_TIMEOUT_MS = 60_000;
@@ -49,23 +49,9 @@ function script(block: DocBlock, ctx: { redisUrl: string; tmp: string; port: num
   ].join('\n');
 }
 
-function bash(text: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-c', text], { cwd: ROOT, detached: true });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b));
-    child.stderr.on('data', (b: Buffer) => (stderr += b));
-    const timer = setTimeout(() => {
-      stderr += `\n(killed: still running after ${RUN_TIMEOUT_MS} ms)`;
-      process.kill(-child.pid!, 'SIGKILL'); // the block's background processes too
-    }, RUN_TIMEOUT_MS);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+/** The block in bash; on a timeout its background processes are killed too. */
+function bash(text: string): Promise<Run> {
+  return runProcess('bash', ['-c', text], { cwd: ROOT, timeoutMs: RUN_TIMEOUT_MS, group: true, noteTimeout: true });
 }
 
 /**

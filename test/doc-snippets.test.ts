@@ -10,37 +10,21 @@
  * printed line, in order.
  */
 import { expect } from 'chai';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { docBlocks } from './helpers/doc-blocks.js';
 import { startCluster, startRedisServer, type RedisClusterHandle, type RedisServer } from './helpers/redis.js';
+import { runNode, type Run } from './helpers/run.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const RUN_TIMEOUT_MS = 30_000;
 
-function run(
-  args: string[],
-  env: NodeJS.ProcessEnv,
-): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
+async function run(args: string[], env: NodeJS.ProcessEnv): Promise<Run & { ms: number }> {
   const start = performance.now();
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b));
-    child.stderr.on('data', (b: Buffer) => (stderr += b));
-    const timer = setTimeout(() => {
-      stderr += `\n(killed: still running after ${RUN_TIMEOUT_MS} ms)`;
-      child.kill('SIGKILL');
-    }, RUN_TIMEOUT_MS);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: performance.now() - start });
-    });
-  });
+  const r = await runNode(args, { cwd: ROOT, env, timeoutMs: RUN_TIMEOUT_MS, noteTimeout: true });
+  return { ...r, ms: performance.now() - start };
 }
 
 describe('every TypeScript example of README.md and docs/ runs', function () {

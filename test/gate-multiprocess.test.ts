@@ -4,86 +4,21 @@
  * for ~3 s. The admitted calls of all four, merged, must never hold more than L calls in any
  * rolling window (t − W, t], for every limit; and the total must be the limits' capacity.
  */
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
+import { maxInWindow } from './helpers/window.js';
+import { startWorker, type Worker } from './helpers/worker.js';
 import { uniquePrefix } from './admission/stores.js';
 import type { WorkerArgs, WorkerReport } from './admission/worker.js';
 
 const WORKER = fileURLToPath(new URL('./admission/worker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-interface Child {
-  ready: Promise<void>;
-  report: Promise<WorkerReport>;
-  go(): void;
-  kill(): void;
-}
-
-function startWorker(args: WorkerArgs, timeoutMs: number): Child {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], {
-    cwd: ROOT,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4_000)));
-  const lines = createInterface({ input: child.stdout });
-  let onReady!: () => void;
-  let onReport!: (r: WorkerReport) => void;
-  let fail!: (e: Error) => void;
-  const ready = new Promise<void>((res, rej) => {
-    onReady = res;
-    fail = rej;
-  });
-  const report = new Promise<WorkerReport>((res, rej) => {
-    onReport = res;
-    const prevFail = fail;
-    fail = (e) => {
-      prevFail(e);
-      rej(e);
-    };
-  });
-  report.catch(() => {});
-  ready.catch(() => {});
-  lines.on('line', (line) => {
-    const msg = JSON.parse(line) as { ready?: boolean } & WorkerReport;
-    if (msg.ready) onReady();
-    else onReport(msg);
-  });
-  const timer = setTimeout(() => {
-    child.kill('SIGKILL');
-    fail(new Error(`worker ${args.id} timed out; stderr: ${stderr}`));
-  }, timeoutMs);
-  timer.unref();
-  child.on('exit', (code) => {
-    clearTimeout(timer);
-    if (code !== 0) fail(new Error(`worker ${args.id} exited with ${code}; stderr: ${stderr}`));
-  });
-  return {
-    ready,
-    report,
-    go: () => child.stdin.write('go\n'),
-    kill: () => child.kill('SIGKILL'),
-  };
-}
-
-/** The largest number of times in any window (t − W, t], t ranging over the times (sorted). */
-function maxInWindow(sorted: readonly number[], W: number): number {
-  let max = 0;
-  let lo = 0;
-  for (let hi = 0; hi < sorted.length; hi++) {
-    while (sorted[lo]! <= sorted[hi]! - W) lo++;
-    max = Math.max(max, hi - lo + 1);
-  }
-  return max;
-}
-
 describe('four routing processes admitting one peer on one Redis (live Redis TIME)', function () {
   this.timeout(40_000);
   let handle: RedisHandle;
-  const children: Child[] = [];
+  const children: Worker<WorkerReport>[] = [];
   before(async () => {
     handle = await getRedis();
   });
@@ -101,7 +36,8 @@ describe('four routing processes admitting one peer on one Redis (live Redis TIM
     const prefix = uniquePrefix('mp');
     for (let i = 0; i < 4; i++) {
       children.push(
-        startWorker(
+        startWorker<WorkerReport>(
+          WORKER,
           {
             id: `w${i}`,
             url: handle.url,
@@ -111,8 +47,8 @@ describe('four routing processes admitting one peer on one Redis (live Redis TIM
             maxCalls: 50_000,
             durationMs: DURATION_MS,
             concurrency: 4,
-          },
-          30_000,
+          } satisfies WorkerArgs,
+          { cwd: ROOT, timeoutMs: 30_000, name: `worker w${i}` },
         ),
       );
     }

@@ -12,12 +12,12 @@ import type { StorePolicy } from '../src/admission/admission.js';
 import { uniquePrefix } from './admission/stores.js';
 import { clusterOk, startReplicatedCluster, type ReplicatedCluster } from './holds/cluster.js';
 import {
-  HOLDS_CALLERS,
-  HOLDS_CONFIG,
+  endHoldsWorkers,
   HOLDS_LEVELS,
   peaks,
+  releaseOf,
   sleep,
-  startHoldsWorker,
+  startHoldsWorkers,
   type HoldsWorker,
 } from './holds/harness.js';
 import type { HoldsDecided, HoldsWorkerReport } from './holds/worker.js';
@@ -38,43 +38,24 @@ describe('holds come back on a Redis Cluster: a master killed under load', funct
     cluster = await startReplicatedCluster();
     const prefix = uniquePrefix(`holds-cluster-${policy}`);
     const victim = await cluster.masterOf(`${prefix}{in}:global:ch`);
-    for (let i = 0; i < 3; i++) {
-      workers.push(
-        startHoldsWorker({
-          id: `w${i}`,
-          cluster: cluster.nodes,
-          prefix,
-          config: HOLDS_CONFIG,
-          callers: HOLDS_CALLERS,
-          durationMs: 14_000,
-          lanes: 1,
-          pauseMs: 30,
-          minHoldMs: 2_000,
-          maxHoldMs: 5_000,
-          policy,
-          localShare,
-        }),
-      );
-    }
-    await Promise.all(workers.map((w) => w.next((m) => m.ready === true)));
-    for (const w of workers) w.send('go');
+    await startHoldsWorkers(
+      3,
+      { cluster: cluster.nodes, prefix, durationMs: 14_000, pauseMs: 30, policy, localShare },
+      workers,
+    );
     await sleep(5_000);
     const kill = Date.now() * 1000;
     await cluster.masters[victim]!.kill();
     await clusterOk(cluster.replicas[victim]!.port);
     const back = Date.now() * 1000;
-    await Promise.all(workers.map((w) => w.next((m) => m.idle === true)));
-    for (const w of workers) w.send('end');
-    const reports = (await Promise.all(workers.map((w) => w.next((m) => m.report !== undefined)))).map(
-      (m) => m.report as HoldsWorkerReport,
-    );
+    const reports = await endHoldsWorkers(workers);
     return { reports, kill, back };
   }
 
   function outcomesOf(reports: HoldsWorkerReport[], calls: HoldsDecided[]): Record<string, number> {
     const out: Record<string, number> = {};
     for (const d of calls) {
-      const o = reports.flatMap((w) => (w.released[d.id] ? [w.released[d.id]!] : []))[0];
+      const o = releaseOf(reports, d.id);
       out[o?.outcome ?? 'none'] = (out[o?.outcome ?? 'none'] ?? 0) + 1;
     }
     return out;

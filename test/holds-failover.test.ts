@@ -12,16 +12,15 @@ import { Redis } from 'ioredis';
 import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 import { uniquePrefix } from './admission/stores.js';
 import {
-  HOLDS_CALLERS,
-  HOLDS_CONFIG,
+  endHoldsWorkers,
   HOLDS_LEVELS,
   peaks,
+  releaseOf,
   sleep,
-  startHoldsWorker,
+  startHoldsWorkers,
   type HoldsWorker,
 } from './holds/harness.js';
 import { startProxy, type Proxy as MovingAddress } from './holds/proxy.js';
-import type { HoldsWorkerReport } from './holds/worker.js';
 
 describe('holds come back: failover to a replica that missed writes', function () {
   this.timeout(90_000);
@@ -49,24 +48,7 @@ describe('holds come back: failover to a replica that missed writes', function (
     }
     proxy = await startProxy(primary.port);
     const prefix = uniquePrefix('holds-failover');
-    for (let i = 0; i < 4; i++) {
-      workers.push(
-        startHoldsWorker({
-          id: `w${i}`,
-          url: proxy.url,
-          prefix,
-          config: HOLDS_CONFIG,
-          callers: HOLDS_CALLERS,
-          durationMs: 12_000,
-          lanes: 1,
-          pauseMs: 40,
-          minHoldMs: 2_000,
-          maxHoldMs: 5_000,
-        }),
-      );
-    }
-    await Promise.all(workers.map((w) => w.next((m) => m.ready === true)));
-    for (const w of workers) w.send('go');
+    await startHoldsWorkers(4, { url: proxy.url, prefix, durationMs: 12_000, pauseMs: 40 }, workers);
     await sleep(5_000);
     const detached = Date.now() * 1000;
     await rawCommand(replica.port, ['REPLICAOF', 'NO', 'ONE']);
@@ -75,11 +57,7 @@ describe('holds come back: failover to a replica that missed writes', function (
     await primary.kill();
     proxy.switchTo(replica.port);
     const back = Date.now() * 1000;
-    await Promise.all(workers.map((w) => w.next((m) => m.idle === true)));
-    for (const w of workers) w.send('end');
-    const reports = (await Promise.all(workers.map((w) => w.next((m) => m.report !== undefined)))).map(
-      (m) => m.report as HoldsWorkerReport,
-    );
+    const reports = await endHoldsWorkers(workers);
     const decided = reports.flatMap((r) => r.decided);
     const admitted = decided.filter((d) => d.admitted);
     const before = peaks(decided, HOLDS_LEVELS, 0, kill);
@@ -89,7 +67,7 @@ describe('holds come back: failover to a replica that missed writes', function (
     const carried = admitted.filter((d) => d.at < kill && (d.hangup ?? Infinity) > back);
     const outcomes: Record<string, number> = {};
     for (const d of carried) {
-      const o = reports.flatMap((w) => (w.released[d.id] ? [w.released[d.id]!] : []))[0];
+      const o = releaseOf(reports, d.id);
       outcomes[o?.outcome ?? 'none'] = (outcomes[o?.outcome ?? 'none'] ?? 0) + 1;
     }
     const times = reports.flatMap((w) => w.reasserted.filter((e) => e.reasserted > 0).map((e) => e.at));

@@ -11,15 +11,14 @@ import { expect } from 'chai';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { uniquePrefix } from './admission/stores.js';
 import {
-  HOLDS_CALLERS,
-  HOLDS_CONFIG,
+  endHoldsWorkers,
   HOLDS_LEVELS,
   peaks,
+  releaseOf,
   sleep,
-  startHoldsWorker,
+  startHoldsWorkers,
   type HoldsWorker,
 } from './holds/harness.js';
-import type { HoldsWorkerReport } from './holds/worker.js';
 
 describe('holds come back: four processes, Redis restarted empty three times', function () {
   this.timeout(90_000);
@@ -35,24 +34,7 @@ describe('holds come back: four processes, Redis restarted empty three times', f
     server = await startRedisServer();
     const prefix = uniquePrefix('holds-restart');
     const durationMs = 20_000;
-    for (let i = 0; i < 4; i++) {
-      workers.push(
-        startHoldsWorker({
-          id: `w${i}`,
-          url: server.url,
-          prefix,
-          config: HOLDS_CONFIG,
-          callers: HOLDS_CALLERS,
-          durationMs,
-          lanes: 1,
-          pauseMs: 40,
-          minHoldMs: 2_000,
-          maxHoldMs: 5_000,
-        }),
-      );
-    }
-    await Promise.all(workers.map((w) => w.next((m) => m.ready === true)));
-    for (const w of workers) w.send('go');
+    await startHoldsWorkers(4, { url: server.url, prefix, durationMs, pauseMs: 40 }, workers);
     const restarts: { kill: number; back: number }[] = [];
     for (const at of [4_000, 5_000, 5_000]) {
       await sleep(at);
@@ -62,11 +44,7 @@ describe('holds come back: four processes, Redis restarted empty three times', f
       await server.restart();
       restarts.push({ kill, back: Date.now() * 1000 });
     }
-    await Promise.all(workers.map((w) => w.next((m) => m.idle === true)));
-    for (const w of workers) w.send('end');
-    const reports = (await Promise.all(workers.map((w) => w.next((m) => m.report !== undefined)))).map(
-      (m) => m.report as HoldsWorkerReport,
-    );
+    const reports = await endHoldsWorkers(workers);
     const decided = reports.flatMap((r) => r.decided);
     const admitted = decided.filter((d) => d.admitted);
 
@@ -88,7 +66,7 @@ describe('holds come back: four processes, Redis restarted empty three times', f
     );
     const outcomes: Record<string, number> = {};
     for (const d of carriedReleases) {
-      const o = reports.flatMap((w) => (w.released[d.id] ? [w.released[d.id]!] : []))[0];
+      const o = releaseOf(reports, d.id);
       const key = `${o?.outcome ?? 'none'}${o?.deferred ? ' (deferred first)' : ''}`;
       outcomes[key] = (outcomes[key] ?? 0) + 1;
     }

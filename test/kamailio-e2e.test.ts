@@ -18,17 +18,16 @@
  *   released (BYE, the carrier's 486, or no carrier); one decision per call (retransmissions
  *   absorbed by tm).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import { kamailioAvailable, startKamailio } from './helpers/kamailio.js';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
 import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
 import {
-  freeUdpPort,
   maxInWindow,
   minGap,
   provenInOneSecond,
@@ -53,65 +52,6 @@ const RESOLUTION_US = 1_000;
 /** The sidecar requires it: every query of Kamailio's must send it. */
 const TOKEN = randomBytes(12).toString('hex');
 const AUTH = { authorization: `Bearer ${TOKEN}` };
-
-function kamailioAvailable(): boolean {
-  const r = spawnSync('kamailio', ['-v'], { stdio: 'ignore', timeout: 5_000 });
-  return !r.error && r.status === 0;
-}
-
-/** Kamailio in the foreground on a free loopback port; resolves once it listens. */
-async function startKamailio(
-  dir: string,
-  defines: Record<string, string>,
-): Promise<{ port: number; child: ChildProcess; log: () => string; stop(): Promise<number | null> }> {
-  const port = await freeUdpPort();
-  const args = [
-    '-f',
-    CONFIG,
-    '-DD',
-    '-E',
-    '-m',
-    '64',
-    '-M',
-    '8',
-    '-Y',
-    dir,
-    '-P',
-    path.join(dir, 'kamailio.pid'),
-    '-A',
-    `LISTEN=udp:127.0.0.1:${port}`,
-  ];
-  for (const [k, v] of Object.entries(defines)) args.push('-A', `${k}=${v}`);
-  const child = spawn('kamailio', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  child.stdout.on('data', (b: Buffer) => (log += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (log += b.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  process.once('exit', () => child.kill('SIGKILL'));
-  const deadline = Date.now() + 15_000;
-  // it prints its sockets once configured, then forks its workers
-  while (!/Listening on/.test(log)) {
-    if (child.exitCode !== null || Date.now() > deadline)
-      throw new Error(`kamailio did not start (exit ${child.exitCode}):\n${log.slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  await new Promise((r) => setTimeout(r, 1000));
-  if (child.exitCode !== null) throw new Error(`kamailio exited (${child.exitCode}):\n${log.slice(-3000)}`);
-  return {
-    port,
-    child,
-    log: () => log,
-    async stop() {
-      if (child.exitCode !== null) return child.exitCode;
-      writeFileSync(path.join(dir, 'kamailio.log'), log);
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      const code = await exited;
-      clearTimeout(timer);
-      return code;
-    },
-  };
-}
 
 describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and carriers', function () {
   this.timeout(120_000);
@@ -179,12 +119,17 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
         'info',
       ]);
       stops.push(() => sidecar!.stop());
-      const kamailio = await startKamailio(dir, {
-        SIDECAR: `"${sidecar.url}"`,
-        SIDECAR_TOKEN: `"${TOKEN}"`,
-        CARRIER_A: `"sip:127.0.0.1:${carriers[0]!.port}"`,
-        CARRIER_B: `"sip:127.0.0.1:${carriers[1]!.port}"`,
-        CHILDREN: '4',
+      const kamailio = await startKamailio({
+        cfg: CONFIG,
+        dir,
+        pkgMb: 8,
+        defines: {
+          SIDECAR: `"${sidecar.url}"`,
+          SIDECAR_TOKEN: `"${TOKEN}"`,
+          CARRIER_A: `"sip:127.0.0.1:${carriers[0]!.port}"`,
+          CARRIER_B: `"sip:127.0.0.1:${carriers[1]!.port}"`,
+          CHILDREN: '4',
+        },
       });
       stops.push(() => kamailio.stop());
       const remote = `127.0.0.1:${kamailio.port}`;

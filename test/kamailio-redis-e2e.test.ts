@@ -17,17 +17,17 @@
  *   worker stuck);
  * - releases Redis did not take were sent again: no channel is held at the end.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import path, { join } from 'node:path';
+import path from 'node:path';
 import { expect } from 'chai';
 import { parseConfig } from '../src/config/index.js';
 import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
+import { type Kamailio, kamailioAvailable, startKamailio } from './helpers/kamailio.js';
 import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
 import {
-  freeUdpPort,
   provenInOneSecond,
   sippAvailable,
   SIPP_INSTALL_HINT,
@@ -53,53 +53,13 @@ const SKIPPED_MS = 1_000;
 /** Margin around those moments: the caller's INVITE and Kamailio's decision are not the same instant. */
 const MARGIN = 300;
 
-function kamailioAvailable(): boolean {
-  const r = spawnSync('kamailio', ['-v'], { stdio: 'ignore', timeout: 5_000 });
-  if (r.error || r.status !== 0) return false;
-  // Debian puts the modules under /usr/lib/<triplet>/kamailio/modules
-  const lib = '/usr/lib';
-  const dirs = [join(lib, 'kamailio/modules'), ...readdirSync(lib).map((d) => join(lib, d, 'kamailio/modules'))];
-  return dirs.some((d) => existsSync(join(d, 'ndb_redis.so')));
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Kamailio in the foreground in `dir` (the configuration and its generated include there). */
-async function startKamailio(dir: string, defines: Record<string, string>) {
-  const port = await freeUdpPort();
+/** Kamailio in `dir` on a copy of the configuration (its generated include sits beside it there). */
+function startRedisKamailio(dir: string, defines: Record<string, string>): Promise<Kamailio> {
   const cfg = path.join(dir, 'kamailio-redis.cfg');
   copyFileSync(CONFIG, cfg);
-  const args = ['-f', cfg, '-DD', '-E', '-m', '64', '-M', '16', '-Y', dir, '-P', path.join(dir, 'kamailio.pid')];
-  args.push('-A', `LISTEN=udp:127.0.0.1:${port}`);
-  for (const [k, v] of Object.entries(defines)) args.push('-A', `${k}=${v}`);
-  const child: ChildProcess = spawn('kamailio', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  child.stdout!.on('data', (b: Buffer) => (log += b.toString()));
-  child.stderr!.on('data', (b: Buffer) => (log += b.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  process.once('exit', () => child.kill('SIGKILL'));
-  const deadline = Date.now() + 15_000;
-  while (!/Listening on/.test(log)) {
-    if (child.exitCode !== null || Date.now() > deadline)
-      throw new Error(`kamailio did not start (exit ${child.exitCode}):\n${log.slice(-3000)}`);
-    await sleep(100);
-  }
-  await sleep(1000);
-  if (child.exitCode !== null) throw new Error(`kamailio exited (${child.exitCode}):\n${log.slice(-3000)}`);
-  return {
-    port,
-    log: () => log,
-    running: () => child.exitCode === null,
-    async stop() {
-      if (child.exitCode !== null) return child.exitCode;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      const code = await exited;
-      clearTimeout(timer);
-      writeFileSync(path.join(dir, 'kamailio.log'), log);
-      return code;
-    },
-  };
+  return startKamailio({ cfg, dir, defines, pkgMb: 16 });
 }
 
 type Policy = 'closed' | 'open' | 'local';
@@ -116,7 +76,7 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
 
   before(async () => {
     if (!sippAvailable()) throw new Error(SIPP_INSTALL_HINT);
-    if (!kamailioAvailable()) throw new Error(KAMAILIO_HINT);
+    if (!kamailioAvailable('ndb_redis.so')) throw new Error(KAMAILIO_HINT);
     redis = await startRedisServer();
     dir = mkdtempSync(path.join(os.tmpdir(), 'callgate-kamailio-redis-'));
   });
@@ -139,7 +99,7 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         trace: 'short',
       });
       stops.push(() => carrier.stop());
-      const kamailios = {} as Record<Policy, Awaited<ReturnType<typeof startKamailio>>>;
+      const kamailios = {} as Record<Policy, Kamailio>;
       for (const policy of POLICIES) {
         const sub = path.join(dir, policy);
         spawnSync('mkdir', ['-p', sub]);
@@ -147,7 +107,7 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
           path.join(sub, 'callgate-redis.cfg'),
           kamailioInclude(kamailioCommands(limits, `k${policy}:`), 'test'),
         );
-        kamailios[policy] = await startKamailio(sub, {
+        kamailios[policy] = await startRedisKamailio(sub, {
           REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"`,
           DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
           CALLGATE_POLICY: `"${policy === 'local' ? 'local' : `fail-${policy}`}"`,

@@ -7,22 +7,40 @@ export interface Run {
   stderr: string;
 }
 
-/** Node with `args` (script first); killed after `timeoutMs`. */
-export function runNode(
-  args: string[],
-  opts: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number },
-): Promise<Run> {
+export interface RunOptions {
+  cwd: string;
+  env?: NodeJS.ProcessEnv;
+  /** Killed (SIGKILL) after this long; 60 s unless told. */
+  timeoutMs?: number;
+  /** Run in a process group of its own and kill the whole group (a shell's background jobs too). */
+  group?: boolean;
+  /** On a timeout, say so at the end of stderr. */
+  noteTimeout?: boolean;
+}
+
+/** `command` with `args`, killed after `timeoutMs`. */
+export function runProcess(command: string, args: string[], opts: RunOptions): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: opts.cwd, env: { ...process.env, ...opts.env } });
+    const child = spawn(command, args, { cwd: opts.cwd, env: { ...process.env, ...opts.env }, detached: opts.group });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (b: Buffer) => (stdout += b));
     child.stderr.on('data', (b: Buffer) => (stderr += b));
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    const timer = setTimeout(() => {
+      if (opts.noteTimeout) stderr += `\n(killed: still running after ${timeoutMs} ms)`;
+      if (opts.group) process.kill(-child.pid!, 'SIGKILL');
+      else child.kill('SIGKILL');
+    }, timeoutMs);
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** Node with `args` (script first); killed after `timeoutMs`. */
+export function runNode(args: string[], opts: RunOptions): Promise<Run> {
+  return runProcess(process.execPath, args, opts);
 }

@@ -378,16 +378,8 @@ export function parseShortLog(text: string): SipLogEntry[] {
   return out;
 }
 
-/** Most events in any half-open window (t - windowUs, t]. */
-export function maxInWindow(timesUs: readonly number[], windowUs: number): number {
-  const t = [...timesUs].sort((a, b) => a - b);
-  let best = 0;
-  for (let lo = 0, hi = 0; hi < t.length; hi++) {
-    while (t[lo]! <= t[hi]! - windowUs) lo++;
-    best = Math.max(best, hi - lo + 1);
-  }
-  return best;
-}
+// shared with the multi-process tests, which have no SIP
+export { maxInWindow } from './window.js';
 
 /**
  * Most admitted calls whose decision intervals [INVITE sent, 100 received] (µs) all fit in one

@@ -3,58 +3,65 @@
  * child process, the configuration (channel limits at three levels) and the count of calls in
  * progress per level from every decision and hang-up time.
  */
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { CallGateConfigInput } from '../../src/config/types.js';
-import type { HoldsDecided, HoldsWorkerArgs } from './worker.js';
+import { startMessageWorker, type MessageWorker } from '../helpers/worker.js';
+import type { HoldsDecided, HoldsWorkerArgs, HoldsWorkerReport } from './worker.js';
 
 const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-export interface HoldsWorker {
-  send(line: string): void;
-  next(pred: (m: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
-  kill(): void;
-  exited: Promise<number | null>;
-}
+export type HoldsWorker = MessageWorker;
 
 export function startHoldsWorker(args: HoldsWorkerArgs): HoldsWorker {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(args)], {
-    cwd: ROOT,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4_000)));
-  const seen: Record<string, unknown>[] = [];
-  const waiters: { pred: (m: Record<string, unknown>) => boolean; resolve: (m: Record<string, unknown>) => void }[] =
-    [];
-  createInterface({ input: child.stdout }).on('line', (line) => {
-    const m = JSON.parse(line) as Record<string, unknown>;
-    seen.push(m);
-    for (const w of [...waiters]) {
-      if (!w.pred(m)) continue;
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve(m);
-    }
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-  timer.unref();
-  return {
-    send: (line) => child.stdin.write(`${line}\n`),
-    next: (pred) => {
-      const found = seen.find(pred);
-      if (found) return Promise.resolve(found);
-      return Promise.race([
-        new Promise<Record<string, unknown>>((resolve) => waiters.push({ pred, resolve })),
-        exited.then((code) => Promise.reject(new Error(`worker ${args.id} exited (${code}); stderr: ${stderr}`))),
-      ]);
-    },
-    kill: () => child.kill('SIGKILL'),
-    exited,
-  };
+  return startMessageWorker(WORKER, args, { cwd: ROOT, killAfterMs: 120_000, name: `worker ${args.id}` });
+}
+
+/** What differs between the holds tests' workers; the rest (configuration, callers, hold times) is shared. */
+export type HoldsRunArgs = Pick<
+  HoldsWorkerArgs,
+  'url' | 'cluster' | 'prefix' | 'durationMs' | 'pauseMs' | 'policy' | 'localShare'
+>;
+
+/**
+ * Starts `n` workers (w0, w1, ...) on HOLDS_CONFIG and HOLDS_CALLERS with calls of 2-5 s, pushed
+ * into `into` at once so that the caller's cleanup kills them even if one fails to start; resolves
+ * once all are ready and told to go.
+ */
+export async function startHoldsWorkers(n: number, args: HoldsRunArgs, into: HoldsWorker[]): Promise<void> {
+  const started: HoldsWorker[] = [];
+  for (let i = 0; i < n; i++) {
+    const w = startHoldsWorker({
+      id: `w${i}`,
+      ...args,
+      config: HOLDS_CONFIG,
+      callers: HOLDS_CALLERS,
+      lanes: 1,
+      minHoldMs: 2_000,
+      maxHoldMs: 5_000,
+    });
+    started.push(w);
+    into.push(w);
+  }
+  await Promise.all(started.map((w) => w.next((m) => m.ready === true)));
+  for (const w of started) w.send('go');
+}
+
+/** Waits until every worker's calls have ended, then ends them and returns their reports. */
+export async function endHoldsWorkers(workers: readonly HoldsWorker[]): Promise<HoldsWorkerReport[]> {
+  await Promise.all(workers.map((w) => w.next((m) => m.idle === true)));
+  for (const w of workers) w.send('end');
+  const done = await Promise.all(workers.map((w) => w.next((m) => m.report !== undefined)));
+  return done.map((m) => m.report as HoldsWorkerReport);
+}
+
+/** The answer to the release of call `id`, from whichever worker released it. */
+export function releaseOf(
+  reports: readonly HoldsWorkerReport[],
+  id: string,
+): HoldsWorkerReport['released'][string] | undefined {
+  return reports.flatMap((w) => (w.released[id] ? [w.released[id]!] : []))[0];
 }
 
 export interface Level {

@@ -1,0 +1,79 @@
+/**
+ * A real Kamailio for the end-to-end tests (test/kamailio-*-e2e.test.ts): started in the
+ * foreground on a free loopback UDP port, its output collected and written to `kamailio.log` in
+ * its directory when it is stopped.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import path, { join } from 'node:path';
+import { freeUdpPort } from './sipp.js';
+
+/** Whether `kamailio` runs, and, when `module` is given, whether that module (e.g. ndb_redis.so) is installed. */
+export function kamailioAvailable(module?: string): boolean {
+  const r = spawnSync('kamailio', ['-v'], { stdio: 'ignore', timeout: 5_000 });
+  if (r.error || r.status !== 0) return false;
+  if (!module) return true;
+  // Debian puts the modules under /usr/lib/<triplet>/kamailio/modules
+  const lib = '/usr/lib';
+  const dirs = [join(lib, 'kamailio/modules'), ...readdirSync(lib).map((d) => join(lib, d, 'kamailio/modules'))];
+  return dirs.some((d) => existsSync(join(d, module)));
+}
+
+export interface Kamailio {
+  port: number;
+  child: ChildProcess;
+  /** Everything it printed so far (stdout and stderr). */
+  log(): string;
+  running(): boolean;
+  /** SIGTERM (SIGKILL after 10 s), then its output to `kamailio.log`; its exit code. */
+  stop(): Promise<number | null>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Kamailio on configuration `cfg`, working directory and runtime files in `dir`, `defines` as
+ * -A NAME=value, private memory `pkgMb`; resolves once it listens and has forked its workers.
+ */
+export async function startKamailio(opts: {
+  cfg: string;
+  dir: string;
+  defines: Record<string, string>;
+  pkgMb: number;
+}): Promise<Kamailio> {
+  const { cfg, dir, defines } = opts;
+  const port = await freeUdpPort();
+  const args = ['-f', cfg, '-DD', '-E', '-m', '64', '-M', String(opts.pkgMb), '-Y', dir];
+  args.push('-P', path.join(dir, 'kamailio.pid'), '-A', `LISTEN=udp:127.0.0.1:${port}`);
+  for (const [k, v] of Object.entries(defines)) args.push('-A', `${k}=${v}`);
+  const child = spawn('kamailio', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  child.stdout.on('data', (b: Buffer) => (log += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (log += b.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  process.once('exit', () => child.kill('SIGKILL'));
+  const deadline = Date.now() + 15_000;
+  // it prints its sockets once configured, then forks its workers
+  while (!/Listening on/.test(log)) {
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`kamailio did not start (exit ${child.exitCode}):\n${log.slice(-3000)}`);
+    await sleep(100);
+  }
+  await sleep(1000);
+  if (child.exitCode !== null) throw new Error(`kamailio exited (${child.exitCode}):\n${log.slice(-3000)}`);
+  return {
+    port,
+    child,
+    log: () => log,
+    running: () => child.exitCode === null,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      const code = await exited;
+      clearTimeout(timer);
+      writeFileSync(path.join(dir, 'kamailio.log'), log);
+      return code;
+    },
+  };
+}
