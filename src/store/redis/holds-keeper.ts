@@ -75,6 +75,8 @@ export class HoldsKeeper {
   /** Set from a loss until its re-assertion succeeded: releases and refreshes wait for it (not for the grace). */
   private recovering?: { done: Promise<void>; resolve: () => void };
   private running?: Promise<void>;
+  /** Ends of the grace waits in progress (openAfter), for close(). */
+  private readonly graceWaits = new Set<() => void>();
   private syncTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
   private secondLook?: NodeJS.Timeout;
@@ -242,8 +244,20 @@ export class HoldsKeeper {
   private async openAfter(lane: string, untilMs: number): Promise<void> {
     if (!this.gates.has(lane)) return;
     const wait = untilMs - Date.now();
-    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait).unref());
-    if (!this.lostPending) this.openGate(lane);
+    if (wait > 0)
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          this.graceWaits.delete(stop);
+          resolve();
+        }, wait).unref();
+        // close() ends the wait at once: no timer outlives the store
+        const stop = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        this.graceWaits.add(stop);
+      });
+    if (!this.lostPending && !this.closed) this.openGate(lane);
   }
 
   /** Re-assert one tag's calls in batches; the end of its recovery grace (process clock, ms). */
@@ -333,6 +347,8 @@ export class HoldsKeeper {
     clearTimeout(this.retryTimer);
     clearTimeout(this.secondLook);
     for (const lane of [...this.gates.keys()]) this.openGate(lane);
+    for (const stop of this.graceWaits) stop();
+    this.graceWaits.clear();
     this.recovering?.resolve();
     this.recovering = undefined;
     // A run waiting on a Redis that is gone would hold close() until the client gives up (a
