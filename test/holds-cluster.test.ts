@@ -14,6 +14,7 @@ import { clusterOk, startReplicatedCluster, type ReplicatedCluster } from './hol
 import {
   endHoldsWorkers,
   HOLDS_LEVELS,
+  killHoldsWorkers,
   peaks,
   releaseOf,
   sleep,
@@ -27,9 +28,7 @@ describe('holds come back on a Redis Cluster: a master killed under load', funct
   let cluster: ReplicatedCluster | undefined;
   const workers: HoldsWorker[] = [];
   afterEach(async () => {
-    for (const w of workers) w.kill();
-    await Promise.all(workers.map((w) => w.exited));
-    workers.length = 0;
+    await killHoldsWorkers(workers);
     await cluster?.stop();
     cluster = undefined;
   });

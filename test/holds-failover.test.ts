@@ -14,6 +14,7 @@ import { uniquePrefix } from './admission/stores.js';
 import {
   endHoldsWorkers,
   HOLDS_LEVELS,
+  killHoldsWorkers,
   peaks,
   releaseOf,
   sleep,
@@ -29,15 +30,11 @@ describe('holds come back: failover to a replica that missed writes', function (
   let proxy: MovingAddress | undefined;
   let check: Redis | undefined;
   const workers: HoldsWorker[] = [];
-  after(async () => {
-    const exited = workers.map((w) => w.exited);
-    await cleanUp();
-    await Promise.all(exited);
-  });
+  after(async () => cleanUp());
 
   /** What an attempt started, stopped before the next (the test is retried once, below). */
   const cleanUp = async () => {
-    for (const w of workers.splice(0)) w.kill();
+    await killHoldsWorkers(workers);
     check?.disconnect();
     await proxy?.close();
     await primary?.stop();

@@ -13,6 +13,7 @@ import { uniquePrefix } from './admission/stores.js';
 import {
   endHoldsWorkers,
   HOLDS_LEVELS,
+  killHoldsWorkers,
   peaks,
   releaseOf,
   sleep,
@@ -25,8 +26,7 @@ describe('holds come back: four processes, Redis restarted empty three times', f
   let server: RedisServer | undefined;
   const workers: HoldsWorker[] = [];
   after(async () => {
-    for (const w of workers) w.kill();
-    await Promise.all(workers.map((w) => w.exited));
+    await killHoldsWorkers(workers);
     await server?.stop();
   });
 

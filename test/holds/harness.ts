@@ -56,6 +56,13 @@ export async function endHoldsWorkers(workers: readonly HoldsWorker[]): Promise<
   return done.map((m) => m.report as HoldsWorkerReport);
 }
 
+/** Kills the workers (a test's cleanup, whatever state they are in), empties the list, waits for their exits. */
+export async function killHoldsWorkers(workers: HoldsWorker[]): Promise<void> {
+  const killed = workers.splice(0);
+  for (const w of killed) w.kill();
+  await Promise.all(killed.map((w) => w.exited));
+}
+
 /** The answer to the release of call `id`, from whichever worker released it. */
 export function releaseOf(
   reports: readonly HoldsWorkerReport[],
