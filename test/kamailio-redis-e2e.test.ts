@@ -234,7 +234,10 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         }
         expect(kamailios[policy].running(), `${policy}: Kamailio still running`).to.equal(true);
       }
-      for (const policy of POLICIES) expect(await kamailios[policy].stop()).to.equal(0);
+      for (const policy of POLICIES) {
+        const exit = await kamailios[policy].stop();
+        expect(exit, `${policy}: Kamailio's exit; its log:\n${kamailios[policy].log().slice(-3000)}`).to.equal(0);
+      }
     } finally {
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
     }

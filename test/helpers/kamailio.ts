@@ -25,8 +25,11 @@ export interface Kamailio {
   /** Everything it printed so far (stdout and stderr). */
   log(): string;
   running(): boolean;
-  /** SIGTERM (SIGKILL after 10 s), then its output to `kamailio.log`; its exit code. */
-  stop(): Promise<number | null>;
+  /**
+   * SIGTERM (SIGKILL after 10 s), then its output to `kamailio.log`; its exit code, or the
+   * signal that ended it ("SIGKILL after 10 s" when it had to be killed).
+   */
+  stop(): Promise<number | string>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -50,7 +53,7 @@ export async function startKamailio(opts: {
   let log = '';
   child.stdout.on('data', (b: Buffer) => (log += b.toString()));
   child.stderr.on('data', (b: Buffer) => (log += b.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const exited = new Promise<number | string>((r) => child.once('exit', (code, signal) => r(code ?? signal ?? 'none')));
   process.once('exit', () => child.kill('SIGKILL'));
   const deadline = Date.now() + 15_000;
   // it prints its sockets once configured, then forks its workers
@@ -67,13 +70,17 @@ export async function startKamailio(opts: {
     log: () => log,
     running: () => child.exitCode === null,
     async stop() {
-      if (child.exitCode !== null) return child.exitCode;
+      if (child.exitCode !== null || child.signalCode !== null) return exited;
       child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      let killed = false;
+      const timer = setTimeout(() => {
+        killed = true;
+        child.kill('SIGKILL');
+      }, 10_000);
       const code = await exited;
       clearTimeout(timer);
       writeFileSync(path.join(dir, 'kamailio.log'), log);
-      return code;
+      return killed ? 'SIGKILL after 10 s' : code;
     },
   };
 }
