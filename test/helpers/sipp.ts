@@ -279,7 +279,12 @@ async function launch(opts: SippOptions, port: number, control: number): Promise
     done: async (timeoutMs = 60_000) => report(await waitExit(timeoutMs)),
     stop: async (timeoutMs = 10_000) => {
       if (!gone) child.kill('SIGUSR1');
-      return report(await waitExit(timeoutMs));
+      // SIGUSR1 ends sipp once its calls in progress end; a second one ends it at once (a
+      // loaded host can leave a call waiting on a retransmission timer past the timeout)
+      const soft = await orAfter(exited, timeoutMs, undefined);
+      if (soft) return report(soft);
+      child.kill('SIGUSR1');
+      return report(await waitExit(5_000));
     },
   };
 }
