@@ -49,21 +49,35 @@ export async function startKamailio(opts: {
   const args = ['-f', cfg, '-DD', '-E', '-m', '64', '-M', String(opts.pkgMb), '-Y', dir];
   args.push('-P', path.join(dir, 'kamailio.pid'), '-A', `LISTEN=udp:127.0.0.1:${port}`);
   for (const [k, v] of Object.entries(defines)) args.push('-A', `${k}=${v}`);
-  const child = spawn('kamailio', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  // a process group of its own, so a kill reaches its workers too (an orphaned worker would keep
+  // the output pipe, and the test process, alive)
+  const child = spawn('kamailio', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const killAll = () => {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  };
   let log = '';
   child.stdout.on('data', (b: Buffer) => (log += b.toString()));
   child.stderr.on('data', (b: Buffer) => (log += b.toString()));
   const exited = new Promise<number | string>((r) => child.once('exit', (code, signal) => r(code ?? signal ?? 'none')));
-  process.once('exit', () => child.kill('SIGKILL'));
+  process.once('exit', killAll);
   const deadline = Date.now() + 15_000;
   // it prints its sockets once configured, then forks its workers
   while (!/Listening on/.test(log)) {
-    if (child.exitCode !== null || Date.now() > deadline)
+    if (child.exitCode !== null || Date.now() > deadline) {
+      killAll();
       throw new Error(`kamailio did not start (exit ${child.exitCode}):\n${log.slice(-3000)}`);
+    }
     await sleep(100);
   }
   await sleep(1000);
-  if (child.exitCode !== null) throw new Error(`kamailio exited (${child.exitCode}):\n${log.slice(-3000)}`);
+  if (child.exitCode !== null) {
+    killAll();
+    throw new Error(`kamailio exited (${child.exitCode}):\n${log.slice(-3000)}`);
+  }
   return {
     port,
     child,
@@ -75,11 +89,12 @@ export async function startKamailio(opts: {
       let killed = false;
       const timer = setTimeout(() => {
         killed = true;
-        child.kill('SIGKILL');
+        killAll();
       }, 10_000);
       const code = await exited;
       clearTimeout(timer);
       writeFileSync(path.join(dir, 'kamailio.log'), log);
+      killAll(); // a worker left behind by a clean exit too
       return killed ? 'SIGKILL after 10 s' : code;
     },
   };
