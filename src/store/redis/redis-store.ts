@@ -62,7 +62,7 @@ import {
 } from '../validate.js';
 import { HoldLedger } from '../../holds/ledger.js';
 import { checkReassert } from '../reassert.js';
-import { HoldsKeeper } from './holds-keeper.js';
+import { HoldsKeeper, type ReleaseTicket } from './holds-keeper.js';
 import { reassertArgv, reassertResult } from './reassert-args.js';
 import { admitArgv, loneAdmitArgv, type AdmitEnv, type PendingAdmit } from './admit-args.js';
 import { settleAdmissions } from './admit-reply.js';
@@ -505,16 +505,29 @@ export class RedisStore implements Store, OperableStore {
     // soon after a loss, a release that finds nothing leaves a tombstone: the process that admitted
     // the call may not have written it back yet, and must not once this release has landed
     const tomb = req.now === undefined ? this.keeper.tombstoneMs() : '';
-    const send = () =>
-      this.onRecords('release', id, req.direction, [req.now ?? '', id, tomb], req.now, req.signal, (g) => (groups = g));
+    let ticket: ReleaseTicket | undefined;
+    const send = () => {
+      // what it may race (a re-assertion of its call on its way, a loss): then it is sent again
+      if (req.now === undefined) ticket = this.keeper.releaseSent(req.id);
+      return this.onRecords(
+        'release',
+        id,
+        req.direction,
+        [req.now ?? '', id, tomb],
+        req.now,
+        req.signal,
+        (g) => (groups = g),
+      );
+    };
     // after a loss, a release waits until this process's calls are back, so that it finds its call
     const recovered = this.keeper.recovered();
     this.ledger.releasing(req.id, true);
     return (recovered === undefined ? send() : recovered.then(send)).then(
       async ([released, now]) => {
-        // the call ended: this process will not write it again; its records, for a re-send after a loss
+        // the call ended: this process will not write it again; its records, for a re-send after a
+        // loss, and at once when it may have landed between a re-assertion's read and its write
         this.ledger.remove(req.id, req.direction);
-        if (req.now === undefined) this.keeper.released(req.id, groups);
+        if (ticket !== undefined) await this.keeper.releaseDone(req.id, groups, ticket);
         if (this.keys.hashTags && req.direction !== 'out') await this.locators.drop(id);
         return { released, now };
       },
