@@ -10,12 +10,14 @@
  *   its call held: after a sync's read (the release sent while the write waits), and after a loss
  *   (the release on its way when the connection broke, held back by Redis until after the read).
  *   The order is made, not waited for: a store whose re-assertions wait for the test, and
- *   `CLIENT PAUSE WRITE` on the real server.
+ *   `CLIENT PAUSE WRITE` on the real server;
+ * - a decision issued just as the connection breaks waits for the holds to come back.
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import type {
+  AdmitResult,
   HoldsReassertedEvent,
   ReassertRequest,
   ReassertResult,
@@ -172,6 +174,27 @@ describe('holds keeper: releases elsewhere, sync, a loss without reconnect', fun
     for (let i = 0; i < 40 && a.ledger.get('z') !== undefined; i++) await sleep(50);
     expect(a.ledger.get('z')).to.equal(undefined);
     expect(await held(a)).to.equal(0);
+  });
+
+  it('a decision issued as the connection breaks, before the store hears of it, waits for the holds', async () => {
+    const a = ordered(uniquePrefix('keeper-race-admit'));
+    const one = { ...bucket, channels: 1 };
+    expect((await a.admit({ tag, buckets: [one], hold: hold('x') })).admitted).to.equal(true);
+    const admin = newRedisClient(server!);
+    clients.push(admin);
+    const connection = String(await clients[0]!.client('ID'));
+    await admin.flushall(); // Redis lost x's hold: a's connection breaks next
+    let decided: Promise<AdmitResult> | undefined;
+    // y is issued after the socket closed, before ioredis says so: no gate closed yet; it leaves
+    // once the connection is back, which is before x's hold is (the keeper writes it after its INFO)
+    clients[0]!.stream.once('close', () => (decided = a.admit({ tag, buckets: [one], hold: hold('y') })));
+    await admin.client('KILL', 'ID', connection);
+    for (let i = 0; i < 100 && decided === undefined; i++) await sleep(20);
+    expect(decided).to.not.equal(undefined);
+    // it waited for x's hold: refused, as x is still in progress
+    expect((await decided!).admitted).to.equal(false);
+    expect(await held(a)).to.equal(1);
+    expect((await a.release({ id: 'x' })).released).to.equal(1);
   });
 
   it('the periodic sync forgets a call released by another process', async () => {

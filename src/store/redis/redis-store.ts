@@ -181,8 +181,21 @@ export class RedisStore implements Store, OperableStore {
       whenReady: (signal: StopSignal | undefined) => this.conn.notReady(signal) ?? Promise.resolve(),
       unavailable,
     };
-    this.admissions = new Batcher<PendingAdmit>({ ...batching, send: (items) => this.sendAdmissions(items) });
-    this.reservations = new Batcher<PendingReserve>({ ...batching, send: (items) => this.sendReservations(items) });
+    // A decision counting channels waits for its tag's re-assertion after a loss (gateOf): checked
+    // when it is issued, and again as its batch is made, since one issued just before the loss was
+    // seen (queued behind a batch in flight, or waiting for the connection) would otherwise leave
+    // as soon as Redis answers, before the holds are back, and count against too few calls.
+    this.admissions = new Batcher<PendingAdmit>({
+      ...batching,
+      send: (items) => this.sendAdmissions(items),
+      waitFor: (lane, item) => (item.id !== undefined ? this.gateOf(lane) : undefined),
+    });
+    this.reservations = new Batcher<PendingReserve>({
+      ...batching,
+      send: (items) => this.sendReservations(items),
+      waitFor: (lane, item) =>
+        item.id !== '' && item.route.some((c) => c.channels !== undefined) ? this.gateOf(lane) : undefined,
+    });
     this.locators = new CallLocators(this.conn, this.keys, this.virtualTtlMs, () => this.flushPending());
     const deadline = (signal: StopSignal | undefined) => this.offset.deadline(signal);
     this.admitEnv = {
