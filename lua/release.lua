@@ -9,7 +9,8 @@
               beside each record found missing, so that a process writing its holds again
               (reassert.lua) does not bring the call back (releases soon after a loss)
   ARGV[4]     '1': leave the tombstone beside every record, found or not (a release re-sent
-              after a loss), else ''
+              after a loss, or once answered when it may have landed between a re-assertion's
+              read of the ledger and its write: src/store/redis/holds-keeper.ts), else ''
   Reply: { released (the records that still held at now: end > now), now }
 ]]
 --- @include "common"

@@ -5,12 +5,25 @@
  *   (its release is sent again with a tombstone; whichever of the two processes is first);
  * - the periodic sync forgets a call released by another process;
  * - keys lost without a reconnect (FLUSHALL) are seen by the sync (the marker changed) and the
- *   holds come back.
+ *   holds come back;
+ * - a release that lands between a re-assertion's read of the ledger and its write does not leave
+ *   its call held: after a sync's read (the release sent while the write waits), and after a loss
+ *   (the release on its way when the connection broke, held back by Redis until after the read).
+ *   The order is made, not waited for: a store whose re-assertions wait for the test, and
+ *   `CLIENT PAUSE WRITE` on the real server;
+ * - a decision issued just as the connection breaks waits for the holds to come back.
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import type { HoldsReassertedEvent, StoreLossEvent } from '../src/store/types.js';
+import type {
+  AdmitResult,
+  HoldsReassertedEvent,
+  ReassertRequest,
+  ReassertResult,
+  ReleaseResult,
+  StoreLossEvent,
+} from '../src/store/types.js';
 import { peerBucket, peerTag } from '../src/store/keys.js';
 import { uniquePrefix } from './admission/stores.js';
 import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
@@ -19,6 +32,15 @@ import { sleep } from './holds/harness.js';
 const tag = peerTag('k');
 const bucket = { name: peerBucket('k'), limits: [], channels: 10 };
 const hold = (id: string) => ({ id, forUs: 60_000_000 });
+
+/** The real store, whose re-assertions (the keeper's writes, each after its read of the ledger) first await `before`. */
+class OrderedStore extends RedisStore {
+  before?: (req: ReassertRequest) => Promise<void>;
+  override async reassert(req: ReassertRequest): Promise<ReassertResult> {
+    await this.before?.(req);
+    return super.reassert(req);
+  }
+}
 
 describe('holds keeper: releases elsewhere, sync, a loss without reconnect', function () {
   this.timeout(30_000);
@@ -43,6 +65,79 @@ describe('holds keeper: releases elsewhere, sync, a loss without reconnect', fun
   });
   after(async () => {
     await server?.stop();
+  });
+  const ordered = (prefix: string) => {
+    const redis = newRedisClient(server!);
+    clients.push(redis);
+    const s = new OrderedStore({ redis, prefix, holds: { syncMs: 0, graceMs: 300 } });
+    stores.push(s);
+    s.events.on('error', () => undefined);
+    return s;
+  };
+
+  it("a release landing between a sync's read of the ledger and its write: the call stays released", async () => {
+    const a = ordered(uniquePrefix('keeper-race-sync'));
+    for (const id of ['x', 'y'])
+      expect((await a.admit({ tag, buckets: [bucket], hold: hold(id) })).admitted).to.equal(true);
+    await a.writeLedger(); // a sync: a learns the marker
+    await clients[0]!.flushall(); // the keys are lost without a reconnect: the next sync writes them back
+    let reached!: (ids: string[]) => void;
+    const read = new Promise<string[]>((r) => (reached = r));
+    let write!: () => void;
+    const go = new Promise<void>((r) => (write = r));
+    a.before = async (req) => {
+      a.before = undefined;
+      reached(req.calls.map((c) => c.id));
+      await go;
+    };
+    const sync = a.writeLedger();
+    expect(await read).to.deep.equal(['x', 'y']); // read from the ledger; the write waits
+    // x's release lands first: nothing to drop (flushed)
+    expect((await a.release({ id: 'x' })).released).to.equal(0);
+    write();
+    await sync;
+    // the write found x's tombstone (its release was sent again): only y holds
+    expect(await held(a)).to.equal(1);
+    expect(a.ledger.get('x')).to.equal(undefined);
+    expect((await a.release({ id: 'y' })).released).to.equal(1);
+    expect(await held(a)).to.equal(0);
+  });
+
+  it('a release on its way when the connection broke, landing after the re-assertion read: released', async () => {
+    const a = ordered(uniquePrefix('keeper-race-lost'));
+    for (const id of ['x', 'y'])
+      expect((await a.admit({ tag, buckets: [bucket], hold: hold(id) })).admitted).to.equal(true);
+    const admin = newRedisClient(server!);
+    clients.push(admin);
+    const reads: string[][] = [];
+    a.before = async (req) => {
+      reads.push(req.calls.map((c) => c.id));
+    };
+    const reasserted: HoldsReassertedEvent[] = [];
+    a.events.on('holdsReasserted', (e) => reasserted.push(e));
+    const connection = String(await clients[0]!.client('ID'));
+    // writes wait on the server: x's release will be answered only after the keeper's read
+    await admin.call('CLIENT', 'PAUSE', '5000', 'WRITE');
+    let release: Promise<ReleaseResult> | undefined;
+    try {
+      // x is released just as the connection breaks, before the store hears of it: no wait for
+      // the recovery, its command leaves once the connection is back (after the keeper's INFO)
+      clients[0]!.stream.once('close', () => (release = a.release({ id: 'x' })));
+      await admin.client('KILL', 'ID', connection);
+      for (let i = 0; i < 100 && reads.length === 0; i++) await sleep(20);
+    } finally {
+      await admin.call('CLIENT', 'UNPAUSE');
+    }
+    expect(reads[0], 'the keeper read x while its release was on its way').to.deep.equal(['x', 'y']);
+    expect(release).to.not.equal(undefined);
+    expect((await release!).released).to.equal(1);
+    for (let i = 0; i < 100 && reasserted.length === 0; i++) await sleep(20);
+    expect(reasserted.length).to.be.greaterThan(0);
+    // the write brought x back after its release; the release, sent again, dropped it
+    expect(await held(a)).to.equal(1);
+    expect(a.ledger.get('x')).to.equal(undefined);
+    expect((await a.release({ id: 'y' })).released).to.equal(1);
+    expect(await held(a)).to.equal(0);
   });
 
   it('a call released elsewhere just before an empty restart does not come back', async () => {
@@ -79,6 +174,27 @@ describe('holds keeper: releases elsewhere, sync, a loss without reconnect', fun
     for (let i = 0; i < 40 && a.ledger.get('z') !== undefined; i++) await sleep(50);
     expect(a.ledger.get('z')).to.equal(undefined);
     expect(await held(a)).to.equal(0);
+  });
+
+  it('a decision issued as the connection breaks, before the store hears of it, waits for the holds', async () => {
+    const a = ordered(uniquePrefix('keeper-race-admit'));
+    const one = { ...bucket, channels: 1 };
+    expect((await a.admit({ tag, buckets: [one], hold: hold('x') })).admitted).to.equal(true);
+    const admin = newRedisClient(server!);
+    clients.push(admin);
+    const connection = String(await clients[0]!.client('ID'));
+    await admin.flushall(); // Redis lost x's hold: a's connection breaks next
+    let decided: Promise<AdmitResult> | undefined;
+    // y is issued after the socket closed, before ioredis says so: no gate closed yet; it leaves
+    // once the connection is back, which is before x's hold is (the keeper writes it after its INFO)
+    clients[0]!.stream.once('close', () => (decided = a.admit({ tag, buckets: [one], hold: hold('y') })));
+    await admin.client('KILL', 'ID', connection);
+    for (let i = 0; i < 100 && decided === undefined; i++) await sleep(20);
+    expect(decided).to.not.equal(undefined);
+    // it waited for x's hold: refused, as x is still in progress
+    expect((await decided!).admitted).to.equal(false);
+    expect(await held(a)).to.equal(1);
+    expect((await a.release({ id: 'x' })).released).to.equal(1);
   });
 
   it('the periodic sync forgets a call released by another process', async () => {

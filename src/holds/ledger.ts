@@ -33,6 +33,19 @@ export interface LedgerEntry {
   out?: LedgerHold;
   /** A release of the call is on its way: a periodic sync leaves it alone (it would race the release). */
   releasing?: boolean;
+  /**
+   * Re-assertions read with this call from the ledger and not answered yet (holds-keeper.ts): a
+   * release sent meanwhile may land before the write, which would then bring the call back.
+   */
+  asserting?: number;
+}
+
+/** One call of a ledger read (byTag), with its entry (the object, even if the ledger drops it meanwhile). */
+export interface LedgerCall {
+  readonly id: string;
+  readonly direction: 'in' | 'out';
+  readonly hold: LedgerHold;
+  readonly entry: LedgerEntry;
 }
 
 const channelNames = new WeakMap<readonly Bucket[], readonly string[]>();
@@ -93,16 +106,25 @@ export class HoldLedger {
     return this.calls.get(id);
   }
 
+  /** Whether a re-assertion read call `id` and is not answered yet (a release sent now may land first). */
+  asserting(id: string): boolean {
+    return (this.calls.get(id)?.asserting ?? 0) > 0;
+  }
+
+  /** A re-assertion of `calls` is on its way (true) or answered, or never sent (false). */
+  assertingAll(calls: readonly LedgerCall[], on: boolean): void {
+    for (const c of calls) {
+      const n = (c.entry.asserting ?? 0) + (on ? 1 : -1);
+      c.entry.asserting = n > 0 ? n : undefined;
+    }
+  }
+
   /**
    * The calls still holding at `now` (µs), grouped by tag (those that ended are forgotten on the
    * way): `holding` only those holding a channel somewhere.
    */
-  byTag(
-    now: number,
-    holding = true,
-    releasing = true,
-  ): Map<string, { id: string; direction: 'in' | 'out'; hold: LedgerHold }[]> {
-    const tags = new Map<string, { id: string; direction: 'in' | 'out'; hold: LedgerHold }[]>();
+  byTag(now: number, holding = true, releasing = true): Map<string, LedgerCall[]> {
+    const tags = new Map<string, LedgerCall[]>();
     for (const [id, entry] of this.calls) {
       if (!releasing && entry.releasing) continue;
       for (const direction of ['in', 'out'] as const) {
@@ -115,7 +137,7 @@ export class HoldLedger {
         if (holding && holdNames(hold).length === 0) continue;
         let list = tags.get(hold.tag);
         if (list === undefined) tags.set(hold.tag, (list = []));
-        list.push({ id, direction, hold });
+        list.push({ id, direction, hold, entry });
       }
       if (entry.in === undefined && entry.out === undefined) this.calls.delete(id);
     }

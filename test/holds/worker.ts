@@ -15,7 +15,7 @@ import { Cluster, Redis } from 'ioredis';
 import type { CallGateConfigInput } from '../../src/config/types.js';
 import { CallGate } from '../../src/gate.js';
 import type { StorePolicy } from '../../src/admission/admission.js';
-import { RedisStore } from '../../src/store/redis/redis-store.js';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../../src/store/redis/redis-store.js';
 
 export interface HoldsWorkerArgs {
   id: string;
@@ -61,7 +61,9 @@ export interface HoldsWorkerReport {
 const args = JSON.parse(process.argv[2] ?? '{}') as HoldsWorkerArgs;
 const redis = args.cluster
   ? new Cluster(args.cluster, { redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 2_000 } })
-  : new Redis(args.url!, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
+  : // as `callgate serve` makes it: no command queued while Redis is away nor re-sent after a
+    // break (a decision re-sent on reconnect would land before this process's holds are back)
+    new Redis(args.url!, { ...RECOMMENDED_REDIS_OPTIONS, connectTimeout: 2_000 });
 const store = new RedisStore({ redis, prefix: args.prefix });
 const gate = await CallGate.create({
   config: args.config,

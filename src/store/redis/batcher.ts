@@ -35,6 +35,11 @@ export interface BatcherOptions<I> {
   ready(): boolean;
   /** Resolves once a batch can be written, or rejects when the call can wait no longer. */
   whenReady(signal: StopSignal | undefined): Promise<void>;
+  /**
+   * What a call must wait for before it leaves, even on a ready connection (undefined: nothing,
+   * the common case): checked as its batch is made, not only when it was issued.
+   */
+  waitFor?(key: string, item: I): Promise<void> | undefined;
   /** Write one batch (connection ready), settling each of its items; settles once the batch is back. */
   send(items: I[]): Promise<void>;
   /** The error for a call that never left (store-specific wrapping). */
@@ -120,6 +125,14 @@ export class Batcher<I extends Queued> {
     for (const item of items) {
       if (item.signal?.aborted) {
         item.reject(notSent());
+        continue;
+      }
+      const wait = this.opts.waitFor?.(lane.key, item);
+      if (wait !== undefined) {
+        wait.then(
+          () => this.addAgain(lane.key, item),
+          (err: unknown) => item.reject(this.opts.unavailable(err)),
+        );
         continue;
       }
       batch.push(item);

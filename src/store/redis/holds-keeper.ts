@@ -20,10 +20,28 @@
  * Releases of other processes. A release this process sent in the last `recentMs` is sent
  * again after a loss, leaving a tombstone, so that a process re-asserting that call afterwards
  * does not bring it back (and one that did has it dropped again).
+ *
+ * Releases racing a re-assertion. A re-assertion reads its calls from the ledger, then writes
+ * them; a release of one of them that lands in between finds the record (or nothing), drops it,
+ * and the write brings the call back, held until its end. Rather than order the two (which the
+ * store cannot: a release may already be on its way, or waiting for the connection, when the
+ * loss is seen), a release that may have raced a write is sent again once it has landed, leaving
+ * a tombstone (releaseDone). It may have raced one when, from the moment it was sent (after any
+ * wait for the recovery, see recovered()) to the moment it was answered:
+ * - a re-assertion that read its call was not answered yet when it was sent (the ledger's
+ *   `asserting` mark: a sync's read leaves out the calls already being released), or
+ * - a loss was seen (a `lost` read takes the calls being released too, and this process is not
+ *   the only one re-asserting: another process's write may come after this release too).
+ * Any other release cannot race a write of its call: a read after the release was answered no
+ * longer finds the call (the ledger forgets it then), and a write answered before the release
+ * was sent landed before it. And a release sent again leaves its tombstone whatever the order:
+ * a write landed before it is dropped, one landing after it finds the tombstone and skips the
+ * call (lua/reassert.lua), within `tombstoneMs`. So no call is held after its release was
+ * answered, by construction, not by timing. Only such releases pay the second script call.
  */
 import { randomBytes } from 'node:crypto';
 import type { SafeEmitter } from '../../events.js';
-import { holdNames, type HoldLedger, type LedgerHold } from '../../holds/ledger.js';
+import { holdNames, type HoldLedger, type LedgerCall } from '../../holds/ledger.js';
 import { MAX_REASSERT_CALLS } from '../reassert.js';
 import type { ReassertCall, ReassertRequest, ReassertResult, StoreEvents } from '../types.js';
 
@@ -55,6 +73,14 @@ const SECOND_LOOK_MS = 1_000;
 /** Releases kept for sending again after a loss, at most. */
 const MAX_RECENT = 10_000;
 
+/** What a release may have raced, noted when it is sent (HoldsKeeper.releaseSent). */
+export interface ReleaseTicket {
+  /** Losses seen before it was sent. */
+  readonly losses: number;
+  /** A re-assertion of its call was on its way when it was sent. */
+  readonly asserting: boolean;
+}
+
 export class HoldsKeeper {
   /** Per lane (tag, or '' on a single Redis): decisions wait for this while its calls are re-asserted. */
   private readonly gates = new Map<string, Promise<void>>();
@@ -83,6 +109,8 @@ export class HoldsKeeper {
   private closed = false;
   /** When the last loss of the connection was seen (ms), 0: never. */
   private lastLoss = 0;
+  /** Losses of the connection seen so far (a release that spans one is sent again: releaseDone). */
+  private losses = 0;
 
   constructor(private readonly opts: HoldsKeeperOptions) {
     if (opts.syncMs > 0) {
@@ -110,6 +138,7 @@ export class HoldsKeeper {
     if (this.closed) return;
     this.lostPending = true;
     this.lastLoss = Date.now();
+    this.losses++;
     if (this.recovering === undefined) {
       let resolve!: () => void;
       const done = new Promise<void>((r) => (resolve = r));
@@ -150,6 +179,23 @@ export class HoldsKeeper {
    */
   tombstoneMs(): string {
     return this.lastLoss > 0 && Date.now() - this.lastLoss < this.opts.recentMs ? String(this.opts.tombstoneMs) : '';
+  }
+
+  /** A release of call `id` (live time) is being sent now, after any wait for the recovery: what it may race. */
+  releaseSent(id: string): ReleaseTicket {
+    return { losses: this.losses, asserting: this.opts.ledger.asserting(id) };
+  }
+
+  /**
+   * The release of call `id` (live time) was answered, its records were `groups`: kept for a
+   * re-send after a loss, and sent again now, leaving tombstones, when it may have raced a
+   * re-assertion of the call (see the top of this file). A failed re-send is left to the next
+   * loss (the release is among the recent ones then).
+   */
+  async releaseDone(id: string, groups: readonly (readonly string[])[], ticket: ReleaseTicket): Promise<void> {
+    this.released(id, groups);
+    if (!ticket.asserting && ticket.losses === this.losses) return;
+    await this.opts.resend(id, groups).catch(() => undefined);
   }
 
   /** A call was released from this process: its record keys, for a re-send after a loss. */
@@ -215,6 +261,8 @@ export class HoldsKeeper {
     if (mode === 'lost') await this.resendRecent();
     // a sync leaves the calls being released alone; after a loss their releases wait for this run
     const tags = this.opts.ledger.byTag(this.opts.now(), true, mode === 'lost');
+    // read: until its write is answered, a release sent of one of these calls may land first
+    for (const calls of tags.values()) this.opts.ledger.assertingAll(calls, true);
     // on a single Redis one marker serves every tag: read it even when the ledger is empty
     if (!this.opts.hashTags && tags.size === 0) tags.set('in', []);
     let failed: unknown;
@@ -261,11 +309,7 @@ export class HoldsKeeper {
   }
 
   /** Re-assert one tag's calls in batches; the end of its recovery grace (process clock, ms). */
-  private async reassertTag(
-    tag: string,
-    calls: { id: string; direction: 'in' | 'out'; hold: LedgerHold }[],
-    mode: 'lost' | 'sync',
-  ): Promise<number> {
+  private async reassertTag(tag: string, calls: LedgerCall[], mode: 'lost' | 'sync'): Promise<number> {
     // one marker per tag on a Cluster, one for the whole store on a single Redis
     const lane = this.opts.hashTags ? tag : '';
     const known = this.tokens.get(lane) ?? '';
@@ -283,7 +327,7 @@ export class HoldsKeeper {
       for (let i = 0; i < list.length; i += MAX_REASSERT_CALLS)
         batches.push([lost, list.slice(i, i + MAX_REASSERT_CALLS)]);
     if (batches.length === 0) batches.push([mode === 'lost', []]); // the marker alone
-    for (const [lost, batch] of batches) {
+    for (const [i, [lost, batch]] of batches.entries()) {
       const req: ReassertRequest = {
         tag,
         calls: batch.map(
@@ -296,7 +340,15 @@ export class HoldsKeeper {
         processTtlUs: Math.max(3 * this.opts.syncMs, 15_000) * 1000,
         restartGrace: this.moved,
       };
-      const r = await this.opts.reassert(req);
+      let r: ReassertResult;
+      try {
+        r = await this.opts.reassert(req);
+      } catch (err) {
+        // neither this write nor those of the batches after it is on its way (the next run reads again)
+        for (const [, rest] of batches.slice(i)) this.opts.ledger.assertingAll(rest, false);
+        throw err;
+      }
+      this.opts.ledger.assertingAll(batch, false); // answered: a release sent from now on lands after it
       if (known !== '' && r.token !== known) changed = true;
       if (r.markerMissing && known !== '') changed = true;
       this.tokens.set(lane, r.token);

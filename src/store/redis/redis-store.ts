@@ -62,7 +62,7 @@ import {
 } from '../validate.js';
 import { HoldLedger } from '../../holds/ledger.js';
 import { checkReassert } from '../reassert.js';
-import { HoldsKeeper } from './holds-keeper.js';
+import { HoldsKeeper, type ReleaseTicket } from './holds-keeper.js';
 import { reassertArgv, reassertResult } from './reassert-args.js';
 import { admitArgv, loneAdmitArgv, type AdmitEnv, type PendingAdmit } from './admit-args.js';
 import { settleAdmissions } from './admit-reply.js';
@@ -181,8 +181,21 @@ export class RedisStore implements Store, OperableStore {
       whenReady: (signal: StopSignal | undefined) => this.conn.notReady(signal) ?? Promise.resolve(),
       unavailable,
     };
-    this.admissions = new Batcher<PendingAdmit>({ ...batching, send: (items) => this.sendAdmissions(items) });
-    this.reservations = new Batcher<PendingReserve>({ ...batching, send: (items) => this.sendReservations(items) });
+    // A decision counting channels waits for its tag's re-assertion after a loss (gateOf): checked
+    // when it is issued, and again as its batch is made, since one issued just before the loss was
+    // seen (queued behind a batch in flight, or waiting for the connection) would otherwise leave
+    // as soon as Redis answers, before the holds are back, and count against too few calls.
+    this.admissions = new Batcher<PendingAdmit>({
+      ...batching,
+      send: (items) => this.sendAdmissions(items),
+      waitFor: (lane, item) => (item.id !== undefined ? this.gateOf(lane) : undefined),
+    });
+    this.reservations = new Batcher<PendingReserve>({
+      ...batching,
+      send: (items) => this.sendReservations(items),
+      waitFor: (lane, item) =>
+        item.id !== '' && item.route.some((c) => c.channels !== undefined) ? this.gateOf(lane) : undefined,
+    });
     this.locators = new CallLocators(this.conn, this.keys, this.virtualTtlMs, () => this.flushPending());
     const deadline = (signal: StopSignal | undefined) => this.offset.deadline(signal);
     this.admitEnv = {
@@ -505,16 +518,29 @@ export class RedisStore implements Store, OperableStore {
     // soon after a loss, a release that finds nothing leaves a tombstone: the process that admitted
     // the call may not have written it back yet, and must not once this release has landed
     const tomb = req.now === undefined ? this.keeper.tombstoneMs() : '';
-    const send = () =>
-      this.onRecords('release', id, req.direction, [req.now ?? '', id, tomb], req.now, req.signal, (g) => (groups = g));
+    let ticket: ReleaseTicket | undefined;
+    const send = () => {
+      // what it may race (a re-assertion of its call on its way, a loss): then it is sent again
+      if (req.now === undefined) ticket = this.keeper.releaseSent(req.id);
+      return this.onRecords(
+        'release',
+        id,
+        req.direction,
+        [req.now ?? '', id, tomb],
+        req.now,
+        req.signal,
+        (g) => (groups = g),
+      );
+    };
     // after a loss, a release waits until this process's calls are back, so that it finds its call
     const recovered = this.keeper.recovered();
     this.ledger.releasing(req.id, true);
     return (recovered === undefined ? send() : recovered.then(send)).then(
       async ([released, now]) => {
-        // the call ended: this process will not write it again; its records, for a re-send after a loss
+        // the call ended: this process will not write it again; its records, for a re-send after a
+        // loss, and at once when it may have landed between a re-assertion's read and its write
         this.ledger.remove(req.id, req.direction);
-        if (req.now === undefined) this.keeper.released(req.id, groups);
+        if (ticket !== undefined) await this.keeper.releaseDone(req.id, groups, ticket);
         if (this.keys.hashTags && req.direction !== 'out') await this.locators.drop(id);
         return { released, now };
       },
