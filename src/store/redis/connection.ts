@@ -39,6 +39,13 @@ export class RedisConnection {
   /** Commands written into the current cork (see corked()), and the socket corked. */
   private inChunk = 0;
   private chunkStream: Redis['stream'] | undefined;
+  /**
+   * How to fail each command written and not yet answered. With autoResendUnfulfilledCommands
+   * off (RECOMMENDED_REDIS_OPTIONS), ioredis 6 never settles a command that was in flight when
+   * the connection broke if it reconnects at once: a batch lane or the holds keeper waiting on it
+   * would wait for ever. The store fails them itself at the 'close'.
+   */
+  private readonly inFlight = new Set<(err: Error) => void>();
 
   /**
    * The store listens to the client's 'error' event, so ioredis does not print "Unhandled error
@@ -53,6 +60,7 @@ export class RedisConnection {
   private readonly onClose = () => {
     this.opts.lost();
     if (!this.closing) this.report('connection closed');
+    this.dropInFlight();
   };
   private readonly onReady = () => {
     this.lost = this.down = false;
@@ -167,11 +175,36 @@ export class RedisConnection {
   async write(command: string, argv: (string | number)[], batch: boolean): Promise<unknown> {
     const fn = (this.redis as unknown as Record<string, Command>)[command]!;
     try {
-      if (!batch && this.opts.writeChunk > 1 && !this.cluster) return await this.corked(fn, argv);
-      return await fn.apply(this.redis, argv);
+      if (!batch && this.opts.writeChunk > 1 && !this.cluster) return await this.track(this.corked(fn, argv));
+      return await this.track(fn.apply(this.redis, argv));
     } catch (err) {
       throw unavailable(err);
     }
+  }
+
+  /** `reply`, or a StoreUnavailableError when the connection closes before it comes (see inFlight). */
+  track<T>(reply: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const fail = (err: Error) => reject(err);
+      this.inFlight.add(fail);
+      reply.then(
+        (value) => {
+          this.inFlight.delete(fail);
+          resolve(value);
+        },
+        (err: unknown) => {
+          this.inFlight.delete(fail);
+          reject(err);
+        },
+      );
+    });
+  }
+
+  private dropInFlight(): void {
+    if (this.inFlight.size === 0) return;
+    const err = new StoreUnavailableError('Redis connection closed with the command in flight: its outcome is unknown');
+    for (const fail of this.inFlight) fail(err);
+    this.inFlight.clear();
   }
 
   /**

@@ -219,7 +219,7 @@ export class RedisStore implements Store, OperableStore {
       instance: () =>
         isCluster(this.redis)
           ? Promise.resolve('')
-          : this.redis.info('server').then((info) => /run_id:(\w+)/.exec(info)?.[1] ?? ''),
+          : this.conn.track(this.redis.info('server')).then((info) => /run_id:(\w+)/.exec(info)?.[1] ?? ''),
       syncMs: holds.syncMs ?? 5_000,
       graceMs: holds.graceMs ?? 2_000,
       recentMs: holds.recentMs ?? 30_000,
