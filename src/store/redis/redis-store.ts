@@ -11,8 +11,8 @@
  * batches (default 2) are in flight the calls arriving meanwhile wait and leave together, so
  * batches grow with the load; the script decides them one after the other in the order issued, and buckets and
  * carriers many calls share are read and written once per batch instead of once per call. A
- * batch of one call whose buckets are plain sliding logs goes to admit-lone.lua, a script that
- * costs Redis less.
+ * batch of one call whose buckets have sliding-log limits only (with or without channel limits)
+ * goes to admit-lone.lua, a script that costs Redis less.
  */
 import { randomBytes } from 'node:crypto';
 import { Redis, type Cluster } from 'ioredis';
@@ -354,8 +354,8 @@ export class RedisStore implements Store, OperableStore {
   }
 
   /**
-   * One admit script call for a batch (admit-args.ts): admit-lone.lua for a lone call of plain
-   * sliding logs, else admit.lua. A bucket named again with other limits (a reload between two
+   * One admit script call for a batch (admit-args.ts): admit-lone.lua for a lone call of sliding
+   * logs (and channel limits), else admit.lua. A bucket named again with other limits (a reload between two
    * calls) starts a new batch, so every call is checked against its own.
    */
   private sendAdmissions(items: PendingAdmit[]): Promise<void> {
