@@ -51,6 +51,7 @@ import {
   type OpenRow,
   type PairRatios,
   type Workload,
+  LONE_NAMES,
 } from './openloop.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -1009,14 +1010,15 @@ async function main(): Promise<void> {
         );
         printOpenRows(list, log);
         const hand = perRound.get(list.find((r) => r.name.startsWith('hand-rolled'))!.name)!;
-        for (const [label, target] of [
-          ['1 level', 1.5],
-          ['3 levels', 2],
+        for (const [label, levels, target] of [
+          ['1 level', 1, '; target <= 1.5'],
+          ['3 levels', 3, '; target <= 2'],
+          ['3 levels + channels', '3ch', ''],
         ] as const) {
-          const mine = perRound.get(list.find((r) => r.name.includes(label))!.name)!;
+          const mine = perRound.get(LONE_NAMES[levels])!;
           const each = mine.map((x, k) => x / hand[k]!);
           log(
-            `  ${label} / hand-rolled, Redis µs per decision: ${median(each).toFixed(2)} x (rounds ${each.map((x) => x.toFixed(2)).join(', ')}); target <= ${target}`,
+            `  ${label} / hand-rolled, Redis µs per decision: ${median(each).toFixed(2)} x (rounds ${each.map((x) => x.toFixed(2)).join(', ')})${target}`,
           );
         }
         log('');

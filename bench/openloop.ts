@@ -780,6 +780,13 @@ export function median(xs: readonly number[]): number {
  * hand-rolled one-key sliding-log script; the best of `rounds` interleaved rounds, and every
  * round's figure (for paired ratios).
  */
+/** The lone section's callgate rows, per level count. */
+export const LONE_NAMES = {
+  1: 'callgate admit, 1 level x 1 window',
+  3: 'callgate admit, 3 levels x 2 windows',
+  '3ch': 'callgate admit, 3 levels x 2 windows + channels',
+} as const;
+
 export async function loneSection(
   o: SectionOptions,
   handRolled: string,
@@ -830,14 +837,15 @@ export async function loneSection(
     .loneSlidingLog;
   const peer = (i: number) => work.seq[i % work.seq.length]!;
   for (let round = 0; round < rounds; round++) {
-    for (const levels of [1, 3] as const) {
+    for (const levels of [1, 3, '3ch'] as const) {
       const gate = await CallGate.create({
         config: work.config(levels),
         store: new RedisStore({ redis: c, prefix: `lone${levels}:` }),
         timeoutMs: 5000,
         shield: false,
       });
-      await measure(levels === 1 ? 'callgate admit, 1 level x 1 window' : 'callgate admit, 3 levels x 2 windows', (i) =>
+      // with channels: the admission alone (each admitted call holds its channels, none released)
+      await measure(LONE_NAMES[levels], (i) =>
         gate.admit({ callId: `l${round}:${i}`, peer: `peer${peer(i)}`, account: `acct${peer(i) % work.accounts}` }),
       );
       await gate.close();
