@@ -49,8 +49,8 @@
   every count of it: a log below a limit has room without counting.
 
   A lone call (the batch holds one call, the common case under light load) whose buckets have
-  sliding-log limits only, with or without a channel limit, goes to admit-lone.lua instead, a
-  script of its own that decides and writes what this one would. Any other lone call takes the
+  sliding-log limits only goes to a script of its own instead, which decides and writes what
+  this one would: admit-lone.lua without channel limits, admit-lone-held.lua with them. Any other lone call takes the
   same decide() as a batch but keeps no group state: it reads and writes Redis directly, in the
   same commands.
 ]]

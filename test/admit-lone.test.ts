@@ -1,17 +1,23 @@
 /**
- * lua/admit-lone.lua against lua/admit.lua for one call: a lone call whose buckets have
- * sliding-log limits, with or without a channel limit, takes admit-lone.lua; admit.lua decides
- * the same call as a batch of one. The claim: for the same calls, both give the same replies and
- * leave the same keys (logs, holds sets, call records, with the same contents and about the
- * same expiries), with and without hash tags; on Redis TIME the same decisions and the same
- * members. Then, through RedisStore: calls admitted by the lone script are found by a release
- * from another process (with hash tags through their locator), by the holds count, and by the
- * holds keeper once Redis lost them.
+ * lua/admit-lone-held.lua against lua/admit.lua for one call: a lone call whose buckets have
+ * sliding-log limits (or none) and a channel limit takes admit-lone-held.lua (admit-lone.lua
+ * keeps the calls without channels); admit.lua decides the same call as a batch of one. The
+ * claim: for the same calls, both give the same replies and leave the same keys (logs, holds
+ * sets, call records, with the same contents and about the same expiries), with and without hash
+ * tags; on Redis TIME the same decisions and the same members. Then, through RedisStore: calls
+ * admitted by the lone script are found by a release from another process (with hash tags
+ * through their locator), by the holds count, and by the holds keeper once Redis lost them.
  */
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { admitArgv, loneAdmitArgv, type AdmitEnv, type PendingAdmit } from '../src/store/redis/admit-args.js';
+import {
+  admitArgv,
+  heldAdmitArgv,
+  loneAdmitArgv,
+  type AdmitEnv,
+  type PendingAdmit,
+} from '../src/store/redis/admit-args.js';
 import { bucketArgsOf } from '../src/store/redis/bucket-args.js';
 import { KnownLogs } from '../src/store/redis/known-logs.js';
 import { RedisKeys } from '../src/store/redis/redis-keys.js';
@@ -87,7 +93,7 @@ function callsOf(rounds: number, short: boolean): Call[] {
   return calls;
 }
 
-describe('admit-lone.lua decides a lone call with channels as admit.lua does', function () {
+describe('admit-lone-held.lua decides a lone call with channels as admit.lua does', function () {
   this.timeout(30_000);
   let server: RedisServer;
   let raw: Redis;
@@ -126,7 +132,7 @@ describe('admit-lone.lua decides a lone call with channels as admit.lua does', f
     return { env, item };
   }
 
-  const evalScript = (name: 'admit' | 'admit-lone', argv: string[]) =>
+  const evalScript = (name: 'admit' | 'admit-lone-held', argv: string[]) =>
     raw.call('EVAL', scripts()[name].lua, ...argv) as Promise<number[]>;
 
   /** Every key under `prefix`: its name past the prefix, type, contents and PTTL. */
@@ -162,6 +168,16 @@ describe('admit-lone.lua decides a lone call with channels as admit.lua does', f
     expect(strip(a)).to.deep.equal(strip(b));
   }
 
+  it('routing: a call without channels takes admit-lone.lua, one with channels (or a level without limits) admit-lone-held.lua', () => {
+    const { env, item } = setup('R:', false);
+    LEVELS.forEach((list, plan) => {
+      const holds = list.some((b) => (b.channels ?? 0) > 0);
+      const c: Call = holds ? { plan, at: 0, id: 'r', forUs: S } : { plan, at: 0 };
+      expect(loneAdmitArgv(item(c, ''), '', env(false)) === undefined, `plan ${plan}`).to.equal(holds);
+      expect(heldAdmitArgv(item(c, ''), '', env(false)), `plan ${plan}`).to.be.an('array');
+    });
+  });
+
   for (const hashTags of [false, true]) {
     it(`virtual time${hashTags ? ', hash tags' : ''}: the same replies after every call and the same keys, contents and expiries`, async () => {
       const calls = callsOf(6, true);
@@ -170,11 +186,11 @@ describe('admit-lone.lua decides a lone call with channels as admit.lua does', f
       const flags = new Set<string>();
       for (const c of calls) {
         const now = String(T0 + c.at);
-        const a = loneAdmitArgv(lone.item(c, now), '', lone.env(c.late === true));
+        const a = heldAdmitArgv(lone.item(c, now), '', lone.env(c.late === true));
         expect(a, 'the lone layout takes it').to.not.equal(undefined);
         const b = admitArgv([batch.item(c, now)], '', batch.env(c.late === true));
         expect(b).to.be.an('array');
-        const ra = await evalScript('admit-lone', a!);
+        const ra = await evalScript('admit-lone-held', a!);
         const rb = await evalScript('admit', b as string[]);
         expect(ra, `call ${JSON.stringify(c)}`).to.deep.equal(rb);
         flags.add(`${ra[0] === 0 ? 'admitted' : 'refused'}:${ra[3]}`);
@@ -196,9 +212,9 @@ describe('admit-lone.lua decides a lone call with channels as admit.lua does', f
         // a little real time between calls (~0.5 s in all)
         if (c.at - last > 100_000) await sleep(20);
         last = c.at;
-        const a = loneAdmitArgv(lone.item(c, ''), '', lone.env(c.late === true))!;
+        const a = heldAdmitArgv(lone.item(c, ''), '', lone.env(c.late === true))!;
         const b = admitArgv([batch.item(c, '')], '', batch.env(c.late === true)) as string[];
-        const [ra, rb] = await Promise.all([evalScript('admit-lone', a), evalScript('admit', b)]);
+        const [ra, rb] = await Promise.all([evalScript('admit-lone-held', a), evalScript('admit', b)]);
         expect([ra[0], ra[3]], `call ${JSON.stringify(c)}`).to.deep.equal([rb[0], rb[3]]);
         // a retry-after is a time left, measured from each script's own now (a few ms apart)
         expect(Math.abs(ra[1]! - rb[1]!), 'retry-after').to.be.at.most(20_000);
@@ -210,7 +226,7 @@ describe('admit-lone.lua decides a lone call with channels as admit.lua does', f
   }
 });
 
-describe('RedisStore: calls admitted by admit-lone.lua with channels are found by release, holds and the holds keeper', function () {
+describe('RedisStore: calls admitted by admit-lone-held.lua are found by release, holds and the holds keeper', function () {
   this.timeout(30_000);
   let server: RedisServer;
   const clients: Redis[] = [];
@@ -253,7 +269,7 @@ describe('RedisStore: calls admitted by admit-lone.lua with channels are found b
       // the lone script decided them: admit.lua was never loaded on this Redis
       const sha = (lua: string) => raw().script('EXISTS', lua) as Promise<number[]>;
       const shaOf = (lua: string) => createHash('sha1').update(lua).digest('hex');
-      expect(await sha(shaOf(scripts()['admit-lone'].lua))).to.deep.equal([1]);
+      expect(await sha(shaOf(scripts()['admit-lone-held'].lua))).to.deep.equal([1]);
       expect(await sha(shaOf(scripts().admit.lua))).to.deep.equal([0]);
       expect((await a.holds({ tag, name: 'p' })).holds).to.equal(2);
       expect((await b.release({ id: 'x1' })).released).to.equal(1);

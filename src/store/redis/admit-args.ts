@@ -1,6 +1,7 @@
 /**
- * The arguments of an admit script call: a lone call of sliding logs (with or without channel
- * limits) in admit-lone.lua's layout, any other batch in admit.lua's.
+ * The arguments of an admit script call: a lone call of plain sliding logs in admit-lone.lua's
+ * layout, a lone call of sliding logs with channel limits in admit-lone-held.lua's, any other
+ * batch in admit.lua's.
  */
 import type { AdmitResult, StopSignal } from '../types.js';
 import type { Pending } from './batcher.js';
@@ -32,20 +33,54 @@ export interface AdmitEnv {
 
 /**
  * A lone call in admit-lone.lua's layout, when every bucket of it has sliding-log limits only
- * (with or without a channel limit, no ban) and no two of its keys are the same; else undefined
- * (admit.lua's layout). A call with an id (a bucket has a channel limit) names its call record
- * as the last key. Per bucket with a log it sends what this process knows of the log
- * (KnownLogs): the bound of its latest trim, so that the script skips a trim that would remove
- * nothing; and until a reply confirms a write with these buckets' limits, its third argument
- * asks the script to set every log's expiry, since the script otherwise skips the PEXPIRE while
- * the log's expiry, set for the limits of that time, is known to be enough (a reload may have
- * widened a window).
+ * (one key each, all distinct); else undefined (admit.lua's layout). Per bucket it sends what
+ * this process knows of the log (KnownLogs): the bound of its latest trim, so that the script
+ * skips a trim that would remove nothing; and until a reply confirms a write with these
+ * buckets' limits, its third argument asks the script to set every log's expiry, since the
+ * script otherwise skips the PEXPIRE while the log's expiry, set for the limits of that time,
+ * is known to be enough (a reload may have widened a window).
  */
 export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv): string[] | undefined {
   const list = item.buckets;
-  const argv: string[] = [''];
+  const argv: string[] = [num(list.length)];
+  let refresh = false;
   for (const args of list) {
     if (args.lone === undefined) return undefined;
+    const key = args.keys[0]!;
+    for (let k = 1; k < argv.length; k++) if (argv[k] === key) return undefined;
+    argv.push(key);
+  }
+  const at = argv.length;
+  argv.push(
+    item.now === '' ? '0' : String(env.virtualTtlMs),
+    `${env.member()}:1`,
+    '',
+    clock,
+    item.now,
+    env.deadline(item.signal),
+  );
+  for (const args of list) {
+    const bound = env.known.boundOf(args);
+    if (bound === '') refresh = true;
+    argv.push(bound);
+  }
+  if (refresh) argv[at + 2] = '1';
+  for (const args of list) for (const v of args.lone!) argv.push(v);
+  return argv;
+}
+
+/**
+ * A lone call in admit-lone-held.lua's layout, when every bucket of it has sliding-log limits
+ * only or none (with or without a channel limit, no ban) and no two of its keys are the same;
+ * else undefined (admit.lua's layout). Meant for the calls loneAdmitArgv leaves: one with an id
+ * (a bucket has a channel limit) names its call record as the last key. Per bucket with a log
+ * it sends what this process knows of the log, with the third argument, as loneAdmitArgv does.
+ */
+export function heldAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv): string[] | undefined {
+  const list = item.buckets;
+  const argv: string[] = [''];
+  for (const args of list) {
+    if (args.held === undefined) return undefined;
     for (const key of args.keys) {
       for (let k = 1; k < argv.length; k++) if (argv[k] === key) return undefined;
       argv.push(key);
@@ -73,7 +108,7 @@ export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
       if (bound === '') refresh = true;
     }
     argv.push(bound);
-    for (const v of args.lone!) argv.push(v);
+    for (const v of args.held!) argv.push(v);
   }
   if (refresh) argv[at + 2] = '1';
   return argv;
