@@ -14,7 +14,8 @@
  *   - open loop (bench/openloop.ts): lone decisions; fixed-rate arrivals at several rates
  *     (latency from the scheduled time), like with like (shield off / plain RLF, shield on / RLF
  *     inMemoryBlockOnConsumed, 3 levels + channels / plain RLF) beside the driver alone
- *     (--rates, --open-rounds, --open-seconds, --in-flight); group commit against pipelined
+ *     (--rates, --open-rounds, --open-seconds, --in-flight, --open-only g3,rlf,g3s,rlfb,g3ch,driver);
+ *     group commit against pipelined
  *     batches (batching: --batch-rates, --bounds, --batch-rounds); saturation (--sat-rates,
  *     --sat-rounds); and a 10x flood of one peer beside normal traffic.
  * Every run is checked: admitted times are scanned for any window over its limit, and callgate's
@@ -44,6 +45,7 @@ import {
   batchingSection,
   OPEN_DRIVER,
   OPEN_PAIRS,
+  OPEN_SYSTEMS,
   openLoopSection,
   printBatchShares,
   printOpenRows,
@@ -51,6 +53,7 @@ import {
   type OpenRow,
   type PairRatios,
   type Workload,
+  LONE_NAMES,
 } from './openloop.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -115,6 +118,11 @@ const SAT_ROUNDS = Number(opt('sat-rounds', QUICK ? '1' : '2'));
 const SAT_P99_MS = Number(opt('sat-p99-ms', '50'));
 const OPEN_SECONDS = Number(opt('open-seconds', QUICK ? '1' : '2'));
 const OPEN_ROUNDS = Number(opt('open-rounds', QUICK ? '1' : '3'));
+/** The open-loop systems to run (OPEN_SYSTEMS keys, comma-separated; default all). */
+const OPEN_ONLY = argv.includes('--open-only') ? opt('open-only', '').split(',') : undefined;
+for (const key of OPEN_ONLY ?? [])
+  if (!(OPEN_SYSTEMS as readonly string[]).includes(key))
+    throw new Error(`--open-only: unknown system ${key}; one of ${OPEN_SYSTEMS.join(', ')}`);
 const LONE_CALLS = Number(opt('lone-calls', QUICK ? '1000' : '3000'));
 const LONE_ROUNDS = Number(opt('lone-rounds', QUICK ? '1' : '5'));
 const FLOOD_NORMAL = Number(opt('flood-normal', '10000'));
@@ -1009,14 +1017,15 @@ async function main(): Promise<void> {
         );
         printOpenRows(list, log);
         const hand = perRound.get(list.find((r) => r.name.startsWith('hand-rolled'))!.name)!;
-        for (const [label, target] of [
-          ['1 level', 1.5],
-          ['3 levels', 2],
+        for (const [label, levels, target] of [
+          ['1 level', 1, '; target <= 1.5'],
+          ['3 levels', 3, '; target <= 2'],
+          ['3 levels + channels', '3ch', ''],
         ] as const) {
-          const mine = perRound.get(list.find((r) => r.name.includes(label))!.name)!;
+          const mine = perRound.get(LONE_NAMES[levels])!;
           const each = mine.map((x, k) => x / hand[k]!);
           log(
-            `  ${label} / hand-rolled, Redis µs per decision: ${median(each).toFixed(2)} x (rounds ${each.map((x) => x.toFixed(2)).join(', ')}); target <= ${target}`,
+            `  ${label} / hand-rolled, Redis µs per decision: ${median(each).toFixed(2)} x (rounds ${each.map((x) => x.toFixed(2)).join(', ')})${target}`,
           );
         }
         log('');
@@ -1029,7 +1038,7 @@ async function main(): Promise<void> {
         list.find((r) => r.name === OPEN_DRIVER && r.offered === rate)?.p99us ?? NaN;
       if (want('openloop')) {
         const t0 = performance.now();
-        const { rows: list, ratios } = await openLoopSection(o, RATES, OPEN_ROUNDS, MAX_IN_FLIGHT);
+        const { rows: list, ratios } = await openLoopSection(o, RATES, OPEN_ROUNDS, MAX_IN_FLIGHT, OPEN_ONLY);
         open.push(...list);
         log(
           `open loop: calls on a fixed schedule (a setImmediate pump, each call in an immediate of its own), latency from its scheduled time; ${OPEN_SECONDS} s per run; rates ${RATES.join(', ')}/s; ${OPEN_ROUNDS} interleaved rounds, each row its round with the median p99 (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
@@ -1049,7 +1058,8 @@ async function main(): Promise<void> {
           );
         for (const pair of OPEN_PAIRS) {
           for (const rate of RATES) {
-            const r = ratios.get(pair.name)!.get(rate)!;
+            const r = ratios.get(pair.name)?.get(rate);
+            if (r === undefined) continue; // one of the pair not run (--open-only)
             log(
               `  ${pad(pair.name, 40)} at ${lpad(fmtInt(rate), 6)}/s: ${fmtRatios(r)}; target <= ${pair.target.toFixed(1)}; driver p99 ${fmtUs(floorOf(list, rate))} µs`,
             );

@@ -589,6 +589,9 @@ export const OPEN_G3CH = 'callgate 3 levels + channels, 1/2 released';
 export const OPEN_DRIVER = 'driver alone (no decision)';
 
 /** The pairs the targets are judged on: callgate's row, its rival's, and the target. */
+/** The open-loop section's systems, as `--open-only` names them. */
+export const OPEN_SYSTEMS = ['g3', 'rlf', 'g3s', 'rlfb', 'g3ch', 'driver'] as const;
+
 export const OPEN_PAIRS: readonly { name: string; gate: string; rival: string; target: number }[] = [
   { name: '3 levels, shield off / RLF', gate: OPEN_G3, rival: OPEN_RLF, target: 1.0 },
   { name: '3 levels, shield on / RLF inMemoryBlock', gate: OPEN_G3S, rival: OPEN_RLFB, target: 1.0 },
@@ -670,27 +673,37 @@ function pairRatios(rounds: Map<string, OpenRow>[], a: string, b: string): PairR
  * rate-limiter-flexible, the shield on against RLF with inMemoryBlockOnConsumed, three levels
  * with a channel limit at every level (every other call released) against plain RLF, and the
  * driver alone (the floor), all warmed alike; `ratios` per pair (OPEN_PAIRS' name) and rate.
+ * `only`: the systems to run, by their OPEN_SYSTEMS key (undefined: all); a pair's ratios only
+ * when both its systems ran.
  */
 export async function openLoopSection(
   o: SectionOptions,
   rates: number[],
   rounds = 3,
   maxInFlight?: number,
+  only?: readonly string[],
 ): Promise<{ rows: OpenRow[]; ratios: Map<string, Map<number, PairRatios>> }> {
   const admin = await connected(o.url);
   const g = (levels: Levels, shield: boolean) => ({ levels, shield, maxInFlight });
-  const systems = [
-    (rate: number) => gateRun(o, admin, g(3, false), rate, OPEN_G3),
-    (rate: number) => rlfRun(o, admin, rate, false, OPEN_RLF),
-    (rate: number) => gateRun(o, admin, g(3, true), rate, OPEN_G3S),
-    (rate: number) => rlfRun(o, admin, rate, true, OPEN_RLFB),
-    (rate: number) => gateRun(o, admin, g('3ch', false), rate, OPEN_G3CH),
-    (rate: number) => driverRun(o, rate),
+  const all: [key: string, name: string, run: (rate: number) => Promise<OpenRow>][] = [
+    ['g3', OPEN_G3, (rate) => gateRun(o, admin, g(3, false), rate, OPEN_G3)],
+    ['rlf', OPEN_RLF, (rate) => rlfRun(o, admin, rate, false, OPEN_RLF)],
+    ['g3s', OPEN_G3S, (rate) => gateRun(o, admin, g(3, true), rate, OPEN_G3S)],
+    ['rlfb', OPEN_RLFB, (rate) => rlfRun(o, admin, rate, true, OPEN_RLFB)],
+    ['g3ch', OPEN_G3CH, (rate) => gateRun(o, admin, g('3ch', false), rate, OPEN_G3CH)],
+    ['driver', OPEN_DRIVER, (rate) => driverRun(o, rate)],
   ];
-  const { rows, byRound } = await interleaved(systems, rates, rounds);
+  const chosen = all.filter(([key]) => only === undefined || only.includes(key));
+  const ran = new Set(chosen.map(([, name]) => name));
+  const { rows, byRound } = await interleaved(
+    chosen.map(([, , run]) => run),
+    rates,
+    rounds,
+  );
   admin.disconnect();
   const ratios = new Map<string, Map<number, PairRatios>>();
   for (const pair of OPEN_PAIRS) {
+    if (!ran.has(pair.gate) || !ran.has(pair.rival)) continue;
     const m = new Map<number, PairRatios>();
     for (const rate of rates) m.set(rate, pairRatios(byRound.get(rate)!, pair.gate, pair.rival));
     ratios.set(pair.name, m);
@@ -780,6 +793,13 @@ export function median(xs: readonly number[]): number {
  * hand-rolled one-key sliding-log script; the best of `rounds` interleaved rounds, and every
  * round's figure (for paired ratios).
  */
+/** The lone section's callgate rows, per level count. */
+export const LONE_NAMES = {
+  1: 'callgate admit, 1 level x 1 window',
+  3: 'callgate admit, 3 levels x 2 windows',
+  '3ch': 'callgate admit, 3 levels x 2 windows + channels',
+} as const;
+
 export async function loneSection(
   o: SectionOptions,
   handRolled: string,
@@ -830,14 +850,15 @@ export async function loneSection(
     .loneSlidingLog;
   const peer = (i: number) => work.seq[i % work.seq.length]!;
   for (let round = 0; round < rounds; round++) {
-    for (const levels of [1, 3] as const) {
+    for (const levels of [1, 3, '3ch'] as const) {
       const gate = await CallGate.create({
         config: work.config(levels),
         store: new RedisStore({ redis: c, prefix: `lone${levels}:` }),
         timeoutMs: 5000,
         shield: false,
       });
-      await measure(levels === 1 ? 'callgate admit, 1 level x 1 window' : 'callgate admit, 3 levels x 2 windows', (i) =>
+      // with channels: the admission alone (each admitted call holds its channels, none released)
+      await measure(LONE_NAMES[levels], (i) =>
         gate.admit({ callId: `l${round}:${i}`, peer: `peer${peer(i)}`, account: `acct${peer(i) % work.accounts}` }),
       );
       await gate.close();

@@ -48,10 +48,11 @@
   retry-after lookups of a log are kept for the group too. A log's size (ZCARD, O(1)) bounds
   every count of it: a log below a limit has room without counting.
 
-  A lone call (the batch holds one call, the common case under light load) whose buckets are
-  plain sliding logs goes to admit-lone.lua instead, a script of its own. Any other lone call
-  takes the same decide() as a batch but keeps no group state: it reads and writes Redis
-  directly, in the same commands.
+  A lone call (the batch holds one call, the common case under light load) whose buckets have
+  sliding-log limits only goes to a script of its own instead, which decides and writes what
+  this one would: admit-lone.lua without channel limits, admit-lone-held.lua with them. Any other lone call takes the
+  same decide() as a batch but keeps no group state: it reads and writes Redis directly, in the
+  same commands.
 ]]
 --- @include "common"
 --- @include "log"

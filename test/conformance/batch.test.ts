@@ -1,7 +1,7 @@
 /**
  * RedisStore batching of admit() and reserve(): admissions issued in one tick go to Redis as one
  * call of lua/admit.lua per lane (one lane on a single Redis, one per tag with hash tags; a lone
- * call of plain sliding logs as one call of lua/admit-lone.lua),
+ * call of sliding logs as one call of lua/admit-lone.lua, or lua/admit-lone-held.lua with channels),
  * reservations as one call of lua/reserve.lua (one lane: every carrier is on the {out} tag),
  * both cut at maxBatch; other operations flush pending batches first; aborted calls never leave.
  *

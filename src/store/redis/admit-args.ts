@@ -1,6 +1,7 @@
 /**
  * The arguments of an admit script call: a lone call of plain sliding logs in admit-lone.lua's
- * layout, any other batch in admit.lua's.
+ * layout, a lone call of sliding logs with channel limits in admit-lone-held.lua's, any other
+ * batch in admit.lua's.
  */
 import type { AdmitResult, StopSignal } from '../types.js';
 import type { Pending } from './batcher.js';
@@ -65,6 +66,51 @@ export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
   }
   if (refresh) argv[at + 2] = '1';
   for (const args of list) for (const v of args.lone!) argv.push(v);
+  return argv;
+}
+
+/**
+ * A lone call in admit-lone-held.lua's layout, when every bucket of it has sliding-log limits
+ * only or none (with or without a channel limit, no ban) and no two of its keys are the same;
+ * else undefined (admit.lua's layout). Meant for the calls loneAdmitArgv leaves: one with an id
+ * (a bucket has a channel limit) names its call record as the last key. Per bucket with a log
+ * it sends what this process knows of the log, with the third argument, as loneAdmitArgv does.
+ */
+export function heldAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv): string[] | undefined {
+  const list = item.buckets;
+  const argv: string[] = [''];
+  for (const args of list) {
+    if (args.held === undefined) return undefined;
+    for (const key of args.keys) {
+      for (let k = 1; k < argv.length; k++) if (argv[k] === key) return undefined;
+      argv.push(key);
+    }
+  }
+  if (item.id !== undefined) argv.push(env.recordPrefix(list[0]!.tag) + item.id);
+  argv[0] = num(argv.length - 1);
+  const at = argv.length;
+  argv.push(
+    item.now === '' ? '0' : String(env.virtualTtlMs),
+    `${env.member()}:1`,
+    '',
+    clock,
+    item.now,
+    env.deadline(item.signal),
+    item.id ?? '',
+    num(item.forUs),
+    num(list.length),
+  );
+  let refresh = false;
+  for (const args of list) {
+    let bound = '';
+    if (args.retention > 0) {
+      bound = env.known.boundOf(args);
+      if (bound === '') refresh = true;
+    }
+    argv.push(bound);
+    for (const v of args.held!) argv.push(v);
+  }
+  if (refresh) argv[at + 2] = '1';
   return argv;
 }
 

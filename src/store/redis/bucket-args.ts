@@ -24,6 +24,13 @@ export interface BucketArgs {
    * when it has sliding-log limits only and no channel limit; else undefined.
    */
   readonly lone: readonly string[] | undefined;
+  /**
+   * Its part of a lone call with channels (admit-lone-held.lua: m, then L, W per limit, widest
+   * first, then its channel limit N, 0 for none) when its limits are sliding logs only (or none)
+   * and it has no ban; else undefined. Its keys are then its log (when m > 0) and its holds (when
+   * N > 0), in that order.
+   */
+  readonly held: readonly string[] | undefined;
 }
 
 /** The window of a sliding-log limit, 0 for the other algorithms (for ordering). */
@@ -108,12 +115,13 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketA
   }
   const profile = [String(retention), String(channels), String(hoff), String(m), ...limits];
   const profileId = profile.join(' ');
-  const plain =
-    retention > 0 && channels === 0 && ban === undefined && ordered.every((lim) => lim.algorithm === 'sliding-log');
-  const lone = plain
+  const logsOnly = ban === undefined && ordered.every((lim) => lim.algorithm === 'sliding-log');
+  const logArgs = logsOnly
     ? [String(ordered.length), ...ordered.flatMap((lim) => [String(lim.limit), String(lim.windowUs)])]
-    : undefined;
-  return { tag, keys, profile, profileId, retention, id: `${keys.join('\n')}\n${profileId}`, lone };
+    : [];
+  const lone = logsOnly && retention > 0 && channels === 0 ? logArgs : undefined;
+  const held = logsOnly ? [...logArgs, String(channels)] : undefined;
+  return { tag, keys, profile, profileId, retention, id: `${keys.join('\n')}\n${profileId}`, lone, held };
 }
 
 /**

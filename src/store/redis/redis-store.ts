@@ -11,8 +11,8 @@
  * batches (default 2) are in flight the calls arriving meanwhile wait and leave together, so
  * batches grow with the load; the script decides them one after the other in the order issued, and buckets and
  * carriers many calls share are read and written once per batch instead of once per call. A
- * batch of one call whose buckets are plain sliding logs goes to admit-lone.lua, a script that
- * costs Redis less.
+ * batch of one call whose buckets have sliding-log limits only goes to admit-lone.lua (plain
+ * logs) or admit-lone-held.lua (with channel limits), scripts that cost Redis less.
  */
 import { randomBytes } from 'node:crypto';
 import { Redis, type Cluster } from 'ioredis';
@@ -64,7 +64,7 @@ import { HoldLedger } from '../../holds/ledger.js';
 import { checkReassert } from '../reassert.js';
 import { HoldsKeeper, type ReleaseTicket } from './holds-keeper.js';
 import { reassertArgv, reassertResult } from './reassert-args.js';
-import { admitArgv, loneAdmitArgv, type AdmitEnv, type PendingAdmit } from './admit-args.js';
+import { admitArgv, heldAdmitArgv, loneAdmitArgv, type AdmitEnv, type PendingAdmit } from './admit-args.js';
 import { settleAdmissions } from './admit-reply.js';
 import { Batcher, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucket-args.js';
@@ -368,7 +368,7 @@ export class RedisStore implements Store, OperableStore {
 
   /**
    * One admit script call for a batch (admit-args.ts): admit-lone.lua for a lone call of plain
-   * sliding logs, else admit.lua. A bucket named again with other limits (a reload between two
+   * sliding logs, admit-lone-held.lua for one with channel limits, else admit.lua. A bucket named again with other limits (a reload between two
    * calls) starts a new batch, so every call is checked against its own.
    */
   private sendAdmissions(items: PendingAdmit[]): Promise<void> {
@@ -377,6 +377,8 @@ export class RedisStore implements Store, OperableStore {
     if (items.length === 1) {
       const lone = loneAdmitArgv(items[0]!, clock, this.admitEnv);
       if (lone !== undefined) return this.writeBatch('admit-lone', lone, items, settle);
+      const held = heldAdmitArgv(items[0]!, clock, this.admitEnv);
+      if (held !== undefined) return this.writeBatch('admit-lone-held', held, items, settle);
     }
     const argv = admitArgv(items, clock, this.admitEnv);
     if (typeof argv !== 'number') return this.writeBatch('admit', argv, items, settle);

@@ -12,6 +12,7 @@ import { packageRoot } from '../../package-root.js';
 export type ScriptName =
   | 'admit'
   | 'admit-lone'
+  | 'admit-lone-held'
   | 'record'
   | 'count'
   | 'reserve'
@@ -37,7 +38,7 @@ function load(dir: string, name: ScriptName): Script {
     );
   const lua = inline(readFileSync(join(dir, `${name}.lua`), 'utf8'));
   const hash = createHash('sha1').update(lua).digest('hex').slice(0, 8);
-  return { command: `callgate_${name.replace('-', '_')}_${hash}`, lua };
+  return { command: `callgate_${name.replaceAll('-', '_')}_${hash}`, lua };
 }
 
 let loaded: Readonly<Record<ScriptName, Script>> | undefined;
@@ -49,6 +50,7 @@ export function scripts(): Readonly<Record<ScriptName, Script>> {
   return (loaded = {
     admit: load(dir, 'admit'),
     'admit-lone': load(dir, 'admit-lone'),
+    'admit-lone-held': load(dir, 'admit-lone-held'),
     record: load(dir, 'record'),
     count: load(dir, 'count'),
     reserve: load(dir, 'reserve'),

@@ -1,0 +1,177 @@
+--[[
+  admit-lone-held: decide one call whose buckets have sliding-log limits only (and no ban), one
+  of them at least with a channel limit or without any limit: a batch of one such call, the
+  common case under light load when calls hold channels. admit-lone.lua's counterpart for calls
+  with channels (that script keeps the layout of plain logs, every argument of which costs it):
+  the rule, the keys written and the reply are admit.lua's for that batch; the layout is
+  shorter, and the script defines only the three functions of includes/log.lua. Redis runs a
+  script's whole body on every call, making each function it defines anew: admit.lua's batch
+  machinery (its closures, and the garbage they leave) cost more than twice this decision
+  (callgrind, three levels with channels), so this script reads Redis TIME itself and writes
+  the holds and the call record in line (what includes/channels.lua does for admit.lua).
+
+  KEYS          per bucket q, in check order: its log when it has sliding-log limits (members =
+                event ids, scores = µs), then its holds when it has a channel limit (members =
+                call ids, scores = hold ends, µs); then, when the call carries an id (ARGV[7]),
+                its call record last, <base>call:in:<id> (includes/channels.lua). All distinct.
+  ARGV[1]       ttl floor, ms, when now is given (virtual clocks: keys must outlive real time);
+                calls on Redis TIME use no floor
+  ARGV[2]       the call's event id (its member in every log)
+  ARGV[3]       '1': set every log's expiry (the caller does not know it was set for these
+                limits: see includes/log.lua, logWrite), else ''
+  ARGV[4]       '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
+  ARGV[5]       now, µs since the epoch (integer; '' = Redis TIME)
+  ARGV[6]       deadline, µs in Redis time ('' = none)
+  ARGV[7]       the call's id (key-safe) when a bucket has a channel limit, else ''
+  ARGV[8]       with an id: how long the call holds its channels once admitted, µs (0: none)
+  ARGV[9]       n, the number of buckets
+  ARGV[10..]    per bucket q: the bound of the latest trim of its log the caller knows of ('' =
+                none: the caller saw an admit on Redis TIME trim it there), m (0: no log), then
+                m pairs L (events), W (µs), widest window first (the first W is the log's
+                retention r), then N, its channel limit (0: none)
+
+  Semantics at time t (normative: src/store/types.ts):
+    sliding-log   n = #{s : t - W < s <= t}; room iff n < L
+    channels N    holds with an end after t < N (checked after the bucket's rate limits)
+    the call is admitted iff every limit of every bucket has room, and then recorded in every
+    log at t and, holding for h > 0, in every holds set until t + h, with its call record; a
+    call whose record still holds at t (end > t) is admitted again, counted nowhere; a call
+    whose deadline has passed (Redis TIME >= deadline) is skipped: decided nowhere
+  Reply: four integers (exact below 2^53): limitedBy (0: admitted; else the 1-based position of
+         the first bucket without room), retryAfterUs (0 when admitted; else the max over
+         failing rate limits of the wait until room), now (µs), flags (0; 1: refused by
+         channels, not rate; 2: a repeated admit of a call still holding; 4: skipped, past its
+         deadline); then, when asked (ARGV[4]), Redis TIME (µs)
+
+  Logs are written as admit-lone.lua writes them (includes/log.lua, logWrite: on Redis TIME a
+  rounded trim, skipped when known, and the PEXPIRE only when needed; with now given the exact
+  trim and the expiry always); holds and records as admit.lua writes them.
+]]
+--- @include "log"
+
+-- globals as locals: each lookup is a table access per use
+local call, tn, argv, keys, fmt = redis.call, tonumber, ARGV, KEYS, string.format
+local now, deadline, id = argv[5], argv[6], argv[7]
+local live = now == '' -- on Redis TIME: rounded trims, the PEXPIRE only when needed (above)
+local clock -- Redis TIME (µs), read at most once
+if live or deadline ~= '' or argv[4] == '1' then
+  local c = call('TIME')
+  clock = tn(c[1]) * 1000000 + tn(c[2])
+end
+local t, floorMs = clock, 0
+if not live then
+  t, floorMs = tn(now), tn(argv[1])
+end
+local reply
+if deadline ~= '' and clock >= tn(deadline) then
+  reply = { 0, 0, t, 4 } -- decided nowhere
+else
+  local ts = fmt('%d', t)
+  local record -- the call record's key (a call with an id)
+  local holding = false
+  if id ~= '' then
+    record = keys[#keys]
+    local v = call('GET', record)
+    holding = v and tn(string.match(v, '^%d+')) > t
+  end
+  if holding then
+    reply = { 0, 0, t, 2 } -- its record still holds: admitted again, counted nowhere
+  else
+    local limitedBy, retry, flags = 0, 0, 0
+    -- per bucket q: [q] its log's key index (nil: none), [-q] its holds' key index (nil: none)
+    local at = {}
+    -- per log key index k: [k] its retention r, [-k] its size (0: new), and its known trim bound
+    local logs, known = {}, {}
+    local k = 0
+    local a = 10
+    for q = 1, tn(argv[9]) do
+      local m = tn(argv[a + 1])
+      local last = a + 1 + 2 * m
+      if m > 0 then
+        k = k + 1
+        local key = keys[k]
+        at[q], known[k] = k, argv[a]
+        -- no window holds more events than the whole log (O(1) to read), nor than a wider
+        -- window: below L, either proves room without counting (the common case, far from limits)
+        local wider = call('ZCARD', key)
+        logs[k], logs[-k] = tn(argv[a + 3]), wider
+        for j = a + 2, last, 2 do
+          local L = tn(argv[j])
+          if wider >= L then
+            local W = tn(argv[j + 1])
+            -- already refused for at least W: this limit can change neither the refusal nor its wait
+            if retry < W then
+              local count, from = logCount(key, t, ts, W)
+              wider = count
+              if count >= L then
+                local wait = logWait(key, from, ts, count - L, W, t)
+                if wait > 0 then
+                  if limitedBy == 0 then
+                    limitedBy = q
+                  end
+                  if wait > retry then
+                    retry = wait
+                  end
+                end
+              end
+            end
+          end
+        end
+      end
+      local N = tn(argv[last + 1])
+      if N > 0 then
+        k = k + 1
+        at[-q] = k
+        -- then its channels (holds with an end after t); past the first bucket without room
+        -- they change nothing
+        if limitedBy == 0 and call('ZCOUNT', keys[k], '(' .. ts, '+inf') >= N then
+          limitedBy, flags = q, 1
+        end
+      end
+      a = last + 2
+    end
+    if limitedBy == 0 then
+      local member, refresh = argv[2], argv[3] == '1'
+      -- a call holding for h > 0: a channel in every bucket with a channel limit, until e
+      local h = id ~= '' and tn(argv[8]) or 0
+      local es, px, parts, from
+      if h > 0 then
+        es = fmt('%d', t + h)
+        -- includes/common.lua's ttlMs(h, floorMs), spelled out
+        local ms = math.ceil(h / 1000) + 1
+        if ms < floorMs then
+          ms = floorMs
+        end
+        px = ms
+        -- the record names each holds set by its key past the record's base (#'call:in:' = 8)
+        parts, from = { es }, #record - #id - 7
+      end
+      for q = 1, tn(argv[9]) do
+        local lk = at[q]
+        if lk ~= nil then
+          local kn = known[lk]
+          logWrite(keys[lk], t, logs[lk], live, kn, refresh or logs[-lk] == 0, floorMs, ts, member)
+        end
+        local hk = at[-q]
+        if hk ~= nil and h > 0 then
+          -- includes/channels.lua: writeHolds and keepUntil, for one hold
+          local key = keys[hk]
+          call('ZREMRANGEBYSCORE', key, '-inf', ts)
+          call('ZADD', key, es, id)
+          if call('PTTL', key) < px then
+            call('PEXPIRE', key, fmt('%d', px))
+          end
+          parts[#parts + 1] = string.sub(key, from)
+        end
+      end
+      if h > 0 then
+        call('SET', record, table.concat(parts, ' '), 'PX', fmt('%d', px))
+      end
+    end
+    reply = { limitedBy, retry, t, flags }
+  end
+end
+if argv[4] == '1' then
+  reply[5] = clock
+end
+return reply
