@@ -4,7 +4,7 @@
   common case under light load when calls hold channels. admit-lone.lua's counterpart for calls
   with channels (that script keeps the layout of plain logs, every argument of which costs it):
   the rule, the keys written and the reply are admit.lua's for that batch; the layout is
-  shorter, and the script defines only the three functions of includes/log.lua. Redis runs a
+  shorter, and the script defines only the four functions of includes/log.lua. Redis runs a
   script's whole body on every call, making each function it defines anew: admit.lua's batch
   machinery (its closures, and the garbage they leave) cost more than twice this decision
   (callgrind, three levels with channels), so this script reads Redis TIME itself and writes
@@ -91,31 +91,13 @@ else
         k = k + 1
         local key = keys[k]
         at[q], known[k] = k, argv[a]
-        -- no window holds more events than the whole log (O(1) to read), nor than a wider
-        -- window: below L, either proves room without counting (the common case, far from limits)
+        -- the log's size (O(1) to read) bounds every window's count (logLimits)
         local wider = call('ZCARD', key)
         logs[k], logs[-k] = tn(argv[a + 3]), wider
-        for j = a + 2, last, 2 do
-          local L = tn(argv[j])
-          if wider >= L then
-            local W = tn(argv[j + 1])
-            -- already refused for at least W: this limit can change neither the refusal nor its wait
-            if retry < W then
-              local count, from = logCount(key, t, ts, W)
-              wider = count
-              if count >= L then
-                local wait = logWait(key, from, ts, count - L, W, t)
-                if wait > 0 then
-                  if limitedBy == 0 then
-                    limitedBy = q
-                  end
-                  if wait > retry then
-                    retry = wait
-                  end
-                end
-              end
-            end
-          end
+        local refused
+        refused, retry = logLimits(key, t, ts, a + 2, last, wider, retry)
+        if refused and limitedBy == 0 then
+          limitedBy = q
         end
       end
       local N = tn(argv[last + 1])

@@ -2,7 +2,7 @@
   admit-lone: decide one call whose buckets are plain sliding logs (sliding-log limits only, no
   channel limit): a batch of one such call, the common case under light load. The rule and the
   reply are admit.lua's for that batch; the layout is shorter, and the script defines only the
-  three functions of includes/log.lua. Redis runs a script's whole body on every call, making
+  four functions of includes/log.lua. Redis runs a script's whole body on every call, making
   each function it defines anew: admit.lua's batch machinery (its closures, and the garbage they
   leave) would cost more than this decision, and including common.lua as well made a lone
   decision cost 15% more Redis instructions (callgrind), so this script reads Redis TIME itself.
@@ -66,31 +66,13 @@ else
   for q = 1, n do
     local key = KEYS[q]
     local last = a + 2 * tn(argv[a])
-    -- no window holds more events than the whole log (O(1) to read), nor than a wider window:
-    -- below L, either proves room without counting (the common case, far from limits)
+    -- the log's size (O(1) to read) bounds every window's count (logLimits)
     local wider = call('ZCARD', key)
     logs[q], logs[-q] = tn(argv[a + 2]), wider
-    for j = a + 1, last, 2 do
-      local L = tn(argv[j])
-      if wider >= L then
-        local W = tn(argv[j + 1])
-        -- already refused for at least W: this limit can change neither the refusal nor its wait
-        if retry < W then
-          local count, from = logCount(key, t, ts, W)
-          wider = count
-          if count >= L then
-            local wait = logWait(key, from, ts, count - L, W, t)
-            if wait > 0 then
-              if limitedBy == 0 then
-                limitedBy = q
-              end
-              if wait > retry then
-                retry = wait
-              end
-            end
-          end
-        end
-      end
+    local refused
+    refused, retry = logLimits(key, t, ts, a + 1, last, wider, retry)
+    if refused and limitedBy == 0 then
+      limitedBy = q
     end
     a = last + 1
   end

@@ -1,4 +1,4 @@
--- Sliding logs, shared by admit-lone, admit, record, count and inspect. A log is a sorted set of
+-- Sliding logs, shared by admit-lone, admit-lone-held, admit, record, count and inspect. A log is a sorted set of
 -- events (members = event ids, scores = µs); a limit (L, W) at t sees the events of the window
 -- (t - W, t], and the log keeps those of its retention r, the widest window of its limits.
 -- This include needs no other (admit-lone.lua includes it alone): Redis runs a script's whole
@@ -20,6 +20,36 @@ end
 local function logWait(key, from, ts, i, W, t)
   local s = redis.call('ZRANGEBYSCORE', key, from, ts, 'WITHSCORES', 'LIMIT', string.format('%d', i), '1')[2]
   return tonumber(s) + W - t
+end
+
+-- Check log `key` at t against its limits (L, W) in ARGV[first], ARGV[first + 1], ... up to
+-- ARGV[last - 1], ARGV[last], widest window first; `wider`: the log's size (ZCARD), `retry`: the
+-- longest wait found so far. Returns whether a limit refuses (a wait > 0) and the new longest
+-- wait. Below L, a wider window's count (or the log's size) proves room without counting: the
+-- common case, far from limits; a limit no longer than the wait already found can change
+-- neither the refusal nor its wait, so it is not counted.
+local function logLimits(key, t, ts, first, last, wider, retry)
+  local refused = false
+  for j = first, last, 2 do
+    local L = tonumber(ARGV[j])
+    if wider >= L then
+      local W = tonumber(ARGV[j + 1])
+      if retry < W then
+        local count, from = logCount(key, t, ts, W)
+        wider = count
+        if count >= L then
+          local wait = logWait(key, from, ts, count - L, W, t)
+          if wait > 0 then
+            refused = true
+            if wait > retry then
+              retry = wait
+            end
+          end
+        end
+      end
+    end
+  end
+  return refused, retry
 end
 
 -- Add events (score, member, ...) at t to log `key` of retention r: first drop those no limit
