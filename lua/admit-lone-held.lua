@@ -4,7 +4,7 @@
   common case under light load when calls hold channels. admit-lone.lua's counterpart for calls
   with channels (that script keeps the layout of plain logs, every argument of which costs it):
   the rule, the keys written and the reply are admit.lua's for that batch; the layout is
-  shorter, and the script defines only the four functions of includes/log.lua. Redis runs a
+  shorter, and the script defines only the four functions of includes/log.lua and loneTime. Redis runs a
   script's whole body on every call, making each function it defines anew: admit.lua's batch
   machinery (its closures, and the garbage they leave) cost more than twice this decision
   (callgrind, three levels with channels), so this script reads Redis TIME itself and writes
@@ -48,22 +48,14 @@
   trim and the expiry always); holds and records as admit.lua writes them.
 ]]
 --- @include "log"
+--- @include "lone-time"
 
 -- globals as locals: each lookup is a table access per use
 local call, tn, argv, keys, fmt = redis.call, tonumber, ARGV, KEYS, string.format
-local now, deadline, id = argv[5], argv[6], argv[7]
-local live = now == '' -- on Redis TIME: rounded trims, the PEXPIRE only when needed (above)
-local clock -- Redis TIME (µs), read at most once
-if live or deadline ~= '' or argv[4] == '1' then
-  local c = call('TIME')
-  clock = tn(c[1]) * 1000000 + tn(c[2])
-end
-local t, floorMs = clock, 0
-if not live then
-  t, floorMs = tn(now), tn(argv[1])
-end
+local id = argv[7]
+local live, clock, t, floorMs, expired = loneTime()
 local reply
-if deadline ~= '' and clock >= tn(deadline) then
+if expired then
   reply = { 0, 0, t, 4 } -- decided nowhere
 else
   local ts = fmt('%d', t)

@@ -2,7 +2,7 @@
   admit-lone: decide one call whose buckets are plain sliding logs (sliding-log limits only, no
   channel limit): a batch of one such call, the common case under light load. The rule and the
   reply are admit.lua's for that batch; the layout is shorter, and the script defines only the
-  four functions of includes/log.lua. Redis runs a script's whole body on every call, making
+  four functions of includes/log.lua and loneTime. Redis runs a script's whole body on every call, making
   each function it defines anew: admit.lua's batch machinery (its closures, and the garbage they
   leave) would cost more than this decision, and including common.lua as well made a lone
   decision cost 15% more Redis instructions (callgrind), so this script reads Redis TIME itself.
@@ -39,22 +39,13 @@
   every other write does, and always sets the expiry.
 ]]
 --- @include "log"
+--- @include "lone-time"
 
 -- globals as locals: each lookup is a table access per use
 local call, tn, argv = redis.call, tonumber, ARGV
-local now, deadline = argv[5], argv[6]
-local live = now == '' -- on Redis TIME: rounded trims, the PEXPIRE only when needed (above)
-local clock -- Redis TIME (µs), read at most once
-if live or deadline ~= '' or argv[4] == '1' then
-  local c = call('TIME')
-  clock = tn(c[1]) * 1000000 + tn(c[2])
-end
-local t, floorMs = clock, 0
-if not live then
-  t, floorMs = tn(now), tn(argv[1])
-end
+local live, clock, t, floorMs, expired = loneTime()
 local reply
-if deadline ~= '' and clock >= tn(deadline) then
+if expired then
   reply = { 0, 0, t, 4 } -- decided nowhere
 else
   local ts = string.format('%d', t)
