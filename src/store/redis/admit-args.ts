@@ -51,14 +51,7 @@ export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
     argv.push(key);
   }
   const at = argv.length;
-  argv.push(
-    item.now === '' ? '0' : String(env.virtualTtlMs),
-    `${env.member()}:1`,
-    '',
-    clock,
-    item.now,
-    env.deadline(item.signal),
-  );
+  pushLoneHead(argv, item, clock, env);
   for (const args of list) {
     const bound = env.known.boundOf(args);
     if (bound === '') refresh = true;
@@ -89,17 +82,8 @@ export function heldAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
   if (item.id !== undefined) argv.push(env.recordPrefix(list[0]!.tag) + item.id);
   argv[0] = num(argv.length - 1);
   const at = argv.length;
-  argv.push(
-    item.now === '' ? '0' : String(env.virtualTtlMs),
-    `${env.member()}:1`,
-    '',
-    clock,
-    item.now,
-    env.deadline(item.signal),
-    item.id ?? '',
-    num(item.forUs),
-    num(list.length),
-  );
+  pushLoneHead(argv, item, clock, env);
+  argv.push(item.id ?? '', num(item.forUs), num(list.length));
   let refresh = false;
   for (const args of list) {
     let bound = '';
@@ -112,6 +96,21 @@ export function heldAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
   }
   if (refresh) argv[at + 2] = '1';
   return argv;
+}
+
+/**
+ * ARGV[1..6] of both lone layouts: the ttl floor (virtual clocks), the call's event id, the
+ * refresh flag ('' until a bucket's log turns out unknown), Redis TIME asked, now, the deadline.
+ */
+function pushLoneHead(argv: string[], item: PendingAdmit, clock: string, env: AdmitEnv): void {
+  argv.push(
+    item.now === '' ? '0' : String(env.virtualTtlMs),
+    `${env.member()}:1`,
+    '',
+    clock,
+    item.now,
+    env.deadline(item.signal),
+  );
 }
 
 /**
