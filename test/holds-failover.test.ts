@@ -43,7 +43,7 @@ describe('holds come back: failover to a replica that missed writes', function (
     check = proxy = primary = replica = undefined;
   };
 
-  it('calls in progress stay within limits; no release is lost; nothing stays held', async function () {
+  it('calls in progress stay within limits; no release is lost; nothing stays held', async () => {
     await cleanUp();
     primary = await startRedisServer();
     replica = await startRedisServer({ args: ['--replicaof', primary.host, String(primary.port)] });
