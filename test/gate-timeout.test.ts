@@ -1,14 +1,14 @@
 /**
  * One default bound on a decision's store call, for admission and dispatch alike (500 ms):
  * against a Redis that answers nothing (CLIENT PAUSE), both end by the policy after 500 ms.
- * And an admission Redis made before the deadline but whose answer was read after it (the
- * policy refused the call) holds no channel afterwards.
+ * And an admission or a reservation Redis made before the deadline but whose answer was read
+ * after it (the policy refused the call, the dispatch failed) holds no channel afterwards.
  */
 import { expect } from 'chai';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
-import { peerBucket, peerTag } from '../src/store/keys.js';
+import { carrierName, OUTBOUND_TAG, peerBucket, peerTag } from '../src/store/keys.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { uniquePrefix } from './admission/stores.js';
 import { newRedisClient, rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
@@ -74,6 +74,30 @@ describe('CallGate: the default decision timeout', function () {
     });
     expect(await decided).to.include({ admitted: false, limitedBy: 'store-unavailable', degraded: 'fail-closed' });
     // the caller was told no: the store's late yes is taken back, nothing holds
+    let n = -1;
+    for (let i = 0; i < 50 && n !== 0; i++) {
+      n = await held();
+      if (n !== 0) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(n).to.equal(0);
+    await gate.close();
+  });
+
+  it('a reservation answered after the deadline, the dispatch failed, holds no carrier channel', async () => {
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('timeout-late-out'), holds: { syncMs: 0 } });
+    const gate = await CallGate.create({
+      config: { outbound: { carriers: { A: { cps: 1000, channels: 5 } } } },
+      store,
+      timeoutMs: 100,
+    });
+    const held = () => store.holds({ tag: OUTBOUND_TAG, name: carrierName('A') }).then((r) => r.holds);
+    expect(await held()).to.equal(0); // connection warm
+    const dispatched = gate.dispatch({ callId: 'late-out', route: ['A'] });
+    setImmediate(() => {
+      const until = performance.now() + 300;
+      while (performance.now() < until);
+    });
+    expect(await dispatched).to.include({ outcome: 'failed', reason: 'store-unavailable' });
     let n = -1;
     for (let i = 0; i < 50 && n !== 0; i++) {
       n = await held();
