@@ -83,6 +83,31 @@ describe('CallGate: the default decision timeout', function () {
     await gate.close();
   });
 
+  it('a retry of that admission issued at once keeps the channel its first attempt took', async () => {
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('timeout-retry'), holds: { syncMs: 0 } });
+    const gate = await CallGate.create({
+      config: { inbound: { peers: { p: [{ channels: 5 }] } } },
+      store,
+      timeoutMs: 100,
+    });
+    const held = () => store.holds({ tag: peerTag('p'), name: peerBucket('p') }).then((r) => r.holds);
+    expect(await held()).to.equal(0); // connection warm
+    const first = gate.admit({ callId: 'again', peer: 'p' });
+    setImmediate(() => {
+      const until = performance.now() + 300;
+      while (performance.now() < until);
+    });
+    expect(await first).to.include({ admitted: false, degraded: 'fail-closed' });
+    // issued before the first attempt's late answer is read: Redis finds the call there
+    const retry = await gate.admit({ callId: 'again', peer: 'p' });
+    expect(retry).to.include({ admitted: true, duplicate: true });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await held()).to.equal(1); // not taken back: the retry holds it
+    expect(await gate.release('again')).to.equal('released');
+    expect(await held()).to.equal(0);
+    await gate.close();
+  });
+
   it('a reservation answered after the deadline, the dispatch failed, holds no carrier channel', async () => {
     const store = new RedisStore({ redis: client, prefix: uniquePrefix('timeout-late-out'), holds: { syncMs: 0 } });
     const gate = await CallGate.create({

@@ -279,6 +279,10 @@ export class Admission {
       const takeBack = () => {
         if (!late.admitted || late.refused !== true) return;
         late.admitted = false;
+        // a decision of the same id issued since (a retry: this one has ended, its entry is gone)
+        // was sent before this answer was read and found the call there (a duplicate): it is
+        // that decision's call now
+        if (this.deciding.get(input.callId) !== undefined) return;
         this.store
           .release({ id: input.callId, direction: 'in', now: at })
           .catch((err: unknown) => this.events.safeEmit('error', err as Error));

@@ -411,6 +411,9 @@ export class Dispatcher {
       reserved.then(
         (r) => {
           if (signal?.aborted !== true || r.index < 0) return;
+          // a dispatch of the same id since (a retry: this one has ended) was sent before this
+          // answer was read and holds the channel now
+          if (this.calls.has(input.callId)) return;
           this.store
             .release({ id: input.callId, direction: 'out', now })
             .catch((err: unknown) => this.events.safeEmit('error', err as Error));
