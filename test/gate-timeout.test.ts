@@ -1,11 +1,14 @@
 /**
  * One default bound on a decision's store call, for admission and dispatch alike (500 ms):
  * against a Redis that answers nothing (CLIENT PAUSE), both end by the policy after 500 ms.
+ * And an admission or a reservation Redis made before the deadline but whose answer was read
+ * after it (the policy refused the call, the dispatch failed) holds no channel afterwards.
  */
 import { expect } from 'chai';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
+import { carrierName, OUTBOUND_TAG, peerBucket, peerTag } from '../src/store/keys.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { uniquePrefix } from './admission/stores.js';
 import { newRedisClient, rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
@@ -50,6 +53,82 @@ describe('CallGate: the default decision timeout', function () {
     expect(r.x.error?.message).to.equal('store did not answer within 500 ms');
     // both bounded by the same 500 ms (the pause lasts 1.5 s); generous slack for a loaded machine
     for (const ms of [d.ms, r.ms]) expect(ms).to.be.within(490, 1_400);
+    await gate.close();
+  });
+
+  it('an admission answered after the deadline and refused by the policy holds no channel', async () => {
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('timeout-late'), holds: { syncMs: 0 } });
+    const gate = await CallGate.create({
+      config: { inbound: { peers: { p: [{ channels: 5 }] } } },
+      store,
+      timeoutMs: 100,
+    });
+    const held = () => store.holds({ tag: peerTag('p'), name: peerBucket('p') }).then((r) => r.holds);
+    expect(await held()).to.equal(0); // connection warm
+    // once the admission has left, the process is held past its deadline: Redis runs it at once
+    // (admitted, well before the deadline), and the timer fires before the answer is read
+    const decided = gate.admit({ callId: 'late', peer: 'p' });
+    setImmediate(() => {
+      const until = performance.now() + 300;
+      while (performance.now() < until);
+    });
+    expect(await decided).to.include({ admitted: false, limitedBy: 'store-unavailable', degraded: 'fail-closed' });
+    // the caller was told no: the store's late yes is taken back, nothing holds
+    let n = -1;
+    for (let i = 0; i < 50 && n !== 0; i++) {
+      n = await held();
+      if (n !== 0) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(n).to.equal(0);
+    await gate.close();
+  });
+
+  it('a retry of that admission issued at once keeps the channel its first attempt took', async () => {
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('timeout-retry'), holds: { syncMs: 0 } });
+    const gate = await CallGate.create({
+      config: { inbound: { peers: { p: [{ channels: 5 }] } } },
+      store,
+      timeoutMs: 100,
+    });
+    const held = () => store.holds({ tag: peerTag('p'), name: peerBucket('p') }).then((r) => r.holds);
+    expect(await held()).to.equal(0); // connection warm
+    const first = gate.admit({ callId: 'again', peer: 'p' });
+    setImmediate(() => {
+      const until = performance.now() + 300;
+      while (performance.now() < until);
+    });
+    expect(await first).to.include({ admitted: false, degraded: 'fail-closed' });
+    // issued before the first attempt's late answer is read: Redis finds the call there
+    const retry = await gate.admit({ callId: 'again', peer: 'p' });
+    expect(retry).to.include({ admitted: true, duplicate: true });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await held()).to.equal(1); // not taken back: the retry holds it
+    expect(await gate.release('again')).to.equal('released');
+    expect(await held()).to.equal(0);
+    await gate.close();
+  });
+
+  it('a reservation answered after the deadline, the dispatch failed, holds no carrier channel', async () => {
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('timeout-late-out'), holds: { syncMs: 0 } });
+    const gate = await CallGate.create({
+      config: { outbound: { carriers: { A: { cps: 1000, channels: 5 } } } },
+      store,
+      timeoutMs: 100,
+    });
+    const held = () => store.holds({ tag: OUTBOUND_TAG, name: carrierName('A') }).then((r) => r.holds);
+    expect(await held()).to.equal(0); // connection warm
+    const dispatched = gate.dispatch({ callId: 'late-out', route: ['A'] });
+    setImmediate(() => {
+      const until = performance.now() + 300;
+      while (performance.now() < until);
+    });
+    expect(await dispatched).to.include({ outcome: 'failed', reason: 'store-unavailable' });
+    let n = -1;
+    for (let i = 0; i < 50 && n !== 0; i++) {
+      n = await held();
+      if (n !== 0) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(n).to.equal(0);
     await gate.close();
   });
 });

@@ -271,12 +271,47 @@ export class Admission {
       const hold = this.holdFor(input);
       const sentUs = shield && systemClockUs();
       let result: AdmitResult;
+      // Redis may run the call before its deadline and the answer be read after it: the caller
+      // then has the policy's answer, and a call the store admitted but the caller was refused
+      // (fail-closed, a local refusal, or an error) would hold its channels with nobody to
+      // release it; it is released as soon as both are known, whichever comes second
+      const late = { admitted: false, refused: undefined as boolean | undefined };
+      const takeBack = () => {
+        if (!late.admitted || late.refused !== true) return;
+        late.admitted = false;
+        // a decision of the same id issued since (a retry: this one has ended, its entry is gone)
+        // was sent before this answer was read and found the call there (a duplicate): it is
+        // that decision's call now
+        if (this.deciding.get(input.callId) !== undefined) return;
+        this.store
+          .release({ id: input.callId, direction: 'in', now: at })
+          .catch((err: unknown) => this.events.safeEmit('error', err as Error));
+      };
       try {
-        result = await this.call((signal) =>
-          this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at, hold, signal }),
-        );
+        result = await this.call((signal) => {
+          const admitted = this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at, hold, signal });
+          admitted.then(
+            (r) => {
+              if (signal?.aborted !== true || !r.admitted || r.duplicate === true) return;
+              late.admitted = true;
+              takeBack();
+            },
+            () => undefined,
+          );
+          return admitted;
+        });
       } catch (err) {
-        return this.emit(await this.degrade(input, plan, at, hold, err as Error));
+        let d: AdmissionDecision;
+        try {
+          d = await this.degrade(input, plan, at, hold, err as Error);
+        } catch (thrown) {
+          late.refused = true; // the caller gets an error (policy 'error'): nobody admitted it
+          takeBack();
+          throw thrown;
+        }
+        late.refused = !d.admitted;
+        takeBack();
+        return this.emit(d);
       }
       if (shield && !result.admitted) shield.learn(plan, at, sentUs as number, result);
       return this.emit(decision(input.callId, plan, result));

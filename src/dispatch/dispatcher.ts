@@ -403,7 +403,25 @@ export class Dispatcher {
       return { reservation: this.rejected(input.callId, [], at, route.skipped), target: 0, now: timeBase };
     }
     const hold = { id: input.callId, forUs: input.durationUs ?? this.maxCallDurationUs() };
-    const reserve = (signal?: StopSignal) => this.store.reserve({ route: route.carriers, now, hold, signal });
+    const reserve = (signal?: StopSignal) => {
+      const reserved = this.store.reserve({ route: route.carriers, now, hold, signal });
+      // Redis ran it in time but its answer was read after the deadline: the call already ended
+      // (failed, store-unavailable) or the caller got an error, so the carrier channel Redis
+      // reserved for it is given back (a retry of the id sent after this answer lands after it)
+      reserved.then(
+        (r) => {
+          if (signal?.aborted !== true || r.index < 0) return;
+          // a dispatch of the same id since (a retry: this one has ended) was sent before this
+          // answer was read and holds the channel now
+          if (this.calls.has(input.callId)) return;
+          this.store
+            .release({ id: input.callId, direction: 'out', now })
+            .catch((err: unknown) => this.events.safeEmit('error', err as Error));
+        },
+        () => undefined,
+      );
+      return reserved;
+    };
     const res: ReserveResult = await (this.store.kind === 'memory' ? reserve() : withDeadline(reserve, this.timeoutMs));
     if (res.index < 0)
       return { reservation: this.rejected(input.callId, route.ids, res.now, route.skipped), target: 0, now: timeBase };
