@@ -358,7 +358,7 @@ export interface ReassertCall {
 }
 
 /**
- * Write again the holds of calls in progress on one tag (OUTBOUND_TAG for outbound calls),
+ * Write again the holds of calls in progress on one tag (outbound calls: their carrier's tag, carrierTag(name)),
  * idempotently: for each call whose end is after t and that has no tombstone (a release re-sent
  * after an outage), its record and a hold in each named set, with the store's end when its
  * record is still there (else the given end); a hold still present is not counted twice.

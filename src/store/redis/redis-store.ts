@@ -19,11 +19,12 @@ import { Redis, type Cluster } from 'ioredis';
 import { InvalidArgumentError } from '../../errors/index.js';
 import { SafeEmitter } from '../../events.js';
 import { checkInspect } from '../inspect-memory.js';
-import { encodeId, OUTBOUND_TAG } from '../keys.js';
+import { carrierTag, encodeId, isOutboundTag, OUTBOUND_TAG } from '../keys.js';
 import type {
   AdmitRequest,
   AdmitResult,
   Bucket,
+  Carrier,
   CountRequest,
   CountResult,
   HoldsRequest,
@@ -71,7 +72,7 @@ import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucket-args.j
 import { CallLocators } from './call-locators.js';
 import { ClockOffset, skipped } from './clock-offset.js';
 import { isCluster, RedisConnection, unavailable } from './connection.js';
-import { bucketInspectCalls, carrierInspectArgv } from './inspect-args.js';
+import { bucketInspectCalls, carrierGroups } from './inspect-args.js';
 import { inspectedBuckets, inspectedCarriers } from './inspect-reply.js';
 import { KnownLogs } from './known-logs.js';
 import { RedisKeys } from './redis-keys.js';
@@ -419,6 +420,13 @@ export class RedisStore implements Store, OperableStore {
     return { count: Number(r[0]), now: Number(r[1]) };
   }
 
+  /**
+   * Without hash tags (a single Redis) the whole route is one script call: every carrier is in
+   * one keyspace, so a reroute costs nothing more. With hash tags each carrier lives on a tag of
+   * its own (so carriers spread over a Cluster's shards): the first carrier is tried on its
+   * shard, and only when it cannot take the call, the next one on its shard, one script call
+   * (one more round trip) per carrier passed over, all at the call's one `now` when it is given.
+   */
   reserve(req: ReserveRequest): Promise<ReserveResult> {
     try {
       checkReserve(req);
@@ -428,13 +436,9 @@ export class RedisStore implements Store, OperableStore {
     const now = req.now === undefined ? '' : num(req.now);
     const id = req.hold === undefined ? '' : encodeId(req.hold.id);
     const forUs = req.hold === undefined ? '0' : num(req.hold.forUs);
-    const queue = (resolve: (r: ReserveResult) => void, reject: (err: unknown) => void) =>
-      this.reservations.add(OUTBOUND_TAG, { route: req.route, now, id, forUs, signal: req.signal, resolve, reject });
-    const gate =
-      req.hold !== undefined && req.route.some((c) => c.channels !== undefined) ? this.gateOf(OUTBOUND_TAG) : undefined;
-    const decided = new Promise<ReserveResult>((resolve, reject) =>
-      gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
-    );
+    const decided = this.keys.hashTags
+      ? this.reserveSpread(req, now, id, forUs)
+      : this.attempt('', req.route, now, id, forUs, req.hold !== undefined, req.signal);
     const hold = req.hold;
     if (hold !== undefined) {
       decided.then(
@@ -444,7 +448,7 @@ export class RedisStore implements Store, OperableStore {
           // the reservation dropped the id's earlier outbound record; a hold on live time enters the ledger
           if (now === '' && carrier.channels !== undefined && hold.forUs > 0)
             this.ledger.add(hold.id, 'out', {
-              tag: OUTBOUND_TAG,
+              tag: this.keys.hashTags ? carrierTag(carrier.name) : OUTBOUND_TAG,
               names: [carrier.name],
               end: Math.ceil(r.slotUs) + hold.forUs,
             });
@@ -456,10 +460,81 @@ export class RedisStore implements Store, OperableStore {
     return decided;
   }
 
-  /** One reserve script call for a batch (reserve-args.ts). */
+  /** One reserve script call for `route`, in the batch of lane `tag` ('' without hash tags). */
+  private attempt(
+    tag: string,
+    route: readonly Carrier[],
+    now: string,
+    id: string,
+    forUs: string,
+    held: boolean,
+    signal: StopSignal | undefined,
+  ): Promise<ReserveResult> {
+    const queue = (resolve: (r: ReserveResult) => void, reject: (err: unknown) => void) =>
+      this.reservations.add(tag, { route, now, id, forUs, signal, resolve, reject });
+    // after a loss, decisions counting channels on this tag wait until its holds are back (holds-keeper.ts)
+    const gate = held && route.some((c) => c.channels !== undefined) ? this.gateOf(tag || OUTBOUND_TAG) : undefined;
+    return new Promise<ReserveResult>((resolve, reject) =>
+      gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
+    );
+  }
+
+  /**
+   * With hash tags: the route one carrier at a time, each on its own tag (shard), until one takes
+   * the call. Each attempt decides exactly as the one-script route would for that carrier at the
+   * call's time, so calls issued one after the other get the same decisions as on one Redis (or
+   * the MemoryStore); calls in flight together are decided in each carrier's order of arrival.
+   *
+   * A call with a hold: the outbound locator (call-locators.ts) goes out with the first attempt,
+   * naming the record the call would have on that carrier (and with each later attempt, the
+   * record on that one), and the answer waits for it, so that a release issued after the answer
+   * finds the call. Its previous value names the id's earlier outbound record: one on another
+   * carrier's tag is dropped before the answer (one outbound hold per id); one on the carrier that
+   * took the call the script dropped already. When no carrier takes the call, the locator names
+   * the earlier record again.
+   */
+  private async reserveSpread(req: ReserveRequest, now: string, id: string, forUs: string): Promise<ReserveResult> {
+    const held = req.hold !== undefined;
+    const virtual = now !== '';
+    const waits: number[] = [];
+    const full: boolean[] = [];
+    let earlier: Promise<string | null | undefined> | undefined;
+    let last = 0;
+    for (let i = 0; i < req.route.length; i++) {
+      const c = req.route[i]!;
+      const tag = carrierTag(c.name);
+      const record = this.keys.outboundRecord(tag, id);
+      const decided = this.attempt(tag, [c], now, id, forUs, held, req.signal);
+      let located: Promise<unknown> = Promise.resolve();
+      if (held) {
+        const ms = this.locators.ttlMs(c.maxWaitUs + Number(forUs), virtual);
+        const write = this.locators.locateOut(id, record, ms, earlier === undefined);
+        if (earlier === undefined) earlier = write;
+        located = write;
+      }
+      const [r] = await Promise.all([decided, located]);
+      waits.push(r.waits[0]!);
+      full.push(r.full[0]!);
+      last = r.now;
+      if (r.index === 0) {
+        const before = await earlier;
+        if (typeof before === 'string' && before !== record && id !== '')
+          await this.run('release', [before], [now, id, ''], req.signal);
+        return { index: i, waitUs: r.waitUs, slotUs: r.slotUs, now: r.now, waits, full };
+      }
+    }
+    if (earlier !== undefined) {
+      const before = await earlier;
+      if (before !== undefined) await this.locators.restoreOut(id, before);
+    }
+    return { index: -1, waitUs: 0, slotUs: 0, now: last, waits, full };
+  }
+
+  /** One reserve script call for a batch (reserve-args.ts); with hash tags its calls all name one carrier. */
   private sendReservations(items: PendingReserve[]): Promise<void> {
     const clock = this.offset.askClock();
-    return this.writeBatch('reserve', reserveArgv(items, clock, this.reserveEnv), items, (reply) =>
+    const tag = this.keys.hashTags ? carrierTag(items[0]!.route[0]!.name) : '';
+    return this.writeBatch('reserve', reserveArgv(items, clock, this.reserveEnv, tag), items, (reply) =>
       settleReservations(items, reply, clock, this.offset),
     );
   }
@@ -515,7 +590,7 @@ export class RedisStore implements Store, OperableStore {
         // the call ended: this process will not write it again; its records, for a re-send after a loss
         this.ledger.remove(req.id, req.direction);
         if (req.now === undefined) this.keeper.released(req.id, groups);
-        if (this.keys.hashTags && req.direction !== 'out') await this.locators.drop(id);
+        if (this.keys.hashTags) await this.locators.drop(id, req.direction);
         return { released, now };
       },
       (err: unknown) => {
@@ -543,9 +618,14 @@ export class RedisStore implements Store, OperableStore {
     });
   }
 
+  /** The tag the keys of `name` carry: a carrier named under OUTBOUND_TAG lives under its own (carrierTag). */
+  private tagOf(tag: string, name: string): string {
+    return isOutboundTag(tag) ? carrierTag(name) : tag;
+  }
+
   async holds(req: HoldsRequest): Promise<HoldsResult> {
     checkHolds(req);
-    const key = `${this.keys.base(req.tag, req.name)}:ch`;
+    const key = `${this.keys.base(this.tagOf(req.tag, req.name), req.name)}:ch`;
     const r = (await this.run('holds', [key], [req.now ?? ''], req.signal)) as number[];
     return { holds: r[0]!, now: r[1]! };
   }
@@ -565,10 +645,16 @@ export class RedisStore implements Store, OperableStore {
       const located: Promise<void>[] = [];
       r.statuses.forEach((status, i) => {
         const c = req.calls[i]!;
-        if (c.direction !== 'in' || (status !== 'written' && status !== 'present')) return;
+        if (status !== 'written' && status !== 'present') return;
         const id = encodeId(c.id);
         const forUs = Math.max(0, c.end - r.now);
-        const write = this.locators.locate(req.tag, id, forUs, req.now !== undefined).then(() => undefined);
+        const virtual = req.now !== undefined;
+        const write =
+          c.direction === 'in'
+            ? this.locators.locate(req.tag, id, forUs, virtual).then(() => undefined)
+            : this.locators
+                .locateOut(id, this.keys.outboundRecord(req.tag, id), this.locators.ttlMs(forUs, virtual), false)
+                .then(() => undefined);
         this.locators.track(id, write);
         located.push(write);
       });
@@ -661,17 +747,21 @@ export class RedisStore implements Store, OperableStore {
   async inspect(req: InspectRequest): Promise<InspectResult> {
     checkInspect(req);
     const calls = bucketInspectCalls(req, this.keys);
-    const carrierArgv = (now: string) => carrierInspectArgv(req.carriers, this.keys, now);
+    const groups = carrierGroups(req.carriers, this.keys);
+    const argvs = [...calls.map((c) => (now: string) => c.argv(now)), ...groups.map((g) => g.argv)];
     let now = req.now === undefined ? '' : num(req.now);
     const run = async (argv: string[]) => ((await this.send('inspect', argv, req.signal)) as string[]).map(Number);
-    const first = calls.length > 0 ? await run(calls[0]!.argv(now)) : await run(carrierArgv(now));
+    const first = await run(argvs[0]!(now));
     now = num(first[0] as number);
-    const rest = await Promise.all([
-      ...calls.slice(1).map((c) => run(c.argv(now))),
-      calls.length > 0 ? run(carrierArgv(now)) : Promise.resolve(first),
-    ]);
-    const buckets = inspectedBuckets(calls, [first, ...rest.slice(0, -1)], req.buckets.length);
-    const carriers = inspectedCarriers(rest[rest.length - 1]!, req.carriers.length);
+    const replies = [first, ...(await Promise.all(argvs.slice(1).map((argv) => run(argv(now)))))];
+    const buckets = inspectedBuckets(calls, replies.slice(0, calls.length), req.buckets.length);
+    const carriers: InspectResult['carriers'][number][] = new Array(req.carriers.length);
+    groups.forEach((g, k) => {
+      const seen = inspectedCarriers(replies[calls.length + k]!, g.indices.length);
+      g.indices.forEach((i, j) => {
+        carriers[i] = seen[j]!;
+      });
+    });
     return { buckets, carriers, now: Number(now) };
   }
 
@@ -683,7 +773,7 @@ export class RedisStore implements Store, OperableStore {
 
   async listHolds(req: ListHoldsRequest): Promise<ListHoldsResult> {
     const max = checkListHolds(req);
-    const key = `${this.keys.base(req.tag, req.name)}:ch`;
+    const key = `${this.keys.base(this.tagOf(req.tag, req.name), req.name)}:ch`;
     const r = (await this.run('hold-list', [key], [req.now ?? '', max], req.signal)) as (string | number)[];
     return { holds: listedHolds(r, 2), total: Number(r[1]), now: Number(r[0]) };
   }

@@ -25,9 +25,11 @@ export interface ReserveEnv {
 
 /**
  * One reserve script call for a batch: each carrier's key once, each route (carriers with their
- * interval and maxWait) once, then the calls in runs sharing a time.
+ * interval and maxWait) once, then the calls in runs sharing a time. `tag`: the batch's tag,
+ * where its outbound call records go (with hash tags every route of the batch is one carrier,
+ * of that tag; without them keys carry no tag).
  */
-export function reserveArgv(items: readonly PendingReserve[], clock: string, env: ReserveEnv): string[] {
+export function reserveArgv(items: readonly PendingReserve[], clock: string, env: ReserveEnv, tag: string): string[] {
   const keys: string[] = [];
   const keyIndex = new Map<string, string>();
   const routes: string[] = [];
@@ -68,7 +70,7 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
   });
   const argv: string[] = [num(keys.length)];
   for (const k of keys) argv.push(k);
-  argv.push(String(virtual ? env.virtualTtlMs : 0), env.keys.outboundRecord(''), clock, num(routeIndex.size));
+  argv.push(String(virtual ? env.virtualTtlMs : 0), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));
   for (const v of routes) argv.push(v);
   for (const v of calls) argv.push(v);
   return argv;
