@@ -70,6 +70,7 @@ import { settleAdmissions } from './admit-reply.js';
 import { Batcher, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucket-args.js';
 import { CallLocators } from './call-locators.js';
+import { CarrierLanes, type Step } from './carrier-lanes.js';
 import { ClockOffset, skipped } from './clock-offset.js';
 import { isCluster, RedisConnection, unavailable } from './connection.js';
 import { bucketInspectCalls, carrierGroups } from './inspect-args.js';
@@ -111,6 +112,8 @@ const MAX_BATCH_LIMIT = 1000;
  */
 const DEFAULT_MAX_IN_FLIGHT = 2;
 const MAX_IN_FLIGHT_LIMIT = 64;
+/** Call ids whose outbound records' carriers this process remembers, at most (carrier-lanes.ts). */
+const MAX_OUT_TAGS = 100_000;
 
 export class RedisStore implements Store, OperableStore {
   readonly kind = 'redis';
@@ -135,6 +138,12 @@ export class RedisStore implements Store, OperableStore {
   private readonly admissions: Batcher<PendingAdmit>;
   /** Reservations not sent yet (one lane: every carrier is on one tag). */
   private readonly reservations: Batcher<PendingReserve>;
+  /** With hash tags: the steps of reservations and other operations on each carrier, in issue order. */
+  private readonly carrierLanes = new CarrierLanes();
+  /** With hash tags: the reservations in progress (a release or refresh waits for those issued before it). */
+  private readonly outbound = new Set<Promise<ReserveResult>>();
+  /** With hash tags: per call id (encoded), the carrier tags where this process's reservations may have left its record. */
+  private readonly outTags = new Map<string, Set<string>>();
   /** With hash tags: where each call's inbound record lives. */
   private readonly locators: CallLocators;
   /** How far Redis TIME is ahead of the process clock, at least. */
@@ -469,9 +478,10 @@ export class RedisStore implements Store, OperableStore {
     forUs: string,
     held: boolean,
     signal: StopSignal | undefined,
+    live = false,
   ): Promise<ReserveResult> {
     const queue = (resolve: (r: ReserveResult) => void, reject: (err: unknown) => void) =>
-      this.reservations.add(tag, { route, now, id, forUs, signal, resolve, reject });
+      this.reservations.add(tag, { route, now, live, id, forUs, signal, resolve, reject });
     // after a loss, decisions counting channels on this tag wait until its holds are back (holds-keeper.ts)
     const gate = held && route.some((c) => c.channels !== undefined) ? this.gateOf(tag || OUTBOUND_TAG) : undefined;
     return new Promise<ReserveResult>((resolve, reject) =>
@@ -481,53 +491,117 @@ export class RedisStore implements Store, OperableStore {
 
   /**
    * With hash tags: the route one carrier at a time, each on its own tag (shard), until one takes
-   * the call. Each attempt decides exactly as the one-script route would for that carrier at the
-   * call's time, so calls issued one after the other get the same decisions as on one Redis (or
-   * the MemoryStore); calls in flight together are decided in each carrier's order of arrival.
+   * the call, in carrier lanes that keep issue order (carrier-lanes.ts). Every attempt is at the
+   * call's one time: the `now` given, else the Redis time of its first attempt. So each carrier
+   * sees the calls that reach it in issue order, at their times, and the decisions are those of
+   * the calls applied one by one in issue order (the MemoryStore's, and one Redis').
    *
-   * A call with a hold: the outbound locator (call-locators.ts) goes out with the first attempt,
-   * naming the record the call would have on that carrier (and with each later attempt, the
-   * record on that one), and the answer waits for it, so that a release issued after the answer
-   * finds the call. Its previous value names the id's earlier outbound record: one on another
-   * carrier's tag is dropped before the answer (one outbound hold per id); one on the carrier that
-   * took the call the script dropped already. When no carrier takes the call, the locator names
-   * the earlier record again.
+   * One outbound hold per id: an earlier reservation of the id from this process may hold a
+   * record on another carrier's tag; a step in that carrier's lane drops it, in order, once the
+   * call is taken (on the carrier that took it the script dropped it already). A call with a hold
+   * also writes its outbound locator (call-locators.ts) with its first attempt, naming the
+   * record it would have on that carrier (and with each later attempt, the one there), and the
+   * answer waits for it, so that a release issued after the answer finds the call. The value it
+   * replaced names the id's earlier record when another process made it: dropped too (not in
+   * order with this process's other calls on that carrier). When no carrier takes the call, the
+   * locator names the earlier record again.
    */
-  private async reserveSpread(req: ReserveRequest, now: string, id: string, forUs: string): Promise<ReserveResult> {
+  private reserveSpread(req: ReserveRequest, now: string, id: string, forUs: string): Promise<ReserveResult> {
     const held = req.hold !== undefined;
     const virtual = now !== '';
     const waits: number[] = [];
     const full: boolean[] = [];
     let earlier: Promise<string | null | undefined> | undefined;
-    let last = 0;
-    for (let i = 0; i < req.route.length; i++) {
-      const c = req.route[i]!;
-      const tag = carrierTag(c.name);
-      const record = this.keys.outboundRecord(tag, id);
-      const decided = this.attempt(tag, [c], now, id, forUs, held, req.signal);
-      let located: Promise<unknown> = Promise.resolve();
-      if (held) {
-        const ms = this.locators.ttlMs(c.maxWaitUs + Number(forUs), virtual);
-        const write = this.locators.locateOut(id, record, ms, earlier === undefined);
-        if (earlier === undefined) earlier = write;
-        located = write;
-      }
-      const [r] = await Promise.all([decided, located]);
-      waits.push(r.waits[0]!);
-      full.push(r.full[0]!);
-      last = r.now;
-      if (r.index === 0) {
-        const before = await earlier;
-        if (typeof before === 'string' && before !== record && id !== '')
-          await this.run('release', [before], [now, id, ''], req.signal);
-        return { index: i, waitUs: r.waitUs, slotUs: r.slotUs, now: r.now, waits, full };
-      }
-    }
-    if (earlier !== undefined) {
-      const before = await earlier;
-      if (before !== undefined) await this.locators.restoreOut(id, before);
-    }
-    return { index: -1, waitUs: 0, slotUs: 0, now: last, waits, full };
+    let at = now;
+    // the carrier tags where this process's earlier reservations of the id may hold a record
+    const mine = held ? [...(this.outTags.get(id) ?? [])] : [];
+    if (held) this.noteOutTags(id, req.route);
+    const decided = new Promise<ReserveResult>((resolve, reject) => {
+      const steps: Step[] = [];
+      const cleanups = new Map<string, Step>();
+      const dropFrom = (i: number, but?: string) => {
+        for (let j = i; j < steps.length; j++) this.carrierLanes.drop(steps[j]!);
+        for (const [tag, step] of cleanups)
+          if (tag === but) this.carrierLanes.drop(step);
+          else
+            this.carrierLanes.ready(step, () => {
+              this.run('release', [this.keys.outboundRecord(tag, id)], [at, id, '']).catch(() => undefined);
+            });
+      };
+      const go = (i: number) => () => {
+        const c = req.route[i]!;
+        const tag = carrierTag(c.name);
+        const attempt = this.attempt(tag, [c], at, id, forUs, held, req.signal, !virtual && i > 0);
+        let located: Promise<unknown> = Promise.resolve();
+        if (held) {
+          const ms = this.locators.ttlMs(c.maxWaitUs + Number(forUs), virtual);
+          const write = this.locators.locateOut(id, this.keys.outboundRecord(tag, id), ms, earlier === undefined);
+          if (earlier === undefined) earlier = write;
+          located = write;
+        }
+        Promise.all([attempt, located]).then(
+          async ([r]) => {
+            waits.push(r.waits[0]!);
+            full.push(r.full[0]!);
+            if (at === '') at = num(r.now);
+            if (r.index === 0) {
+              dropFrom(i + 1, tag);
+              const before = await earlier;
+              if (typeof before === 'string' && before !== this.keys.outboundRecord(tag, id)) {
+                const other = mine.some((t) => before === this.keys.outboundRecord(t, id));
+                if (!other) await this.run('release', [before], [at, id, ''], req.signal).catch(() => undefined);
+              }
+              resolve({ index: i, waitUs: r.waitUs, slotUs: r.slotUs, now: r.now, waits, full });
+            } else if (i + 1 < steps.length) this.carrierLanes.ready(steps[i + 1]!);
+            else {
+              for (const step of cleanups.values()) this.carrierLanes.drop(step);
+              const before = await earlier;
+              if (before !== undefined) await this.locators.restoreOut(id, before);
+              resolve({ index: -1, waitUs: 0, slotUs: 0, now: r.now, waits, full });
+            }
+          },
+          (err: unknown) => {
+            for (let j = i + 1; j < steps.length; j++) this.carrierLanes.drop(steps[j]!);
+            for (const step of cleanups.values()) this.carrierLanes.drop(step);
+            reject(err);
+          },
+        );
+      };
+      req.route.forEach((c, i) => {
+        steps.push(this.carrierLanes.add(carrierTag(c.name), go(i), i === 0));
+      });
+      for (const tag of mine)
+        cleanups.set(
+          tag,
+          this.carrierLanes.add(tag, () => undefined, false),
+        );
+    });
+    this.outbound.add(decided);
+    const forget = () => this.outbound.delete(decided);
+    decided.then(forget, forget);
+    return decided;
+  }
+
+  /** Remember the carrier tags where a reservation of `id` from this process may leave its record (bounded). */
+  private noteOutTags(id: string, route: readonly Carrier[]): void {
+    const tags = this.outTags.get(id) ?? new Set<string>();
+    this.outTags.delete(id);
+    for (const c of route) tags.add(carrierTag(c.name));
+    this.outTags.set(id, tags);
+    if (this.outTags.size > MAX_OUT_TAGS) this.outTags.delete(this.outTags.keys().next().value!);
+  }
+
+  /**
+   * What an operation on outbound records waits for: `first` (if any) and, with hash tags, the
+   * reservations issued before it (errors ignored), whose records and locators it must find.
+   */
+  private afterOutbound(
+    first: Promise<void> | undefined,
+    direction: 'in' | 'out' | undefined,
+  ): Promise<void> | undefined {
+    if (!this.keys.hashTags || direction === 'in' || this.outbound.size === 0) return first;
+    const pending = [...this.outbound].map((p) => p.then(noop, noop));
+    return Promise.all([first, ...pending]).then(noop);
   }
 
   /** One reserve script call for a batch (reserve-args.ts); with hash tags its calls all name one carrier. */
@@ -542,7 +616,9 @@ export class RedisStore implements Store, OperableStore {
   async wait(req: WaitRequest): Promise<WaitResult> {
     checkWait(req);
     const args = [req.now ?? '', req.carrier.intervalUs];
-    const r = (await this.run('wait', [this.keys.carrier(req.carrier)], args, req.signal)) as (string | number)[];
+    const r = (await this.onCarrier(carrierTag(req.carrier.name), () =>
+      this.run('wait', [this.keys.carrier(req.carrier)], args, req.signal),
+    )) as (string | number)[];
     return { waitUs: Number(r[0]), now: Number(r[1]) };
   }
 
@@ -582,8 +658,10 @@ export class RedisStore implements Store, OperableStore {
     const tomb = req.now === undefined ? this.keeper.tombstoneMs() : '';
     const send = () =>
       this.onRecords('release', id, req.direction, [req.now ?? '', id, tomb], req.now, req.signal, (g) => (groups = g));
-    // after a loss, a release waits until this process's calls are back, so that it finds its call
-    const recovered = this.keeper.recovered();
+    // after a loss, a release waits until this process's calls are back, so that it finds its call;
+    // with hash tags, until the reservations issued before it are decided (their records located)
+    const recovered = this.afterOutbound(this.keeper.recovered(), req.direction);
+    if (this.keys.hashTags && req.direction !== 'in') this.outTags.delete(id);
     this.ledger.releasing(req.id, true);
     return (recovered === undefined ? send() : recovered.then(send)).then(
       async ([released, now]) => {
@@ -608,13 +686,24 @@ export class RedisStore implements Store, OperableStore {
     }
     const id = encodeId(req.id);
     const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now))];
-    const recovered = this.keeper.recovered();
+    const recovered = this.afterOutbound(this.keeper.recovered(), undefined);
     const send = () => this.onRecords('refresh', id, undefined, args, req.now, req.signal);
     return (recovered === undefined ? send() : recovered.then(send)).then(async ([refreshed, now]) => {
       if (refreshed > 0 && req.now === undefined) this.ledger.extend(req.id, now + req.forUs);
       if (this.keys.hashTags && refreshed > 0)
         await this.locators.extend(id, Math.max(Math.ceil(req.forUs / 1000) + 1, this.ttlFloor(req.now)));
       return { refreshed, now };
+    });
+  }
+
+  /**
+   * Run `send` in issue order with the reservations on carrier tag `tag` (with hash tags: in its
+   * carrier lane, carrier-lanes.ts); any other tag, or without hash tags, at once.
+   */
+  private onCarrier<T>(tag: string, send: () => Promise<T>): Promise<T> {
+    if (!this.keys.hashTags || !isOutboundTag(tag)) return send();
+    return new Promise<T>((resolve, reject) => {
+      this.carrierLanes.add(tag, () => send().then(resolve, reject), true);
     });
   }
 
@@ -625,8 +714,9 @@ export class RedisStore implements Store, OperableStore {
 
   async holds(req: HoldsRequest): Promise<HoldsResult> {
     checkHolds(req);
-    const key = `${this.keys.base(this.tagOf(req.tag, req.name), req.name)}:ch`;
-    const r = (await this.run('holds', [key], [req.now ?? ''], req.signal)) as number[];
+    const tag = this.tagOf(req.tag, req.name);
+    const key = `${this.keys.base(tag, req.name)}:ch`;
+    const r = (await this.onCarrier(tag, () => this.run('holds', [key], [req.now ?? ''], req.signal))) as number[];
     return { holds: r[0]!, now: r[1]! };
   }
 
@@ -746,6 +836,7 @@ export class RedisStore implements Store, OperableStore {
    */
   async inspect(req: InspectRequest): Promise<InspectResult> {
     checkInspect(req);
+    if (req.carriers.length > 0) await this.afterOutbound(undefined, 'out');
     const calls = bucketInspectCalls(req, this.keys);
     const groups = carrierGroups(req.carriers, this.keys);
     const argvs = [...calls.map((c) => (now: string) => c.argv(now)), ...groups.map((g) => g.argv)];
@@ -773,8 +864,12 @@ export class RedisStore implements Store, OperableStore {
 
   async listHolds(req: ListHoldsRequest): Promise<ListHoldsResult> {
     const max = checkListHolds(req);
-    const key = `${this.keys.base(this.tagOf(req.tag, req.name), req.name)}:ch`;
-    const r = (await this.run('hold-list', [key], [req.now ?? '', max], req.signal)) as (string | number)[];
+    const tag = this.tagOf(req.tag, req.name);
+    const key = `${this.keys.base(tag, req.name)}:ch`;
+    const r = (await this.onCarrier(tag, () => this.run('hold-list', [key], [req.now ?? '', max], req.signal))) as (
+      | string
+      | number
+    )[];
     return { holds: listedHolds(r, 2), total: Number(r[1]), now: Number(r[0]) };
   }
 
@@ -796,6 +891,8 @@ export class RedisStore implements Store, OperableStore {
     await this.conn.close(this.ownsConnection);
   }
 }
+
+function noop(): void {}
 
 /** Pairs (encoded call id, end) of a script reply from index `from` on. */
 function listedHolds(reply: readonly (string | number)[], from: number): ListedHold[] {

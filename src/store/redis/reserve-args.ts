@@ -9,6 +9,8 @@ import type { RedisKeys } from './redis-keys.js';
 export interface PendingReserve extends Pending<ReserveResult> {
   readonly route: readonly Carrier[];
   readonly now: string;
+  /** `now` is the Redis time of the call's first attempt (a reroute across shards), not a caller's time. */
+  readonly live?: boolean;
   /** The call's encoded id ('' without a hold) and hold time (µs). */
   readonly id: string;
   readonly forUs: string;
@@ -64,10 +66,12 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
     }
     return r;
   };
-  const { calls, virtual } = runsOf(items, (i, out) => {
+  const { calls } = runsOf(items, (i, out) => {
     const item = items[i]!;
     out.push(routeOf(item.route), env.deadline(item.signal), item.id, item.forUs);
   });
+  // keys written at a caller's time live at least the virtual-time floor
+  const virtual = items.some((item) => item.now !== '' && item.live !== true);
   const argv: string[] = [num(keys.length)];
   for (const k of keys) argv.push(k);
   argv.push(String(virtual ? env.virtualTtlMs : 0), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));
