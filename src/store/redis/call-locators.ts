@@ -164,7 +164,8 @@ export class CallLocators {
         const wait = this.conn.notReady(signal);
         if (wait) await wait;
         const keys = [...(wantOut ? [this.keys.outboundLocator(id)] : []), ...(wantIn ? [this.keys.locator(id)] : [])];
-        found = keys.length === 1 ? [await this.conn.redis.get(keys[0]!)] : await this.conn.redis.mget(keys);
+        // GETs side by side (pipelined: one round trip), not MGET: the minimal ACL user has GET only
+        found = await Promise.all(keys.map((key) => this.conn.redis.get(key)));
       } catch (err) {
         throw unavailable(err);
       }
