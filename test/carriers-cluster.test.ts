@@ -23,9 +23,9 @@ const T0 = 1_700_000_000_000_000;
 
 /** The master (its port) serving `slot`, from CLUSTER SLOTS. */
 async function masterOfSlot(client: Cluster, slot: number): Promise<number> {
-  const ranges = (await client.cluster('SLOTS')) as [number, number, [string, number]][];
+  const ranges = await client.cluster('SLOTS');
   const range = ranges.find(([from, to]) => slot >= from && slot <= to);
-  if (range === undefined) throw new Error(`slot ${slot} is not served`);
+  if (range === undefined || range[2] === undefined) throw new Error(`slot ${slot} is not served`);
   return range[2][1];
 }
 

@@ -205,7 +205,7 @@ export interface Carrier {
  * (holds count from the decision, also while the call waits for its slot). A refused carrier
  * keeps its state. `hold` is required when a carrier of the route has a channel limit.
  * A call record of the same id still holding elsewhere is released first (one outbound hold per id).
- * All carriers share one tag (one Cluster slot), since routes mix carriers freely.
+ * On a Redis Cluster each carrier has a tag of its own (store/keys.ts: carrierTag).
  */
 export interface ReserveRequest extends RequestOptions {
   readonly route: readonly Carrier[];

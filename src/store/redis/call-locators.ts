@@ -139,10 +139,10 @@ export class CallLocators {
   /**
    * The call records of an id, grouped by the script call that can take them together (one
    * Cluster slot each). Without tags both are named at once and go in one script call, issued
-   * at once (in issue order with the store's other operations). With tags, the outbound record
-   * is on the carriers' tag and the inbound one wherever its locator says (none without one):
-   * the locator is read first, so such a call is ordered after every operation issued before it
-   * but may be overtaken by one issued after it in the same tick.
+   * at once (in issue order with the store's other operations). With tags, each record is
+   * wherever its locator says (none without one): the locators are read first (side by side,
+   * one round trip), so such a call is ordered after every operation issued before it but may
+   * be overtaken by one issued after it in the same tick.
    */
   recordGroups(
     id: string,

@@ -136,7 +136,7 @@ export class RedisStore implements Store, OperableStore {
   private readonly known = new KnownLogs();
   /** Admissions not sent yet, per tag (one lane for all when keys carry no tag). */
   private readonly admissions: Batcher<PendingAdmit>;
-  /** Reservations not sent yet (one lane: every carrier is on one tag). */
+  /** Reservations not sent yet (one lane without hash tags, else one per carrier tag). */
   private readonly reservations: Batcher<PendingReserve>;
   /** With hash tags: the steps of reservations and other operations on each carrier, in issue order. */
   private readonly carrierLanes = new CarrierLanes();
