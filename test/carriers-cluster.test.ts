@@ -107,6 +107,11 @@ describe('carriers spread over a Redis Cluster (three masters): a tag per carrie
       holders.push(found[0]!);
     }
     expect(new Set(holders).size, 'three carriers on three masters').to.equal(3);
+    // the operator's listing (`callgate holds --carrier`, which names OUTBOUND_TAG) finds each carrier's call
+    for (let i = 0; i < 3; i++) {
+      const listed = await store.listHolds({ tag: OUTBOUND_TAG, name: names[i]!, now: T0 + S });
+      expect(listed.holds.map((h) => h.id), `holds on ${names[i]}`).to.deep.equal([`m${i}`]);
+    }
     // the old single tag holds nothing
     for (const node of masters)
       expect(await node.keys(`${prefix}{${OUTBOUND_TAG}}:*`), 'no key on {out}').to.deep.equal([]);
