@@ -110,7 +110,10 @@ describe('carriers spread over a Redis Cluster (three masters): a tag per carrie
     // the operator's listing (`callgate holds --carrier`, which names OUTBOUND_TAG) finds each carrier's call
     for (let i = 0; i < 3; i++) {
       const listed = await store.listHolds({ tag: OUTBOUND_TAG, name: names[i]!, now: T0 + S });
-      expect(listed.holds.map((h) => h.id), `holds on ${names[i]}`).to.deep.equal([`m${i}`]);
+      expect(
+        listed.holds.map((h) => h.id),
+        `holds on ${names[i]}`,
+      ).to.deep.equal([`m${i}`]);
     }
     // the old single tag holds nothing
     for (const node of masters)

@@ -499,12 +499,13 @@ export class RedisStore implements Store, OperableStore {
    * One outbound hold per id: an earlier reservation of the id from this process may hold a
    * record on another carrier's tag; a step in that carrier's lane drops it, in order, once the
    * call is taken (on the carrier that took it the script dropped it already). A call with a hold
-   * also writes its outbound locator (call-locators.ts) with its first attempt, naming the
-   * record it would have on that carrier (and with each later attempt, the one there), and the
-   * answer waits for it, so that a release issued after the answer finds the call. The value it
-   * replaced names the id's earlier record when another process made it: dropped too (not in
-   * order with this process's other calls on that carrier). When no carrier takes the call, the
-   * locator names the earlier record again.
+   * also writes its outbound locator (call-locators.ts) with each attempt on a carrier with a
+   * channel limit (only there is a record written), naming the record it would have on that
+   * carrier, and the answer waits for it, so that a release issued after the answer finds the
+   * call. The value the first such write replaced names the id's earlier record when another
+   * process made it: dropped too (not in order with this process's other calls on that carrier;
+   * a call taken by a carrier without a channel limit before any write does not learn of it).
+   * When no carrier takes the call, the locator names the earlier record again.
    */
   private reserveSpread(req: ReserveRequest, now: string, id: string, forUs: string): Promise<ReserveResult> {
     const held = req.hold !== undefined;
@@ -533,7 +534,8 @@ export class RedisStore implements Store, OperableStore {
         const tag = carrierTag(c.name);
         const attempt = this.attempt(tag, [c], at, id, forUs, held, req.signal, !virtual && i > 0);
         let located: Promise<unknown> = Promise.resolve();
-        if (held) {
+        // a record (and so a locator) only on a carrier with a channel limit
+        if (held && c.channels !== undefined) {
           const ms = this.locators.ttlMs(c.maxWaitUs + Number(forUs), virtual);
           const write = this.locators.locateOut(id, this.keys.outboundRecord(tag, id), ms, earlier === undefined);
           if (earlier === undefined) earlier = write;
