@@ -7,7 +7,7 @@
  * Cluster could decide per second were Redis the only limit (this machine has two cores shared
  * by the masters and the driver, so wall-clock throughput says nothing about scaling).
  *
- *   npx tsx bench/cluster-outbound.ts [--rate 3000] [--seconds 4] [--masters 1,2,3,4]
+ *   npx tsx bench/cluster-outbound.ts [--rate 3000] [--seconds 4] [--masters 1,2,3,4] [--carriers 12]
  */
 import { parseArgs } from 'node:util';
 import { Cluster, type Redis } from 'ioredis';
@@ -21,13 +21,14 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '3000' },
     seconds: { type: 'string', default: '4' },
     masters: { type: 'string', default: '1,2,3,4' },
+    carriers: { type: 'string', default: '12' },
   },
 });
 const rate = Number(values.rate);
 const seconds = Number(values.seconds);
 const sizes = values.masters.split(',').map(Number);
 
-const CARRIERS = 12;
+const CARRIERS = Number(values.carriers);
 // each carrier is first choice for 1/12 of the calls; every fourth carrier paces at half its
 // share (about half its first-choice calls are rerouted), the others at twice theirs, so some
 // 1 call in 8 is rerouted whatever the timer jitter
@@ -113,7 +114,9 @@ async function run(masters: number) {
 const rows = [];
 for (const m of sizes) rows.push(await run(m));
 const base = rows[0]!.ceiling;
-console.log(`outbound on a Redis Cluster: ${rate} reservations/s for ${seconds} s, 12 carriers, 3-carrier routes`);
+console.log(
+  `outbound on a Redis Cluster: ${rate} reservations/s for ${seconds} s, ${CARRIERS} carriers, 3-carrier routes`,
+);
 console.log(
   'masters | keys per master | decisions | rerouted | refused | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms',
 );
