@@ -7,7 +7,8 @@
  * and releases, gets exactly the MemoryStore's decisions, both issued one by one and issued
  * together in one tick; a release from another store (process) finds an outbound call on the
  * carrier that took it, and the holds keeper's re-assertion brings back a lost outbound hold and
- * its locator on the carrier's tag.
+ * its locator on the carrier's tag: the keeper's own sync sees the marker of that carrier's tag
+ * change when its master loses its keys, and of that tag only.
  */
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
@@ -211,6 +212,46 @@ describe('carriers spread over a Redis Cluster (three masters): a tag per carrie
     expect(releases).to.deep.equal(memReleases);
     for (const name of names)
       expect((await tick.holds({ tag: OUTBOUND_TAG, name, now: last })).holds, `${name} empty`).to.equal(0);
+  });
+
+  it("the holds keeper: a carrier's shard loses its keys, the sync sees that tag's marker change and the hold comes back", async () => {
+    const prefix = `cgcar:${randomBytes(4).toString('hex')}:`;
+    const names = await spreadCarriers(client, prefix, 'k');
+    const route: Carrier[] = names.map((name) => ({ name, intervalUs: 10 * S, maxWaitUs: 0, channels: 3 }));
+    const store = new RedisStore({ redis: client, prefix, holds: { syncMs: 200, graceMs: 300 } });
+    stores.push(store);
+    // live time (the keeper keeps live calls only): the first call on carrier 0, the second rerouted to 1
+    const first = await store.reserve({ route, hold: { id: 'k1', forUs: 60 * S } });
+    const second = await store.reserve({ route, hold: { id: 'k2', forUs: 60 * S } });
+    expect([first.index, second.index]).to.deep.equal([0, 1]);
+    await new Promise((resolve) => setTimeout(resolve, 600)); // a sync learns every tag's marker
+    const losses: string[] = [];
+    store.events.on('storeLoss', (e) => losses.push(e.tag));
+    const onCarrier = (i: number) => store.holds({ tag: OUTBOUND_TAG, name: names[i]! }).then((r) => r.holds);
+    // the master of carrier 1's tag loses everything (no reconnect)
+    const slot = Number(await client.cluster('KEYSLOT', `${prefix}{${carrierTag(names[1]!)}}:gen`));
+    const port = await masterOfSlot(client, slot);
+    await client
+      .nodes('master')
+      .find((n) => n.options.port === port)!
+      .flushall();
+    for (let i = 0; i < 60 && !losses.includes(carrierTag(names[1]!)); i++)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(losses, "the loss is seen on carrier 1's tag").to.include(carrierTag(names[1]!));
+    expect(losses, "and not on carrier 0's").to.not.include(carrierTag(names[0]!));
+    for (let i = 0; i < 40 && (await onCarrier(1)) === 0; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await onCarrier(1), 'carrier 1 holds its call again').to.equal(1);
+    expect(await onCarrier(0), 'carrier 0 untouched').to.equal(1);
+    // a release from another process finds it (the locator is back wherever it was lost)
+    const other = newClusterClient(handle);
+    try {
+      const theirs = new RedisStore({ redis: other, prefix });
+      expect((await theirs.release({ id: 'k2' })).released).to.equal(1);
+      await theirs.close();
+    } finally {
+      other.disconnect();
+    }
+    expect(await onCarrier(1)).to.equal(0);
   });
 
   it('a release from another process finds the call on the carrier that took it; a lost hold comes back with its locator', async () => {
