@@ -19,12 +19,12 @@
  * reaches the pool only once a lane has confirmed the shrink, so a grant never overlaps the
  * share it came from. Channels: the same argument with "in use" for the window count.
  *
- * Targets split the whole limit (no capacity idles in the pool between ticks): when the wants
- * fit, the surplus goes out in proportion to the wants, as headroom; when they do not, the
- * limit is split in proportion to the wants, which is how one log over all lanes would share
- * it among arrivals under overload.
+ * Targets split the whole limit (no capacity idles in the pool between ticks; unused share is
+ * taken back at the next tick anyway): each lane's expected count first, then its headroom,
+ * then the surplus (targetsFor). Under overload the bases are split in proportion to demand,
+ * which is how one log over all lanes would share the limit among arrivals.
  */
-import { type DemandParams, updateDemand, want } from './demand.js';
+import { type DemandParams, type Want, updateDemand, want } from './demand.js';
 import { type Budget, ZERO, add, applyShrink, splitProportional, sub, sum } from './share.js';
 
 /** What a lane reports at a tick (read atomically on the lane, on its clock). */
@@ -39,6 +39,11 @@ export interface LaneObservation {
   readonly refusedChannels: number;
   /** Calls admitted since the last tick. */
   readonly admittedSinceTick: number;
+  /**
+   * Calls of the window that leave it before the next tick: the log in (t - W, t - W + T].
+   * Without it, the coordinator assumes an even spread: admittedInWindow / (W / T).
+   */
+  readonly leavingBeforeNextTick?: number;
 }
 
 /** The coordinator's state for one leased level. Σ shares + pool = limit + debt. */
@@ -91,14 +96,23 @@ export function initialLease(limit: Budget, lanes: number, p: DemandParams): Lea
   return { limit, shares, pool: ZERO, debt: ZERO, demand };
 }
 
-/** Split one resource's limit into targets from the lanes' wants (see the header). */
-export function targetsFor(limit: number, wants: readonly number[]): number[] {
-  const total = wants.reduce((a, b) => a + b, 0);
-  if (total <= limit) {
-    const extra = splitProportional(limit - total, wants);
-    return wants.map((w, i) => w + extra[i]!);
-  }
-  return splitProportional(limit, wants);
+/**
+ * Split one resource's limit into targets from the lanes' wants (see the header): the bases
+ * first (in proportion when even they do not fit), then the headroom (in proportion when it
+ * does not all fit), then any surplus in proportion to base + headroom. Headroom comes second
+ * because scaling base and headroom together would cut a hot lane below the count it is
+ * about to reach, to pay for small lanes' headroom.
+ */
+export function targetsFor(limit: number, wants: readonly Want[]): number[] {
+  const base = wants.map((w) => w.base);
+  const head = wants.map((w) => w.headroom);
+  const sb = base.reduce((a, b) => a + b, 0);
+  const sh = head.reduce((a, b) => a + b, 0);
+  let real: number[];
+  if (sb >= limit) real = base.map((b) => (limit * b) / sb);
+  else if (sb + sh >= limit) real = base.map((b, i) => b + (sh > 0 ? ((limit - sb) * head[i]!) / sh : 0));
+  else real = base.map((b, i) => ((b + head[i]!) * limit) / (sb + sh));
+  return splitProportional(limit, real);
 }
 
 /** Cut one resource's planned grants to what the pool holds (in proportion, never above a plan). */
@@ -143,7 +157,14 @@ export function planStep(state: LeaseState, obs: readonly LaneObservation[], p: 
       p,
     ),
   );
-  const wants = demand.map((d) => want(d, p));
+  const wants = demand.map((d, i) => {
+    const o = obs[i]!;
+    return want(
+      d,
+      { inWindow: o.admittedInWindow, leaving: o.leavingBeforeNextTick ?? o.admittedInWindow / p.windowTicks },
+      p,
+    );
+  });
   const tc = targetsFor(
     state.limit.calls,
     wants.map((w) => w.calls),
