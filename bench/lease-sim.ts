@@ -87,7 +87,7 @@ function row(lanes: number, load: number, tickMs: number, leaving = true): void 
     leaving,
     seed: SEED,
     trace: true,
-    params: { windowTicks: 1e6 / tickUs, up: 0.6, down: 0.2, headroom: 1, floor: { calls: 1, channels: 1 } },
+    params: { windowTicks: 1e6 / tickUs, up: 0.6, down: 0.2, headroom: 2, floor: { calls: 1, channels: 1 } },
   });
   if (r.violations > 0) throw new Error(`over the limit: ${r.violations} admissions`);
   const c = convergence(r);

@@ -64,7 +64,7 @@ describe('lease: the coordinator step', () => {
     expect(splitProportional(7, [0, 0, 0])).to.deep.equal([3, 2, 2]);
   });
 
-  it('targets: bases first, then headroom, then the surplus', () => {
+  it('targets: bases first, then headroom, then the surplus evenly', () => {
     // the bases alone overflow: split in proportion to them
     expect(
       targetsFor(100, [
@@ -79,13 +79,13 @@ describe('lease: the coordinator step', () => {
         { base: 10, headroom: 30 },
       ]),
     ).to.deep.equal([83, 17]);
-    // everything fits: the surplus in proportion to base + headroom
+    // everything fits: the surplus evenly
     expect(
       targetsFor(100, [
         { base: 30, headroom: 10 },
         { base: 5, headroom: 5 },
       ]),
-    ).to.deep.equal([80, 20]);
+    ).to.deep.equal([65, 35]);
   });
 
   it('moves unused share from an idle lane to a refusing one, never below what the idle lane used', () => {

@@ -19,8 +19,10 @@
  * windows' noise is several times the slack a 95 % load leaves, where a tick's is not.
  * A floor lets an idle lane admit its first call without waiting one tick for a grant.
  *
- * Channels have no window: their want is the average of in use plus refused, with headroom
- * k·sqrt of it.
+ * Channels the same way, one tick ahead: in use now, plus the calls to come (each takes one),
+ * less the releases expected (their average per tick), headroom k·sqrt(calls + releases per
+ * tick). A want of "average in use" was tried first: it lagged a lane whose calls jump by a
+ * whole hold time, and channel refusals were ~45 % of the false refusals.
  */
 import type { Budget } from './share.js';
 
@@ -38,21 +40,21 @@ export interface DemandParams {
 }
 
 export interface DemandSample {
-  /** Calls admitted plus calls refused for lack of share since the last tick. */
+  /** Calls admitted plus calls refused for lack of either share since the last tick. */
   readonly offeredCalls: number;
-  /** Channels in use plus calls refused for lack of channel share since the last tick. */
-  readonly wantedChannels: number;
+  /** Channels released since the last tick. */
+  readonly releasedChannels: number;
 }
 
 function ewma(prev: number, sample: number, up: number, down: number): number {
   return prev + (sample > prev ? up : down) * (sample - prev);
 }
 
-/** The new estimate: calls offered per tick, channels wanted. */
+/** The new estimate: calls offered per tick, channels released per tick. */
 export function updateDemand(prev: Budget, sample: DemandSample, p: DemandParams): Budget {
   return {
     calls: ewma(prev.calls, sample.offeredCalls, p.up, p.down),
-    channels: ewma(prev.channels, sample.wantedChannels, p.up, p.down),
+    channels: ewma(prev.channels, sample.releasedChannels, p.up, p.down),
   };
 }
 
@@ -66,10 +68,11 @@ export interface Want {
   readonly headroom: number;
 }
 
-/** What the lane's window holds now and what of it leaves before the next tick. */
+/** What the lane's window holds now and what of it leaves before the next tick; its channels in use. */
 export interface WindowNow {
   readonly inWindow: number;
   readonly leaving: number;
+  readonly inUse: number;
 }
 
 /** What the lane should hold until the next tick (see the header). */
@@ -78,6 +81,9 @@ export function want(demand: Budget, now: WindowNow, p: DemandParams): { calls: 
   const x = Math.max(0, now.inWindow - now.leaving) + demand.calls;
   return {
     calls: { base: Math.max(p.floor.calls, x), headroom: k * Math.sqrt(demand.calls) },
-    channels: { base: Math.max(p.floor.channels, demand.channels), headroom: k * Math.sqrt(demand.channels) },
+    channels: {
+      base: Math.max(p.floor.channels, now.inUse + demand.calls - demand.channels),
+      headroom: k * Math.sqrt(demand.calls + demand.channels),
+    },
   };
 }

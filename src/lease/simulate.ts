@@ -82,6 +82,8 @@ export interface SimResult {
   skippedTicks: number;
   /** When `trace`: tick times and the calls shares after each. */
   shareTrace: { t: number; shares: number[] }[];
+  /** When `record`: the times of the false refusals. */
+  falseRefusalTimes: number[];
   /** When `record`: the leased level's admissions, in order, with their channel's end. */
   admissions: { t: number; lane: number; end: number }[];
   state: LeaseState;
@@ -159,6 +161,8 @@ interface Lane {
   refusedCalls: number;
   refusedChannels: number;
   admittedSinceTick: number;
+  /** Channels in use at the last tick (releases since = that + admitted since - in use now). */
+  lastInUse: number;
   /** When the last message to this lane arrives (FIFO per lane). */
   lastDelivery: number;
 }
@@ -227,6 +231,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     refusedCalls: 0,
     refusedChannels: 0,
     admittedSinceTick: 0,
+    lastInUse: 0,
     lastDelivery: 0,
   }));
   const all = new Log();
@@ -250,6 +255,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     skippedTicks: 0,
     shareTrace: [],
     admissions: [],
+    falseRefusalTimes: [],
     state,
   };
 
@@ -276,14 +282,17 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     }
     r.ticks++;
     const obs: LaneObservation[] = lanes.map((l) => {
+      const inUse = l.holds.inUse(now);
       const ob = {
         admittedInWindow: l.log.count(now, W),
         leavingBeforeNextTick: leaving ? l.log.count(now, W) - l.log.after(now - W + o.tickUs) : undefined,
-        channelsInUse: l.holds.inUse(now),
+        channelsInUse: inUse,
         refusedCalls: l.refusedCalls,
         refusedChannels: l.refusedChannels,
         admittedSinceTick: l.admittedSinceTick,
+        releasedSinceTick: l.lastInUse + l.admittedSinceTick - inUse,
       };
+      l.lastInUse = inUse;
       l.refusedCalls = 0;
       l.refusedChannels = 0;
       l.admittedSinceTick = 0;
@@ -407,7 +416,10 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
       if (total + 1 > limit.calls || totalInUse + 1 > limit.channels) r.violations++;
       if (!refOk) r.extraAdmissions++;
     } else {
-      if (refOk) r.falseRefusals++;
+      if (refOk) {
+        r.falseRefusals++;
+        if (o.record) r.falseRefusalTimes.push(a.t);
+      }
       if (total < limit.calls && totalInUse < limit.channels) r.roomRefusals++;
     }
   }

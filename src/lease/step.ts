@@ -21,7 +21,7 @@
  *
  * Targets split the whole limit (no capacity idles in the pool between ticks; unused share is
  * taken back at the next tick anyway): each lane's expected count first, then its headroom,
- * then the surplus (targetsFor). Under overload the bases are split in proportion to demand,
+ * then the surplus, evenly (targetsFor). Under overload the bases are split in proportion to demand,
  * which is how one log over all lanes would share the limit among arrivals.
  */
 import { type DemandParams, type Want, updateDemand, want } from './demand.js';
@@ -39,6 +39,8 @@ export interface LaneObservation {
   readonly refusedChannels: number;
   /** Calls admitted since the last tick. */
   readonly admittedSinceTick: number;
+  /** Channels released since the last tick (0 if the lane does not count them: a larger want). */
+  readonly releasedSinceTick?: number;
   /**
    * Calls of the window that leave it before the next tick: the log in (t - W, t - W + T].
    * Without it, the coordinator assumes an even spread: admittedInWindow / (W / T).
@@ -99,7 +101,10 @@ export function initialLease(limit: Budget, lanes: number, p: DemandParams): Lea
 /**
  * Split one resource's limit into targets from the lanes' wants (see the header): the bases
  * first (in proportion when even they do not fit), then the headroom (in proportion when it
- * does not all fit), then any surplus in proportion to base + headroom. Headroom comes second
+ * does not all fit), then any surplus evenly. Even, not in proportion to the wants: a cold
+ * lane that turns hot (the hot lanes move) then has a buffer for its first tick, while the hot
+ * lanes already hold their headroom (measured: 1.79 against 2.00 % false refusals at 90 %
+ * load, 16 lanes, bench/lease-sim.ts's shape). Headroom comes second
  * because scaling base and headroom together would cut a hot lane below the count it is
  * about to reach, to pay for small lanes' headroom.
  */
@@ -111,7 +116,7 @@ export function targetsFor(limit: number, wants: readonly Want[]): number[] {
   let real: number[];
   if (sb >= limit) real = base.map((b) => (limit * b) / sb);
   else if (sb + sh >= limit) real = base.map((b, i) => b + (sh > 0 ? ((limit - sb) * head[i]!) / sh : 0));
-  else real = base.map((b, i) => ((b + head[i]!) * limit) / (sb + sh));
+  else real = base.map((b, i) => b + head[i]! + (limit - sb - sh) / base.length);
   return splitProportional(limit, real);
 }
 
@@ -151,19 +156,16 @@ export function planStep(state: LeaseState, obs: readonly LaneObservation[], p: 
     updateDemand(
       d,
       {
-        offeredCalls: obs[i]!.admittedSinceTick + obs[i]!.refusedCalls,
-        wantedChannels: obs[i]!.channelsInUse + obs[i]!.refusedChannels,
+        offeredCalls: obs[i]!.admittedSinceTick + obs[i]!.refusedCalls + obs[i]!.refusedChannels,
+        releasedChannels: obs[i]!.releasedSinceTick ?? 0,
       },
       p,
     ),
   );
   const wants = demand.map((d, i) => {
     const o = obs[i]!;
-    return want(
-      d,
-      { inWindow: o.admittedInWindow, leaving: o.leavingBeforeNextTick ?? o.admittedInWindow / p.windowTicks },
-      p,
-    );
+    const leaving = o.leavingBeforeNextTick ?? o.admittedInWindow / p.windowTicks;
+    return want(d, { inWindow: o.admittedInWindow, leaving, inUse: o.channelsInUse }, p);
   });
   const tc = targetsFor(
     state.limit.calls,
