@@ -89,12 +89,14 @@ export interface ShrinkResult {
   readonly freed: Budget;
 }
 
-/** A level that starts evenly split, every lane's demand estimate at its even part. */
+/** A level that starts evenly split. */
 export function initialLease(limit: Budget, lanes: number, p: DemandParams): LeaseState {
   const calls = splitProportional(limit.calls, new Array<number>(lanes).fill(1));
   const channels = splitProportional(limit.channels, new Array<number>(lanes).fill(1));
   const shares = calls.map((c, i) => ({ calls: c, channels: channels[i]! }));
-  const demand = shares.map((s) => ({ calls: s.calls / p.windowTicks / 2, channels: s.channels / 2 }));
+  // a first guess the first ticks correct: half the even share's calls per tick, no releases
+  // (so the channel want starts at in use plus the calls to come, the larger side)
+  const demand = shares.map((s) => ({ calls: s.calls / p.windowTicks / 2, channels: 0 }));
   return { limit, shares, pool: ZERO, debt: ZERO, demand };
 }
 
