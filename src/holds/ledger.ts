@@ -16,7 +16,7 @@ import type { Bucket } from '../store/types.js';
  * so that an entry costs one small object) or the holds sets it holds (`names`), and its end.
  */
 export interface LedgerHold {
-  /** Hash tag of its keys (OUTBOUND_TAG outbound). */
+  /** Hash tag of its keys (outbound: its carrier's, carrierTag, with hash tags; else OUTBOUND_TAG). */
   readonly tag: string;
   /** Every bucket of an inbound call, those without a channel limit too (for a reload that turns one on). */
   readonly buckets?: readonly Bucket[];

@@ -27,9 +27,21 @@ export const carrierName = (id: string): string => `carrier:${encodeId(id)}`;
 /**
  * Hash tags. An inbound call's keys share the tag of the top of the hierarchy it touches:
  * global when configured (one tag, so one Cluster slot, for all inbound traffic), else its
- * account, else its peer. All carriers share one tag because routes mix carriers freely.
+ * account, else its peer. Each carrier has a tag of its own (carrierTag), so carriers spread
+ * over a Cluster's shards; a route over several carriers is tried one carrier (one shard) at a
+ * time there (RedisStore.reserve).
  */
 export const GLOBAL_TAG = 'in';
 export const accountTag = (id: string): string => `a:${encodeId(id)}`;
 export const peerTag = (id: string): string => `p:${encodeId(id)}`;
+/**
+ * The outbound side as a whole, as callers name it (holds, listHolds: `{ tag: OUTBOUND_TAG, name:
+ * carrierName(id) }`); a store finds the carrier under its own tag. Before carriers had tags of
+ * their own, every carrier's keys carried this one.
+ */
 export const OUTBOUND_TAG = 'out';
+/** The hash tag of one carrier's keys (its last slot, holds and outbound call records), from its name. */
+export const carrierTag = (name: string): string =>
+  `${OUTBOUND_TAG}:${name.startsWith('carrier:') ? name.slice('carrier:'.length) : name}`;
+/** Whether a tag names the outbound side: OUTBOUND_TAG or a carrier's own tag. */
+export const isOutboundTag = (tag: string): boolean => tag === OUTBOUND_TAG || tag.startsWith(`${OUTBOUND_TAG}:`);

@@ -8,7 +8,7 @@
  * Hash tags do not exist here: a bucket is its name, whatever the call's tag.
  */
 import { systemClockUs } from '../clock.js';
-import { GLOBAL_TAG, OUTBOUND_TAG } from './keys.js';
+import { GLOBAL_TAG, isOutboundTag } from './keys.js';
 import { checkReassert, reassertMemory, type MemoryHolds } from './reassert.js';
 import type {
   ReassertRequest,
@@ -619,7 +619,7 @@ export class MemoryStore implements Store, OperableStore {
   holdsSync(req: HoldsRequest): HoldsResult {
     checkHolds(req);
     const t = this.time(req.now);
-    const sets = req.tag === OUTBOUND_TAG ? this.carrierHolds : this.bucketHolds;
+    const sets = isOutboundTag(req.tag) ? this.carrierHolds : this.bucketHolds;
     return { holds: sets.get(req.name)?.count(t) ?? 0, now: t };
   }
 
@@ -689,7 +689,7 @@ export class MemoryStore implements Store, OperableStore {
   listHoldsSync(req: ListHoldsRequest): ListHoldsResult {
     const max = checkListHolds(req);
     const t = this.time(req.now);
-    const set = (req.tag === OUTBOUND_TAG ? this.carrierHolds : this.bucketHolds).get(req.name);
+    const set = (isOutboundTag(req.tag) ? this.carrierHolds : this.bucketHolds).get(req.name);
     return { holds: set?.listAfter(t, max) ?? [], total: set?.count(t) ?? 0, now: t };
   }
   listHolds(req: ListHoldsRequest): Promise<ListHoldsResult> {

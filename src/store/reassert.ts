@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { InvalidArgumentError } from '../errors/index.js';
-import { OUTBOUND_TAG } from './keys.js';
+import { isOutboundTag } from './keys.js';
 import type { ReassertRequest, ReassertResult, ReassertStatus } from './types.js';
 import { checkName, checkNow } from './validate.js';
 
@@ -27,8 +27,10 @@ export function checkReassert(req: ReassertRequest): void {
       throw new InvalidArgumentError(`a call's id must be a non-empty string, got ${JSON.stringify(c.id)}`);
     if (c.direction !== 'in' && c.direction !== 'out')
       throw new InvalidArgumentError(`direction must be 'in' or 'out', got ${JSON.stringify(c.direction)}`);
-    if ((c.direction === 'out') !== (req.tag === OUTBOUND_TAG))
-      throw new InvalidArgumentError(`outbound calls, and only they, are re-asserted on tag ${OUTBOUND_TAG}`);
+    if ((c.direction === 'out') !== isOutboundTag(req.tag))
+      throw new InvalidArgumentError(
+        "outbound calls, and only they, are re-asserted on an outbound tag (their carrier's: carrierTag)",
+      );
     if (!Number.isSafeInteger(c.end) || c.end < 0)
       throw new InvalidArgumentError(`a call's end must be a non-negative integer (µs), got ${String(c.end)}`);
     if (!Array.isArray(c.names)) throw new InvalidArgumentError('a call names its holds sets (an array)');

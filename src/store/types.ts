@@ -205,7 +205,7 @@ export interface Carrier {
  * (holds count from the decision, also while the call waits for its slot). A refused carrier
  * keeps its state. `hold` is required when a carrier of the route has a channel limit.
  * A call record of the same id still holding elsewhere is released first (one outbound hold per id).
- * All carriers share one tag (one Cluster slot), since routes mix carriers freely.
+ * On a Redis Cluster each carrier has a tag of its own (store/keys.ts: carrierTag).
  */
 export interface ReserveRequest extends RequestOptions {
   readonly route: readonly Carrier[];
@@ -358,7 +358,7 @@ export interface ReassertCall {
 }
 
 /**
- * Write again the holds of calls in progress on one tag (OUTBOUND_TAG for outbound calls),
+ * Write again the holds of calls in progress on one tag (outbound calls: their carrier's tag, carrierTag(name)),
  * idempotently: for each call whose end is after t and that has no tombstone (a release re-sent
  * after an outage), its record and a hold in each named set, with the store's end when its
  * record is still there (else the given end); a hold still present is not counted twice.

@@ -2,7 +2,8 @@
  * RedisStore batching of admit() and reserve(): admissions issued in one tick go to Redis as one
  * call of lua/admit.lua per lane (one lane on a single Redis, one per tag with hash tags; a lone
  * call of sliding logs as one call of lua/admit-lone.lua, or lua/admit-lone-held.lua with channels),
- * reservations as one call of lua/reserve.lua (one lane: every carrier is on the {out} tag),
+ * reservations as one call of lua/reserve.lua (one lane on a single Redis; with hash tags one per
+ * carrier, a route tried carrier by carrier in issue order: carrier-lanes.ts),
  * both cut at maxBatch; other operations flush pending batches first; aborted calls never leave.
  *
  * The claim under test: every result is EXACTLY what MemoryStore gives when the same requests are
@@ -1007,7 +1008,7 @@ function sharedTests(b: Backend, cluster: boolean): void {
     expect([0, 2, 5, 7].map((i) => (r3[i] as CountResult).count)).to.deep.equal([0, 1, 3, 3]);
   });
 
-  const lanes = cluster ? 'one lane (one tag)' : 'one lane';
+  const lanes = cluster ? 'a lane per carrier tag' : 'one lane';
   it(`seeded random equivalence with MemoryStore: ${lanes}`, async function () {
     this.timeout(60_000);
     await randomEquivalence(b.store(), {

@@ -5,7 +5,7 @@
  * elsewhere (gone) from one never seen (unknown).
  */
 import { expect } from 'chai';
-import { OUTBOUND_TAG } from '../../src/store/keys.js';
+import { carrierTag, OUTBOUND_TAG } from '../../src/store/keys.js';
 import type { Store } from '../../src/store/types.js';
 import { MS, S, SL, T0, bucket, carrier } from './cases.js';
 
@@ -67,9 +67,9 @@ export async function reassertCase(store: Store): Promise<void> {
   expect(await seenBy('pa')).to.equal(0);
   expect(await seenBy('pb')).to.equal(1);
   expect(await seenBy('pa')).to.equal(1);
-  // outbound: on the carriers' tag
+  // outbound: on the carrier's own tag
   const out = await store.reassert({
-    tag: OUTBOUND_TAG,
+    tag: carrierTag(c1.name),
     calls: [{ id: 'ro', direction: 'out', names: [c1.name], end: T0 + 9 * S }],
     now: T0 + 5 * S,
   });

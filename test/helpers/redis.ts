@@ -4,7 +4,7 @@
  *   getRedis()          a Redis for a suite: REDIS_URL, else testcontainers (if a container
  *                       runtime answers), else a redis-server child process.
  *   startRedisServer()  always a child process (kill / restart for fault injection).
- *   startCluster()      a three-master Redis Cluster of child processes.
+ *   startCluster(n)     a Redis Cluster of n masters (three by default), child processes.
  *
  * Every child is SIGKILLed on process exit; every wait is bounded; loopback only.
  */
@@ -414,11 +414,13 @@ export async function getRedis(): Promise<RedisHandle> {
 // ---------------------------------------------------------------------------
 // Cluster
 
-const SLOT_RANGES: [number, number][] = [
-  [0, 5460],
-  [5461, 10922],
-  [10923, 16383],
-];
+/** The slots of `masters` masters, split evenly (three: 0-5460, 5461-10922, 10923-16383). */
+function slotRanges(masters: number): [number, number][] {
+  return Array.from({ length: masters }, (_, i) => [
+    Math.round((16384 * i) / masters),
+    Math.round((16384 * (i + 1)) / masters) - 1,
+  ]);
+}
 
 async function clusterStateOk(port: number): Promise<boolean> {
   try {
@@ -429,8 +431,8 @@ async function clusterStateOk(port: number): Promise<boolean> {
   }
 }
 
-/** Starts a three-master Redis Cluster on free loopback ports; resolves once cluster_state:ok everywhere. */
-export async function startCluster(): Promise<RedisClusterHandle> {
+/** Starts a Redis Cluster of `masters` masters (three by default) on free loopback ports; resolves once cluster_state:ok everywhere. */
+export async function startCluster(masters = 3): Promise<RedisClusterHandle> {
   requireRedisServer();
   const dir = makeTmpDir('callgate-cluster-');
   const procs: Proc[] = [];
@@ -443,7 +445,7 @@ export async function startCluster(): Promise<RedisClusterHandle> {
   try {
     // Launched in parallel: each node waits ~2 s after startup before it reports ok.
     const launched = await Promise.allSettled(
-      [0, 1, 2].map(async () => {
+      Array.from({ length: masters }, async () => {
         let bus = 0;
         const { port, proc } = await launchOnFreePort(dir, async (p) => {
           bus = await freePort();
@@ -456,6 +458,8 @@ export async function startCluster(): Promise<RedisClusterHandle> {
             '2000',
             '--cluster-port',
             String(bus),
+            // a lone master learns its address from no MEET: it would announce none
+            ...(masters === 1 ? ['--cluster-announce-ip', HOST] : []),
           ];
         });
         procs.push(proc);
@@ -467,12 +471,13 @@ export async function startCluster(): Promise<RedisClusterHandle> {
       ports.push(r.value.port);
       busPorts.push(r.value.bus);
     }
-    if (new Set([...ports, ...busPorts]).size !== 6) throw new Error('port collision while starting the cluster');
+    if (new Set([...ports, ...busPorts]).size !== 2 * masters)
+      throw new Error('port collision while starting the cluster');
     // Join: distinct config epochs, one slot range each, then MEET from node 0.
     await Promise.all(
       ports.map(async (p, i) => {
         await rawCommand(p, ['CLUSTER', 'SET-CONFIG-EPOCH', String(i + 1)]);
-        const [from, to] = SLOT_RANGES[i]!;
+        const [from, to] = slotRanges(masters)[i]!;
         await rawCommand(p, ['CLUSTER', 'ADDSLOTSRANGE', String(from), String(to)]);
       }),
     );

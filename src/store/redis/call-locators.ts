@@ -1,6 +1,8 @@
 /**
- * Call locators: with hash tags, a call's inbound record lives on its tag, which a release knowing
- * only the call id cannot compute: a locator under the call id's own tag names the record.
+ * Call locators: with hash tags, a call's inbound record lives on its tag, and its outbound
+ * record on the tag of the carrier that took it, which a release knowing only the call id cannot
+ * compute: a locator under the call id's own tag names each record (`{c:<id>}:loc` inbound,
+ * `{c:<id>}:loc:out` outbound, one slot).
  * Written at the same time as the decision (another slot), and the admit answers once the
  * locator landed too, so a release from any process issued after the answer finds it. A write
  * that fails (its shard away) is retried until it lands or the call's hold would have lapsed;
@@ -65,6 +67,57 @@ export class CallLocators {
     });
   }
 
+  /** A locator's life (ms) for a hold that may end `us` from now (virtual: at least the virtual-time floor). */
+  ttlMs(us: number, virtual: boolean): number {
+    return Math.max(Math.ceil(us / 1000) + 1, virtual ? this.virtualTtlMs : 0);
+  }
+
+  /**
+   * Write the outbound locator of call `id`: it names `record` for `ms`. With `get`, resolves with
+   * the value it replaced (null: none); undefined when not asked or when the first attempt failed,
+   * in which case the write is retried in the background as locate() does (tracked).
+   */
+  locateOut(id: string, record: string, ms: number, get: boolean): Promise<string | null | undefined> {
+    const until = Date.now() + ms;
+    const key = this.keys.outboundLocator(id);
+    const attempt = (): Promise<string | null | undefined | 'failed'> => {
+      const px = Math.max(1, until - Date.now());
+      const sent = get ? this.conn.redis.set(key, record, 'PX', px, 'GET') : this.conn.redis.set(key, record, 'PX', px);
+      return sent.then(
+        (r) => (get ? r : undefined),
+        () => 'failed' as const,
+      );
+    };
+    return attempt().then((first) => {
+      if (first !== 'failed') return first;
+      if (!this.closed) {
+        const retried = (async () => {
+          while (!this.closed && Date.now() < until) {
+            await new Promise((resolve) => setTimeout(resolve, LOCATOR_RETRY_MS).unref());
+            if ((await attempt()) !== 'failed') return;
+          }
+        })();
+        this.track(id, retried);
+      }
+      return undefined;
+    });
+  }
+
+  /**
+   * No carrier took a re-reservation of `id`: its outbound locator names `before` again (the
+   * earlier record, for as long as that record lives), or goes when there was none (best effort).
+   */
+  async restoreOut(id: string, before: string | null): Promise<void> {
+    const key = this.keys.outboundLocator(id);
+    try {
+      const ms = before === null ? -1 : await this.conn.redis.pttl(before);
+      if (ms > 0) await this.conn.redis.set(key, before!, 'PX', ms);
+      else this.conn.redis.del(key).catch(() => undefined);
+    } catch {
+      // best effort: a stale locator names a record that is gone, which a release finds empty
+    }
+  }
+
   /** Stop retrying locator writes. */
   close(): void {
     this.closed = true;
@@ -72,7 +125,10 @@ export class CallLocators {
 
   /** A locator being written for `id`: a release or refresh of `id` issued later waits for it. */
   track(id: string, writing: Promise<void>): void {
-    const done: Promise<void> = writing
+    const before = this.writing.get(id);
+    const both = before === undefined ? writing : Promise.all([before, writing]);
+    const done: Promise<void> = both
+      .then(() => undefined)
       .catch(() => undefined)
       .finally(() => {
         if (this.writing.get(id) === done) this.writing.delete(id);
@@ -83,10 +139,10 @@ export class CallLocators {
   /**
    * The call records of an id, grouped by the script call that can take them together (one
    * Cluster slot each). Without tags both are named at once and go in one script call, issued
-   * at once (in issue order with the store's other operations). With tags, the outbound record
-   * is on the carriers' tag and the inbound one wherever its locator says (none without one):
-   * the locator is read first, so such a call is ordered after every operation issued before it
-   * but may be overtaken by one issued after it in the same tick.
+   * at once (in issue order with the store's other operations). With tags, each record is
+   * wherever its locator says (none without one): the locators are read first (side by side,
+   * one round trip), so such a call is ordered after every operation issued before it but may
+   * be overtaken by one issued after it in the same tick.
    */
   recordGroups(
     id: string,
@@ -94,24 +150,26 @@ export class CallLocators {
     signal: StopSignal | undefined,
   ): string[][] | Promise<string[][]> {
     const wantIn = direction !== 'out';
-    const out = direction !== 'in' ? [this.keys.outboundRecord(id)] : [];
-    if (!this.keys.hashTags) return [[...(wantIn ? [this.keys.inboundRecord('', id)] : []), ...out]];
+    const wantOut = direction !== 'in';
+    if (!this.keys.hashTags)
+      return [
+        [...(wantIn ? [this.keys.inboundRecord('', id)] : []), ...(wantOut ? [this.keys.outboundRecord('', id)] : [])],
+      ];
     this.flushPending();
-    if (!wantIn) return [out];
     const writing = this.writing.get(id);
     return (async () => {
-      await writing; // an admit of this id issued before: its locator first
-      let key: string | null;
+      await writing; // an admit or reserve of this id issued before: its locator first
+      let found: (string | null)[];
       try {
         const wait = this.conn.notReady(signal);
         if (wait) await wait;
-        key = await this.conn.redis.get(this.keys.locator(id));
+        const keys = [...(wantOut ? [this.keys.outboundLocator(id)] : []), ...(wantIn ? [this.keys.locator(id)] : [])];
+        // GETs side by side (pipelined: one round trip), not MGET: the minimal ACL user has GET only
+        found = await Promise.all(keys.map((key) => this.conn.redis.get(key)));
       } catch (err) {
         throw unavailable(err);
       }
-      const groups = out.length > 0 ? [out] : [];
-      if (key !== null) groups.push([key]);
-      return groups;
+      return found.filter((key): key is string => key !== null).map((key) => [key]);
     })();
   }
 
@@ -120,19 +178,34 @@ export class CallLocators {
     this.conn.redis.del(this.keys.locator(id)).catch(() => undefined);
   }
 
-  /** Call `id` was released: its locator goes too (best effort). */
-  drop(id: string): Promise<void> {
-    return this.conn.redis.del(this.keys.locator(id)).then(
-      () => undefined,
-      () => undefined,
-    );
+  /** Call `id` was released (one direction or both): its locators go too (best effort; one key per DEL). */
+  drop(id: string, direction: 'in' | 'out' | undefined): Promise<void> {
+    return Promise.all(
+      this.keysOf(id, direction).map((key) =>
+        this.conn.redis.del(key).then(
+          () => undefined,
+          () => undefined,
+        ),
+      ),
+    ).then(() => undefined);
   }
 
-  /** Call `id`'s holds were refreshed: its locator lives `ms` more (best effort). */
+  /** Call `id`'s holds were refreshed: its locators live `ms` more (best effort). */
   extend(id: string, ms: number): Promise<void> {
-    return this.conn.redis.pexpire(this.keys.locator(id), ms).then(
-      () => undefined,
-      () => undefined,
-    );
+    return Promise.all(
+      this.keysOf(id, undefined).map((key) =>
+        this.conn.redis.pexpire(key, ms).then(
+          () => undefined,
+          () => undefined,
+        ),
+      ),
+    ).then(() => undefined);
+  }
+
+  private keysOf(id: string, direction: 'in' | 'out' | undefined): string[] {
+    return [
+      ...(direction !== 'out' ? [this.keys.locator(id)] : []),
+      ...(direction !== 'in' ? [this.keys.outboundLocator(id)] : []),
+    ];
   }
 }

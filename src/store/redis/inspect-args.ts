@@ -1,8 +1,10 @@
 /**
  * The arguments of the inspect script calls (lua/inspect.lua): one per tag for the buckets (all
- * buckets in one on a single Redis, at most 256 per call), one for the carriers.
+ * buckets in one on a single Redis, at most 256 per call), one for the carriers (one per carrier
+ * with hash tags: each carrier has its own tag).
  */
 import { InvalidArgumentError } from '../../errors/index.js';
+import { carrierTag } from '../keys.js';
 import type { Carrier, InspectRequest, Limit } from '../types.js';
 import { ArgsBuilder, bucketArgsOf } from './bucket-args.js';
 import type { RedisKeys } from './redis-keys.js';
@@ -44,6 +46,33 @@ export function bucketInspectCalls(req: InspectRequest, keys: RedisKeys): Bucket
     });
     return { at, argv: (now: string) => b.argv([now], ['0'], false) };
   });
+}
+
+/**
+ * The calls over the carriers: one for all without hash tags, else one per carrier tag (each
+ * carrier on its own); at least one (over no carrier, it reads the time).
+ */
+export function carrierGroups(
+  carriers: readonly Carrier[],
+  keys: RedisKeys,
+): { readonly indices: readonly number[]; argv(now: string): string[] }[] {
+  const byTag = new Map<string, number[]>();
+  carriers.forEach((c, i) => {
+    const tag = keys.hashTags ? carrierTag(c.name) : '';
+    let list = byTag.get(tag);
+    if (list === undefined) byTag.set(tag, (list = []));
+    list.push(i);
+  });
+  if (byTag.size === 0) byTag.set('', []);
+  return [...byTag.values()].map((indices) => ({
+    indices,
+    argv: (now: string) =>
+      carrierInspectArgv(
+        indices.map((i) => carriers[i]!),
+        keys,
+        now,
+      ),
+  }));
 }
 
 /** The arguments of the call over the carriers at `now`: KEYS, each carrier's last slot, then the holds of those with a channel limit, each once. */

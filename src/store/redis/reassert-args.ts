@@ -1,6 +1,6 @@
 /** The arguments and reply of lua/reassert.lua (RedisStore.reassert). */
 import { randomBytes } from 'node:crypto';
-import { encodeId, OUTBOUND_TAG } from '../keys.js';
+import { encodeId } from '../keys.js';
 import type { ReassertRequest, ReassertResult, ReassertStatus } from '../types.js';
 import type { RedisKeys } from './redis-keys.js';
 
@@ -26,10 +26,10 @@ export function reassertArgv(req: ReassertRequest, keys: RedisKeys, floorMs: num
   ];
   for (const c of req.calls) {
     const id = encodeId(c.id);
-    const record = c.direction === 'in' ? keys.inboundRecord(req.tag, id) : keys.outboundRecord(id);
+    // outbound calls are re-asserted on the tag of their carrier (carrierTag), inbound on theirs
+    const record = c.direction === 'in' ? keys.inboundRecord(req.tag, id) : keys.outboundRecord(req.tag, id);
     k.push(record, keys.tombstone(record));
-    const tag = c.direction === 'in' ? req.tag : OUTBOUND_TAG;
-    for (const name of c.names) k.push(`${keys.base(tag, name)}:ch`);
+    for (const name of c.names) k.push(`${keys.base(req.tag, name)}:ch`);
     a.push(id, String(c.end), String(c.names.length));
   }
   return [String(k.length), ...k, ...a];

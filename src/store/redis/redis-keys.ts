@@ -1,14 +1,16 @@
 /**
  * The key names of a RedisStore. Keys: `<prefix>{<tag>}:<bucket>:log` (sliding log),
  * `<prefix>{<tag>}:<bucket>:win:<W>` (fixed and sliding-window counts of windows of W µs),
- * `<prefix>{<tag>}:<bucket>:ch` (the bucket's calls in progress), `<prefix>{out}:carrier:<id>`
- * (leaky bucket) and `…{out}:carrier:<id>:ch`, and the call records
- * `<prefix>{<tag>}:call:in:<call id>` and `<prefix>{out}:call:out:<call id>`. Hash tags only
- * matter on a Cluster; on a single Redis (hashTags false, the default there) keys carry no tag,
- * so a peer's bucket is one key whatever account its calls name. With tags, a call id's inbound
- * record is found on release through `<prefix>{c:<call id>}:loc`, which names it (call-locators.ts).
+ * `<prefix>{<tag>}:<bucket>:ch` (the bucket's calls in progress), `<prefix>{out:<id>}:carrier:<id>`
+ * (leaky bucket) and `…{out:<id>}:carrier:<id>:ch`, each carrier on a tag of its own, and the call
+ * records `<prefix>{<tag>}:call:in:<call id>` and `<prefix>{out:<carrier>}:call:out:<call id>` (on
+ * the tag of the carrier that took the call). Hash tags only matter on a Cluster; on a single
+ * Redis (hashTags false, the default there) keys carry no tag, so a peer's bucket is one key
+ * whatever account its calls name. With tags, a call id's records are found on release through
+ * `<prefix>{c:<call id>}:loc` (inbound) and `<prefix>{c:<call id>}:loc:out` (outbound), which
+ * name them (call-locators.ts).
  */
-import { OUTBOUND_TAG } from '../keys.js';
+import { carrierTag } from '../keys.js';
 import type { Carrier } from '../types.js';
 
 export class RedisKeys {
@@ -24,7 +26,7 @@ export class RedisKeys {
 
   /** A carrier's last slot; its holds are this key with `:ch`. */
   carrier(c: Carrier): string {
-    return this.base(OUTBOUND_TAG, c.name);
+    return this.base(carrierTag(c.name), c.name);
   }
 
   /** The inbound call record of call id `id` (encoded) on `tag`. */
@@ -32,9 +34,9 @@ export class RedisKeys {
     return this.base(tag, `call:in:${id}`);
   }
 
-  /** The outbound call record of call id `id` (encoded). */
-  outboundRecord(id: string): string {
-    return this.base(OUTBOUND_TAG, `call:out:${id}`);
+  /** The outbound call record of call id `id` (encoded) on `tag` (the tag of the carrier that took it). */
+  outboundRecord(tag: string, id: string): string {
+    return this.base(tag, `call:out:${id}`);
   }
 
   /** The generation marker of a tag (one for all on a single Redis): see lua/reassert.lua. */
@@ -50,5 +52,10 @@ export class RedisKeys {
   /** With hash tags: the key that names the inbound record of call id `id` (encoded). */
   locator(id: string): string {
     return this.base(`c:${id}`, 'loc');
+  }
+
+  /** With hash tags: the key that names the outbound record of call id `id` (encoded); same slot as locator(id). */
+  outboundLocator(id: string): string {
+    return this.base(`c:${id}`, 'loc:out');
   }
 }

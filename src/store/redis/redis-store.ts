@@ -19,11 +19,12 @@ import { Redis, type Cluster } from 'ioredis';
 import { InvalidArgumentError } from '../../errors/index.js';
 import { SafeEmitter } from '../../events.js';
 import { checkInspect } from '../inspect-memory.js';
-import { encodeId, OUTBOUND_TAG } from '../keys.js';
+import { carrierTag, encodeId, isOutboundTag, OUTBOUND_TAG } from '../keys.js';
 import type {
   AdmitRequest,
   AdmitResult,
   Bucket,
+  Carrier,
   CountRequest,
   CountResult,
   HoldsRequest,
@@ -69,9 +70,10 @@ import { settleAdmissions } from './admit-reply.js';
 import { Batcher, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucket-args.js';
 import { CallLocators } from './call-locators.js';
+import { CarrierLanes, type Step } from './carrier-lanes.js';
 import { ClockOffset, skipped } from './clock-offset.js';
 import { isCluster, RedisConnection, unavailable } from './connection.js';
-import { bucketInspectCalls, carrierInspectArgv } from './inspect-args.js';
+import { bucketInspectCalls, carrierGroups } from './inspect-args.js';
 import { inspectedBuckets, inspectedCarriers } from './inspect-reply.js';
 import { KnownLogs } from './known-logs.js';
 import { RedisKeys } from './redis-keys.js';
@@ -110,6 +112,8 @@ const MAX_BATCH_LIMIT = 1000;
  */
 const DEFAULT_MAX_IN_FLIGHT = 2;
 const MAX_IN_FLIGHT_LIMIT = 64;
+/** Call ids whose outbound records' carriers this process remembers, at most (carrier-lanes.ts). */
+const MAX_OUT_TAGS = 100_000;
 
 export class RedisStore implements Store, OperableStore {
   readonly kind = 'redis';
@@ -132,8 +136,14 @@ export class RedisStore implements Store, OperableStore {
   private readonly known = new KnownLogs();
   /** Admissions not sent yet, per tag (one lane for all when keys carry no tag). */
   private readonly admissions: Batcher<PendingAdmit>;
-  /** Reservations not sent yet (one lane: every carrier is on one tag). */
+  /** Reservations not sent yet (one lane without hash tags, else one per carrier tag). */
   private readonly reservations: Batcher<PendingReserve>;
+  /** With hash tags: the steps of reservations and other operations on each carrier, in issue order. */
+  private readonly carrierLanes = new CarrierLanes();
+  /** With hash tags: the reservations in progress (a release or refresh waits for those issued before it). */
+  private readonly outbound = new Set<Promise<ReserveResult>>();
+  /** With hash tags: per call id (encoded), the carrier tags where this process's reservations may have left its record. */
+  private readonly outTags = new Map<string, Set<string>>();
   /** With hash tags: where each call's inbound record lives. */
   private readonly locators: CallLocators;
   /** How far Redis TIME is ahead of the process clock, at least. */
@@ -434,6 +444,13 @@ export class RedisStore implements Store, OperableStore {
     return { count: Number(r[0]), now: Number(r[1]) };
   }
 
+  /**
+   * Without hash tags (a single Redis) the whole route is one script call: every carrier is in
+   * one keyspace, so a reroute costs nothing more. With hash tags each carrier lives on a tag of
+   * its own (so carriers spread over a Cluster's shards): the first carrier is tried on its
+   * shard, and only when it cannot take the call, the next one on its shard, one script call
+   * (one more round trip) per carrier passed over, all at the call's one `now` when it is given.
+   */
   reserve(req: ReserveRequest): Promise<ReserveResult> {
     try {
       checkReserve(req);
@@ -443,13 +460,9 @@ export class RedisStore implements Store, OperableStore {
     const now = req.now === undefined ? '' : num(req.now);
     const id = req.hold === undefined ? '' : encodeId(req.hold.id);
     const forUs = req.hold === undefined ? '0' : num(req.hold.forUs);
-    const queue = (resolve: (r: ReserveResult) => void, reject: (err: unknown) => void) =>
-      this.reservations.add(OUTBOUND_TAG, { route: req.route, now, id, forUs, signal: req.signal, resolve, reject });
-    const gate =
-      req.hold !== undefined && req.route.some((c) => c.channels !== undefined) ? this.gateOf(OUTBOUND_TAG) : undefined;
-    const decided = new Promise<ReserveResult>((resolve, reject) =>
-      gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
-    );
+    const decided = this.keys.hashTags
+      ? this.reserveSpread(req, now, id, forUs)
+      : this.attempt('', req.route, now, id, forUs, req.hold !== undefined, req.signal);
     const hold = req.hold;
     if (hold !== undefined) {
       decided.then(
@@ -459,7 +472,7 @@ export class RedisStore implements Store, OperableStore {
           // the reservation dropped the id's earlier outbound record; a hold on live time enters the ledger
           if (now === '' && carrier.channels !== undefined && hold.forUs > 0)
             this.ledger.add(hold.id, 'out', {
-              tag: OUTBOUND_TAG,
+              tag: this.keys.hashTags ? carrierTag(carrier.name) : OUTBOUND_TAG,
               names: [carrier.name],
               end: Math.ceil(r.slotUs) + hold.forUs,
             });
@@ -471,10 +484,148 @@ export class RedisStore implements Store, OperableStore {
     return decided;
   }
 
-  /** One reserve script call for a batch (reserve-args.ts). */
+  /** One reserve script call for `route`, in the batch of lane `tag` ('' without hash tags). */
+  private attempt(
+    tag: string,
+    route: readonly Carrier[],
+    now: string,
+    id: string,
+    forUs: string,
+    held: boolean,
+    signal: StopSignal | undefined,
+    live = false,
+  ): Promise<ReserveResult> {
+    const queue = (resolve: (r: ReserveResult) => void, reject: (err: unknown) => void) =>
+      this.reservations.add(tag, { route, now, live, id, forUs, signal, resolve, reject });
+    // after a loss, decisions counting channels on this tag wait until its holds are back (holds-keeper.ts)
+    const gate = held && route.some((c) => c.channels !== undefined) ? this.gateOf(tag || OUTBOUND_TAG) : undefined;
+    return new Promise<ReserveResult>((resolve, reject) =>
+      gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
+    );
+  }
+
+  /**
+   * With hash tags: the route one carrier at a time, each on its own tag (shard), until one takes
+   * the call, in carrier lanes that keep issue order (carrier-lanes.ts). Every attempt is at the
+   * call's one time: the `now` given, else the Redis time of its first attempt. So each carrier
+   * sees the calls that reach it in issue order, at their times, and the decisions are those of
+   * the calls applied one by one in issue order (the MemoryStore's, and one Redis').
+   *
+   * One outbound hold per id: an earlier reservation of the id from this process may hold a
+   * record on another carrier's tag; a step in that carrier's lane drops it, in order, once the
+   * call is taken (on the carrier that took it the script dropped it already). A call with a hold
+   * also writes its outbound locator (call-locators.ts) with each attempt on a carrier with a
+   * channel limit (only there is a record written), naming the record it would have on that
+   * carrier, and the answer waits for it, so that a release issued after the answer finds the
+   * call. The value the first such write replaced names the id's earlier record when another
+   * process made it: dropped too (not in order with this process's other calls on that carrier;
+   * a call taken by a carrier without a channel limit before any write does not learn of it).
+   * When no carrier takes the call, the locator names the earlier record again.
+   */
+  private reserveSpread(req: ReserveRequest, now: string, id: string, forUs: string): Promise<ReserveResult> {
+    const held = req.hold !== undefined;
+    const virtual = now !== '';
+    const waits: number[] = [];
+    const full: boolean[] = [];
+    let earlier: Promise<string | null | undefined> | undefined;
+    let at = now;
+    // the carrier tags where this process's earlier reservations of the id may hold a record
+    const mine = held ? [...(this.outTags.get(id) ?? [])] : [];
+    if (held) this.noteOutTags(id, req.route);
+    const decided = new Promise<ReserveResult>((resolve, reject) => {
+      const steps: Step[] = [];
+      const cleanups = new Map<string, Step>();
+      const dropFrom = (i: number, but?: string) => {
+        for (let j = i; j < steps.length; j++) this.carrierLanes.drop(steps[j]!);
+        for (const [tag, step] of cleanups)
+          if (tag === but) this.carrierLanes.drop(step);
+          else
+            this.carrierLanes.ready(step, () => {
+              this.run('release', [this.keys.outboundRecord(tag, id)], [at, id, '']).catch(() => undefined);
+            });
+      };
+      const go = (i: number) => () => {
+        const c = req.route[i]!;
+        const tag = carrierTag(c.name);
+        const attempt = this.attempt(tag, [c], at, id, forUs, held, req.signal, !virtual && i > 0);
+        let located: Promise<unknown> = Promise.resolve();
+        // a record (and so a locator) only on a carrier with a channel limit
+        if (held && c.channels !== undefined) {
+          const ms = this.locators.ttlMs(c.maxWaitUs + Number(forUs), virtual);
+          const write = this.locators.locateOut(id, this.keys.outboundRecord(tag, id), ms, earlier === undefined);
+          if (earlier === undefined) earlier = write;
+          located = write;
+        }
+        Promise.all([attempt, located]).then(
+          async ([r]) => {
+            waits.push(r.waits[0]!);
+            full.push(r.full[0]!);
+            if (at === '') at = num(r.now);
+            if (r.index === 0) {
+              dropFrom(i + 1, tag);
+              const before = await earlier;
+              if (typeof before === 'string' && before !== this.keys.outboundRecord(tag, id)) {
+                const other = mine.some((t) => before === this.keys.outboundRecord(t, id));
+                if (!other) await this.run('release', [before], [at, id, ''], req.signal).catch(() => undefined);
+              }
+              resolve({ index: i, waitUs: r.waitUs, slotUs: r.slotUs, now: r.now, waits, full });
+            } else if (i + 1 < steps.length) this.carrierLanes.ready(steps[i + 1]!);
+            else {
+              for (const step of cleanups.values()) this.carrierLanes.drop(step);
+              const before = await earlier;
+              if (before !== undefined) await this.locators.restoreOut(id, before);
+              resolve({ index: -1, waitUs: 0, slotUs: 0, now: r.now, waits, full });
+            }
+          },
+          (err: unknown) => {
+            for (let j = i + 1; j < steps.length; j++) this.carrierLanes.drop(steps[j]!);
+            for (const step of cleanups.values()) this.carrierLanes.drop(step);
+            reject(err);
+          },
+        );
+      };
+      req.route.forEach((c, i) => {
+        steps.push(this.carrierLanes.add(carrierTag(c.name), go(i), i === 0));
+      });
+      for (const tag of mine)
+        cleanups.set(
+          tag,
+          this.carrierLanes.add(tag, () => undefined, false),
+        );
+    });
+    this.outbound.add(decided);
+    const forget = () => this.outbound.delete(decided);
+    decided.then(forget, forget);
+    return decided;
+  }
+
+  /** Remember the carrier tags where a reservation of `id` from this process may leave its record (bounded). */
+  private noteOutTags(id: string, route: readonly Carrier[]): void {
+    const tags = this.outTags.get(id) ?? new Set<string>();
+    this.outTags.delete(id);
+    for (const c of route) tags.add(carrierTag(c.name));
+    this.outTags.set(id, tags);
+    if (this.outTags.size > MAX_OUT_TAGS) this.outTags.delete(this.outTags.keys().next().value!);
+  }
+
+  /**
+   * What an operation on outbound records waits for: `first` (if any) and, with hash tags, the
+   * reservations issued before it (errors ignored), whose records and locators it must find.
+   */
+  private afterOutbound(
+    first: Promise<void> | undefined,
+    direction: 'in' | 'out' | undefined,
+  ): Promise<void> | undefined {
+    if (!this.keys.hashTags || direction === 'in' || this.outbound.size === 0) return first;
+    const pending = [...this.outbound].map((p) => p.then(noop, noop));
+    return Promise.all([first, ...pending]).then(noop);
+  }
+
+  /** One reserve script call for a batch (reserve-args.ts); with hash tags its calls all name one carrier. */
   private sendReservations(items: PendingReserve[]): Promise<void> {
     const clock = this.offset.askClock();
-    return this.writeBatch('reserve', reserveArgv(items, clock, this.reserveEnv), items, (reply) =>
+    const tag = this.keys.hashTags ? carrierTag(items[0]!.route[0]!.name) : '';
+    return this.writeBatch('reserve', reserveArgv(items, clock, this.reserveEnv, tag), items, (reply) =>
       settleReservations(items, reply, clock, this.offset),
     );
   }
@@ -482,7 +633,9 @@ export class RedisStore implements Store, OperableStore {
   async wait(req: WaitRequest): Promise<WaitResult> {
     checkWait(req);
     const args = [req.now ?? '', req.carrier.intervalUs];
-    const r = (await this.run('wait', [this.keys.carrier(req.carrier)], args, req.signal)) as (string | number)[];
+    const r = (await this.onCarrier(carrierTag(req.carrier.name), () =>
+      this.run('wait', [this.keys.carrier(req.carrier)], args, req.signal),
+    )) as (string | number)[];
     return { waitUs: Number(r[0]), now: Number(r[1]) };
   }
 
@@ -534,8 +687,10 @@ export class RedisStore implements Store, OperableStore {
         (g) => (groups = g),
       );
     };
-    // after a loss, a release waits until this process's calls are back, so that it finds its call
-    const recovered = this.keeper.recovered();
+    // after a loss, a release waits until this process's calls are back, so that it finds its call;
+    // with hash tags, until the reservations issued before it are decided (their records located)
+    const recovered = this.afterOutbound(this.keeper.recovered(), req.direction);
+    if (this.keys.hashTags && req.direction !== 'in') this.outTags.delete(id);
     this.ledger.releasing(req.id, true);
     return (recovered === undefined ? send() : recovered.then(send)).then(
       async ([released, now]) => {
@@ -543,7 +698,7 @@ export class RedisStore implements Store, OperableStore {
         // loss, and at once when it may have landed between a re-assertion's read and its write
         this.ledger.remove(req.id, req.direction);
         if (ticket !== undefined) await this.keeper.releaseDone(req.id, groups, ticket);
-        if (this.keys.hashTags && req.direction !== 'out') await this.locators.drop(id);
+        if (this.keys.hashTags) await this.locators.drop(id, req.direction);
         return { released, now };
       },
       (err: unknown) => {
@@ -561,7 +716,7 @@ export class RedisStore implements Store, OperableStore {
     }
     const id = encodeId(req.id);
     const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now))];
-    const recovered = this.keeper.recovered();
+    const recovered = this.afterOutbound(this.keeper.recovered(), undefined);
     const send = () => this.onRecords('refresh', id, undefined, args, req.now, req.signal);
     return (recovered === undefined ? send() : recovered.then(send)).then(async ([refreshed, now]) => {
       if (refreshed > 0 && req.now === undefined) this.ledger.extend(req.id, now + req.forUs);
@@ -571,10 +726,27 @@ export class RedisStore implements Store, OperableStore {
     });
   }
 
+  /**
+   * Run `send` in issue order with the reservations on carrier tag `tag` (with hash tags: in its
+   * carrier lane, carrier-lanes.ts); any other tag, or without hash tags, at once.
+   */
+  private onCarrier<T>(tag: string, send: () => Promise<T>): Promise<T> {
+    if (!this.keys.hashTags || !isOutboundTag(tag)) return send();
+    return new Promise<T>((resolve, reject) => {
+      this.carrierLanes.add(tag, () => send().then(resolve, reject), true);
+    });
+  }
+
+  /** The tag the keys of `name` carry: a carrier named under OUTBOUND_TAG lives under its own (carrierTag). */
+  private tagOf(tag: string, name: string): string {
+    return isOutboundTag(tag) ? carrierTag(name) : tag;
+  }
+
   async holds(req: HoldsRequest): Promise<HoldsResult> {
     checkHolds(req);
-    const key = `${this.keys.base(req.tag, req.name)}:ch`;
-    const r = (await this.run('holds', [key], [req.now ?? ''], req.signal)) as number[];
+    const tag = this.tagOf(req.tag, req.name);
+    const key = `${this.keys.base(tag, req.name)}:ch`;
+    const r = (await this.onCarrier(tag, () => this.run('holds', [key], [req.now ?? ''], req.signal))) as number[];
     return { holds: r[0]!, now: r[1]! };
   }
 
@@ -593,10 +765,16 @@ export class RedisStore implements Store, OperableStore {
       const located: Promise<void>[] = [];
       r.statuses.forEach((status, i) => {
         const c = req.calls[i]!;
-        if (c.direction !== 'in' || (status !== 'written' && status !== 'present')) return;
+        if (status !== 'written' && status !== 'present') return;
         const id = encodeId(c.id);
         const forUs = Math.max(0, c.end - r.now);
-        const write = this.locators.locate(req.tag, id, forUs, req.now !== undefined).then(() => undefined);
+        const virtual = req.now !== undefined;
+        const write =
+          c.direction === 'in'
+            ? this.locators.locate(req.tag, id, forUs, virtual).then(() => undefined)
+            : this.locators
+                .locateOut(id, this.keys.outboundRecord(req.tag, id), this.locators.ttlMs(forUs, virtual), false)
+                .then(() => undefined);
         this.locators.track(id, write);
         located.push(write);
       });
@@ -688,18 +866,23 @@ export class RedisStore implements Store, OperableStore {
    */
   async inspect(req: InspectRequest): Promise<InspectResult> {
     checkInspect(req);
+    if (req.carriers.length > 0) await this.afterOutbound(undefined, 'out');
     const calls = bucketInspectCalls(req, this.keys);
-    const carrierArgv = (now: string) => carrierInspectArgv(req.carriers, this.keys, now);
+    const groups = carrierGroups(req.carriers, this.keys);
+    const argvs = [...calls.map((c) => (now: string) => c.argv(now)), ...groups.map((g) => g.argv)];
     let now = req.now === undefined ? '' : num(req.now);
     const run = async (argv: string[]) => ((await this.send('inspect', argv, req.signal)) as string[]).map(Number);
-    const first = calls.length > 0 ? await run(calls[0]!.argv(now)) : await run(carrierArgv(now));
+    const first = await run(argvs[0]!(now));
     now = num(first[0] as number);
-    const rest = await Promise.all([
-      ...calls.slice(1).map((c) => run(c.argv(now))),
-      calls.length > 0 ? run(carrierArgv(now)) : Promise.resolve(first),
-    ]);
-    const buckets = inspectedBuckets(calls, [first, ...rest.slice(0, -1)], req.buckets.length);
-    const carriers = inspectedCarriers(rest[rest.length - 1]!, req.carriers.length);
+    const replies = [first, ...(await Promise.all(argvs.slice(1).map((argv) => run(argv(now)))))];
+    const buckets = inspectedBuckets(calls, replies.slice(0, calls.length), req.buckets.length);
+    const carriers: InspectResult['carriers'][number][] = new Array(req.carriers.length);
+    groups.forEach((g, k) => {
+      const seen = inspectedCarriers(replies[calls.length + k]!, g.indices.length);
+      g.indices.forEach((i, j) => {
+        carriers[i] = seen[j]!;
+      });
+    });
     return { buckets, carriers, now: Number(now) };
   }
 
@@ -711,8 +894,12 @@ export class RedisStore implements Store, OperableStore {
 
   async listHolds(req: ListHoldsRequest): Promise<ListHoldsResult> {
     const max = checkListHolds(req);
-    const key = `${this.keys.base(req.tag, req.name)}:ch`;
-    const r = (await this.run('hold-list', [key], [req.now ?? '', max], req.signal)) as (string | number)[];
+    const tag = this.tagOf(req.tag, req.name);
+    const key = `${this.keys.base(tag, req.name)}:ch`;
+    const r = (await this.onCarrier(tag, () => this.run('hold-list', [key], [req.now ?? '', max], req.signal))) as (
+      | string
+      | number
+    )[];
     return { holds: listedHolds(r, 2), total: Number(r[1]), now: Number(r[0]) };
   }
 
@@ -734,6 +921,8 @@ export class RedisStore implements Store, OperableStore {
     await this.conn.close(this.ownsConnection);
   }
 }
+
+function noop(): void {}
 
 /** Pairs (encoded call id, end) of a script reply from index `from` on. */
 function listedHolds(reply: readonly (string | number)[], from: number): ListedHold[] {

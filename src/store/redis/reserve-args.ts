@@ -9,6 +9,8 @@ import type { RedisKeys } from './redis-keys.js';
 export interface PendingReserve extends Pending<ReserveResult> {
   readonly route: readonly Carrier[];
   readonly now: string;
+  /** `now` is the Redis time of the call's first attempt (a reroute across shards), not a caller's time. */
+  readonly live?: boolean;
   /** The call's encoded id ('' without a hold) and hold time (µs). */
   readonly id: string;
   readonly forUs: string;
@@ -25,9 +27,11 @@ export interface ReserveEnv {
 
 /**
  * One reserve script call for a batch: each carrier's key once, each route (carriers with their
- * interval and maxWait) once, then the calls in runs sharing a time.
+ * interval and maxWait) once, then the calls in runs sharing a time. `tag`: the batch's tag,
+ * where its outbound call records go (with hash tags every route of the batch is one carrier,
+ * of that tag; without them keys carry no tag).
  */
-export function reserveArgv(items: readonly PendingReserve[], clock: string, env: ReserveEnv): string[] {
+export function reserveArgv(items: readonly PendingReserve[], clock: string, env: ReserveEnv, tag: string): string[] {
   const keys: string[] = [];
   const keyIndex = new Map<string, string>();
   const routes: string[] = [];
@@ -62,13 +66,15 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
     }
     return r;
   };
-  const { calls, virtual } = runsOf(items, (i, out) => {
+  const { calls } = runsOf(items, (i, out) => {
     const item = items[i]!;
     out.push(routeOf(item.route), env.deadline(item.signal), item.id, item.forUs);
   });
+  // keys written at a caller's time live at least the virtual-time floor
+  const virtual = items.some((item) => item.now !== '' && item.live !== true);
   const argv: string[] = [num(keys.length)];
   for (const k of keys) argv.push(k);
-  argv.push(String(virtual ? env.virtualTtlMs : 0), env.keys.outboundRecord(''), clock, num(routeIndex.size));
+  argv.push(String(virtual ? env.virtualTtlMs : 0), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));
   for (const v of routes) argv.push(v);
   for (const v of calls) argv.push(v);
   return argv;

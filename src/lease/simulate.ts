@@ -1,0 +1,428 @@
+/**
+ * A leased level on a simulated clock (issue 28; not wired yet, see share.ts): N lanes, each
+ * with its own sliding log and channels checked against its share, a coordinator ticking every
+ * T with messages that take time to reach the lanes, and beside it the unleased reference (one
+ * sliding log and one channel count over all lanes) deciding the same arrivals in the same
+ * order. Used by test/lease-*.test.ts to check the invariant at every admission and by
+ * bench/lease-sim.ts for false refusals and convergence; later, a `--leased` replay could run
+ * the same model on a trace.
+ *
+ * Time is in µs. A lane admits a call when its count in (t - W, t] is below its calls share
+ * and its channels in use are below its channel share; it then holds a channel until the call
+ * ends. Messages to one lane arrive in the order sent (one connection per shard), each after a
+ * random delay up to `latencyUs`.
+ */
+import { prng } from './random.js';
+import type { DemandParams } from './demand.js';
+import { type Budget, applyShrink } from './share.js';
+import {
+  type GrantOrder,
+  type LaneObservation,
+  type LeaseState,
+  type ShrinkResult,
+  checkLease,
+  initialLease,
+  planStep,
+  settle,
+} from './step.js';
+
+export interface Arrival {
+  readonly t: number;
+  readonly lane: number;
+  /** How long the call holds its channel, µs. */
+  readonly holdUs: number;
+}
+
+/**
+ * `correct`: shrink, wait for every lane's result, then grant from the pool.
+ * The others are deliberately wrong, so that the tests can show the check failing:
+ * `grant-before-shrink` sends the planned grants with the shrinks, counting on capacity the
+ * lanes have not yet given up; `shrink-below-use` lets a lane's share fall under what its
+ * window already holds.
+ */
+export type Protocol = 'correct' | 'grant-before-shrink' | 'shrink-below-use';
+
+export interface SimOptions {
+  /** Lanes report the calls leaving their window before the next tick (default true). */
+  readonly leaving?: boolean;
+  readonly lanes: number;
+  readonly limit: Budget;
+  readonly windowUs: number;
+  readonly tickUs: number;
+  readonly latencyUs: number;
+  readonly params: DemandParams;
+  readonly protocol?: Protocol;
+  readonly seed?: number;
+  /** Shares after each tick are kept (for convergence) when true. */
+  readonly trace?: boolean;
+  /** Every admission is kept (for a check of the invariant outside this module) when true. */
+  readonly record?: boolean;
+}
+
+export interface SimResult {
+  offered: number;
+  admitted: number;
+  refusedCalls: number;
+  refusedChannels: number;
+  referenceAdmitted: number;
+  /** Refused by the leased level, admitted by the reference. */
+  falseRefusals: number;
+  /** Admitted by the leased level, refused by the reference (never over the limit: see maxInWindow). */
+  extraAdmissions: number;
+  /** Refused by a lane while the leased level's own total had room (calls and channels). */
+  roomRefusals: number;
+  /** The most calls the lanes together had admitted in any (t - W, t], checked at every admission. */
+  maxInWindow: number;
+  /** The most channels the lanes together held at once. */
+  maxChannels: number;
+  /** Admissions after which the lanes together were over a limit. */
+  violations: number;
+  ticks: number;
+  /** Ticks skipped because the previous one still waited for shrink results. */
+  skippedTicks: number;
+  /** When `trace`: tick times and the calls shares after each. */
+  shareTrace: { t: number; shares: number[] }[];
+  /** When `record`: the times of the false refusals. */
+  falseRefusalTimes: number[];
+  /** When `record`: the leased level's admissions, in order, with their channel's end. */
+  admissions: { t: number; lane: number; end: number }[];
+  state: LeaseState;
+}
+
+/** A sorted log of times with a moving head: counts in (t - W, t]. */
+class Log {
+  private times: number[] = [];
+  private head = 0;
+  add(t: number): void {
+    this.times.push(t);
+  }
+  count(t: number, w: number): number {
+    const times = this.times;
+    while (this.head < times.length && times[this.head]! <= t - w) this.head++;
+    if (this.head > 4096 && this.head * 2 > times.length) {
+      this.times = times.slice(this.head);
+      this.head = 0;
+    }
+    return this.times.length - this.head;
+  }
+  /** Times after `t0`, without forgetting any. */
+  after(t0: number): number {
+    let lo = this.head;
+    let hi = this.times.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.times[mid]! <= t0) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.times.length - lo;
+  }
+}
+
+/** Channel end times, a binary min-heap: in use at t = ends after t. */
+class Holds {
+  private heap: number[] = [];
+  add(end: number): void {
+    const h = this.heap;
+    h.push(end);
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (h[p]! <= h[i]!) break;
+      [h[p], h[i]] = [h[i]!, h[p]!];
+      i = p;
+    }
+  }
+  inUse(t: number): number {
+    const h = this.heap;
+    while (h.length > 0 && h[0]! <= t) {
+      const last = h.pop()!;
+      if (h.length === 0) break;
+      h[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && h[l]! < h[m]!) m = l;
+        if (r < h.length && h[r]! < h[m]!) m = r;
+        if (m === i) break;
+        [h[m], h[i]] = [h[i]!, h[m]!];
+        i = m;
+      }
+    }
+    return h.length;
+  }
+}
+
+interface Lane {
+  share: Budget;
+  log: Log;
+  holds: Holds;
+  refusedCalls: number;
+  refusedChannels: number;
+  admittedSinceTick: number;
+  /** Channels in use at the last tick (releases since = that + admitted since - in use now). */
+  lastInUse: number;
+  /** When the last message to this lane arrives (FIFO per lane). */
+  lastDelivery: number;
+}
+
+interface Event {
+  t: number;
+  seq: number;
+  run: () => void;
+}
+
+class Queue {
+  private heap: Event[] = [];
+  private seq = 0;
+  get size(): number {
+    return this.heap.length;
+  }
+  peek(): Event | undefined {
+    return this.heap[0];
+  }
+  private less(a: Event, b: Event): boolean {
+    return a.t < b.t || (a.t === b.t && a.seq < b.seq);
+  }
+  push(t: number, run: () => void): void {
+    const h = this.heap;
+    h.push({ t, seq: this.seq++, run });
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!this.less(h[i]!, h[p]!)) break;
+      [h[p], h[i]] = [h[i]!, h[p]!];
+      i = p;
+    }
+  }
+  pop(): Event {
+    const h = this.heap;
+    const top = h[0]!;
+    const last = h.pop()!;
+    if (h.length > 0) {
+      h[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && this.less(h[l]!, h[m]!)) m = l;
+        if (r < h.length && this.less(h[r]!, h[m]!)) m = r;
+        if (m === i) break;
+        [h[m], h[i]] = [h[i]!, h[m]!];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
+
+export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult {
+  const protocol = o.protocol ?? 'correct';
+  const leaving = o.leaving ?? true;
+  const rand = prng(o.seed ?? 1);
+  const W = o.windowUs;
+  let state = initialLease(o.limit, o.lanes, o.params);
+  const lanes: Lane[] = state.shares.map((share) => ({
+    share,
+    log: new Log(),
+    holds: new Holds(),
+    refusedCalls: 0,
+    refusedChannels: 0,
+    admittedSinceTick: 0,
+    lastInUse: 0,
+    lastDelivery: 0,
+  }));
+  const all = new Log();
+  const allHolds = new Holds();
+  const ref = new Log();
+  const refHolds = new Holds();
+  const q = new Queue();
+  const r: SimResult = {
+    offered: 0,
+    admitted: 0,
+    refusedCalls: 0,
+    refusedChannels: 0,
+    referenceAdmitted: 0,
+    falseRefusals: 0,
+    extraAdmissions: 0,
+    roomRefusals: 0,
+    maxInWindow: 0,
+    maxChannels: 0,
+    violations: 0,
+    ticks: 0,
+    skippedTicks: 0,
+    shareTrace: [],
+    admissions: [],
+    falseRefusalTimes: [],
+    state,
+  };
+
+  const send = (now: number, lane: number, run: () => void): void => {
+    const l = lanes[lane]!;
+    const at = Math.max(now + Math.floor(rand() * (o.latencyUs + 1)), l.lastDelivery);
+    l.lastDelivery = at;
+    q.push(at, run);
+  };
+  const back = (now: number): number => now + Math.floor(rand() * (o.latencyUs + 1));
+
+  const grant = (now: number, g: GrantOrder): void =>
+    send(now, g.lane, () => {
+      const l = lanes[g.lane]!;
+      l.share = { calls: l.share.calls + g.amount.calls, channels: l.share.channels + g.amount.channels };
+    });
+
+  let busy = false;
+  const tick = (now: number): void => {
+    if (busy) {
+      // the previous tick still waits for shrink results (latency near T): skip this one
+      r.skippedTicks++;
+      return;
+    }
+    r.ticks++;
+    const obs: LaneObservation[] = lanes.map((l) => {
+      const inUse = l.holds.inUse(now);
+      const ob = {
+        admittedInWindow: l.log.count(now, W),
+        leavingBeforeNextTick: leaving ? l.log.count(now, W) - l.log.after(now - W + o.tickUs) : undefined,
+        channelsInUse: inUse,
+        refusedCalls: l.refusedCalls,
+        refusedChannels: l.refusedChannels,
+        admittedSinceTick: l.admittedSinceTick,
+        releasedSinceTick: l.lastInUse + l.admittedSinceTick - inUse,
+      };
+      l.lastInUse = inUse;
+      l.refusedCalls = 0;
+      l.refusedChannels = 0;
+      l.admittedSinceTick = 0;
+      return ob;
+    });
+    const plan = planStep(state, obs, o.params);
+    state = plan.state;
+    const finish = (at: number, results: ShrinkResult[]): void => {
+      const s = settle(state, results, plan.grants);
+      state = s.state;
+      checkLease(state);
+      for (const g of s.grants) grant(at, g);
+      if (o.trace) r.shareTrace.push({ t: at, shares: state.shares.map((b) => b.calls) });
+      busy = false;
+    };
+    if (protocol === 'grant-before-shrink') {
+      // wrong: the coordinator counts on the predicted shrinks and grants at once
+      const predicted: ShrinkResult[] = plan.shrinks.map((s) => {
+        const sh = state.shares[s.lane]!;
+        const o2 = obs[s.lane]!;
+        const c = applyShrink(sh.calls, s.target.calls, o2.admittedInWindow);
+        const h = applyShrink(sh.channels, s.target.channels, o2.channelsInUse);
+        return {
+          lane: s.lane,
+          share: { calls: c.share, channels: h.share },
+          freed: { calls: c.freed, channels: h.freed },
+        };
+      });
+      const s = settle(state, predicted, plan.grants);
+      state = s.state;
+      for (const g of s.grants) grant(now, g);
+      if (o.trace) r.shareTrace.push({ t: now, shares: state.shares.map((b) => b.calls) });
+    }
+    busy = true;
+    const results: ShrinkResult[] = [];
+    let pending = plan.shrinks.length;
+    let last = now;
+    if (pending === 0) {
+      if (protocol === 'grant-before-shrink') busy = false;
+      else finish(now, results);
+      return;
+    }
+    for (const s of plan.shrinks) {
+      send(now, s.lane, () => {
+        const at = current;
+        const l = lanes[s.lane]!;
+        const used = { calls: l.log.count(at, W), channels: l.holds.inUse(at) };
+        const below = protocol === 'shrink-below-use';
+        const c = applyShrink(l.share.calls, s.target.calls, below ? 0 : used.calls);
+        const h = applyShrink(l.share.channels, s.target.channels, below ? 0 : used.channels);
+        const res = {
+          lane: s.lane,
+          share: { calls: c.share, channels: h.share },
+          freed: { calls: c.freed, channels: h.freed },
+        };
+        l.share = res.share;
+        const arrive = back(at);
+        q.push(arrive, () => {
+          results.push(res);
+          last = Math.max(last, arrive);
+          if (--pending === 0) {
+            if (protocol === 'grant-before-shrink') busy = false;
+            else finish(last, results);
+          }
+        });
+      });
+    }
+  };
+
+  let current = 0;
+  const t0 = arrivals.length > 0 ? arrivals[0]!.t : 0;
+  const end = arrivals.length > 0 ? arrivals[arrivals.length - 1]!.t : 0;
+  for (let t = t0 + o.tickUs; t <= end; t += o.tickUs) {
+    const at = t;
+    q.push(at, () => tick(at));
+  }
+
+  const limit = o.limit;
+  for (const a of arrivals) {
+    while (q.size > 0 && q.peek()!.t <= a.t) {
+      const e = q.pop();
+      current = e.t;
+      e.run();
+    }
+    current = a.t;
+    r.offered++;
+    // the unleased reference
+    const refOk = ref.count(a.t, W) < limit.calls && refHolds.inUse(a.t) < limit.channels;
+    if (refOk) {
+      ref.add(a.t);
+      refHolds.add(a.t + a.holdUs);
+      r.referenceAdmitted++;
+    }
+    // the leased level: the lane alone decides
+    const l = lanes[a.lane]!;
+    const inWindow = l.log.count(a.t, W);
+    const inUse = l.holds.inUse(a.t);
+    let ok = true;
+    if (inWindow >= l.share.calls) {
+      ok = false;
+      l.refusedCalls++;
+      r.refusedCalls++;
+    } else if (inUse >= l.share.channels) {
+      ok = false;
+      l.refusedChannels++;
+      r.refusedChannels++;
+    }
+    const total = all.count(a.t, W);
+    const totalInUse = allHolds.inUse(a.t);
+    if (ok) {
+      l.log.add(a.t);
+      l.holds.add(a.t + a.holdUs);
+      l.admittedSinceTick++;
+      all.add(a.t);
+      allHolds.add(a.t + a.holdUs);
+      r.admitted++;
+      if (o.record) r.admissions.push({ t: a.t, lane: a.lane, end: a.t + a.holdUs });
+      // exact: the lanes' total in (t - W, t] only grows at an admission
+      if (total + 1 > r.maxInWindow) r.maxInWindow = total + 1;
+      if (totalInUse + 1 > r.maxChannels) r.maxChannels = totalInUse + 1;
+      if (total + 1 > limit.calls || totalInUse + 1 > limit.channels) r.violations++;
+      if (!refOk) r.extraAdmissions++;
+    } else {
+      if (refOk) {
+        r.falseRefusals++;
+        if (o.record) r.falseRefusalTimes.push(a.t);
+      }
+      if (total < limit.calls && totalInUse < limit.channels) r.roomRefusals++;
+    }
+  }
+  r.state = state;
+  return r;
+}
