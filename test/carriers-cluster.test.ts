@@ -242,6 +242,31 @@ describe('carriers spread over a Redis Cluster (three masters): a tag per carrie
     const late = got[2]!.now - got[1]!.now;
     expect(late, 'the third call was decided within I of the second').to.be.below(B.intervalUs);
     expect(got[2]!.waitUs, "B's slot taken by the second call").to.equal(B.intervalUs - late);
+
+    // B first in a route of its own (Redis TIME on B's shard), then a reroute to B that runs late
+    const masterOf = async (c: string) =>
+      masterOfSlot(client, Number(await client.cluster('KEYSLOT', `${prefix}{${carrierTag(c)}}:${c}`)));
+    let cPort = 0;
+    let cName = '';
+    for (const name of await spreadCarriers(client, prefix, 'h'))
+      if ((cPort = await masterOf(name)) !== (await masterOf(A.name))) {
+        cName = name;
+        break;
+      }
+    const C: Carrier = { ...B, name: cName };
+    const mixed: ReserveRequest[] = [{ route: [C] }, { route: [A, C] }];
+    const first = await store.reserve(mixed[0]!);
+    await client
+      .nodes('master')
+      .find((n) => n.options.port === cPort)!
+      .client('PAUSE', 500);
+    const second = await store.reserve(mixed[1]!);
+    expect([first, second]).to.deep.equal([
+      mem.reserveSync({ ...mixed[0]!, now: first.now }),
+      mem.reserveSync({ ...mixed[1]!, now: second.now }),
+    ]);
+    expect(second.index).to.equal(1);
+    expect(second.waitUs, "C's slot taken by the call on C alone").to.equal(C.intervalUs - (second.now - first.now));
   });
 
   it("the holds keeper: a carrier's shard loses its keys, the sync sees that tag's marker change and the hold comes back", async () => {

@@ -32,8 +32,11 @@ export const REROUTE_LAG_MS = 60_000;
  * applied in issue order at their times find its slot taken (a call 4.5 ms late under load
  * found wait 0 where the replay said 4,500 µs). So these keys live at least the longest life
  * the script can give them (last + I - t <= maxWait + I) plus REROUTE_LAG_MS: exact for every
- * later attempt that runs less than that after its own first attempt. (Records and holds of the
- * group get the floor too; records usually live longer anyway, for their hold time.)
+ * later attempt that runs less than that after its own first attempt. The same goes for what a
+ * call at Redis TIME writes on a spread carrier (first in one route, it may be second in
+ * another): a reroute's attempt at an earlier time may follow it, so it gets the floor too.
+ * (Records and holds of the group get the floor as well; records usually live longer anyway,
+ * for their hold time.)
  */
 export function rerouteTtlMs(carrier: Carrier): number {
   return Math.ceil((carrier.maxWaitUs + carrier.intervalUs) / 1000) + 1 + REROUTE_LAG_MS;
@@ -94,16 +97,21 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
     out.push(routeOf(item.route), env.deadline(item.signal), item.id, item.forUs);
   });
   // keys written at a caller's time live at least the virtual-time floor; at a reroute's borrowed
-  // time, at least the reroute floor of its carrier (rerouteTtlMs)
+  // time, at least the reroute floor of its carrier (rerouteTtlMs); with carriers spread (a tag),
+  // at Redis TIME too: a reroute's attempt at an earlier time may follow
   let floor = 0;
+  let liveFloor = 0;
   for (const item of items) {
-    if (item.now === '') continue;
+    if (item.now === '') {
+      if (tag !== '') liveFloor = Math.max(liveFloor, rerouteTtlMs(item.route[0]!));
+      continue;
+    }
     const f = item.live === true ? rerouteTtlMs(item.route[0]!) : env.virtualTtlMs;
     if (f > floor) floor = f;
   }
   const argv: string[] = [num(keys.length)];
   for (const k of keys) argv.push(k);
-  argv.push(String(floor), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));
+  argv.push(String(floor), String(liveFloor), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));
   for (const v of routes) argv.push(v);
   for (const v of calls) argv.push(v);
   return argv;
