@@ -10,10 +10,12 @@
   KEYS        every carrier of the batch, once: its last slot (a string, µs), and the holds
               sorted set of each carrier with a channel limit (includes/channels.lua)
   ARGV[1]     ttl floor, ms, for calls whose now is given (see admit.lua)
-  ARGV[2]     call record prefix: the outbound record of call id x is the key prefix .. x (it
+  ARGV[2]     ttl floor, ms, for calls on Redis TIME (0, but with carriers spread over shards,
+              where calls at an earlier time from another shard may follow: reserve-args.ts)
+  ARGV[3]     call record prefix: the outbound record of call id x is the key prefix .. x (it
               shares the carriers' hash tag, so it is named here rather than in KEYS)
-  ARGV[3]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
-  ARGV[4]     NR, the number of routes, then per route: n, then per carrier in route order:
+  ARGV[4]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
+  ARGV[5]     NR, the number of routes, then per route: n, then per carrier in route order:
               its key (1-based index in KEYS), I (µs, may be fractional), maxWait (µs), N (its
               channel limit, 0: none), its holds key (index in KEYS; 0 when N is 0)
   then the calls, in runs that share a time (includes/runs.lua), four arguments per call:
@@ -38,11 +40,12 @@
 --- @include "channels"
 
 local floorMs = tonumber(ARGV[1])
-local recordPrefix = ARGV[2]
-local wantClock = ARGV[3] == '1'
+local liveFloorMs = tonumber(ARGV[2])
+local recordPrefix = ARGV[3]
+local wantClock = ARGV[4] == '1'
 local routes = {}
-local a = 5
-for r = 1, tonumber(ARGV[4]) do
+local a = 6
+for r = 1, tonumber(ARGV[5]) do
   local n = tonumber(ARGV[a])
   local keys, Is, maxWaits, Ns, holdKeys = {}, {}, {}, {}, {}
   for i = 1, n do
@@ -69,6 +72,9 @@ local function newGroup(now)
 end
 
 local function writeGroup(floor)
+  if floor < liveFloorMs then
+    floor = liveFloorMs
+  end
   for k in pairs(dirty) do
     -- last(c) matters until slot + I: after that every call gets slot = t anyway
     redis.call('SET', KEYS[k], fmt(last[k]), 'PX', fmtInt(ttlMs(last[k] + lastI[k] - t, floor)))

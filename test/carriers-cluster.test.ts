@@ -214,6 +214,61 @@ describe('carriers spread over a Redis Cluster (three masters): a tag per carrie
       expect((await tick.holds({ tag: OUTBOUND_TAG, name, now: last })).holds, `${name} empty`).to.equal(0);
   });
 
+  it("live time: a reroute's later attempt that runs late still finds the carrier's last slot (its key outlives the lag)", async () => {
+    const prefix = `cgcar:${randomBytes(4).toString('hex')}:`;
+    const [a, b] = await spreadCarriers(client, prefix, 'g');
+    const A: Carrier = { name: a!, intervalUs: 10 * S, maxWaitUs: 0 };
+    const B: Carrier = { name: b!, intervalUs: 0.2 * S, maxWaitUs: S };
+    const route = [A, B];
+    const store = newStore(prefix);
+    const mem = reference();
+    const got: ReserveResult[] = [];
+    const reqs: ReserveRequest[] = [{ route: [A] }, { route }];
+    for (const req of reqs) got.push(await store.reserve(req));
+    // B's master stops for 0.5 s: the next call's attempt there runs ~0.5 s after its time (the
+    // Redis time of its attempt on A), when B's last slot (t1, I = 0.2 s) would be expired by
+    // Redis' clock were its life counted from the call's time
+    const slot = Number(await client.cluster('KEYSLOT', `${prefix}{${carrierTag(B.name)}}:${B.name}`));
+    const port = await masterOfSlot(client, slot);
+    await client
+      .nodes('master')
+      .find((n) => n.options.port === port)!
+      .client('PAUSE', 500);
+    reqs.push({ route });
+    got.push(await store.reserve(reqs[2]!));
+    const want = reqs.map((req, i) => mem.reserveSync({ ...req, now: got[i]!.now }));
+    expect(got).to.deep.equal(want);
+    expect(got.map((r) => r.index)).to.deep.equal([0, 1, 1]);
+    const late = got[2]!.now - got[1]!.now;
+    expect(late, 'the third call was decided within I of the second').to.be.below(B.intervalUs);
+    expect(got[2]!.waitUs, "B's slot taken by the second call").to.equal(B.intervalUs - late);
+
+    // B first in a route of its own (Redis TIME on B's shard), then a reroute to B that runs late
+    const masterOf = async (c: string) =>
+      masterOfSlot(client, Number(await client.cluster('KEYSLOT', `${prefix}{${carrierTag(c)}}:${c}`)));
+    let cPort = 0;
+    let cName = '';
+    for (const name of await spreadCarriers(client, prefix, 'h'))
+      if ((cPort = await masterOf(name)) !== (await masterOf(A.name))) {
+        cName = name;
+        break;
+      }
+    const C: Carrier = { ...B, name: cName };
+    const mixed: ReserveRequest[] = [{ route: [C] }, { route: [A, C] }];
+    const first = await store.reserve(mixed[0]!);
+    await client
+      .nodes('master')
+      .find((n) => n.options.port === cPort)!
+      .client('PAUSE', 500);
+    const second = await store.reserve(mixed[1]!);
+    expect([first, second]).to.deep.equal([
+      mem.reserveSync({ ...mixed[0]!, now: first.now }),
+      mem.reserveSync({ ...mixed[1]!, now: second.now }),
+    ]);
+    expect(second.index).to.equal(1);
+    expect(second.waitUs, "C's slot taken by the call on C alone").to.equal(C.intervalUs - (second.now - first.now));
+  });
+
   it("the holds keeper: a carrier's shard loses its keys, the sync sees that tag's marker change and the hold comes back", async () => {
     const prefix = `cgcar:${randomBytes(4).toString('hex')}:`;
     const names = await spreadCarriers(client, prefix, 'k');

@@ -16,6 +16,32 @@ export interface PendingReserve extends Pending<ReserveResult> {
   readonly forUs: string;
 }
 
+/**
+ * How late a reroute's later attempt may run after its first attempt's Redis time (the time it
+ * is decided at), and still be decided exactly as in issue order: one minute.
+ */
+export const REROUTE_LAG_MS = 60_000;
+
+/**
+ * The least expiry (ms) of what an attempt at a borrowed time (a reroute's later attempt, at
+ * the Redis time of its first attempt on another shard) writes on `carrier`. Redis expires keys
+ * by its own clock, and the script sets a key's life from the call's time t: the last slot of a
+ * carrier lives until last + I after t. But t lags the Redis time the attempt runs at by the
+ * reroute's round trips (and by the skew between the shards' clocks), and a call issued later
+ * may lag more: it would run after the key expired, and find the carrier free where the calls
+ * applied in issue order at their times find its slot taken (a call 4.5 ms late under load
+ * found wait 0 where the replay said 4,500 µs). So these keys live at least the longest life
+ * the script can give them (last + I - t <= maxWait + I) plus REROUTE_LAG_MS: exact for every
+ * later attempt that runs less than that after its own first attempt. The same goes for what a
+ * call at Redis TIME writes on a spread carrier (first in one route, it may be second in
+ * another): a reroute's attempt at an earlier time may follow it, so it gets the floor too.
+ * (Records and holds of the group get the floor as well; records usually live longer anyway,
+ * for their hold time.)
+ */
+export function rerouteTtlMs(carrier: Carrier): number {
+  return Math.ceil((carrier.maxWaitUs + carrier.intervalUs) / 1000) + 1 + REROUTE_LAG_MS;
+}
+
 /** What packing a reserve script call needs of the store. */
 export interface ReserveEnv {
   /** The ttl floor (ms) of keys written with a caller-given now. */
@@ -70,11 +96,22 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
     const item = items[i]!;
     out.push(routeOf(item.route), env.deadline(item.signal), item.id, item.forUs);
   });
-  // keys written at a caller's time live at least the virtual-time floor
-  const virtual = items.some((item) => item.now !== '' && item.live !== true);
+  // keys written at a caller's time live at least the virtual-time floor; at a reroute's borrowed
+  // time, at least the reroute floor of its carrier (rerouteTtlMs); with carriers spread (a tag),
+  // at Redis TIME too: a reroute's attempt at an earlier time may follow
+  let floor = 0;
+  let liveFloor = 0;
+  for (const item of items) {
+    if (item.now === '') {
+      if (tag !== '') liveFloor = Math.max(liveFloor, rerouteTtlMs(item.route[0]!));
+      continue;
+    }
+    const f = item.live === true ? rerouteTtlMs(item.route[0]!) : env.virtualTtlMs;
+    if (f > floor) floor = f;
+  }
   const argv: string[] = [num(keys.length)];
   for (const k of keys) argv.push(k);
-  argv.push(String(virtual ? env.virtualTtlMs : 0), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));
+  argv.push(String(floor), String(liveFloor), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));
   for (const v of routes) argv.push(v);
   for (const v of calls) argv.push(v);
   return argv;
