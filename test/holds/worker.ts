@@ -59,11 +59,15 @@ export interface HoldsWorkerReport {
 }
 
 const args = JSON.parse(process.argv[2] ?? '{}') as HoldsWorkerArgs;
+// as `callgate serve` and docs/redis.md make them: no command queued while Redis is away nor
+// re-sent after a break (a decision re-sent on reconnect would land before this process's holds
+// are back)
 const redis = args.cluster
-  ? new Cluster(args.cluster, { redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 2_000 } })
-  : // as `callgate serve` makes it: no command queued while Redis is away nor re-sent after a
-    // break (a decision re-sent on reconnect would land before this process's holds are back)
-    new Redis(args.url!, { ...RECOMMENDED_REDIS_OPTIONS, connectTimeout: 2_000 });
+  ? new Cluster(args.cluster, {
+      redisOptions: { ...RECOMMENDED_REDIS_OPTIONS, connectTimeout: 2_000 },
+      enableOfflineQueue: false,
+    })
+  : new Redis(args.url!, { ...RECOMMENDED_REDIS_OPTIONS, connectTimeout: 2_000 });
 const store = new RedisStore({ redis, prefix: args.prefix });
 const gate = await CallGate.create({
   config: args.config,
