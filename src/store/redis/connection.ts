@@ -46,6 +46,13 @@ export class RedisConnection {
    * would wait for ever. The store fails them itself at the 'close'.
    */
   private readonly inFlight = new Set<(err: Error) => void>();
+  /**
+   * Whether the client re-sends nothing after a break (then the store fails what was in flight).
+   * A client that re-sends (ioredis' default) settles those commands itself, and must be left to:
+   * failing one early would let the policy decide before the call's deadline while its re-sent
+   * command could still be counted on Redis before that deadline.
+   */
+  private readonly dropOnClose: boolean;
 
   /**
    * The store listens to the client's 'error' event, so ioredis does not print "Unhandled error
@@ -73,6 +80,8 @@ export class RedisConnection {
     private readonly opts: ConnectionOptions,
   ) {
     this.cluster = isCluster(redis);
+    const options = this.cluster ? (redis as Cluster).options.redisOptions : (redis as Redis).options;
+    this.dropOnClose = options?.autoResendUnfulfilledCommands === false;
     for (const { command, lua } of Object.values(scripts())) {
       if (!(command in redis)) redis.defineCommand(command, { lua });
     }
@@ -182,8 +191,9 @@ export class RedisConnection {
     }
   }
 
-  /** `reply`, or a StoreUnavailableError when the connection closes before it comes (see inFlight). */
+  /** `reply`, or a StoreUnavailableError when the connection closes before it comes (see inFlight, dropOnClose). */
   track<T>(reply: Promise<T>): Promise<T> {
+    if (!this.dropOnClose) return reply;
     return new Promise<T>((resolve, reject) => {
       const fail = (err: Error) => reject(err);
       this.inFlight.add(fail);
