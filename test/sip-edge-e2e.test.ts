@@ -7,7 +7,8 @@
  * - every call ended: sipp counts no failed call and no call left; refusals are the expected
  *   403/486/503 paths of the caller's scenario;
  * - admission: no peer-limit + 1 admitted calls were decided within one second. Each admitted
- *   call's decision lies between its INVITE leaving the caller and the 100 Trying (sent once
+ *   call's decision lies between its INVITE leaving the caller (bounded below by the caller's
+ *   log entry before it: sipp reads its clock after a send) and the 100 Trying (sent once
  *   admitted) reaching it, so L + 1 such intervals inside a window shorter than 1 s prove a
  *   violation on any clock;
  * - every 503 for a rate refusal carries Retry-After (and no other 503 does);
@@ -72,7 +73,7 @@ function checkRun(run: Run, label: string) {
   // admission: no L + 1 admitted calls proven decided within one second
   const admitted = [...calls.values()]
     .filter((c) => c.trying !== undefined)
-    .map((c) => ({ a: c.invite!, b: c.trying! }));
+    .map((c) => ({ a: c.leftAfter!, b: c.trying! }));
   const proven = provenInOneSecond(admitted);
   expect(proven, `${label}: admitted calls provably decided within one second`).to.be.at.most(PEER_LIMIT);
   expect(admitted.length).to.be.greaterThan(0);

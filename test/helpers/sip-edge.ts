@@ -206,14 +206,26 @@ export async function runCalls(opts: {
   }
 }
 
-/** The caller's INVITEs (first transmission), their first 100 Trying and their final response, per call. */
+/**
+ * The caller's INVITEs (first transmission), their first 100 Trying and their final response, per
+ * call. sipp reads its clock just after each send (socket.cpp), so a logged send time is no lower
+ * bound of when the INVITE left: a loaded host may run the edge's decision before sipp's clock
+ * read. `leftAfter` is: the time of the entry logged just before the INVITE (sipp is one thread,
+ * so that reading preceded the send; 0 for the first entry).
+ */
 export function callsOf(report: SippReport) {
-  const calls = new Map<string, { invite?: number; trying?: number; final?: SipLogEntry }>();
+  const calls = new Map<string, { invite?: number; leftAfter?: number; trying?: number; final?: SipLogEntry }>();
+  let before = 0;
   for (const m of report.messages) {
+    const previous = before;
+    before = m.t;
     if (!/ INVITE$/.test(m.cseq)) continue;
     const c = calls.get(m.callId) ?? {};
     calls.set(m.callId, c);
-    if (m.dir === 'sent' && m.method === 'INVITE') c.invite ??= m.t;
+    if (m.dir === 'sent' && m.method === 'INVITE' && c.invite === undefined) {
+      c.invite = m.t;
+      c.leftAfter = previous;
+    }
     if (m.dir === 'received' && m.status === 100) c.trying ??= m.t;
     if (m.dir === 'received' && m.status! >= 200) c.final ??= m;
   }
