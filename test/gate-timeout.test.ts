@@ -56,8 +56,13 @@ describe('CallGate: the default decision timeout', function () {
     await gate.close();
   });
 
-  it('an admission answered after the deadline and refused by the policy holds no channel', async () => {
-    const store = new RedisStore({ redis: client, prefix: uniquePrefix('timeout-late'), holds: { syncMs: 0 } });
+  /**
+   * A gate (100 ms deadline) on a peer with channels, and an admission of `callId` whose answer
+   * comes late: once it has left, the process is held 300 ms, so Redis runs it at once (admitted,
+   * well before the deadline) and the timer fires before the answer is read.
+   */
+  async function lateAdmission(name: string, callId: string) {
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix(name), holds: { syncMs: 0 } });
     const gate = await CallGate.create({
       config: { inbound: { peers: { p: [{ channels: 5 }] } } },
       store,
@@ -65,13 +70,16 @@ describe('CallGate: the default decision timeout', function () {
     });
     const held = () => store.holds({ tag: peerTag('p'), name: peerBucket('p') }).then((r) => r.holds);
     expect(await held()).to.equal(0); // connection warm
-    // once the admission has left, the process is held past its deadline: Redis runs it at once
-    // (admitted, well before the deadline), and the timer fires before the answer is read
-    const decided = gate.admit({ callId: 'late', peer: 'p' });
+    const decided = gate.admit({ callId, peer: 'p' });
     setImmediate(() => {
       const until = performance.now() + 300;
       while (performance.now() < until);
     });
+    return { gate, held, decided };
+  }
+
+  it('an admission answered after the deadline and refused by the policy holds no channel', async () => {
+    const { gate, held, decided } = await lateAdmission('timeout-late', 'late');
     expect(await decided).to.include({ admitted: false, limitedBy: 'store-unavailable', degraded: 'fail-closed' });
     // the caller was told no: the store's late yes is taken back, nothing holds
     let n = -1;
@@ -84,19 +92,7 @@ describe('CallGate: the default decision timeout', function () {
   });
 
   it('a retry of that admission issued at once keeps the channel its first attempt took', async () => {
-    const store = new RedisStore({ redis: client, prefix: uniquePrefix('timeout-retry'), holds: { syncMs: 0 } });
-    const gate = await CallGate.create({
-      config: { inbound: { peers: { p: [{ channels: 5 }] } } },
-      store,
-      timeoutMs: 100,
-    });
-    const held = () => store.holds({ tag: peerTag('p'), name: peerBucket('p') }).then((r) => r.holds);
-    expect(await held()).to.equal(0); // connection warm
-    const first = gate.admit({ callId: 'again', peer: 'p' });
-    setImmediate(() => {
-      const until = performance.now() + 300;
-      while (performance.now() < until);
-    });
+    const { gate, held, decided: first } = await lateAdmission('timeout-retry', 'again');
     expect(await first).to.include({ admitted: false, degraded: 'fail-closed' });
     // issued before the first attempt's late answer is read: Redis finds the call there
     const retry = await gate.admit({ callId: 'again', peer: 'p' });
