@@ -20,8 +20,8 @@
  *   its S*_L: Σ min(S_L(t), S*_L) - S_L(t_s) >= 0.9 · Σ (S*_L - S_L(t_s)). Median and worst over
  *   the shifts, in seconds.
  */
-import { zipfArrivals } from '../src/lease/random.js';
-import { type SimResult, simulate } from '../src/lease/simulate.js';
+import { zipfArrivals } from '../scripts/lease-arrivals.js';
+import { type SimResult, simulate } from '../scripts/lease-simulate.js';
 
 function arg(name: string, dflt: number): number {
   const i = process.argv.indexOf(`--${name}`);

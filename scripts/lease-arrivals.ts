@@ -1,21 +1,10 @@
 /**
- * Seeded arrivals for the lease simulation (issue 28; not wired yet, see share.ts): Poisson
+ * Seeded arrivals for the lease simulation (src/lease/, not wired yet, see share.ts): Poisson
  * calls over lanes with Zipf-skewed demand whose hot lanes move every so often, the shape the
  * issue asks the shares to follow.
  */
-import type { Arrival } from './simulate.js';
-
-/** mulberry32, the fixtures' generator (scripts/make-fixtures.ts), kept here so src needs no scripts. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import type { Arrival } from './lease-simulate.js';
+import { expGapUs, prng } from './make-fixtures.js';
 
 export interface ArrivalOptions {
   readonly lanes: number;
@@ -49,7 +38,7 @@ export function zipfArrivals(o: ArrivalOptions): Arrival[] {
   let t = 0;
   let nextShift = o.shiftUs > 0 ? o.shiftUs : Number.POSITIVE_INFINITY;
   for (;;) {
-    t += Math.max(1, Math.round((-Math.log(1 - rand()) * 1e6) / o.rate));
+    t += expGapUs(rand, o.rate);
     if (t >= o.durationUs) break;
     while (t >= nextShift) {
       shuffle();

@@ -1,20 +1,20 @@
 /**
- * A leased level on a simulated clock (issue 28; not wired yet, see share.ts): N lanes, each
+ * A leased level on a simulated clock (src/lease/, not wired yet, see share.ts): N lanes, each
  * with its own sliding log and channels checked against its share, a coordinator ticking every
  * T with messages that take time to reach the lanes, and beside it the unleased reference (one
  * sliding log and one channel count over all lanes) deciding the same arrivals in the same
  * order. Used by test/lease-*.test.ts to check the invariant at every admission and by
- * bench/lease-sim.ts for false refusals and convergence; later, a `--leased` replay could run
- * the same model on a trace.
+ * bench/lease-sim.ts for false refusals and convergence. A tool of the tests and the bench, not
+ * of the library: it lives beside the fixtures' generator, whose seeded PRNG it uses.
  *
  * Time is in µs. A lane admits a call when its count in (t - W, t] is below its calls share
  * and its channels in use are below its channel share; it then holds a channel until the call
  * ends. Messages to one lane arrive in the order sent (one connection per shard), each after a
  * random delay up to `latencyUs`.
  */
-import { prng } from './random.js';
-import type { DemandParams } from './demand.js';
-import { type Budget, applyShrink } from './share.js';
+import { prng } from './make-fixtures.js';
+import type { DemandParams } from '../src/lease/demand.js';
+import { type Budget, applyShrink } from '../src/lease/share.js';
 import {
   type GrantOrder,
   type LaneObservation,
@@ -24,7 +24,7 @@ import {
   initialLease,
   planStep,
   settle,
-} from './step.js';
+} from '../src/lease/step.js';
 
 export interface Arrival {
   readonly t: number;
@@ -118,39 +118,58 @@ class Log {
   }
 }
 
-/** Channel end times, a binary min-heap: in use at t = ends after t. */
-class Holds {
-  private heap: number[] = [];
-  add(end: number): void {
-    const h = this.heap;
-    h.push(end);
+/** A binary min-heap under `less`: the simulator's event queue and channel end times. */
+class MinHeap<T> {
+  private readonly h: T[] = [];
+  constructor(private readonly less: (a: T, b: T) => boolean) {}
+  get size(): number {
+    return this.h.length;
+  }
+  peek(): T | undefined {
+    return this.h[0];
+  }
+  push(x: T): void {
+    const h = this.h;
+    h.push(x);
     let i = h.length - 1;
     while (i > 0) {
       const p = (i - 1) >> 1;
-      if (h[p]! <= h[i]!) break;
+      if (!this.less(h[i]!, h[p]!)) break;
       [h[p], h[i]] = [h[i]!, h[p]!];
       i = p;
     }
   }
-  inUse(t: number): number {
-    const h = this.heap;
-    while (h.length > 0 && h[0]! <= t) {
-      const last = h.pop()!;
-      if (h.length === 0) break;
+  pop(): T {
+    const h = this.h;
+    const top = h[0]!;
+    const last = h.pop()!;
+    if (h.length > 0) {
       h[0] = last;
       let i = 0;
       for (;;) {
         const l = 2 * i + 1;
         const r = l + 1;
         let m = i;
-        if (l < h.length && h[l]! < h[m]!) m = l;
-        if (r < h.length && h[r]! < h[m]!) m = r;
+        if (l < h.length && this.less(h[l]!, h[m]!)) m = l;
+        if (r < h.length && this.less(h[r]!, h[m]!)) m = r;
         if (m === i) break;
         [h[m], h[i]] = [h[i]!, h[m]!];
         i = m;
       }
     }
-    return h.length;
+    return top;
+  }
+}
+
+/** Channel end times: in use at t = ends after t. */
+class Holds {
+  private readonly ends = new MinHeap<number>((a, b) => a < b);
+  add(end: number): void {
+    this.ends.push(end);
+  }
+  inUse(t: number): number {
+    while (this.ends.size > 0 && this.ends.peek()! <= t) this.ends.pop();
+    return this.ends.size;
   }
 }
 
@@ -173,48 +192,21 @@ interface Event {
   run: () => void;
 }
 
+/** Events in time order; equal times in the order pushed. */
 class Queue {
-  private heap: Event[] = [];
   private seq = 0;
+  private readonly heap = new MinHeap<Event>((a, b) => a.t < b.t || (a.t === b.t && a.seq < b.seq));
   get size(): number {
-    return this.heap.length;
+    return this.heap.size;
   }
   peek(): Event | undefined {
-    return this.heap[0];
-  }
-  private less(a: Event, b: Event): boolean {
-    return a.t < b.t || (a.t === b.t && a.seq < b.seq);
+    return this.heap.peek();
   }
   push(t: number, run: () => void): void {
-    const h = this.heap;
-    h.push({ t, seq: this.seq++, run });
-    let i = h.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.less(h[i]!, h[p]!)) break;
-      [h[p], h[i]] = [h[i]!, h[p]!];
-      i = p;
-    }
+    this.heap.push({ t, seq: this.seq++, run });
   }
   pop(): Event {
-    const h = this.heap;
-    const top = h[0]!;
-    const last = h.pop()!;
-    if (h.length > 0) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && this.less(h[l]!, h[m]!)) m = l;
-        if (r < h.length && this.less(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[m], h[i]] = [h[i]!, h[m]!];
-        i = m;
-      }
-    }
-    return top;
+    return this.heap.pop();
   }
 }
 

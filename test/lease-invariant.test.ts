@@ -10,8 +10,8 @@
  */
 import { expect } from 'chai';
 import type { DemandParams } from '../src/lease/demand.js';
-import { zipfArrivals } from '../src/lease/random.js';
-import { type Protocol, type SimOptions, simulate } from '../src/lease/simulate.js';
+import { zipfArrivals } from '../scripts/lease-arrivals.js';
+import { type Protocol, type SimOptions, simulate } from '../scripts/lease-simulate.js';
 
 const P: DemandParams = { windowTicks: 10, up: 0.6, down: 0.2, headroom: 1, floor: { calls: 1, channels: 1 } };
 
