@@ -40,6 +40,7 @@ import { closedLoop, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram
 import {
   callIdOf,
   floodSection,
+  LONE_SERVE_CLIENT,
   loneSection,
   median,
   batchingSection,
@@ -1010,7 +1011,7 @@ async function main(): Promise<void> {
       const o = { url: server.url, work, seconds: OPEN_SECONDS, log };
       const open: OpenRow[] = [];
       if (want('lone')) {
-        const { rows: list, perRound } = await loneSection(o, HAND_ROLLED, LONE_CALLS, LONE_ROUNDS);
+        const { rows: list, perRound, p50Round } = await loneSection(o, HAND_ROLLED, LONE_CALLS, LONE_ROUNDS);
         open.push(...list);
         log(
           `lone decisions (each awaited before the next, ${fmtInt(LONE_CALLS)} calls, best of ${LONE_ROUNDS} interleaved rounds): Redis µs per decision = script time (INFO commandstats)`,
@@ -1028,6 +1029,12 @@ async function main(): Promise<void> {
             `  ${label} / hand-rolled, Redis µs per decision: ${median(each).toFixed(2)} x (rounds ${each.map((x) => x.toFixed(2)).join(', ')})${target}`,
           );
         }
+        const served = p50Round.get(LONE_SERVE_CLIENT)!;
+        const plain = p50Round.get(LONE_NAMES[3])!;
+        const each = served.map((x, k) => x / plain[k]!);
+        log(
+          `  3 levels, serve client / default client, p50 per decision: ${median(each).toFixed(2)} x (rounds ${each.map((x) => x.toFixed(2)).join(', ')})`,
+        );
         log('');
       }
       const fmtRatios = (r: PairRatios) => {
