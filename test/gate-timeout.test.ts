@@ -13,6 +13,24 @@ import { RedisStore } from '../src/store/redis/redis-store.js';
 import { uniquePrefix } from './admission/stores.js';
 import { newRedisClient, rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 
+/** Once the current turn has ended (a command just sent has left), the process is held `ms`: no answer is read meanwhile. */
+function holdProcessSoon(ms: number): void {
+  setImmediate(() => {
+    const until = performance.now() + ms;
+    while (performance.now() < until);
+  });
+}
+
+/** `read()` until it gives `want` (a late answer's release is asynchronous), 1 s at most; its last value. */
+async function settledAt(read: () => Promise<number>, want: number): Promise<number> {
+  let n = await read();
+  for (let i = 0; i < 50 && n !== want; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    n = await read();
+  }
+  return n;
+}
+
 describe('CallGate: the default decision timeout', function () {
   this.timeout(30_000);
   let server: RedisServer;
@@ -71,10 +89,7 @@ describe('CallGate: the default decision timeout', function () {
     const held = () => store.holds({ tag: peerTag('p'), name: peerBucket('p') }).then((r) => r.holds);
     expect(await held()).to.equal(0); // connection warm
     const decided = gate.admit({ callId, peer: 'p' });
-    setImmediate(() => {
-      const until = performance.now() + 300;
-      while (performance.now() < until);
-    });
+    holdProcessSoon(300);
     return { gate, held, decided };
   }
 
@@ -82,12 +97,7 @@ describe('CallGate: the default decision timeout', function () {
     const { gate, held, decided } = await lateAdmission('timeout-late', 'late');
     expect(await decided).to.include({ admitted: false, limitedBy: 'store-unavailable', degraded: 'fail-closed' });
     // the caller was told no: the store's late yes is taken back, nothing holds
-    let n = -1;
-    for (let i = 0; i < 50 && n !== 0; i++) {
-      n = await held();
-      if (n !== 0) await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(n).to.equal(0);
+    expect(await settledAt(held, 0)).to.equal(0);
     await gate.close();
   });
 
@@ -114,17 +124,9 @@ describe('CallGate: the default decision timeout', function () {
     const held = () => store.holds({ tag: OUTBOUND_TAG, name: carrierName('A') }).then((r) => r.holds);
     expect(await held()).to.equal(0); // connection warm
     const dispatched = gate.dispatch({ callId: 'late-out', route: ['A'] });
-    setImmediate(() => {
-      const until = performance.now() + 300;
-      while (performance.now() < until);
-    });
+    holdProcessSoon(300);
     expect(await dispatched).to.include({ outcome: 'failed', reason: 'store-unavailable' });
-    let n = -1;
-    for (let i = 0; i < 50 && n !== 0; i++) {
-      n = await held();
-      if (n !== 0) await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(n).to.equal(0);
+    expect(await settledAt(held, 0)).to.equal(0);
     await gate.close();
   });
 });
