@@ -42,8 +42,7 @@ export class CallLocators {
     virtual: boolean,
     nx = false,
   ): Promise<'written' | 'exists' | 'failed'> {
-    const ms = Math.max(Math.ceil(forUs / 1000) + 1, virtual ? this.virtualTtlMs : 0);
-    const until = Date.now() + ms;
+    const until = Date.now() + this.ttlMs(forUs, virtual);
     const key = this.keys.locator(id);
     const value = this.keys.inboundRecord(tag, id);
     const attempt = (): Promise<'written' | 'exists' | 'failed'> => {
@@ -55,16 +54,25 @@ export class CallLocators {
       );
     };
     return attempt().then((first) => {
-      if (first !== 'failed' || this.closed) return first;
-      const retried = (async () => {
-        while (!this.closed && Date.now() < until) {
-          await new Promise((resolve) => setTimeout(resolve, LOCATOR_RETRY_MS).unref());
-          if ((await attempt()) !== 'failed') return;
-        }
-      })();
-      this.track(id, retried);
+      if (first === 'failed') this.retry(id, until, attempt);
       return first;
     });
+  }
+
+  /**
+   * A locator write of `id` whose first attempt failed: `attempt` again every LOCATOR_RETRY_MS
+   * in the background until it lands or `until` (ms, Date.now) passes; tracked, so that a
+   * release of `id` from this process waits for it. Nothing once the store is closing.
+   */
+  private retry(id: string, until: number, attempt: () => Promise<unknown>): void {
+    if (this.closed) return;
+    const retried = (async () => {
+      while (!this.closed && Date.now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, LOCATOR_RETRY_MS).unref());
+        if ((await attempt()) !== 'failed') return;
+      }
+    })();
+    this.track(id, retried);
   }
 
   /** A locator's life (ms) for a hold that may end `us` from now (virtual: at least the virtual-time floor). */
@@ -90,15 +98,7 @@ export class CallLocators {
     };
     return attempt().then((first) => {
       if (first !== 'failed') return first;
-      if (!this.closed) {
-        const retried = (async () => {
-          while (!this.closed && Date.now() < until) {
-            await new Promise((resolve) => setTimeout(resolve, LOCATOR_RETRY_MS).unref());
-            if ((await attempt()) !== 'failed') return;
-          }
-        })();
-        this.track(id, retried);
-      }
+      this.retry(id, until, attempt);
       return undefined;
     });
   }
@@ -180,32 +180,24 @@ export class CallLocators {
 
   /** Call `id` was released (one direction or both): its locators go too (best effort; one key per DEL). */
   drop(id: string, direction: 'in' | 'out' | undefined): Promise<void> {
-    return Promise.all(
-      this.keysOf(id, direction).map((key) =>
-        this.conn.redis.del(key).then(
-          () => undefined,
-          () => undefined,
-        ),
-      ),
-    ).then(() => undefined);
+    return this.onEach(id, direction, (key) => this.conn.redis.del(key));
   }
 
   /** Call `id`'s holds were refreshed: its locators live `ms` more (best effort). */
   extend(id: string, ms: number): Promise<void> {
-    return Promise.all(
-      this.keysOf(id, undefined).map((key) =>
-        this.conn.redis.pexpire(key, ms).then(
-          () => undefined,
-          () => undefined,
-        ),
-      ),
-    ).then(() => undefined);
+    return this.onEach(id, undefined, (key) => this.conn.redis.pexpire(key, ms));
   }
 
-  private keysOf(id: string, direction: 'in' | 'out' | undefined): string[] {
-    return [
+  /** `op` on each locator key of `id` in `direction` (both when undefined), side by side, errors ignored. */
+  private onEach(
+    id: string,
+    direction: 'in' | 'out' | undefined,
+    op: (key: string) => Promise<unknown>,
+  ): Promise<void> {
+    const keys = [
       ...(direction !== 'out' ? [this.keys.locator(id)] : []),
       ...(direction !== 'in' ? [this.keys.outboundLocator(id)] : []),
     ];
+    return Promise.all(keys.map((key) => op(key).catch(() => undefined))).then(() => undefined);
   }
 }
