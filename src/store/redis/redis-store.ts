@@ -535,7 +535,13 @@ export class RedisStore implements Store, OperableStore {
     const decided = new Promise<ReserveResult>((resolve, reject) => {
       const steps: Step[] = [];
       const cleanups = new Map<string, Step>();
-      const dropFrom = (i: number, but?: string) => {
+      // no carrier will be tried from step i on, and no earlier record dropped
+      const dropAll = (i: number) => {
+        for (let j = i; j < steps.length; j++) this.carrierLanes.drop(steps[j]!);
+        for (const step of cleanups.values()) this.carrierLanes.drop(step);
+      };
+      // taken by carrier i - 1 (on `but`): the later steps go, the earlier records elsewhere too
+      const dropFrom = (i: number, but: string) => {
         for (let j = i; j < steps.length; j++) this.carrierLanes.drop(steps[j]!);
         for (const [tag, step] of cleanups)
           if (tag === but) this.carrierLanes.drop(step);
@@ -571,15 +577,14 @@ export class RedisStore implements Store, OperableStore {
               resolve({ index: i, waitUs: r.waitUs, slotUs: r.slotUs, now: r.now, waits, full });
             } else if (i + 1 < steps.length) this.carrierLanes.ready(steps[i + 1]!);
             else {
-              for (const step of cleanups.values()) this.carrierLanes.drop(step);
+              dropAll(steps.length);
               const before = await earlier;
               if (before !== undefined) await this.locators.restoreOut(id, before);
               resolve({ index: -1, waitUs: 0, slotUs: 0, now: r.now, waits, full });
             }
           },
           (err: unknown) => {
-            for (let j = i + 1; j < steps.length; j++) this.carrierLanes.drop(steps[j]!);
-            for (const step of cleanups.values()) this.carrierLanes.drop(step);
+            dropAll(i + 1);
             reject(err);
           },
         );
