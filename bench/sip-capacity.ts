@@ -34,6 +34,7 @@ import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-command
 import { rawCommand, startRedisServer } from '../test/helpers/redis.js';
 import {
   freeUdpPort,
+  leftAfter,
   parseShortLog,
   maxInWindow,
   provenInOneSecond,
@@ -558,15 +559,12 @@ try {
       for (const e of events) mostInUse = Math.max(mostInUse, (inUse += e.d));
       const decided = { admitted: admittedAt.length, mostInOneSecond: maxInWindow(admittedAt, 1_000_000), mostInUse };
       const byCall = new Map<string, { invite?: number; ok?: number; bye?: number; status?: number }>();
-      // sipp reads its clock after a send: an INVITE left after the entry logged before it
-      // (test/helpers/sip-edge.ts, callsOf)
-      let before = 0;
-      for (const m of r.messages) {
-        const previous = before;
-        before = m.t;
+      // an INVITE left after the entry logged before it (sipp reads its clock after a send)
+      const bounds = leftAfter(r.messages);
+      for (const [i, m] of r.messages.entries()) {
         const c = byCall.get(m.callId) ?? {};
         byCall.set(m.callId, c);
-        if (m.dir === 'sent' && m.method === 'INVITE') c.invite ??= previous;
+        if (m.dir === 'sent' && m.method === 'INVITE') c.invite ??= bounds[i];
         if (m.dir === 'sent' && m.method === 'BYE') c.bye ??= m.t;
         if (m.dir === 'received' && m.status !== undefined && m.status >= 200 && /INVITE/.test(m.cseq)) {
           c.status ??= m.status;

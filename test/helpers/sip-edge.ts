@@ -13,7 +13,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { EdgeSummary } from '../../examples/sip-edge/edge.js';
 import type { RedisServer } from './redis.js';
-import { freeUdpPort, startSipp, type SipLogEntry, type SippReport } from './sipp.js';
+import { freeUdpPort, leftAfter, startSipp, type SipLogEntry, type SippReport } from './sipp.js';
 
 export const SCENARIOS = path.resolve('examples/sip-edge/sipp');
 export const S = 1_000_000;
@@ -208,23 +208,19 @@ export async function runCalls(opts: {
 
 /**
  * The caller's INVITEs (first transmission), their first 100 Trying and their final response, per
- * call. sipp reads its clock just after each send (socket.cpp), so a logged send time is no lower
- * bound of when the INVITE left: a loaded host may run the edge's decision before sipp's clock
- * read. `leftAfter` is: the time of the entry logged just before the INVITE (sipp is one thread,
- * so that reading preceded the send; 0 for the first entry).
+ * call. `leftAfter`: a time before the INVITE left (sipp.ts, leftAfter: a loaded host may run the
+ * edge's decision before sipp's logged send time).
  */
 export function callsOf(report: SippReport) {
   const calls = new Map<string, { invite?: number; leftAfter?: number; trying?: number; final?: SipLogEntry }>();
-  let before = 0;
-  for (const m of report.messages) {
-    const previous = before;
-    before = m.t;
+  const bounds = leftAfter(report.messages);
+  for (const [i, m] of report.messages.entries()) {
     if (!/ INVITE$/.test(m.cseq)) continue;
     const c = calls.get(m.callId) ?? {};
     calls.set(m.callId, c);
     if (m.dir === 'sent' && m.method === 'INVITE' && c.invite === undefined) {
       c.invite = m.t;
-      c.leftAfter = previous;
+      c.leftAfter = bounds[i];
     }
     if (m.dir === 'received' && m.status === 100) c.trying ??= m.t;
     if (m.dir === 'received' && m.status! >= 200) c.final ??= m;

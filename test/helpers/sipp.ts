@@ -391,6 +391,17 @@ export function parseShortLog(text: string): SipLogEntry[] {
   return out;
 }
 
+/**
+ * For each entry of a sipp log (in log order), a time no later than the moment its message left
+ * or arrived: the time of the entry logged before it (0 for the first). sipp reads its clock just
+ * after a send (SIPp's socket.cpp: write_primitive, then GET_TIME), so a logged send time is no
+ * lower bound of when the message left; sipp is one thread, so the clock read of the entry before
+ * preceded the send.
+ */
+export function leftAfter(messages: readonly SipLogEntry[]): number[] {
+  return messages.map((_, i) => (i === 0 ? 0 : messages[i - 1]!.t));
+}
+
 // shared with the multi-process tests, which have no SIP
 export { maxInWindow } from './window.js';
 
