@@ -861,28 +861,23 @@ export async function loneSection(
     .loneSlidingLog;
   const peer = (i: number) => work.seq[i % work.seq.length]!;
   for (let round = 0; round < rounds; round++) {
-    for (const levels of [1, 3, '3ch'] as const) {
+    // the three lone rows on the default client, then three levels on serve's
+    const lone = [
+      [LONE_NAMES[1], 1, c, 'lone1:', 'l'],
+      [LONE_NAMES[3], 3, c, 'lone3:', 'l'],
+      [LONE_NAMES['3ch'], '3ch', c, 'lone3ch:', 'l'],
+      [LONE_SERVE_CLIENT, 3, served, 'lone3s:', 's'],
+    ] as const;
+    for (const [name, levels, redis, prefix, id] of lone) {
       const gate = await CallGate.create({
         config: work.config(levels),
-        store: new RedisStore({ redis: c, prefix: `lone${levels}:` }),
+        store: new RedisStore({ redis, prefix }),
         timeoutMs: 5000,
         shield: false,
       });
       // with channels: the admission alone (each admitted call holds its channels, none released)
-      await measure(LONE_NAMES[levels], (i) =>
-        gate.admit({ callId: `l${round}:${i}`, peer: `peer${peer(i)}`, account: `acct${peer(i) % work.accounts}` }),
-      );
-      await gate.close();
-    }
-    {
-      const gate = await CallGate.create({
-        config: work.config(3),
-        store: new RedisStore({ redis: served, prefix: 'lone3s:' }),
-        timeoutMs: 5000,
-        shield: false,
-      });
-      await measure(LONE_SERVE_CLIENT, (i) =>
-        gate.admit({ callId: `s${round}:${i}`, peer: `peer${peer(i)}`, account: `acct${peer(i) % work.accounts}` }),
+      await measure(name, (i) =>
+        gate.admit({ callId: `${id}${round}:${i}`, peer: `peer${peer(i)}`, account: `acct${peer(i) % work.accounts}` }),
       );
       await gate.close();
     }
