@@ -51,7 +51,7 @@
 --- @include "lone-time"
 
 -- globals as locals: each lookup is a table access per use
-local call, tn, argv, keys, fmt = redis.call, tonumber, ARGV, KEYS, string.format
+local call, argv, keys, fmt = redis.call, ARGV, KEYS, string.format
 local id = argv[7]
 local live, clock, t, floorMs, expired = loneTime()
 local reply
@@ -64,7 +64,7 @@ else
   if id ~= '' then
     record = keys[#keys]
     local v = call('GET', record)
-    holding = v and tn(string.match(v, '^%d+')) > t
+    holding = v and string.match(v, '^%d+') + 0 > t
   end
   if holding then
     reply = { 0, 0, t, 2 } -- its record still holds: admitted again, counted nowhere
@@ -76,8 +76,8 @@ else
     local logs, known = {}, {}
     local k = 0
     local a = 10
-    for q = 1, tn(argv[9]) do
-      local m = tn(argv[a + 1])
+    for q = 1, argv[9] + 0 do
+      local m = argv[a + 1] + 0
       local last = a + 1 + 2 * m
       if m > 0 then
         k = k + 1
@@ -85,14 +85,14 @@ else
         at[q], known[k] = k, argv[a]
         -- the log's size (O(1) to read) bounds every window's count (logLimits)
         local wider = call('ZCARD', key)
-        logs[k], logs[-k] = tn(argv[a + 3]), wider
+        logs[k], logs[-k] = argv[a + 3] + 0, wider
         local refused
         refused, retry = logLimits(key, t, ts, a + 2, last, wider, retry)
         if refused and limitedBy == 0 then
           limitedBy = q
         end
       end
-      local N = tn(argv[last + 1])
+      local N = argv[last + 1] + 0
       if N > 0 then
         k = k + 1
         at[-q] = k
@@ -107,7 +107,7 @@ else
     if limitedBy == 0 then
       local member, refresh = argv[2], argv[3] == '1'
       -- a call holding for h > 0: a channel in every bucket with a channel limit, until e
-      local h = id ~= '' and tn(argv[8]) or 0
+      local h = id ~= '' and argv[8] + 0 or 0
       local es, px, parts, from
       if h > 0 then
         es = fmt('%d', t + h)
@@ -120,7 +120,7 @@ else
         -- the record names each holds set by its key past the record's base (#'call:in:' = 8)
         parts, from = { es }, #record - #id - 7
       end
-      for q = 1, tn(argv[9]) do
+      for q = 1, argv[9] + 0 do
         local lk = at[q]
         if lk ~= nil then
           local kn = known[lk]

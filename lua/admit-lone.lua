@@ -42,7 +42,7 @@
 --- @include "lone-time"
 
 -- globals as locals: each lookup is a table access per use
-local call, tn, argv = redis.call, tonumber, ARGV
+local call, argv = redis.call, ARGV
 local live, clock, t, floorMs, expired = loneTime()
 local reply
 if expired then
@@ -56,10 +56,10 @@ else
   local a = 7 + n
   for q = 1, n do
     local key = KEYS[q]
-    local last = a + 2 * tn(argv[a])
+    local last = a + 2 * argv[a]
     -- the log's size (O(1) to read) bounds every window's count (logLimits)
     local wider = call('ZCARD', key)
-    logs[q], logs[-q] = tn(argv[a + 2]), wider
+    logs[q], logs[-q] = argv[a + 2] + 0, wider
     local refused
     refused, retry = logLimits(key, t, ts, a + 1, last, wider, retry)
     if refused and limitedBy == 0 then

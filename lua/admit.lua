@@ -63,25 +63,29 @@
 local floorMs = tonumber(ARGV[1])
 local memberPrefix = ARGV[2]
 local recordPrefix = ARGV[3]
+-- where hold names start in this batch's keys (writeRecord), found once rather than per record
+local recordFrom = recordBase(recordPrefix .. 'x')
+recordFrom = recordFrom and #recordFrom + 1
 local wantClock = ARGV[4] == '1'
+-- ARGV's numbers are read as `ARGV[i] + 0` (includes/log.lua says why)
 
 -- Where things lie in ARGV (read in place, see the header of includes/buckets.lua):
 -- profile q at pAt[q] (retention, N, hoff, m, then 4 per limit), bucket b at bAt + 2b - 2
 -- (first key, profile), plan p at planAt[p] (n, then n bucket indices)
 local pAt = {}
 local a = 6
-for q = 1, tonumber(ARGV[5]) do
+for q = 1, ARGV[5] + 0 do
   pAt[q] = a
-  a = a + 4 + 4 * tonumber(ARGV[a + 3])
+  a = a + 4 + 4 * ARGV[a + 3]
 end
 local bAt = a + 1
-local nBuckets = tonumber(ARGV[a])
+local nBuckets = ARGV[a] + 0
 a = bAt + 2 * nBuckets
 local planAt = {}
-for p = 1, tonumber(ARGV[a]) do
+for p = 1, ARGV[a] + 0 do
   a = a + 1
   planAt[p] = a
-  a = a + tonumber(ARGV[a])
+  a = a + ARGV[a]
 end
 -- bucket b's known trim bound: ARGV[knownAt + b]
 local knownAt = a
@@ -94,25 +98,25 @@ local profiles, plans = {}, {}
 local function profileAt(po)
   local pr = profiles[po]
   if pr == nil then
-    local m = tonumber(ARGV[po + 3])
+    local m = ARGV[po + 3] + 0
     local algo, L, W, off, hashes = {}, {}, {}, {}, {}
     local seen = {}
     local ban
     local j = po + 4 * m
     if m >= 2 and ARGV[j] == 'B' then
       -- a ban's pseudo-limits, last (includes/buckets.lua): {threshold, span, strikes off, length, ban off}
-      ban = { tonumber(ARGV[j - 3]), tonumber(ARGV[j - 2]), tonumber(ARGV[j - 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]) }
+      ban = { ARGV[j - 3] + 0, ARGV[j - 2] + 0, ARGV[j - 1] + 0, ARGV[j + 2] + 0, ARGV[j + 3] + 0 }
       m = m - 2
     end
     for i = 1, m do
       j = po + 4 * i
-      algo[i], L[i], W[i], off[i] = ARGV[j], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
+      algo[i], L[i], W[i], off[i] = ARGV[j], ARGV[j + 1] + 0, ARGV[j + 2] + 0, ARGV[j + 3] + 0
       if algo[i] ~= 'l' and not seen[off[i]] then
         seen[off[i]] = true
         hashes[#hashes + 1] = { off[i], W[i] }
       end
     end
-    pr = { r = tonumber(ARGV[po]), N = tonumber(ARGV[po + 1]), hoff = tonumber(ARGV[po + 2]), m = m, algo = algo, L = L, W = W, off = off, hashes = hashes, ban = ban }
+    pr = { r = ARGV[po] + 0, N = ARGV[po + 1] + 0, hoff = ARGV[po + 2] + 0, m = m, algo = algo, L = L, W = W, off = off, hashes = hashes, ban = ban }
     profiles[po] = pr
   end
   return pr
@@ -124,31 +128,33 @@ local function bucketAt(b)
   local first = bFirst[b]
   if first == nil then
     local i = bAt + 2 * b - 2
-    first = tonumber(ARGV[i])
-    bFirst[b], bProfile[b] = first, profileAt(pAt[tonumber(ARGV[i + 1])])
+    first = ARGV[i] + 0
+    bFirst[b], bProfile[b] = first, profileAt(pAt[ARGV[i + 1] + 0])
   end
   return first, bProfile[b]
 end
 
 -- plan p: its bucket indices in check order, and whether one has a channel limit (its calls
--- then carry an id and a hold)
-local planHolds = {}
+-- then carry an id and a hold); per position q also the bucket's first key and profile, and
+-- whether a bucket has a ban: decide() reads these per call, so they are flat arrays made once
+local planHolds, planFirsts, planProfiles, planBans = {}, {}, {}, {}
 local function planOf(p)
   local list = plans[p]
   if list == nil then
     local at = planAt[p]
-    local holds = false
+    local holds, bans = false, false
+    local firsts, profs = {}, {}
     list = {}
-    for q = 1, tonumber(ARGV[at]) do
-      list[q] = tonumber(ARGV[at + q])
-      local _, pr = bucketAt(list[q])
-      if pr.N > 0 then
-        holds = true
-      end
+    for q = 1, ARGV[at] + 0 do
+      local b = ARGV[at + q] + 0
+      local first, pr = bucketAt(b)
+      list[q], firsts[q], profs[q] = b, first, pr
+      holds = holds or pr.N > 0
+      bans = bans or pr.ban ~= nil
     end
-    plans[p], planHolds[p] = list, holds
+    plans[p], planHolds[p], planFirsts[p], planProfiles[p], planBans[p] = list, holds, firsts, profs, bans
   end
-  return list, planHolds[p]
+  return list, planHolds[p], planFirsts[p], planProfiles[p], planBans[p]
 end
 
 -- A lone call: one run of one call, with 2 arguments, or 4 (id and hold) when its plan holds.
@@ -208,7 +214,7 @@ local function writeGroup()
   end
   if records ~= nil then
     for _, r in ipairs(records) do
-      writeRecord(recordPrefix .. r[1], r[2], r[3], t, floor)
+      writeRecord(recordPrefix .. r[1], r[2], r[3], t, floor, recordFrom)
     end
   end
 end
@@ -361,7 +367,7 @@ end
 -- Write call `id`'s record: holds in `keys` until e.
 local function addRecord(id, e, keys)
   if single then
-    writeRecord(recordPrefix .. id, e, keys, t, floor)
+    writeRecord(recordPrefix .. id, e, keys, t, floor, recordFrom)
     return
   end
   if records == nil then
@@ -413,35 +419,38 @@ local function decide(p, call, id, forUs)
   if id ~= nil and stillHolding(id) then
     return 0, 0, 2
   end
-  local list = planOf(p)
+  local list, _, firsts, profs, bans = planOf(p)
   local n = #list
   local limitedBy, retry, flags = 0, 0, 0
   -- a banned bucket refuses the call before anything is counted
-  for q = 1, n do
-    local first, pr = bucketAt(list[q])
-    if pr.ban then
-      local e = bannedUntil(first, pr.ban)
-      if e then
-        return q, e - t, 8
+  if bans then
+    for q = 1, n do
+      local ban = profs[q].ban
+      if ban then
+        local e = bannedUntil(firsts[q], ban)
+        if e then
+          return q, e - t, 8
+        end
       end
     end
   end
   for q = 1, n do
-    local first, pr = bucketAt(list[q])
+    local first, pr = firsts[q], profs[q]
     local ban = pr.ban
+    local algos, Ws, Ls = pr.algo, pr.W, pr.L
     local short = false
     -- a log's limits come widest window first, and a window holds no more events than a wider
     -- one: a count below L already proves room
     local wider
     for i = 1, pr.m do
-      local algo, W = pr.algo[i], pr.W[i]
+      local algo, W = algos[i], Ws[i]
       local wait = 0
       if retry >= W and algo ~= 's' and not ban then
         -- already refused, and no longer than this limit's wait can be (at most W): it can
         -- change neither the refusal nor its retry-after, so it is not even counted
         wait = 0
       elseif algo == 'l' then
-        local L = pr.L[i]
+        local L = Ls[i]
         if wider == nil then
           wider = groupSize(first) -- a bound on every count of the log
         end
@@ -459,12 +468,11 @@ local function decide(p, call, id, forUs)
           end
         end
       else
-        local L = pr.L[i]
         local kw = windowIndex(t, W)
         local w, c, prev = loadHash(first + pr.off[i])
         c, prev = windowCounts(w, c, prev, kw)
         local _
-        _, wait = windowLimit(algo, L, W, t, kw, c, prev)
+        _, wait = windowLimit(algo, Ls[i], W, t, kw, c, prev)
       end
       if wait > 0 then
         if limitedBy == 0 then
@@ -493,13 +501,15 @@ local function decide(p, call, id, forUs)
       e, keys = t + forUs, {}
     end
     for q = 1, n do
-      local b = list[q]
-      local first, pr = bucketAt(b)
-      if pr.r > 0 then
-        addEvent(first, pr.r, member, b)
+      local first, pr = firsts[q], profs[q]
+      local r = pr.r
+      if r > 0 then
+        addEvent(first, r, member, list[q])
       end
       -- each window hash of the bucket once (limits of one window share it)
-      for _, h in ipairs(pr.hashes) do
+      local hashes = pr.hashes
+      for j = 1, #hashes do
+        local h = hashes[j]
         countHash(first + h[1], h[2])
       end
       if e ~= nil and pr.N > 0 then
@@ -518,13 +528,13 @@ end
 -- A call's decision: its plan, deadline and (when its plan holds) id and hold from ARGV[x..];
 -- the index past its arguments.
 local function decideAt(x, call)
-  local p, deadline = tonumber(ARGV[x]), ARGV[x + 1]
+  local p, deadline = ARGV[x] + 0, ARGV[x + 1]
   local id, forUs
   local _, holds = planOf(p)
   if holds then
-    id, forUs, x = ARGV[x + 2], tonumber(ARGV[x + 3]), x + 2
+    id, forUs, x = ARGV[x + 2], ARGV[x + 3] + 0, x + 2
   end
-  if pastDeadline(deadline) then
+  if deadline ~= '' and pastDeadline(deadline) then
     return x + 2, 0, 0, 4
   end
   return x + 2, decide(p, call, id, forUs)
@@ -551,7 +561,7 @@ eachCall(a, floorMs, function(now)
 end, function(x)
   call = call + 1
   local nx, limitedBy, retry, flags = decideAt(x, call)
-  local n = #out
+  local n = 4 * call - 4
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = limitedBy, retry, t, flags
   return nx
 end, function(groupFloor, groupVirtual)

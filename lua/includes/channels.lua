@@ -7,6 +7,18 @@
 -- (same hash tag; ids are key-safe, without ':'). A string, and names rather than keys: a held
 -- call costs Redis as little as it can.
 
+-- The text of a hold's end (µs), formatted once per script call: a batch's calls admitted at
+-- one time with one hold share their end, and each is written in every holds set and record.
+local endTexts = {}
+local function endText(e)
+  local s = endTexts[e]
+  if s == nil then
+    s = fmtInt(e)
+    endTexts[e] = s
+  end
+  return s
+end
+
 -- Holds of a set with an end after t ('(' .. ts: scores above t).
 local function holdsAfter(key, ts)
   return redis.call('ZCOUNT', key, '(' .. ts, '+inf')
@@ -36,7 +48,7 @@ local function writeHolds(key, ends, t, ts, floorMs)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', ts)
   local args, n, latest = {}, 0, t
   for id, e in pairs(ends) do
-    args[n + 1], args[n + 2] = fmtInt(e), id
+    args[n + 1], args[n + 2] = endText(e), id
     n = n + 2
     if e > latest then
       latest = e
@@ -51,10 +63,11 @@ local function recordBase(key)
   return string.match(key, '^(.*)call:in:[^:]*$') or string.match(key, '^(.*)call:out:[^:]*$')
 end
 
--- Write a call record: holds in `keys` (a list of key names) until `e`.
-local function writeRecord(key, e, keys, t, floorMs)
-  local from = #recordBase(key) + 1
-  local parts = { fmtInt(e) }
+-- Write a call record: holds in `keys` (a list of key names) until `e`. `from`: where the names
+-- start in those keys (#base + 1), when the caller knows it (else read from the record's key).
+local function writeRecord(key, e, keys, t, floorMs, from)
+  from = from or #recordBase(key) + 1
+  local parts = { endText(e) }
   for i = 1, #keys do
     parts[i + 1] = string.sub(keys[i], from)
   end

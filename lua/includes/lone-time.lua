@@ -10,11 +10,11 @@ local function loneTime()
   local clock
   if live or deadline ~= '' or ARGV[4] == '1' then
     local c = redis.call('TIME')
-    clock = tonumber(c[1]) * 1000000 + tonumber(c[2])
+    clock = c[1] * 1000000 + c[2]
   end
   local t, floorMs = clock, 0
   if not live then
-    t, floorMs = tonumber(now), tonumber(ARGV[1])
+    t, floorMs = now + 0, ARGV[1] + 0
   end
-  return live, clock, t, floorMs, deadline ~= '' and clock >= tonumber(deadline)
+  return live, clock, t, floorMs, deadline ~= '' and clock >= deadline + 0
 end
