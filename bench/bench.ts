@@ -31,7 +31,7 @@ import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { CallGate } from '../src/gate.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import type { Algorithm, Bucket, Carrier, Limit, ReserveResult, Store } from '../src/store/types.js';
+import type { Algorithm, Bucket, Carrier, ReserveResult, Store } from '../src/store/types.js';
 // the same redis-server starter the tests use (free loopback port, nothing on disk)
 import { startRedisServer, type RedisServer as BenchRedis } from '../test/helpers/redis.js';
 import { sidecarSection, type SidecarRow } from './sidecar.js';
@@ -56,6 +56,26 @@ import {
   type Workload,
   LONE_NAMES,
 } from './openloop.js';
+import {
+  ACCOUNTS,
+  accountName,
+  CALLER_1,
+  callerOf,
+  CHANNELS_3,
+  CONFIG_1,
+  CONFIG_3,
+  CONFIG_3A,
+  CONFIG_3CH,
+  GLOBAL_3,
+  HOLD_US,
+  ACCOUNT_3,
+  PEER_1,
+  PEER_3,
+  peerName,
+  SOURCE_1,
+  sourceOf,
+  W1,
+} from './limits.js';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -128,68 +148,6 @@ const LONE_CALLS = Number(opt('lone-calls', QUICK ? '1000' : '3000'));
 const LONE_ROUNDS = Number(opt('lone-rounds', QUICK ? '1' : '5'));
 const FLOOD_NORMAL = Number(opt('flood-normal', '10000'));
 const FLOOD_LIMIT = Number(opt('flood-limit', '1000'));
-
-// ---------------------------------------------------------------------------------------------
-// Limits: one per-peer limit (1 level), or global + account + peer with two windows each.
-
-const W1 = 1_000_000;
-const W10 = 10_000_000;
-const sl = (limit: number, windowUs: number): Limit => ({ limit, windowUs, algorithm: 'sliding-log' });
-const PEER_1: Limit[] = [sl(40, W1)];
-const GLOBAL_3: Limit[] = [sl(15_000, W1), sl(100_000, W10)];
-const ACCOUNT_3: Limit[] = [sl(1_500, W1), sl(10_000, W10)];
-const PEER_3: Limit[] = [sl(40, W1), sl(250, W10)];
-const ACCOUNTS = 20;
-
-const peerName = (p: number) => `peer${p}`;
-const accountName = (p: number) => `acct${p % ACCOUNTS}`;
-const windowText = (us: number) => `${us / 1000}ms`;
-const limitInput = (l: Limit) => ({ limit: l.limit, window: windowText(l.windowUs), algorithm: l.algorithm });
-
-const CONFIG_1 = { inbound: { defaultPeer: PEER_1.map(limitInput) } };
-const CONFIG_3 = {
-  inbound: {
-    global: GLOBAL_3.map(limitInput),
-    accounts: Object.fromEntries(Array.from({ length: ACCOUNTS }, (_, a) => [`acct${a}`, ACCOUNT_3.map(limitInput)])),
-    defaultPeer: PEER_3.map(limitInput),
-  },
-};
-/**
- * The same three levels, each with a channel limit too; every admitted call holds its channels
- * for HOLD_US (maxCallDuration: the bench never hangs up). A busy peer admits 40/s for 2 s, so
- * its 30 channels bind; the account's and the global ones are there to be checked and recorded.
- */
-const CHANNELS_3 = { global: 100_000, account: 5_000, peer: 30 };
-const HOLD_US = 2_000_000;
-const CONFIG_3CH = {
-  maxCallDuration: 'PT2S',
-  inbound: {
-    global: [...CONFIG_3.inbound.global, { channels: CHANNELS_3.global }],
-    accounts: Object.fromEntries(
-      Object.entries(CONFIG_3.inbound.accounts).map(([a, l]) => [a, [...l, { channels: CHANNELS_3.account }]]),
-    ),
-    defaultPeer: [...CONFIG_3.inbound.defaultPeer, { channels: CHANNELS_3.peer }],
-  },
-};
-
-/**
- * The three levels and two attribute levels on top (docs/attributes.md): a caller number shared
- * by a few peers (300 numbers over the peers) limited to 30/1s, and the /24 of a source address
- * (50 subnets) limited to 400/1s; no ban, so that the row is the cost of two more buckets.
- */
-const CALLER_1: Limit[] = [sl(30, W1)];
-const SOURCE_1: Limit[] = [sl(400, W1)];
-const CONFIG_3A = {
-  inbound: {
-    ...CONFIG_3.inbound,
-    attributes: [
-      { name: 'caller', key: 'caller', limits: CALLER_1.map(limitInput) },
-      { name: 'source', key: 'source', match: { subnet: 24 }, limits: SOURCE_1.map(limitInput) },
-    ],
-  },
-};
-const callerOf = (p: number) => `+1555${String(p % 300).padStart(7, '0')}`;
-const sourceOf = (p: number) => `10.0.${p % 50}.${1 + (p % 7)}`;
 
 type Levels = 1 | 3 | '3ch' | '3attr';
 

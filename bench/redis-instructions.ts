@@ -1,0 +1,171 @@
+/**
+ * npm run bench:instructions [-- --calls N] [-- --listpack 128,32] [-- --cases batch,lone]
+ *
+ * Redis instructions per decision: redis-server runs under valgrind's callgrind, counting only
+ * inside script calls (--toggle-collect=luaCallFunction), while CallGate decides N calls of the
+ * bench's three levels (bench/limits.ts; 1,000 peers, Zipf 1.1, over 20 accounts, as `npm run bench`) on Redis TIME.
+ * Instructions do not depend on the machine's load, where Redis µs on a shared two-core machine
+ * swing by more than the changes to a script worth making: this is the measure for Lua work.
+ * Cases: `batch` (64 calls in flight at once: admit.lua's batches of ~64) and `lone` (each call
+ * awaited: admit-lone.lua / admit-lone-held.lua), each without and with channel limits, on each
+ * zset-max-listpack-entries given (128 is Redis' default). Needs valgrind (Debian: valgrind);
+ * about 40 s per case.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { CallGate } from '../src/gate.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
+import { freePort } from '../test/helpers/redis.js';
+import { accountName, CONFIG_3, CONFIG_3CH, peerName } from './limits.js';
+import { zipfSequence } from './workload.js';
+
+const argv = process.argv.slice(2);
+const opt = (name: string, dflt: string): string => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1]! : dflt;
+};
+const CALLS = Number(opt('calls', '6000'));
+const LISTPACK = opt('listpack', '128').split(',').map(Number);
+const CASES = opt('cases', 'batch,lone').split(',');
+const START_MS = 30_000;
+
+if (spawnSync('valgrind', ['--version'], { stdio: 'ignore' }).status !== 0) {
+  process.stderr.write('bench:instructions needs valgrind on the PATH (Debian: apt-get install valgrind)\n');
+  process.exit(2);
+}
+
+interface Server {
+  port: number;
+  child: ChildProcess;
+  exited: Promise<number | null>;
+  out: string;
+}
+
+/** redis-server under callgrind, counting instructions only inside script calls. */
+async function startCounted(listpack: number, dir: string): Promise<Server> {
+  const port = await freePort();
+  const out = join(dir, `callgrind.${port}`);
+  const child = spawn(
+    'valgrind',
+    [
+      '--tool=callgrind',
+      '--toggle-collect=luaCallFunction',
+      `--callgrind-out-file=${out}`,
+      'redis-server',
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      '--zset-max-listpack-entries',
+      String(listpack),
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const deadline = Date.now() + START_MS;
+  for (;;) {
+    const probe = new Redis({
+      port,
+      host: '127.0.0.1',
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    try {
+      await probe.connect();
+      await probe.ping();
+      probe.disconnect();
+      return { port, child, exited, out };
+    } catch {
+      probe.disconnect();
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`redis-server under valgrind did not answer within ${START_MS} ms`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+/** Decides CALLS calls, `inFlight` at a time; returns script calls and commands per decision. */
+async function decide(port: number, channels: boolean, inFlight: number): Promise<Map<string, number>> {
+  const redis = new Redis({ port, host: '127.0.0.1' });
+  const gate = await CallGate.create({
+    config: channels ? CONFIG_3CH : CONFIG_3,
+    store: new RedisStore({ redis, prefix: 'i:' }),
+    timeoutMs: 120_000, // valgrind runs Redis some 50 times slower
+    shield: false,
+  });
+  const seq = zipfSequence(CALLS, 1000, 1.1, 1); // as npm run bench: 1,000 peers, Zipf 1.1, seed 1
+  let next = 0;
+  const worker = async () => {
+    while (next < CALLS) {
+      const i = next++;
+      const p = seq[i]!;
+      const d = await gate.admit({ callId: `c${i}`, peer: peerName(p), account: accountName(p) });
+      if (d.degraded) throw new Error(`call ${i} degraded: the store did not answer`);
+    }
+  };
+  await Promise.all(Array.from({ length: inFlight }, worker));
+  const stats = new Map<string, number>();
+  for (const m of (await redis.info('commandstats')).matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g))
+    if (m[1] !== 'info' && m[1] !== 'ping') stats.set(m[1]!, Number(m[2]) / CALLS);
+  await gate.close();
+  redis.disconnect();
+  return stats;
+}
+
+/** Instructions counted in the callgrind output file (its `summary:` or `totals:` line). */
+function counted(file: string): number {
+  const m = /^(?:summary|totals): (\d+)/m.exec(readFileSync(file, 'utf8'));
+  if (!m) throw new Error(`no instruction count in ${file}`);
+  return Number(m[1]);
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'callgate-instr-'));
+try {
+  process.stdout.write(
+    `Redis instructions per decision inside scripts (callgrind), ${CALLS.toLocaleString('en-US')} calls, three levels\n`,
+  );
+  process.stdout.write('case                         listpack   instructions   script calls   commands per decision\n');
+  for (const kase of CASES) {
+    if (kase !== 'batch' && kase !== 'lone') throw new Error(`--cases: batch or lone, not ${kase}`);
+    for (const channels of [false, true]) {
+      for (const listpack of LISTPACK) {
+        const server = await startCounted(listpack, dir);
+        let stats: Map<string, number>;
+        try {
+          stats = await decide(server.port, channels, kase === 'batch' ? 64 : 1);
+        } finally {
+          const admin = new Redis({ port: server.port, host: '127.0.0.1' });
+          await admin.call('SHUTDOWN', 'NOSAVE').catch(() => undefined);
+          admin.disconnect();
+          await server.exited;
+        }
+        const scripts = (stats.get('evalsha') ?? 0) + (stats.get('eval') ?? 0);
+        const commands = [...stats]
+          .filter(([c]) => c !== 'evalsha' && c !== 'eval')
+          .sort((a, b) => b[1] - a[1])
+          .map(([c, n]) => `${c} ${n.toFixed(2)}`)
+          .join(', ');
+        const name = `${kase}${channels ? ' + channels' : ''}`;
+        process.stdout.write(
+          `${name.padEnd(28)} ${String(listpack).padStart(8)} ${Math.round(counted(server.out) / CALLS)
+            .toLocaleString('en-US')
+            .padStart(14)} ${scripts.toFixed(3).padStart(14)}   ${commands}\n`,
+        );
+      }
+    }
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
