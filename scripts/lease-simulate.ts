@@ -14,7 +14,8 @@
  */
 import { prng } from './make-fixtures.js';
 import type { DemandParams } from '../src/lease/demand.js';
-import { type Budget, applyShrink } from '../src/lease/share.js';
+import { type Resource, reclaim, reclaimTimes } from '../src/lease/lost.js';
+import { type Budget, ZERO, applyShrink } from '../src/lease/share.js';
 import {
   type GrantOrder,
   type LaneObservation,
@@ -38,9 +39,17 @@ export interface Arrival {
  * The others are deliberately wrong, so that the tests can show the check failing:
  * `grant-before-shrink` sends the planned grants with the shrinks, counting on capacity the
  * lanes have not yet given up; `shrink-below-use` lets a lane's share fall under what its
- * window already holds.
+ * window already holds; `reclaim-at-loss` puts a lost lane's share back in the pool as soon as
+ * the lane is lost, not once its lease and its calls have run out (src/lease/lost.ts).
  */
-export type Protocol = 'correct' | 'grant-before-shrink' | 'shrink-below-use';
+export type Protocol = 'correct' | 'grant-before-shrink' | 'shrink-below-use' | 'reclaim-at-loss';
+
+/** A lane cut off: messages to and from it sent in [fromUs, toUs) are lost, and it cannot be read. */
+export interface Partition {
+  readonly lane: number;
+  readonly fromUs: number;
+  readonly toUs: number;
+}
 
 export interface SimOptions {
   /** Lanes report the calls leaving their window before the next tick (default true). */
@@ -57,6 +66,16 @@ export interface SimOptions {
   readonly trace?: boolean;
   /** Every admission is kept (for a check of the invariant outside this module) when true. */
   readonly record?: boolean;
+  /**
+   * Leases (src/lease/lost.ts): a lane admits only before the lease end last sent to it, and
+   * the coordinator renews the live lanes at every tick. Default: none (shares never lapse).
+   */
+  readonly leaseUs?: number;
+  /** How long the coordinator waits for shrink results before it calls the silent lanes lost (default: forever). */
+  readonly replyTimeoutUs?: number;
+  readonly partitions?: readonly Partition[];
+  /** The longest a call holds its channel, in the lanes and the reference alike (maxCallDuration). Default: no bound. */
+  readonly maxHoldUs?: number;
 }
 
 export interface SimResult {
@@ -86,6 +105,12 @@ export interface SimResult {
   falseRefusalTimes: number[];
   /** When `record`: the leased level's admissions, in order, with their channel's end. */
   admissions: { t: number; lane: number; end: number }[];
+  /** Lanes the coordinator called lost: when, and the last lease end it had sent them. */
+  lost: { lane: number; t: number; leaseEnd: number }[];
+  /** A lost lane's share of one resource back in the pool. */
+  reclaims: { lane: number; resource: Resource; t: number }[];
+  /** Lost lanes taken back once reclaimed and reachable. */
+  restored: { lane: number; t: number }[];
   state: LeaseState;
 }
 
@@ -184,6 +209,10 @@ interface Lane {
   lastInUse: number;
   /** When the last message to this lane arrives (FIFO per lane). */
   lastDelivery: number;
+  /** The lane admits on the level only before this time (Infinity without leases). */
+  leaseEnd: number;
+  /** The newest epoch it has heard of: older messages are ignored, a newer one resets its share. */
+  epoch: number;
 }
 
 interface Event {
@@ -225,7 +254,19 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     admittedSinceTick: 0,
     lastInUse: 0,
     lastDelivery: 0,
+    leaseEnd: Number.POSITIVE_INFINITY,
+    epoch: 0,
   }));
+  // the coordinator's side of each lane: lost or not, its epoch, the last lease end sent to it,
+  // what of its share went back to the pool while it was lost
+  const leased = o.leaseUs !== undefined;
+  const maxHoldUs = o.maxHoldUs ?? Number.POSITIVE_INFINITY;
+  const lost = lanes.map(() => false);
+  const epochs = lanes.map(() => 0);
+  const leaseEnds = lanes.map(() => Number.POSITIVE_INFINITY);
+  const reclaimed = lanes.map(() => ({ calls: false, channels: false }));
+  const cut = (lane: number, t: number): boolean =>
+    o.partitions?.some((p) => p.lane === lane && t >= p.fromUs && t < p.toUs) ?? false;
   const all = new Log();
   const allHolds = new Holds();
   const ref = new Log();
@@ -248,14 +289,30 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     shareTrace: [],
     admissions: [],
     falseRefusalTimes: [],
+    lost: [],
+    reclaims: [],
+    restored: [],
     state,
   };
 
+  // Every message carries the lane's epoch and lease end as the coordinator had them when it
+  // sent it; one sent while the lane is cut off is lost.
   const send = (now: number, lane: number, run: () => void): void => {
+    if (cut(lane, now)) return;
     const l = lanes[lane]!;
+    const epoch = epochs[lane]!;
+    const leaseEnd = leaseEnds[lane]!;
     const at = Math.max(now + Math.floor(rand() * (o.latencyUs + 1)), l.lastDelivery);
     l.lastDelivery = at;
-    q.push(at, run);
+    q.push(at, () => {
+      if (epoch < l.epoch) return; // sent before the lane was lost: its share was reclaimed
+      if (epoch > l.epoch) {
+        l.epoch = epoch;
+        l.share = ZERO; // the first word of a new epoch: what it held went back to the pool
+      }
+      if (leased) l.leaseEnd = leaseEnd;
+      run();
+    });
   };
   const back = (now: number): number => now + Math.floor(rand() * (o.latencyUs + 1));
 
@@ -265,15 +322,55 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
       l.share = { calls: l.share.calls + g.amount.calls, channels: l.share.channels + g.amount.channels };
     });
 
+  const giveBack = (lane: number, resource: Resource, at: number): void => {
+    state = reclaim(state, lane, resource);
+    checkLease(state);
+    reclaimed[lane]![resource] = true;
+    r.reclaims.push({ lane, resource, t: at });
+  };
+  const loseLane = (lane: number, now: number): void => {
+    lost[lane] = true;
+    epochs[lane]!++;
+    r.lost.push({ lane, t: now, leaseEnd: leaseEnds[lane]! });
+    const times = reclaimTimes(leaseEnds[lane]!, W, maxHoldUs);
+    for (const resource of ['calls', 'channels'] as const) {
+      const at = o.protocol === 'reclaim-at-loss' ? now : times[resource];
+      if (at === now) giveBack(lane, resource, now);
+      else if (Number.isFinite(at)) q.push(at, () => giveBack(lane, resource, at));
+    }
+  };
+  // Per tick, before anything else: lanes that cannot be read are lost, lost lanes reclaimed
+  // and reachable again are taken back, and the live lanes' leases renewed.
+  const leases = (now: number): void => {
+    lanes.forEach((_, i) => {
+      if (!lost[i] && cut(i, now)) loseLane(i, now);
+      else if (lost[i] && reclaimed[i]!.calls && reclaimed[i]!.channels && !cut(i, now)) {
+        lost[i] = false;
+        reclaimed[i] = { calls: false, channels: false };
+        r.restored.push({ lane: i, t: now });
+      }
+    });
+    lanes.forEach((_, i) => {
+      if (lost[i]) return;
+      leaseEnds[i] = now + o.leaseUs!;
+      send(now, i, () => undefined);
+    });
+  };
+
   let busy = false;
+  let tickId = 0;
   const tick = (now: number): void => {
+    if (leased) leases(now);
     if (busy) {
       // the previous tick still waits for shrink results (latency near T): skip this one
       r.skippedTicks++;
       return;
     }
     r.ticks++;
-    const obs: LaneObservation[] = lanes.map((l) => {
+    const id = ++tickId;
+    const obs: LaneObservation[] = lanes.map((l, i) => {
+      if (lost[i])
+        return { admittedInWindow: 0, channelsInUse: 0, refusedCalls: 0, refusedChannels: 0, admittedSinceTick: 0 };
       const inUse = l.holds.inUse(now);
       const ob = {
         admittedInWindow: l.log.count(now, W),
@@ -290,10 +387,15 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
       l.admittedSinceTick = 0;
       return ob;
     });
-    const plan = planStep(state, obs, o.params);
+    const plan = planStep(state, obs, o.params, lost);
     state = plan.state;
     const finish = (at: number, results: ShrinkResult[]): void => {
-      const s = settle(state, results, plan.grants);
+      // lanes lost since the plan get nothing
+      const s = settle(
+        state,
+        results,
+        plan.grants.filter((g) => !lost[g.lane]),
+      );
       state = s.state;
       checkLease(state);
       for (const g of s.grants) grant(at, g);
@@ -327,6 +429,15 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
       else finish(now, results);
       return;
     }
+    const replied = new Set<number>();
+    if (o.replyTimeoutUs !== undefined)
+      q.push(now + o.replyTimeoutUs, () => {
+        if (id !== tickId || pending === 0) return;
+        // the silent lanes are lost; the others' results settle now
+        for (const sh of plan.shrinks) if (!replied.has(sh.lane) && !lost[sh.lane]) loseLane(sh.lane, current);
+        pending = 0;
+        finish(current, results);
+      });
     for (const s of plan.shrinks) {
       send(now, s.lane, () => {
         const at = current;
@@ -342,8 +453,14 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
         };
         l.share = res.share;
         const arrive = back(at);
+        if (cut(s.lane, at)) return; // the result is lost on the way
         q.push(arrive, () => {
-          results.push(res);
+          if (id !== tickId || pending === 0) return; // too late: the tick settled without it
+          // a lane lost meanwhile keeps, for the coordinator, the share it had (at least its own)
+          if (!lost[s.lane]) {
+            replied.add(s.lane);
+            results.push(res);
+          }
           last = Math.max(last, arrive);
           if (--pending === 0) {
             if (protocol === 'grant-before-shrink') busy = false;
@@ -371,11 +488,12 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     }
     current = a.t;
     r.offered++;
+    const hold = Math.min(a.holdUs, maxHoldUs);
     // the unleased reference
     const refOk = ref.count(a.t, W) < limit.calls && refHolds.inUse(a.t) < limit.channels;
     if (refOk) {
       ref.add(a.t);
-      refHolds.add(a.t + a.holdUs);
+      refHolds.add(a.t + hold);
       r.referenceAdmitted++;
     }
     // the leased level: the lane alone decides
@@ -383,7 +501,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     const inWindow = l.log.count(a.t, W);
     const inUse = l.holds.inUse(a.t);
     let ok = true;
-    if (inWindow >= l.share.calls) {
+    if (inWindow >= l.share.calls || a.t >= l.leaseEnd) {
       ok = false;
       l.refusedCalls++;
       r.refusedCalls++;
@@ -396,12 +514,12 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     const totalInUse = allHolds.inUse(a.t);
     if (ok) {
       l.log.add(a.t);
-      l.holds.add(a.t + a.holdUs);
+      l.holds.add(a.t + hold);
       l.admittedSinceTick++;
       all.add(a.t);
-      allHolds.add(a.t + a.holdUs);
+      allHolds.add(a.t + hold);
       r.admitted++;
-      if (o.record) r.admissions.push({ t: a.t, lane: a.lane, end: a.t + a.holdUs });
+      if (o.record) r.admissions.push({ t: a.t, lane: a.lane, end: a.t + hold });
       // exact: the lanes' total in (t - W, t] only grows at an admission
       if (total + 1 > r.maxInWindow) r.maxInWindow = total + 1;
       if (totalInUse + 1 > r.maxChannels) r.maxChannels = totalInUse + 1;

@@ -12,30 +12,9 @@ import { expect } from 'chai';
 import type { DemandParams } from '../src/lease/demand.js';
 import { zipfArrivals } from '../scripts/lease-arrivals.js';
 import { type Protocol, type SimOptions, simulate } from '../scripts/lease-simulate.js';
+import { worstOf } from './helpers/lease-worst.js';
 
 const P: DemandParams = { windowTicks: 10, up: 0.6, down: 0.2, headroom: 1, floor: { calls: 1, channels: 1 } };
-
-/** The worst window and channel count of a list of admissions (in time order). */
-function worst(
-  admissions: readonly { t: number; end: number }[],
-  windowUs: number,
-): { calls: number; channels: number } {
-  let calls = 0;
-  let first = 0;
-  for (let i = 0; i < admissions.length; i++) {
-    const t = admissions[i]!.t;
-    while (admissions[first]!.t <= t - windowUs) first++;
-    calls = Math.max(calls, i - first + 1);
-  }
-  // channels: +1 at each admission, -1 at each end; an end at t frees before an admission at t
-  const ev: [number, number][] = [];
-  for (const a of admissions) ev.push([a.t, 1], [a.end, -1]);
-  ev.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-  let inUse = 0;
-  let channels = 0;
-  for (const [, d] of ev) channels = Math.max(channels, (inUse += d));
-  return { calls, channels };
-}
 
 interface Case {
   readonly lanes: number;
@@ -75,7 +54,7 @@ function run(c: Case, seed: number, protocol: Protocol) {
     record: true,
   };
   const r = simulate(arrivals, o);
-  return { r, w: worst(r.admissions, o.windowUs) };
+  return { r, w: worstOf(r.admissions, o.windowUs) };
 }
 
 describe('lease: the invariant on a simulated clock', () => {
@@ -112,7 +91,7 @@ describe('lease: the invariant on a simulated clock', () => {
       params: P,
       record: true,
     });
-    const w = worst(r.admissions, 1_000_000);
+    const w = worstOf(r.admissions, 1_000_000);
     expect(w.calls).to.be.at.most(limit.calls);
     expect(w.channels).to.be.at.most(limit.channels);
     expect(w.calls, 'the shares do let the level fill').to.be.at.least(limit.calls * 0.95);

@@ -152,32 +152,51 @@ function payDebt(debt: number, freed: number): [debt: number, toPool: number] {
   return [debt - paid, freed - paid];
 }
 
-export function planStep(state: LeaseState, obs: readonly LaneObservation[], p: DemandParams): StepPlan {
+/**
+ * `lost` (lost.ts): lanes the coordinator cannot reach. Their shares are frozen until reclaimed
+ * (their observations are ignored, they get no order), and the live lanes' targets split what
+ * is left of the limit.
+ */
+export function planStep(
+  state: LeaseState,
+  obs: readonly LaneObservation[],
+  p: DemandParams,
+  lost?: readonly boolean[],
+): StepPlan {
   if (obs.length !== state.shares.length) throw new RangeError('one observation per lane');
+  const isLost = (i: number) => lost?.[i] === true;
   const demand = state.demand.map((d, i) =>
-    updateDemand(
-      d,
-      {
-        offeredCalls: obs[i]!.admittedSinceTick + obs[i]!.refusedCalls + obs[i]!.refusedChannels,
-        releasedChannels: obs[i]!.releasedSinceTick ?? 0,
-      },
-      p,
-    ),
+    isLost(i)
+      ? d
+      : updateDemand(
+          d,
+          {
+            offeredCalls: obs[i]!.admittedSinceTick + obs[i]!.refusedCalls + obs[i]!.refusedChannels,
+            releasedChannels: obs[i]!.releasedSinceTick ?? 0,
+          },
+          p,
+        ),
   );
-  const wants = demand.map((d, i) => {
+  const live = state.shares.map((_, i) => i).filter((i) => !isLost(i));
+  const wants = live.map((i) => {
     const o = obs[i]!;
     const leaving = o.leavingBeforeNextTick ?? o.admittedInWindow / p.windowTicks;
-    return want(d, { inWindow: o.admittedInWindow, leaving, inUse: o.channelsInUse }, p);
+    return want(demand[i]!, { inWindow: o.admittedInWindow, leaving, inUse: o.channelsInUse }, p);
   });
+  // a lost lane keeps its share as its target; the live lanes split the rest of the limit
+  const frozen = sum(state.shares.filter((_, i) => isLost(i)));
   const tc = targetsFor(
-    state.limit.calls,
+    Math.max(0, state.limit.calls - frozen.calls),
     wants.map((w) => w.calls),
   );
   const th = targetsFor(
-    state.limit.channels,
+    Math.max(0, state.limit.channels - frozen.channels),
     wants.map((w) => w.channels),
   );
-  const targets = tc.map((c, i) => ({ calls: c, channels: th[i]! }));
+  const targets: Budget[] = [...state.shares];
+  live.forEach((i, k) => {
+    targets[i] = { calls: tc[k]!, channels: th[k]! };
+  });
 
   const shrinks: ShrinkOrder[] = [];
   const predicted: ShrinkResult[] = [];

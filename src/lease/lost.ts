@@ -1,0 +1,48 @@
+/**
+ * A lane the coordinator cannot reach (issue 28; not wired yet, see share.ts): a shard that
+ * failed over, a region cut off. Nothing is ever over-granted, because a share is leased:
+ *
+ * - Every message the coordinator sends a lane (renewal, shrink, grant) carries the lane's
+ *   lease end E, a time on the lane's clock, and the lane's epoch. A lane admits on the leased
+ *   level only before its lease end; the coordinator renews live lanes at every tick.
+ * - A lane the coordinator cannot read, or whose shrink result does not come back in time, is
+ *   lost: it gets no renewal and no order, its share stays counted as held (planStep's `lost`),
+ *   and its epoch moves on, so that messages of the old epoch still on their way are ignored.
+ *   Whatever it really did (a shrink applied but its reply lost, a grant received), its share
+ *   is at most the one the coordinator holds for it.
+ * - It admits nothing at or after the last lease end it was sent, E. Its calls then leave every
+ *   window (t - W, t] by E + W, and its channels are free by E + the longest hold (the calls'
+ *   maximum duration, after which a hold lapses by itself). Only then does its share go back to
+ *   the pool: calls at E + W, channels at E + maxHold (plus the bound on the clocks' skew
+ *   between the lane and the coordinator, on a real deployment). Until then the other lanes
+ *   share what is left of the limit; a lost lane's capacity is missing for at most the lease,
+ *   a window, and the coordinator's wait for the shrink result.
+ * - A lane that answers again once its share is reclaimed starts from nothing: the first
+ *   message of its new epoch resets its share to 0, and grants rebuild it.
+ */
+import { type Budget, add } from './share.js';
+import type { LeaseState } from './step.js';
+
+export type Resource = keyof Budget;
+
+/** The times at which a lost lane's share may go back to the pool (see the header). */
+export function reclaimTimes(leaseEnd: number, windowUs: number, maxHoldUs: number, skewUs = 0): Budget {
+  return { calls: leaseEnd + windowUs + skewUs, channels: leaseEnd + maxHoldUs + skewUs };
+}
+
+/**
+ * A lost lane's share of one resource back to the pool (after paying a reload's debt, as a
+ * shrink's freed capacity does). Call it only once reclaimTimes has passed for that resource.
+ */
+export function reclaim(state: LeaseState, lane: number, resource: Resource): LeaseState {
+  const share = state.shares[lane];
+  if (share === undefined) throw new RangeError(`no lane ${lane}`);
+  const freed = share[resource];
+  const paid = Math.min(state.debt[resource], freed);
+  const shares = [...state.shares];
+  shares[lane] = { ...share, [resource]: 0 };
+  const back: Budget =
+    resource === 'calls' ? { calls: freed - paid, channels: 0 } : { calls: 0, channels: freed - paid };
+  const debt = { ...state.debt, [resource]: state.debt[resource] - paid };
+  return { ...state, shares, debt, pool: add(state.pool, back) };
+}
