@@ -117,3 +117,69 @@ for (const tick of [100, 250])
 console.log('-- shorter ticks, and without the leaving count (even spread assumed)');
 for (const load of [0.9, 0.95, 1.0]) row(16, load, 50);
 for (const load of [0.9, 0.95]) row(16, load, 100, false);
+
+/**
+ * A lane cut off for 10 s (src/lease/lost.ts): leases of 300 ms renewed every tick, shrink
+ * results awaited 150 ms, holds bounded by a 5 s maximum call duration. The cut lane's own
+ * calls are refused from its lease end (its shard is out of reach); what matters is the others:
+ * their false refusals during the cut, against the same run's false refusals outside it, and
+ * when the lost share came back to the pool.
+ */
+function cutRow(lanes: number, load: number): void {
+  const cut = { lane: 0, fromUs: 20_000_000, toUs: 30_000_000 };
+  const arrivals = zipfArrivals({
+    lanes,
+    rate: LIMIT.calls * load,
+    durationUs: SECONDS * 1e6,
+    zipf: 1,
+    shiftUs: SHIFT_US,
+    meanHoldUs: 1_000_000,
+    seed: SEED,
+  });
+  const r = simulate(arrivals, {
+    lanes,
+    limit: LIMIT,
+    windowUs: 1_000_000,
+    tickUs: 100_000,
+    latencyUs: 2_000,
+    seed: SEED,
+    record: true,
+    params: { windowTicks: 10, up: 0.6, down: 0.2, headroom: 2, floor: { calls: 1, channels: 1 } },
+    leaseUs: 300_000,
+    replyTimeoutUs: 150_000,
+    maxHoldUs: 5_000_000,
+    partitions: [cut],
+  });
+  if (r.violations > 0) throw new Error(`over the limit: ${r.violations} admissions`);
+  const inCut = (t: number) => t >= cut.fromUs && t < cut.toUs;
+  const others = arrivals.filter((a) => a.lane !== cut.lane);
+  const offeredIn = others.filter((a) => inCut(a.t)).length;
+  const offeredOut = others.length - offeredIn;
+  const falseOthers = r.falseRefusalList.filter((f) => f.lane !== cut.lane);
+  const falseIn = falseOthers.filter((f) => inCut(f.t)).length;
+  const lost = r.lost.find((x) => x.lane === cut.lane);
+  const back = (resource: 'calls' | 'channels') => {
+    const x = r.reclaims.find((y) => y.lane === cut.lane && y.resource === resource);
+    return x ? `${((x.t - cut.fromUs) / 1e6).toFixed(2)} s` : '-';
+  };
+  console.log(
+    [
+      String(lanes).padStart(5),
+      `${(load * 100).toFixed(0)} %`.padStart(6),
+      pct(arrivals.filter((a) => a.lane === cut.lane && inCut(a.t)).length, arrivals.filter((a) => inCut(a.t)).length),
+      pct(falseIn, offeredIn),
+      pct(falseOthers.length - falseIn, offeredOut),
+      `${lost ? ((lost.t - cut.fromUs) / 1e6).toFixed(2) : '-'} s`.padStart(8),
+      back('calls').padStart(8),
+      back('channels').padStart(8),
+      String(r.restored.length > 0 ? `${((r.restored[0]!.t - cut.toUs) / 1e6).toFixed(2)} s` : '-').padStart(8),
+      String(r.maxInWindow).padStart(6),
+    ].join(' '),
+  );
+}
+
+console.log('-- lane 0 cut off from 20 s to 30 s: its share of the calls offered then, false refusals of the');
+console.log('   other lanes in the cut and outside it, when the lane was lost, its calls and channels share');
+console.log('   back in the pool (after the cut began), when it was taken back (after the cut ended)');
+console.log('lanes   load   lane0% false%in false%out   lost  calls at chans at    back   maxW');
+for (const lanes of [8, 16]) for (const load of [0.9, 1.0]) cutRow(lanes, load);

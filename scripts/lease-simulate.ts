@@ -101,8 +101,8 @@ export interface SimResult {
   skippedTicks: number;
   /** When `trace`: tick times and the calls shares after each. */
   shareTrace: { t: number; shares: number[] }[];
-  /** When `record`: the times of the false refusals. */
-  falseRefusalTimes: number[];
+  /** When `record`: the false refusals, each with its time and lane. */
+  falseRefusalList: { t: number; lane: number }[];
   /** When `record`: the leased level's admissions, in order, with their channel's end. */
   admissions: { t: number; lane: number; end: number }[];
   /** Lanes the coordinator called lost: when, and the last lease end it had sent them. */
@@ -288,7 +288,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     skippedTicks: 0,
     shareTrace: [],
     admissions: [],
-    falseRefusalTimes: [],
+    falseRefusalList: [],
     lost: [],
     reclaims: [],
     restored: [],
@@ -528,7 +528,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     } else {
       if (refOk) {
         r.falseRefusals++;
-        if (o.record) r.falseRefusalTimes.push(a.t);
+        if (o.record) r.falseRefusalList.push({ t: a.t, lane: a.lane });
       }
       if (total < limit.calls && totalInUse < limit.channels) r.roomRefusals++;
     }
