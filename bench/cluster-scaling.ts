@@ -1,0 +1,196 @@
+/**
+ * Scaling on a Redis Cluster, by Redis time (issue 28): on local Clusters of 1, 2, 3 and 4
+ * masters, an open loop of decisions, then per master its script time (EVALSHA + EVAL usec in
+ * INFO commandstats) and all its command time, per decision. The projected ceiling is 1 s ÷ the
+ * busiest master's script time per decision: what the Cluster could decide per second were
+ * Redis the only limit (this machine has two cores shared by the masters and the driver, so
+ * wall-clock throughput says nothing about scaling). Workloads:
+ *
+ *   out        `store.reserve` over 3-carrier routes (12 carriers, each route three consecutive
+ *              ones, every carrier with a channel limit, each call holding)
+ *   in-global  `gate.admit`, the bench's three levels (bench/limits.ts: a global limit, 20
+ *              accounts, 1,000 Zipf peers, two windows each): every key on the platform tag
+ *   in         the same without the global level: each account's keys on its own tag
+ *
+ *   npx tsx bench/cluster-scaling.ts [--workloads out,in-global,in] [--rate 3000] [--seconds 4]
+ *     [--masters 1,2,3,4] [--carriers 12]
+ */
+import { parseArgs } from 'node:util';
+import { Cluster, type Redis } from 'ioredis';
+import { CallGate } from '../src/gate.js';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
+import type { Carrier } from '../src/store/types.js';
+import { startCluster } from '../test/helpers/redis.js';
+import { accountName, CONFIG_3, peerName } from './limits.js';
+import { openLoop } from './openloop.js';
+import { zipfSequence } from './workload.js';
+
+const { values } = parseArgs({
+  options: {
+    workloads: { type: 'string', default: 'out,in-global,in' },
+    rate: { type: 'string', default: '3000' },
+    seconds: { type: 'string', default: '4' },
+    masters: { type: 'string', default: '1,2,3,4' },
+    carriers: { type: 'string', default: '12' },
+  },
+});
+const rate = Number(values.rate);
+const seconds = Number(values.seconds);
+const sizes = values.masters.split(',').map(Number);
+const WORKLOADS = ['out', 'in-global', 'in'] as const;
+type Workload = (typeof WORKLOADS)[number];
+const workloads = values.workloads.split(',') as Workload[];
+for (const w of workloads)
+  if (!WORKLOADS.includes(w)) throw new Error(`--workloads: one of ${WORKLOADS.join(', ')}, not ${w}`);
+
+const CARRIERS = Number(values.carriers);
+// each carrier is first choice for 1/12 of the calls; every fourth carrier paces at half its
+// share (about half its first-choice calls are rerouted), the others at twice theirs, so some
+// 1 call in 8 is rerouted whatever the timer jitter
+const share = rate / CARRIERS;
+const carriers: Carrier[] = Array.from({ length: CARRIERS }, (_, i) => ({
+  name: `carrier:k${i}`,
+  intervalUs: i % 4 === 0 ? 1e6 / (share * 0.5) : 1e6 / (share * 2),
+  maxWaitUs: i % 4 === 0 ? 2_000 : 20_000,
+  channels: 100_000,
+}));
+const routes = carriers.map((_, i) => [0, 1, 2].map((k) => carriers[(i + k) % CARRIERS]!));
+
+/** usec and calls per command of one node's INFO commandstats. */
+async function commandstats(node: Redis): Promise<Map<string, { calls: number; usec: number }>> {
+  const info = await node.info('commandstats');
+  const out = new Map<string, { calls: number; usec: number }>();
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm))
+    out.set(m[1]!, { calls: Number(m[2]), usec: Number(m[3]) });
+  return out;
+}
+
+/** One workload's decisions on a store: a warm-up, then one decision per call of the open loop. */
+interface Decider {
+  warm(): Promise<void>;
+  decide(i: number): Promise<void>;
+  /** What the decisions came to, for the table. */
+  summary(): string;
+  close(): Promise<void>;
+}
+
+function outbound(store: RedisStore): Decider {
+  let taken = 0;
+  let rerouted = 0;
+  let refused = 0;
+  return {
+    // scripts loaded on every master, connections open
+    warm: async () => {
+      await Promise.all(routes.map((route, i) => store.reserve({ route, hold: { id: `w${i}`, forUs: 1e6 } })));
+    },
+    async decide(i) {
+      const r = await store.reserve({ route: routes[i % CARRIERS]!, hold: { id: `c${i}`, forUs: 2e6 } });
+      if (r.index < 0) refused++;
+      else {
+        taken++;
+        if (r.index > 0) rerouted++;
+      }
+    },
+    summary: () => `${taken + refused} decided, ${rerouted} rerouted, ${refused} refused`,
+    close: () => store.close(),
+  };
+}
+
+const PEERS = 1000;
+const seq = zipfSequence(Math.ceil(rate * seconds) + PEERS, PEERS, 1.1, 1);
+
+async function inbound(store: RedisStore, global: boolean): Promise<Decider> {
+  const { global: _, ...levels } = CONFIG_3.inbound;
+  const config = global ? CONFIG_3 : { inbound: levels };
+  const gate = await CallGate.create({ config, store, timeoutMs: 5000, shield: false });
+  let admitted = 0;
+  let refused = 0;
+  const admit = async (id: string, p: number) => {
+    const d = await gate.admit({ callId: id, peer: peerName(p), account: accountName(p) });
+    if (d.degraded) throw new Error(`call ${id} degraded: the Cluster did not answer in time`);
+    if (d.admitted) admitted++;
+    else refused++;
+  };
+  return {
+    warm: async () => {
+      // every peer once: scripts on every master, each peer's plan made
+      await Promise.all(Array.from({ length: PEERS }, (_, p) => admit(`w${p}`, p)));
+      admitted = refused = 0;
+    },
+    decide: (i) => admit(`c${i}`, seq[i]!),
+    summary: () => `${admitted + refused} decided, ${refused} refused`,
+    close: () => gate.close(),
+  };
+}
+
+async function run(masters: number, workload: Workload) {
+  const handle = await startCluster(masters);
+  const cluster = new Cluster(handle.nodes, {
+    redisOptions: RECOMMENDED_REDIS_OPTIONS,
+    enableOfflineQueue: true,
+    slotsRefreshTimeout: 2_000,
+  });
+  try {
+    await cluster.set('warm', '1');
+    const store = new RedisStore({ redis: cluster, prefix: `cgbench${masters}:` });
+    const decider = workload === 'out' ? outbound(store) : await inbound(store, workload === 'in-global');
+    await decider.warm();
+    const nodes = cluster.nodes('master');
+    await Promise.all(nodes.map((n) => n.config('RESETSTAT')));
+    let decisions = 0;
+    const result = await openLoop(rate, seconds, async (i) => {
+      await decider.decide(i);
+      decisions++;
+    });
+    const stats = await Promise.all(nodes.map(commandstats));
+    // where the keys sit (logs, carriers, holds, records, locators), per master
+    const keys = (await Promise.all(nodes.map((n) => n.dbsize()))).join(' / ');
+    const perMaster = stats.map((s) => {
+      let script = 0;
+      let all = 0;
+      for (const [cmd, v] of s) {
+        if (cmd === 'evalsha' || cmd === 'eval') script += v.usec;
+        if (cmd !== 'config' && cmd !== 'info') all += v.usec;
+      }
+      return { script: script / decisions, all: all / decisions };
+    });
+    const busiest = Math.max(...perMaster.map((m) => m.script));
+    const busiestAll = Math.max(...perMaster.map((m) => m.all));
+    const sumScript = perMaster.reduce((a, m) => a + m.script, 0);
+    const summary = decider.summary();
+    await decider.close();
+    return {
+      masters,
+      keys,
+      summary,
+      p99ms: result.hist.getValueAtPercentile(99) / 1e6,
+      scriptPerMaster: perMaster.map((m) => m.script.toFixed(1)).join(' / '),
+      sumScript,
+      busiest,
+      ceiling: 1e6 / busiest,
+      ceilingAll: 1e6 / busiestAll,
+    };
+  } finally {
+    cluster.disconnect();
+    await handle.stop();
+  }
+}
+
+const TITLES: Record<Workload, string> = {
+  out: `outbound: reservations over 3-carrier routes, ${CARRIERS} carriers`,
+  'in-global': 'inbound: three levels with a global limit (every key on the platform tag)',
+  in: 'inbound: accounts and peers, no global limit',
+};
+for (const w of workloads) {
+  const rows = [];
+  for (const m of sizes) rows.push(await run(m, w));
+  const base = rows[0]!.ceiling;
+  console.log(`${TITLES[w]}; ${rate} decisions/s for ${seconds} s`);
+  console.log(
+    'masters | keys per master | decisions | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms',
+  );
+  for (const r of rows)
+    console.log(
+      `${r.masters} | ${r.keys} | ${r.summary} | ${r.scriptPerMaster} | ${r.sumScript.toFixed(1)} | ${r.busiest.toFixed(1)} | ${Math.round(r.ceiling)} | ${(r.ceiling / base).toFixed(2)} | ${Math.round(r.ceilingAll)} | ${r.p99ms.toFixed(1)}`,
+    );
+}
