@@ -65,10 +65,9 @@ function convergence(r: SimResult): { median: number; worst: number; n: number }
   };
 }
 
-const pct = (n: number, d: number) => ((100 * n) / d).toFixed(2).padStart(6);
-
-function row(lanes: number, load: number, tickMs: number, leaving = true): void {
-  const arrivals = zipfArrivals({
+/** Poisson calls at `load` × the limit, Zipf (exponent 1) over the lanes, hot lanes moving every 5 s. */
+function arrivalsFor(lanes: number, load: number) {
+  return zipfArrivals({
     lanes,
     rate: LIMIT.calls * load,
     durationUs: SECONDS * 1e6,
@@ -77,6 +76,12 @@ function row(lanes: number, load: number, tickMs: number, leaving = true): void 
     meanHoldUs: 1_000_000,
     seed: SEED,
   });
+}
+
+const pct = (n: number, d: number) => ((100 * n) / d).toFixed(2).padStart(6);
+
+function row(lanes: number, load: number, tickMs: number, leaving = true): void {
+  const arrivals = arrivalsFor(lanes, load);
   const tickUs = tickMs * 1000;
   const r = simulate(arrivals, {
     lanes,
@@ -127,15 +132,7 @@ for (const load of [0.9, 0.95]) row(16, load, 100, false);
  */
 function cutRow(lanes: number, load: number): void {
   const cut = { lane: 0, fromUs: 20_000_000, toUs: 30_000_000 };
-  const arrivals = zipfArrivals({
-    lanes,
-    rate: LIMIT.calls * load,
-    durationUs: SECONDS * 1e6,
-    zipf: 1,
-    shiftUs: SHIFT_US,
-    meanHoldUs: 1_000_000,
-    seed: SEED,
-  });
+  const arrivals = arrivalsFor(lanes, load);
   const r = simulate(arrivals, {
     lanes,
     limit: LIMIT,

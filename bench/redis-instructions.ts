@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { freePort } from '../test/helpers/redis.js';
+import { freePort, serverArgs } from '../test/helpers/redis.js';
 import { accountName, CONFIG_3, CONFIG_3CH, peerName } from './limits.js';
 import { zipfSequence } from './workload.js';
 
@@ -55,18 +55,7 @@ async function startCounted(listpack: number, dir: string): Promise<Server> {
       '--toggle-collect=luaCallFunction',
       `--callgrind-out-file=${out}`,
       'redis-server',
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-      '--zset-max-listpack-entries',
-      String(listpack),
+      ...serverArgs(port, dir, ['--zset-max-listpack-entries', String(listpack)]),
     ],
     { stdio: 'ignore' },
   );

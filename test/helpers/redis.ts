@@ -195,8 +195,12 @@ interface Proc {
   output(): string;
 }
 
-function spawnRedis(port: number, dir: string, extra: string[]): Proc {
-  const args = [
+/**
+ * A throwaway redis-server's arguments: `port` on loopback, nothing on disk but in `dir`, in the
+ * foreground, quiet; then `extra`. Shared by every helper and bench that starts one.
+ */
+export function serverArgs(port: number, dir: string, extra: readonly string[] = []): string[] {
+  return [
     '--port',
     String(port),
     '--bind',
@@ -213,7 +217,10 @@ function spawnRedis(port: number, dir: string, extra: string[]): Proc {
     'warning',
     ...extra,
   ];
-  const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+function spawnRedis(port: number, dir: string, extra: string[]): Proc {
+  const child = spawn('redis-server', serverArgs(port, dir, extra), { stdio: ['ignore', 'pipe', 'pipe'] });
   liveChildren.add(child);
   let out = '';
   const keep = (d: Buffer) => {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
 import { readFileSync } from 'node:fs';
-import { freePort } from './redis.js';
+import { freePort, serverArgs } from './redis.js';
 import { orAfter } from './wait.js';
 
 const HOST = '127.0.0.1';
@@ -150,13 +150,9 @@ export async function startTlsRedis(
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
     // --port 0: no plain-text listener at all
-    const args = [
-      '--port',
-      '0',
+    const args = serverArgs(0, dir, [
       '--tls-port',
       String(port),
-      '--bind',
-      HOST,
       '--tls-cert-file',
       files.serverCert,
       '--tls-key-file',
@@ -165,18 +161,8 @@ export async function startTlsRedis(
       files.ca,
       '--tls-auth-clients',
       opts.authClients,
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-      '--daemonize',
-      'no',
-      '--loglevel',
-      'warning',
       ...(opts.args ?? []),
-    ];
+    ]);
     const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     children.add(child);
     let output = '';
