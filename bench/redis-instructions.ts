@@ -69,6 +69,7 @@ async function startCounted(listpack: number, dir: string): Promise<Server> {
       maxRetriesPerRequest: 0,
       retryStrategy: () => null,
     });
+    probe.on('error', () => undefined); // refused until valgrind has started Redis: tried again below
     try {
       await probe.connect();
       await probe.ping();
@@ -135,7 +136,9 @@ try {
         try {
           stats = await decide(server.port, channels, kase === 'batch' ? 64 : 1);
         } finally {
-          const admin = new Redis({ port: server.port, host: '127.0.0.1' });
+          // no reconnection once SHUTDOWN has closed the server (valgrind then writes its counts)
+          const admin = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => null });
+          admin.on('error', () => undefined);
           await admin.call('SHUTDOWN', 'NOSAVE').catch(() => undefined);
           admin.disconnect();
           await server.exited;
