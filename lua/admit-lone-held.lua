@@ -20,7 +20,7 @@
   ARGV[3]       '1': set every log's expiry (the caller does not know it was set for these
                 limits: see includes/log.lua, logWrite), else ''
   ARGV[4]       '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
-  ARGV[5]       now, µs since the epoch (integer; '' = Redis TIME)
+  ARGV[5]       now, µs since the epoch (integer; '' or '-' = Redis TIME)
   ARGV[6]       deadline, µs in Redis time ('' = none)
   ARGV[7]       the call's id (key-safe) when a bucket has a channel limit, else ''
   ARGV[8]       with an id: how long the call holds its channels once admitted, µs (0: none)

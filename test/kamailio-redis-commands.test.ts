@@ -9,7 +9,13 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { parseConfig } from '../src/config/index.js';
 import { CallGate } from '../src/gate.js';
-import { cfgString, kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
+import {
+  type AdmitTemplate,
+  cfgString,
+  type KamailioCommands,
+  kamailioCommands,
+  kamailioInclude,
+} from '../src/kamailio/redis-commands.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 
@@ -33,6 +39,15 @@ function hiredisArgs(template: string, values: readonly string[], deadline = Dat
 
 const hex = (s: string) => Buffer.from(s).toString('hex');
 
+/** The three values kamailio-redis.cfg passes a template (AdmitTemplate.values). */
+const valuesOf = (t: AdmitTemplate, callId: string) =>
+  t.values === 'iii' ? [callId, callId, callId] : [callId, '', callId];
+
+/** Every script a template may name, and the release, loaded as route[CALLGATE_LOAD] does. */
+async function loadAll(redis: Redis, cmds: KamailioCommands): Promise<void> {
+  for (const s of [...cmds.admitScripts, cmds.release]) expect(await redis.script('LOAD', s.lua)).to.equal(s.sha);
+}
+
 const config = parseConfig({
   maxCallDuration: 'PT60S',
   inbound: {
@@ -40,6 +55,8 @@ const config = parseConfig({
     accounts: { acct: [{ limit: 50, window: 'PT1S' }, { channels: 4 }] },
     peers: {
       p1: [{ limit: 5, window: 'PT1S' }, { limit: 100, window: 'PT1M' }, { channels: 3 }],
+      // the same limits with a fixed window: not a lone script's, so its template is admit.lua's
+      p2: [{ limit: 5, window: 'PT1S', algorithm: 'fixed-window' }, { limit: 100, window: 'PT1M' }, { channels: 3 }],
       'odd peer%{x}': [{ limit: 2, window: 'PT1S' }],
     },
   },
@@ -77,12 +94,11 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     ['K', id('c9')], // peer rate
   ];
 
-  /** Runs the steps with prefix `prefix`; `mixed`: K steps through the templates, else the library. */
-  async function run(prefix: string, mixed: boolean): Promise<string[]> {
+  /** Runs the steps for `peer` with prefix `prefix`; `mixed`: K steps through the templates, else the library. */
+  async function run(prefix: string, mixed: boolean, peer = 'p1'): Promise<string[]> {
     const cmds = kamailioCommands(config, prefix);
-    await redis.script('LOAD', cmds.admit.lua);
-    await redis.script('LOAD', cmds.release.lua);
-    const template = cmds.templates.find((t) => t.peer === 'p1' && t.account === 'acct')!;
+    await loadAll(redis, cmds);
+    const template = cmds.templates.find((t) => t.peer === peer && t.account === 'acct')!;
     const client = new Redis(server.url);
     const store = new RedisStore({ redis: client, prefix });
     const gate = await CallGate.create({ config, store, policy: 'error' });
@@ -102,7 +118,7 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
         const [who, callId] = step;
         if (mixed && who === 'K') {
           const r = (await redis.call(
-            ...(hiredisArgs(template.command, [callId, '', callId]) as [string]),
+            ...(hiredisArgs(template.command, valuesOf(template, callId)) as [string]),
           )) as number[];
           const [limitedBy, retryUs, , flags] = r as [number, number, number, number];
           if (limitedBy === 0) out.push(flags === 2 ? 'dup' : 'A');
@@ -111,7 +127,7 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
             out.push(`${template.labels[limitedBy - 1]}:${flags === 1 ? 'channels' : 'rate'}`);
           }
         } else {
-          const d = await gate.admit({ callId, peer: 'p1', account: 'acct' });
+          const d = await gate.admit({ callId, peer, account: 'acct' });
           out.push(d.admitted ? 'A' : `${d.limitedBy}:${d.reason}`);
         }
       }
@@ -123,31 +139,51 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     return out;
   }
 
-  it('a sequence mixing template and library calls decides as the library alone, on shared keys', async () => {
-    const alone = await run(`cgk-alone-${Date.now()}:`, false);
-    const mixed = await run(`cgk-mixed-${Date.now()}:`, true);
-    expect(alone).to.deep.equal([
-      'A',
-      'A',
-      'A',
-      'peer:p1:channels',
-      'peer:p1:channels',
-      'release 1',
-      'A',
-      'release 1',
-      'A',
-      'peer:p1:rate',
-      'peer:p1:rate',
-    ]);
-    expect(mixed).to.deep.equal(alone);
+  for (const peer of ['p1', 'p2']) {
+    it(`a sequence mixing template and library calls decides as the library alone, on shared keys (${peer})`, async () => {
+      const alone = await run(`cgk-alone-${Date.now()}:`, false, peer);
+      const mixed = await run(`cgk-mixed-${Date.now()}:`, true, peer);
+      expect(alone).to.deep.equal([
+        'A',
+        'A',
+        'A',
+        `peer:${peer}:channels`,
+        `peer:${peer}:channels`,
+        'release 1',
+        'A',
+        'release 1',
+        'A',
+        `peer:${peer}:rate`,
+        `peer:${peer}:rate`,
+      ]);
+      expect(mixed).to.deep.equal(alone);
+    });
+  }
+
+  it('a call a RedisStore sends alone to a lone script gets that script as its template', () => {
+    const cmds = kamailioCommands(config, 'cgk:');
+    const [admit, lone, held] = cmds.admitScripts.map((s) => s.sha);
+    const of = (peer: string) => cmds.templates.find((t) => t.peer === peer && t.account === 'acct')!;
+    // sliding logs with channels: admit-lone-held.lua, the call's id as each value, now '-'
+    expect(of('p1').command.startsWith(`EVALSHA ${held} `)).to.equal(true);
+    expect(of('p1').values).to.equal('iii');
+    expect(hiredisArgs(of('p1').command, valuesOf(of('p1'), 'id9'))).to.include('-');
+    // a fixed window: admit.lua, the id, now ('') and the id
+    expect(of('p2').command.startsWith(`EVALSHA ${admit} `)).to.equal(true);
+    expect(of('p2').values).to.equal('ini');
+    // no channel limit anywhere: admit-lone.lua
+    const plain = kamailioCommands(parseConfig({ inbound: { peers: { q: [{ limit: 5, window: 'PT1S' }] } } }), 'cgk:')
+      .templates[0]!;
+    expect(plain.command.startsWith(`EVALSHA ${lone} `)).to.equal(true);
+    expect(plain.values).to.equal('iii');
   });
 
   it('an admit Redis runs past its deadline is skipped: decided nowhere, counted nowhere', async () => {
     const prefix = `cgk-late-${Date.now()}:`;
     const cmds = kamailioCommands(config, prefix);
-    await redis.script('LOAD', cmds.admit.lua);
+    await loadAll(redis, cmds);
     const template = cmds.templates.find((t) => t.peer === 'p1' && t.account === '')!;
-    const late = hiredisArgs(template.command, ['late', '', 'late'], Date.now() * 1000 - 1_000);
+    const late = hiredisArgs(template.command, valuesOf(template, 'late'), Date.now() * 1000 - 1_000);
     const r = (await redis.call(...(late as [string]))) as number[];
     expect(r[3], 'flags: skipped').to.equal(4);
     expect(await redis.exists(`${prefix}peer:p1:log`, `${prefix}peer:p1:ch`, `${prefix}call:in:late`)).to.equal(0);
@@ -157,7 +193,7 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     const cmds = kamailioCommands(config, 'cgk:');
     const odd = cmds.templates.find((t) => t.peer === 'odd peer%{x}' && t.account === '')!;
     // %XXXX escapes of the peer name reach Redis as the library writes them
-    const args = hiredisArgs(odd.command, ['id1', '', 'id1']);
+    const args = hiredisArgs(odd.command, valuesOf(odd, 'id1'));
     expect(args).to.include('cgk:peer:odd%0020peer%0025%007Bx%007D:log');
     expect(odd.labels).to.deep.equal(['global', 'peer:odd peer%{x}']);
     expect(() => kamailioCommands(config, 'a b:')).to.throw(/prefix/);
@@ -169,7 +205,8 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     expect(text).to.include(`$var(cg_key) = ${cfgString('admit:acct:odd peer%{x}')};`);
     expect(text).to.include(`#!define CALLGATE_ADMIT_SHA "${cmds.admit.sha}"`);
     expect(cfgString('a"b\\c\nd')).to.equal('"a\\"b\\\\c\\nd"');
-    // the SHA-1 Kamailio runs is the one Redis gives the script
-    expect(await redis.script('LOAD', cmds.admit.lua)).to.equal(cmds.admit.sha);
+    expect(text).to.include(`$var(cg_key) = ${cfgString('values:acct:odd peer%{x}')};`);
+    // the SHA-1s Kamailio runs are the ones Redis gives the scripts
+    await loadAll(redis, cmds);
   });
 });

@@ -6,16 +6,26 @@
  * (examples/kamailio/kamailio-redis.cfg, docs/kamailio.md).
  *
  * A template is a hiredis format: arguments split on spaces, `%s` takes one value from the
- * call, `%%` is a literal `%`. ndb_redis passes at most three values, which a template takes in
- * this order: the call's id (hex of the Call-ID: key-safe, so its own encoding), Redis TIME
- * ('' = now, the only argument that must be empty) and the call's id again. The call's deadline
- * is spliced in by Kamailio at DEADLINE_MARK.
+ * call, `%%` is a literal `%`. ndb_redis passes at most three values. A call that a RedisStore
+ * would send alone to admit-lone.lua or admit-lone-held.lua (sliding-log limits, with or
+ * without channels: the common case) gets a template of that script, which costs Redis about
+ * half of admit.lua's for one call; it takes the call's id (hex of the Call-ID: key-safe, so its
+ * own encoding) as each of its values, and says Redis TIME as the literal '-'. Any other call's
+ * template names admit.lua and takes the call's id, Redis TIME ('' = now: hiredis cannot write
+ * an empty literal) and the id again (AdmitTemplate.values). The call's deadline is spliced in
+ * by Kamailio at DEADLINE_MARK.
  */
 import { createHash } from 'node:crypto';
 import { planFor } from '../admission/plan.js';
 import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import { type AdmitEnv, admitArgv, type PendingAdmit } from '../store/redis/admit-args.js';
+import {
+  type AdmitEnv,
+  admitArgv,
+  heldAdmitArgv,
+  loneAdmitArgv,
+  type PendingAdmit,
+} from '../store/redis/admit-args.js';
 import { bucketArgsOf } from '../store/redis/bucket-args.js';
 import type { KnownLogs } from '../store/redis/known-logs.js';
 import { RedisKeys } from '../store/redis/redis-keys.js';
@@ -49,10 +59,23 @@ export interface AdmitTemplate {
   readonly local: readonly (readonly [label: string, perSecond: number])[];
   /** The hiredis format of the EVALSHA, with DEADLINE_MARK where the call's deadline goes. */
   readonly command: string;
+  /**
+   * The three values Kamailio passes to it: `iii` the call's id three times (a lone script's
+   * template), `ini` the id, Redis TIME ('') and the id (admit.lua's).
+   */
+  readonly values: 'iii' | 'ini';
+}
+
+interface ScriptText {
+  readonly sha: string;
+  readonly lua: string;
 }
 
 export interface KamailioCommands {
-  readonly admit: { readonly sha: string; readonly lua: string };
+  /** admit.lua, the script of the templates that are not lone. */
+  readonly admit: ScriptText;
+  /** Every admit script a template may name (admit.lua, admit-lone.lua, admit-lone-held.lua). */
+  readonly admitScripts: readonly ScriptText[];
   readonly release: { readonly sha: string; readonly lua: string; readonly command: string };
   readonly templates: readonly AdmitTemplate[];
 }
@@ -88,8 +111,10 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', l
     );
   const keys = new RedisKeys(prefix, false);
   const all = scripts();
-  const admitLua = all.admit.lua;
-  const admitSha = sha1(admitLua);
+  const text = (lua: string): ScriptText => ({ sha: sha1(lua), lua });
+  const admit = text(all.admit.lua);
+  const lone = text(all['admit-lone'].lua);
+  const held = text(all['admit-lone-held'].lua);
   const env: AdmitEnv = {
     // the now is Redis TIME (an empty value), never a virtual clock: no ttl floor
     virtualTtlMs: 0,
@@ -119,26 +144,50 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', l
         reject: () => {},
       };
       // '0': no Redis TIME at the end of the reply (ARGV[4] is '1' or not)
-      const argv = admitArgv([item], '0', env);
-      if (typeof argv === 'number') throw new InvalidArgumentError(`the buckets of peer ${peer} share a Redis key`);
-      const command = ['EVALSHA', admitSha, ...argv.map(formatArg)].join(' ');
+      const alone = loneTemplate(item, env);
+      let command: string;
+      if (alone !== undefined) {
+        command = ['EVALSHA', alone.held ? held.sha : lone.sha, ...alone.argv.map(formatArg)].join(' ');
+      } else {
+        const argv = admitArgv([item], '0', env);
+        if (typeof argv === 'number') throw new InvalidArgumentError(`the buckets of peer ${peer} share a Redis key`);
+        command = ['EVALSHA', admit.sha, ...argv.map(formatArg)].join(' ');
+      }
       const local: [string, number][] = [];
       plan.buckets.forEach((b, i) => {
         if (b.limits.length === 0) return;
         const rate = Math.min(...b.limits.map((l) => (l.limit * 1e6) / l.windowUs));
         local.push([plan.labels[i]!, Math.max(1, Math.floor(rate * localShare))]);
       });
-      templates.push({ peer, account, labels: plan.labels, holds, command, local });
+      templates.push({ peer, account, labels: plan.labels, holds, command, local, values: alone ? 'iii' : 'ini' });
     }
   }
   const releaseLua = all.release.lua;
   const releaseSha = sha1(releaseLua);
   const record = formatArg(keys.inboundRecord('', ID));
   return {
-    admit: { sha: admitSha, lua: admitLua },
+    admit,
+    admitScripts: [admit, lone, held],
     release: { sha: releaseSha, lua: releaseLua, command: `EVALSHA ${releaseSha} 1 ${record} %s %s` },
     templates,
   };
+}
+
+/**
+ * A lone script's arguments for a template (or undefined when the call is admit.lua's), in the
+ * lone layouts a RedisStore sends, with what hiredis cannot write made non-empty: now is '-'
+ * (Redis TIME), the refresh flag '1' (Kamailio knows nothing of the logs' expiries, so every
+ * write sets them, as admit.lua does for a lone call), and the trim bound of a bucket without a
+ * log, which the script does not read, '0'.
+ */
+function loneTemplate(item: PendingAdmit, env: AdmitEnv): { argv: string[]; held: boolean } | undefined {
+  const literal = { ...item, now: '-' };
+  const lone = loneAdmitArgv(literal, '0', env);
+  const argv = lone ?? heldAdmitArgv(literal, '0', env);
+  if (argv === undefined) return undefined;
+  // argv: the number of keys, the keys, then ARGV[1..]: ARGV[3] is the refresh flag
+  argv[Number(argv[0]) + 3] = '1';
+  return { argv: argv.map((a) => (a === '' ? '0' : a)), held: lone === undefined };
 }
 
 /** A Kamailio string literal: `"`, `\` and line ends escaped. */
@@ -150,8 +199,9 @@ export function cfgString(s: string): string {
  * The Kamailio include: route[CALLGATE_TABLES] fills htable `callgate` (call it from
  * event_route[htable:mod-init]); route[CALLGATE_LOAD] loads both scripts into Redis (after a
  * NOSCRIPT: a restarted Redis has none). Keys of the table: `admit:<account>:<peer>`,
- * `labels:<account>:<peer>` (the levels, comma-separated), `local:<account>:<peer>` (policy
- * local: `label=calls per second`, comma-separated), `release`.
+ * `values:<account>:<peer>` (`iii` or `ini`: AdmitTemplate.values), `labels:<account>:<peer>`
+ * (the levels, comma-separated), `local:<account>:<peer>` (policy local: `label=calls per
+ * second`, comma-separated), `release`.
  */
 export function kamailioInclude(cmds: KamailioCommands, source: string): string {
   const lines = [
@@ -165,6 +215,8 @@ export function kamailioInclude(cmds: KamailioCommands, source: string): string 
     // keys through a variable: a peer's name may hold what a $sht() name cannot
     lines.push(`\t$var(cg_key) = ${cfgString(`admit:${key}`)};`);
     lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.command)};`);
+    lines.push(`\t$var(cg_key) = ${cfgString(`values:${key}`)};`);
+    lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.values)};`);
     lines.push(`\t$var(cg_key) = ${cfgString(`labels:${key}`)};`);
     lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.labels.join(','))};`);
     lines.push(`\t$var(cg_key) = ${cfgString(`local:${key}`)};`);
@@ -176,12 +228,13 @@ export function kamailioInclude(cmds: KamailioCommands, source: string): string 
   lines.push(`#!define CALLGATE_ADMIT_SHA "${cmds.admit.sha}"`);
   lines.push(`#!define CALLGATE_RELEASE_SHA "${cmds.release.sha}"`);
   lines.push('route[CALLGATE_LOAD] {');
-  lines.push(`\t$var(cg_lua) = ${cfgString(cmds.admit.lua)};`);
-  lines.push('\tredis_cmd("callgate", "SCRIPT LOAD %s", "$var(cg_lua)", "cgload");');
-  lines.push(`\t$var(cg_lua) = ${cfgString(cmds.release.lua)};`);
-  lines.push('\tredis_cmd("callgate", "SCRIPT LOAD %s", "$var(cg_lua)", "cgload");');
+  for (const script of [...cmds.admitScripts, cmds.release]) {
+    lines.push(`\t$var(cg_lua) = ${cfgString(script.lua)};`);
+    lines.push('\tredis_cmd("callgate", "SCRIPT LOAD %s", "$var(cg_lua)", "cgload");');
+    // each reply freed before the next command takes its name
+    lines.push('\tredis_free("cgload");');
+  }
   lines.push('\t$var(cg_lua) = "";');
-  lines.push('\tredis_free("cgload");');
   lines.push('}', '');
   return lines.join('\n');
 }
