@@ -178,6 +178,23 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     expect(plain.values).to.equal('iii');
   });
 
+  it('a level without limits and no channel anywhere: admit.lua, deciding as the library', async () => {
+    const bare = parseConfig({ inbound: { global: [{ limit: 5, window: 'PT1S' }], peers: { q: [] } } });
+    const prefix = `cgk-bare-${Date.now()}:`;
+    const cmds = kamailioCommands(bare, prefix);
+    await loadAll(redis, cmds);
+    const t = cmds.templates.find((x) => x.peer === 'q' && x.account === '')!;
+    expect(t.command.startsWith(`EVALSHA ${cmds.admit.sha} `)).to.equal(true);
+    expect(t.values).to.equal('ini');
+    const decided: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const r = (await redis.call(...(hiredisArgs(t.command, valuesOf(t, `b${i}`)) as [string]))) as number[];
+      decided.push(r[0]!);
+    }
+    // five in the second, then the global level (the first bucket) refuses
+    expect(decided).to.deep.equal([0, 0, 0, 0, 0, 1]);
+  });
+
   it('an admit Redis runs past its deadline is skipped: decided nowhere, counted nowhere', async () => {
     const prefix = `cgk-late-${Date.now()}:`;
     const cmds = kamailioCommands(config, prefix);

@@ -178,12 +178,14 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', l
  * lone layouts a RedisStore sends, with what hiredis cannot write made non-empty: now is '-'
  * (Redis TIME), the refresh flag '1' (Kamailio knows nothing of the logs' expiries, so every
  * write sets them, as admit.lua does for a lone call), and the trim bound of a bucket without a
- * log, which the script does not read, '0'.
+ * log, which the script does not read, '0' (no other argument of these layouts is empty).
  */
 function loneTemplate(item: PendingAdmit, env: AdmitEnv): { argv: string[]; held: boolean } | undefined {
   const literal = { ...item, now: '-' };
   const lone = loneAdmitArgv(literal, '0', env);
-  const argv = lone ?? heldAdmitArgv(literal, '0', env);
+  // admit-lone-held.lua without an id (no channel limit, yet not a plain-log call: a level
+  // without limits) would take its id from ARGV[7] = '', which a template cannot write
+  const argv = lone ?? (item.id === undefined ? undefined : heldAdmitArgv(literal, '0', env));
   if (argv === undefined) return undefined;
   // argv: the number of keys, the keys, then ARGV[1..]: ARGV[3] is the refresh flag
   argv[Number(argv[0]) + 3] = '1';
