@@ -63,9 +63,7 @@
 local floorMs = tonumber(ARGV[1])
 local memberPrefix = ARGV[2]
 local recordPrefix = ARGV[3]
--- where hold names start in this batch's keys (writeRecord), found once rather than per record
-local recordFrom = recordBase(recordPrefix .. 'x')
-recordFrom = recordFrom and #recordFrom + 1
+local recordFrom = namesFrom(recordPrefix)
 local wantClock = ARGV[4] == '1'
 -- ARGV's numbers are read as `ARGV[i] + 0` (includes/log.lua says why)
 

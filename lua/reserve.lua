@@ -42,6 +42,7 @@
 local floorMs = tonumber(ARGV[1])
 local liveFloorMs = tonumber(ARGV[2])
 local recordPrefix = ARGV[3]
+local recordFrom = namesFrom(recordPrefix)
 local wantClock = ARGV[4] == '1'
 local routes = {}
 local a = 6
@@ -86,7 +87,7 @@ local function writeGroup(floor)
   end
   for _, r in ipairs(records) do
     if not r[4] then
-      writeRecord(recordPrefix .. r[1], r[2], { r[3] }, t, floor)
+      writeRecord(recordPrefix .. r[1], r[2], { r[3] }, t, floor, recordFrom)
     end
   end
 end

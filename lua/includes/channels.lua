@@ -63,8 +63,16 @@ local function recordBase(key)
   return string.match(key, '^(.*)call:in:[^:]*$') or string.match(key, '^(.*)call:out:[^:]*$')
 end
 
+-- Where hold names start in the keys of the records under `recordPrefix` (<base>call:in: or
+-- <base>call:out:): #base + 1, for writeRecord, found once per script call rather than by a
+-- pattern match per record; nil when the prefix is not a record prefix.
+local function namesFrom(recordPrefix)
+  local base = recordBase(recordPrefix .. 'x')
+  return base and #base + 1
+end
+
 -- Write a call record: holds in `keys` (a list of key names) until `e`. `from`: where the names
--- start in those keys (#base + 1), when the caller knows it (else read from the record's key).
+-- start in those keys (namesFrom), when the caller knows it (else read from the record's key).
 local function writeRecord(key, e, keys, t, floorMs, from)
   from = from or #recordBase(key) + 1
   local parts = { endText(e) }
