@@ -8,6 +8,7 @@ import { StoreUnavailableError } from '../../errors/index.js';
 import type { SafeEmitter } from '../../events.js';
 import type { StopSignal, StoreEvents } from '../types.js';
 import { scripts } from './scripts.js';
+import { guardSocketErrors } from './socket-errors.js';
 
 export interface ConnectionOptions {
   /** Commands written to the socket at once, at most (see RedisStoreOptions.writeChunk). */
@@ -82,6 +83,7 @@ export class RedisConnection {
     this.cluster = isCluster(redis);
     const options = this.cluster ? (redis as Cluster).options.redisOptions : (redis as Redis).options;
     this.dropOnClose = options?.autoResendUnfulfilledCommands === false;
+    guardSocketErrors(redis, this.cluster);
     for (const { command, lua } of Object.values(scripts())) {
       if (!(command in redis)) redis.defineCommand(command, { lua });
     }
