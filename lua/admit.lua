@@ -99,8 +99,14 @@ local function profileAt(po)
     local m = ARGV[po + 3] + 0
     local algo, L, W, off, hashes = {}, {}, {}, {}, {}
     local seen = {}
-    local ban
+    local ban, lease
     local j = po + 4 * m
+    if m >= 1 and ARGV[j] == 'S' then
+      -- a leased level's share (includes/buckets.lua): its hash at KEYS[first + off], last
+      lease = ARGV[j + 3] + 0
+      m = m - 1
+      j = j - 4
+    end
     if m >= 2 and ARGV[j] == 'B' then
       -- a ban's pseudo-limits, last (includes/buckets.lua): {threshold, span, strikes off, length, ban off}
       ban = { ARGV[j - 3] + 0, ARGV[j - 2] + 0, ARGV[j - 1] + 0, ARGV[j + 2] + 0, ARGV[j + 3] + 0 }
@@ -114,7 +120,7 @@ local function profileAt(po)
         hashes[#hashes + 1] = { off[i], W[i] }
       end
     end
-    pr = { r = ARGV[po] + 0, N = ARGV[po + 1] + 0, hoff = ARGV[po + 2] + 0, m = m, algo = algo, L = L, W = W, off = off, hashes = hashes, ban = ban }
+    pr = { r = ARGV[po] + 0, N = ARGV[po + 1] + 0, hoff = ARGV[po + 2] + 0, m = m, algo = algo, L = L, W = W, off = off, hashes = hashes, ban = ban, lease = lease }
     profiles[po] = pr
   end
   return pr
@@ -411,6 +417,46 @@ local function strike(first, ban)
   end
 end
 
+-- Leased levels (src/lease/, lua/lease-*.lua). A lane's share hash {c, h, e, ...}: the calls per
+-- window and channels this lane may use of the level's limits, until its lease end e (µs, Redis
+-- TIME); at or past e it may use nothing. Read once per script call (only the lease scripts
+-- change it, never while this one runs); what the level admitted and refused for lack of share
+-- is counted here and added to the hash once, at the end (the coordinator's demand).
+local leaseC, leaseH, leaseE, leaseAd, leaseRc, leaseRh -- per share key index
+local function shareOf(k)
+  if leaseC == nil then
+    leaseC, leaseH, leaseE, leaseAd, leaseRc, leaseRh = {}, {}, {}, {}, {}, {}
+  end
+  local c = leaseC[k]
+  if c == nil then
+    local v = redis.call('HMGET', KEYS[k], 'c', 'h', 'e')
+    c = tonumber(v[1]) or 0
+    leaseC[k], leaseH[k], leaseE[k] = c, tonumber(v[2]) or 0, tonumber(v[3]) or 0
+    leaseAd[k], leaseRc[k], leaseRh[k] = 0, 0, 0
+  end
+  if t >= leaseE[k] then
+    return 0, 0
+  end
+  return c, leaseH[k]
+end
+
+local function writeShares()
+  if leaseC == nil then
+    return
+  end
+  for k in pairs(leaseC) do
+    if leaseAd[k] > 0 then
+      redis.call('HINCRBY', KEYS[k], 'ad', leaseAd[k])
+    end
+    if leaseRc[k] > 0 then
+      redis.call('HINCRBY', KEYS[k], 'rc', leaseRc[k])
+    end
+    if leaseRh[k] > 0 then
+      redis.call('HINCRBY', KEYS[k], 'rh', leaseRh[k])
+    end
+  end
+end
+
 -- Decide one call on the buckets of plan p at the group's time; record it if admitted. `id`:
 -- the call's id when its plan has a channel limit (nil otherwise), `forUs` its hold.
 local function decide(p, call, id, forUs)
@@ -437,6 +483,12 @@ local function decide(p, call, id, forUs)
     local ban = pr.ban
     local algos, Ws, Ls = pr.algo, pr.W, pr.L
     local short = false
+    -- a leased level (one sliding-log limit, the store checks): its limit is the lane's share
+    local lease, shareC, shareH = pr.lease, nil, nil
+    if lease ~= nil then
+      lease = first + lease
+      shareC, shareH = shareOf(lease)
+    end
     -- a log's limits come widest window first, and a window holds no more events than a wider
     -- one: a count below L already proves room
     local wider
@@ -449,6 +501,9 @@ local function decide(p, call, id, forUs)
         wait = 0
       elseif algo == 'l' then
         local L = Ls[i]
+        if shareC ~= nil and shareC < L then
+          L = shareC
+        end
         if wider == nil then
           wider = groupSize(first) -- a bound on every count of the log
         end
@@ -456,6 +511,9 @@ local function decide(p, call, id, forUs)
           local count, stored, s = groupCount(first, W)
           wider = count
           if count >= L then
+            if L < Ls[i] and count < Ls[i] and limitedBy == 0 then
+              leaseRc[lease] = leaseRc[lease] + 1 -- the level had room, the lane's share not
+            end
             -- the (count - L + 1)-th oldest event in the window leaves it at s + W; events
             -- added in this group (at t) come after every stored one
             if count - L < stored then
@@ -486,8 +544,18 @@ local function decide(p, call, id, forUs)
       strike(first, ban)
     end
     -- then its channels; past the first bucket without room they change nothing
-    if limitedBy == 0 and pr.N > 0 and holdCount(first + pr.hoff) >= pr.N then
-      limitedBy, flags = q, 1
+    if limitedBy == 0 and pr.N > 0 then
+      local N = pr.N
+      if shareH ~= nil and shareH < N then
+        N = shareH
+      end
+      local held = holdCount(first + pr.hoff)
+      if held >= N then
+        limitedBy, flags = q, 1
+        if N < pr.N and held < pr.N then
+          leaseRh[lease] = leaseRh[lease] + 1
+        end
+      end
     end
   end
 
@@ -503,6 +571,10 @@ local function decide(p, call, id, forUs)
       local r = pr.r
       if r > 0 then
         addEvent(first, r, member, list[q])
+      end
+      if pr.lease ~= nil then
+        local k = first + pr.lease
+        leaseAd[k] = leaseAd[k] + 1
       end
       -- each window hash of the bucket once (limits of one window share it)
       local hashes = pr.hashes
@@ -546,6 +618,7 @@ if single then
     newGroup(tonumber(now), floorMs)
   end
   local _, limitedBy, retry, flags = decideAt(a + 2, 1)
+  writeShares()
   if wantClock then
     return { limitedBy, retry, t, flags, redisClock() }
   end
@@ -566,6 +639,7 @@ end, function(groupFloor, groupVirtual)
   floor, virtual = groupFloor, groupVirtual
   writeGroup()
 end)
+writeShares()
 if wantClock then
   out[#out + 1] = redisClock()
 end

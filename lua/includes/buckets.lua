@@ -9,7 +9,8 @@
 --       algo    'l' sliding-log | 'f' fixed-window | 's' sliding-window; with a ban, last
 --               come two pseudo-limits that only admit.lua reads: 'b' (L = the threshold,
 --               W = the span, off = the strikes hash) and 'B' (W = the ban's length, off = the
---               ban's key, whose value is the ban's end, µs)
+--               ban's key, whose value is the ban's end, µs); on a leased level (src/lease/),
+--               last of all 'S' (off = the lane's share hash, lua/lease-observe.lua)
 --       L       the limit (events per window)
 --       W       the window, µs
 --       off     the structure it reads: KEYS[first + off] (first: the bucket's, below)
@@ -56,8 +57,8 @@ local function readBuckets(a)
     bHold[b] = pN[q] > 0 and first + pHoff[q] or 0
     bLo[b] = j + 1
     for i = 1, #algo do
-      if algo[i] == 'b' or algo[i] == 'B' then
-        break -- a ban's pseudo-limits (last): not counted, not recorded here
+      if algo[i] == 'b' or algo[i] == 'B' or algo[i] == 'S' then
+        break -- a ban's or a lease's pseudo-limits (last): not counted, not recorded here
       end
       j = j + 1
       local k = first + off[i]

@@ -77,8 +77,12 @@ export function trimBound(t: number, r: number): number {
   return b - (b - Math.floor(b / e) * e);
 }
 
-/** A bucket's keys (named from `base`) and limit profile. */
-export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketArgs {
+/**
+ * A bucket's keys (named from `base`) and limit profile. `leased`: the bucket is a leased
+ * level's part on one lane (src/lease/): its limits are checked against the lane's share, kept in
+ * `<base>:share` (lua/lease-observe.lua), named by a last pseudo-limit 'S'.
+ */
+export function bucketArgsOf(tag: string, base: string, bucket: Bucket, leased = false): BucketArgs {
   const retention = logRetention(bucket);
   const keys: string[] = retention > 0 ? [`${base}:log`] : [];
   const windows = new Map<number, number>();
@@ -113,9 +117,13 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket): BucketA
     );
     m += 2;
   }
+  if (leased) {
+    limits.push('S', '0', '0', String(keys.push(`${base}:share`) - 1));
+    m += 1;
+  }
   const profile = [String(retention), String(channels), String(hoff), String(m), ...limits];
   const profileId = profile.join(' ');
-  const logsOnly = ban === undefined && ordered.every((lim) => lim.algorithm === 'sliding-log');
+  const logsOnly = ban === undefined && !leased && ordered.every((lim) => lim.algorithm === 'sliding-log');
   const logArgs = logsOnly
     ? [String(ordered.length), ...ordered.flatMap((lim) => [String(lim.limit), String(lim.windowUs)])]
     : [];

@@ -23,7 +23,11 @@ export type ScriptName =
   | 'inspect'
   | 'hold-list'
   | 'reset'
-  | 'reassert';
+  | 'reassert'
+  | 'lease-observe'
+  | 'lease-shrink'
+  | 'lease-grant'
+  | 'lease-leader';
 
 export interface Script {
   /** The ioredis command name (defineCommand), e.g. `callgate_admit_3fa9c1d2`. */
@@ -62,5 +66,9 @@ export function scripts(): Readonly<Record<ScriptName, Script>> {
     'hold-list': load(dir, 'hold-list'),
     reset: load(dir, 'reset'),
     reassert: load(dir, 'reassert'),
+    'lease-observe': load(dir, 'lease-observe'),
+    'lease-shrink': load(dir, 'lease-shrink'),
+    'lease-grant': load(dir, 'lease-grant'),
+    'lease-leader': load(dir, 'lease-leader'),
   });
 }

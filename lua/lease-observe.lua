@@ -1,0 +1,51 @@
+--[[
+  lease-observe: what one lane of a leased level reports to the coordinator at a tick
+  (src/lease/coordinator.ts), read atomically on the lane's clock; its counters since the last
+  tick are reset.
+
+  KEYS[1]  the lane's share hash `<prefix>{in:<lane>}:global:share`:
+             c   calls per window the lane may admit (its share of the level's limit)
+             h   channels its calls may hold (its share of the channel limit)
+             e   lease end, µs, Redis TIME: at or past it the lane admits nothing on the level
+             g   epoch: orders of an older one are refused (lua/lease-grant.lua)
+             term  the highest coordinator term seen: an older coordinator is refused
+             ad, rc, rh  calls admitted, refused for lack of calls share, refused for lack of
+                         channels share, since the last observation (lua/admit.lua adds them)
+  KEYS[2]  the lane's log of the level (sorted set: scores µs)
+  KEYS[3]  the lane's holds of the level (sorted set: scores = hold ends, µs)
+  ARGV[1]  the coordinator's term (integer)
+  ARGV[2]  W, the level's window, µs
+  ARGV[3]  T, the tick, µs: the calls of the window that leave it before the next tick are
+           those in (now - W, now - W + T]
+
+  Reply: {now, inWindow, leaving, inUse, ad, rc, rh, c, h, e, g}, or {-1, term} when a newer
+  coordinator's term is recorded (this one must stop).
+]]
+--- @include "common"
+
+local term = ARGV[1] + 0
+local W, T = ARGV[2] + 0, ARGV[3] + 0
+local v = redis.call('HMGET', KEYS[1], 'term', 'ad', 'rc', 'rh', 'c', 'h', 'e', 'g')
+local seen = tonumber(v[1]) or 0
+if term < seen then
+  return { -1, seen }
+end
+local now = redisClock()
+local from = fmtInt(now - W + 1)
+local inWindow = redis.call('ZCOUNT', KEYS[2], from, fmtInt(now))
+local leaving = redis.call('ZCOUNT', KEYS[2], from, fmtInt(now - W + T))
+local inUse = redis.call('ZCOUNT', KEYS[3], '(' .. fmtInt(now), '+inf')
+redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'ad', '0', 'rc', '0', 'rh', '0')
+return {
+  now,
+  inWindow,
+  leaving,
+  inUse,
+  tonumber(v[2]) or 0,
+  tonumber(v[3]) or 0,
+  tonumber(v[4]) or 0,
+  tonumber(v[5]) or 0,
+  tonumber(v[6]) or 0,
+  tonumber(v[7]) or 0,
+  tonumber(v[8]) or 0,
+}

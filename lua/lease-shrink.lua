@@ -1,0 +1,52 @@
+--[[
+  lease-shrink: a lane's share of a leased level comes down towards the coordinator's target,
+  never below what its calls use at this instant (src/lease/share.ts, applyShrink): calls
+  admitted in the current window, channels held now. The lease end is renewed (or kept, if
+  later).
+
+  KEYS[1]  the lane's share hash (fields: lua/lease-observe.lua)
+  KEYS[2]  the lane's log of the level (sorted set: scores µs)
+  KEYS[3]  the lane's holds of the level (sorted set: scores = hold ends, µs)
+  ARGV[1]  the coordinator's term
+  ARGV[2]  the lane's epoch as the coordinator has it
+  ARGV[3]  target calls share
+  ARGV[4]  target channels share
+  ARGV[5]  lease end, µs, on this Redis' clock
+  ARGV[6]  W, the level's window, µs
+
+  An order of an older term or epoch than the lane's is refused: {-1}. An order of a newer
+  epoch first sets the share to 0 (what the lane held went back to the pool while it was lost).
+  Reply: {calls share, channels share, calls freed, channels freed}
+]]
+--- @include "common"
+
+local term, epoch = ARGV[1] + 0, ARGV[2] + 0
+local v = redis.call('HMGET', KEYS[1], 'term', 'g', 'c', 'h', 'e')
+if term < (tonumber(v[1]) or 0) or epoch < (tonumber(v[2]) or 0) then
+  return { -1 }
+end
+local c, h = tonumber(v[3]) or 0, tonumber(v[4]) or 0
+if epoch > (tonumber(v[2]) or 0) then
+  c, h = 0, 0
+end
+local now = redisClock()
+local usedC = redis.call('ZCOUNT', KEYS[2], fmtInt(now - (ARGV[6] + 0) + 1), fmtInt(now))
+local usedH = redis.call('ZCOUNT', KEYS[3], '(' .. fmtInt(now), '+inf')
+local function shrink(share, target, used)
+  local next = target
+  if used > next then
+    next = used
+  end
+  if next > share then
+    next = share
+  end
+  return next
+end
+local nc, nh = shrink(c, ARGV[3] + 0, usedC), shrink(h, ARGV[4] + 0, usedH)
+local e = ARGV[5] + 0
+local was = tonumber(v[5]) or 0
+if was > e then
+  e = was
+end
+redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'g', fmtInt(epoch), 'c', fmtInt(nc), 'h', fmtInt(nh), 'e', fmtInt(e))
+return { nc, nh, c - nc, h - nh }
