@@ -12,6 +12,12 @@ export interface RedisStoreOptions {
   /** Put hash tags in keys: default true on a Cluster, false on a single Redis. */
   readonly hashTags?: boolean;
   /**
+   * Lease the global level (docs/leasing.md): its limit is split into shares over `lanes` hash
+   * tags, moved by a LeaseCoordinator, so that inbound admission spreads over a Cluster's shards.
+   * Needs hash tags; the global level must be one sliding-log limit (and a channel limit or not).
+   */
+  readonly lease?: { readonly lanes: number };
+  /**
    * Least expiry (ms) of a key written with a caller-given `now` (a virtual clock): real-time
    * expiry cannot follow a clock that runs faster or slower than real time. Default 24 h.
    */

@@ -19,7 +19,8 @@ import { Redis, type Cluster } from 'ioredis';
 import { InvalidArgumentError } from '../../errors/index.js';
 import { SafeEmitter } from '../../events.js';
 import { checkInspect } from '../inspect-memory.js';
-import { carrierTag, encodeId, isOutboundTag, OUTBOUND_TAG } from '../keys.js';
+import { carrierTag, encodeId, GLOBAL_BUCKET, GLOBAL_TAG, isOutboundTag, OUTBOUND_TAG } from '../keys.js';
+import { checkLanes, isLaneTag, laneOf, laneTag } from '../../lease/lanes.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -126,6 +127,10 @@ export class RedisStore implements Store, OperableStore {
   private readonly redis: Redis | Cluster;
   private readonly conn: RedisConnection;
   private readonly keys: RedisKeys;
+  /** Lanes of the leased global level (src/lease/lanes.ts); undefined: not leased. */
+  private readonly lanes: number | undefined;
+  /** Each bucket list's lane tag, once computed (plans hand the same list to every call of a peer). */
+  private readonly laneTags = new WeakMap<readonly Bucket[], string>();
   private readonly virtualTtlMs: number;
   private readonly instance = randomBytes(6).toString('base64url');
   private seq = 0;
@@ -161,6 +166,11 @@ export class RedisStore implements Store, OperableStore {
     if (/[{}]/.test(this.prefix))
       throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
     this.keys = new RedisKeys(this.prefix, opts.hashTags ?? isCluster(opts.redis));
+    if (opts.lease !== undefined) {
+      this.lanes = checkLanes(opts.lease.lanes);
+      if (!this.keys.hashTags)
+        throw new InvalidArgumentError('lease needs hash tags (a Cluster, or hashTags: true): lanes are hash tags');
+    }
     this.virtualTtlMs = opts.virtualTimeTtlMs ?? DAY_MS;
     const maxBatch = opts.maxBatch ?? 64;
     if (!(Number.isSafeInteger(maxBatch) && maxBatch >= 1 && maxBatch <= MAX_BATCH_LIMIT)) {
@@ -286,9 +296,23 @@ export class RedisStore implements Store, OperableStore {
   private bucketArgs(tag: string, buckets: readonly Bucket[]): readonly BucketArgs[] {
     const cached = this.argsOf.get(buckets);
     if (cached !== undefined && cached[0]!.tag === tag) return cached;
-    const list = buckets.map((bucket) => bucketArgsOf(tag, this.keys.base(tag, bucket.name), bucket));
+    const leased = isLaneTag(tag);
+    const list = buckets.map((bucket) =>
+      bucketArgsOf(tag, this.keys.base(tag, bucket.name), bucket, leased && bucket.name === GLOBAL_BUCKET),
+    );
     this.argsOf.set(buckets, list);
     return list;
+  }
+
+  /** With a leased global level, an inbound call's tag is its lane's (src/lease/lanes.ts). */
+  private onLane<T extends { readonly tag: string; readonly buckets: readonly Bucket[] }>(req: T): T {
+    if (this.lanes === undefined || req.tag !== GLOBAL_TAG) return req;
+    let tag = this.laneTags.get(req.buckets);
+    if (tag === undefined) {
+      tag = laneTag(laneOf(req.buckets, this.lanes));
+      this.laneTags.set(req.buckets, tag);
+    }
+    return { ...req, tag };
   }
 
   private member(): string {
@@ -300,12 +324,18 @@ export class RedisStore implements Store, OperableStore {
     return now === undefined ? 0 : this.virtualTtlMs;
   }
 
-  admit(req: AdmitRequest): Promise<AdmitResult> {
+  admit(request: AdmitRequest): Promise<AdmitResult> {
+    let req: AdmitRequest;
     try {
-      checkAdmit(req);
+      checkAdmit(request);
+      req = this.onLane(request);
     } catch (err) {
       return Promise.reject(err);
     }
+    return this.admitChecked(req);
+  }
+
+  private admitChecked(req: AdmitRequest): Promise<AdmitResult> {
     const buckets = this.bucketArgs(req.tag, req.buckets);
     const now = req.now === undefined ? '' : num(req.now);
     // a hold only matters (and travels) where a bucket has a channel limit
@@ -402,8 +432,9 @@ export class RedisStore implements Store, OperableStore {
     return Promise.all([before, this.sendAdmissions(items.slice(argv))]).then(() => undefined);
   }
 
-  async record(req: RecordRequest): Promise<RecordResult> {
-    checkAdmit(req);
+  async record(request: RecordRequest): Promise<RecordResult> {
+    checkAdmit(request);
+    const req = this.onLane(request);
     const b = new ArgsBuilder();
     for (const args of this.bucketArgs(req.tag, req.buckets)) {
       if (b.bucket(args) === 0) throw new InvalidArgumentError('the buckets of one call must not share a Redis key');

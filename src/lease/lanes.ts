@@ -1,0 +1,53 @@
+/**
+ * Lanes of a leased global level (docs/leasing.md): with leasing on, an inbound call's keys go
+ * to one of `lanes` hash tags `in:<lane>`, chosen by its account (or, without one, its peer),
+ * instead of the one tag `in` every call shared. Each lane holds its peers' and accounts' keys,
+ * its own log and holds of the global level, and its share of the global limit: a decision is
+ * still one script call on one shard.
+ */
+import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
+import { InvalidArgumentError } from '../errors/index.js';
+import type { Bucket } from '../store/types.js';
+
+/** The most lanes a level may have: a coordinator's tick reads every lane. */
+export const MAX_LANES = 1024;
+
+export function checkLanes(lanes: unknown): number {
+  if (!(Number.isSafeInteger(lanes) && (lanes as number) >= 1 && (lanes as number) <= MAX_LANES))
+    throw new InvalidArgumentError(`lease.lanes must be an integer from 1 to ${MAX_LANES}, got ${String(lanes)}`);
+  return lanes as number;
+}
+
+/** A lane's hash tag. */
+export const laneTag = (lane: number): string => `${GLOBAL_TAG}:${lane}`;
+
+/** Whether a tag is a lane's (a leased global level's part lives there). */
+export const isLaneTag = (tag: string): boolean => tag.startsWith(`${GLOBAL_TAG}:`);
+
+/** FNV-1a (32 bits) of a string's UTF-16 units: stable across processes and versions. */
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h;
+}
+
+/**
+ * The lane of a call's buckets (global, then account and peer, as src/admission/plan.ts makes
+ * them): its account's, else its peer's, so that an account's peers share its lane. A global
+ * level leased must be one sliding-log limit (a share is calls per one window) with or without
+ * a channel limit; attribute levels span every lane and cannot be leased with it.
+ */
+export function laneOf(buckets: readonly Bucket[], lanes: number): number {
+  const [global, ...rest] = buckets;
+  if (global?.name !== GLOBAL_BUCKET)
+    throw new InvalidArgumentError('a leased global level needs the global bucket first');
+  if (global.limits.length !== 1 || global.limits[0]!.algorithm !== 'sliding-log')
+    throw new InvalidArgumentError('a leased global level must have exactly one sliding-log limit');
+  const owner = rest.find((b) => b.name.startsWith('account:')) ?? rest.find((b) => b.name.startsWith('peer:'));
+  if (owner === undefined || rest.some((b) => !b.name.startsWith('account:') && !b.name.startsWith('peer:')))
+    throw new InvalidArgumentError('a leased global level does not combine with attribute levels');
+  return fnv1a(owner.name) % lanes;
+}
