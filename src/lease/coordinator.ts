@@ -1,0 +1,466 @@
+/**
+ * The coordinator of a leased global level (docs/leasing.md): every `tickMs` it reads each
+ * lane's use (lua/lease-observe.lua), plans targets (step.ts), shrinks the lanes above theirs
+ * (lua/lease-shrink.lua), and only with what those shrinks really freed, grants
+ * (lua/lease-grant.lua). Every order renews the lane's lease; a lane it cannot reach is lost
+ * (lost.ts): its share stays counted until its calls have left the window and its holds lapsed.
+ *
+ * Any number of processes may run one: the one holding `{lease:global}:leader` leads
+ * (lua/lease-leader.lua), saves its state there before it sends a grant, and each new leader
+ * has a higher term, which the lanes record, so a former leader's late orders are refused.
+ * Decisions never wait for the coordinator: a lane admits on its share, in the admit script.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
+import { InvalidArgumentError } from '../errors/index.js';
+import { scripts, type ScriptName } from '../store/redis/scripts.js';
+import type { DemandParams } from './demand.js';
+import { laneTag, checkLanes } from './lanes.js';
+import { reclaim, type Resource } from './lost.js';
+import { reload } from './reload.js';
+import type { Budget } from './share.js';
+import {
+  checkLease,
+  initialLease,
+  planStep,
+  settle,
+  type LaneObservation,
+  type LeaseState,
+  type ShrinkResult,
+} from './step.js';
+
+/** One Redis deployment's lanes (a Cluster, or one region's Redis), as its stores use them. */
+export interface LeaseLanes {
+  readonly redis: Redis | Cluster;
+  /** The stores' `lease.lanes` there. */
+  readonly lanes: number;
+  /** The stores' key prefix there (default `callgate:`). */
+  readonly prefix?: string;
+}
+
+export interface LeaseCoordinatorOptions {
+  /** Every deployment sharing the level; its state and leadership live on the first. */
+  readonly deployments: readonly LeaseLanes[];
+  /** The global level: its one sliding-log limit, and its channel limit (0 or absent: none). */
+  readonly limit: { readonly calls: number; readonly windowUs: number; readonly channels?: number };
+  /** The longest a call holds its channels (a hold lapses by then): a lost lane's channels return after it. */
+  readonly maxHoldMs: number;
+  /**
+   * Default 50 ms. Shares follow demand one tick late: on a Cluster test at 90 % load over 8
+   * lanes, 100 ms ticks refused 3.0–3.6 % of calls for lack of share, 50 ms ticks 2.2 %.
+   */
+  readonly tickMs?: number;
+  /**
+   * How long an order lets a lane admit on its share: default the leadership's lifetime plus 3
+   * ticks, so that the lanes keep admitting while a successor takes over from a leader that died.
+   */
+  readonly leaseMs?: number;
+  /** A lane that does not answer within this is lost, default one tick. */
+  readonly replyTimeoutMs?: number;
+  /** Bound on how far a lane's clock may run ahead of the coordinator's estimate of it, default 50 ms. */
+  readonly skewMs?: number;
+  /** How long a leadership lasts without renewal, default 3 ticks. */
+  readonly leaderTtlMs?: number;
+  readonly params?: Partial<DemandParams>;
+  /** This candidate's id (default: random). */
+  readonly id?: string;
+}
+
+/** What one tick did, for metrics and tests. */
+export interface TickReport {
+  readonly leader: boolean;
+  readonly term: number;
+  readonly state?: LeaseState;
+  readonly lost: readonly number[];
+}
+
+interface Lane {
+  readonly redis: Redis | Cluster;
+  /** share hash, log, holds */
+  readonly keys: readonly [string, string, string];
+}
+
+/** Per lane, what the leader knows beyond the shares. */
+interface LaneView {
+  epoch: number;
+  /** The latest lease end sent (µs, the lane's clock). */
+  leaseEnd: number;
+  lost: boolean;
+  reclaimed: Record<Resource, boolean>;
+  /** The lane's clock at its last observation, and performance.now() when the reply came. */
+  lastNow?: number;
+  lastLocal?: number;
+  lastInUse: number;
+}
+
+interface Saved {
+  readonly state: LeaseState;
+  readonly epochs: readonly number[];
+  readonly leaseEnds: readonly number[];
+}
+
+type Observed = LaneObservation & { now: number; share: Budget; leaseEnd: number; epoch: number };
+
+const DEFAULT_PARAMS = { up: 0.6, down: 0.2, headroom: 2, floor: { calls: 1, channels: 1 } };
+
+class Stale extends Error {}
+
+export class LeaseCoordinator {
+  private readonly lanes: Lane[] = [];
+  private readonly home: Redis | Cluster;
+  private readonly homeKeys: [string, string, string];
+  private readonly id: string;
+  private readonly tickMs: number;
+  private readonly leaseUs: number;
+  private readonly replyMs: number;
+  private readonly skewUs: number;
+  private readonly leaderTtlMs: number;
+  private readonly windowUs: number;
+  private readonly maxHoldUs: number;
+  private readonly params: DemandParams;
+  private limit: Budget;
+  private term = 0;
+  private leading = false;
+  private state: LeaseState | undefined;
+  private views: LaneView[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  private lastReport: TickReport = { leader: false, term: 0, lost: [] };
+
+  constructor(opts: LeaseCoordinatorOptions) {
+    if (opts.deployments.length === 0) throw new InvalidArgumentError('a lease needs at least one deployment of lanes');
+    const { calls, windowUs, channels = 0 } = opts.limit;
+    for (const [name, v] of [
+      ['limit.calls', calls],
+      ['limit.windowUs', windowUs],
+      ['limit.channels', channels],
+    ] as const)
+      if (!(Number.isSafeInteger(v) && v >= (name === 'limit.windowUs' ? 1 : 0)))
+        throw new InvalidArgumentError(`${name} must be a non-negative integer, got ${String(v)}`);
+    this.limit = { calls, channels };
+    this.windowUs = windowUs;
+    this.tickMs = positive('tickMs', opts.tickMs ?? 50);
+    this.leaderTtlMs = positive('leaderTtlMs', opts.leaderTtlMs ?? 3 * this.tickMs);
+    this.leaseUs = positive('leaseMs', opts.leaseMs ?? this.leaderTtlMs + 3 * this.tickMs) * 1000;
+    this.replyMs = positive('replyTimeoutMs', opts.replyTimeoutMs ?? this.tickMs);
+    this.skewUs = (opts.skewMs ?? 50) * 1000;
+    this.maxHoldUs = positive('maxHoldMs', opts.maxHoldMs) * 1000;
+    this.params = { windowTicks: windowUs / 1000 / this.tickMs, ...DEFAULT_PARAMS, ...opts.params };
+    this.id = opts.id ?? randomBytes(8).toString('hex');
+    for (const d of opts.deployments) {
+      const prefix = d.prefix ?? 'callgate:';
+      for (let k = 0; k < checkLanes(d.lanes); k++) {
+        const base = `${prefix}{${laneTag(k)}}:global`;
+        this.lanes.push({ redis: d.redis, keys: [`${base}:share`, `${base}:log`, `${base}:ch`] });
+      }
+      defineScripts(d.redis);
+    }
+    const first = opts.deployments[0]!;
+    const base = `${first.prefix ?? 'callgate:'}{lease:global}`;
+    this.home = first.redis;
+    this.homeKeys = [`${base}:leader`, `${base}:term`, `${base}:state`];
+  }
+
+  /** Starts ticking (the first tick at once). */
+  start(): this {
+    this.stopped = false;
+    this.schedule(0);
+    return this;
+  }
+
+  /** Stops ticking after a tick in progress, and gives up the leadership (another candidate takes it at its next tick). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+    if (this.leading) {
+      this.leading = false;
+      this.state = undefined;
+      await this.script(this.home, 'lease-leader', this.homeKeys, [this.id, '0', '']).catch(() => undefined);
+    }
+  }
+
+  /** The level's limit changed (a reload): applied at once by the leader (reload.ts), by a later one on taking over. */
+  setLimit(limit: { readonly calls: number; readonly channels?: number }): void {
+    this.limit = { calls: limit.calls, channels: limit.channels ?? 0 };
+    if (this.state) this.state = reload(this.state, this.limit);
+  }
+
+  get report(): TickReport {
+    return this.lastReport;
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      const began = performance.now();
+      this.running = this.tick()
+        .then(() => undefined)
+        .catch(() => {
+          // a failed tick (the home Redis away) leads nothing: the lanes keep their leases until they end
+          this.leading = false;
+        })
+        .finally(() => this.schedule(Math.max(0, this.tickMs - (performance.now() - began))));
+    }, ms);
+  }
+
+  /** One tick (public for tests that step the coordinator themselves). */
+  async tick(): Promise<TickReport> {
+    if (!(await this.lead())) return (this.lastReport = { leader: false, term: this.term, lost: [] });
+    try {
+      await this.step();
+    } catch (err) {
+      if (!(err instanceof Stale)) throw err;
+      this.leading = false;
+      this.state = undefined;
+    }
+    return (this.lastReport = {
+      leader: this.leading,
+      term: this.term,
+      ...(this.state && { state: this.state }),
+      lost: this.views.flatMap((v, i) => (v.lost ? [i] : [])),
+    });
+  }
+
+  /** Renew ('kept', the state saved) or take ('new') the leadership; false: another leads. */
+  private async lead(save?: Saved): Promise<'kept' | 'new' | false> {
+    const r = (await this.script(this.home, 'lease-leader', this.homeKeys, [
+      this.id,
+      String(this.leaderTtlMs),
+      save ? JSON.stringify(save) : '',
+    ])) as [number, number?, string?];
+    if (r[0] === 0) {
+      this.leading = false;
+      this.state = undefined;
+      return false;
+    }
+    this.term = r[1]!;
+    if (r[0] === 1 && this.leading) return 'kept';
+    this.leading = true;
+    this.state = undefined;
+    this.takeOver(r[2]);
+    return 'new';
+  }
+
+  /** A new leader: its predecessor's state, if saved, else a start from what the lanes hold (first observation). */
+  private takeOver(saved: string | undefined): void {
+    this.views = this.lanes.map(() => ({
+      epoch: 0,
+      leaseEnd: 0,
+      lost: false,
+      reclaimed: { calls: false, channels: false },
+      lastInUse: 0,
+    }));
+    if (!saved) return;
+    const s = JSON.parse(saved) as Saved;
+    if (s.state.shares.length !== this.lanes.length) return; // lanes changed: start afresh
+    this.state = s.state;
+    this.views.forEach((v, i) => {
+      v.epoch = s.epochs[i] ?? 0;
+      v.leaseEnd = s.leaseEnds[i] ?? 0;
+    });
+    if (this.state.limit.calls !== this.limit.calls || this.state.limit.channels !== this.limit.channels)
+      this.state = reload(this.state, this.limit);
+  }
+
+  private async step(): Promise<void> {
+    const observed = await Promise.all(this.lanes.map((_, i) => this.observe(i)));
+    if (this.state === undefined) {
+      // a start without saved state: every lane must answer once; each keeps what it holds, as
+      // a lost lane does, until its lease ended a window (and a hold) ago
+      if (observed.some((o) => o === undefined)) return;
+      const shares = observed.map((o) => o!.share);
+      let state = initialLease(this.limit, this.lanes.length, this.params);
+      const held = shares.reduce((a, b) => ({ calls: a.calls + b.calls, channels: a.channels + b.channels }), {
+        calls: 0,
+        channels: 0,
+      });
+      const over = (k: Resource) => Math.max(0, held[k] - this.limit[k]);
+      state = {
+        ...state,
+        shares,
+        pool: {
+          calls: Math.max(0, this.limit.calls - held.calls),
+          channels: Math.max(0, this.limit.channels - held.channels),
+        },
+        debt: { calls: over('calls'), channels: over('channels') },
+      };
+      observed.forEach((o, i) => {
+        const v = this.views[i]!;
+        v.epoch = o!.epoch + 1;
+        v.leaseEnd = o!.leaseEnd;
+        v.lost = true;
+      });
+      this.state = state;
+    }
+    let state = this.state;
+    const now = performance.now();
+    // lanes lost now; lost lanes whose calls and holds are gone: their share back to the pool
+    observed.forEach((o, i) => {
+      const v = this.views[i]!;
+      if (!v.lost && o === undefined) this.lose(i);
+      if (!v.lost) return;
+      const laneNow =
+        o !== undefined
+          ? o.now
+          : v.lastNow === undefined
+            ? undefined
+            : v.lastNow + (now - v.lastLocal!) * 1000 - this.skewUs;
+      if (laneNow === undefined) return;
+      const times = { calls: v.leaseEnd + this.windowUs, channels: v.leaseEnd + this.maxHoldUs };
+      for (const r of ['calls', 'channels'] as const)
+        if (!v.reclaimed[r] && laneNow >= times[r]) {
+          state = reclaim(state, i, r);
+          v.reclaimed[r] = true;
+        }
+      if (o !== undefined && v.reclaimed.calls && v.reclaimed.channels) {
+        v.lost = false;
+        v.reclaimed = { calls: false, channels: false };
+      }
+    });
+    const lostFlags = this.views.map((v) => v.lost);
+    const obs: LaneObservation[] = observed.map((o, i) =>
+      o === undefined || lostFlags[i]
+        ? { admittedInWindow: 0, channelsInUse: 0, refusedCalls: 0, refusedChannels: 0, admittedSinceTick: 0 }
+        : o,
+    );
+    const plan = planStep(state, obs, this.params, lostFlags);
+    state = plan.state;
+    const ends = observed.map((o) => (o === undefined ? 0 : o.now + this.leaseUs));
+    const results = await Promise.all(
+      plan.shrinks.map(async (s): Promise<ShrinkResult | undefined> => {
+        const r = await this.order(s.lane, 'lease-shrink', [
+          s.target.calls,
+          s.target.channels,
+          ends[s.lane]!,
+          this.windowUs,
+        ]);
+        if (r === undefined) return undefined;
+        const had = state.shares[s.lane]!;
+        const share = { calls: Math.min(r[0]!, had.calls), channels: Math.min(r[1]!, had.channels) };
+        return {
+          lane: s.lane,
+          share,
+          freed: { calls: had.calls - share.calls, channels: had.channels - share.channels },
+        };
+      }),
+    );
+    const shrunk = new Set(plan.shrinks.map((s) => s.lane));
+    const settled = settle(
+      state,
+      results.filter((r): r is ShrinkResult => r !== undefined),
+      plan.grants.filter((g) => !this.views[g.lane]!.lost),
+    );
+    checkLease(settled.state);
+    this.state = settled.state;
+    // saved before any grant leaves: a successor never counts less than the lanes hold
+    // (a leadership lost or taken afresh since the tick began: nothing saved, nothing granted)
+    if ((await this.lead(this.saved())) !== 'kept') return;
+    const grants = new Map(settled.grants.map((g) => [g.lane, g.amount]));
+    await Promise.all(
+      this.views.map(async (v, i) => {
+        if (v.lost) return;
+        const amount = grants.get(i);
+        if (amount === undefined && shrunk.has(i)) return; // renewed by its shrink
+        await this.order(i, 'lease-grant', [amount?.calls ?? 0, amount?.channels ?? 0, ends[i]!]);
+      }),
+    );
+  }
+
+  private saved(): Saved {
+    return {
+      state: this.state!,
+      epochs: this.views.map((v) => v.epoch),
+      leaseEnds: this.views.map((v) => v.leaseEnd),
+    };
+  }
+
+  /** A lane that did not answer: lost, its epoch moves on (lost.ts). */
+  private lose(i: number): void {
+    const v = this.views[i]!;
+    v.lost = true;
+    v.epoch++;
+    v.reclaimed = { calls: false, channels: false };
+  }
+
+  private async observe(i: number): Promise<Observed | undefined> {
+    const lane = this.lanes[i]!;
+    const v = this.views[i]!;
+    const r = (await this.timed(
+      this.script(lane.redis, 'lease-observe', lane.keys, [this.term, this.windowUs, this.tickMs * 1000]),
+    )) as number[] | undefined;
+    if (r === undefined) return undefined;
+    if (r[0] === -1) throw new Stale();
+    const [now, inWindow, leaving, inUse, ad, rc, rh, c, h, e, g] = r as [number, ...number[]];
+    v.lastNow = now;
+    v.lastLocal = performance.now();
+    const released = Math.max(0, v.lastInUse + ad! - inUse!);
+    v.lastInUse = inUse!;
+    return {
+      now,
+      admittedInWindow: inWindow!,
+      leavingBeforeNextTick: leaving!,
+      channelsInUse: inUse!,
+      admittedSinceTick: ad!,
+      refusedCalls: rc!,
+      refusedChannels: rh!,
+      releasedSinceTick: released,
+      share: { calls: c!, channels: h! },
+      leaseEnd: e!,
+      epoch: g!,
+    };
+  }
+
+  /** A shrink or grant for lane i; undefined when it did not answer (then it is lost). */
+  private async order(i: number, name: 'lease-shrink' | 'lease-grant', args: number[]): Promise<number[] | undefined> {
+    const lane = this.lanes[i]!;
+    const v = this.views[i]!;
+    v.leaseEnd = Math.max(v.leaseEnd, args[2]!); // the lease end: sent, it may land even if its answer does not
+    const keys = name === 'lease-shrink' ? lane.keys : [lane.keys[0]];
+    const r = (await this.timed(this.script(lane.redis, name, keys, [this.term, v.epoch, ...args]))) as
+      | number[]
+      | undefined;
+    if (r === undefined) {
+      if (!v.lost) this.lose(i);
+      return undefined;
+    }
+    if (r[0] === -1) throw new Stale();
+    return r;
+  }
+
+  private timed<T>(p: Promise<T>): Promise<T | undefined> {
+    let timer: NodeJS.Timeout;
+    return Promise.race([
+      p.catch(() => undefined),
+      new Promise<undefined>((resolve) => (timer = setTimeout(resolve, this.replyMs, undefined))),
+    ]).finally(() => clearTimeout(timer));
+  }
+
+  private script(
+    redis: Redis | Cluster,
+    name: ScriptName,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+  ) {
+    const command = scripts()[name].command;
+    return (redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[command]!(
+      keys.length,
+      ...keys,
+      ...args.map((a) => (typeof a === 'number' ? String(Math.round(a)) : a)),
+    );
+  }
+}
+
+function positive(name: string, v: number): number {
+  if (!(Number.isFinite(v) && v > 0))
+    throw new InvalidArgumentError(`${name} must be a positive number, got ${String(v)}`);
+  return v;
+}
+
+function defineScripts(redis: Redis | Cluster): void {
+  for (const name of ['lease-observe', 'lease-shrink', 'lease-grant', 'lease-leader'] as const) {
+    const { command, lua } = scripts()[name];
+    if (!(command in redis)) redis.defineCommand(command, { lua });
+  }
+}
