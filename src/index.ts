@@ -47,6 +47,12 @@ export {
   type HoldsOptions,
 } from './store/redis/redis-store.js';
 export type * from './store/types.js';
+export {
+  LeaseCoordinator,
+  type LeaseCoordinatorOptions,
+  type LeaseLanes,
+  type LeaseTickReport,
+} from './lease/coordinator.js';
 export type { HoldLedger, LedgerEntry, LedgerHold } from './holds/ledger.js';
 
 // Clocks

@@ -67,7 +67,7 @@ export interface LeaseCoordinatorOptions {
 }
 
 /** What one tick did, for metrics and tests. */
-export interface TickReport {
+export interface LeaseTickReport {
   readonly leader: boolean;
   readonly term: number;
   readonly state?: LeaseState;
@@ -126,7 +126,7 @@ export class LeaseCoordinator {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
-  private lastReport: TickReport = { leader: false, term: 0, lost: [] };
+  private lastReport: LeaseTickReport = { leader: false, term: 0, lost: [] };
 
   constructor(opts: LeaseCoordinatorOptions) {
     if (opts.deployments.length === 0) throw new InvalidArgumentError('a lease needs at least one deployment of lanes');
@@ -187,7 +187,7 @@ export class LeaseCoordinator {
     if (this.state) this.state = reload(this.state, this.limit);
   }
 
-  get report(): TickReport {
+  get report(): LeaseTickReport {
     return this.lastReport;
   }
 
@@ -206,7 +206,7 @@ export class LeaseCoordinator {
   }
 
   /** One tick (public for tests that step the coordinator themselves). */
-  async tick(): Promise<TickReport> {
+  async tick(): Promise<LeaseTickReport> {
     if (!(await this.lead())) return (this.lastReport = { leader: false, term: this.term, lost: [] });
     try {
       await this.step();
