@@ -7,13 +7,17 @@
   leave) would cost more than this decision, and including common.lua as well made a lone
   decision cost 15% more Redis instructions (callgrind), so this script reads Redis TIME itself.
 
-  KEYS[q]       the log of the call's q-th bucket, in check order (n = #KEYS, all distinct;
-                members = event ids, scores = µs)
+  KEYS[q]       the log of the call's q-th bucket, in check order (all distinct; members =
+                event ids, scores = µs); with 'S' in ARGV[3], last the share hash of a leased
+                level's lane (lua/lease-observe.lua), whose level is the first bucket
   ARGV[1]       ttl floor, ms, when now is given (virtual clocks: keys must outlive real time);
                 calls on Redis TIME use no floor
   ARGV[2]       the call's event id (its member in every log)
-  ARGV[3]       '1': set every log's expiry (the caller does not know it was set for these
-                limits: see includes/log.lua, logWrite), else ''
+  ARGV[3]       flags: '1' set every log's expiry (the caller does not know it was set for
+                these limits: see includes/log.lua, logWrite); 'S' the first bucket is a leased
+                level's lane: its one limit L is min(L, the share's calls c), and 0 at or past
+                the lease end e; what it admitted (ad) and refused for lack of share (rc) is
+                added to the share hash. '', '1', 'S' or '1S'
   ARGV[4]       '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
   ARGV[5]       now, µs since the epoch (integer; '' or '-' = Redis TIME)
   ARGV[6]       deadline, µs in Redis time ('' = none)
@@ -44,15 +48,48 @@
 -- globals as locals: each lookup is a table access per use
 local call, argv = redis.call, ARGV
 local live, clock, t, floorMs, expired = loneTime()
+local flags = argv[3]
+local share
+local n = #KEYS
+if flags == 'S' or flags == '1S' then
+  share, n = KEYS[n], n - 1
+end
+
+-- A leased level's one limit (L, W) on log `key` against the lane's share: refused, the wait,
+-- and whether the level itself had room (the share alone refused).
+local function leasedLimit(key, ts, L, W, wider)
+  local v = call('HMGET', share, 'c', 'e')
+  local c = 0
+  if t < (tonumber(v[2]) or 0) then
+    c = tonumber(v[1]) or 0
+  end
+  local limit = L
+  if c < limit then
+    limit = c
+  end
+  if wider < limit then
+    return false, 0, false
+  end
+  local count, from = logCount(key, t, ts, W)
+  if count < limit then
+    return false, 0, false
+  end
+  local wait = W -- no share at all: the wait is the coordinator's, a window at most
+  if limit > 0 then
+    wait = logWait(key, from, ts, count - limit, W, t)
+  end
+  return true, wait, count < L
+end
+
 local reply
 if expired then
   reply = { 0, 0, t, 4 } -- decided nowhere
 else
   local ts = string.format('%d', t)
   local limitedBy, retry = 0, 0
+  local shareRefused = false
   -- per bucket q: [q] its retention r (the widest window), [-q] the size of its log (0: new)
   local logs = {}
-  local n = #KEYS
   local a = 7 + n
   for q = 1, n do
     local key = KEYS[q]
@@ -61,18 +98,29 @@ else
     local wider = call('ZCARD', key)
     logs[q], logs[-q] = argv[a + 2] + 0, wider
     local refused
-    refused, retry = logLimits(key, t, ts, a + 1, last, wider, retry)
+    if q == 1 and share ~= nil then
+      local wait
+      refused, wait, shareRefused = leasedLimit(key, ts, argv[a + 1] + 0, argv[a + 2] + 0, wider)
+      retry = wait
+    else
+      refused, retry = logLimits(key, t, ts, a + 1, last, wider, retry)
+    end
     if refused and limitedBy == 0 then
       limitedBy = q
     end
     a = last + 1
   end
   if limitedBy == 0 then
-    local member, refresh = argv[2], argv[3] == '1'
+    local member, refresh = argv[2], flags == '1' or flags == '1S'
     for q = 1, n do
       local r = logs[q]
       logWrite(KEYS[q], t, r, live, argv[6 + q], refresh or logs[-q] == 0, floorMs, ts, member)
     end
+    if share ~= nil then
+      call('HINCRBY', share, 'ad', 1)
+    end
+  elseif shareRefused then
+    call('HINCRBY', share, 'rc', 1)
   end
   reply = { limitedBy, retry, t, 0 }
 end

@@ -38,7 +38,8 @@ export interface AdmitEnv {
  * skips a trim that would remove nothing; and until a reply confirms a write with these
  * buckets' limits, its third argument asks the script to set every log's expiry, since the
  * script otherwise skips the PEXPIRE while the log's expiry, set for the limits of that time,
- * is known to be enough (a reload may have widened a window).
+ * is known to be enough (a reload may have widened a window). A leased global level's share
+ * hash goes last in KEYS, and the third argument says so ('S').
  */
 export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv): string[] | undefined {
   const list = item.buckets;
@@ -50,6 +51,13 @@ export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
     for (let k = 1; k < argv.length; k++) if (argv[k] === key) return undefined;
     argv.push(key);
   }
+  // a leased level (the first bucket only, the global one): its lane's share hash, last
+  const share = list[0]!.share;
+  for (let q = 1; q < list.length; q++) if (list[q]!.share !== undefined) return undefined;
+  if (share !== undefined) {
+    argv.push(share);
+    argv[0] = num(list.length + 1);
+  }
   const at = argv.length;
   pushLoneHead(argv, item, clock, env);
   for (const args of list) {
@@ -57,7 +65,7 @@ export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
     if (bound === '') refresh = true;
     argv.push(bound);
   }
-  if (refresh) argv[at + 2] = '1';
+  argv[at + 2] = (refresh ? '1' : '') + (share !== undefined ? 'S' : '');
   for (const args of list) for (const v of args.lone!) argv.push(v);
   return argv;
 }

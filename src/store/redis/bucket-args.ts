@@ -31,6 +31,8 @@ export interface BucketArgs {
    * N > 0), in that order.
    */
   readonly held: readonly string[] | undefined;
+  /** On a leased level's lane: the lane's share hash (also the last of `keys`); else undefined. */
+  readonly share: string | undefined;
 }
 
 /** The window of a sliding-log limit, 0 for the other algorithms (for ordering). */
@@ -117,19 +119,21 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket, leased =
     );
     m += 2;
   }
-  if (leased) {
-    limits.push('S', '0', '0', String(keys.push(`${base}:share`) - 1));
+  const share = leased ? `${base}:share` : undefined;
+  if (share !== undefined) {
+    limits.push('S', '0', '0', String(keys.push(share) - 1));
     m += 1;
   }
   const profile = [String(retention), String(channels), String(hoff), String(m), ...limits];
   const profileId = profile.join(' ');
-  const logsOnly = ban === undefined && !leased && ordered.every((lim) => lim.algorithm === 'sliding-log');
+  const logsOnly = ban === undefined && ordered.every((lim) => lim.algorithm === 'sliding-log');
   const logArgs = logsOnly
     ? [String(ordered.length), ...ordered.flatMap((lim) => [String(lim.limit), String(lim.windowUs)])]
     : [];
   const lone = logsOnly && retention > 0 && channels === 0 ? logArgs : undefined;
-  const held = logsOnly ? [...logArgs, String(channels)] : undefined;
-  return { tag, keys, profile, profileId, retention, id: `${keys.join('\n')}\n${profileId}`, lone, held };
+  // a leased level goes to admit-lone.lua (its share checked there), not yet to admit-lone-held.lua
+  const held = logsOnly && !leased ? [...logArgs, String(channels)] : undefined;
+  return { tag, keys, profile, profileId, retention, id: `${keys.join('\n')}\n${profileId}`, lone, held, share };
 }
 
 /**
