@@ -12,7 +12,7 @@ import type { Cluster } from 'ioredis';
 import { CallGate } from '../src/gate.js';
 import type { AdmissionDecision } from '../src/admission/admission.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
-import { laneOf } from '../src/lease/lanes.js';
+import { laneOf, laneTag } from '../src/lease/lanes.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { InvalidArgumentError } from '../src/errors/index.js';
@@ -157,10 +157,15 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
       const masters = new Set<string>();
       const client = clients[1]!;
       for (let k = 0; k < LANES; k++) {
-        const node = client.slots[Number(await client.call('CLUSTER', 'KEYSLOT', `{in:${k}}`))]![0]!;
+        const node = client.slots[Number(await client.call('CLUSTER', 'KEYSLOT', `{${laneTag(k, LANES)}}`))]![0]!;
         masters.add(node);
       }
       expect(masters.size).to.equal(3);
+      // evenly: each lane's slot in its equal part of the slot range
+      for (let k = 0; k < LANES; k++)
+        expect(Number(await client.call('CLUSTER', 'KEYSLOT', `{${laneTag(k, LANES)}}`)))
+          .to.be.at.least((k * 16_384) / LANES)
+          .and.below(((k + 1) * 16_384) / LANES);
     } finally {
       await Promise.all(coordinators.map((c) => c.stop()));
       await Promise.all(gates.map((g) => g.close()));

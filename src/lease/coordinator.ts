@@ -51,15 +51,22 @@ export interface LeaseCoordinatorOptions {
    */
   readonly tickMs?: number;
   /**
-   * How long an order lets a lane admit on its share: default the leadership's lifetime plus 3
-   * ticks, so that the lanes keep admitting while a successor takes over from a leader that died.
+   * How long an order lets a lane admit on its share: default the leadership's lifetime plus
+   * three reply timeouts (1.75 s), so that the lanes keep admitting through a slow tick and
+   * while a successor takes over from a leader that died. A lost lane's share returns a window
+   * (calls) or the longest hold (channels) after its lease end.
    */
   readonly leaseMs?: number;
-  /** A lane that does not answer within this is lost, default one tick. */
+  /**
+   * How long the coordinator waits for a lane, default 250 ms. A lane that does not answer an
+   * observation keeps its share for the tick, and is lost once its lease has run out; one that
+   * does not answer an order (it may have applied it) is lost at once. 50 ms lost lanes of a
+   * busy master on this machine, and each loss costs the lane its lease and a window.
+   */
   readonly replyTimeoutMs?: number;
   /** Bound on how far a lane's clock may run ahead of the coordinator's estimate of it, default 50 ms. */
   readonly skewMs?: number;
-  /** How long a leadership lasts without renewal, default 3 ticks. */
+  /** How long a leadership lasts without renewal, default 1 s. */
   readonly leaderTtlMs?: number;
   readonly params?: Partial<DemandParams>;
   /** This candidate's id (default: random). */
@@ -141,17 +148,20 @@ export class LeaseCoordinator {
     this.limit = { calls, channels };
     this.windowUs = windowUs;
     this.tickMs = positive('tickMs', opts.tickMs ?? 50);
-    this.leaderTtlMs = positive('leaderTtlMs', opts.leaderTtlMs ?? 3 * this.tickMs);
-    this.leaseUs = positive('leaseMs', opts.leaseMs ?? this.leaderTtlMs + 3 * this.tickMs) * 1000;
-    this.replyMs = positive('replyTimeoutMs', opts.replyTimeoutMs ?? this.tickMs);
+    this.replyMs = positive('replyTimeoutMs', opts.replyTimeoutMs ?? 250);
+    this.leaderTtlMs = positive('leaderTtlMs', opts.leaderTtlMs ?? 1_000);
+    // a slow tick (three round trips at the reply timeout) or a successor's takeover: the
+    // lanes keep admitting meanwhile
+    this.leaseUs = positive('leaseMs', opts.leaseMs ?? this.leaderTtlMs + 3 * this.replyMs) * 1000;
     this.skewUs = (opts.skewMs ?? 50) * 1000;
     this.maxHoldUs = positive('maxHoldMs', opts.maxHoldMs) * 1000;
     this.params = { windowTicks: windowUs / 1000 / this.tickMs, ...DEFAULT_PARAMS, ...opts.params };
     this.id = opts.id ?? randomBytes(8).toString('hex');
     for (const d of opts.deployments) {
       const prefix = d.prefix ?? 'callgate:';
-      for (let k = 0; k < checkLanes(d.lanes); k++) {
-        const base = `${prefix}{${laneTag(k)}}:global`;
+      const lanes = checkLanes(d.lanes);
+      for (let k = 0; k < lanes; k++) {
+        const base = `${prefix}{${laneTag(k, lanes)}}:global`;
         this.lanes.push({ redis: d.redis, keys: [`${base}:share`, `${base}:log`, `${base}:ch`] });
       }
       defineScripts(d.redis);
@@ -296,17 +306,27 @@ export class LeaseCoordinator {
     }
     let state = this.state;
     const now = performance.now();
-    // lanes lost now; lost lanes whose calls and holds are gone: their share back to the pool
+    // the lane's clock now, as far as the coordinator can tell (never ahead of it, by the skew bound)
+    const laneClock = (o: Observed | undefined, v: LaneView): number | undefined =>
+      o !== undefined
+        ? o.now
+        : v.lastNow === undefined
+          ? undefined
+          : v.lastNow + (now - v.lastLocal!) * 1000 - this.skewUs;
+    // A lane that did not answer the observation (slow, or gone) is left as it is this tick: no
+    // order was sent, so its share is known; once its lease has run out it is lost. Lost lanes
+    // whose calls and holds are gone: their share back to the pool.
+    const silent = observed.map((o, i) => o === undefined && !this.views[i]!.lost);
     observed.forEach((o, i) => {
       const v = this.views[i]!;
-      if (!v.lost && o === undefined) this.lose(i);
+      if (silent[i]) {
+        const at = laneClock(o, v);
+        if (at !== undefined && at < v.leaseEnd) return;
+        this.lose(i);
+        silent[i] = false;
+      }
       if (!v.lost) return;
-      const laneNow =
-        o !== undefined
-          ? o.now
-          : v.lastNow === undefined
-            ? undefined
-            : v.lastNow + (now - v.lastLocal!) * 1000 - this.skewUs;
+      const laneNow = laneClock(o, v);
       if (laneNow === undefined) return;
       const times = { calls: v.leaseEnd + this.windowUs, channels: v.leaseEnd + this.maxHoldUs };
       for (const r of ['calls', 'channels'] as const)
@@ -319,7 +339,8 @@ export class LeaseCoordinator {
         v.reclaimed = { calls: false, channels: false };
       }
     });
-    const lostFlags = this.views.map((v) => v.lost);
+    // a silent lane's share is frozen for the tick, as a lost one's
+    const lostFlags = this.views.map((v, i) => v.lost || silent[i]!);
     const obs: LaneObservation[] = observed.map((o, i) =>
       o === undefined || lostFlags[i]
         ? { admittedInWindow: 0, channelsInUse: 0, refusedCalls: 0, refusedChannels: 0, admittedSinceTick: 0 }
@@ -350,7 +371,7 @@ export class LeaseCoordinator {
     const settled = settle(
       state,
       results.filter((r): r is ShrinkResult => r !== undefined),
-      plan.grants.filter((g) => !this.views[g.lane]!.lost),
+      plan.grants.filter((g) => !lostFlags[g.lane] && !this.views[g.lane]!.lost),
     );
     checkLease(settled.state);
     this.state = settled.state;
@@ -360,7 +381,7 @@ export class LeaseCoordinator {
     const grants = new Map(settled.grants.map((g) => [g.lane, g.amount]));
     await Promise.all(
       this.views.map(async (v, i) => {
-        if (v.lost) return;
+        if (v.lost || lostFlags[i]) return;
         const amount = grants.get(i);
         if (amount === undefined && shrunk.has(i)) return; // renewed by its shrink
         await this.order(i, 'lease-grant', [amount?.calls ?? 0, amount?.channels ?? 0, ends[i]!]);

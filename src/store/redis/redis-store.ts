@@ -309,7 +309,7 @@ export class RedisStore implements Store, OperableStore {
     if (this.lanes === undefined || req.tag !== GLOBAL_TAG) return req;
     let tag = this.laneTags.get(req.buckets);
     if (tag === undefined) {
-      tag = laneTag(laneOf(req.buckets, this.lanes));
+      tag = laneTag(laneOf(req.buckets, this.lanes), this.lanes);
       this.laneTags.set(req.buckets, tag);
     }
     return { ...req, tag };
