@@ -18,10 +18,10 @@ export interface ConnectionOptions {
   /** Where the loss of the connection is reported, once per outage. */
   readonly events: SafeEmitter<StoreEvents>;
   /**
-   * Called on every loss of the connection (on a Cluster, of one node's): what the process knew
-   * of the server's data may not hold for the server it reconnects to.
+   * Called on every loss of the connection (on a Cluster, of one node's, named `host:port`):
+   * what the process knew of the server's data may not hold for the server it reconnects to.
    */
-  readonly lost: () => void;
+  readonly lost: (node?: string) => void;
   /** Called when the connection is ready again (after a loss too). */
   readonly ready?: () => void;
 }
@@ -74,7 +74,11 @@ export class RedisConnection {
     this.lost = this.down = false;
     this.opts.ready?.();
   };
-  private readonly onNodeLost = () => this.opts.lost();
+  /** 'node error' (err, 'host:port') or '-node' (the node's client). */
+  private readonly onNodeLost = (a: unknown, key?: unknown) => {
+    const options = (a as Partial<Redis> | undefined)?.options;
+    this.opts.lost(typeof key === 'string' ? key : options ? `${options.host}:${options.port}` : undefined);
+  };
 
   constructor(
     readonly redis: Redis | Cluster,

@@ -133,8 +133,11 @@ export class HoldsKeeper {
     return this.recovering?.done;
   }
 
-  /** The connection (or one Cluster node's) was lost: what Redis holds may not be what it held. */
-  lost(): void {
+  /**
+   * The connection (or one Cluster node's) was lost: what Redis holds may not be what it held.
+   * `on`: the tags that node serves (a Cluster node), whose decisions wait; else every tag's.
+   */
+  lost(on?: (tag: string) => boolean): void {
     if (this.closed) return;
     this.lostPending = true;
     this.lastLoss = Date.now();
@@ -145,7 +148,7 @@ export class HoldsKeeper {
       this.recovering = { done, resolve };
     }
     // decisions wait from now on: until Redis answers and the calls are back
-    for (const lane of this.lanes()) this.closeGate(lane);
+    for (const lane of this.lanes()) if (on === undefined || on(lane)) this.closeGate(lane);
     // a Cluster client stays 'ready' while one node fails over: try until that node answers
     this.retryLater();
   }

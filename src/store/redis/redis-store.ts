@@ -15,6 +15,7 @@
  * logs) or admit-lone-held.lua (with channel limits), scripts that cost Redis less.
  */
 import { randomBytes } from 'node:crypto';
+import calculateSlot from 'cluster-key-slot';
 import { Redis, type Cluster } from 'ioredis';
 import { InvalidArgumentError } from '../../errors/index.js';
 import { SafeEmitter } from '../../events.js';
@@ -188,9 +189,13 @@ export class RedisStore implements Store, OperableStore {
       writeChunk: opts.writeChunk ?? 16,
       readyTimeoutMs: opts.readyTimeoutMs ?? 5_000,
       events: this.events,
-      lost: () => {
+      lost: (node) => {
+        // a Cluster node that serves no slot (a master that failed over, still retried by the
+        // client): nothing of ours is there
+        if (node !== undefined && isCluster(this.redis) && !this.redis.slots.some((s) => s?.[0] === node)) return;
         this.known.forget();
-        this.keeper?.lost();
+        // a Cluster node lost: only the tags it serves may have lost holds (the others decide on)
+        this.keeper?.lost(node === undefined ? undefined : (tag) => this.servedBy(tag, node));
       },
       ready: () => this.keeper?.ready(),
     });
@@ -302,6 +307,13 @@ export class RedisStore implements Store, OperableStore {
     );
     this.argsOf.set(buckets, list);
     return list;
+  }
+
+  /** Whether Cluster node `node` (`host:port`) serves `tag`'s slot, as the client last mapped it (unknown: yes). */
+  private servedBy(tag: string, node: string): boolean {
+    if (!isCluster(this.redis)) return true;
+    const master = this.redis.slots[calculateSlot(`{${tag}}`)]?.[0];
+    return master === undefined || master === node;
   }
 
   /** With a leased global level, an inbound call's tag is its lane's (src/lease/lanes.ts). */
