@@ -10,14 +10,12 @@
 import { expect } from 'chai';
 import type { Cluster } from 'ioredis';
 import { CallGate } from '../src/gate.js';
-import type { AdmissionDecision } from '../src/admission/admission.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { laneOf, laneTag } from '../src/lease/lanes.js';
-import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { InvalidArgumentError } from '../src/errors/index.js';
 import { newClusterClient, startCluster, type RedisClusterHandle } from './helpers/redis.js';
-import { maxInWindow } from './helpers/window.js';
+import { expectWithinLimits, falseRefusals, offerLoad } from './helpers/lease-load.js';
 
 const LIMIT = 200; // calls per second, platform-wide
 const CHANNELS = 500;
@@ -31,24 +29,6 @@ const config = {
     defaultPeer: [{ limit: 1_000, window: 'PT1S' }],
   },
 };
-
-/** Zipf(1) over PEERS peers, the ranks rotated by `shift`: the hot peers move. */
-function zipfPeer(rand: () => number, shift: number): string {
-  const weights = Array.from({ length: PEERS }, (_, k) => 1 / (k + 1));
-  const total = weights.reduce((a, b) => a + b, 0);
-  let x = rand() * total;
-  let k = 0;
-  while (k < PEERS - 1 && x > weights[k]!) x -= weights[k++]!;
-  return `peer-${(k + shift) % PEERS}`;
-}
-
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -106,51 +86,31 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
       await sleep(600);
       expect(coordinators.filter((c) => c.report.leader)).to.have.length(1);
 
-      const rand = prng(7);
       const rate = 0.9 * LIMIT; // calls/s offered
-      const seconds = 8;
-      const decisions: { peer: string; d: AdmissionDecision }[] = [];
-      const pending: Promise<void>[] = [];
-      const start = performance.now();
       let stoppedLeader = -1;
-      for (let n = 0; n < rate * seconds; n++) {
-        const dueMs = (n / rate) * 1000;
-        const wait = start + dueMs - performance.now();
-        if (wait > 0) await sleep(wait);
-        if (stoppedLeader < 0 && dueMs >= 4_000) {
-          stoppedLeader = coordinators.findIndex((c) => c.report.leader);
-          await coordinators[stoppedLeader]!.stop();
-        }
-        const peer = zipfPeer(rand, Math.floor(dueMs / 2_000) * 7);
-        const gate = gates[n % gates.length]!;
-        pending.push(gate.admit({ callId: `call-${n}`, peer }).then((d) => void decisions.push({ peer, d })));
-      }
-      await Promise.all(pending);
+      const decided = await offerLoad({
+        gates,
+        rate,
+        seconds: 8,
+        peers: PEERS,
+        shiftMs: 2_000,
+        at: {
+          ms: 4_000,
+          run: async () => {
+            stoppedLeader = coordinators.findIndex((c) => c.report.leader);
+            await coordinators[stoppedLeader]!.stop();
+          },
+        },
+      });
       await sleep(500);
       expect(stoppedLeader).to.be.at.least(0);
       const leaders = coordinators.filter((c, i) => i !== stoppedLeader && c.report.leader);
       expect(leaders, 'one of the others leads after the leader stopped').to.have.length(1);
 
-      decisions.sort((a, b) => a.d.at - b.d.at);
-      const admitted = decisions.filter((x) => x.d.admitted).map((x) => x.d.at);
-      // exact, from the decisions' Redis times: calls per window and calls holding at once
-      expect(maxInWindow(admitted, 1_000_000)).to.be.at.most(LIMIT);
-      expect(maxInWindow(admitted, HOLD_US)).to.be.at.most(CHANNELS);
-      for (const x of decisions) if (!x.d.admitted) expect(x.d.limitedBy, JSON.stringify(x.d)).to.equal('global');
-
-      // the unleased contract on the same arrivals at the same times
-      const reference = await CallGate.create({ config, store: new MemoryStore() });
-      let falseRefusals = 0;
-      for (const [i, x] of decisions.entries()) {
-        const r = await reference.admit({ callId: `ref-${i}`, peer: x.peer, at: x.d.at });
-        if (r.admitted && !x.d.admitted) falseRefusals++;
-      }
-      await reference.close();
-      const share = falseRefusals / decisions.length;
-      console.log(
-        `      ${decisions.length} calls at ${rate}/s: ${admitted.length} admitted, ${falseRefusals} false refusals (${(100 * share).toFixed(2)} %)`,
-      );
-      expect(decisions).to.have.length(rate * seconds);
+      expectWithinLimits(decided, LIMIT, 1_000_000, CHANNELS, HOLD_US);
+      for (const x of decided) if (!x.d.admitted) expect(x.d.limitedBy, JSON.stringify(x.d)).to.equal('global');
+      const share = (await falseRefusals(decided, config)) / decided.length;
+      console.log(`      ${decided.length} calls at ${rate}/s: ${(100 * share).toFixed(2)} % false refusals`);
       expect(share).to.be.below(0.08); // 2.2–3.9 % measured here, some under load
 
       // the lanes (and their admit scripts) are spread over the masters

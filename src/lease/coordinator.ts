@@ -11,8 +11,10 @@
  * Decisions never wait for the coordinator: a lane admits on its share, in the admit script.
  */
 import { randomBytes } from 'node:crypto';
+import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { InvalidArgumentError } from '../errors/index.js';
+import { isCluster } from '../store/redis/connection.js';
 import { scripts, type ScriptName } from '../store/redis/scripts.js';
 import type { DemandParams } from './demand.js';
 import { laneTag, checkLanes } from './lanes.js';
@@ -36,6 +38,14 @@ export interface LeaseLanes {
   readonly lanes: number;
   /** The stores' key prefix there (default `callgate:`). */
   readonly prefix?: string;
+  /**
+   * Replicas that must have a shrink before what it freed is granted elsewhere (WAIT), default
+   * 0. With replicas, set it (1): a master that fails over before replicating a shrink would
+   * come back with the larger share, while the capacity it freed is in use elsewhere. WAIT
+   * blocks its connection: `redis` must then be the coordinator's own client, not a store's.
+   * A master left without a replica (after its failover) frees nothing until one follows it.
+   */
+  readonly waitReplicas?: number;
 }
 
 export interface LeaseCoordinatorOptions {
@@ -85,6 +95,7 @@ interface Lane {
   readonly redis: Redis | Cluster;
   /** share hash, log, holds */
   readonly keys: readonly [string, string, string];
+  readonly waitReplicas: number;
 }
 
 /** Per lane, what the leader knows beyond the shares. */
@@ -134,6 +145,8 @@ export class LeaseCoordinator {
   private running: Promise<void> | undefined;
   private stopped = false;
   private lastReport: LeaseTickReport = { leader: false, term: 0, lost: [] };
+  /** When each Cluster client's slot map was last asked for (refreshSlots). */
+  private readonly refreshed = new Map<Redis | Cluster, number>();
 
   constructor(opts: LeaseCoordinatorOptions) {
     if (opts.deployments.length === 0) throw new InvalidArgumentError('a lease needs at least one deployment of lanes');
@@ -162,7 +175,11 @@ export class LeaseCoordinator {
       const lanes = checkLanes(d.lanes);
       for (let k = 0; k < lanes; k++) {
         const base = `${prefix}{${laneTag(k, lanes)}}:global`;
-        this.lanes.push({ redis: d.redis, keys: [`${base}:share`, `${base}:log`, `${base}:ch`] });
+        this.lanes.push({
+          redis: d.redis,
+          keys: [`${base}:share`, `${base}:log`, `${base}:ch`],
+          waitReplicas: d.waitReplicas ?? 0,
+        });
       }
       defineScripts(d.redis);
     }
@@ -360,11 +377,12 @@ export class LeaseCoordinator {
         if (r === undefined) return undefined;
         const had = state.shares[s.lane]!;
         const share = { calls: Math.min(r[0]!, had.calls), channels: Math.min(r[1]!, had.channels) };
-        return {
-          lane: s.lane,
-          share,
-          freed: { calls: had.calls - share.calls, channels: had.channels - share.channels },
-        };
+        const freed = { calls: had.calls - share.calls, channels: had.channels - share.channels };
+        // not on enough replicas yet: counted as still held (the lane holds less: safe); a later
+        // shrink, once replicated, frees it
+        if ((freed.calls > 0 || freed.channels > 0) && !(await this.replicated(s.lane)))
+          return { lane: s.lane, share: had, freed: { calls: 0, channels: 0 } };
+        return { lane: s.lane, share, freed };
       }),
     );
     const shrunk = new Set(plan.shrinks.map((s) => s.lane));
@@ -411,22 +429,29 @@ export class LeaseCoordinator {
     const r = (await this.timed(
       this.script(lane.redis, 'lease-observe', lane.keys, [this.term, this.windowUs, this.tickMs * 1000]),
     )) as number[] | undefined;
-    if (r === undefined) return undefined;
+    if (r === undefined) {
+      this.refreshSlots(lane.redis);
+      return undefined;
+    }
     if (r[0] === -1) throw new Stale();
     const [now, inWindow, leaving, inUse, ad, rc, rh, c, h, e, g] = r as [number, ...number[]];
+    // the counts are since the lane's last observation, which may be several ticks ago (a slow
+    // tick, a lane away): demand is per tick, so they are scaled to one (a stall read as one
+    // tick's demand made a lane want several times its calls, and starved a lane coming back)
+    const perTick = v.lastNow === undefined || now <= v.lastNow ? 1 : Math.min(1, (this.tickMs * 1000) / (now - v.lastNow));
+    const released = Math.max(0, v.lastInUse + ad! - inUse!);
     v.lastNow = now;
     v.lastLocal = performance.now();
-    const released = Math.max(0, v.lastInUse + ad! - inUse!);
     v.lastInUse = inUse!;
     return {
       now,
       admittedInWindow: inWindow!,
       leavingBeforeNextTick: leaving!,
       channelsInUse: inUse!,
-      admittedSinceTick: ad!,
-      refusedCalls: rc!,
-      refusedChannels: rh!,
-      releasedSinceTick: released,
+      admittedSinceTick: ad! * perTick,
+      refusedCalls: rc! * perTick,
+      refusedChannels: rh! * perTick,
+      releasedSinceTick: released * perTick,
       share: { calls: c!, channels: h! },
       leaseEnd: e!,
       epoch: g!,
@@ -444,10 +469,39 @@ export class LeaseCoordinator {
       | undefined;
     if (r === undefined) {
       if (!v.lost) this.lose(i);
+      this.refreshSlots(lane.redis);
       return undefined;
     }
     if (r[0] === -1) throw new Stale();
     return r;
+  }
+
+  /**
+   * A lane did not answer: on a Cluster, ask for the slot map again (at most twice a second),
+   * so that a lane whose master failed over is reached on its new master within a tick or two,
+   * not at ioredis' next periodic refresh (5 s).
+   */
+  private refreshSlots(redis: Redis | Cluster): void {
+    if (!isCluster(redis)) return;
+    const now = performance.now();
+    if (now - (this.refreshed.get(redis) ?? Number.NEGATIVE_INFINITY) < 500) return;
+    this.refreshed.set(redis, now);
+    redis.refreshSlotsCache();
+  }
+
+  /** Whether lane i's writes so far are on its `waitReplicas` replicas (WAIT on its master's connection). */
+  private async replicated(i: number): Promise<boolean> {
+    const lane = this.lanes[i]!;
+    if (lane.waitReplicas === 0) return true;
+    let node: Redis | undefined;
+    if (isCluster(lane.redis)) {
+      const addr = lane.redis.slots[calculateSlot(lane.keys[0])]?.[0];
+      node = lane.redis.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === addr);
+    } else node = lane.redis;
+    if (node === undefined) return false;
+    // WAIT blocks its connection: the coordinator's client must be its own (docs/leasing.md)
+    const acked = await this.timed(node.call('WAIT', String(lane.waitReplicas), String(Math.ceil(this.replyMs / 2))));
+    return typeof acked === 'number' && acked >= lane.waitReplicas;
   }
 
   private timed<T>(p: Promise<T>): Promise<T | undefined> {

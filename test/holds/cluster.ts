@@ -15,7 +15,8 @@ export interface ReplicatedCluster {
   stop(): Promise<void>;
 }
 
-const RANGES: [number, number][] = [
+/** The slots each master owns, as configured (master i: RANGES[i]). */
+export const RANGES: readonly [number, number][] = [
   [0, 5460],
   [5461, 10922],
   [10923, 16383],
@@ -30,13 +31,13 @@ async function until(what: string, check: () => Promise<boolean>, ms = 20_000): 
   }
 }
 
-export async function startReplicatedCluster(): Promise<ReplicatedCluster> {
+export async function startReplicatedCluster(extraArgs: readonly string[] = []): Promise<ReplicatedCluster> {
   const servers: RedisServer[] = [];
   const stop = async () => {
     await Promise.all(servers.map((s) => s.stop()));
   };
   try {
-    for (let i = 0; i < 6; i++) servers.push(await startRedisServer({ args: ARGS }));
+    for (let i = 0; i < 6; i++) servers.push(await startRedisServer({ args: [...ARGS, ...extraArgs] }));
     const masters = servers.slice(0, 3);
     const replicas = servers.slice(3);
     await Promise.all(
