@@ -11,17 +11,24 @@
  *   in-global  `gate.admit`, the bench's three levels (bench/limits.ts: a global limit, 20
  *              accounts, 1,000 Zipf peers, two windows each): every key on the platform tag
  *   in         the same without the global level: each account's keys on its own tag
+ *   in-leased  the three levels with the global level leased (docs/leasing.md) over --lanes
+ *              lanes, a LeaseCoordinator ticking in the bench process on a client of its own
+ *              (its scripts are counted too); the global level is its 1 s limit alone (a
+ *              leased level has one limit); lanes by account
+ *   peers-global, peers-leased  the global level (its 1 s limit) and the peers, no account:
+ *              unleased (every key on `{in}`), then leased (lanes by peer)
  *
- *   npx tsx bench/cluster-scaling.ts [--workloads out,in-global,in] [--rate 3000] [--seconds 4]
- *     [--masters 1,2,3,4] [--carriers 12]
+ *   npx tsx bench/cluster-scaling.ts [--workloads out,in-global,in,in-leased] [--rate 3000]
+ *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16] [--rounds 1]
  */
 import { parseArgs } from 'node:util';
 import { Cluster, type Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
+import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
 import type { Carrier } from '../src/store/types.js';
 import { startCluster } from '../test/helpers/redis.js';
-import { accountName, CONFIG_3, peerName } from './limits.js';
+import { accountName, CONFIG_3, GLOBAL_3, limitInput, peerName } from './limits.js';
 import { openLoop } from './openloop.js';
 import { zipfSequence } from './workload.js';
 
@@ -32,12 +39,16 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '4' },
     masters: { type: 'string', default: '1,2,3,4' },
     carriers: { type: 'string', default: '12' },
+    lanes: { type: 'string', default: '16' },
+    rounds: { type: 'string', default: '1' },
   },
 });
 const rate = Number(values.rate);
 const seconds = Number(values.seconds);
 const sizes = values.masters.split(',').map(Number);
-const WORKLOADS = ['out', 'in-global', 'in'] as const;
+const WORKLOADS = ['out', 'in-global', 'in', 'in-leased', 'peers-global', 'peers-leased'] as const;
+const LANES = Number(values.lanes);
+const ROUNDS = Number(values.rounds);
 type Workload = (typeof WORKLOADS)[number];
 const workloads = values.workloads.split(',') as Workload[];
 for (const w of workloads)
@@ -99,14 +110,39 @@ function outbound(store: RedisStore): Decider {
 const PEERS = 1000;
 const seq = zipfSequence(Math.ceil(rate * seconds) + PEERS, PEERS, 1.1, 1);
 
-async function inbound(store: RedisStore, global: boolean): Promise<Decider> {
-  const { global: _, ...levels } = CONFIG_3.inbound;
-  const config = global ? CONFIG_3 : { inbound: levels };
+const leased = (w: Workload) => w === 'in-leased' || w === 'peers-leased';
+
+async function inbound(store: RedisStore, workload: Workload, coordinatorClient: () => Cluster): Promise<Decider> {
+  const { global: _, accounts, defaultPeer } = CONFIG_3.inbound;
+  const leasedGlobal = GLOBAL_3[0]!;
+  const global1 = [limitInput(leasedGlobal)];
+  const config = {
+    'in-global': CONFIG_3,
+    in: { inbound: { accounts, defaultPeer } },
+    'in-leased': { inbound: { accounts, defaultPeer, global: global1 } },
+    'peers-global': { inbound: { defaultPeer, global: global1 } },
+    'peers-leased': { inbound: { defaultPeer, global: global1 } },
+    out: undefined,
+  }[workload]!;
+  const withAccounts = !workload.startsWith('peers');
   const gate = await CallGate.create({ config, store, timeoutMs: 5000, shield: false });
+  const coordinator = leased(workload)
+    ? new LeaseCoordinator({
+        deployments: [{ redis: coordinatorClient(), lanes: LANES, prefix: store.prefix }],
+        limit: { calls: leasedGlobal.limit, windowUs: leasedGlobal.windowUs },
+        maxHoldMs: 1_000,
+      }).start()
+    : undefined;
+  // the first shares are granted within a few ticks
+  if (coordinator) await new Promise((r) => setTimeout(r, 500));
   let admitted = 0;
   let refused = 0;
   const admit = async (id: string, p: number) => {
-    const d = await gate.admit({ callId: id, peer: peerName(p), account: accountName(p) });
+    const d = await gate.admit({
+      callId: id,
+      peer: peerName(p),
+      ...(withAccounts && { account: accountName(p) }),
+    });
     if (d.degraded) throw new Error(`call ${id} degraded: the Cluster did not answer in time`);
     if (d.admitted) admitted++;
     else refused++;
@@ -119,7 +155,10 @@ async function inbound(store: RedisStore, global: boolean): Promise<Decider> {
     },
     decide: (i) => admit(`c${i}`, seq[i]!),
     summary: () => `${admitted + refused} decided, ${refused} refused`,
-    close: () => gate.close(),
+    close: async () => {
+      await coordinator?.stop();
+      await gate.close();
+    },
   };
 }
 
@@ -132,8 +171,18 @@ async function run(masters: number, workload: Workload) {
   });
   try {
     await cluster.set('warm', '1');
-    const store = new RedisStore({ redis: cluster, prefix: `cgbench${masters}:` });
-    const decider = workload === 'out' ? outbound(store) : await inbound(store, workload === 'in-global');
+    const store = new RedisStore({
+      redis: cluster,
+      prefix: `cgbench${masters}:`,
+      ...(leased(workload) && { lease: { lanes: LANES } }),
+    });
+    const own: Cluster[] = [];
+    const coordinatorClient = () => {
+      const c = new Cluster(handle.nodes, { redisOptions: RECOMMENDED_REDIS_OPTIONS, slotsRefreshTimeout: 2_000 });
+      own.push(c);
+      return c;
+    };
+    const decider = workload === 'out' ? outbound(store) : await inbound(store, workload, coordinatorClient);
     await decider.warm();
     const nodes = cluster.nodes('master');
     await Promise.all(nodes.map((n) => n.config('RESETSTAT')));
@@ -159,6 +208,7 @@ async function run(masters: number, workload: Workload) {
     const sumScript = perMaster.reduce((a, m) => a + m.script, 0);
     const summary = decider.summary();
     await decider.close();
+    for (const c of own) c.disconnect();
     return {
       masters,
       keys,
@@ -180,12 +230,25 @@ const TITLES: Record<Workload, string> = {
   out: `outbound: reservations over 3-carrier routes, ${CARRIERS} carriers`,
   'in-global': 'inbound: three levels with a global limit (every key on the platform tag)',
   in: 'inbound: accounts and peers, no global limit',
+  'in-leased': `inbound: three levels, the global one leased over ${LANES} lanes (lanes by account)`,
+  'peers-global': 'inbound: global and peer levels, no account (every key on the platform tag)',
+  'peers-leased': `inbound: global and peer levels, the global one leased over ${LANES} lanes (lanes by peer)`,
 };
+type Row = Awaited<ReturnType<typeof run>>;
+/** Of several rounds of one size, the one with the median busiest master (script µs per decision on a shared two-core machine swing by 2x between rounds). */
+function median(rounds: Row[]): Row {
+  const sorted = [...rounds].sort((a, b) => a.busiest - b.busiest);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
 for (const w of workloads) {
-  const rows = [];
-  for (const m of sizes) rows.push(await run(m, w));
+  const rows: Row[] = [];
+  for (const m of sizes) {
+    const rounds: Row[] = [];
+    for (let r = 0; r < ROUNDS; r++) rounds.push(await run(m, w));
+    rows.push(median(rounds));
+  }
   const base = rows[0]!.ceiling;
-  console.log(`${TITLES[w]}; ${rate} decisions/s for ${seconds} s`);
+  console.log(`${TITLES[w]}; ${rate} decisions/s for ${seconds} s; of ${ROUNDS} rounds, the median busiest master's`);
   console.log(
     'masters | keys per master | decisions | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms',
   );

@@ -12,7 +12,7 @@ import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { laneOf, laneTag } from '../src/lease/lanes.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
-import calculateSlot from 'cluster-key-slot';
+import { slotOf } from '../src/store/redis/slot.js';
 import { clusterOk, RANGES, startReplicatedCluster, type ReplicatedCluster } from './holds/cluster.js';
 import { type Decided, expectWithinLimits, offerLoad } from './helpers/lease-load.js';
 
@@ -110,7 +110,7 @@ describe('a leased global level: a master killed under load, its replica takes o
       const [lo, hi] = RANGES[victim]!;
       const kind = (x: Decided) => {
         if (onVictim.has(laneOfPeer(x.peer))) return 'lane';
-        const slot = calculateSlot(`{c:${x.d.callId}}`);
+        const slot = slotOf(`{c:${x.d.callId}}`);
         return slot >= lo && slot <= hi ? 'locator' : 'healthy';
       };
       const count = (from: number, to: number, k: string) => {

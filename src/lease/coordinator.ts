@@ -11,10 +11,10 @@
  * Decisions never wait for the coordinator: a lane admits on its share, in the admit script.
  */
 import { randomBytes } from 'node:crypto';
-import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { InvalidArgumentError } from '../errors/index.js';
 import { isCluster } from '../store/redis/connection.js';
+import { slotOf } from '../store/redis/slot.js';
 import { scripts, type ScriptName } from '../store/redis/scripts.js';
 import type { DemandParams } from './demand.js';
 import { laneTag, checkLanes } from './lanes.js';
@@ -438,7 +438,8 @@ export class LeaseCoordinator {
     // the counts are since the lane's last observation, which may be several ticks ago (a slow
     // tick, a lane away): demand is per tick, so they are scaled to one (a stall read as one
     // tick's demand made a lane want several times its calls, and starved a lane coming back)
-    const perTick = v.lastNow === undefined || now <= v.lastNow ? 1 : Math.min(1, (this.tickMs * 1000) / (now - v.lastNow));
+    const perTick =
+      v.lastNow === undefined || now <= v.lastNow ? 1 : Math.min(1, (this.tickMs * 1000) / (now - v.lastNow));
     const released = Math.max(0, v.lastInUse + ad! - inUse!);
     v.lastNow = now;
     v.lastLocal = performance.now();
@@ -495,7 +496,7 @@ export class LeaseCoordinator {
     if (lane.waitReplicas === 0) return true;
     let node: Redis | undefined;
     if (isCluster(lane.redis)) {
-      const addr = lane.redis.slots[calculateSlot(lane.keys[0])]?.[0];
+      const addr = lane.redis.slots[slotOf(lane.keys[0])]?.[0];
       node = lane.redis.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === addr);
     } else node = lane.redis;
     if (node === undefined) return false;

@@ -5,8 +5,8 @@
  * its own log and holds of the global level, and its share of the global limit: a decision is
  * still one script call on one shard.
  */
-import calculateSlot from 'cluster-key-slot';
 import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
+import { slotOf } from '../store/redis/slot.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import type { Bucket } from '../store/types.js';
 
@@ -27,7 +27,7 @@ const tagsOf = new Map<number, readonly string[]>();
  * the lane's equal part of the slot range, so that lanes spread evenly over masters that hold
  * equal ranges (as `redis-cli --cluster create` makes them). Plain `in:<lane>` tags put 416 /
  * 107 / 111 / 416 of a bench's keys on 4 masters, 16 lanes. Slots as Redis and ioredis compute
- * them (cluster-key-slot, ioredis' own).
+ * them (slot.ts).
  */
 export function laneTag(lane: number, lanes: number): string {
   let tags = tagsOf.get(lanes);
@@ -37,7 +37,7 @@ export function laneTag(lane: number, lanes: number): string {
       const to = Math.floor(((k + 1) * SLOTS) / lanes);
       for (let j = 0; ; j++) {
         const tag = `${GLOBAL_TAG}:${k}.${j}`;
-        const slot = calculateSlot(`{${tag}}`);
+        const slot = slotOf(`{${tag}}`);
         if (slot >= from && slot < to) return tag;
       }
     });

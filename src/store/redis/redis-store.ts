@@ -15,7 +15,6 @@
  * logs) or admit-lone-held.lua (with channel limits), scripts that cost Redis less.
  */
 import { randomBytes } from 'node:crypto';
-import calculateSlot from 'cluster-key-slot';
 import { Redis, type Cluster } from 'ioredis';
 import { InvalidArgumentError } from '../../errors/index.js';
 import { SafeEmitter } from '../../events.js';
@@ -79,6 +78,7 @@ import { bucketInspectCalls, carrierGroups } from './inspect-args.js';
 import { inspectedBuckets, inspectedCarriers } from './inspect-reply.js';
 import { KnownLogs } from './known-logs.js';
 import { RedisKeys } from './redis-keys.js';
+import { slotOf } from './slot.js';
 import { RECOMMENDED_REDIS_OPTIONS, type RedisConnectOptions, type RedisStoreOptions } from './redis-store-options.js';
 import { reserveArgv, type PendingReserve, type ReserveEnv } from './reserve-args.js';
 import { settleReservations } from './reserve-reply.js';
@@ -312,7 +312,7 @@ export class RedisStore implements Store, OperableStore {
   /** Whether Cluster node `node` (`host:port`) serves `tag`'s slot, as the client last mapped it (unknown: yes). */
   private servedBy(tag: string, node: string): boolean {
     if (!isCluster(this.redis)) return true;
-    const master = this.redis.slots[calculateSlot(`{${tag}}`)]?.[0];
+    const master = this.redis.slots[slotOf(`{${tag}}`)]?.[0];
     return master === undefined || master === node;
   }
 
