@@ -13,22 +13,13 @@
   epoch first sets the share to 0 (what the lane held went back to the pool while it was lost).
   Reply: {calls share, channels share}
 ]]
---- @include "common"
+--- @include "lease"
 
 local term, epoch = ARGV[1] + 0, ARGV[2] + 0
-local v = redis.call('HMGET', KEYS[1], 'term', 'g', 'c', 'h', 'e')
-if term < (tonumber(v[1]) or 0) or epoch < (tonumber(v[2]) or 0) then
+local c, h, was = leaseOrder(term, epoch)
+if c == nil then
   return { -1 }
 end
-local c, h = tonumber(v[3]) or 0, tonumber(v[4]) or 0
-if epoch > (tonumber(v[2]) or 0) then
-  c, h = 0, 0
-end
 c, h = c + (ARGV[3] + 0), h + (ARGV[4] + 0)
-local e = ARGV[5] + 0
-local was = tonumber(v[5]) or 0
-if was > e then
-  e = was
-end
-redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'g', fmtInt(epoch), 'c', fmtInt(c), 'h', fmtInt(h), 'e', fmtInt(e))
+leaseWrite(term, epoch, c, h, ARGV[5] + 0, was)
 return { c, h }

@@ -19,19 +19,17 @@
   Reply: {calls share, channels share, calls freed, channels freed}
 ]]
 --- @include "common"
+--- @include "lease"
 
 local term, epoch = ARGV[1] + 0, ARGV[2] + 0
-local v = redis.call('HMGET', KEYS[1], 'term', 'g', 'c', 'h', 'e')
-if term < (tonumber(v[1]) or 0) or epoch < (tonumber(v[2]) or 0) then
+local c, h, was = leaseOrder(term, epoch)
+if c == nil then
   return { -1 }
-end
-local c, h = tonumber(v[3]) or 0, tonumber(v[4]) or 0
-if epoch > (tonumber(v[2]) or 0) then
-  c, h = 0, 0
 end
 local now = redisClock()
 local usedC = redis.call('ZCOUNT', KEYS[2], fmtInt(now - (ARGV[6] + 0) + 1), fmtInt(now))
 local usedH = redis.call('ZCOUNT', KEYS[3], '(' .. fmtInt(now), '+inf')
+-- max(target, used), never above the share
 local function shrink(share, target, used)
   local next = target
   if used > next then
@@ -43,10 +41,5 @@ local function shrink(share, target, used)
   return next
 end
 local nc, nh = shrink(c, ARGV[3] + 0, usedC), shrink(h, ARGV[4] + 0, usedH)
-local e = ARGV[5] + 0
-local was = tonumber(v[5]) or 0
-if was > e then
-  e = was
-end
-redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'g', fmtInt(epoch), 'c', fmtInt(nc), 'h', fmtInt(nh), 'e', fmtInt(e))
+leaseWrite(term, epoch, nc, nh, ARGV[5] + 0, was)
 return { nc, nh, c - nc, h - nh }

@@ -14,20 +14,13 @@ import { laneOf, laneTag } from '../src/lease/lanes.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
 import { slotOf } from '../src/store/redis/slot.js';
 import { clusterOk, RANGES, startReplicatedCluster, type ReplicatedCluster } from './holds/cluster.js';
-import { type Decided, expectWithinLimits, offerLoad } from './helpers/lease-load.js';
+import { type Decided, expectWithinLimits, offerLoad, HOLD_US, leasedConfig } from './helpers/lease-load.js';
 
 const LIMIT = 200;
 const CHANNELS = 500;
-const HOLD_US = 2_000_000;
 const LANES = 6;
 const PEERS = 24;
-const config = {
-  maxCallDuration: 'PT2S',
-  inbound: {
-    global: [{ limit: LIMIT, window: 'PT1S' }, { channels: CHANNELS }],
-    defaultPeer: [{ limit: 1_000, window: 'PT1S' }],
-  },
-};
+const config = leasedConfig(LIMIT, CHANNELS);
 
 describe('a leased global level: a master killed under load, its replica takes over', function () {
   this.timeout(120_000);

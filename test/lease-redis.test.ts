@@ -15,20 +15,13 @@ import { laneOf, laneTag } from '../src/lease/lanes.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { InvalidArgumentError } from '../src/errors/index.js';
 import { newClusterClient, startCluster, type RedisClusterHandle } from './helpers/redis.js';
-import { expectWithinLimits, falseRefusals, offerLoad } from './helpers/lease-load.js';
+import { expectWithinLimits, falseRefusals, offerLoad, HOLD_US, leasedConfig } from './helpers/lease-load.js';
 
 const LIMIT = 200; // calls per second, platform-wide
 const CHANNELS = 500;
-const HOLD_US = 2_000_000; // maxCallDuration: calls never report their end here, so each holds 2 s
 const LANES = 8;
 const PEERS = 32;
-const config = {
-  maxCallDuration: 'PT2S',
-  inbound: {
-    global: [{ limit: LIMIT, window: 'PT1S' }, { channels: CHANNELS }],
-    defaultPeer: [{ limit: 1_000, window: 'PT1S' }],
-  },
-};
+const config = leasedConfig(LIMIT, CHANNELS);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -15,17 +15,12 @@ import { RedisStore } from '../src/store/redis/redis-store.js';
 import { startDelayProxy, type DelayProxy } from './helpers/delay-proxy.js';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { maxInWindow } from './helpers/window.js';
+import { leasedConfig } from './helpers/lease-load.js';
 
 const LIMIT = 100;
 const CHANNELS = 400;
 const LANES = 4;
-const config = {
-  maxCallDuration: 'PT2S',
-  inbound: {
-    global: [{ limit: LIMIT, window: 'PT1S' }, { channels: CHANNELS }],
-    defaultPeer: [{ limit: 1_000, window: 'PT1S' }],
-  },
-};
+const config = leasedConfig(LIMIT, CHANNELS);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('a leased global level over two regions, 40 ms apart', function () {

@@ -11,6 +11,23 @@ import { MemoryStore } from '../../src/store/memory-store.js';
 import { zipfSequence } from '../../bench/workload.js';
 import { maxInWindow } from './window.js';
 
+/** Each call holds its channels this long: the tests never report a call's end (maxCallDuration). */
+export const HOLD_US = 2_000_000;
+
+/**
+ * A leased global level of `limit` calls per second and `channels` channels, peers far above
+ * anything offered (so that every refusal is the global level's), calls holding HOLD_US.
+ */
+export function leasedConfig(limit: number, channels: number) {
+  return {
+    maxCallDuration: 'PT2S',
+    inbound: {
+      global: [{ limit, window: 'PT1S' }, { channels }],
+      defaultPeer: [{ limit: 1_000, window: 'PT1S' }],
+    },
+  };
+}
+
 export interface Decided {
   readonly peer: string;
   readonly d: AdmissionDecision;

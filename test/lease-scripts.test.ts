@@ -1,0 +1,86 @@
+/**
+ * The lane's side of a leased level, script by script on a real Redis (lua/lease-*.lua): what
+ * an observation reads and resets, a shrink never below what the lane's calls use, a grant, the
+ * lease end that never moves back, orders of an older term or epoch refused, a newer epoch
+ * starting from nothing; and the leadership (SET NX, a term per new leader, given up at once).
+ */
+import { expect } from 'chai';
+import type { Redis } from 'ioredis';
+import { scripts, type ScriptName } from '../src/store/redis/scripts.js';
+import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
+
+const W = 1_000_000;
+
+describe('the lease scripts (lua/lease-*.lua)', function () {
+  this.timeout(20_000);
+  let server: RedisServer;
+  let raw: Redis;
+  before(async () => {
+    server = await startRedisServer();
+    raw = newRedisClient(server);
+  });
+  after(async () => {
+    raw?.disconnect();
+    await server?.stop();
+  });
+
+  const run = (name: ScriptName, keys: string[], args: (string | number)[]) =>
+    raw.call('EVAL', scripts()[name].lua, keys.length, ...keys, ...args.map(String)) as Promise<number[]>;
+  const lane = (p: string) => [`${p}{in:0.0}:global:share`, `${p}{in:0.0}:global:log`, `${p}{in:0.0}:global:ch`];
+  const redisNow = async () => {
+    const [s, us] = await raw.time();
+    return Number(s) * 1e6 + Number(us);
+  };
+
+  it('observe, grant, shrink: the share never below what the lane uses, the lease end never back', async () => {
+    const keys = lane('a:');
+    const [share, log, holds] = keys as [string, string, string];
+    const first = await run('lease-observe', keys, [1, W, 50_000]);
+    expect(first.slice(1)).to.deep.equal([0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    const now = first[0]!;
+    expect(Math.abs(now - (await redisNow()))).to.be.below(1e6);
+
+    expect(await run('lease-grant', [share], [1, 0, 5, 4, now + 2e6])).to.deep.equal([5, 4]);
+    // three calls in the window (one of them about to leave it), two holding channels
+    await raw.zadd(log, now - W + 10_000, 'x', now - 1000, 'y', now - 500, 'z');
+    await raw.zadd(holds, now + 60e6, 'c1', now + 60e6, 'c2', now - 1, 'ended');
+    await raw.hset(share, 'ad', 3, 'rc', 2, 'rh', 1);
+    const seen = await run('lease-observe', keys, [1, W, 50_000]);
+    // now, in window, leaving before the next tick, in use, ad, rc, rh, c, h, e, epoch
+    expect(seen.slice(1)).to.deep.equal([3, 1, 2, 3, 2, 1, 5, 4, now + 2e6, 0]);
+    expect((await run('lease-observe', keys, [1, W, 50_000])).slice(4, 7), 'counters reset').to.deep.equal([0, 0, 0]);
+
+    // target 1 call, 0 channels: down to what is used (3 calls, 2 channels); a later lease end
+    expect(await run('lease-shrink', keys, [1, 0, 1, 0, now + 3e6, W])).to.deep.equal([3, 2, 2, 2]);
+    // a target above the share frees nothing, grows nothing; an earlier lease end is ignored
+    expect(await run('lease-shrink', keys, [1, 0, 9, 9, now + 1e6, W])).to.deep.equal([3, 2, 0, 0]);
+    expect(Number(await raw.hget(share, 'e'))).to.equal(now + 3e6);
+  });
+
+  it('an older term or epoch is refused; a newer epoch starts from nothing', async () => {
+    const keys = lane('b:');
+    const [share] = keys as [string];
+    const { 0: now } = await run('lease-observe', keys, [3, W, 50_000]);
+    expect(await run('lease-grant', [share], [3, 0, 10, 10, now! + 1e6])).to.deep.equal([10, 10]);
+    // a former leader's order (term 2), late
+    expect(await run('lease-grant', [share], [2, 0, 10, 10, now! + 9e6])).to.deep.equal([-1]);
+    expect(await run('lease-shrink', keys, [2, 0, 0, 0, now! + 9e6, W])).to.deep.equal([-1]);
+    expect((await run('lease-observe', keys, [2, W, 50_000]))[0]).to.equal(-1);
+    // the lane was lost: epoch 1 starts from 0, and then epoch 0's orders are refused
+    expect(await run('lease-grant', [share], [3, 1, 4, 1, now! + 1e6])).to.deep.equal([4, 1]);
+    expect(await run('lease-grant', [share], [3, 0, 4, 1, now! + 1e6])).to.deep.equal([-1]);
+    expect(await run('lease-shrink', keys, [3, 2, 9, 9, now! + 1e6, W])).to.deep.equal([0, 0, 0, 0]);
+  });
+
+  it('leadership: the first takes it with term 1, renews and saves; another waits; given up, the next takes term 2', async () => {
+    const keys = ['l:{lease:global}:leader', 'l:{lease:global}:term', 'l:{lease:global}:state'];
+    expect(await run('lease-leader', keys, ['a', 1000, ''])).to.deep.equal([2, 1, '']);
+    expect(await run('lease-leader', keys, ['b', 1000, ''])).to.deep.equal([0]);
+    expect(await run('lease-leader', keys, ['a', 1000, '{"s":1}'])).to.deep.equal([1, 1]);
+    expect(await run('lease-leader', keys, ['b', 1000, '{"s":2}'])).to.deep.equal([0]);
+    expect(await raw.get(keys[2]!)).to.equal('{"s":1}');
+    expect(await run('lease-leader', keys, ['b', '0', ''])).to.deep.equal([0]); // not b's to give up
+    expect(await run('lease-leader', keys, ['a', '0', ''])).to.deep.equal([0]);
+    expect(await run('lease-leader', keys, ['b', 1000, ''])).to.deep.equal([2, 2, '{"s":1}']);
+  });
+});
