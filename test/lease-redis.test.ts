@@ -124,4 +124,46 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
       await Promise.all(gates.map((g) => g.close()));
     }
   });
+  it('a reload that halves the limit: the coordinator follows the gate; at most the old limit meanwhile, the new one a window later', async () => {
+    const prefix = `t:lease-reload:${Date.now()}:`;
+    const client = newClusterClient(cluster);
+    const own = newClusterClient(cluster);
+    clients.push(client, own);
+    const gate = await CallGate.create({
+      config,
+      store: new RedisStore({ redis: client, prefix, lease: { lanes: LANES } }),
+      shield: false,
+    });
+    const coordinator = LeaseCoordinator.forGate(gate, { deployments: [{ redis: own, lanes: LANES, prefix }] }).start();
+    try {
+      await sleep(300);
+      let reloadedAt = 0;
+      const decided = await offerLoad({
+        gates: [gate],
+        rate: 0.75 * LIMIT,
+        seconds: 5,
+        peers: PEERS,
+        shiftMs: 2_000,
+        at: {
+          ms: 2_000,
+          run: async () => {
+            reloadedAt = Date.now() * 1000;
+            await gate.reload(leasedConfig(LIMIT / 2, CHANNELS));
+          },
+        },
+      });
+      expect(coordinator.report.state?.limit).to.deep.equal({ calls: LIMIT / 2, channels: CHANNELS });
+      expectWithinLimits(decided, LIMIT, 1_000_000, CHANNELS, HOLD_US);
+      // a window after the reload (and a tick), the level holds the new limit
+      const after = decided.filter((x) => x.d.at > reloadedAt + 1_100_000);
+      expect(after.length).to.be.greaterThan(200);
+      expectWithinLimits(after, LIMIT / 2, 1_000_000, CHANNELS, HOLD_US);
+      // and admits up to it: three quarters of the old limit offered, over the new one
+      const lastSecond = after.filter((x) => x.d.at > decided.at(-1)!.d.at - 1_000_000 && x.d.admitted).length;
+      expect(lastSecond).to.be.at.least(0.85 * (LIMIT / 2));
+    } finally {
+      await coordinator.stop();
+      await gate.close();
+    }
+  });
 });

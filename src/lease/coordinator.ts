@@ -12,7 +12,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
+import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
+import type { CallGate } from '../gate.js';
 import { isCluster } from '../store/redis/connection.js';
 import { slotOf } from '../store/redis/slot.js';
 import { scripts, type ScriptName } from '../store/redis/scripts.js';
@@ -133,9 +135,9 @@ export class LeaseCoordinator {
   private readonly replyMs: number;
   private readonly skewUs: number;
   private readonly leaderTtlMs: number;
-  private readonly windowUs: number;
+  private windowUs: number;
   private readonly maxHoldUs: number;
-  private readonly params: DemandParams;
+  private params: DemandParams;
   private limit: Budget;
   private term = 0;
   private leading = false;
@@ -199,6 +201,7 @@ export class LeaseCoordinator {
   /** Stops ticking after a tick in progress, and gives up the leadership (another candidate takes it at its next tick). */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.unfollow();
     if (this.timer) clearTimeout(this.timer);
     await this.running;
     if (this.leading) {
@@ -208,11 +211,45 @@ export class LeaseCoordinator {
     }
   }
 
-  /** The level's limit changed (a reload): applied at once by the leader (reload.ts), by a later one on taking over. */
-  setLimit(limit: { readonly calls: number; readonly channels?: number }): void {
+  /**
+   * The level's limit changed (a reload): applied at once by the leader (reload.ts), by a later
+   * one on taking over. A new window applies from the next tick (shares stay counts of calls).
+   */
+  setLimit(limit: { readonly calls: number; readonly channels?: number; readonly windowUs?: number }): void {
     this.limit = { calls: limit.calls, channels: limit.channels ?? 0 };
+    if (limit.windowUs !== undefined && limit.windowUs !== this.windowUs) {
+      this.windowUs = limit.windowUs;
+      this.params = { ...this.params, windowTicks: limit.windowUs / 1000 / this.tickMs };
+    }
     if (this.state) this.state = reload(this.state, this.limit);
   }
+
+  /**
+   * A coordinator for `gate`'s global level, with the level's limit, window and channels and the
+   * longest hold (maxCallDuration) from the gate's configuration, set again at each reload of
+   * the gate (a reload that leaves the level unleasable is reported on the gate's 'error'
+   * event, and the coordinator keeps the last limit it had).
+   */
+  static forGate(
+    gate: CallGate,
+    opts: Omit<LeaseCoordinatorOptions, 'limit' | 'maxHoldMs'> & { readonly maxHoldMs?: number },
+  ): LeaseCoordinator {
+    const first = leasedLevel(gate.config);
+    const c = new LeaseCoordinator({ ...opts, limit: first.limit, maxHoldMs: opts.maxHoldMs ?? first.maxHoldMs });
+    const follow = () => {
+      try {
+        c.setLimit(leasedLevel(gate.config).limit);
+      } catch (err) {
+        gate.emit('error', err as Error);
+      }
+    };
+    gate.on('reloaded', follow);
+    c.unfollow = () => gate.off('reloaded', follow);
+    return c;
+  }
+
+  /** Stops following a gate's reloads (forGate). */
+  private unfollow: () => void = () => {};
 
   get report(): LeaseTickReport {
     return this.lastReport;
@@ -526,6 +563,18 @@ export class LeaseCoordinator {
       ...args.map((a) => (typeof a === 'number' ? String(Math.round(a)) : a)),
     );
   }
+}
+
+/** The leasable global level of a configuration: one sliding-log limit, channels or none. */
+function leasedLevel(config: CallGateConfig): { limit: Required<LeaseCoordinatorOptions['limit']>; maxHoldMs: number } {
+  const global = config.inbound.global;
+  const only = global?.limits.length === 1 ? global.limits[0] : undefined;
+  if (only === undefined || only.algorithm !== 'sliding-log')
+    throw new InvalidArgumentError('a leased global level must be configured, with exactly one sliding-log limit');
+  return {
+    limit: { calls: only.limit, windowUs: only.windowUs, channels: global!.channels ?? 0 },
+    maxHoldMs: config.maxCallDurationUs / 1000,
+  };
 }
 
 function positive(name: string, v: number): number {
