@@ -13,15 +13,12 @@
  *   and one channel count over all lanes, the same arrivals in the same order) admitted them,
  *   in % of offered. room: refused while the leased lanes' own total had room. ref: the
  *   reference's own refusals, in % of offered.
- * convergence: after each shift at t_s (every full 5 s epoch but the first), the steady shares
- *   S* are the mean of the shares over the epoch's last second; the lanes that gain are those
- *   with S*_L > S_L(t_s) (the shares just before the shift); convergence is the first tick
- *   after t_s at which those lanes together hold 90 % of what they gain, each counted up to
- *   its S*_L: Σ min(S_L(t), S*_L) - S_L(t_s) >= 0.9 · Σ (S*_L - S_L(t_s)). Median and worst over
- *   the shifts, in seconds.
+ * convergence: how fast the shares follow a shift of demand (bench/lease-convergence.ts), median
+ *   and worst over the shifts, in seconds.
  */
 import { zipfArrivals } from '../scripts/lease-arrivals.js';
-import { type SimResult, simulate } from '../scripts/lease-simulate.js';
+import { simulate } from '../scripts/lease-simulate.js';
+import { convergence } from './lease-convergence.js';
 
 function arg(name: string, dflt: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -32,38 +29,6 @@ const SECONDS = arg('seconds', 60);
 const SEED = arg('seed', 7);
 const SHIFT_US = 5_000_000;
 const LIMIT = { calls: 1000, channels: 1100 };
-
-function convergence(r: SimResult): { median: number; worst: number; n: number } {
-  const times: number[] = [];
-  const trace = r.shareTrace;
-  for (let ts = 2 * SHIFT_US; ts + SHIFT_US <= SECONDS * 1e6; ts += SHIFT_US) {
-    const before = [...trace].reverse().find((x) => x.t <= ts);
-    const tail = trace.filter((x) => x.t >= ts + SHIFT_US - 1_000_000 && x.t < ts + SHIFT_US);
-    if (!before || tail.length === 0) continue;
-    const lanes = before.shares.length;
-    const star = Array.from({ length: lanes }, (_, i) => tail.reduce((a, x) => a + x.shares[i]!, 0) / tail.length);
-    const gain = star.map((s, i) => s - before.shares[i]!);
-    const total = gain.reduce((a, g) => a + Math.max(0, g), 0);
-    let at = Number.POSITIVE_INFINITY;
-    for (const x of trace) {
-      if (x.t <= ts) continue;
-      let got = 0;
-      for (let i = 0; i < lanes; i++)
-        if (gain[i]! > 0) got += Math.max(0, Math.min(x.shares[i]!, star[i]!) - before.shares[i]!);
-      if (got >= 0.9 * total) {
-        at = x.t - ts;
-        break;
-      }
-    }
-    times.push(at / 1e6);
-  }
-  times.sort((a, b) => a - b);
-  return {
-    median: times[Math.floor(times.length / 2)] ?? Number.NaN,
-    worst: times[times.length - 1] ?? Number.NaN,
-    n: times.length,
-  };
-}
 
 /** Poisson calls at `load` × the limit, Zipf (exponent 1) over the lanes, hot lanes moving every 5 s. */
 function arrivalsFor(lanes: number, load: number) {
@@ -95,7 +60,7 @@ function row(lanes: number, load: number, tickMs: number, leaving = true): void 
     params: { windowTicks: 1e6 / tickUs, up: 0.6, down: 0.2, headroom: 2, floor: { calls: 1, channels: 1 } },
   });
   if (r.violations > 0) throw new Error(`over the limit: ${r.violations} admissions`);
-  const c = convergence(r);
+  const c = convergence(r.shareTrace, SHIFT_US, SECONDS * 1e6);
   console.log(
     [
       String(lanes).padStart(5),
