@@ -89,6 +89,60 @@ describe('callgate serve (the command, on Redis)', function () {
     expect((await call(`${a.url}/readyz`)).json).to.deep.equal({ status: 'ready', store: 'redis' });
   });
 
+  it('--lease-lanes: two sidecars lease the global level; never over it across both, and both admit', async () => {
+    const config = file(
+      'leased.json',
+      JSON.stringify({
+        inbound: { global: [{ limit: 40, window: 'PT60S' }], defaultPeer: [{ limit: 1000, window: 'PT60S' }] },
+      }),
+    );
+    const prefix = `cglease:${randomBytes(4).toString('hex')}:`;
+    const [a, b] = await Promise.all([
+      start(config, ['--lease-lanes', '4'], prefix),
+      start(config, ['--lease-lanes', '4'], prefix),
+    ]);
+    await new Promise((r) => setTimeout(r, 500)); // the first shares
+    // 16 peers over the lanes, 60 calls: the level admits at most 40, and a fair part of them
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        call(`${(i % 2 ? a : b).url}/v1/admit`, { call_id: `l${i}`, peer: `p${i % 16}` }),
+      ),
+    );
+    const admitted = answers.filter((r) => r.json.outcome === 'admitted');
+    expect(admitted.length).to.be.at.most(40).and.at.least(20);
+    for (const r of answers.filter((x) => x.json.outcome === 'rejected'))
+      expect(r.json).to.deep.include({ limited_by: 'global' });
+    // the lanes' keys, not the one {in} tag
+    expect(await rawCommand(redis.port, ['EXISTS', `${prefix}{in}:global:log`])).to.equal(0);
+  });
+
+  it('--lease-lanes without --store redis, or out of range: exit 2, one line', async () => {
+    const config = file('lease-bad.json', limits(5));
+    for (const [extra, message] of [
+      [['--lease-lanes', '4'], /--lease-lanes needs --store redis/],
+      [
+        ['--store', 'redis', '--redis-url', redis.url, '--lease-lanes', '0'],
+        /--lease-lanes: expected an integer from 1 to 1024/,
+      ],
+      [
+        ['--store', 'redis', '--redis-url', redis.url, '--lease-wait-replicas', '1'],
+        /--lease-wait-replicas needs --lease-lanes/,
+      ],
+    ] as const) {
+      const r = await runNode(
+        [join(ROOT, 'bin/callgate.js'), 'serve', '--config', config, '--listen', '127.0.0.1:0', ...extra],
+        {
+          cwd: ROOT,
+          env: { CALLGATE_TOKEN: '' },
+          timeoutMs: 20_000,
+        },
+      );
+      expect(r.code, r.stderr).to.equal(2);
+      expect(r.stderr).to.match(message);
+      expect(r.stderr.trim().split('\n')).to.have.length(1);
+    }
+  });
+
   it('reloads on SIGHUP (file watch off) and on file change; a bad file is logged and ignored', async () => {
     const hup = file('hup.json', limits(1));
     const s = await start(hup, ['--no-watch']);

@@ -13,6 +13,8 @@ import type { StorePolicy } from '../admission/admission.js';
 import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
+import { LeaseCoordinator } from '../lease/coordinator.js';
+import { MAX_LANES } from '../lease/lanes.js';
 import { inspectGate } from '../observe/inspect.js';
 import { gateMetrics, inspectLive } from '../observe/metrics.js';
 import { buildApp } from '../server/app.js';
@@ -46,6 +48,10 @@ export interface ServeArgs extends RedisConnectionArgs {
   metricsPerBucket: boolean;
   /** SIP status for a refusal by a channel limit (default 503). */
   channelsStatus?: number;
+  /** Lease the global level over this many lanes (docs/leasing.md); undefined: not leased. */
+  leaseLanes?: number;
+  /** Replicas a shrink must reach before what it freed is granted (LeaseLanes.waitReplicas). */
+  leaseWaitReplicas?: number;
 }
 
 export interface Sidecar {
@@ -79,6 +85,15 @@ function checkArgs(args: ServeArgs): void {
   ) {
     bad(`--channels-status: expected a SIP final response status from 400 to 699, got ${String(args.channelsStatus)}`);
   }
+  if (args.leaseLanes !== undefined) {
+    if (args.store !== 'redis') bad('--lease-lanes needs --store redis: lanes are hash tags of a Redis (Cluster)');
+    positiveInt('--lease-lanes', args.leaseLanes, MAX_LANES);
+  }
+  if (args.leaseWaitReplicas !== undefined) {
+    if (args.leaseLanes === undefined) bad('--lease-wait-replicas needs --lease-lanes');
+    if (!(Number.isSafeInteger(args.leaseWaitReplicas) && args.leaseWaitReplicas >= 0 && args.leaseWaitReplicas <= 16))
+      bad(`--lease-wait-replicas: expected an integer from 0 to 16, got ${String(args.leaseWaitReplicas)}`);
+  }
   if (args.prefix.includes('{') || args.prefix.includes('}'))
     bad(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
 }
@@ -94,13 +109,28 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   const app = { logger: { level: args.logLevel, hooks: { streamWrite: redactSecrets } } };
   let redis: Redis | Cluster | undefined;
   let store: Store;
+  const lanes = args.leaseLanes;
   if (args.store === 'redis') {
     redis = await openRedis(args, { service: true });
-    store = new RedisStore({ redis, prefix: args.prefix });
+    store = new RedisStore({
+      redis,
+      prefix: args.prefix,
+      // lanes are hash tags: on a single Redis too (regions each on one)
+      ...(lanes !== undefined && { lease: { lanes }, hashTags: true }),
+    });
   } else {
     store = new MemoryStore();
   }
   const gate = new CallGate({ config, store, policy: args.policy, timeoutMs: args.timeoutMs });
+  // a coordinator candidate on a client of its own (WAIT blocks the connection it is sent on)
+  let leaseRedis: Redis | Cluster | undefined;
+  let coordinator: LeaseCoordinator | undefined;
+  if (lanes !== undefined) {
+    leaseRedis = await openRedis(args, { service: true });
+    coordinator = LeaseCoordinator.forGate(gate, {
+      deployments: [{ redis: leaseRedis, lanes, prefix: args.prefix, waitReplicas: args.leaseWaitReplicas ?? 0 }],
+    });
+  }
 
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -161,6 +191,11 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     );
     await Promise.race([connected, new Promise((r) => setTimeout(r, 3000).unref())]);
   }
+  if (leaseRedis && coordinator) {
+    leaseRedis.on('error', () => {}); // the store's client reports the outage, once
+    await leaseRedis.connect().catch(() => undefined);
+    coordinator.start();
+  }
 
   gate.on('reloaded', (changes) =>
     log.info({ changes: changes.map((c) => `${c.kind} ${c.path}`) }, `configuration reloaded from ${args.config}`),
@@ -192,6 +227,8 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
       log.info('stopping: finishing requests in flight');
       await server.close(); // answers what is in flight, refuses the rest with 503
       await gate.close({ mode: 'drain' }); // the sidecar holds no call: reserve leaves the hold to the caller
+      await coordinator?.stop(); // gives up the leadership: another sidecar's candidate takes it
+      if (leaseRedis) await closeRedis(leaseRedis);
       if (redis) await closeRedis(redis);
       log.info('stopped');
       resolveStopped();
@@ -254,5 +291,15 @@ export function serveCommand(program: Command): void {
     .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
     .option('--no-watch', 'do not reload when the configuration file changes')
     .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind')
+    .option(
+      '--lease-lanes <n>',
+      'lease the global level over N lanes, with a coordinator candidate (docs/leasing.md)',
+      int,
+    )
+    .option(
+      '--lease-wait-replicas <n>',
+      'replicas a lane shrink must reach before its capacity moves (with replicas: 1)',
+      int,
+    )
     .action(async (opts: ServeArgs) => runServe(opts));
 }
