@@ -12,13 +12,19 @@
 
   KEYS          per bucket q, in check order: its log when it has sliding-log limits (members =
                 event ids, scores = µs), then its holds when it has a channel limit (members =
-                call ids, scores = hold ends, µs); then, when the call carries an id (ARGV[7]),
-                its call record last, <base>call:in:<id> (includes/channels.lua). All distinct.
+                call ids, scores = hold ends, µs); then, with 'S' in ARGV[3], the share hash of
+                a leased level's lane, whose level is the first bucket (lua/lease-observe.lua);
+                then, when the call carries an id (ARGV[7]), its call record last,
+                <base>call:in:<id> (includes/channels.lua). All distinct.
   ARGV[1]       ttl floor, ms, when now is given (virtual clocks: keys must outlive real time);
                 calls on Redis TIME use no floor
   ARGV[2]       the call's event id (its member in every log)
-  ARGV[3]       '1': set every log's expiry (the caller does not know it was set for these
-                limits: see includes/log.lua, logWrite), else ''
+  ARGV[3]       flags: '1' set every log's expiry (the caller does not know it was set for
+                these limits: see includes/log.lua, logWrite); 'S' the first bucket is a leased
+                level's lane: its one limit L is min(L, the share's calls c), its channel limit
+                N min(N, the share's channels h), both 0 at or past the lease end e; what it
+                admitted (ad) and refused for lack of share (rc, rh) is added to the share
+                hash. '', '1', 'S' or '1S'
   ARGV[4]       '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
   ARGV[5]       now, µs since the epoch (integer; '' or '-' = Redis TIME)
   ARGV[6]       deadline, µs in Redis time ('' = none)
@@ -49,6 +55,7 @@
 ]]
 --- @include "log"
 --- @include "lone-time"
+--- @include "lease-lone"
 
 -- globals as locals: each lookup is a table access per use
 local call, argv, keys, fmt = redis.call, ARGV, KEYS, string.format
@@ -61,6 +68,11 @@ else
   local ts = fmt('%d', t)
   local record -- the call record's key (a call with an id)
   local holding = false
+  local flags3 = argv[3]
+  local share -- a leased level's lane share (the first bucket's)
+  if flags3 == 'S' or flags3 == '1S' then
+    share = keys[#keys - (id ~= '' and 1 or 0)]
+  end
   if id ~= '' then
     record = keys[#keys]
     local v = call('GET', record)
@@ -70,6 +82,10 @@ else
     reply = { 0, 0, t, 2 } -- its record still holds: admitted again, counted nowhere
   else
     local limitedBy, retry, flags = 0, 0, 0
+    local shareC, shareH, shareRefused
+    if share ~= nil then
+      shareC, shareH = laneShare(share, t)
+    end
     -- per bucket q: [q] its log's key index (nil: none), [-q] its holds' key index (nil: none)
     local at = {}
     -- per log key index k: [k] its retention r, [-k] its size (0: new), and its known trim bound
@@ -87,7 +103,12 @@ else
         local wider = call('ZCARD', key)
         logs[k], logs[-k] = argv[a + 3] + 0, wider
         local refused
-        refused, retry = logLimits(key, t, ts, a + 2, last, wider, retry)
+        if q == 1 and share ~= nil then
+          refused, retry, shareRefused = leasedLog(key, t, ts, argv[a + 2] + 0, argv[a + 3] + 0, wider, shareC)
+          shareRefused = shareRefused and 'rc'
+        else
+          refused, retry = logLimits(key, t, ts, a + 2, last, wider, retry)
+        end
         if refused and limitedBy == 0 then
           limitedBy = q
         end
@@ -98,14 +119,24 @@ else
         at[-q] = k
         -- then its channels (holds with an end after t); past the first bucket without room
         -- they change nothing
-        if limitedBy == 0 and call('ZCOUNT', keys[k], '(' .. ts, '+inf') >= N then
-          limitedBy, flags = q, 1
+        if limitedBy == 0 then
+          local held = call('ZCOUNT', keys[k], '(' .. ts, '+inf')
+          local n = N
+          if q == 1 and share ~= nil and shareH < n then
+            n = shareH
+          end
+          if held >= n then
+            limitedBy, flags = q, 1
+            if held < N then
+              shareRefused = 'rh' -- the level had a channel, the lane's share not
+            end
+          end
         end
       end
       a = last + 2
     end
     if limitedBy == 0 then
-      local member, refresh = argv[2], argv[3] == '1'
+      local member, refresh = argv[2], flags3 == '1' or flags3 == '1S'
       -- a call holding for h > 0: a channel in every bucket with a channel limit, until e
       local h = id ~= '' and argv[8] + 0 or 0
       local es, px, parts, from
@@ -141,6 +172,11 @@ else
       if h > 0 then
         call('SET', record, table.concat(parts, ' '), 'PX', fmt('%d', px))
       end
+      if share ~= nil then
+        call('HINCRBY', share, 'ad', 1)
+      end
+    elseif shareRefused then
+      call('HINCRBY', share, shareRefused, 1)
     end
     reply = { limitedBy, retry, t, flags }
   end

@@ -44,6 +44,7 @@
 ]]
 --- @include "log"
 --- @include "lone-time"
+--- @include "lease-lone"
 
 -- globals as locals: each lookup is a table access per use
 local call, argv = redis.call, ARGV
@@ -53,32 +54,6 @@ local share
 local n = #KEYS
 if flags == 'S' or flags == '1S' then
   share, n = KEYS[n], n - 1
-end
-
--- A leased level's one limit (L, W) on log `key` against the lane's share: refused, the wait,
--- and whether the level itself had room (the share alone refused).
-local function leasedLimit(key, ts, L, W, wider)
-  local v = call('HMGET', share, 'c', 'e')
-  local c = 0
-  if t < (tonumber(v[2]) or 0) then
-    c = tonumber(v[1]) or 0
-  end
-  local limit = L
-  if c < limit then
-    limit = c
-  end
-  if wider < limit then
-    return false, 0, false
-  end
-  local count, from = logCount(key, t, ts, W)
-  if count < limit then
-    return false, 0, false
-  end
-  local wait = W -- no share at all: the wait is the coordinator's, a window at most
-  if limit > 0 then
-    wait = logWait(key, from, ts, count - limit, W, t)
-  end
-  return true, wait, count < L
 end
 
 local reply
@@ -99,9 +74,8 @@ else
     logs[q], logs[-q] = argv[a + 2] + 0, wider
     local refused
     if q == 1 and share ~= nil then
-      local wait
-      refused, wait, shareRefused = leasedLimit(key, ts, argv[a + 1] + 0, argv[a + 2] + 0, wider)
-      retry = wait
+      local c = laneShare(share, t)
+      refused, retry, shareRefused = leasedLog(key, t, ts, argv[a + 1] + 0, argv[a + 2] + 0, wider, c)
     else
       refused, retry = logLimits(key, t, ts, a + 1, last, wider, retry)
     end

@@ -1,13 +1,21 @@
 /**
- * A leased global level in the two scripts that decide it: admit-lone.lua (a lone call of plain
- * sliding logs, the common case under light load) and admit.lua (any batch). For the same calls
- * against the same share (its calls c and lease end e changed between calls: room, a share
- * below the limit, none, a lease run out), both give the same replies, leave the same logs, and
- * count the same admitted (ad) and refused-for-lack-of-share (rc) calls on the share hash.
+ * A leased global level in the scripts that decide it: admit-lone.lua (a lone call of plain
+ * sliding logs, the common case under light load), admit-lone-held.lua (a lone call with channel
+ * limits) and admit.lua (any batch). For the same calls against the same share (its calls c,
+ * channels h and lease end e changed between calls: room, a share below the limit, none, a lease
+ * run out), the lone script and admit.lua give the same replies, leave the same logs, holds and
+ * records, and count the same admitted (ad) and refused-for-lack-of-share (rc, rh) calls on the
+ * share hash.
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { admitArgv, loneAdmitArgv, type AdmitEnv, type PendingAdmit } from '../src/store/redis/admit-args.js';
+import {
+  admitArgv,
+  heldAdmitArgv,
+  loneAdmitArgv,
+  type AdmitEnv,
+  type PendingAdmit,
+} from '../src/store/redis/admit-args.js';
 import { bucketArgsOf } from '../src/store/redis/bucket-args.js';
 import { KnownLogs } from '../src/store/redis/known-logs.js';
 import { RedisKeys } from '../src/store/redis/redis-keys.js';
@@ -21,6 +29,11 @@ const SL = (limit: number, windowUs: number): Limit => ({ limit, windowUs, algor
 const BUCKETS: Bucket[] = [
   { name: 'global', limits: [SL(6, S)] },
   { name: 'peer:p', limits: [SL(4, S), SL(9, 10 * S)] },
+];
+/** The same with channels: the level's 4 (leased) and the peer's 3. */
+const HELD: Bucket[] = [
+  { name: 'global', limits: [SL(6, S)], channels: 4 },
+  { name: 'peer:p', limits: [SL(5, S)], channels: 3 },
 ];
 
 describe('a leased level: admit-lone.lua decides a lone call as admit.lua does', function () {
@@ -36,10 +49,10 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
     await server?.stop();
   });
 
-  function setup(prefix: string) {
+  function setup(prefix: string, buckets: Bucket[] = BUCKETS) {
     const keys = new RedisKeys(prefix, true);
     const tag = 'in:3';
-    const list = BUCKETS.map((b, i) => bucketArgsOf(tag, keys.base(tag, b.name), b, i === 0));
+    const list = buckets.map((b, i) => bucketArgsOf(tag, keys.base(tag, b.name), b, i === 0));
     let seq = 0;
     const env: AdmitEnv = {
       virtualTtlMs: 60_000,
@@ -48,11 +61,11 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
       deadline: () => '',
       recordPrefix: (t) => keys.inboundRecord(t, ''),
     };
-    const item = (now: string): PendingAdmit => ({
+    const item = (now: string, id?: string): PendingAdmit => ({
       buckets: list,
       now,
-      id: undefined,
-      forUs: 0,
+      id,
+      forUs: id === undefined ? 0 : 700_000,
       signal: undefined,
       resolve: () => {},
       reject: () => {},
@@ -60,7 +73,7 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
     return { env, item, share: list[0]!.share! };
   }
 
-  const run = (name: 'admit' | 'admit-lone', argv: string[]) =>
+  const run = (name: 'admit' | 'admit-lone' | 'admit-lone-held', argv: string[]) =>
     raw.call('EVAL', scripts()[name].lua, ...argv) as Promise<number[]>;
 
   it('the same replies, logs and share counts, through every state of the share', async () => {
@@ -96,5 +109,49 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
       expect(await raw.zrange(`LL:{in:3}:${name}`, '0', '-1', 'WITHSCORES')).to.deep.equal(
         await raw.zrange(`LB:{in:3}:${name}`, '0', '-1', 'WITHSCORES'),
       );
+  });
+  it('with channels, admit-lone-held.lua: the same replies, logs, holds, records and share counts', async () => {
+    const lone = setup('HL:', HELD);
+    const batch = setup('HB:', HELD);
+    const probe = setup('HX:', HELD);
+    expect(heldAdmitArgv(probe.item(String(T0), 'x'), '', probe.env), 'the lone layout takes it').to.be.an('array');
+    // [calls from, share calls c, share channels h, lease end e (µs after T0)]
+    const phases: [number, number, number, number][] = [
+      [0, 6, 4, 10 * S], // the whole level: the peer's channels (3) refuse first
+      [6, 6, 1, 10 * S], // one channel of share: refused for lack of channel share
+      [12, 2, 4, 10 * S], // a calls share below the limit
+      [18, 6, 4, 3 * S], // the lease runs out at 3 s
+    ];
+    const outcomes = new Set<string>();
+    for (let n = 0; n < 28; n++) {
+      const phase = phases.filter((p) => p[0] <= n).at(-1)!;
+      for (const s of [lone.share, batch.share])
+        await raw.hset(s, 'c', String(phase[1]), 'h', String(phase[2]), 'e', String(T0 + phase[3]));
+      const now = String(T0 + n * 110_000);
+      const a = heldAdmitArgv(lone.item(now, `c${n}`), '', lone.env)!;
+      const b = admitArgv([batch.item(now, `c${n}`)], '', batch.env) as string[];
+      const [ra, rb] = [await run('admit-lone-held', a), await run('admit', b)];
+      expect(ra, `call ${n}`).to.deep.equal(rb);
+      outcomes.add(ra[0] === 0 ? 'admitted' : `refused by ${ra[0]}, flags ${ra[3]}`);
+    }
+    expect([...outcomes].sort()).to.include.members(['admitted', 'refused by 1, flags 0', 'refused by 1, flags 1']);
+    const counts = async (s: string) => raw.hmget(s, 'ad', 'rc', 'rh');
+    const [ca, cb] = [await counts(lone.share), await counts(batch.share)];
+    expect(ca).to.deep.equal(cb);
+    expect(
+      ca.map(Number).every((x) => x > 0),
+      `ad, rc, rh: ${ca.join(', ')}`,
+    ).to.equal(true);
+    for (const name of ['global:log', 'peer:p:log', 'global:ch', 'peer:p:ch'])
+      expect(await raw.zrange(`HL:{in:3}:${name}`, '0', '-1', 'WITHSCORES'), name).to.deep.equal(
+        await raw.zrange(`HB:{in:3}:${name}`, '0', '-1', 'WITHSCORES'),
+      );
+    const records = async (p: string) =>
+      Promise.all(
+        (await raw.keys(`${p}{in:3}:call:in:*`)).sort().map(async (k) => [k.slice(p.length), await raw.get(k)]),
+      );
+    expect(await records('HL:'))
+      .to.deep.equal(await records('HB:'))
+      .and.to.have.length.greaterThan(0);
   });
 });

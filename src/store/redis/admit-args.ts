@@ -75,18 +75,24 @@ export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
  * only or none (with or without a channel limit, no ban) and no two of its keys are the same;
  * else undefined (admit.lua's layout). Meant for the calls loneAdmitArgv leaves: one with an id
  * (a bucket has a channel limit) names its call record as the last key. Per bucket with a log
- * it sends what this process knows of the log, with the third argument, as loneAdmitArgv does.
+ * it sends what this process knows of the log, with the third argument, as loneAdmitArgv does; a
+ * leased global level's share hash goes after the buckets' keys ('S' in the third argument).
  */
 export function heldAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv): string[] | undefined {
   const list = item.buckets;
   const argv: string[] = [''];
-  for (const args of list) {
+  for (const [q, args] of list.entries()) {
     if (args.held === undefined) return undefined;
+    // a leased level (the first bucket only): its keys but the share hash, which goes after all
+    if (args.share !== undefined && q > 0) return undefined;
     for (const key of args.keys) {
+      if (key === args.share) continue;
       for (let k = 1; k < argv.length; k++) if (argv[k] === key) return undefined;
       argv.push(key);
     }
   }
+  const share = list[0]!.share;
+  if (share !== undefined) argv.push(share);
   if (item.id !== undefined) argv.push(env.recordPrefix(list[0]!.tag) + item.id);
   argv[0] = num(argv.length - 1);
   const at = argv.length;
@@ -102,7 +108,7 @@ export function heldAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
     argv.push(bound);
     for (const v of args.held!) argv.push(v);
   }
-  if (refresh) argv[at + 2] = '1';
+  argv[at + 2] = (refresh ? '1' : '') + (share !== undefined ? 'S' : '');
   return argv;
 }
 

@@ -131,8 +131,7 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket, leased =
     ? [String(ordered.length), ...ordered.flatMap((lim) => [String(lim.limit), String(lim.windowUs)])]
     : [];
   const lone = logsOnly && retention > 0 && channels === 0 ? logArgs : undefined;
-  // a leased level goes to admit-lone.lua (its share checked there), not yet to admit-lone-held.lua
-  const held = logsOnly && !leased ? [...logArgs, String(channels)] : undefined;
+  const held = logsOnly ? [...logArgs, String(channels)] : undefined;
   return { tag, keys, profile, profileId, retention, id: `${keys.join('\n')}\n${profileId}`, lone, held, share };
 }
 
