@@ -22,9 +22,9 @@
   ARGV[3]       flags: '1' set every log's expiry (the caller does not know it was set for
                 these limits: see includes/log.lua, logWrite); 'S' the first bucket is a leased
                 level's lane: its one limit L is min(L, the share's calls c), its channel limit
-                N min(N, the share's channels h), both 0 at or past the lease end e; what it
-                admitted (ad) and refused for lack of share (rc, rh) is added to the share
-                hash. '', '1', 'S' or '1S'
+                N min(N, the share's channels h), both 0 at or past the lease end e; a call
+                refused for lack of share is counted on the share hash (rc, rh). '', '1', 'S'
+                or '1S'
   ARGV[4]       '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
   ARGV[5]       now, µs since the epoch (integer; '' or '-' = Redis TIME)
   ARGV[6]       deadline, µs in Redis time ('' = none)
@@ -171,9 +171,6 @@ else
       end
       if h > 0 then
         call('SET', record, table.concat(parts, ' '), 'PX', fmt('%d', px))
-      end
-      if share ~= nil then
-        call('HINCRBY', share, 'ad', 1)
       end
     elseif shareRefused then
       call('HINCRBY', share, shareRefused, 1)

@@ -420,19 +420,20 @@ end
 -- Leased levels (src/lease/, lua/lease-*.lua). A lane's share hash {c, h, e, ...}: the calls per
 -- window and channels this lane may use of the level's limits, until its lease end e (µs, Redis
 -- TIME); at or past e it may use nothing. Read once per script call (only the lease scripts
--- change it, never while this one runs); what the level admitted and refused for lack of share
--- is counted here and added to the hash once, at the end (the coordinator's demand).
-local leaseC, leaseH, leaseE, leaseAd, leaseRc, leaseRh -- per share key index
+-- change it, never while this one runs); the calls refused for lack of share are counted here
+-- and added to the hash once, at the end (with those admitted, which lease-observe.lua counts
+-- in the log, the coordinator's demand).
+local leaseC, leaseH, leaseE, leaseRc, leaseRh -- per share key index
 local function shareOf(k)
   if leaseC == nil then
-    leaseC, leaseH, leaseE, leaseAd, leaseRc, leaseRh = {}, {}, {}, {}, {}, {}
+    leaseC, leaseH, leaseE, leaseRc, leaseRh = {}, {}, {}, {}, {}
   end
   local c = leaseC[k]
   if c == nil then
     local v = redis.call('HMGET', KEYS[k], 'c', 'h', 'e')
     c = tonumber(v[1]) or 0
     leaseC[k], leaseH[k], leaseE[k] = c, tonumber(v[2]) or 0, tonumber(v[3]) or 0
-    leaseAd[k], leaseRc[k], leaseRh[k] = 0, 0, 0
+    leaseRc[k], leaseRh[k] = 0, 0
   end
   if t >= leaseE[k] then
     return 0, 0
@@ -445,9 +446,6 @@ local function writeShares()
     return
   end
   for k in pairs(leaseC) do
-    if leaseAd[k] > 0 then
-      redis.call('HINCRBY', KEYS[k], 'ad', leaseAd[k])
-    end
     if leaseRc[k] > 0 then
       redis.call('HINCRBY', KEYS[k], 'rc', leaseRc[k])
     end
@@ -571,10 +569,6 @@ local function decide(p, call, id, forUs)
       local r = pr.r
       if r > 0 then
         addEvent(first, r, member, list[q])
-      end
-      if pr.lease ~= nil then
-        local k = first + pr.lease
-        leaseAd[k] = leaseAd[k] + 1
       end
       -- each window hash of the bucket once (limits of one window share it)
       local hashes = pr.hashes

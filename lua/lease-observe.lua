@@ -9,8 +9,11 @@
              e   lease end, µs, Redis TIME: at or past it the lane admits nothing on the level
              g   epoch: orders of an older one are refused (lua/lease-grant.lua)
              term  the highest coordinator term seen: an older coordinator is refused
-             ad, rc, rh  calls admitted, refused for lack of calls share, refused for lack of
-                         channels share, since the last observation (lua/admit.lua adds them)
+             rc, rh  calls refused for lack of calls share, of channels share, since the last
+                     observation (the admit scripts add them)
+             o   the lane's time at the last observation (µs): the calls admitted since are
+                 those of the log after it (counted here, so that an admission writes nothing
+                 to the share hash)
   KEYS[2]  the lane's log of the level (sorted set: scores µs)
   KEYS[3]  the lane's holds of the level (sorted set: scores = hold ends, µs)
   ARGV[1]  the coordinator's term (integer)
@@ -18,30 +21,36 @@
   ARGV[3]  T, the tick, µs: the calls of the window that leave it before the next tick are
            those in (now - W, now - W + T]
 
-  Reply: {now, inWindow, leaving, inUse, ad, rc, rh, c, h, e, g}, or {-1, term} when a newer
+  Reply: {now, inWindow, leaving, inUse, admitted, rc, rh, c, h, e, g}, or {-1, term} when a newer
   coordinator's term is recorded (this one must stop).
 ]]
 --- @include "common"
 
 local term = ARGV[1] + 0
 local W, T = ARGV[2] + 0, ARGV[3] + 0
-local v = redis.call('HMGET', KEYS[1], 'term', 'ad', 'rc', 'rh', 'c', 'h', 'e', 'g')
+local v = redis.call('HMGET', KEYS[1], 'term', 'o', 'rc', 'rh', 'c', 'h', 'e', 'g')
 local seen = tonumber(v[1]) or 0
 if term < seen then
   return { -1, seen }
 end
 local now = redisClock()
+local ts = fmtInt(now)
 local from = fmtInt(now - W + 1)
-local inWindow = redis.call('ZCOUNT', KEYS[2], from, fmtInt(now))
+local inWindow = redis.call('ZCOUNT', KEYS[2], from, ts)
 local leaving = redis.call('ZCOUNT', KEYS[2], from, fmtInt(now - W + T))
-local inUse = redis.call('ZCOUNT', KEYS[3], '(' .. fmtInt(now), '+inf')
-redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'ad', '0', 'rc', '0', 'rh', '0')
+local inUse = redis.call('ZCOUNT', KEYS[3], '(' .. ts, '+inf')
+-- admitted since the last observation (the log keeps a window: a longer gap counts a window)
+local admitted = 0
+if v[2] then
+  admitted = redis.call('ZCOUNT', KEYS[2], '(' .. v[2], ts)
+end
+redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'o', ts, 'rc', '0', 'rh', '0')
 return {
   now,
   inWindow,
   leaving,
   inUse,
-  tonumber(v[2]) or 0,
+  admitted,
   tonumber(v[3]) or 0,
   tonumber(v[4]) or 0,
   tonumber(v[5]) or 0,

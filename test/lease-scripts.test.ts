@@ -1,7 +1,7 @@
 /**
  * The lane's side of a leased level, script by script on a real Redis (lua/lease-*.lua): what
  * an observation reads and resets, a shrink never below what the lane's calls use, a grant, the
- * lease end that never moves back, orders of an older term or epoch refused, a newer epoch
+ * lease end that never moves back, the calls admitted since the last observation read from the log, orders of an older term or epoch refused, a newer epoch
  * starting from nothing; and the leadership (SET NX, a term per new leader, given up at once).
  */
 import { expect } from 'chai';
@@ -41,13 +41,14 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     expect(Math.abs(now - (await redisNow()))).to.be.below(1e6);
 
     expect(await run('lease-grant', [share], [1, 0, 5, 4, now + 2e6])).to.deep.equal([5, 4]);
-    // three calls in the window (one of them about to leave it), two holding channels
-    await raw.zadd(log, now - W + 10_000, 'x', now - 1000, 'y', now - 500, 'z');
+    // three calls in the window (one of them about to leave it, two admitted since the last
+    // observation), two holding channels
+    await raw.zadd(log, now - W + 10_000, 'x', now + 1, 'y', now + 2, 'z');
     await raw.zadd(holds, now + 60e6, 'c1', now + 60e6, 'c2', now - 1, 'ended');
-    await raw.hset(share, 'ad', 3, 'rc', 2, 'rh', 1);
+    await raw.hset(share, 'rc', 2, 'rh', 1);
     const seen = await run('lease-observe', keys, [1, W, 50_000]);
-    // now, in window, leaving before the next tick, in use, ad, rc, rh, c, h, e, epoch
-    expect(seen.slice(1)).to.deep.equal([3, 1, 2, 3, 2, 1, 5, 4, now + 2e6, 0]);
+    // now, in window, leaving before the next tick, in use, admitted since, rc, rh, c, h, e, epoch
+    expect(seen.slice(1)).to.deep.equal([3, 1, 2, 2, 2, 1, 5, 4, now + 2e6, 0]);
     expect((await run('lease-observe', keys, [1, W, 50_000])).slice(4, 7), 'counters reset').to.deep.equal([0, 0, 0]);
 
     // target 1 call, 0 channels: down to what is used (3 calls, 2 channels); a later lease end
