@@ -47,6 +47,7 @@ export {
   type HoldsOptions,
 } from './store/redis/redis-store.js';
 export type * from './store/types.js';
+export { leaseMetrics } from './observe/lease-metrics.js';
 export {
   LeaseCoordinator,
   type LeaseCoordinatorOptions,

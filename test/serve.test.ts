@@ -114,6 +114,23 @@ describe('callgate serve (the command, on Redis)', function () {
       expect(r.json).to.deep.include({ limited_by: 'global' });
     // the lanes' keys, not the one {in} tag
     expect(await rawCommand(redis.port, ['EXISTS', `${prefix}{in}:global:log`])).to.equal(0);
+    // /metrics: one leader, whose lanes' shares and pool make up the level's limit
+    const scrape = async (url: string) => {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      const values = new Map<string, number>();
+      for (const m of text.matchAll(/^(callgate_lease_[a-z_]+(?:\{[^}]*\})?) (\S+)$/gm))
+        values.set(m[1]!, Number(m[2]));
+      return values;
+    };
+    const [ma, mb] = await Promise.all([scrape(a.url), scrape(b.url)]);
+    const leaders = [ma, mb].filter((m) => m.get('callgate_lease_leader') === 1);
+    expect(leaders).to.have.length(1);
+    expect([ma, mb].map((m) => m.get('callgate_lease_leader')).sort()).to.deep.equal([0, 1]);
+    const lead = leaders[0]!;
+    let calls = lead.get('callgate_lease_unshared{part="pool",resource="calls"}')!;
+    for (const [k, v] of lead) if (k.startsWith('callgate_lease_share{') && k.includes('resource="calls"')) calls += v;
+    expect(calls).to.equal(40);
+    expect(lead.get('callgate_lease_lanes_lost')).to.equal(0);
   });
 
   it('--lease-lanes without --store redis, or out of range: exit 2, one line', async () => {

@@ -16,6 +16,7 @@ import { CallGate } from '../gate.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
 import { MAX_LANES } from '../lease/lanes.js';
 import { inspectGate } from '../observe/inspect.js';
+import { leaseMetrics } from '../observe/lease-metrics.js';
 import { gateMetrics, inspectLive } from '../observe/metrics.js';
 import { buildApp } from '../server/app.js';
 import { checkExposure, DEFAULT_LISTEN, parseListen } from '../server/listen.js';
@@ -146,6 +147,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     perBucket: args.metricsPerBucket,
     live: inspectLive(gate),
   });
+  if (coordinator) leaseMetrics(coordinator, registry);
 
   const server = buildApp({
     gate,
