@@ -3,20 +3,24 @@
   level (0 and 0: a renewal of the lease alone). The lease end is renewed (or kept, if later).
 
   KEYS[1]  the lane's share hash (fields: lua/lease-observe.lua)
+  KEYS[2]  the lane's log of the level (sorted set: scores µs)
+  KEYS[3]  the lane's holds of the level (sorted set: scores = hold ends, µs)
   ARGV[1]  the coordinator's term
   ARGV[2]  the lane's epoch as the coordinator has it
   ARGV[3]  calls added to the share
   ARGV[4]  channels added to the share
   ARGV[5]  lease end, µs, on this Redis' clock
+  ARGV[6]  W, the level's window, µs
 
   An order of an older term or epoch than the lane's is refused: {-1}. An order of a newer
-  epoch first sets the share to 0 (what the lane held went back to the pool while it was lost).
+  epoch first sets the share to what the lane's calls use (includes/lease.lua).
   Reply: {calls share, channels share}
 ]]
+--- @include "common"
 --- @include "lease"
 
 local term, epoch = ARGV[1] + 0, ARGV[2] + 0
-local c, h, was = leaseOrder(term, epoch)
+local c, h, was = leaseOrder(term, epoch, redisClock(), ARGV[6] + 0)
 if c == nil then
   return { -1 }
 end

@@ -15,20 +15,18 @@
   ARGV[6]  W, the level's window, µs
 
   An order of an older term or epoch than the lane's is refused: {-1}. An order of a newer
-  epoch first sets the share to 0 (what the lane held went back to the pool while it was lost).
+  epoch first sets the share to what the lane's calls use (includes/lease.lua).
   Reply: {calls share, channels share, calls freed, channels freed}
 ]]
 --- @include "common"
 --- @include "lease"
 
-local term, epoch = ARGV[1] + 0, ARGV[2] + 0
-local c, h, was = leaseOrder(term, epoch)
+local term, epoch, now, W = ARGV[1] + 0, ARGV[2] + 0, redisClock(), ARGV[6] + 0
+local c, h, was = leaseOrder(term, epoch, now, W)
 if c == nil then
   return { -1 }
 end
-local now = redisClock()
-local usedC = redis.call('ZCOUNT', KEYS[2], fmtInt(now - (ARGV[6] + 0) + 1), fmtInt(now))
-local usedH = redis.call('ZCOUNT', KEYS[3], '(' .. fmtInt(now), '+inf')
+local usedC, usedH = laneUse(now, W)
 -- max(target, used), never above the share
 local function shrink(share, target, used)
   local next = target

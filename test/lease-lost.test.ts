@@ -12,6 +12,8 @@ import { expect } from 'chai';
 import type { DemandParams } from '../src/lease/demand.js';
 import { zipfArrivals } from '../scripts/lease-arrivals.js';
 import { type Protocol, type SimOptions, simulate } from '../scripts/lease-simulate.js';
+import { restore } from '../src/lease/lost.js';
+import { checkLease } from '../src/lease/step.js';
 import { worstOf } from './helpers/lease-worst.js';
 
 const P: DemandParams = { windowTicks: 10, up: 0.6, down: 0.2, headroom: 1, floor: { calls: 1, channels: 1 } };
@@ -138,5 +140,63 @@ describe('lease: a lane cut off', () => {
       if (w.calls > LIMIT.calls || w.channels > LIMIT.channels) over++;
     }
     expect(over).to.be.greaterThan(0);
+  });
+});
+
+describe('lease: a lost lane answering again after its lease (restore)', () => {
+  const state = (shares: [number, number][], pool: [number, number], debt: [number, number] = [0, 0]) => ({
+    limit: { calls: 100, channels: 50 },
+    shares: shares.map(([calls, channels]) => ({ calls, channels })),
+    pool: { calls: pool[0], channels: pool[1] },
+    debt: { calls: debt[0], channels: debt[1] },
+    demand: shares.map(() => ({ calls: 0, channels: 0 })),
+  });
+
+  it('keeps what its calls use, the rest back in the pool at once; Σ shares + pool = limit + debt', () => {
+    const s = restore(
+      state(
+        [
+          [40, 20],
+          [60, 30],
+        ],
+        [0, 0],
+      ),
+      0,
+      { calls: 7, channels: 3 },
+    );
+    expect(s.shares[0]).to.deep.equal({ calls: 7, channels: 3 });
+    expect(s.pool).to.deep.equal({ calls: 33, channels: 17 });
+    checkLease(s);
+  });
+
+  it('what it frees pays a reload’s debt first; a use above its share (never seen) becomes debt', () => {
+    const paid = restore(
+      state(
+        [
+          [40, 20],
+          [60, 30],
+        ],
+        [0, 0],
+        [10, 0],
+      ),
+      0,
+      { calls: 5, channels: 20 },
+    );
+    expect(paid.debt).to.deep.equal({ calls: 0, channels: 0 });
+    expect(paid.pool).to.deep.equal({ calls: 25, channels: 0 });
+    const over = restore(
+      state(
+        [
+          [4, 2],
+          [96, 48],
+        ],
+        [0, 0],
+      ),
+      0,
+      { calls: 6, channels: 2 },
+    );
+    expect(over.shares[0]).to.deep.equal({ calls: 6, channels: 2 });
+    expect(over.debt).to.deep.equal({ calls: 2, channels: 0 });
+    checkLease(over);
   });
 });

@@ -1,8 +1,9 @@
 /**
  * The lane's side of a leased level, script by script on a real Redis (lua/lease-*.lua): what
- * an observation reads and resets, a shrink never below what the lane's calls use, a grant, the
- * lease end that never moves back, the calls admitted since the last observation read from the log, orders of an older term or epoch refused, a newer epoch
- * starting from nothing; and the leadership (SET NX, a term per new leader, given up at once).
+ * an observation reads and resets (the calls admitted since the last one read from the log), a
+ * shrink never below what the lane's calls use, a grant, the lease end that never moves back,
+ * orders of an older term or epoch refused, a newer epoch starting from what the lane's calls
+ * use; and the leadership (SET NX, a term per new leader, given up at once).
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
@@ -40,7 +41,7 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     const now = first[0]!;
     expect(Math.abs(now - (await redisNow()))).to.be.below(1e6);
 
-    expect(await run('lease-grant', [share], [1, 0, 5, 4, now + 2e6])).to.deep.equal([5, 4]);
+    expect(await run('lease-grant', keys, [1, 0, 5, 4, now + 2e6, W])).to.deep.equal([5, 4]);
     // three calls in the window (one of them about to leave it, two admitted since the last
     // observation), two holding channels
     await raw.zadd(log, now - W + 10_000, 'x', now + 1, 'y', now + 2, 'z');
@@ -58,19 +59,25 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     expect(Number(await raw.hget(share, 'e'))).to.equal(now + 3e6);
   });
 
-  it('an older term or epoch is refused; a newer epoch starts from nothing', async () => {
+  it('an older term or epoch is refused; a newer epoch starts from what the lane’s calls use', async () => {
     const keys = lane('b:');
-    const [share] = keys as [string];
     const { 0: now } = await run('lease-observe', keys, [3, W, 50_000]);
-    expect(await run('lease-grant', [share], [3, 0, 10, 10, now! + 1e6])).to.deep.equal([10, 10]);
+    expect(await run('lease-grant', keys, [3, 0, 10, 10, now! + 1e6, W])).to.deep.equal([10, 10]);
     // a former leader's order (term 2), late
-    expect(await run('lease-grant', [share], [2, 0, 10, 10, now! + 9e6])).to.deep.equal([-1]);
+    expect(await run('lease-grant', keys, [2, 0, 10, 10, now! + 9e6, W])).to.deep.equal([-1]);
     expect(await run('lease-shrink', keys, [2, 0, 0, 0, now! + 9e6, W])).to.deep.equal([-1]);
     expect((await run('lease-observe', keys, [2, W, 50_000]))[0]).to.equal(-1);
-    // the lane was lost: epoch 1 starts from 0, and then epoch 0's orders are refused
-    expect(await run('lease-grant', [share], [3, 1, 4, 1, now! + 1e6])).to.deep.equal([4, 1]);
-    expect(await run('lease-grant', [share], [3, 0, 4, 1, now! + 1e6])).to.deep.equal([-1]);
+    // the lane was lost: epoch 1 starts from what its calls use (none here), and then epoch 0's
+    // orders are refused
+    expect(await run('lease-grant', keys, [3, 1, 4, 1, now! + 1e6, W])).to.deep.equal([4, 1]);
+    expect(await run('lease-grant', keys, [3, 0, 4, 1, now! + 1e6, W])).to.deep.equal([-1]);
     expect(await run('lease-shrink', keys, [3, 2, 9, 9, now! + 1e6, W])).to.deep.equal([0, 0, 0, 0]);
+    // with two calls in its window and one holding a channel, a new epoch keeps just those
+    const [, log, holds] = keys as [string, string, string];
+    const t = await redisNow();
+    await raw.zadd(log, t - 1000, 'p', t - 500, 'q');
+    await raw.zadd(holds, t + 60e6, 'p');
+    expect(await run('lease-grant', keys, [3, 3, 1, 0, t + 1e6, W])).to.deep.equal([3, 1]);
   });
 
   it('leadership: the first takes it with term 1, renews and saves; another waits; given up, the next takes term 2', async () => {

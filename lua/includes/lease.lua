@@ -1,18 +1,28 @@
--- A coordinator's order to a lane of a leased level (lease-shrink.lua, lease-grant.lua), on the
--- lane's share hash KEYS[1] (fields: lease-observe.lua). An order of an older term or epoch than
--- the lane's is refused; one of a newer epoch starts from a share of 0 (what the lane held went
--- back to the pool while it was lost).
+-- A coordinator's order to a lane of a leased level (lease-shrink.lua, lease-grant.lua): KEYS[1]
+-- the lane's share hash (fields: lease-observe.lua), KEYS[2] its log of the level, KEYS[3] its
+-- holds. An order of an older term or epoch than the lane's is refused. One of a newer epoch
+-- comes to a lane that was lost: its lease has ended, so it has admitted nothing since, and
+-- what its calls still use (calls in the window, channels held) is all it keeps; the rest of
+-- its share went back to the pool.
+
+-- What the lane's calls use at `now` (µs): calls in the window W, channels held.
+local function laneUse(now, W)
+  local ts = string.format('%d', now)
+  return redis.call('ZCOUNT', KEYS[2], string.format('%d', now - W + 1), ts),
+    redis.call('ZCOUNT', KEYS[3], '(' .. ts, '+inf')
+end
 
 -- The share {calls, channels} the order applies to and the lease end the lane has, or nil when
 -- the order is refused.
-local function leaseOrder(term, epoch)
+local function leaseOrder(term, epoch, now, W)
   local v = redis.call('HMGET', KEYS[1], 'term', 'g', 'c', 'h', 'e')
   local g = tonumber(v[2]) or 0
   if term < (tonumber(v[1]) or 0) or epoch < g then
     return nil
   end
   if epoch > g then
-    return 0, 0, tonumber(v[5]) or 0
+    local c, h = laneUse(now, W)
+    return c, h, tonumber(v[5]) or 0
   end
   return tonumber(v[3]) or 0, tonumber(v[4]) or 0, tonumber(v[5]) or 0
 end

@@ -3,7 +3,9 @@
  * lane's use (lua/lease-observe.lua), plans targets (step.ts), shrinks the lanes above theirs
  * (lua/lease-shrink.lua), and only with what those shrinks really freed, grants
  * (lua/lease-grant.lua). Every order renews the lane's lease; a lane it cannot reach is lost
- * (lost.ts): its share stays counted until its calls have left the window and its holds lapsed.
+ * (lost.ts): its share stays counted until it answers again after its lease ended (it then keeps
+ * what its calls use), or, out of reach, until its calls have left the window and its holds
+ * lapsed.
  *
  * Any number of processes may run one: the one holding `{lease:global}:leader` leads
  * (lua/lease-leader.lua), saves its state there before it sends a grant, and each new leader
@@ -20,7 +22,7 @@ import { slotOf } from '../store/redis/slot.js';
 import { scripts, type ScriptName } from '../store/redis/scripts.js';
 import type { DemandParams } from './demand.js';
 import { laneTag, checkLanes } from './lanes.js';
-import { reclaim, type Resource } from './lost.js';
+import { reclaim, restore, type Resource } from './lost.js';
 import { reload } from './reload.js';
 import type { Budget } from './share.js';
 import {
@@ -380,6 +382,14 @@ export class LeaseCoordinator {
         silent[i] = false;
       }
       if (!v.lost) return;
+      // answering again, its lease over: it keeps what its calls use, the rest is back at once
+      if (o !== undefined && o.now >= v.leaseEnd) {
+        state = restore(state, i, { calls: o.admittedInWindow, channels: o.channelsInUse });
+        v.lost = false;
+        v.reclaimed = { calls: false, channels: false };
+        return;
+      }
+      // out of reach: its share back once its calls have left the window and its holds lapsed
       const laneNow = laneClock(o, v);
       if (laneNow === undefined) return;
       const times = { calls: v.leaseEnd + this.windowUs, channels: v.leaseEnd + this.maxHoldUs };
@@ -388,10 +398,6 @@ export class LeaseCoordinator {
           state = reclaim(state, i, r);
           v.reclaimed[r] = true;
         }
-      if (o !== undefined && v.reclaimed.calls && v.reclaimed.channels) {
-        v.lost = false;
-        v.reclaimed = { calls: false, channels: false };
-      }
     });
     // a silent lane's share is frozen for the tick, as a lost one's
     const lostFlags = this.views.map((v, i) => v.lost || silent[i]!);
@@ -439,7 +445,7 @@ export class LeaseCoordinator {
         if (v.lost || lostFlags[i]) return;
         const amount = grants.get(i);
         if (amount === undefined && shrunk.has(i)) return; // renewed by its shrink
-        await this.order(i, 'lease-grant', [amount?.calls ?? 0, amount?.channels ?? 0, ends[i]!]);
+        await this.order(i, 'lease-grant', [amount?.calls ?? 0, amount?.channels ?? 0, ends[i]!, this.windowUs]);
       }),
     );
   }
@@ -501,8 +507,7 @@ export class LeaseCoordinator {
     const lane = this.lanes[i]!;
     const v = this.views[i]!;
     v.leaseEnd = Math.max(v.leaseEnd, args[2]!); // the lease end: sent, it may land even if its answer does not
-    const keys = name === 'lease-shrink' ? lane.keys : [lane.keys[0]];
-    const r = (await this.timed(this.script(lane.redis, name, keys, [this.term, v.epoch, ...args]))) as
+    const r = (await this.timed(this.script(lane.redis, name, lane.keys, [this.term, v.epoch, ...args]))) as
       | number[]
       | undefined;
     if (r === undefined) {

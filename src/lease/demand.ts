@@ -1,5 +1,5 @@
 /**
- * A lane's demand estimate and its want (issue 28; not wired yet, see share.ts).
+ * A lane's demand estimate and its want (share.ts).
  *
  * Demand is what the lane was offered, not what it admitted: calls admitted plus calls refused
  * for lack of share since the last tick (channels: in use plus refused for lack of channel

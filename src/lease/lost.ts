@@ -1,5 +1,5 @@
 /**
- * A lane the coordinator cannot reach (issue 28; not wired yet, see share.ts): a shard that
+ * A lane the coordinator cannot reach (issue 28; coordinator.ts): a shard that
  * failed over, a region cut off. Nothing is ever over-granted, because a share is leased:
  *
  * - Every message the coordinator sends a lane (renewal, shrink, grant) carries the lane's
@@ -17,8 +17,11 @@
  *   between the lane and the coordinator, on a real deployment). Until then the other lanes
  *   share what is left of the limit; a lost lane's capacity is missing for at most the lease,
  *   a window, and the coordinator's wait for the shrink result.
- * - A lane that answers again once its share is reclaimed starts from nothing: the first
- *   message of its new epoch resets its share to 0, and grants rebuild it.
+ * - A lane that answers again after E has admitted nothing since: what its calls still use
+ *   (calls in its window, channels held) only falls. The first message of its new epoch sets
+ *   its share to that use (lua/includes/lease.lua), and the coordinator keeps the use it read,
+ *   returning the rest at once (restore), without waiting E + W or E + maxHold; grants rebuild
+ *   its share. reclaim (above) is for the lanes that stay out of reach.
  */
 import { type Budget, add } from './share.js';
 import type { LeaseState } from './step.js';
@@ -45,4 +48,37 @@ export function reclaim(state: LeaseState, lane: number, resource: Resource): Le
     resource === 'calls' ? { calls: freed - paid, channels: 0 } : { calls: 0, channels: freed - paid };
   const debt = { ...state.debt, [resource]: state.debt[resource] - paid };
   return { ...state, shares, debt, pool: add(state.pool, back) };
+}
+
+/**
+ * A lost lane that answers again once its lease has ended: it has admitted nothing since, and
+ * the first order of its new epoch sets its share to what its calls still use (lua/includes/
+ * lease.lua), which only falls from the observation on. So its share becomes `used` as
+ * observed, and the rest of what the coordinator held for it goes back to the pool (after
+ * paying a reload's debt) at once, without waiting a window or the longest hold. Were `used`
+ * ever above the share held for it, the excess would be a debt (never over the limit).
+ */
+export function restore(state: LeaseState, lane: number, used: Budget): LeaseState {
+  const share = state.shares[lane];
+  if (share === undefined) throw new RangeError(`no lane ${lane}`);
+  let next = state;
+  for (const r of ['calls', 'channels'] as const) {
+    const held = next.shares[lane]![r];
+    const keep = used[r];
+    const shares = [...next.shares];
+    shares[lane] = { ...shares[lane]!, [r]: keep };
+    if (keep >= held) {
+      next = { ...next, shares, debt: { ...next.debt, [r]: next.debt[r] + (keep - held) } };
+      continue;
+    }
+    const freed = held - keep;
+    const paid = Math.min(next.debt[r], freed);
+    next = {
+      ...next,
+      shares,
+      debt: { ...next.debt, [r]: next.debt[r] - paid },
+      pool: { ...next.pool, [r]: next.pool[r] + freed - paid },
+    };
+  }
+  return next;
 }

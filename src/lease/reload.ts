@@ -1,5 +1,5 @@
 /**
- * A reload that changes a leased level's limit (issue 28; not wired yet, see share.ts).
+ * A reload that changes a leased level's limit (share.ts; coordinator.ts's setLimit).
  *
  * An increase goes to the pool at once (after paying any debt left by an earlier decrease), so
  * the next tick can grant it. A decrease takes what the pool holds; the rest becomes a debt:

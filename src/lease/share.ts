@@ -1,11 +1,10 @@
 /**
- * A leased level's budget split into lane shares (issue 28, docs to come): the state, the one
+ * A leased level's budget split into lane shares (docs/leasing.md): the state, the one
  * operation a lane runs on its own share (shrink, never below what it already uses), and the
  * integer split the coordinator uses to turn wants into targets.
  *
- * Not wired yet: nothing in the gate, the stores or src/index.ts uses this module. It is the
- * pure algorithm that the lane and coordinator Lua scripts will follow, kept here so that its
- * invariant is tested on a simulated clock before any Redis is involved.
+ * The pure algorithm: coordinator.ts runs it on Redis, the lane's side in lua/lease-*.lua, and
+ * scripts/lease-simulate.ts on a simulated clock, where its invariant is tested too.
  *
  * Why integers: a lane admits a call when its log holds fewer calls in (t - W, t] than its
  * share, so shares are counts; with integer shares, Σ shares + pool = limit holds exactly,

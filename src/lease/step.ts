@@ -1,6 +1,6 @@
 /**
- * The coordinator's tick for one leased level, as pure functions (issue 28; not wired yet, see
- * share.ts). Shrink first, then grant, and grant only from the pool:
+ * The coordinator's tick for one leased level, as pure functions (share.ts; run on Redis by
+ * coordinator.ts). Shrink first, then grant, and grant only from the pool:
  *
  * 1. `planStep` (pure): from the lanes' observations, update each lane's demand, turn the
  *    wants into targets that sum to the limit, and order every lane holding more than its
