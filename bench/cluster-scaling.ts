@@ -130,7 +130,6 @@ async function inbound(store: RedisStore, workload: Workload, coordinatorClient:
     ? new LeaseCoordinator({
         deployments: [{ redis: coordinatorClient(), lanes: LANES, prefix: store.prefix }],
         limit: { calls: leasedGlobal.limit, windowUs: leasedGlobal.windowUs },
-        maxHoldMs: 1_000,
       }).start()
     : undefined;
   // the first shares are granted within a few ticks

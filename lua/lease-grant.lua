@@ -12,8 +12,9 @@
   ARGV[5]  lease end, µs, on this Redis' clock
   ARGV[6]  W, the level's window, µs
 
-  An order of an older term or epoch than the lane's is refused: {-1}. An order of a newer
-  epoch first sets the share to what the lane's calls use (includes/lease.lua).
+  An order of an older term or epoch than the lane's is refused: {-1, the lane's term}. An order
+  of a newer epoch first sets the share to what the lane's calls use, and is refused ({-2})
+  while the lane's lease still runs (includes/lease.lua).
   Reply: {calls share, channels share}
 ]]
 --- @include "common"
@@ -22,7 +23,7 @@
 local term, epoch = ARGV[1] + 0, ARGV[2] + 0
 local c, h, was = leaseOrder(term, epoch, redisClock(), ARGV[6] + 0)
 if c == nil then
-  return { -1 }
+  return h -- refused
 end
 c, h = c + (ARGV[3] + 0), h + (ARGV[4] + 0)
 leaseWrite(term, epoch, c, h, ARGV[5] + 0, was)

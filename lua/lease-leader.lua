@@ -10,11 +10,18 @@
   ARGV[1]  this candidate's id
   ARGV[2]  how long the leadership lasts without a renewal, ms; '0': the leader gives it up
   ARGV[3]  the state to save ('' = none): saved only by the leader
+  ARGV[4]  the highest term a lane answered this candidate with ('' or 0: none): the next term
+           counts past it (a counter lost with its Redis must not go back: the lanes would
+           refuse every new leader)
 
   Reply: {1, term} still the leader (renewed, state saved); {2, term, state or ''} the leader
   from now (the state its predecessor saved); {0} another one leads.
 ]]
 local id, ttl = ARGV[1], ARGV[2]
+local minTerm = tonumber(ARGV[4] or '') or 0
+if minTerm > (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) then
+  redis.call('SET', KEYS[2], string.format('%d', minTerm))
+end
 local holder = redis.call('GET', KEYS[1])
 if holder == id and ttl == '0' then
   redis.call('DEL', KEYS[1])

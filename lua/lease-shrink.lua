@@ -14,8 +14,9 @@
   ARGV[5]  lease end, µs, on this Redis' clock
   ARGV[6]  W, the level's window, µs
 
-  An order of an older term or epoch than the lane's is refused: {-1}. An order of a newer
-  epoch first sets the share to what the lane's calls use (includes/lease.lua).
+  An order of an older term or epoch than the lane's is refused: {-1, the lane's term}. An order
+  of a newer epoch first sets the share to what the lane's calls use, and is refused ({-2})
+  while the lane's lease still runs (includes/lease.lua).
   Reply: {calls share, channels share, calls freed, channels freed}
 ]]
 --- @include "common"
@@ -24,7 +25,7 @@
 local term, epoch, now, W = ARGV[1] + 0, ARGV[2] + 0, redisClock(), ARGV[6] + 0
 local c, h, was = leaseOrder(term, epoch, now, W)
 if c == nil then
-  return { -1 }
+  return h -- refused
 end
 local usedC, usedH = laneUse(now, W)
 -- max(target, used), never above the share

@@ -54,7 +54,6 @@ describe('a leased global level: a master killed under load, its replica takes o
           // its own client: WAIT blocks the connection it is sent on
           deployments: [{ redis: newClient(), lanes: LANES, prefix, waitReplicas: 1 }],
           limit: { calls: LIMIT, windowUs: 1_000_000, channels: CHANNELS },
-          maxHoldMs: HOLD_US / 1000,
         }).start(),
       );
     }

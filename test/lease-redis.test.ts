@@ -69,7 +69,6 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
         new LeaseCoordinator({
           deployments: [{ redis: client, lanes: LANES, prefix }],
           limit: { calls: LIMIT, windowUs: 1_000_000, channels: CHANNELS },
-          maxHoldMs: HOLD_US / 1000,
           id: `c${i}`,
         }).start(),
       );

@@ -68,7 +68,6 @@ describe('a leased global level over two regions, 40 ms apart', function () {
         { redis: client(`redis://127.0.0.1:${proxy.port}`, true), lanes: LANES, prefix },
       ],
       limit: { calls: LIMIT, windowUs: 1_000_000, channels: CHANNELS },
-      maxHoldMs: 2_000,
       tickMs: 200, // a few of the link's 80 ms round trips
       replyTimeoutMs: 150,
       leaderTtlMs: 1_000,

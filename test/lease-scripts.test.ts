@@ -59,28 +59,32 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     expect(Number(await raw.hget(share, 'e'))).to.equal(now + 3e6);
   });
 
-  it('an older term or epoch is refused; a newer epoch starts from what the lane’s calls use', async () => {
+  it('an older term or epoch is refused; a newer epoch waits for the lease to end, then keeps what the calls use', async () => {
     const keys = lane('b:');
     const { 0: now } = await run('lease-observe', keys, [3, W, 50_000]);
-    expect(await run('lease-grant', keys, [3, 0, 10, 10, now! + 1e6, W])).to.deep.equal([10, 10]);
-    // a former leader's order (term 2), late
-    expect(await run('lease-grant', keys, [2, 0, 10, 10, now! + 9e6, W])).to.deep.equal([-1]);
-    expect(await run('lease-shrink', keys, [2, 0, 0, 0, now! + 9e6, W])).to.deep.equal([-1]);
-    expect((await run('lease-observe', keys, [2, W, 50_000]))[0]).to.equal(-1);
-    // the lane was lost: epoch 1 starts from what its calls use (none here), and then epoch 0's
-    // orders are refused
-    expect(await run('lease-grant', keys, [3, 1, 4, 1, now! + 1e6, W])).to.deep.equal([4, 1]);
-    expect(await run('lease-grant', keys, [3, 0, 4, 1, now! + 1e6, W])).to.deep.equal([-1]);
-    expect(await run('lease-shrink', keys, [3, 2, 9, 9, now! + 1e6, W])).to.deep.equal([0, 0, 0, 0]);
-    // with two calls in its window and one holding a channel, a new epoch keeps just those
-    const [, log, holds] = keys as [string, string, string];
+    expect(await run('lease-grant', keys, [3, 0, 10, 10, now! + 50_000, W])).to.deep.equal([10, 10]);
+    // a former leader's orders (term 2), late: refused, with the term the lane saw
+    expect(await run('lease-grant', keys, [2, 0, 10, 10, now! + 9e6, W])).to.deep.equal([-1, 3]);
+    expect(await run('lease-shrink', keys, [2, 0, 0, 0, now! + 9e6, W])).to.deep.equal([-1, 3]);
+    expect(await run('lease-observe', keys, [2, W, 50_000])).to.deep.equal([-1, 3]);
+    // the lane was lost (epoch 1): while its lease runs it may be admitting on its old share
+    expect(await run('lease-grant', keys, [3, 1, 4, 1, now! + 1e6, W])).to.deep.equal([-2]);
+    await new Promise((r) => setTimeout(r, 60));
+    // its lease over, epoch 1 starts from what its calls use (none here); epoch 0 is refused
     const t = await redisNow();
+    expect(await run('lease-grant', keys, [3, 1, 4, 1, t + 1e6, W])).to.deep.equal([4, 1]);
+    expect(await run('lease-grant', keys, [3, 0, 4, 1, t + 1e6, W])).to.deep.equal([-1, 3]);
+    expect(await run('lease-shrink', keys, [3, 2, 9, 9, t + 1e6, W])).to.deep.equal([-2]);
+    // a lane with two calls in its window and one holding a channel, no lease: a new epoch
+    // keeps just those
+    const other = lane('c:');
+    const [, log, holds] = other as [string, string, string];
     await raw.zadd(log, t - 1000, 'p', t - 500, 'q');
     await raw.zadd(holds, t + 60e6, 'p');
-    expect(await run('lease-grant', keys, [3, 3, 1, 0, t + 1e6, W])).to.deep.equal([3, 1]);
+    expect(await run('lease-grant', other, [3, 1, 1, 0, t + 1e6, W])).to.deep.equal([3, 1]);
   });
 
-  it('leadership: the first takes it with term 1, renews and saves; another waits; given up, the next takes term 2', async () => {
+  it('leadership: the first takes it with term 1, renews and saves; another waits; given up, the next takes term 2; never a term back', async () => {
     const keys = ['l:{lease:global}:leader', 'l:{lease:global}:term', 'l:{lease:global}:state'];
     expect(await run('lease-leader', keys, ['a', 1000, ''])).to.deep.equal([2, 1, '']);
     expect(await run('lease-leader', keys, ['b', 1000, ''])).to.deep.equal([0]);
@@ -90,5 +94,11 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     expect(await run('lease-leader', keys, ['b', '0', ''])).to.deep.equal([0]); // not b's to give up
     expect(await run('lease-leader', keys, ['a', '0', ''])).to.deep.equal([0]);
     expect(await run('lease-leader', keys, ['b', 1000, ''])).to.deep.equal([2, 2, '{"s":1}']);
+    // the counter lost with its Redis: a candidate told of term 5 (a lane's) counts past it
+    await raw.del(keys[0]!, keys[1]!);
+    expect(await run('lease-leader', keys, ['c', 1000, '', '5'])).to.deep.equal([2, 6, '{"s":1}']);
+    // one that gives up after seeing term 9 leaves the counter there for the next
+    expect(await run('lease-leader', keys, ['c', '0', '', '9'])).to.deep.equal([0]);
+    expect(await run('lease-leader', keys, ['d', 1000, ''])).to.deep.equal([2, 10, '{"s":1}']);
   });
 });

@@ -12,19 +12,23 @@ local function laneUse(now, W)
     redis.call('ZCOUNT', KEYS[3], '(' .. ts, '+inf')
 end
 
--- The share {calls, channels} the order applies to and the lease end the lane has, or nil when
--- the order is refused.
+-- The share {calls, channels} the order applies to and the lease end the lane has; or, when
+-- the order is refused, nil and the reply: {-1, the lane's term} (an older term or epoch), {-2}
+-- (a new epoch while the lane's lease still runs: it may be admitting on its old share).
 local function leaseOrder(term, epoch, now, W)
   local v = redis.call('HMGET', KEYS[1], 'term', 'g', 'c', 'h', 'e')
-  local g = tonumber(v[2]) or 0
-  if term < (tonumber(v[1]) or 0) or epoch < g then
-    return nil
+  local seen, g, e = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[5]) or 0
+  if term < seen or epoch < g then
+    return nil, { -1, seen }
   end
   if epoch > g then
+    if now < e then
+      return nil, { -2 }
+    end
     local c, h = laneUse(now, W)
-    return c, h, tonumber(v[5]) or 0
+    return c, h, e
   end
-  return tonumber(v[3]) or 0, tonumber(v[4]) or 0, tonumber(v[5]) or 0
+  return tonumber(v[3]) or 0, tonumber(v[4]) or 0, e
 end
 
 -- The lane's new share, and its lease end: the order's, or the lane's if later.

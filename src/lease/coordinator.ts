@@ -24,7 +24,7 @@ import type { DemandParams } from './demand.js';
 import { laneTag, checkLanes } from './lanes.js';
 import { reclaim, restore, type Resource } from './lost.js';
 import { reload } from './reload.js';
-import type { Budget } from './share.js';
+import { add, type Budget } from './share.js';
 import {
   checkLease,
   initialLease,
@@ -47,7 +47,7 @@ export interface LeaseLanes {
    * 0. With replicas, set it (1): a master that fails over before replicating a shrink would
    * come back with the larger share, while the capacity it freed is in use elsewhere. WAIT
    * blocks its connection: `redis` must then be the coordinator's own client, not a store's.
-   * A master left without a replica (after its failover) frees nothing until one follows it.
+   * A master with fewer replicas connected (after its failover) waits for those it has.
    */
   readonly waitReplicas?: number;
 }
@@ -57,8 +57,6 @@ export interface LeaseCoordinatorOptions {
   readonly deployments: readonly LeaseLanes[];
   /** The global level: its one sliding-log limit, and its channel limit (0 or absent: none). */
   readonly limit: { readonly calls: number; readonly windowUs: number; readonly channels?: number };
-  /** The longest a call holds its channels (a hold lapses by then): a lost lane's channels return after it. */
-  readonly maxHoldMs: number;
   /**
    * Default 50 ms. Shares follow demand one tick late: on a Cluster test at 90 % load over 8
    * lanes, 100 ms ticks refused 3.0–3.6 % of calls for lack of share, 50 ms ticks 2.2 %.
@@ -67,8 +65,8 @@ export interface LeaseCoordinatorOptions {
   /**
    * How long an order lets a lane admit on its share: default the leadership's lifetime plus
    * three reply timeouts (1.75 s), so that the lanes keep admitting through a slow tick and
-   * while a successor takes over from a leader that died. A lost lane's share returns a window
-   * (calls) or the longest hold (channels) after its lease end.
+   * while a successor takes over from a leader that died. A lost lane's calls share returns a
+   * window after its lease end, its channels share when it answers again.
    */
   readonly leaseMs?: number;
   /**
@@ -112,6 +110,12 @@ interface LaneView {
   /** The lane's clock at its last observation, and performance.now() when the reply came. */
   lastNow?: number;
   lastLocal?: number;
+  /**
+   * While its clock is unknown (not observed since this leader took over): performance.now()
+   * by which its lease has surely ended. Every lease end it holds was sent after its clock read
+   * at most `leaseUs` ahead, by a reading made before the takeover.
+   */
+  overBy?: number;
   lastInUse: number;
 }
 
@@ -125,7 +129,12 @@ type Observed = LaneObservation & { now: number; share: Budget; leaseEnd: number
 
 const DEFAULT_PARAMS = { up: 0.6, down: 0.2, headroom: 2, floor: { calls: 1, channels: 1 } };
 
-class Stale extends Error {}
+/** A lane saw a newer term than this leader's: it must stop, and a successor count past `seen`. */
+class Stale extends Error {
+  constructor(readonly seen: number) {
+    super(`a lane saw term ${seen}`);
+  }
+}
 
 export class LeaseCoordinator {
   private readonly lanes: Lane[] = [];
@@ -138,7 +147,6 @@ export class LeaseCoordinator {
   private readonly skewUs: number;
   private readonly leaderTtlMs: number;
   private windowUs: number;
-  private readonly maxHoldUs: number;
   private params: DemandParams;
   private limit: Budget;
   private term = 0;
@@ -149,6 +157,8 @@ export class LeaseCoordinator {
   private running: Promise<void> | undefined;
   private stopped = false;
   private lastReport: LeaseTickReport = { leader: false, term: 0, lost: [] };
+  /** The highest term a lane answered with (a newer leader's, or one from before a lost counter). */
+  private minTerm = 0;
   /** When each Cluster client's slot map was last asked for (refreshSlots). */
   private readonly refreshed = new Map<Redis | Cluster, number>();
 
@@ -171,7 +181,6 @@ export class LeaseCoordinator {
     // lanes keep admitting meanwhile
     this.leaseUs = positive('leaseMs', opts.leaseMs ?? this.leaderTtlMs + 3 * this.replyMs) * 1000;
     this.skewUs = (opts.skewMs ?? 50) * 1000;
-    this.maxHoldUs = positive('maxHoldMs', opts.maxHoldMs) * 1000;
     this.params = { windowTicks: windowUs / 1000 / this.tickMs, ...DEFAULT_PARAMS, ...opts.params };
     this.id = opts.id ?? randomBytes(8).toString('hex');
     for (const d of opts.deployments) {
@@ -227,20 +236,16 @@ export class LeaseCoordinator {
   }
 
   /**
-   * A coordinator for `gate`'s global level, with the level's limit, window and channels and the
-   * longest hold (maxCallDuration) from the gate's configuration, set again at each reload of
+   * A coordinator for `gate`'s global level, with the level's limit, window and channels from
+   * the gate's configuration, set again at each reload of
    * the gate (a reload that leaves the level unleasable is reported on the gate's 'error'
    * event, and the coordinator keeps the last limit it had).
    */
-  static forGate(
-    gate: CallGate,
-    opts: Omit<LeaseCoordinatorOptions, 'limit' | 'maxHoldMs'> & { readonly maxHoldMs?: number },
-  ): LeaseCoordinator {
-    const first = leasedLevel(gate.config);
-    const c = new LeaseCoordinator({ ...opts, limit: first.limit, maxHoldMs: opts.maxHoldMs ?? first.maxHoldMs });
+  static forGate(gate: CallGate, opts: Omit<LeaseCoordinatorOptions, 'limit'>): LeaseCoordinator {
+    const c = new LeaseCoordinator({ ...opts, limit: leasedLevel(gate.config) });
     const follow = () => {
       try {
-        c.setLimit(leasedLevel(gate.config).limit);
+        c.setLimit(leasedLevel(gate.config));
       } catch (err) {
         gate.emit('error', err as Error);
       }
@@ -278,8 +283,14 @@ export class LeaseCoordinator {
       await this.step();
     } catch (err) {
       if (!(err instanceof Stale)) throw err;
+      // a newer leader, or a term counter that went back (its Redis restarted empty): give the
+      // leadership up, and whoever takes it next counts past what the lanes saw
+      this.minTerm = Math.max(this.minTerm, err.seen);
       this.leading = false;
       this.state = undefined;
+      await this.script(this.home, 'lease-leader', this.homeKeys, [this.id, '0', '', String(this.minTerm)]).catch(
+        () => undefined,
+      );
     }
     return (this.lastReport = {
       leader: this.leading,
@@ -295,6 +306,7 @@ export class LeaseCoordinator {
       this.id,
       String(this.leaderTtlMs),
       save ? JSON.stringify(save) : '',
+      String(this.minTerm),
     ])) as [number, number?, string?];
     if (r[0] === 0) {
       this.leading = false;
@@ -311,12 +323,15 @@ export class LeaseCoordinator {
 
   /** A new leader: its predecessor's state, if saved, else a start from what the lanes hold (first observation). */
   private takeOver(saved: string | undefined): void {
+    // no lane's clock is known yet: each lease it holds has surely ended a lease from now
+    const overBy = performance.now() + (this.leaseUs + this.skewUs) / 1000;
     this.views = this.lanes.map(() => ({
       epoch: 0,
       leaseEnd: 0,
       lost: false,
       reclaimed: { calls: false, channels: false },
       lastInUse: 0,
+      overBy,
     }));
     if (!saved) return;
     const s = JSON.parse(saved) as Saved;
@@ -330,76 +345,87 @@ export class LeaseCoordinator {
       this.state = reload(this.state, this.limit);
   }
 
+  /**
+   * A start without saved state (the coordinator's Redis came back empty, or the lanes changed):
+   * every lane is taken as lost, keeping what it holds until its lease has ended. A lane that
+   * did not answer holds an unknown share: each such lane is counted as holding all the rest of
+   * the limit, the excess as debt, until it answers or its lease has surely ended a window ago.
+   */
+  private fresh(observed: readonly (Observed | undefined)[]): LeaseState {
+    const known = observed.filter((o): o is Observed => o !== undefined);
+    const unknown = observed.length - known.length;
+    const held = known.reduce((a, o) => add(a, o.share), { calls: 0, channels: 0 });
+    const rest = {
+      calls: Math.max(0, this.limit.calls - held.calls),
+      channels: Math.max(0, this.limit.channels - held.channels),
+    };
+    const shares = observed.map((o) => (o === undefined ? rest : o.share));
+    const total = add(held, { calls: unknown * rest.calls, channels: unknown * rest.channels });
+    observed.forEach((o, i) => {
+      const v = this.views[i]!;
+      v.lost = true;
+      if (o !== undefined) {
+        v.epoch = o.epoch + 1;
+        v.leaseEnd = o.leaseEnd;
+      }
+    });
+    return {
+      ...initialLease(this.limit, this.lanes.length, this.params),
+      shares,
+      pool: {
+        calls: Math.max(0, this.limit.calls - total.calls),
+        channels: Math.max(0, this.limit.channels - total.channels),
+      },
+      debt: {
+        calls: Math.max(0, total.calls - this.limit.calls),
+        channels: Math.max(0, total.channels - this.limit.channels),
+      },
+    };
+  }
+
   private async step(): Promise<void> {
     const observed = await Promise.all(this.lanes.map((_, i) => this.observe(i)));
-    if (this.state === undefined) {
-      // a start without saved state: every lane must answer once; each keeps what it holds, as
-      // a lost lane does, until its lease ended a window (and a hold) ago
-      if (observed.some((o) => o === undefined)) return;
-      const shares = observed.map((o) => o!.share);
-      let state = initialLease(this.limit, this.lanes.length, this.params);
-      const held = shares.reduce((a, b) => ({ calls: a.calls + b.calls, channels: a.channels + b.channels }), {
-        calls: 0,
-        channels: 0,
-      });
-      const over = (k: Resource) => Math.max(0, held[k] - this.limit[k]);
-      state = {
-        ...state,
-        shares,
-        pool: {
-          calls: Math.max(0, this.limit.calls - held.calls),
-          channels: Math.max(0, this.limit.channels - held.channels),
-        },
-        debt: { calls: over('calls'), channels: over('channels') },
-      };
-      observed.forEach((o, i) => {
-        const v = this.views[i]!;
-        v.epoch = o!.epoch + 1;
-        v.leaseEnd = o!.leaseEnd;
-        v.lost = true;
-      });
-      this.state = state;
-    }
+    this.state ??= this.fresh(observed);
     let state = this.state;
     const now = performance.now();
-    // the lane's clock now, as far as the coordinator can tell (never ahead of it, by the skew bound)
-    const laneClock = (o: Observed | undefined, v: LaneView): number | undefined =>
-      o !== undefined
-        ? o.now
-        : v.lastNow === undefined
-          ? undefined
-          : v.lastNow + (now - v.lastLocal!) * 1000 - this.skewUs;
+    // how long ago the lane's lease ended (µs; negative: it still runs), as far as the
+    // coordinator can tell (never later than it did, by the skew bound); undefined: unknown
+    const overFor = (o: Observed | undefined, v: LaneView): number | undefined => {
+      if (o !== undefined) return o.now - Math.max(v.leaseEnd, o.leaseEnd);
+      if (v.lastNow !== undefined) return v.lastNow + (now - v.lastLocal!) * 1000 - this.skewUs - v.leaseEnd;
+      return v.overBy === undefined ? undefined : (now - v.overBy) * 1000;
+    };
     // A lane that did not answer the observation (slow, or gone) is left as it is this tick: no
-    // order was sent, so its share is known; once its lease has run out it is lost. Lost lanes
-    // whose calls and holds are gone: their share back to the pool.
+    // order was sent, so its share is known; once its lease has run out it is lost.
     const silent = observed.map((o, i) => o === undefined && !this.views[i]!.lost);
     observed.forEach((o, i) => {
       const v = this.views[i]!;
+      if (o !== undefined && v.lost) v.epoch = Math.max(v.epoch, o.epoch + 1); // past any it saw
       if (silent[i]) {
-        const at = laneClock(o, v);
-        if (at !== undefined && at < v.leaseEnd) return;
+        const over = overFor(o, v);
+        if (over === undefined || over < 0) return;
         this.lose(i);
         silent[i] = false;
       }
       if (!v.lost) return;
-      // answering again, its lease over: it keeps what its calls use, the rest is back at once
-      if (o !== undefined && o.now >= v.leaseEnd) {
-        state = restore(state, i, { calls: o.admittedInWindow, channels: o.channelsInUse });
+      const over = overFor(o, v);
+      if (over === undefined) return;
+      // answering again a window after its lease ended: none of its calls is left in the window
+      // (even one a failed-over replica missed), so its calls share is back; its channels share
+      // stays until shrinks bring it down to its holds (written back by then after a failover)
+      if (o !== undefined && over >= this.windowUs) {
+        state = restore(state, i, { calls: 0, channels: state.shares[i]!.channels });
         v.lost = false;
         v.reclaimed = { calls: false, channels: false };
         return;
       }
-      // out of reach: its share back once its calls have left the window and its holds lapsed
-      const laneNow = laneClock(o, v);
-      if (laneNow === undefined) return;
-      const times = { calls: v.leaseEnd + this.windowUs, channels: v.leaseEnd + this.maxHoldUs };
-      for (const r of ['calls', 'channels'] as const)
-        if (!v.reclaimed[r] && laneNow >= times[r]) {
-          state = reclaim(state, i, r);
-          v.reclaimed[r] = true;
-        }
+      // out of reach: its calls share back once its calls have left the window; its channels
+      // only when it answers (a call there may keep refreshing its hold)
+      if (!v.reclaimed.calls && over >= this.windowUs) {
+        state = reclaim(state, i, 'calls');
+        v.reclaimed.calls = true;
+      }
     });
-    // a silent lane's share is frozen for the tick, as a lost one's
     const lostFlags = this.views.map((v, i) => v.lost || silent[i]!);
     const obs: LaneObservation[] = observed.map((o, i) =>
       o === undefined || lostFlags[i]
@@ -437,6 +463,10 @@ export class LeaseCoordinator {
     checkLease(settled.state);
     this.state = settled.state;
     // saved before any grant leaves: a successor never counts less than the lanes hold
+    // every lane about to be renewed: its new lease end is saved before it is sent
+    this.views.forEach((v, i) => {
+      if (!v.lost && !lostFlags[i]) v.leaseEnd = Math.max(v.leaseEnd, ends[i]!);
+    });
     // (a leadership lost or taken afresh since the tick began: nothing saved, nothing granted)
     if ((await this.lead(this.saved())) !== 'kept') return;
     const grants = new Map(settled.grants.map((g) => [g.lane, g.amount]));
@@ -476,7 +506,7 @@ export class LeaseCoordinator {
       this.refreshSlots(lane.redis);
       return undefined;
     }
-    if (r[0] === -1) throw new Stale();
+    if (r[0] === -1) throw new Stale(r[1] ?? 0);
     const [now, inWindow, leaving, inUse, ad, rc, rh, c, h, e, g] = r as [number, ...number[]];
     // the counts are since the lane's last observation, which may be several ticks ago (a slow
     // tick, a lane away): demand is per tick, so they are scaled to one (a stall read as one
@@ -515,7 +545,12 @@ export class LeaseCoordinator {
       this.refreshSlots(lane.redis);
       return undefined;
     }
-    if (r[0] === -1) throw new Stale();
+    if (r[0] === -1) throw new Stale(r[1] ?? 0);
+    if (r[0] === -2) {
+      // a new epoch refused while the lane's lease still runs (never, with restore's condition)
+      if (!v.lost) this.lose(i);
+      return undefined;
+    }
     return r;
   }
 
@@ -542,9 +577,15 @@ export class LeaseCoordinator {
       node = lane.redis.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === addr);
     } else node = lane.redis;
     if (node === undefined) return false;
+    // a master without replicas (its own failed over before) has none to fail over to: nothing
+    // to wait for, and waiting would freeze what its lanes free until one follows it
+    const role = (await this.timed(node.call('ROLE'))) as unknown[] | undefined;
+    if (role === undefined) return false;
+    const need = Math.min(lane.waitReplicas, Array.isArray(role[2]) ? role[2].length : 0);
+    if (need === 0) return true;
     // WAIT blocks its connection: the coordinator's client must be its own (docs/leasing.md)
-    const acked = await this.timed(node.call('WAIT', String(lane.waitReplicas), String(Math.ceil(this.replyMs / 2))));
-    return typeof acked === 'number' && acked >= lane.waitReplicas;
+    const acked = await this.timed(node.call('WAIT', String(need), String(Math.ceil(this.replyMs / 2))));
+    return typeof acked === 'number' && acked >= need;
   }
 
   private timed<T>(p: Promise<T>): Promise<T | undefined> {
@@ -571,15 +612,12 @@ export class LeaseCoordinator {
 }
 
 /** The leasable global level of a configuration: one sliding-log limit, channels or none. */
-function leasedLevel(config: CallGateConfig): { limit: Required<LeaseCoordinatorOptions['limit']>; maxHoldMs: number } {
+function leasedLevel(config: CallGateConfig): Required<LeaseCoordinatorOptions['limit']> {
   const global = config.inbound.global;
   const only = global?.limits.length === 1 ? global.limits[0] : undefined;
   if (only === undefined || only.algorithm !== 'sliding-log')
     throw new InvalidArgumentError('a leased global level must be configured, with exactly one sliding-log limit');
-  return {
-    limit: { calls: only.limit, windowUs: only.windowUs, channels: global!.channels ?? 0 },
-    maxHoldMs: config.maxCallDurationUs / 1000,
-  };
+  return { calls: only.limit, windowUs: only.windowUs, channels: global!.channels ?? 0 };
 }
 
 function positive(name: string, v: number): number {

@@ -11,17 +11,18 @@
  *   Whatever it really did (a shrink applied but its reply lost, a grant received), its share
  *   is at most the one the coordinator holds for it.
  * - It admits nothing at or after the last lease end it was sent, E. Its calls then leave every
- *   window (t - W, t] by E + W, and its channels are free by E + the longest hold (the calls'
- *   maximum duration, after which a hold lapses by itself). Only then does its share go back to
- *   the pool: calls at E + W, channels at E + maxHold (plus the bound on the clocks' skew
- *   between the lane and the coordinator, on a real deployment). Until then the other lanes
- *   share what is left of the limit; a lost lane's capacity is missing for at most the lease,
- *   a window, and the coordinator's wait for the shrink result.
- * - A lane that answers again after E has admitted nothing since: what its calls still use
- *   (calls in its window, channels held) only falls. The first message of its new epoch sets
- *   its share to that use (lua/includes/lease.lua), and the coordinator keeps the use it read,
- *   returning the rest at once (restore), without waiting E + W or E + maxHold; grants rebuild
- *   its share. reclaim (above) is for the lanes that stay out of reach.
+ *   window (t - W, t] by E + W: only then does its calls share go back to the pool (plus the
+ *   bound on the clocks' skew between the lane and the coordinator). Until then the other lanes
+ *   share what is left of the limit.
+ * - Its channels are free by E + the longest hold only if no call refreshes its hold meanwhile
+ *   (lua/refresh.lua extends holds from now): the simulator (scripts/lease-simulate.ts) has no
+ *   refresh and reclaims channels at E + maxHold (reclaimTimes); the coordinator on Redis keeps
+ *   a lane's channels share until the lane answers again.
+ * - A lane that answers again a window after E: none of its calls is left in a window, even one
+ *   a failed-over replica missed, so the first message of its new epoch sets its share to what
+ *   its calls use (lua/includes/lease.lua: no calls, its holds) and the coordinator returns its
+ *   calls share (restore) and keeps its channels share, which the next shrinks bring down to its
+ *   holds (written back by then by the routing processes after a failover).
  */
 import { type Budget, add } from './share.js';
 import type { LeaseState } from './step.js';
@@ -51,12 +52,12 @@ export function reclaim(state: LeaseState, lane: number, resource: Resource): Le
 }
 
 /**
- * A lost lane that answers again once its lease has ended: it has admitted nothing since, and
- * the first order of its new epoch sets its share to what its calls still use (lua/includes/
- * lease.lua), which only falls from the observation on. So its share becomes `used` as
- * observed, and the rest of what the coordinator held for it goes back to the pool (after
- * paying a reload's debt) at once, without waiting a window or the longest hold. Were `used`
- * ever above the share held for it, the excess would be a debt (never over the limit).
+ * A lost lane that answers again after its lease has ended: its share becomes `used` (what the
+ * coordinator still counts for it, at least what the first order of its new epoch will set),
+ * the rest of what the coordinator held for it goes back to the pool (after paying a reload's
+ * debt) at once. Were `used` ever above the share held for it, the excess would be a debt
+ * (never over the limit). The coordinator passes no calls (a window has passed) and the
+ * channels share as it was (see the header).
  */
 export function restore(state: LeaseState, lane: number, used: Budget): LeaseState {
   const share = state.shares[lane];
