@@ -37,7 +37,7 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
     await cluster?.stop();
   });
 
-  it('lanes: an account takes its peers along; clear errors for what cannot be leased', () => {
+  it('lanes: an account takes its peers along; clear errors for what cannot be leased', async () => {
     const g = { name: 'global', limits: [{ algorithm: 'sliding-log' as const, limit: 10, windowUs: 1e6 }] };
     const lane = laneOf([g, { name: 'account:a', limits: [] }, { name: 'peer:x', limits: [] }], 64);
     expect(laneOf([g, { name: 'account:a', limits: [] }, { name: 'peer:y', limits: [] }], 64)).to.equal(lane);
@@ -50,6 +50,14 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
     const client = newClusterClient(cluster);
     clients.push(client);
     expect(() => new RedisStore({ redis: client, lease: { lanes: 0 } })).to.throw(InvalidArgumentError, /lanes/);
+    const leased = new RedisStore({ redis: client, lease: { lanes: 4 } });
+    const g1 = { name: 'global', limits: [{ algorithm: 'sliding-log' as const, limit: 10, windowUs: 1e6 }] };
+    const virtual = await leased.admit({ tag: 'in', buckets: [g1, { name: 'peer:x', limits: [] }], now: 1e15 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(virtual).to.be.instanceOf(InvalidArgumentError);
+    expect((virtual as Error).message).to.match(/Redis TIME only/);
     expect(() => new RedisStore({ redis: client, hashTags: false, lease: { lanes: 4 } })).to.throw(
       InvalidArgumentError,
       /hash tags/,

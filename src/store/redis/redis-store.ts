@@ -319,6 +319,9 @@ export class RedisStore implements Store, OperableStore {
   /** With a leased global level, an inbound call's tag is its lane's (src/lease/lanes.ts). */
   private onLane<T extends { readonly tag: string; readonly buckets: readonly Bucket[] }>(req: T): T {
     if (this.lanes === undefined || req.tag !== GLOBAL_TAG) return req;
+    // a share's lease ends on Redis TIME: a caller's clock (a replay's) cannot be held to it
+    if ((req as { readonly now?: number }).now !== undefined)
+      throw new InvalidArgumentError('a leased global level decides on Redis TIME only: no `now` (or `at`)');
     let tag = this.laneTags.get(req.buckets);
     if (tag === undefined) {
       tag = laneTag(laneOf(req.buckets, this.lanes), this.lanes);
