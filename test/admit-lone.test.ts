@@ -25,7 +25,7 @@ import { RedisStore } from '../src/store/redis/redis-store.js';
 import { scripts } from '../src/store/redis/scripts.js';
 import { encodeId } from '../src/store/keys.js';
 import type { Bucket, Limit, StoreLossEvent } from '../src/store/types.js';
-import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
+import { newRedisClient, redisRig, startRedisServer, type RedisServer } from './helpers/redis.js';
 import { sleep } from './holds/harness.js';
 
 const S = 1_000_000;
@@ -95,16 +95,7 @@ function callsOf(rounds: number, short: boolean): Call[] {
 
 describe('admit-lone-held.lua decides a lone call with channels as admit.lua does', function () {
   this.timeout(30_000);
-  let server: RedisServer;
-  let raw: Redis;
-  before(async () => {
-    server = await startRedisServer();
-    raw = newRedisClient(server);
-  });
-  after(async () => {
-    raw?.disconnect();
-    await server?.stop();
-  });
+  const rig = redisRig();
 
   /** The pending admit of `call` under `prefix` (its buckets' keys), and the script env. */
   function setup(prefix: string, hashTags: boolean) {
@@ -133,7 +124,7 @@ describe('admit-lone-held.lua decides a lone call with channels as admit.lua doe
   }
 
   const evalScript = (name: 'admit' | 'admit-lone-held', argv: string[]) =>
-    raw.call('EVAL', scripts()[name].lua, ...argv) as Promise<number[]>;
+    rig.raw.call('EVAL', scripts()[name].lua, ...argv) as Promise<number[]>;
 
   /**
    * Every key under `prefix` with more than 300 ms to live: its name past the prefix, type,
@@ -142,18 +133,18 @@ describe('admit-lone-held.lua decides a lone call with channels as admit.lua doe
    */
   async function dump(prefix: string, live: boolean) {
     const out: Record<string, unknown> = {};
-    const names = (await raw.keys(`${prefix}*`)).sort();
+    const names = (await rig.raw.keys(`${prefix}*`)).sort();
     for (const key of names) {
-      const pttl = await raw.pttl(key);
+      const pttl = await rig.raw.pttl(key);
       if (pttl === -2 || (pttl >= 0 && pttl < 300)) continue; // -2: expired since KEYS
-      const type = await raw.type(key);
+      const type = await rig.raw.type(key);
       const value =
         type === 'zset'
           ? live
-            ? (await raw.zrange(key, '0', '-1')).sort() // on Redis TIME the scores are each script's own time
-            : await raw.zrange(key, '0', '-1', 'WITHSCORES')
+            ? (await rig.raw.zrange(key, '0', '-1')).sort() // on Redis TIME the scores are each script's own time
+            : await rig.raw.zrange(key, '0', '-1', 'WITHSCORES')
           : type === 'string'
-            ? ((await raw.get(key)) ?? '').replace(live ? /^\d+/ : /^$/, '')
+            ? ((await rig.raw.get(key)) ?? '').replace(live ? /^\d+/ : /^$/, '')
             : type;
       out[key.slice(prefix.length)] = { type, value, pttl };
     }

@@ -7,7 +7,6 @@
  * records, and count the same refused-for-lack-of-share calls (rc, rh) on the share hash.
  */
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
 import {
   admitArgv,
   heldAdmitArgv,
@@ -20,7 +19,7 @@ import { KnownLogs } from '../src/store/redis/known-logs.js';
 import { RedisKeys } from '../src/store/redis/redis-keys.js';
 import { scripts } from '../src/store/redis/scripts.js';
 import type { Bucket, Limit } from '../src/store/types.js';
-import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
+import { redisRig } from './helpers/redis.js';
 
 const S = 1_000_000;
 const T0 = 1_700_000_000_000_000;
@@ -37,16 +36,7 @@ const HELD: Bucket[] = [
 
 describe('a leased level: admit-lone.lua decides a lone call as admit.lua does', function () {
   this.timeout(30_000);
-  let server: RedisServer;
-  let raw: Redis;
-  before(async () => {
-    server = await startRedisServer();
-    raw = newRedisClient(server);
-  });
-  after(async () => {
-    raw?.disconnect();
-    await server?.stop();
-  });
+  const rig = redisRig();
 
   function setup(prefix: string, buckets: Bucket[] = BUCKETS) {
     const keys = new RedisKeys(prefix, true);
@@ -73,7 +63,7 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
   }
 
   const run = (name: 'admit' | 'admit-lone' | 'admit-lone-held', argv: string[]) =>
-    raw.call('EVAL', scripts()[name].lua, ...argv) as Promise<number[]>;
+    rig.raw.call('EVAL', scripts()[name].lua, ...argv) as Promise<number[]>;
 
   it('the same replies, logs and share counts, through every state of the share', async () => {
     const lone = setup('LL:');
@@ -90,7 +80,8 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
     const outcomes = new Set<string>();
     for (let n = 0; n < 32; n++) {
       const phase = phases.filter((p) => p[0] <= n).at(-1)!;
-      for (const s of [lone.share, batch.share]) await raw.hset(s, 'c', String(phase[1]), 'e', String(T0 + phase[2]));
+      for (const s of [lone.share, batch.share])
+        await rig.raw.hset(s, 'c', String(phase[1]), 'e', String(T0 + phase[2]));
       const now = String(T0 + n * 120_000);
       const a = loneAdmitArgv(lone.item(now), '', lone.env)!;
       const b = admitArgv([batch.item(now)], '', batch.env) as string[];
@@ -99,14 +90,14 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
       outcomes.add(ra[0] === 0 ? 'admitted' : `refused by ${ra[0]}`);
     }
     expect([...outcomes].sort()).to.deep.equal(['admitted', 'refused by 1', 'refused by 2']);
-    const counts = async (s: string) => raw.hmget(s, 'rc', 'ad');
+    const counts = async (s: string) => rig.raw.hmget(s, 'rc', 'ad');
     const [ca, cb] = [await counts(lone.share), await counts(batch.share)];
     expect(ca).to.deep.equal(cb);
     expect(Number(ca[0])).to.be.greaterThan(0);
     expect(ca[1], 'an admission writes nothing to the share (lease-observe counts it in the log)').to.equal(null);
     for (const name of ['global:log', 'peer:p:log'])
-      expect(await raw.zrange(`LL:{in:3}:${name}`, '0', '-1', 'WITHSCORES')).to.deep.equal(
-        await raw.zrange(`LB:{in:3}:${name}`, '0', '-1', 'WITHSCORES'),
+      expect(await rig.raw.zrange(`LL:{in:3}:${name}`, '0', '-1', 'WITHSCORES')).to.deep.equal(
+        await rig.raw.zrange(`LB:{in:3}:${name}`, '0', '-1', 'WITHSCORES'),
       );
   });
   it('with channels, admit-lone-held.lua: the same replies, logs, holds, records and share counts', async () => {
@@ -125,7 +116,7 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
     for (let n = 0; n < 28; n++) {
       const phase = phases.filter((p) => p[0] <= n).at(-1)!;
       for (const s of [lone.share, batch.share])
-        await raw.hset(s, 'c', String(phase[1]), 'h', String(phase[2]), 'e', String(T0 + phase[3]));
+        await rig.raw.hset(s, 'c', String(phase[1]), 'h', String(phase[2]), 'e', String(T0 + phase[3]));
       const now = String(T0 + n * 110_000);
       const a = heldAdmitArgv(lone.item(now, `c${n}`), '', lone.env)!;
       const b = admitArgv([batch.item(now, `c${n}`)], '', batch.env) as string[];
@@ -134,7 +125,7 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
       outcomes.add(ra[0] === 0 ? 'admitted' : `refused by ${ra[0]}, flags ${ra[3]}`);
     }
     expect([...outcomes].sort()).to.include.members(['admitted', 'refused by 1, flags 0', 'refused by 1, flags 1']);
-    const counts = async (s: string) => raw.hmget(s, 'rc', 'rh');
+    const counts = async (s: string) => rig.raw.hmget(s, 'rc', 'rh');
     const [ca, cb] = [await counts(lone.share), await counts(batch.share)];
     expect(ca).to.deep.equal(cb);
     expect(
@@ -142,12 +133,12 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
       `rc, rh: ${ca.join(', ')}`,
     ).to.equal(true);
     for (const name of ['global:log', 'peer:p:log', 'global:ch', 'peer:p:ch'])
-      expect(await raw.zrange(`HL:{in:3}:${name}`, '0', '-1', 'WITHSCORES'), name).to.deep.equal(
-        await raw.zrange(`HB:{in:3}:${name}`, '0', '-1', 'WITHSCORES'),
+      expect(await rig.raw.zrange(`HL:{in:3}:${name}`, '0', '-1', 'WITHSCORES'), name).to.deep.equal(
+        await rig.raw.zrange(`HB:{in:3}:${name}`, '0', '-1', 'WITHSCORES'),
       );
     const records = async (p: string) =>
       Promise.all(
-        (await raw.keys(`${p}{in:3}:call:in:*`)).sort().map(async (k) => [k.slice(p.length), await raw.get(k)]),
+        (await rig.raw.keys(`${p}{in:3}:call:in:*`)).sort().map(async (k) => [k.slice(p.length), await rig.raw.get(k)]),
       );
     expect(await records('HL:'))
       .to.deep.equal(await records('HB:'))

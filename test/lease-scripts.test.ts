@@ -6,30 +6,20 @@
  * use; and the leadership (SET NX, a term per new leader, given up at once).
  */
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
 import { scripts, type ScriptName } from '../src/store/redis/scripts.js';
-import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
+import { redisRig } from './helpers/redis.js';
 
 const W = 1_000_000;
 
 describe('the lease scripts (lua/lease-*.lua)', function () {
   this.timeout(20_000);
-  let server: RedisServer;
-  let raw: Redis;
-  before(async () => {
-    server = await startRedisServer();
-    raw = newRedisClient(server);
-  });
-  after(async () => {
-    raw?.disconnect();
-    await server?.stop();
-  });
+  const rig = redisRig();
 
   const run = (name: ScriptName, keys: string[], args: (string | number)[]) =>
-    raw.call('EVAL', scripts()[name].lua, keys.length, ...keys, ...args.map(String)) as Promise<number[]>;
+    rig.raw.call('EVAL', scripts()[name].lua, keys.length, ...keys, ...args.map(String)) as Promise<number[]>;
   const lane = (p: string) => [`${p}{in:0.0}:global:share`, `${p}{in:0.0}:global:log`, `${p}{in:0.0}:global:ch`];
   const redisNow = async () => {
-    const [s, us] = await raw.time();
+    const [s, us] = await rig.raw.time();
     return Number(s) * 1e6 + Number(us);
   };
 
@@ -44,9 +34,9 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     expect(await run('lease-grant', keys, [1, 0, 5, 4, now + 2e6, W])).to.deep.equal([5, 4]);
     // three calls in the window (one of them about to leave it, two admitted since the last
     // observation), two holding channels
-    await raw.zadd(log, now - W + 10_000, 'x', now + 1, 'y', now + 2, 'z');
-    await raw.zadd(holds, now + 60e6, 'c1', now + 60e6, 'c2', now - 1, 'ended');
-    await raw.hset(share, 'rc', 2, 'rh', 1);
+    await rig.raw.zadd(log, now - W + 10_000, 'x', now + 1, 'y', now + 2, 'z');
+    await rig.raw.zadd(holds, now + 60e6, 'c1', now + 60e6, 'c2', now - 1, 'ended');
+    await rig.raw.hset(share, 'rc', 2, 'rh', 1);
     const seen = await run('lease-observe', keys, [1, W, 50_000]);
     // now, in window, leaving before the next tick, in use, admitted since, rc, rh, c, h, e, epoch
     expect(seen.slice(1)).to.deep.equal([3, 1, 2, 2, 2, 1, 5, 4, now + 2e6, 0]);
@@ -56,7 +46,7 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     expect(await run('lease-shrink', keys, [1, 0, 1, 0, now + 3e6, W])).to.deep.equal([3, 2, 2, 2]);
     // a target above the share frees nothing, grows nothing; an earlier lease end is ignored
     expect(await run('lease-shrink', keys, [1, 0, 9, 9, now + 1e6, W])).to.deep.equal([3, 2, 0, 0]);
-    expect(Number(await raw.hget(share, 'e'))).to.equal(now + 3e6);
+    expect(Number(await rig.raw.hget(share, 'e'))).to.equal(now + 3e6);
   });
 
   it('an older term or epoch is refused; a newer epoch waits for the lease to end, then keeps what the calls use', async () => {
@@ -79,8 +69,8 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     // keeps just those
     const other = lane('c:');
     const [, log, holds] = other as [string, string, string];
-    await raw.zadd(log, t - 1000, 'p', t - 500, 'q');
-    await raw.zadd(holds, t + 60e6, 'p');
+    await rig.raw.zadd(log, t - 1000, 'p', t - 500, 'q');
+    await rig.raw.zadd(holds, t + 60e6, 'p');
     expect(await run('lease-grant', other, [3, 1, 1, 0, t + 1e6, W])).to.deep.equal([3, 1]);
   });
 
@@ -90,12 +80,12 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     expect(await run('lease-leader', keys, ['b', 1000, ''])).to.deep.equal([0]);
     expect(await run('lease-leader', keys, ['a', 1000, '{"s":1}'])).to.deep.equal([1, 1]);
     expect(await run('lease-leader', keys, ['b', 1000, '{"s":2}'])).to.deep.equal([0]);
-    expect(await raw.get(keys[2]!)).to.equal('{"s":1}');
+    expect(await rig.raw.get(keys[2]!)).to.equal('{"s":1}');
     expect(await run('lease-leader', keys, ['b', '0', ''])).to.deep.equal([0]); // not b's to give up
     expect(await run('lease-leader', keys, ['a', '0', ''])).to.deep.equal([0]);
     expect(await run('lease-leader', keys, ['b', 1000, ''])).to.deep.equal([2, 2, '{"s":1}']);
     // the counter lost with its Redis: a candidate told of term 5 (a lane's) counts past it
-    await raw.del(keys[0]!, keys[1]!);
+    await rig.raw.del(keys[0]!, keys[1]!);
     expect(await run('lease-leader', keys, ['c', 1000, '', '5'])).to.deep.equal([2, 6, '{"s":1}']);
     // one that gives up after seeing term 9 leaves the counter there for the next
     expect(await run('lease-leader', keys, ['c', '0', '', '9'])).to.deep.equal([0]);

@@ -529,3 +529,20 @@ export function newClusterClient(handle: RedisClusterHandle): Cluster {
 export function newRedisClient(handle: { url: string }, opts: { lazyConnect?: boolean } = {}): Redis {
   return new Redis(handle.url, { maxRetriesPerRequest: 1, connectTimeout: 2_000, ...opts });
 }
+
+/**
+ * In a `describe`: a redis-server of the suite's own, started before its tests and stopped after
+ * them, with a plain client to it. Read `rig.server` and `rig.raw` inside the tests.
+ */
+export function redisRig(): { readonly server: RedisServer; readonly raw: Redis } {
+  const rig = {} as { server: RedisServer; raw: Redis };
+  before(async () => {
+    rig.server = await startRedisServer();
+    rig.raw = newRedisClient(rig.server);
+  });
+  after(async () => {
+    rig.raw?.disconnect();
+    await rig.server?.stop();
+  });
+  return rig;
+}
