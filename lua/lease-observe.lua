@@ -25,6 +25,7 @@
   coordinator's term is recorded (this one must stop).
 ]]
 --- @include "common"
+--- @include "lease"
 
 local term = ARGV[1] + 0
 local W, T = ARGV[2] + 0, ARGV[3] + 0
@@ -35,10 +36,8 @@ if term < seen then
 end
 local now = redisClock()
 local ts = fmtInt(now)
-local from = fmtInt(now - W + 1)
-local inWindow = redis.call('ZCOUNT', KEYS[2], from, ts)
-local leaving = redis.call('ZCOUNT', KEYS[2], from, fmtInt(now - W + T))
-local inUse = redis.call('ZCOUNT', KEYS[3], '(' .. ts, '+inf')
+local inWindow, inUse = laneUse(now, W)
+local leaving = redis.call('ZCOUNT', KEYS[2], fmtInt(now - W + 1), fmtInt(now - W + T))
 -- admitted since the last observation (the log keeps a window: a longer gap counts a window)
 local admitted = 0
 if v[2] then
