@@ -22,7 +22,7 @@ import { slotOf } from '../store/redis/slot.js';
 import { scripts, type ScriptName } from '../store/redis/scripts.js';
 import type { DemandParams } from './demand.js';
 import { laneTag, checkLanes } from './lanes.js';
-import { reclaim, restore, type Resource } from './lost.js';
+import { reclaim, restore } from './lost.js';
 import { reload } from './reload.js';
 import { add, type Budget } from './share.js';
 import {
@@ -106,7 +106,8 @@ interface LaneView {
   /** The latest lease end sent (µs, the lane's clock). */
   leaseEnd: number;
   lost: boolean;
-  reclaimed: Record<Resource, boolean>;
+  /** Its calls share went back to the pool while it was out of reach (its channels never do). */
+  callsReclaimed: boolean;
   /** The lane's clock at its last observation, and performance.now() when the reply came. */
   lastNow?: number;
   lastLocal?: number;
@@ -329,7 +330,7 @@ export class LeaseCoordinator {
       epoch: 0,
       leaseEnd: 0,
       lost: false,
-      reclaimed: { calls: false, channels: false },
+      callsReclaimed: false,
       lastInUse: 0,
       overBy,
     }));
@@ -416,14 +417,14 @@ export class LeaseCoordinator {
       if (o !== undefined && over >= this.windowUs) {
         state = restore(state, i, { calls: 0, channels: state.shares[i]!.channels });
         v.lost = false;
-        v.reclaimed = { calls: false, channels: false };
+        v.callsReclaimed = false;
         return;
       }
       // out of reach: its calls share back once its calls have left the window; its channels
       // only when it answers (a call there may keep refreshing its hold)
-      if (!v.reclaimed.calls && over >= this.windowUs) {
+      if (!v.callsReclaimed && over >= this.windowUs) {
         state = reclaim(state, i, 'calls');
-        v.reclaimed.calls = true;
+        v.callsReclaimed = true;
       }
     });
     const lostFlags = this.views.map((v, i) => v.lost || silent[i]!);
@@ -493,7 +494,7 @@ export class LeaseCoordinator {
     const v = this.views[i]!;
     v.lost = true;
     v.epoch++;
-    v.reclaimed = { calls: false, channels: false };
+    v.callsReclaimed = false;
   }
 
   private async observe(i: number): Promise<Observed | undefined> {

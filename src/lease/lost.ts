@@ -24,7 +24,7 @@
  *   calls share (restore) and keeps its channels share, which the next shrinks bring down to its
  *   holds (written back by then by the routing processes after a failover).
  */
-import { type Budget, add } from './share.js';
+import type { Budget } from './share.js';
 import type { LeaseState } from './step.js';
 
 export type Resource = keyof Budget;
@@ -41,14 +41,7 @@ export function reclaimTimes(leaseEnd: number, windowUs: number, maxHoldUs: numb
 export function reclaim(state: LeaseState, lane: number, resource: Resource): LeaseState {
   const share = state.shares[lane];
   if (share === undefined) throw new RangeError(`no lane ${lane}`);
-  const freed = share[resource];
-  const paid = Math.min(state.debt[resource], freed);
-  const shares = [...state.shares];
-  shares[lane] = { ...share, [resource]: 0 };
-  const back: Budget =
-    resource === 'calls' ? { calls: freed - paid, channels: 0 } : { calls: 0, channels: freed - paid };
-  const debt = { ...state.debt, [resource]: state.debt[resource] - paid };
-  return { ...state, shares, debt, pool: add(state.pool, back) };
+  return restore(state, lane, { ...share, [resource]: 0 });
 }
 
 /**
