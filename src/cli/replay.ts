@@ -8,7 +8,10 @@
 import { randomBytes } from 'node:crypto';
 import { type Command, Option } from 'commander';
 import { loadConfigFile } from '../config/load.js';
-import { InterruptedError, OutputError } from '../errors/index.js';
+import type { CallGateConfig } from '../config/types.js';
+import { InterruptedError, InvalidArgumentError, OutputError } from '../errors/index.js';
+import { leasedLevel, MAX_LANES } from '../lease/lanes.js';
+import { LeasedMemoryStore } from '../lease/replay-lanes.js';
 import { compare, compareText } from '../replay/compare.js';
 import { reportHtml } from '../replay/html.js';
 import { progress } from '../replay/progress.js';
@@ -30,6 +33,9 @@ interface ReplayArgs extends RedisConnectionArgs {
   json?: boolean;
   html?: string;
   compare?: string;
+  /** Replay the global level leased over this many lanes, against the exact contract. */
+  leaseLanes?: number;
+  leaseTickMs?: number;
   progress: boolean;
 }
 
@@ -93,11 +99,39 @@ async function runReplay(args: ReplayArgs): Promise<void> {
   }
 }
 
+/** The leased deployment a replay was asked for (--lease-lanes), checked before anything starts. */
+function leasedStore(args: ReplayArgs, config: CallGateConfig): LeasedMemoryStore | undefined {
+  const bad = (message: string): never => {
+    throw new InvalidArgumentError(message);
+  };
+  if (args.leaseLanes === undefined) {
+    if (args.leaseTickMs !== undefined) bad('--lease-tick-ms needs --lease-lanes');
+    return undefined;
+  }
+  if (!(Number.isSafeInteger(args.leaseLanes) && args.leaseLanes >= 1 && args.leaseLanes <= MAX_LANES))
+    bad(`--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${String(args.leaseLanes)}`);
+  if (args.store !== 'memory')
+    bad('--lease-lanes replays on the memory store: a leased Redis level decides on Redis time, not a trace’s');
+  if (args.compare !== undefined)
+    bad('--lease-lanes is a what-if of its own (the leased deployment against the exact contract): not with --compare');
+  if ((config.inbound.attributes?.length ?? 0) > 0) bad('a leased global level does not combine with attribute levels');
+  const tickMs = args.leaseTickMs ?? 50;
+  if (!(Number.isFinite(tickMs) && tickMs >= 1 && tickMs <= 10_000))
+    bad(`--lease-tick-ms: expected a number of milliseconds from 1 to 10000, got ${String(args.leaseTickMs)}`);
+  return new LeasedMemoryStore({ lanes: args.leaseLanes, limit: leasedLevel(config), tickMs });
+}
+
 async function replayInterruptibly(args: ReplayArgs, interruption: Interruption): Promise<void> {
   const { signal } = interruption;
   const config = await loadConfigFile(args.config);
   signal.throwIfAborted(); // a large configuration takes a while to load
-  const baseline = args.compare !== undefined ? await loadConfigFile(args.compare) : undefined;
+  const leased = leasedStore(args, config);
+  // leased: the same configuration, exact, is the what-if's old side
+  const baseline = leased ? config : args.compare !== undefined ? await loadConfigFile(args.compare) : undefined;
+  const configName = leased
+    ? `${args.config}, global level leased over ${leased.lanes} lane${leased.lanes === 1 ? '' : 's'}`
+    : args.config;
+  const baselineName = leased ? `${args.config}, exact` : args.compare;
   // outputs opened before the stores: a target that cannot be written fails with nothing to undo
   const outputs: OutputFile[] = [];
   const abortOutputs = () =>
@@ -119,7 +153,7 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
       );
     if (args.html !== undefined)
       outputs.push((htmlOut = await OutputFile.open(args.html, (name) => `the HTML report ${name}`, { signal })));
-    store = await openStore(args, signal);
+    store = leased ?? (await openStore(args, signal));
     // what-if: the old configuration on a store of its own
     baselineStore = baseline
       ? await openStore(args, signal).catch(async (err) => {
@@ -150,8 +184,8 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
           ...common,
           config,
           baseline,
-          configName: args.config,
-          baselineName: args.compare!,
+          configName,
+          baselineName: baselineName!,
           store,
           baselineStore: baselineStore!,
           baselineSeries,
@@ -221,6 +255,12 @@ export function replayCommand(program: Command): void {
       '--compare <file>',
       'what-if: replay under this (old) configuration too, report the calls decided differently',
     )
+    .option(
+      '--lease-lanes <n>',
+      'what-if: the global level leased over N lanes (docs/leasing.md) against the exact contract',
+      (v: string) => (/^\d+$/.test(v) ? Number(v) : Number.NaN),
+    )
+    .option('--lease-tick-ms <ms>', "with --lease-lanes: the coordinator's tick (default 50)", Number)
     .option('--no-progress', 'no progress bar, even on a terminal')
     .action(async (opts: ReplayArgs) => runReplay(opts));
 }

@@ -14,14 +14,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import type { CallGate } from '../gate.js';
 import { isCluster } from '../store/redis/connection.js';
 import { slotOf } from '../store/redis/slot.js';
 import { scripts, type ScriptName } from '../store/redis/scripts.js';
-import type { DemandParams } from './demand.js';
-import { laneTag, checkLanes } from './lanes.js';
+import { type DemandParams, demandParams } from './demand.js';
+import { laneTag, checkLanes, leasedLevel } from './lanes.js';
 import { reclaim, restore } from './lost.js';
 import { reload } from './reload.js';
 import { add, type Budget } from './share.js';
@@ -128,8 +127,6 @@ interface Saved {
 
 type Observed = LaneObservation & { now: number; share: Budget; leaseEnd: number; epoch: number };
 
-const DEFAULT_PARAMS = { up: 0.6, down: 0.2, headroom: 2, floor: { calls: 1, channels: 1 } };
-
 /** A lane saw a newer term than this leader's: it must stop, and a successor count past `seen`. */
 class Stale extends Error {
   constructor(readonly seen: number) {
@@ -182,7 +179,7 @@ export class LeaseCoordinator {
     // lanes keep admitting meanwhile
     this.leaseUs = positive('leaseMs', opts.leaseMs ?? this.leaderTtlMs + 3 * this.replyMs) * 1000;
     this.skewUs = (opts.skewMs ?? 50) * 1000;
-    this.params = { windowTicks: windowUs / 1000 / this.tickMs, ...DEFAULT_PARAMS, ...opts.params };
+    this.params = demandParams(windowUs, this.tickMs, opts.params);
     this.id = opts.id ?? randomBytes(8).toString('hex');
     for (const d of opts.deployments) {
       const prefix = d.prefix ?? 'callgate:';
@@ -613,14 +610,6 @@ export class LeaseCoordinator {
 }
 
 /** The leasable global level of a configuration: one sliding-log limit, channels or none. */
-function leasedLevel(config: CallGateConfig): Required<LeaseCoordinatorOptions['limit']> {
-  const global = config.inbound.global;
-  const only = global?.limits.length === 1 ? global.limits[0] : undefined;
-  if (only === undefined || only.algorithm !== 'sliding-log')
-    throw new InvalidArgumentError('a leased global level must be configured, with exactly one sliding-log limit');
-  return { calls: only.limit, windowUs: only.windowUs, channels: global!.channels ?? 0 };
-}
-
 function positive(name: string, v: number): number {
   if (!(Number.isFinite(v) && v > 0))
     throw new InvalidArgumentError(`${name} must be a positive number, got ${String(v)}`);

@@ -39,6 +39,14 @@ export interface DemandParams {
   readonly floor: Budget;
 }
 
+/** The rule's defaults (docs/leasing.md; bench/lease-sim.ts measured them). */
+export const DEFAULT_DEMAND = { up: 0.6, down: 0.2, headroom: 2, floor: { calls: 1, channels: 1 } } as const;
+
+/** The demand parameters of a level with window `windowUs` ticked every `tickMs`. */
+export function demandParams(windowUs: number, tickMs: number, override?: Partial<DemandParams>): DemandParams {
+  return { windowTicks: windowUs / 1000 / tickMs, ...DEFAULT_DEMAND, ...override };
+}
+
 export interface DemandSample {
   /** Calls admitted plus calls refused for lack of either share since the last tick. */
   readonly offeredCalls: number;

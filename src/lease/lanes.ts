@@ -5,6 +5,7 @@
  * its own log and holds of the global level, and its share of the global limit: a decision is
  * still one script call on one shard.
  */
+import type { CallGateConfig } from '../config/types.js';
 import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
 import { slotOf } from '../store/redis/slot.js';
 import { InvalidArgumentError } from '../errors/index.js';
@@ -77,4 +78,13 @@ export function laneOf(buckets: readonly Bucket[], lanes: number): number {
   if (owner === undefined || rest.some((b) => !b.name.startsWith('account:') && !b.name.startsWith('peer:')))
     throw new InvalidArgumentError('a leased global level does not combine with attribute levels');
   return fnv1a(owner.name) % lanes;
+}
+
+/** A leased global level's limit, window and channels (0: no channel limit), from a configuration. */
+export function leasedLevel(config: CallGateConfig): { calls: number; windowUs: number; channels: number } {
+  const global = config.inbound.global;
+  const only = global?.limits.length === 1 ? global.limits[0] : undefined;
+  if (only === undefined || only.algorithm !== 'sliding-log')
+    throw new InvalidArgumentError('a leased global level must be configured, with exactly one sliding-log limit');
+  return { calls: only.limit, windowUs: only.windowUs, channels: global!.channels ?? 0 };
 }

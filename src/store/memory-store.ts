@@ -395,6 +395,19 @@ export class MemoryStore implements Store, OperableStore {
   }
 
   admitSync(req: AdmitRequest): AdmitResult {
+    return this.admitCapped(req, undefined);
+  }
+
+  /**
+   * admitSync, with the first bucket's limits capped by `share` when given: a leased global
+   * level's part on one lane (src/lease/replay-lanes.ts), as admit.lua's 'S' pseudo-limit does
+   * (a share of 0 refuses, its retry-after the window). `share.refused` is set to the resource
+   * the share alone lacked room for (the level's own limit had room on the lane).
+   */
+  protected admitCapped(
+    req: AdmitRequest,
+    share: { calls: number; channels: number; refused?: 'calls' | 'channels' } | undefined,
+  ): AdmitResult {
     checkAdmit(req);
     const t = this.time(req.now);
     const { buckets } = req;
@@ -412,14 +425,18 @@ export class MemoryStore implements Store, OperableStore {
       const limits = buckets[b]!.limits;
       let short = false;
       for (let j = 0; j < limits.length; j++) {
-        const { limit: L, windowUs: W, algorithm } = limits[j]!;
+        const { limit: full, windowUs: W, algorithm } = limits[j]!;
+        const L = b === 0 && share !== undefined && share.calls < full ? share.calls : full;
         let wait = 0;
         if (algorithm === 'sliding-log') {
           const log = logs[b]!;
           const first = log.upper(t - W);
           const n = log.end(t) - first;
-          // the (n - L + 1)-th oldest event in the window leaves it at s + W
-          if (n >= L) wait = log.times[first + n - L]! + W - t;
+          // the (n - L + 1)-th oldest event in the window leaves it at s + W (none: a share of 0)
+          if (n >= L) {
+            wait = L > 0 ? log.times[first + n - L]! + W - t : W;
+            if (L < full && n < full && limitedBy < 0) share!.refused = 'calls';
+          }
         } else {
           const k = windowIndex(t, W);
           const [c, p] = windowCounts(this.windows.get(plan.windowKey[b]![j]!), k);
@@ -436,14 +453,15 @@ export class MemoryStore implements Store, OperableStore {
       }
       if (short && buckets[b]!.ban !== undefined) this.strike(buckets[b]!, t);
       // then the bucket's channels; past the first bucket without room they change nothing
-      const channels = buckets[b]!.channels;
-      if (
-        channels !== undefined &&
-        limitedBy < 0 &&
-        (this.bucketHolds.get(buckets[b]!.name)?.count(t) ?? 0) >= channels
-      ) {
-        limitedBy = b;
-        reason = 'channels';
+      const full = buckets[b]!.channels;
+      if (full !== undefined && limitedBy < 0) {
+        const channels = b === 0 && share !== undefined && share.channels < full ? share.channels : full;
+        const held = this.bucketHolds.get(buckets[b]!.name)?.count(t) ?? 0;
+        if (held >= channels) {
+          limitedBy = b;
+          reason = 'channels';
+          if (channels < full && held < full) share!.refused = 'channels';
+        }
       }
     }
     if (limitedBy >= 0) return { admitted: false, limitedBy, reason, retryAfterUs: retry, now: t };

@@ -1,0 +1,191 @@
+/**
+ * A leased deployment on a replay's virtual clock (docs/leasing.md, "What leasing would have
+ * refused"): a MemoryStore whose global level is split into lanes as a RedisStore with
+ * `lease: { lanes }` splits it, each lane deciding against its share, and the coordinator's rule
+ * (step.ts, the live LeaseCoordinator's) run every tick of the calls' own time. Only a replay
+ * asked for it uses this store; the MemoryStore itself stays exact per the unleased contract.
+ *
+ * What it models and what it does not: ticks every `tickMs` of the trace's time from its first
+ * call (the first before that call), each lane observed and ordered at the tick's instant (no
+ * message delay: the live coordinator's orders take a round trip), every lane always answering
+ * (no lost lanes, no leader change). A call decided at a tick's time comes after the tick. So
+ * the refusals it adds are those the rule itself makes, with a coordinator that is never late.
+ */
+import { InvalidArgumentError } from '../errors/index.js';
+import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
+import { MemoryStore } from '../store/memory-store.js';
+import type { AdmitRequest, AdmitResult, Bucket, RecordRequest, RecordResult } from '../store/types.js';
+import { type DemandParams, demandParams } from './demand.js';
+import { checkLanes, laneOf } from './lanes.js';
+import { add, applyShrink, type Budget } from './share.js';
+import {
+  checkLease,
+  initialLease,
+  type LaneObservation,
+  type LeaseState,
+  planStep,
+  type ShrinkResult,
+  settle,
+} from './step.js';
+
+export interface LeasedMemoryStoreOptions {
+  /** Lanes of the global level, as RedisStore's `lease.lanes`. */
+  readonly lanes: number;
+  /** The leased level: calls per window, its window (µs), its channel limit (0: none). */
+  readonly limit: { readonly calls: number; readonly windowUs: number; readonly channels: number };
+  /** The coordinator's tick, default 50 ms (LeaseCoordinatorOptions.tickMs). */
+  readonly tickMs?: number;
+  readonly params?: Partial<DemandParams>;
+}
+
+/** What one lane counts between ticks (the live lane's share hash: rc, rh, and its log since `o`). */
+interface LaneCounts {
+  admitted: number;
+  refusedCalls: number;
+  refusedChannels: number;
+  lastInUse: number;
+}
+
+/** Per bucket list: its lane, and the list with the global bucket renamed to the lane's part. */
+interface OnLane {
+  readonly lane: number;
+  readonly buckets: readonly Bucket[];
+}
+
+export class LeasedMemoryStore extends MemoryStore {
+  readonly lanes: number;
+  private readonly windowUs: number;
+  private readonly tickUs: number;
+  private readonly params: DemandParams;
+  private state: LeaseState;
+  /** Each lane's share as the lane holds it (the coordinator's state agrees after every tick). */
+  private readonly shares: Budget[];
+  private readonly counts: LaneCounts[];
+  private readonly onLane = new WeakMap<readonly Bucket[], OnLane>();
+  /** The next tick's time (µs); undefined before the first call. */
+  private nextTick: number | undefined;
+  /** Calls the lanes refused for lack of share (the level as a whole may still have had room). */
+  readonly refusedForShare = { calls: 0, channels: 0 };
+  ticks = 0;
+
+  constructor(opts: LeasedMemoryStoreOptions) {
+    super();
+    this.lanes = checkLanes(opts.lanes);
+    const { calls, windowUs, channels } = opts.limit;
+    if (!(Number.isSafeInteger(calls) && calls > 0 && Number.isSafeInteger(windowUs) && windowUs > 0))
+      throw new InvalidArgumentError('a leased level needs a positive integer limit and window');
+    const tickMs = opts.tickMs ?? 50;
+    if (!(Number.isFinite(tickMs) && tickMs > 0))
+      throw new InvalidArgumentError(`tickMs must be a positive number, got ${String(tickMs)}`);
+    this.windowUs = windowUs;
+    this.tickUs = Math.round(tickMs * 1000);
+    this.params = demandParams(windowUs, tickMs, opts.params);
+    this.state = initialLease({ calls, channels }, this.lanes, this.params);
+    this.shares = this.state.shares.map((s) => ({ ...s }));
+    this.counts = this.shares.map(() => ({ admitted: 0, refusedCalls: 0, refusedChannels: 0, lastInUse: 0 }));
+  }
+
+  /** The bucket name of lane `k`'s part of the global level. */
+  static laneBucket(k: number): string {
+    return `${GLOBAL_BUCKET}:lane:${k}`;
+  }
+
+  /** The shares the lanes hold now (calls, channels), for reports and tests. */
+  get laneShares(): readonly Budget[] {
+    return this.shares.map((s) => ({ ...s }));
+  }
+
+  override admitSync(req: AdmitRequest): AdmitResult {
+    const on = this.laneOf(req.buckets);
+    if (on === undefined) return super.admitSync(req);
+    const t = this.ticksUntil(req.now);
+    const share: { calls: number; channels: number; refused?: 'calls' | 'channels' } = { ...this.shares[on.lane]! };
+    const r = this.admitCapped({ ...req, buckets: on.buckets, now: t }, share);
+    if (r.duplicate) return r;
+    const c = this.counts[on.lane]!;
+    if (r.admitted) c.admitted++;
+    else if (share.refused === 'calls') {
+      c.refusedCalls++;
+      this.refusedForShare.calls++;
+    } else if (share.refused === 'channels') {
+      c.refusedChannels++;
+      this.refusedForShare.channels++;
+    }
+    return r;
+  }
+
+  override recordSync(req: RecordRequest): RecordResult {
+    const on = this.laneOf(req.buckets);
+    if (on === undefined) return super.recordSync(req);
+    const t = this.ticksUntil(req.now);
+    const r = super.recordSync({ ...req, buckets: on.buckets, now: t });
+    if (!r.duplicate) this.counts[on.lane]!.admitted++;
+    return r;
+  }
+
+  /** The lane of a list naming the global level (undefined: the list does not name it). */
+  private laneOf(buckets: readonly Bucket[]): OnLane | undefined {
+    if (buckets[0]?.name !== GLOBAL_BUCKET) return undefined;
+    let on = this.onLane.get(buckets);
+    if (on === undefined) {
+      const lane = laneOf(buckets, this.lanes);
+      on = { lane, buckets: [{ ...buckets[0], name: LeasedMemoryStore.laneBucket(lane) }, ...buckets.slice(1)] };
+      this.onLane.set(buckets, on);
+    }
+    return on;
+  }
+
+  /** Run every tick up to time `now` (a replay's call time; required: the ticks follow it). */
+  private ticksUntil(now: number | undefined): number {
+    if (now === undefined)
+      throw new InvalidArgumentError('a leased replay decides on the calls’ own time: now is required');
+    this.nextTick ??= now;
+    while (this.nextTick <= now) {
+      this.tick(this.nextTick);
+      this.nextTick += this.tickUs;
+    }
+    return now;
+  }
+
+  /** One tick of the coordinator at `at`: observe every lane, shrink, then grant what was freed. */
+  private tick(at: number): void {
+    this.ticks++;
+    const W = this.windowUs;
+    const T = this.tickUs;
+    const obs: LaneObservation[] = this.counts.map((c, k) => {
+      const bucket = LeasedMemoryStore.laneBucket(k);
+      const inWindow = this.countSync({ tag: GLOBAL_TAG, bucket, windowUs: W, now: at }).count;
+      // the window's calls in (at - W, at - W + T] leave it before the next tick
+      const staying = W > T ? this.countSync({ tag: GLOBAL_TAG, bucket, windowUs: W - T, now: at }).count : 0;
+      const inUse = this.holdsSync({ tag: GLOBAL_TAG, name: bucket, now: at }).holds;
+      const o: LaneObservation = {
+        admittedInWindow: inWindow,
+        leavingBeforeNextTick: inWindow - staying,
+        channelsInUse: inUse,
+        admittedSinceTick: c.admitted,
+        refusedCalls: c.refusedCalls,
+        refusedChannels: c.refusedChannels,
+        releasedSinceTick: Math.max(0, c.lastInUse + c.admitted - inUse),
+      };
+      c.admitted = c.refusedCalls = c.refusedChannels = 0;
+      c.lastInUse = inUse;
+      return o;
+    });
+    const lost = obs.map(() => false);
+    const plan = planStep(this.state, obs, this.params, lost);
+    // each lane shrinks at once, never below what its calls use (lua/lease-shrink.lua)
+    const results: ShrinkResult[] = plan.shrinks.map((s) => {
+      const had = this.shares[s.lane]!;
+      const o = obs[s.lane]!;
+      const c = applyShrink(had.calls, s.target.calls, o.admittedInWindow);
+      const h = applyShrink(had.channels, s.target.channels, o.channelsInUse);
+      const share = { calls: c.share, channels: h.share };
+      this.shares[s.lane] = share;
+      return { lane: s.lane, share, freed: { calls: c.freed, channels: h.freed } };
+    });
+    const settled = settle(plan.state, results, plan.grants);
+    checkLease(settled.state);
+    this.state = settled.state;
+    for (const g of settled.grants) this.shares[g.lane] = add(this.shares[g.lane]!, g.amount);
+  }
+}

@@ -1,0 +1,229 @@
+/**
+ * The leased deployment on a replay's virtual clock (src/lease/replay-lanes.ts, `callgate replay
+ * --lease-lanes N`): what a lane refuses for lack of share, worked out by hand from the rule;
+ * one lane decides as the exact contract does; the level's limits hold at every admission over
+ * the bundled traces; the CLI's what-if and its clear errors.
+ */
+import { expect } from 'chai';
+import { join } from 'node:path';
+import { loadConfigFile } from '../src/config/load.js';
+import { laneOf, leasedLevel } from '../src/lease/lanes.js';
+import { LeasedMemoryStore } from '../src/lease/replay-lanes.js';
+import { compare } from '../src/replay/compare.js';
+import { MemoryStore } from '../src/store/memory-store.js';
+import type { AdmitRequest, AdmitResult, Bucket } from '../src/store/types.js';
+import { runNode } from './helpers/run.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const BIN = join(ROOT, 'bin/callgate.js');
+const FIX = join(ROOT, 'fixtures');
+const T0 = 1_700_000_000_000_000;
+const W = 1_000_000;
+
+const global10: Bucket = { name: 'global', limits: [{ limit: 10, windowUs: W, algorithm: 'sliding-log' }] };
+const peer = (id: string): Bucket => ({
+  name: `peer:${id}`,
+  limits: [{ limit: 1000, windowUs: W, algorithm: 'sliding-log' }],
+});
+
+/** Two peers on different lanes of 2. */
+function peersOnTwoLanes(): [string, string] {
+  const ids = Array.from({ length: 20 }, (_, i) => `p${i}`);
+  const a = ids.find((id) => laneOf([global10, peer(id)], 2) === 0)!;
+  const b = ids.find((id) => laneOf([global10, peer(id)], 2) === 1)!;
+  return [a, b];
+}
+
+describe('a leased deployment replayed (LeasedMemoryStore)', () => {
+  it('refuses what a lane lacks share for, and follows demand tick by tick', () => {
+    const [a, b] = peersOnTwoLanes();
+    const lists = { [a]: [global10, peer(a)], [b]: [global10, peer(b)] };
+    const leased = new LeasedMemoryStore({ lanes: 2, limit: { calls: 10, windowUs: W, channels: 0 } });
+    const exact = new MemoryStore();
+    const both = (id: string, now: number): [AdmitResult, AdmitResult] => {
+      const req: AdmitRequest = { tag: 'in', buckets: lists[id]!, now };
+      return [leased.admitSync(req), exact.admitSync(req)];
+    };
+    // the level starts split evenly (5 / 5); the first tick, at the first call, keeps it so
+    // (both lanes want the same): lane a admits 5 of 10 calls in its first 50 ms
+    const first = Array.from({ length: 10 }, (_, i) => both(a, T0 + i * 1000));
+    expect(first.map(([l]) => l.admitted)).to.deep.equal([
+      true,
+      true,
+      true,
+      true,
+      true,
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
+    expect(first.every(([, x]) => x.admitted)).to.equal(true);
+    // refused by the global level (index 0) for rate; retry when the lane's oldest call leaves
+    expect(first[5]![0]).to.deep.include({ limitedBy: 0, reason: 'rate', retryAfterUs: W - 5000 });
+    expect(leased.refusedForShare).to.deep.equal({ calls: 5, channels: 0 });
+    expect(leased.laneShares.map((s) => s.calls)).to.deep.equal([5, 5]);
+    // lane b still has its 5
+    expect(both(b, T0 + 20_000)[0].admitted).to.equal(true);
+    // the tick at 50 ms moves lane b's unused share to lane a, which was refused
+    both(a, T0 + 50_000);
+    const [sa, sb] = leased.laneShares.map((s) => s.calls);
+    expect(sa! + sb!).to.equal(10);
+    expect(sa).to.be.greaterThan(5);
+    expect(sb).to.be.at.least(1); // what b's call of 20 ms uses stays
+    // 7 calls a second on lane a from 1 s on (70 % of the limit): once the shares have followed
+    // (2 s), the leased level decides as the exact one
+    let last = 0;
+    for (let t = T0 + W; t < T0 + 5 * W; t += 142_857) {
+      const [l, x] = both(a, t);
+      last = t;
+      if (t >= T0 + 3 * W) expect(l.admitted, `at +${(t - T0) / 1e6} s`).to.equal(x.admitted);
+    }
+    // a tick every 50 ms of the calls' time, from the first call to the last
+    expect(leased.ticks).to.equal(Math.floor((last - T0) / 50_000) + 1);
+  });
+
+  it('a share of channels: refused by channels when the lane has used its share', () => {
+    const [a] = peersOnTwoLanes();
+    const g: Bucket = { ...global10, channels: 4 };
+    const leased = new LeasedMemoryStore({ lanes: 2, limit: { calls: 10, windowUs: W, channels: 4 } });
+    const admits = [0, 1, 2].map((i) =>
+      leased.admitSync({ tag: 'in', buckets: [g, peer(a)], now: T0 + i * 1000, hold: { id: `c${i}`, forUs: 60e6 } }),
+    );
+    // 2 channels each: the third call is refused by the global level's channels
+    expect(admits.map((r) => r.admitted)).to.deep.equal([true, true, false]);
+    expect(admits[2]).to.deep.include({ limitedBy: 0, reason: 'channels', retryAfterUs: 0 });
+    expect(leased.refusedForShare).to.deep.equal({ calls: 0, channels: 1 });
+  });
+
+  it('needs the calls’ own time', () => {
+    const leased = new LeasedMemoryStore({ lanes: 2, limit: { calls: 10, windowUs: W, channels: 0 } });
+    expect(() => leased.admitSync({ tag: 'in', buckets: [global10, peer('x')] })).to.throw(/now is required/);
+  });
+
+  /** Checks Σ lanes ≤ the level's limits after every admission. */
+  class Checked extends LeasedMemoryStore {
+    violations = 0;
+    admissions = 0;
+    constructor(
+      lanes: number,
+      private readonly level: { calls: number; windowUs: number; channels: number },
+    ) {
+      super({ lanes, limit: level });
+    }
+    override admitSync(req: AdmitRequest): AdmitResult {
+      const r = super.admitSync(req);
+      if (req.buckets[0]?.name !== 'global' || !r.admitted) return r;
+      this.admissions++;
+      let calls = 0;
+      let channels = 0;
+      for (let k = 0; k < this.lanes; k++) {
+        const bucket = LeasedMemoryStore.laneBucket(k);
+        calls += this.countSync({ tag: 'in', bucket, windowUs: this.level.windowUs, now: r.now }).count;
+        channels += this.holdsSync({ tag: 'in', name: bucket, now: r.now }).holds;
+      }
+      if (calls > this.level.calls || (this.level.channels > 0 && channels > this.level.channels)) this.violations++;
+      return r;
+    }
+  }
+
+  it('never over the limit when every lane wants more than there is', () => {
+    const [a, b] = peersOnTwoLanes();
+    const level = { calls: 10, windowUs: W, channels: 0 };
+    const checked = new Checked(2, level);
+    const exact = new MemoryStore();
+    let admitted = 0;
+    // lane a fills its share at once, then both lanes offer 4 times the limit for 3 s: the
+    // targets, split by demand, fall below what lane a's window holds
+    for (let i = 0; i < 5; i++) checked.admitSync({ tag: 'in', buckets: [global10, peer(a)], now: T0 + i });
+    for (let t = T0 + 1000; t < T0 + 3 * W; t += 25_000)
+      for (const id of [b, b, b, a]) {
+        const req: AdmitRequest = { tag: 'in', buckets: [global10, peer(id)], now: t };
+        if (checked.admitSync(req).admitted) admitted++;
+        exact.admitSync(req);
+      }
+    expect(checked.violations).to.equal(0);
+    // and the lanes together use most of the limit: 10 a window, 3 windows
+    expect(admitted).to.be.within(25, 30);
+  });
+
+  for (const name of ['trunks', 'autodialer', 'event-types'])
+    it(`${name}: one lane decides as the exact contract; 8 lanes never exceed the level`, async function () {
+      this.timeout(60_000);
+      const config = await loadConfigFile(join(FIX, `${name}.config.json`));
+      const tracePath = join(FIX, `${name}.trace.csv`);
+      const level = leasedLevel(config);
+      const one = await compare({
+        config,
+        baseline: config,
+        configName: 'leased',
+        baselineName: 'exact',
+        tracePath,
+        store: new LeasedMemoryStore({ lanes: 1, limit: level }),
+        baselineStore: new MemoryStore(),
+      });
+      expect(one.whatif.differing).to.equal(0);
+      const checked = new Checked(8, level);
+      await compare({
+        config,
+        baseline: config,
+        configName: 'leased',
+        baselineName: 'exact',
+        tracePath,
+        store: checked,
+        baselineStore: new MemoryStore(),
+      });
+      expect(checked.admissions).to.be.greaterThan(0);
+      expect(checked.violations).to.equal(0);
+    });
+});
+
+describe('callgate replay --lease-lanes', function () {
+  this.timeout(60_000);
+  const run = (...args: string[]) => runNode([BIN, 'replay', '--no-progress', ...args], { cwd: ROOT });
+  const trunks = ['--config', 'fixtures/trunks.config.json', '--trace', 'fixtures/trunks.trace.csv'];
+
+  it('reports the leased deployment against the exact contract', async () => {
+    const r = await run(...trunks, '--lease-lanes', '4', '--json');
+    expect(r.code, r.stderr).to.equal(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.whatif.config).to.equal('fixtures/trunks.config.json, global level leased over 4 lanes');
+    expect(out.whatif.baseline_config).to.equal('fixtures/trunks.config.json, exact');
+    // the same calls, decided by the same engine but for the global level's lanes
+    expect(out.report.calls.total).to.equal(out.baseline.calls.total);
+    expect(out.whatif.differing).to.be.greaterThan(0);
+    const text = await run(...trunks, '--lease-lanes', '1');
+    expect(text.code, text.stderr).to.equal(0);
+    expect(text.stdout).to.include('global level leased over 1 lane (new)');
+    expect(text.stdout).to.match(/^0 of \d+ calls decided differently/m);
+  });
+
+  const bad: [string, string[], RegExp][] = [
+    ['a Redis store', [...trunks, '--lease-lanes', '4', '--store', 'redis'], /replays on the memory store/],
+    ['--compare', [...trunks, '--lease-lanes', '4', '--compare', 'fixtures/trunks.config.json'], /not with --compare/],
+    ['0 lanes', [...trunks, '--lease-lanes', '0'], /--lease-lanes: expected an integer from 1 to 1024, got 0/],
+    ['too many lanes', [...trunks, '--lease-lanes', '2000'], /expected an integer from 1 to 1024, got 2000/],
+    ['lanes not a number', [...trunks, '--lease-lanes', 'x'], /--lease-lanes: expected an integer/],
+    ['a tick alone', [...trunks, '--lease-tick-ms', '20'], /--lease-tick-ms needs --lease-lanes/],
+    ['a tick of 0', [...trunks, '--lease-lanes', '4', '--lease-tick-ms', '0'], /--lease-tick-ms: expected/],
+    [
+      'no global level',
+      ['--config', 'fixtures/campaign.config.json', '--trace', 'fixtures/campaign.trace.csv', '--lease-lanes', '4'],
+      /a leased global level must be configured/,
+    ],
+    [
+      'attribute levels',
+      ['--config', 'examples/limits/attributes.json', '--trace', 'fixtures/trunks.trace.csv', '--lease-lanes', '4'],
+      /does not combine with attribute levels/,
+    ],
+  ];
+  for (const [what, args, message] of bad)
+    it(`refuses ${what} in one line`, async () => {
+      const r = await run(...args);
+      expect(r.code, r.stderr).to.equal(2);
+      const lines = r.stderr.trimEnd().split('\n');
+      expect(lines, r.stderr).to.have.length(1);
+      expect(lines[0]).to.match(message);
+    });
+});
