@@ -76,6 +76,13 @@ async function commandstats(node: Redis): Promise<Map<string, { calls: number; u
   return out;
 }
 
+/** A node's CPU time so far (user + system, s), from INFO CPU. */
+async function cpuSeconds(node: Redis): Promise<number> {
+  const info = await node.info('cpu');
+  const v = (k: string) => Number(new RegExp(`^${k}:([0-9.]+)`, 'm').exec(info)?.[1] ?? 0);
+  return v('used_cpu_user') + v('used_cpu_sys');
+}
+
 /** One workload's decisions on a store: a warm-up, then one decision per call of the open loop. */
 interface Decider {
   warm(): Promise<void>;
@@ -185,22 +192,29 @@ async function run(masters: number, workload: Workload) {
     await decider.warm();
     const nodes = cluster.nodes('master');
     await Promise.all(nodes.map((n) => n.config('RESETSTAT')));
+    const cpu0 = await Promise.all(nodes.map(cpuSeconds));
     let decisions = 0;
     const result = await openLoop(rate, seconds, async (i) => {
       await decider.decide(i);
       decisions++;
     });
     const stats = await Promise.all(nodes.map(commandstats));
+    const cpu1 = await Promise.all(nodes.map(cpuSeconds));
+    const cpuPer = cpu1.map((c, k) => ((c - cpu0[k]!) * 1e6) / decisions);
     // where the keys sit (logs, carriers, holds, records, locators), per master
     const keys = (await Promise.all(nodes.map((n) => n.dbsize()))).join(' / ');
     const perMaster = stats.map((s) => {
       let script = 0;
       let all = 0;
+      let scriptCalls = 0;
       for (const [cmd, v] of s) {
-        if (cmd === 'evalsha' || cmd === 'eval') script += v.usec;
+        if (cmd === 'evalsha' || cmd === 'eval') {
+          script += v.usec;
+          scriptCalls += v.calls;
+        }
         if (cmd !== 'config' && cmd !== 'info') all += v.usec;
       }
-      return { script: script / decisions, all: all / decisions };
+      return { script: script / decisions, all: all / decisions, calls: scriptCalls / decisions };
     });
     const busiest = Math.max(...perMaster.map((m) => m.script));
     const busiestAll = Math.max(...perMaster.map((m) => m.all));
@@ -213,6 +227,8 @@ async function run(masters: number, workload: Workload) {
       keys,
       summary,
       p99ms: result.hist.getValueAtPercentile(99) / 1e6,
+      callsPerMaster: perMaster.map((m) => m.calls.toFixed(2)).join(' / '),
+      cpuPerMaster: cpuPer.map((c) => c.toFixed(1)).join(' / '),
       scriptPerMaster: perMaster.map((m) => m.script.toFixed(1)).join(' / '),
       sumScript,
       busiest,
@@ -249,10 +265,10 @@ for (const w of workloads) {
   const base = rows[0]!.ceiling;
   console.log(`${TITLES[w]}; ${rate} decisions/s for ${seconds} s; of ${ROUNDS} rounds, the median busiest master's`);
   console.log(
-    'masters | keys per master | decisions | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms',
+    'masters | keys per master | decisions | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms | CPU µs/decision per master | script calls/decision',
   );
   for (const r of rows)
     console.log(
-      `${r.masters} | ${r.keys} | ${r.summary} | ${r.scriptPerMaster} | ${r.sumScript.toFixed(1)} | ${r.busiest.toFixed(1)} | ${Math.round(r.ceiling)} | ${(r.ceiling / base).toFixed(2)} | ${Math.round(r.ceilingAll)} | ${r.p99ms.toFixed(1)}`,
+      `${r.masters} | ${r.keys} | ${r.summary} | ${r.scriptPerMaster} | ${r.sumScript.toFixed(1)} | ${r.busiest.toFixed(1)} | ${Math.round(r.ceiling)} | ${(r.ceiling / base).toFixed(2)} | ${Math.round(r.ceilingAll)} | ${r.p99ms.toFixed(1)} | ${r.cpuPerMaster} | ${r.callsPerMaster}`,
     );
 }
