@@ -4,6 +4,8 @@
  */
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
+import { InvalidArgumentError } from '../errors/index.js';
+import { leasedLevel, MAX_LANES } from '../lease/lanes.js';
 import { inspectState, stateText } from '../observe/inspect.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
@@ -14,14 +16,26 @@ export interface InspectArgs extends RedisConnectionArgs {
   peer: string[];
   value: string[];
   json?: boolean;
+  /** The deployment leases its global level over this many lanes (its keys are on the lanes). */
+  leaseLanes?: number;
 }
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
+  const lanes = args.leaseLanes;
+  if (lanes !== undefined && !(Number.isSafeInteger(lanes) && lanes >= 1 && lanes <= MAX_LANES))
+    throw new InvalidArgumentError(`--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${String(lanes)}`);
   const config = await loadConfigFile(args.config);
+  if (lanes !== undefined) leasedLevel(config); // a clear error when the level cannot be leased
   const redis = await openRedis(args);
   try {
     const bans = (config.inbound.attributes ?? []).some((l) => l.ban !== undefined);
-    const state = await inspectState(config, new RedisStore({ redis, prefix: args.prefix }), {
+    // leased: the lanes are hash tags, on a single Redis too (as `serve --lease-lanes` makes them)
+    const store = new RedisStore({
+      redis,
+      prefix: args.prefix,
+      ...(lanes !== undefined && { lease: { lanes }, hashTags: true }),
+    });
+    const state = await inspectState(config, store, {
       peers: args.peer,
       values: args.value ?? [],
       bans,
@@ -55,5 +69,10 @@ export function inspectCommand(program: Command): void {
       [],
     )
     .option('--json', 'one JSON object (as GET /v1/state)')
+    .option(
+      '--lease-lanes <n>',
+      'their global level is leased over N lanes (as `serve --lease-lanes`): read the lanes',
+      (v: string) => (/^\d+$/.test(v) ? Number(v) : Number.NaN),
+    )
     .action(async (opts: InspectArgs) => runInspect(opts));
 }

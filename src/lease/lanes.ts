@@ -77,7 +77,12 @@ export function laneOf(buckets: readonly Bucket[], lanes: number): number {
   const owner = rest.find((b) => b.name.startsWith('account:')) ?? rest.find((b) => b.name.startsWith('peer:'));
   if (owner === undefined || rest.some((b) => !b.name.startsWith('account:') && !b.name.startsWith('peer:')))
     throw new InvalidArgumentError('a leased global level does not combine with attribute levels');
-  return fnv1a(owner.name) % lanes;
+  return ownerLane(owner.name, lanes);
+}
+
+/** The lane of the calls whose lane is chosen by bucket `name` (`account:<id>`, else `peer:<id>`). */
+export function ownerLane(name: string, lanes: number): number {
+  return fnv1a(name) % lanes;
 }
 
 /** A leased global level's limit, window and channels (0: no channel limit), from a configuration. */

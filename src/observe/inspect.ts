@@ -9,6 +9,14 @@
  * account's tag and a peer's bucket is read under the peer's own tag. On a Cluster, a peer whose
  * calls name a configured account counts under that account's tag instead (README "Redis keys
  * and Cluster"): inspect shows 0 for it there. On a single Redis keys carry no tag.
+ *
+ * With the global level leased (Store.leaseLanes, docs/leasing.md), an account's bucket is on
+ * its lane's tag; a peer's is on its account's lane or its own, which the configuration does
+ * not say, so it is read on every lane and summed (its calls are on one lane when they always
+ * name the same account; the retry-after shown is the longest of the lanes'); the global
+ * level is read on every lane and summed: its count and channels are the level's, its
+ * retry-after is not computed (0), since a call there is refused by its lane's share (the
+ * lease metrics show the shares).
  */
 import { formatDuration } from '../config/duration.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
@@ -25,6 +33,7 @@ import type { CallGate } from '../gate.js';
 import type { Bucket, Limit, Store } from '../store/types.js';
 import { listBans, type BanState } from './bans.js';
 import { attributeBucket } from '../admission/attributes.js';
+import { laneTag, ownerLane } from '../lease/lanes.js';
 import { InvalidArgumentError } from '../errors/index.js';
 
 export interface LimitState {
@@ -47,6 +56,8 @@ export interface BucketState {
   retry_after_ms: number;
   /** With a channel limit: the calls in progress now. */
   channels?: { limit: number; in_use: number };
+  /** A leased level: its lanes, over which count and channels are summed (retry-after: 0). */
+  leased_lanes?: number;
 }
 
 export interface CarrierState {
@@ -87,6 +98,8 @@ interface Asked {
   tag: string;
   bucket: Bucket;
   defaultPeer: boolean;
+  /** Leased: the global level and the peers are read on every lane (these tags), then summed. */
+  laneTags?: readonly string[];
 }
 
 /** The buckets of attribute values asked for (`<level>:<value>`), under the global tag. */
@@ -104,32 +117,41 @@ function valueBuckets(config: CallGateConfig, values: readonly string[]): Asked[
   });
 }
 
-function bucketsOf(config: CallGateConfig, peers: readonly string[]): Asked[] {
+function bucketsOf(config: CallGateConfig, peers: readonly string[], lanes: number | undefined): Asked[] {
   const { global, accounts, defaultPeer } = config.inbound;
-  // with a global limit or attribute levels every inbound key has the platform's tag (plan.ts)
+  // with a global limit or attribute levels every inbound key has the platform's tag (plan.ts),
+  // or, leased, the lane's of the call's account (else its peer)
   const platform = global !== undefined || (config.inbound.attributes ?? []).length > 0;
+  const leased = lanes !== undefined && global !== undefined;
+  const tagOf = (name: string, own: string) =>
+    leased ? laneTag(ownerLane(name, lanes), lanes) : platform ? GLOBAL_TAG : own;
+  const everyLane = leased ? { laneTags: Array.from({ length: lanes }, (_, k) => laneTag(k, lanes)) } : {};
   const out: Asked[] = [];
   const bucket = (name: string, b: BucketConfig): Bucket =>
     b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels };
   if (global !== undefined)
-    out.push({ label: 'global', tag: GLOBAL_TAG, bucket: bucket(GLOBAL_BUCKET, global), defaultPeer: false });
-  for (const [id, b] of accounts) {
     out.push({
-      label: `account:${id}`,
-      tag: platform ? GLOBAL_TAG : accountTag(id),
-      bucket: bucket(accountBucket(id), b),
+      label: 'global',
+      tag: GLOBAL_TAG,
+      bucket: bucket(GLOBAL_BUCKET, global),
       defaultPeer: false,
+      ...everyLane,
     });
+  for (const [id, b] of accounts) {
+    const name = accountBucket(id);
+    out.push({ label: `account:${id}`, tag: tagOf(name, accountTag(id)), bucket: bucket(name, b), defaultPeer: false });
   }
   const seen = new Set<string>();
   const addPeer = (id: string, b: BucketConfig, isDefault: boolean) => {
     if (seen.has(id)) return;
     seen.add(id);
+    const name = peerBucket(id);
     out.push({
       label: `peer:${id}`,
-      tag: platform ? GLOBAL_TAG : peerTag(id),
-      bucket: bucket(peerBucket(id), b),
+      tag: tagOf(name, peerTag(id)),
+      bucket: bucket(name, b),
       defaultPeer: isDefault,
+      ...everyLane,
     });
   };
   for (const [id, limits] of config.inbound.peers) addPeer(id, limits, false);
@@ -148,10 +170,17 @@ export async function inspectState(
   store: Store,
   opts: InspectOptions = {},
 ): Promise<GateState> {
-  const asked = [...bucketsOf(config, opts.peers ?? []), ...valueBuckets(config, opts.values ?? [])];
+  const asked = [...bucketsOf(config, opts.peers ?? [], store.leaseLanes), ...valueBuckets(config, opts.values ?? [])];
   const carriers = [...config.outbound.carriers];
+  // each asked bucket once, a leased level once per lane: its first read at index first[i]
+  const reads = asked.flatMap((a) => (a.laneTags ?? [a.tag]).map((tag) => ({ tag, bucket: a.bucket })));
+  const first: number[] = [];
+  asked.reduce((at, a) => {
+    first.push(at);
+    return at + (a.laneTags?.length ?? 1);
+  }, 0);
   const r = await store.inspect({
-    buckets: asked.map((a) => ({ tag: a.tag, bucket: a.bucket })),
+    buckets: reads,
     carriers: carriers.map(([id, c]) => ({
       name: carrierName(id),
       intervalUs: c.intervalUs,
@@ -166,13 +195,15 @@ export async function inspectState(
     time_us: r.now,
     store: store.kind,
     buckets: asked.map((a, i) => {
-      const { counts, retryAfterUs, channels } = r.buckets[i]!;
+      const parts = r.buckets.slice(first[i]!, first[i]! + (a.laneTags?.length ?? 1));
+      const global = a.laneTags !== undefined && a.bucket.name === GLOBAL_BUCKET;
+      // a leased level's lanes partition its calls: its counts are their sums
       const limits = a.bucket.limits.map((l, j) => ({
         limit: l.limit,
         window: formatDuration(l.windowUs),
         algorithm: l.algorithm,
-        count: counts[j]!,
-        retry_after_ms: ms(retryAfterUs[j]!),
+        count: parts.reduce((n, p) => n + p.counts[j]!, 0),
+        retry_after_ms: global ? 0 : ms(Math.max(...parts.map((p) => p.retryAfterUs[j]!))),
       }));
       const state: BucketState = {
         bucket: a.label,
@@ -180,7 +211,9 @@ export async function inspectState(
         retry_after_ms: Math.max(0, ...limits.map((l) => l.retry_after_ms)),
       };
       if (a.defaultPeer) state.default_peer = true;
-      if (a.bucket.channels !== undefined) state.channels = { limit: a.bucket.channels, in_use: channels ?? 0 };
+      if (a.bucket.channels !== undefined)
+        state.channels = { limit: a.bucket.channels, in_use: parts.reduce((n, p) => n + (p.channels ?? 0), 0) };
+      if (global) state.leased_lanes = a.laneTags!.length;
       return state;
     }),
     carriers: carriers.map(([id, c], k) => {
@@ -206,7 +239,7 @@ export function stateText(s: GateState): string {
   const ch = (c: { limit: number; in_use: number } | undefined) => (c === undefined ? '-' : `${c.in_use}/${c.limit}`);
   const rows: string[][] = [['bucket', 'limit', 'window', 'algorithm', 'count', 'retry after', 'channels']];
   for (const b of s.buckets) {
-    const name = `${b.bucket}${b.default_peer ? ' (default)' : ''}`;
+    const name = `${b.bucket}${b.default_peer ? ' (default)' : ''}${b.leased_lanes ? ` (${b.leased_lanes} lanes)` : ''}`;
     b.limits.forEach((l, j) => {
       const count = Number.isInteger(l.count) ? String(l.count) : l.count.toFixed(2);
       rows.push([

@@ -435,6 +435,11 @@ export interface Store {
    * again after a loss). Decisions taken by policy while the store was away enter it too.
    */
   readonly ledger?: HoldLedger;
+  /**
+   * The lanes of a leased global level (docs/leasing.md): its inbound keys are on lane tags
+   * instead of the one inbound tag. Undefined: not leased.
+   */
+  readonly leaseLanes?: number;
   /** Write the ledger's calls marked unwritten now (a reload that turned a channel limit on); resolves once done. */
   writeLedger?(): Promise<void>;
   /** Write again the holds of calls in progress (see ReassertRequest); stores that cannot lose state may omit it. */

@@ -130,6 +130,10 @@ export class RedisStore implements Store, OperableStore {
   private readonly keys: RedisKeys;
   /** Lanes of the leased global level (src/lease/lanes.ts); undefined: not leased. */
   private readonly lanes: number | undefined;
+
+  get leaseLanes(): number | undefined {
+    return this.lanes;
+  }
   /** Each bucket list's lane tag, once computed (plans hand the same list to every call of a peer). */
   private readonly laneTags = new WeakMap<readonly Bucket[], string>();
   private readonly virtualTtlMs: number;
