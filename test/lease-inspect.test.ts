@@ -1,16 +1,19 @@
 /**
  * Live inspection of a leased deployment (src/observe/inspect.ts with Store.leaseLanes,
  * `callgate inspect --lease-lanes`): accounts and peers are read on their lanes, the global level
- * on every lane and summed. The same calls on an unleased store give the same counts.
+ * on every lane and summed. The same calls on an unleased store give the same counts; holds
+ * and reset (src/observe/operate.ts, `callgate holds | reset --lease-lanes`) find the lanes too.
  */
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseConfig } from '../src/config/load.js';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { inspectGate, stateText, type GateState } from '../src/observe/inspect.js';
+import { listHolds, resetBucket } from '../src/observe/operate.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { newRedisClient, redisRig } from './helpers/redis.js';
 import { runNode } from './helpers/run.js';
@@ -34,6 +37,8 @@ const CALLS: [peer: string, account: string | undefined, n: number][] = [
   ['q2', undefined, 6],
   ['q3', undefined, 2],
 ];
+
+const CONFIG_LOADED = parseConfig(CONFIG);
 
 /** The buckets' counts and channels, without the time. */
 const counts = (s: GateState) =>
@@ -106,6 +111,22 @@ describe('inspect a leased deployment', function () {
       expect(counts(l).find((b) => b.bucket === 'peer:q2')!.counts).to.deep.equal([6]);
       expect(stateText(l)).to.match(/^global \(4 lanes\) +1000 +10s +sliding-log +27 +- +27\/500$/m);
 
+      // holds and reset find the calls on the lanes
+      for (const [bucket, n] of [
+        ['global', total],
+        ['account:acme', 10],
+        ['peer:p1', 7],
+      ] as const) {
+        const h = await listHolds(CONFIG_LOADED, leased.gate.store, { bucket });
+        const p = await listHolds(CONFIG_LOADED, plain.gate.store, { bucket });
+        expect(h.total, bucket).to.equal(n);
+        expect(h.holds.map((x) => x.call_id).sort(), bucket).to.deep.equal(p.holds.map((x) => x.call_id).sort());
+      }
+      const reset = await resetBucket(CONFIG_LOADED, leased.gate.store, 'peer:q2');
+      expect(reset).to.deep.include({ events: 6 });
+      const after = await inspectGate(leased.gate, { peers });
+      expect(counts(after).find((b) => b.bucket === 'peer:q2')!.counts).to.deep.equal([0]);
+
       // the CLI, told the lanes; without them it reads the one inbound tag, where nothing is
       const dir = mkdtempSync(join(tmpdir(), 'callgate-lease-inspect-'));
       try {
@@ -129,11 +150,31 @@ describe('inspect a leased deployment', function () {
           );
         const told = await cli('--lease-lanes', String(LANES), '--peer', 'q1', '--peer', 'q2', '--peer', 'q3');
         expect(told.code, told.stderr).to.equal(0);
-        expect(counts(JSON.parse(told.stdout))).to.deep.equal(counts(u));
+        expect(counts(JSON.parse(told.stdout))).to.deep.equal(counts(after));
         const untold = await cli();
         expect(untold.code, untold.stderr).to.equal(0);
         const g = (JSON.parse(untold.stdout) as GateState).buckets.find((b) => b.bucket === 'global')!;
         expect(g.limits[0]!.count).to.equal(0);
+        const holds = await runNode(
+          [
+            join(ROOT, 'bin/callgate.js'),
+            'holds',
+            '--config',
+            configPath,
+            '--redis-url',
+            rig.server.url,
+            '--prefix',
+            `${prefix}l:`,
+            '--bucket',
+            'global',
+            '--lease-lanes',
+            String(LANES),
+            '--json',
+          ],
+          { cwd: ROOT },
+        );
+        expect(holds.code, holds.stderr).to.equal(0);
+        expect(JSON.parse(holds.stdout).total).to.equal(total);
         for (const [bad, message] of [
           ['0', /--lease-lanes: expected an integer from 1 to 1024, got 0/],
           ['x', /--lease-lanes: expected an integer from 1 to 1024, got NaN/],

@@ -4,10 +4,10 @@
  */
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
-import { InvalidArgumentError } from '../errors/index.js';
-import { leasedLevel, MAX_LANES } from '../lease/lanes.js';
+import { leasedLevel } from '../lease/lanes.js';
 import { inspectState, stateText } from '../observe/inspect.js';
 import { RedisStore } from '../store/redis/redis-store.js';
+import { checkLeaseLanes, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 export interface InspectArgs extends RedisConnectionArgs {
@@ -22,19 +22,13 @@ export interface InspectArgs extends RedisConnectionArgs {
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const lanes = args.leaseLanes;
-  if (lanes !== undefined && !(Number.isSafeInteger(lanes) && lanes >= 1 && lanes <= MAX_LANES))
-    throw new InvalidArgumentError(`--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${String(lanes)}`);
+  checkLeaseLanes(lanes);
   const config = await loadConfigFile(args.config);
   if (lanes !== undefined) leasedLevel(config); // a clear error when the level cannot be leased
   const redis = await openRedis(args);
   try {
     const bans = (config.inbound.attributes ?? []).some((l) => l.ban !== undefined);
-    // leased: the lanes are hash tags, on a single Redis too (as `serve --lease-lanes` makes them)
-    const store = new RedisStore({
-      redis,
-      prefix: args.prefix,
-      ...(lanes !== undefined && { lease: { lanes }, hashTags: true }),
-    });
+    const store = new RedisStore({ redis, prefix: args.prefix, ...leasedStoreOptions(lanes) });
     const state = await inspectState(config, store, {
       peers: args.peer,
       values: args.value ?? [],
@@ -54,7 +48,10 @@ export function inspectCommand(program: Command): void {
       "what the limits see now on a live Redis: each bucket's count and retry-after per limit, each carrier's queue wait",
     )
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML) the routing processes use');
-  redisOptions(cmd, 'the Redis they share')
+  leaseLanesOption(
+    redisOptions(cmd, 'the Redis they share'),
+    'their global level is leased over N lanes: read the lanes',
+  )
     .option('--prefix <prefix>', 'their key prefix', 'callgate:')
     .option(
       '--peer <id>',
@@ -69,10 +66,5 @@ export function inspectCommand(program: Command): void {
       [],
     )
     .option('--json', 'one JSON object (as GET /v1/state)')
-    .option(
-      '--lease-lanes <n>',
-      'their global level is leased over N lanes (as `serve --lease-lanes`): read the lanes',
-      (v: string) => (/^\d+$/.test(v) ? Number(v) : Number.NaN),
-    )
     .action(async (opts: InspectArgs) => runInspect(opts));
 }

@@ -14,11 +14,14 @@ import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { holdsText, listHolds, resetBucket, resetLine } from '../observe/operate.js';
 import { RedisStore } from '../store/redis/redis-store.js';
+import { checkLeaseLanes, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
 import { closeRedis, openRedis, redactUrl, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 interface OperateArgs extends RedisConnectionArgs {
   prefix: string;
   json?: boolean;
+  /** The deployment leases its global level over this many lanes (holds, reset). */
+  leaseLanes?: number;
 }
 
 export interface HoldsArgs extends OperateArgs {
@@ -42,8 +45,9 @@ export interface ResetArgs extends OperateArgs {
 async function onRedis<T>(args: OperateArgs, fn: (store: RedisStore) => Promise<T>): Promise<T> {
   if (args.prefix.includes('{') || args.prefix.includes('}'))
     throw new InvalidArgumentError(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
+  checkLeaseLanes(args.leaseLanes);
   const redis = await openRedis(args);
-  const store = new RedisStore({ redis, prefix: args.prefix });
+  const store = new RedisStore({ redis, prefix: args.prefix, ...leasedStoreOptions(args.leaseLanes) });
   try {
     return await fn(store);
   } finally {
@@ -114,7 +118,10 @@ export function operateCommands(program: Command): void {
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML) the routing processes use')
     .option('--bucket <bucket>', 'global, account:<id> or peer:<id>')
     .option('--carrier <id>', 'a carrier id');
-  redisOptions(holds, 'the Redis they share')
+  leaseLanesOption(
+    redisOptions(holds, 'the Redis they share'),
+    'their global level is leased over N lanes: read the lanes',
+  )
     .option('--prefix <prefix>', 'their key prefix', 'callgate:')
     .option('--max <n>', 'list at most this many calls (the total is always shown)', int, 1000)
     .option('--json', 'one JSON object (as GET /v1/holds)')
@@ -140,7 +147,10 @@ export function operateCommands(program: Command): void {
     )
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML) the routing processes use')
     .requiredOption('--bucket <bucket>', 'global, account:<id> or peer:<id>');
-  redisOptions(reset, 'the Redis the routing processes share')
+  leaseLanesOption(
+    redisOptions(reset, 'the Redis the routing processes share'),
+    'their global level is leased over N lanes: reset the bucket on its lanes',
+  )
     .option('--prefix <prefix>', 'their key prefix', 'callgate:')
     .option('--yes', 'do not ask for a confirmation (needed without a terminal)')
     .option('--json', 'also print the report as one JSON object (as POST /v1/reset)')

@@ -10,7 +10,7 @@ import { type Command, Option } from 'commander';
 import { loadConfigFile } from '../config/load.js';
 import type { CallGateConfig } from '../config/types.js';
 import { InterruptedError, InvalidArgumentError, OutputError } from '../errors/index.js';
-import { leasedLevel, MAX_LANES } from '../lease/lanes.js';
+import { leasedLevel } from '../lease/lanes.js';
 import { LeasedMemoryStore } from '../lease/replay-lanes.js';
 import { compare, compareText } from '../replay/compare.js';
 import { reportHtml } from '../replay/html.js';
@@ -23,6 +23,7 @@ import { RedisStore } from '../store/redis/redis-store.js';
 import type { Store } from '../store/types.js';
 import { OutputFile } from '../output-file.js';
 import { osReason } from '../os-reason.js';
+import { checkLeaseLanes, leaseLanesOption } from './lease-lanes.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 interface ReplayArgs extends RedisConnectionArgs {
@@ -108,8 +109,7 @@ function leasedStore(args: ReplayArgs, config: CallGateConfig): LeasedMemoryStor
     if (args.leaseTickMs !== undefined) bad('--lease-tick-ms needs --lease-lanes');
     return undefined;
   }
-  if (!(Number.isSafeInteger(args.leaseLanes) && args.leaseLanes >= 1 && args.leaseLanes <= MAX_LANES))
-    bad(`--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${String(args.leaseLanes)}`);
+  checkLeaseLanes(args.leaseLanes);
   if (args.store !== 'memory')
     bad('--lease-lanes replays on the memory store: a leased Redis level decides on Redis time, not a trace’s');
   if (args.compare !== undefined)
@@ -247,18 +247,16 @@ export function replayCommand(program: Command): void {
     .requiredOption('--config <file>', 'limit configuration (JSON or YAML)')
     .requiredOption('--trace <file>', 'call trace (CSV)')
     .addOption(new Option('--store <kind>', 'where counts live').choices(['memory', 'redis']).default('memory'));
-  redisOptions(cmd, 'Redis for --store redis')
+  leaseLanesOption(
+    redisOptions(cmd, 'Redis for --store redis'),
+    'what-if: the global level leased over N lanes (docs/leasing.md) against the exact contract',
+  )
     .option('--decisions <file>', "write one decision per call as JSON Lines ('-' for standard output)")
     .option('--json', 'print the report as one JSON object')
     .option('--html <file>', 'also write the report with charts as one self-contained HTML file')
     .option(
       '--compare <file>',
       'what-if: replay under this (old) configuration too, report the calls decided differently',
-    )
-    .option(
-      '--lease-lanes <n>',
-      'what-if: the global level leased over N lanes (docs/leasing.md) against the exact contract',
-      (v: string) => (/^\d+$/.test(v) ? Number(v) : Number.NaN),
     )
     .option('--lease-tick-ms <ms>', "with --lease-lanes: the coordinator's tick (default 50)", Number)
     .option('--no-progress', 'no progress bar, even on a terminal')

@@ -14,7 +14,7 @@ import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
-import { MAX_LANES } from '../lease/lanes.js';
+import { checkLeaseLanes } from './lease-lanes.js';
 import { inspectGate } from '../observe/inspect.js';
 import { leaseMetrics } from '../observe/lease-metrics.js';
 import { gateMetrics, inspectLive } from '../observe/metrics.js';
@@ -88,7 +88,7 @@ function checkArgs(args: ServeArgs): void {
   }
   if (args.leaseLanes !== undefined) {
     if (args.store !== 'redis') bad('--lease-lanes needs --store redis: lanes are hash tags of a Redis (Cluster)');
-    positiveInt('--lease-lanes', args.leaseLanes, MAX_LANES);
+    checkLeaseLanes(args.leaseLanes);
   }
   if (args.leaseWaitReplicas !== undefined) {
     if (args.leaseLanes === undefined) bad('--lease-wait-replicas needs --lease-lanes');

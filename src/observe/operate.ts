@@ -7,7 +7,8 @@
  *
  * On a Cluster without a global limit (nor attribute levels), a peer's bucket exists under its own
  * tag and under the tag of every configured account its calls name: holds and reset cover all of
- * them. Attribute levels' buckets (`caller:<value>`, ...) are found too; a reset does not lift a
+ * them. With the global level leased, its buckets and the peers' are on every lane, an
+ * account's on its lane (locateBucket). Attribute levels' buckets (`caller:<value>`, ...) are found too; a reset does not lift a
  * ban (DELETE /v1/bans does).
  */
 import { attributeBucket } from '../admission/attributes.js';
@@ -23,6 +24,7 @@ import {
   peerBucket,
   peerTag,
 } from '../store/keys.js';
+import { laneTag, ownerLane } from '../lease/lanes.js';
 import { isOperable, type ListedHold, type OperableStore } from '../store/operations.js';
 import type { Bucket, Store } from '../store/types.js';
 
@@ -47,17 +49,23 @@ function operable(store: Store): OperableStore {
 const bucketOf = (name: string, b: BucketConfig): Bucket =>
   b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels };
 
-/** The bucket a `limited_by` label names under `config`, and its tags. */
-export function locateBucket(config: CallGateConfig, label: string, tagged: boolean): Located {
+/**
+ * The bucket a `limited_by` label names under `config`, and its tags. `lanes`: the global level
+ * is leased over that many lanes (Store.leaseLanes): it and the peers are on every lane (a
+ * peer's calls are on its account's lane or its own), an account on its lane.
+ */
+export function locateBucket(config: CallGateConfig, label: string, tagged: boolean, lanes?: number): Located {
   const { global, accounts, peers, defaultPeer } = config.inbound;
   const attributes = config.inbound.attributes ?? [];
   // with a global limit or attribute levels, every inbound key has the platform's tag (plan.ts)
   const platform = global !== undefined || attributes.length > 0;
+  const leased = lanes !== undefined && global !== undefined;
+  const everyLane = leased ? Array.from({ length: lanes }, (_, k) => laneTag(k, lanes)) : [];
   const levels = attributes.map((l) => `${l.name}:<value>`).join(', ');
   const hint = `expected global, account:<id> or peer:<id>${levels === '' ? '' : `, or ${levels}`}`;
   if (label === 'global') {
     if (global === undefined) bad('bucket global: the configuration has no global limit');
-    return { bucket: bucketOf(GLOBAL_BUCKET, global), tags: [GLOBAL_TAG] };
+    return { bucket: bucketOf(GLOBAL_BUCKET, global), tags: leased ? everyLane : [GLOBAL_TAG] };
   }
   const colon = label.indexOf(':');
   const kind = colon < 0 ? '' : label.slice(0, colon);
@@ -66,17 +74,21 @@ export function locateBucket(config: CallGateConfig, label: string, tagged: bool
   if (kind === 'account') {
     const limits = accounts.get(id);
     if (limits === undefined) bad(`bucket ${label}: the configuration has no account ${JSON.stringify(id)}`);
-    return { bucket: bucketOf(accountBucket(id), limits), tags: [platform ? GLOBAL_TAG : accountTag(id)] };
+    const name = accountBucket(id);
+    const tag = leased ? laneTag(ownerLane(name, lanes), lanes) : platform ? GLOBAL_TAG : accountTag(id);
+    return { bucket: bucketOf(name, limits), tags: [tag] };
   }
   if (kind === 'peer') {
     const limits = peers.get(id) ?? defaultPeer;
     if (limits === undefined)
       bad(`bucket ${label}: the configuration has no peer ${JSON.stringify(id)} and no defaultPeer`);
-    const tags = platform
-      ? [GLOBAL_TAG]
-      : tagged
-        ? [peerTag(id), ...[...accounts.keys()].map(accountTag)]
-        : [peerTag(id)];
+    const tags = leased
+      ? everyLane
+      : platform
+        ? [GLOBAL_TAG]
+        : tagged
+          ? [peerTag(id), ...[...accounts.keys()].map(accountTag)]
+          : [peerTag(id)];
     return { bucket: bucketOf(peerBucket(id), limits), tags };
   }
   // an attribute level: `<level>:<value>`, the value as limited_by shows it (after its match)
@@ -125,7 +137,7 @@ export async function listHolds(
       time_us: r.now,
     };
   }
-  const { bucket, tags } = locateBucket(config, target.bucket, s.tagged);
+  const { bucket, tags } = locateBucket(config, target.bucket, s.tagged, s.leaseLanes);
   let now = opts.now;
   let total = 0;
   const holds: ListedHold[] = [];
@@ -164,7 +176,7 @@ export async function resetBucket(
   opts: OperateOptions = {},
 ): Promise<ResetReport> {
   const s = operable(store);
-  const { bucket, tags } = locateBucket(config, label, s.tagged);
+  const { bucket, tags } = locateBucket(config, label, s.tagged, s.leaseLanes);
   let now = opts.now;
   let events = 0;
   let windows = 0;

@@ -1,0 +1,23 @@
+/**
+ * `--lease-lanes N`, shared by the commands that meet a leased deployment (docs/leasing.md):
+ * `serve` runs one, `inspect`, `holds` and `reset` read its lanes, `replay` simulates one.
+ */
+import type { Command } from 'commander';
+import { InvalidArgumentError } from '../errors/index.js';
+import { MAX_LANES } from '../lease/lanes.js';
+
+/** Adds the option with `description`; its value is a number (NaN when not an integer, refused by checkLeaseLanes). */
+export function leaseLanesOption(cmd: Command, description: string): Command {
+  return cmd.option('--lease-lanes <n>', description, (v: string) => (/^\d+$/.test(v) ? Number(v) : Number.NaN));
+}
+
+/** A clear error unless `lanes` is absent or an integer from 1 to MAX_LANES. */
+export function checkLeaseLanes(lanes: number | undefined): void {
+  if (lanes !== undefined && !(Number.isSafeInteger(lanes) && lanes >= 1 && lanes <= MAX_LANES))
+    throw new InvalidArgumentError(`--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${String(lanes)}`);
+}
+
+/** RedisStore options for a deployment leased over `lanes` (hash tags on a single Redis too, as `serve` makes them). */
+export function leasedStoreOptions(lanes: number | undefined): { lease?: { lanes: number }; hashTags?: true } {
+  return lanes === undefined ? {} : { lease: { lanes }, hashTags: true };
+}
