@@ -127,9 +127,6 @@ interface Saved {
 
 type Observed = LaneObservation & { now: number; share: Budget; leaseEnd: number; epoch: number };
 
-/** Ticks a lane's lease may fall behind the full lease before a renewal goes to it (see step). */
-const RENEW_TICKS = 4;
-
 /** A lane saw a newer term than this leader's: it must stop, and a successor count past `seen`. */
 class Stale extends Error {
   constructor(readonly seen: number) {
@@ -463,31 +460,19 @@ export class LeaseCoordinator {
     );
     checkLease(settled.state);
     this.state = settled.state;
-    // An order to every lane granted something, and to one whose lease would otherwise fall
-    // under the lease less RENEW_TICKS ticks (every order renews, a shrink too): a lane's lease
-    // stays that far ahead while the leader ticks, with a renewal every few ticks, not every one
-    // (a script call per lane per tick of the coordinator's Redis load).
-    const grants = new Map(settled.grants.map((g) => [g.lane, g.amount]));
-    // (a lease shorter than twice that slack: renewed at every tick)
-    const slack = RENEW_TICKS * this.tickMs * 1000;
-    const renewBelow = this.leaseUs >= 2 * slack ? this.leaseUs - slack : Number.POSITIVE_INFINITY;
-    const send = this.views.map((v, i) => {
-      if (v.lost || lostFlags[i]) return false;
-      if (grants.has(i)) return true;
-      const o = observed[i];
-      return !shrunk.has(i) && o !== undefined && o.leaseEnd - o.now < renewBelow;
-    });
     // saved before any grant leaves: a successor never counts less than the lanes hold
     // every lane about to be renewed: its new lease end is saved before it is sent
     this.views.forEach((v, i) => {
-      if (send[i]) v.leaseEnd = Math.max(v.leaseEnd, ends[i]!);
+      if (!v.lost && !lostFlags[i]) v.leaseEnd = Math.max(v.leaseEnd, ends[i]!);
     });
     // (a leadership lost or taken afresh since the tick began: nothing saved, nothing granted)
     if ((await this.lead(this.saved())) !== 'kept') return;
+    const grants = new Map(settled.grants.map((g) => [g.lane, g.amount]));
     await Promise.all(
-      this.views.map(async (_, i) => {
-        if (!send[i]) return;
+      this.views.map(async (v, i) => {
+        if (v.lost || lostFlags[i]) return;
         const amount = grants.get(i);
+        if (amount === undefined && shrunk.has(i)) return; // renewed by its shrink
         await this.order(i, 'lease-grant', [amount?.calls ?? 0, amount?.channels ?? 0, ends[i]!, this.windowUs]);
       }),
     );
