@@ -383,6 +383,11 @@ export class LeaseCoordinator {
 
   private async step(): Promise<void> {
     const observed = await Promise.all(this.lanes.map((_, i) => this.observe(i)));
+    // a lane may hold a later lease end than this coordinator saved (a predecessor's order that
+    // landed after its last save): what the lane says is taken, so nothing is reclaimed early
+    observed.forEach((o, i) => {
+      if (o !== undefined) this.views[i]!.leaseEnd = Math.max(this.views[i]!.leaseEnd, o.leaseEnd);
+    });
     this.state ??= this.fresh(observed);
     let state = this.state;
     const now = performance.now();
