@@ -177,7 +177,7 @@ export class Admission {
     if (!(this.localShare > 0 && this.localShare <= 1))
       throw new InvalidArgumentError(`localShare must be a number in (0, 1], got ${String(opts.localShare)}`);
     this.plans = new PlanCache(opts.config);
-    if (opts.shield ?? opts.store.kind !== 'memory') this.shield = new FloodShield();
+    if (opts.shield ?? opts.store.kind !== 'memory') this.shield = new FloodShield(opts.store.leaseLanes !== undefined);
     this.shieldGiven = opts.shield === true;
   }
 

@@ -22,6 +22,11 @@
  *     shorter, and longer when more limits lack room by then (other levels filled, or calls
  *     counted by record() pushed the wait of a full sliding log further).
  *
+ * A leased global level (docs/leasing.md) breaks "counts only fall by ageing" for its limit: a
+ * lane's share may grow at the coordinator's next tick. A refusal by it (the first bucket, when
+ * the store is leased) guards nothing; one by a later level still does (the leased level had
+ * room then, so the retry-after is the later levels' own).
+ *
  * Never shielded: refusals by channels (no retry-after: a call in progress may end any time),
  * and calls whose buckets have a channel limit at all (a repeated admit of a call still holding
  * its channels is admitted by Redis whatever the limits, and only Redis knows which calls hold,
@@ -35,6 +40,7 @@
  * a call arriving before sent + retry-after would find Redis' clock before t + retry-after.
  */
 import { systemClockUs } from '../clock.js';
+import { GLOBAL_BUCKET } from '../store/keys.js';
 import type { Bucket } from '../store/types.js';
 
 interface Guard {
@@ -59,6 +65,9 @@ export interface ShieldRefusal {
 
 /** The shield of one Admission, keyed by plan objects (a reload makes new ones). */
 export class FloodShield<P extends { readonly buckets: readonly Bucket[] }> {
+  /** `leased`: the store leases the global level (Store.leaseLanes): its refusals guard nothing. */
+  constructor(private readonly leased = false) {}
+
   private guards = new WeakMap<P, Guard>();
   private readonly eligible = new WeakMap<P, boolean>();
   /** The latest given time seen (a call before it is not shielded). */
@@ -114,7 +123,8 @@ export class FloodShield<P extends { readonly buckets: readonly Bucket[] }> {
       r.admitted ||
       (r.reason !== undefined && r.reason !== 'rate') ||
       !(r.retryAfterUs > 0) ||
-      !this.shieldable(plan)
+      !this.shieldable(plan) ||
+      (this.leased && r.limitedBy === 0 && plan.buckets[0]?.name === GLOBAL_BUCKET)
     )
       return;
     const given = at !== undefined;
