@@ -102,6 +102,46 @@ describe('a leased deployment replayed (LeasedMemoryStore)', () => {
     expect(() => leased.admitSync({ tag: 'in', buckets: [global10, peer('x')] })).to.throw(/now is required/);
   });
 
+  it('skips the ticks of an idle stretch, deciding as when every tick runs; hours of idle cost little', () => {
+    const ids = Array.from({ length: 12 }, (_, i) => `p${i}`);
+    const g: Bucket = { ...global10, channels: 6 };
+    const run = (skipIdle: boolean) => {
+      const store = new LeasedMemoryStore({ lanes: 4, limit: { calls: 10, windowUs: W, channels: 6 }, skipIdle });
+      const out: string[] = [];
+      let t = T0;
+      let n = 0;
+      // bursts of 40 calls over 2 s, 20 min of silence between them (holds of 0.5 s)
+      for (let burst = 0; burst < 3; burst++) {
+        for (let i = 0; i < 40; i++) {
+          t += 50_000;
+          const id = ids[(i * 7 + burst) % ids.length]!;
+          const r = store.admitSync({
+            tag: 'in',
+            buckets: [g, peer(id)],
+            now: t,
+            hold: { id: `c${n++}`, forUs: 500_000 },
+          });
+          out.push(`${r.admitted}:${r.limitedBy}:${r.reason ?? ''}:${r.retryAfterUs}`);
+        }
+        t += 20 * 60 * W;
+      }
+      return { out, shares: store.laneShares, ticks: store.ticks };
+    };
+    const every = run(false);
+    const skipping = run(true);
+    expect(skipping.out).to.deep.equal(every.out);
+    expect(skipping.shares).to.deep.equal(every.shares);
+    expect(skipping.ticks).to.equal(every.ticks);
+    expect(every.out.some((d) => d.startsWith('false'))).to.equal(true);
+    // six hours between two calls: well under a second
+    const store = new LeasedMemoryStore({ lanes: 16, limit: { calls: 10, windowUs: W, channels: 0 } });
+    const began = performance.now();
+    store.admitSync({ tag: 'in', buckets: [global10, peer('a')], now: T0 });
+    store.admitSync({ tag: 'in', buckets: [global10, peer('a')], now: T0 + 6 * 3600 * W });
+    expect(performance.now() - began).to.be.below(1000);
+    expect(store.ticks).to.equal(6 * 3600 * 20 + 1);
+  });
+
   /** Checks Σ lanes ≤ the level's limits after every admission. */
   class Checked extends LeasedMemoryStore {
     violations = 0;
