@@ -132,22 +132,18 @@ describe('inspect a leased deployment', function () {
       try {
         const configPath = join(dir, 'limits.json');
         writeFileSync(configPath, JSON.stringify(CONFIG));
-        const cli = (...more: string[]) =>
+        // a command of the CLI on the leased deployment's Redis and prefix
+        const callgate = (command: string, ...more: string[]) =>
           runNode(
             [
               join(ROOT, 'bin/callgate.js'),
-              'inspect',
-              '--config',
-              configPath,
-              '--redis-url',
-              rig.server.url,
-              '--prefix',
-              `${prefix}l:`,
-              '--json',
+              command,
+              ...['--config', configPath, '--redis-url', rig.server.url, '--prefix', `${prefix}l:`, '--json'],
               ...more,
             ],
             { cwd: ROOT },
           );
+        const cli = (...more: string[]) => callgate('inspect', ...more);
         const told = await cli('--lease-lanes', String(LANES), '--peer', 'q1', '--peer', 'q2', '--peer', 'q3');
         expect(told.code, told.stderr).to.equal(0);
         expect(counts(JSON.parse(told.stdout))).to.deep.equal(counts(after));
@@ -155,24 +151,7 @@ describe('inspect a leased deployment', function () {
         expect(untold.code, untold.stderr).to.equal(0);
         const g = (JSON.parse(untold.stdout) as GateState).buckets.find((b) => b.bucket === 'global')!;
         expect(g.limits[0]!.count).to.equal(0);
-        const holds = await runNode(
-          [
-            join(ROOT, 'bin/callgate.js'),
-            'holds',
-            '--config',
-            configPath,
-            '--redis-url',
-            rig.server.url,
-            '--prefix',
-            `${prefix}l:`,
-            '--bucket',
-            'global',
-            '--lease-lanes',
-            String(LANES),
-            '--json',
-          ],
-          { cwd: ROOT },
-        );
+        const holds = await callgate('holds', '--bucket', 'global', '--lease-lanes', String(LANES));
         expect(holds.code, holds.stderr).to.equal(0);
         expect(JSON.parse(holds.stdout).total).to.equal(total);
         for (const [bad, message] of [
