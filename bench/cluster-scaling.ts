@@ -19,16 +19,22 @@
  *              unleased (every key on `{in}`), then leased (lanes by peer)
  *
  *   npx tsx bench/cluster-scaling.ts [--workloads out,in-global,in,in-leased] [--rate 3000]
- *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16] [--rounds 1]
+ *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16] [--rounds 1] [--per-master]
+ *
+ * --per-master: offer --rate per master (4 masters: 4 x --rate), so that each master sees the
+ * load one master sees: a decision's Redis time depends on how busy its master is (requests per
+ * wake-up, batches), and the same total spread over 4 masters leaves each idler than one.
+ * Fixed costs per second (a lease coordinator's ticks) weigh the same per decision then too,
+ * and every limit is as many times as high, so that as many calls in a hundred are refused.
  */
 import { parseArgs } from 'node:util';
 import { Cluster, type Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
-import type { Carrier } from '../src/store/types.js';
 import { startCluster } from '../test/helpers/redis.js';
-import { accountName, CONFIG_3, GLOBAL_3, limitInput, peerName } from './limits.js';
+import type { Carrier, Limit } from '../src/store/types.js';
+import { ACCOUNT_3, ACCOUNTS, accountName, GLOBAL_3, limitInput, PEER_3, peerName } from './limits.js';
 import { openLoop } from './openloop.js';
 import { zipfSequence } from './workload.js';
 
@@ -41,6 +47,7 @@ const { values } = parseArgs({
     carriers: { type: 'string', default: '12' },
     lanes: { type: 'string', default: '16' },
     rounds: { type: 'string', default: '1' },
+    'per-master': { type: 'boolean', default: false },
   },
 });
 const rate = Number(values.rate);
@@ -49,6 +56,7 @@ const sizes = values.masters.split(',').map(Number);
 const WORKLOADS = ['out', 'in-global', 'in', 'in-leased', 'peers-global', 'peers-leased'] as const;
 const LANES = Number(values.lanes);
 const ROUNDS = Number(values.rounds);
+const PER_MASTER = values['per-master'];
 type Workload = (typeof WORKLOADS)[number];
 const workloads = values.workloads.split(',') as Workload[];
 for (const w of workloads)
@@ -58,14 +66,16 @@ const CARRIERS = Number(values.carriers);
 // each carrier is first choice for 1/12 of the calls; every fourth carrier paces at half its
 // share (about half its first-choice calls are rerouted), the others at twice theirs, so some
 // 1 call in 8 is rerouted whatever the timer jitter
-const share = rate / CARRIERS;
-const carriers: Carrier[] = Array.from({ length: CARRIERS }, (_, i) => ({
-  name: `carrier:k${i}`,
-  intervalUs: i % 4 === 0 ? 1e6 / (share * 0.5) : 1e6 / (share * 2),
-  maxWaitUs: i % 4 === 0 ? 2_000 : 20_000,
-  channels: 100_000,
-}));
-const routes = carriers.map((_, i) => [0, 1, 2].map((k) => carriers[(i + k) % CARRIERS]!));
+function routesAt(offered: number): Carrier[][] {
+  const share = offered / CARRIERS;
+  const carriers: Carrier[] = Array.from({ length: CARRIERS }, (_, i) => ({
+    name: `carrier:k${i}`,
+    intervalUs: i % 4 === 0 ? 1e6 / (share * 0.5) : 1e6 / (share * 2),
+    maxWaitUs: i % 4 === 0 ? 2_000 : 20_000,
+    channels: 100_000,
+  }));
+  return carriers.map((_, i) => [0, 1, 2].map((k) => carriers[(i + k) % CARRIERS]!));
+}
 
 /** usec and calls per command of one node's INFO commandstats. */
 async function commandstats(node: Redis): Promise<Map<string, { calls: number; usec: number }>> {
@@ -92,7 +102,8 @@ interface Decider {
   close(): Promise<void>;
 }
 
-function outbound(store: RedisStore): Decider {
+function outbound(store: RedisStore, offered: number): Decider {
+  const routes = routesAt(offered);
   let taken = 0;
   let rerouted = 0;
   let refused = 0;
@@ -115,16 +126,27 @@ function outbound(store: RedisStore): Decider {
 }
 
 const PEERS = 1000;
-const seq = zipfSequence(Math.ceil(rate * seconds) + PEERS, PEERS, 1.1, 1);
+const seq = zipfSequence(Math.ceil(rate * (PER_MASTER ? Math.max(...sizes) : 1) * seconds) + PEERS, PEERS, 1.1, 1);
 
 const leased = (w: Workload) => w === 'in-leased' || w === 'peers-leased';
 
-async function inbound(store: RedisStore, workload: Workload, coordinatorClient: () => Cluster): Promise<Decider> {
-  const { global: _, accounts, defaultPeer } = CONFIG_3.inbound;
-  const leasedGlobal = GLOBAL_3[0]!;
+/** Limits `k` times as high: with --per-master, the same share of calls refused on every size. */
+const scaled = (list: readonly Limit[], k: number) => list.map((l) => limitInput({ ...l, limit: l.limit * k }));
+
+async function inbound(
+  store: RedisStore,
+  workload: Workload,
+  coordinatorClient: () => Cluster,
+  k: number,
+): Promise<Decider> {
+  const accounts = Object.fromEntries(
+    Array.from({ length: ACCOUNTS }, (_, a) => [accountName(a), scaled(ACCOUNT_3, k)]),
+  );
+  const defaultPeer = scaled(PEER_3, k);
+  const leasedGlobal = { ...GLOBAL_3[0]!, limit: GLOBAL_3[0]!.limit * k };
   const global1 = [limitInput(leasedGlobal)];
   const config = {
-    'in-global': CONFIG_3,
+    'in-global': { inbound: { accounts, defaultPeer, global: scaled(GLOBAL_3, k) } },
     in: { inbound: { accounts, defaultPeer } },
     'in-leased': { inbound: { accounts, defaultPeer, global: global1 } },
     'peers-global': { inbound: { defaultPeer, global: global1 } },
@@ -188,13 +210,18 @@ async function run(masters: number, workload: Workload) {
       own.push(c);
       return c;
     };
-    const decider = workload === 'out' ? outbound(store) : await inbound(store, workload, coordinatorClient);
+    // the same load per master on every size, or the same in all
+    const offered = PER_MASTER ? rate * masters : rate;
+    const decider =
+      workload === 'out'
+        ? outbound(store, offered)
+        : await inbound(store, workload, coordinatorClient, PER_MASTER ? masters : 1);
     await decider.warm();
     const nodes = cluster.nodes('master');
     await Promise.all(nodes.map((n) => n.config('RESETSTAT')));
     const cpu0 = await Promise.all(nodes.map(cpuSeconds));
     let decisions = 0;
-    const result = await openLoop(rate, seconds, async (i) => {
+    const result = await openLoop(offered, seconds, async (i) => {
       await decider.decide(i);
       decisions++;
     });
@@ -263,7 +290,8 @@ for (const w of workloads) {
     rows.push(median(rounds));
   }
   const base = rows[0]!.ceiling;
-  console.log(`${TITLES[w]}; ${rate} decisions/s for ${seconds} s; of ${ROUNDS} rounds, the median busiest master's`);
+  const load = PER_MASTER ? `${rate} decisions/s per master` : `${rate} decisions/s`;
+  console.log(`${TITLES[w]}; ${load} for ${seconds} s; of ${ROUNDS} rounds, the median busiest master's`);
   console.log(
     'masters | keys per master | decisions | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms | CPU µs/decision per master | script calls/decision',
   );
