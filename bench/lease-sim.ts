@@ -30,14 +30,14 @@ const SEED = arg('seed', 7);
 const SHIFT_US = 5_000_000;
 const LIMIT = { calls: 1000, channels: 1100 };
 
-/** Poisson calls at `load` × the limit, Zipf (exponent 1) over the lanes, hot lanes moving every 5 s. */
-function arrivalsFor(lanes: number, load: number) {
+/** Poisson calls at `load` × the limit, Zipf (exponent 1) over the lanes, hot lanes moving every `shiftUs` (5 s). */
+function arrivalsFor(lanes: number, load: number, shiftUs = SHIFT_US) {
   return zipfArrivals({
     lanes,
     rate: LIMIT.calls * load,
     durationUs: SECONDS * 1e6,
     zipf: 1,
-    shiftUs: SHIFT_US,
+    shiftUs,
     meanHoldUs: 1_000_000,
     seed: SEED,
   });
@@ -45,19 +45,27 @@ function arrivalsFor(lanes: number, load: number) {
 
 const pct = (n: number, d: number) => ((100 * n) / d).toFixed(2).padStart(6);
 
-function row(lanes: number, load: number, tickMs: number, leaving = true): void {
-  const arrivals = arrivalsFor(lanes, load);
+/** What a row changes from the bench's shape: demand that never moves, no message delay, another headroom. */
+interface Variant {
+  readonly still?: boolean;
+  readonly latencyUs?: number;
+  readonly headroom?: number;
+}
+
+function row(lanes: number, load: number, tickMs: number, leaving = true, v: Variant = {}): void {
+  const arrivals = arrivalsFor(lanes, load, v.still ? Number.POSITIVE_INFINITY : SHIFT_US);
   const tickUs = tickMs * 1000;
+  const headroom = v.headroom ?? 2;
   const r = simulate(arrivals, {
     lanes,
     limit: LIMIT,
     windowUs: 1_000_000,
     tickUs,
-    latencyUs: 2_000,
+    latencyUs: v.latencyUs ?? 2_000,
     leaving,
     seed: SEED,
     trace: true,
-    params: { windowTicks: 1e6 / tickUs, up: 0.6, down: 0.2, headroom: 2, floor: { calls: 1, channels: 1 } },
+    params: { windowTicks: 1e6 / tickUs, up: 0.6, down: 0.2, headroom, floor: { calls: 1, channels: 1 } },
   });
   if (r.violations > 0) throw new Error(`over the limit: ${r.violations} admissions`);
   const c = convergence(r.shareTrace, SHIFT_US, SECONDS * 1e6);
@@ -87,6 +95,12 @@ for (const tick of [100, 250])
 console.log('-- shorter ticks, and without the leaving count (even spread assumed)');
 for (const load of [0.9, 0.95, 1.0]) row(16, load, 50);
 for (const load of [0.9, 0.95]) row(16, load, 100, false);
+console.log('-- 16 lanes at 95 %, where the false refusals come from: demand never moving; no message');
+console.log('   delay; headroom 1 and 3 sigma; ticks of 25 and 10 ms (the 50 ms row above is the base)');
+row(16, 0.95, 50, true, { still: true });
+row(16, 0.95, 50, true, { latencyUs: 0 });
+for (const headroom of [1, 3]) row(16, 0.95, 50, true, { headroom });
+for (const tick of [25, 10]) row(16, 0.95, tick);
 
 /**
  * A lane cut off for 10 s (src/lease/lost.ts): leases of 300 ms renewed every tick, shrink
