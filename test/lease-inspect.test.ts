@@ -156,7 +156,7 @@ describe('inspect a leased deployment', function () {
         expect(JSON.parse(holds.stdout).total).to.equal(total);
         for (const [bad, message] of [
           ['0', /--lease-lanes: expected an integer from 1 to 1024, got 0/],
-          ['x', /--lease-lanes: expected an integer from 1 to 1024, got NaN/],
+          ['x', /--lease-lanes: expected an integer from 1 to 1024, got "x"/],
         ] as const) {
           const r = await cli('--lease-lanes', bad);
           expect(r.code).to.equal(2);

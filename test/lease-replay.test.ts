@@ -233,10 +233,17 @@ describe('callgate replay --lease-lanes', function () {
     // the same calls, decided by the same engine but for the global level's lanes
     expect(out.report.calls.total).to.equal(out.baseline.calls.total);
     expect(out.whatif.differing).to.be.greaterThan(0);
+    // what the lease did: a tick every 50 ms of the trace, the refusals for lack of share
+    expect(out.lease).to.deep.include({ lanes: 4, tick_ms: 50 });
+    expect(out.lease.ticks).to.be.greaterThan(1000);
+    expect(out.lease.refused_for_share.calls + out.lease.refused_for_share.channels).to.be.greaterThan(0);
     const text = await run(...trunks, '--lease-lanes', '1');
     expect(text.code, text.stderr).to.equal(0);
     expect(text.stdout).to.include('global level leased over 1 lane (new)');
     expect(text.stdout).to.match(/^0 of \d+ calls decided differently/m);
+    expect(text.stdout).to.match(
+      /^Leased: \d+ ticks of 50 ms; refused for lack of a lane's share: 0 \(calls\), 0 \(channels\)$/m,
+    );
   });
 
   const bad: [string, string[], RegExp][] = [

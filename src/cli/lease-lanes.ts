@@ -6,15 +6,20 @@ import type { Command } from 'commander';
 import { InvalidArgumentError } from '../errors/index.js';
 import { MAX_LANES } from '../lease/lanes.js';
 
-/** Adds the option with `description`; its value is a number (NaN when not an integer, refused by checkLeaseLanes). */
+/**
+ * Adds the option with `description`; its value is a number, or the text given when it is not
+ * digits (refused by checkLeaseLanes, which shows it as typed).
+ */
 export function leaseLanesOption(cmd: Command, description: string): Command {
-  return cmd.option('--lease-lanes <n>', description, (v: string) => (/^\d+$/.test(v) ? Number(v) : Number.NaN));
+  return cmd.option('--lease-lanes <n>', description, (v: string) => (/^\d+$/.test(v) ? Number(v) : v));
 }
 
 /** A clear error unless `lanes` is absent or an integer from 1 to MAX_LANES. */
-export function checkLeaseLanes(lanes: number | undefined): void {
-  if (lanes !== undefined && !(Number.isSafeInteger(lanes) && lanes >= 1 && lanes <= MAX_LANES))
-    throw new InvalidArgumentError(`--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${String(lanes)}`);
+export function checkLeaseLanes(lanes: unknown): void {
+  if (lanes !== undefined && !(Number.isSafeInteger(lanes) && (lanes as number) >= 1 && (lanes as number) <= MAX_LANES))
+    throw new InvalidArgumentError(
+      `--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${typeof lanes === 'string' ? JSON.stringify(lanes) : String(lanes)}`,
+    );
 }
 
 /** RedisStore options for a deployment leased over `lanes` (hash tags on a single Redis too, as `serve` makes them). */

@@ -207,14 +207,22 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
       );
       await htmlOut.commit();
     }
+    const lease = leased?.summary;
     if (args.json)
       await writeReport(
         reportOut,
         `${JSON.stringify(
-          whatif ? { report: reportJson(result), baseline: reportJson(old), whatif } : reportJson(result),
+          whatif
+            ? { report: reportJson(result), baseline: reportJson(old), whatif, ...(lease && { lease }) }
+            : reportJson(result),
         )}\n`,
       );
-    else await writeReport(reportOut, `${reportText(result) + (whatif ? `\n${compareText(whatif)}` : '')}\n`);
+    else {
+      const leaseLine = lease
+        ? `\n\nLeased: ${lease.ticks} ticks of ${lease.tick_ms} ms; refused for lack of a lane's share: ${lease.refused_for_share.calls} (calls), ${lease.refused_for_share.channels} (channels)`
+        : '';
+      await writeReport(reportOut, `${reportText(result) + (whatif ? `\n${compareText(whatif)}` : '') + leaseLine}\n`);
+    }
   } catch (err) {
     bar.abort();
     abortOutputs();

@@ -14,7 +14,7 @@ import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
-import { checkLeaseLanes } from './lease-lanes.js';
+import { checkLeaseLanes, leaseLanesOption } from './lease-lanes.js';
 import { inspectGate } from '../observe/inspect.js';
 import { leaseMetrics } from '../observe/lease-metrics.js';
 import { gateMetrics, inspectLive } from '../observe/metrics.js';
@@ -292,12 +292,8 @@ export function serveCommand(program: Command): void {
     )
     .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
     .option('--no-watch', 'do not reload when the configuration file changes')
-    .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind')
-    .option(
-      '--lease-lanes <n>',
-      'lease the global level over N lanes, with a coordinator candidate (docs/leasing.md)',
-      int,
-    )
+    .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind');
+  leaseLanesOption(cmd, 'lease the global level over N lanes, with a coordinator candidate (docs/leasing.md)')
     .option(
       '--lease-wait-replicas <n>',
       'replicas a lane shrink must reach before its capacity moves (with replicas: 1)',

@@ -117,6 +117,21 @@ export class LeasedMemoryStore extends MemoryStore {
     return `${GLOBAL_BUCKET}:lane:${k}`;
   }
 
+  /** What the replay's report says of the lease (JSON field `lease`). */
+  get summary(): {
+    lanes: number;
+    tick_ms: number;
+    ticks: number;
+    refused_for_share: { calls: number; channels: number };
+  } {
+    return {
+      lanes: this.lanes,
+      tick_ms: this.tickUs / 1000,
+      ticks: this.ticks,
+      refused_for_share: { ...this.refusedForShare },
+    };
+  }
+
   /** The shares the lanes hold now (calls, channels), for reports and tests. */
   get laneShares(): readonly Budget[] {
     return this.shares.map((s) => ({ ...s }));
