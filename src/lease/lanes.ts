@@ -85,6 +85,19 @@ export function ownerLane(name: string, lanes: number): number {
   return fnv1a(name) % lanes;
 }
 
+/**
+ * The lane tags a peer's keys may be on: its own lane (calls naming no configured account) and
+ * the lane of each configured account (calls naming it), each once, in lane order.
+ */
+export function peerLaneTags(peer: string, accounts: Iterable<string>, lanes: number): string[] {
+  const at = new Set([ownerLane(peer, lanes)]);
+  for (const account of accounts) {
+    if (at.size === lanes) break;
+    at.add(ownerLane(account, lanes));
+  }
+  return [...at].sort((a, b) => a - b).map((k) => laneTag(k, lanes));
+}
+
 /** A leased global level's limit, window and channels (0: no channel limit), from a configuration. */
 export function leasedLevel(config: CallGateConfig): { calls: number; windowUs: number; channels: number } {
   const global = config.inbound.global;

@@ -12,8 +12,9 @@
  *
  * With the global level leased (Store.leaseLanes, docs/leasing.md), an account's bucket is on
  * its lane's tag; a peer's is on its account's lane or its own, which the configuration does
- * not say, so it is read on every lane and summed (its calls are on one lane when they always
- * name the same account; the retry-after shown is the longest of the lanes'); the global
+ * not say, so it is read on its own lane and every configured account's, and summed (its calls
+ * are on one lane when they always name the same account; the retry-after shown is the longest
+ * of the lanes'); the global
  * level is read on every lane and summed: its count and channels are the level's, its
  * retry-after is not computed (0), since a call there is refused by its lane's share (the
  * lease metrics show the shares).
@@ -33,7 +34,7 @@ import type { CallGate } from '../gate.js';
 import type { Bucket, Limit, Store } from '../store/types.js';
 import { listBans, type BanState } from './bans.js';
 import { attributeBucket } from '../admission/attributes.js';
-import { laneTag, ownerLane } from '../lease/lanes.js';
+import { laneTag, ownerLane, peerLaneTags } from '../lease/lanes.js';
 import { InvalidArgumentError } from '../errors/index.js';
 
 export interface LimitState {
@@ -98,7 +99,7 @@ interface Asked {
   tag: string;
   bucket: Bucket;
   defaultPeer: boolean;
-  /** Leased: the global level and the peers are read on every lane (these tags), then summed. */
+  /** Leased: the global level (every lane) and the peers (their lanes) are read on these tags, then summed. */
   laneTags?: readonly string[];
 }
 
@@ -126,6 +127,7 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[], lanes: numb
   const tagOf = (name: string, own: string) =>
     leased ? laneTag(ownerLane(name, lanes), lanes) : platform ? GLOBAL_TAG : own;
   const everyLane = leased ? { laneTags: Array.from({ length: lanes }, (_, k) => laneTag(k, lanes)) } : {};
+  const accountNames = [...accounts.keys()].map(accountBucket);
   const out: Asked[] = [];
   const bucket = (name: string, b: BucketConfig): Bucket =>
     b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels };
@@ -151,7 +153,7 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[], lanes: numb
       tag: tagOf(name, peerTag(id)),
       bucket: bucket(name, b),
       defaultPeer: isDefault,
-      ...everyLane,
+      ...(leased && { laneTags: peerLaneTags(name, accountNames, lanes) }),
     });
   };
   for (const [id, limits] of config.inbound.peers) addPeer(id, limits, false);

@@ -24,7 +24,7 @@ import {
   peerBucket,
   peerTag,
 } from '../store/keys.js';
-import { laneTag, ownerLane } from '../lease/lanes.js';
+import { laneTag, ownerLane, peerLaneTags } from '../lease/lanes.js';
 import { isOperable, type ListedHold, type OperableStore } from '../store/operations.js';
 import type { Bucket, Store } from '../store/types.js';
 
@@ -51,8 +51,8 @@ const bucketOf = (name: string, b: BucketConfig): Bucket =>
 
 /**
  * The bucket a `limited_by` label names under `config`, and its tags. `lanes`: the global level
- * is leased over that many lanes (Store.leaseLanes): it and the peers are on every lane (a
- * peer's calls are on its account's lane or its own), an account on its lane.
+ * is leased over that many lanes (Store.leaseLanes): it is on every lane, an account on its
+ * lane, a peer on its own lane or a configured account's (peerLaneTags).
  */
 export function locateBucket(config: CallGateConfig, label: string, tagged: boolean, lanes?: number): Located {
   const { global, accounts, peers, defaultPeer } = config.inbound;
@@ -83,7 +83,7 @@ export function locateBucket(config: CallGateConfig, label: string, tagged: bool
     if (limits === undefined)
       bad(`bucket ${label}: the configuration has no peer ${JSON.stringify(id)} and no defaultPeer`);
     const tags = leased
-      ? everyLane
+      ? peerLaneTags(peerBucket(id), [...accounts.keys()].map(accountBucket), lanes)
       : platform
         ? [GLOBAL_TAG]
         : tagged
