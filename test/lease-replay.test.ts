@@ -142,6 +142,67 @@ describe('a leased deployment replayed (LeasedMemoryStore)', () => {
     expect(store.ticks).to.equal(6 * 3600 * 20 + 1);
   });
 
+  it('ticks run before any timed operation and read the lanes as they stand: sweeps and skips change nothing', () => {
+    const [a, b] = peersOnTwoLanes();
+    const carrier = { name: 'carrier:x', intervalUs: 1000, maxWaitUs: 0 };
+    // an idle stretch, n unrelated reads (they move where the MemoryStore's periodic sweep falls),
+    // lane a filling its share, lane b wanting more, then an outbound call after lane a's calls
+    // left the window, before the ticks that must still see them
+    const scenario = (o: { skipIdle: boolean; sweep: boolean; reads: number; sweepAtReserve?: boolean }) => {
+      const s = new LeasedMemoryStore({ lanes: 2, limit: { calls: 10, windowUs: W, channels: 0 }, ...o });
+      const out: string[] = [];
+      const admit = (id: string, now: number) =>
+        out.push(String(s.admitSync({ tag: 'in', buckets: [global10, peer(id)], now }).admitted));
+      let t = T0;
+      admit(a, t);
+      t += 400 * W;
+      for (let i = 0; i < o.reads; i++) s.countSync({ tag: 'in', bucket: 'unrelated', windowUs: W, now: t });
+      admit(b, t);
+      for (let i = 1; i <= 5; i++) admit(a, t + i * 1000);
+      for (let u = t + 10_000; u <= t + 940_000; u += 10_000) admit(b, u);
+      // the MemoryStore's periodic sweep made to fall on the outbound call (white box)
+      if (o.sweepAtReserve) (s as unknown as { opsToSweep: number }).opsToSweep = 1;
+      s.reserveSync({ route: [carrier], now: t + 1_006_000 });
+      for (const d of [1_010_000, 1_011_000, 1_012_000]) admit(b, t + d);
+      return { out, shares: s.laneShares };
+    };
+    const reference = scenario({ skipIdle: false, sweep: false, reads: 0 });
+    expect(scenario({ skipIdle: false, sweep: true, reads: 0, sweepAtReserve: true })).to.deep.equal(reference);
+    for (let reads = 0; reads < 300; reads += 7)
+      for (const skipIdle of [false, true]) {
+        const r = scenario({ skipIdle, sweep: true, reads });
+        expect(r, `reads ${reads}, skipIdle ${skipIdle}`).to.deep.equal(reference);
+      }
+  });
+
+  it('a peer whose calls name an account or none counts on each lane apart, as live', () => {
+    // the lanes of 2: an account's whose lane is not peer p's own
+    const p = 'p0';
+    const own = laneOf([global10, peer(p)], 2);
+    const acct = Array.from({ length: 20 }, (_, i) => `a${i}`).find(
+      (id) => laneOf([global10, { name: `account:${id}`, limits: [] }, peer(p)], 2) !== own,
+    )!;
+    const strict: Bucket = { name: `peer:${p}`, limits: [{ limit: 5, windowUs: 10 * W, algorithm: 'sliding-log' }] };
+    const account: Bucket = {
+      name: `account:${acct}`,
+      limits: [{ limit: 100, windowUs: W, algorithm: 'sliding-log' }],
+    };
+    // a global level far from its limit: only the peer's limit refuses
+    const wide: Bucket = { name: 'global', limits: [{ limit: 1000, windowUs: W, algorithm: 'sliding-log' }] };
+    const leased = new LeasedMemoryStore({ lanes: 2, limit: { calls: 1000, windowUs: W, channels: 0 } });
+    const exact = new MemoryStore();
+    let l = 0;
+    let x = 0;
+    for (let i = 0; i < 10; i++) {
+      const buckets = i % 2 === 0 ? [wide, account, strict] : [wide, strict];
+      const req: AdmitRequest = { tag: 'in', buckets, now: T0 + i * 100_000 };
+      if (leased.admitSync(req).admitted) l++;
+      if (exact.admitSync(req).admitted) x++;
+    }
+    expect(x).to.equal(5);
+    expect(l).to.equal(10); // 5 on each lane: the peer's limit holds per lane only (docs/leasing.md)
+  });
+
   /** Checks Σ lanes ≤ the level's limits after every admission. */
   class Checked extends LeasedMemoryStore {
     violations = 0;

@@ -5,16 +5,18 @@
  * (step.ts, the live LeaseCoordinator's) run every tick of the calls' own time. Only a replay
  * asked for it uses this store; the MemoryStore itself stays exact per the unleased contract.
  *
- * What it models and what it does not: ticks every `tickMs` of the trace's time from the first
- * call on the global level (the first before that call), each lane observed and ordered at the
- * tick's instant (no message delay: the live coordinator's orders take a round trip), every lane
+ * What it models and what it does not: every bucket of a call on its lane (a peer whose calls
+ * name different accounts counts on each of their lanes apart, as live); ticks every `tickMs` of
+ * the trace's time from the first call on the global level (the first before that call), run
+ * before any operation at or after their time, each lane observed and ordered at the tick's
+ * instant (no message delay: the live coordinator's orders take a round trip), every lane
  * always answering (no lost lanes, no leader change). A call decided at a tick's time comes
  * after the tick. So the refusals it adds are those the rule itself makes, with a coordinator
  * that is never late. A call id repeated while its first call holds is a repeat here on any
  * lane; live, its record is on its lane, so one repeated with another account is decided again.
  */
 import { InvalidArgumentError } from '../errors/index.js';
-import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
+import { GLOBAL_BUCKET } from '../store/keys.js';
 import { MemoryStore } from '../store/memory-store.js';
 import type { AdmitRequest, AdmitResult, Bucket, RecordRequest, RecordResult } from '../store/types.js';
 import { type DemandParams, demandParams } from './demand.js';
@@ -44,6 +46,8 @@ export interface LeasedMemoryStoreOptions {
    * trace's idle time (false: every tick runs, for the tests that prove it).
    */
   readonly skipIdle?: boolean;
+  /** The MemoryStore's sweep (MemoryStoreOptions.sweep), default true. */
+  readonly sweep?: boolean;
 }
 
 /** What one lane counts between ticks (the live lane's share hash: rc, rh, and its log since `o`). */
@@ -81,7 +85,7 @@ export class LeasedMemoryStore extends MemoryStore {
   private still = false;
 
   constructor(opts: LeasedMemoryStoreOptions) {
-    super();
+    super({ sweep: opts.sweep ?? true });
     this.lanes = checkLanes(opts.lanes);
     const { calls, windowUs, channels } = opts.limit;
     if (!(Number.isSafeInteger(calls) && calls > 0 && Number.isSafeInteger(windowUs) && windowUs > 0))
@@ -112,9 +116,13 @@ export class LeasedMemoryStore extends MemoryStore {
     this.ticks = 0;
   }
 
-  /** The bucket name of lane `k`'s part of the global level. */
-  static laneBucket(k: number): string {
-    return `${GLOBAL_BUCKET}:lane:${k}`;
+  /**
+   * Bucket `name` on lane `k` (default: the global level's part there). Every bucket of a call is
+   * on its lane, as every key of a leased call is on its lane's tag: a peer whose calls name
+   * different accounts has a log on each of their lanes, each counting alone, as live.
+   */
+  static laneBucket(k: number, name: string = GLOBAL_BUCKET): string {
+    return `lane:${k}:${name}`;
   }
 
   /** What the replay's report says of the lease (JSON field `lease`). */
@@ -135,6 +143,12 @@ export class LeasedMemoryStore extends MemoryStore {
   /** The shares the lanes hold now (calls, channels), for reports and tests. */
   get laneShares(): readonly Budget[] {
     return this.shares.map((s) => ({ ...s }));
+  }
+
+  /** Every operation with a time first runs the ticks up to it (once the first call started them). */
+  protected override time(now: number | undefined): number {
+    if (now !== undefined && this.nextTick !== undefined) this.ticksUntil(now);
+    return super.time(now);
   }
 
   override admitSync(req: AdmitRequest): AdmitResult {
@@ -173,7 +187,7 @@ export class LeasedMemoryStore extends MemoryStore {
     let on = this.onLane.get(buckets);
     if (on === undefined) {
       const lane = laneOf(buckets, this.lanes);
-      on = { lane, buckets: [{ ...buckets[0], name: LeasedMemoryStore.laneBucket(lane) }, ...buckets.slice(1)] };
+      on = { lane, buckets: buckets.map((b) => ({ ...b, name: LeasedMemoryStore.laneBucket(lane, b.name) })) };
       this.onLane.set(buckets, on);
     }
     return on;
@@ -204,11 +218,11 @@ export class LeasedMemoryStore extends MemoryStore {
     const W = this.windowUs;
     const T = this.tickUs;
     const obs: LaneObservation[] = this.counts.map((c, k) => {
+      // read as the lane's keys stand at `at`: no time moves and no sweep runs in a tick
       const bucket = LeasedMemoryStore.laneBucket(k);
-      const inWindow = this.countSync({ tag: GLOBAL_TAG, bucket, windowUs: W, now: at }).count;
+      const { inWindow, inUse } = this.rawCounts(bucket, at, W);
       // the window's calls in (at - W, at - W + T] leave it before the next tick
-      const staying = W > T ? this.countSync({ tag: GLOBAL_TAG, bucket, windowUs: W - T, now: at }).count : 0;
-      const inUse = this.holdsSync({ tag: GLOBAL_TAG, name: bucket, now: at }).holds;
+      const staying = W > T ? this.rawCounts(bucket, at, W - T).inWindow : 0;
       const o: LaneObservation = {
         admittedInWindow: inWindow,
         leavingBeforeNextTick: inWindow - staying,

@@ -294,7 +294,8 @@ export class MemoryStore implements Store, OperableStore {
     return { logs: this.logs.size, events, windows: this.windows.size, carriers: this.slots.size, holds, calls };
   }
 
-  private time(now: number | undefined): number {
+  /** The time of an operation (its `now`, or the clock's): the latest seen moves, a sweep may run. */
+  protected time(now: number | undefined): number {
     const t = now ?? this.clock();
     if (t > this.latest) this.latest = t;
     if (--this.opsToSweep <= 0) this.sweep();
@@ -555,6 +556,18 @@ export class MemoryStore implements Store, OperableStore {
     this.recordAll(req.buckets, plan, this.logsOf(req.buckets, plan), t);
     if (hold !== undefined) this.holdIn(hold, req.buckets, t);
     return { now: t };
+  }
+
+  /**
+   * Events of bucket `name`'s log in (t - w, t] and its holds with an end after t, read as they
+   * stand: no time moves, no sweep runs (a leased replay's ticks read with these).
+   */
+  protected rawCounts(name: string, t: number, w: number): { inWindow: number; inUse: number } {
+    const log = this.logs.get(name);
+    return {
+      inWindow: log ? log.range(t, w)[1] : 0,
+      inUse: this.bucketHolds.get(name)?.count(t) ?? 0,
+    };
   }
 
   countSync(req: CountRequest): CountResult {
