@@ -154,6 +154,33 @@ describe('inspect a leased deployment', function () {
         const holds = await callgate('holds', '--bucket', 'global', '--lease-lanes', String(LANES));
         expect(holds.code, holds.stderr).to.equal(0);
         expect(JSON.parse(holds.stdout).total).to.equal(total);
+        // a configuration whose global level cannot be leased: one line, exit 2, before Redis
+        const noGlobal = join(dir, 'no-global.json');
+        writeFileSync(noGlobal, JSON.stringify({ inbound: { defaultPeer: [{ limit: 5, window: 'PT1S' }] } }));
+        for (const args of [
+          ['holds', '--config', noGlobal, '--bucket', 'peer:x', '--lease-lanes', '4'],
+          ['reset', '--config', noGlobal, '--bucket', 'peer:x', '--lease-lanes', '4'],
+          ['inspect', '--config', noGlobal, '--lease-lanes', '4'],
+          ['serve', '--config', noGlobal, '--store', 'redis', '--lease-lanes', '4'],
+          [
+            'serve',
+            '--config',
+            join(ROOT, 'examples/limits/attributes.json'),
+            '--store',
+            'redis',
+            '--lease-lanes',
+            '4',
+          ],
+        ]) {
+          const r = await runNode([join(ROOT, 'bin/callgate.js'), ...args, '--redis-url', 'redis://127.0.0.1:1'], {
+            cwd: ROOT,
+          });
+          expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(2);
+          expect(r.stderr.trimEnd().split('\n')).to.have.length(1);
+          expect(r.stderr).to.match(
+            /a leased global level (must be configured|does not combine with attribute levels)/,
+          );
+        }
         for (const [bad, message] of [
           ['0', /--lease-lanes: expected an integer from 1 to 1024, got 0/],
           ['x', /--lease-lanes: expected an integer from 1 to 1024, got "x"/],

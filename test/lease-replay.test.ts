@@ -315,6 +315,7 @@ describe('callgate replay --lease-lanes', function () {
     ['lanes not a number', [...trunks, '--lease-lanes', 'x'], /--lease-lanes: expected an integer/],
     ['a tick alone', [...trunks, '--lease-tick-ms', '20'], /--lease-tick-ms needs --lease-lanes/],
     ['a tick of 0', [...trunks, '--lease-lanes', '4', '--lease-tick-ms', '0'], /--lease-tick-ms: expected/],
+    ['a tick not a number', [...trunks, '--lease-lanes', '4', '--lease-tick-ms', 'abc'], /got "abc"/],
     [
       'no global level',
       ['--config', 'fixtures/campaign.config.json', '--trace', 'fixtures/campaign.trace.csv', '--lease-lanes', '4'],

@@ -114,10 +114,9 @@ function leasedStore(args: ReplayArgs, config: CallGateConfig): LeasedMemoryStor
     bad('--lease-lanes replays on the memory store: a leased Redis level decides on Redis time, not a trace’s');
   if (args.compare !== undefined)
     bad('--lease-lanes is a what-if of its own (the leased deployment against the exact contract): not with --compare');
-  if ((config.inbound.attributes?.length ?? 0) > 0) bad('a leased global level does not combine with attribute levels');
   const tickMs = args.leaseTickMs ?? 50;
-  if (!(Number.isFinite(tickMs) && tickMs >= 1 && tickMs <= 10_000))
-    bad(`--lease-tick-ms: expected a number of milliseconds from 1 to 10000, got ${String(args.leaseTickMs)}`);
+  if (!(typeof tickMs === 'number' && Number.isFinite(tickMs) && tickMs >= 1 && tickMs <= 10_000))
+    bad(`--lease-tick-ms: expected a number of milliseconds from 1 to 10000, got ${JSON.stringify(args.leaseTickMs)}`);
   return new LeasedMemoryStore({ lanes: args.leaseLanes, limit: leasedLevel(config), tickMs });
 }
 
@@ -266,7 +265,9 @@ export function replayCommand(program: Command): void {
       '--compare <file>',
       'what-if: replay under this (old) configuration too, report the calls decided differently',
     )
-    .option('--lease-tick-ms <ms>', "with --lease-lanes: the coordinator's tick (default 50)", Number)
+    .option('--lease-tick-ms <ms>', "with --lease-lanes: the coordinator's tick (default 50)", (v: string) =>
+      /^\d+(\.\d+)?$/.test(v) ? Number(v) : v,
+    )
     .option('--no-progress', 'no progress bar, even on a terminal')
     .action(async (opts: ReplayArgs) => runReplay(opts));
 }

@@ -14,6 +14,7 @@ import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
+import { leasedLevel } from '../lease/lanes.js';
 import { checkLeaseLanes, leaseLanesOption } from './lease-lanes.js';
 import { inspectGate } from '../observe/inspect.js';
 import { leaseMetrics } from '../observe/lease-metrics.js';
@@ -105,6 +106,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   const token = args.token === '' ? undefined : args.token;
   checkExposure(address, token);
   const config = await loadConfigFile(args.config);
+  if (args.leaseLanes !== undefined) leasedLevel(config); // a clear error before anything starts
 
   // every log line goes out with the credentials of Redis URLs hidden (a client's error may quote one)
   const app = { logger: { level: args.logLevel, hooks: { streamWrite: redactSecrets } } };

@@ -98,8 +98,14 @@ export function peerLaneTags(peer: string, accounts: Iterable<string>, lanes: nu
   return [...at].sort((a, b) => a - b).map((k) => laneTag(k, lanes));
 }
 
-/** A leased global level's limit, window and channels (0: no channel limit), from a configuration. */
+/**
+ * A leased global level's limit, window and channels (0: no channel limit), from a
+ * configuration; a clear error when its global level cannot be leased (none, not one sliding-log
+ * limit, or attribute levels beside it, which span every lane).
+ */
 export function leasedLevel(config: CallGateConfig): { calls: number; windowUs: number; channels: number } {
+  if ((config.inbound.attributes ?? []).length > 0)
+    throw new InvalidArgumentError('a leased global level does not combine with attribute levels');
   const global = config.inbound.global;
   const only = global?.limits.length === 1 ? global.limits[0] : undefined;
   if (only === undefined || only.algorithm !== 'sliding-log')
