@@ -92,6 +92,8 @@ export interface InspectOptions {
    * `caller:+15551234567`, `source:203.0.113.0/24`); a level that is not configured is an error.
    */
   readonly values?: readonly string[];
+  /** Only the buckets with a channel limit (the live gauges' need: less to read at each scrape). */
+  readonly channelsOnly?: boolean;
 }
 
 interface Asked {
@@ -172,7 +174,10 @@ export async function inspectState(
   store: Store,
   opts: InspectOptions = {},
 ): Promise<GateState> {
-  const asked = [...bucketsOf(config, opts.peers ?? [], store.leaseLanes), ...valueBuckets(config, opts.values ?? [])];
+  const asked = [
+    ...bucketsOf(config, opts.peers ?? [], store.leaseLanes),
+    ...valueBuckets(config, opts.values ?? []),
+  ].filter((a) => !opts.channelsOnly || a.bucket.channels !== undefined);
   const carriers = [...config.outbound.carriers];
   // each asked bucket once, a leased level once per lane: its first read at index first[i]
   const reads = asked.flatMap((a) => (a.laneTags ?? [a.tag]).map((tag) => ({ tag, bucket: a.bucket })));

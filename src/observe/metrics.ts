@@ -69,7 +69,8 @@ export interface LiveState {
 /** The live gauges read from the gate's store at each scrape (inspect; one read-only store call). */
 export function inspectLive(gate: CallGate): () => Promise<LiveState> {
   return async () => {
-    const s = await inspectGate(gate);
+    // the gauges show channels in use: the buckets without a channel limit are not read
+    const s = await inspectGate(gate, { channelsOnly: true });
     return {
       buckets: s.buckets.map((b) => ({ bucket: b.bucket, channelsInUse: b.channels?.in_use })),
       carriers: s.carriers.map((c) => ({
