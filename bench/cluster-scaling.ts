@@ -23,9 +23,11 @@
  *
  * --per-master: offer --rate per master (4 masters: 4 x --rate), so that each master sees the
  * load one master sees: a decision's Redis time depends on how busy its master is (requests per
- * wake-up, batches), and the same total spread over 4 masters leaves each idler than one.
- * Fixed costs per second (a lease coordinator's ticks) weigh the same per decision then too,
- * and every limit is as many times as high, so that as many calls in a hundred are refused.
+ * wake-up, batches), and the same total spread over 4 masters leaves each idler than one. Every
+ * limit is as many times as high, so that as many calls in a hundred are refused. A lease
+ * coordinator's cost is per lane and tick, not per master: on 4 masters each carries a quarter
+ * of it at the same decisions per master. Watch the p99 column: one process drives every
+ * master, and a driver that falls behind makes larger batches.
  */
 import { parseArgs } from 'node:util';
 import { Cluster, type Redis } from 'ioredis';
