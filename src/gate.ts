@@ -31,6 +31,7 @@ import { InvalidArgumentError } from './errors/index.js';
 import { checkIdArgument } from './ids.js';
 import { SafeEmitter } from './events.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
+import { leasedLevel } from './lease/lanes.js';
 import { MemoryStore } from './store/memory-store.js';
 import { widenHolds } from './holds/reload.js';
 import { ReleaseQueue } from './store/release-queue.js';
@@ -358,6 +359,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
    */
   async reload(source: ConfigSource): Promise<ConfigChange[]> {
     const next = await resolveConfig(source);
+    // a store that leases the global level takes only a configuration it can lease
+    if (this.store.leaseLanes !== undefined) leasedLevel(next);
     const changes = diffConfig(this.current, next);
     // a channel limit turned on counts the calls already in progress there (src/holds/reload.ts)
     const ledger = this.store.ledger;

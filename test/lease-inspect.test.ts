@@ -111,6 +111,20 @@ describe('inspect a leased deployment', function () {
       expect(counts(l).find((b) => b.bucket === 'peer:q2')!.counts).to.deep.equal([6]);
       expect(stateText(l)).to.match(/^global \(4 lanes\) +1000 +10s +sliding-log +27 +- +27\/500$/m);
 
+      // a reload to a configuration the leased store cannot take is refused: the old one stays
+      const withAttributes = {
+        inbound: {
+          ...CONFIG.inbound,
+          attributes: [{ name: 'caller', key: 'caller' as const, limits: [{ limit: 5, window: 'PT1S' }] }],
+        },
+      };
+      const refused = await leased.gate.reload(withAttributes).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(refused?.message).to.match(/does not combine with attribute levels/);
+      expect(leased.gate.config.inbound.attributes ?? []).to.have.length(0);
+
       // holds and reset find the calls on the lanes
       for (const [bucket, n] of [
         ['global', total],

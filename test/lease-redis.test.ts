@@ -47,6 +47,9 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
       InvalidArgumentError,
       /attribute levels/,
     );
+    // the global level alone (record() of a call from a peer without limits): lane 0
+    expect(laneOf([g], 8)).to.equal(0);
+    expect(() => laneOf([g, { name: 'tenant:t', limits: [] }], 8)).to.throw(InvalidArgumentError, /attribute levels/);
     const client = newClusterClient(cluster);
     clients.push(client);
     expect(() => new RedisStore({ redis: client, lease: { lanes: 0 } })).to.throw(InvalidArgumentError, /lanes/);

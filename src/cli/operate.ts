@@ -70,7 +70,7 @@ export async function runHolds(args: HoldsArgs, out: NodeJS.WritableStream = pro
   if (!(Number.isSafeInteger(args.max) && args.max >= 1 && args.max <= 10_000))
     throw new InvalidArgumentError(`--max: expected an integer from 1 to 10000, got ${String(args.max)}`);
   const config = await loadConfigFile(args.config);
-  leasable(args, config);
+  if (args.bucket !== undefined) leasable(args, config); // a carrier's holds do not depend on leasing
   const target = args.bucket !== undefined ? { bucket: args.bucket } : { carrier: args.carrier! };
   const l = await onRedis(args, (store) => listHolds(config, store, target, { max: args.max }));
   out.write(args.json ? `${JSON.stringify(l)}\n` : holdsText(l));

@@ -74,10 +74,12 @@ export function laneOf(buckets: readonly Bucket[], lanes: number): number {
     throw new InvalidArgumentError('a leased global level needs the global bucket first');
   if (global.limits.length !== 1 || global.limits[0]!.algorithm !== 'sliding-log')
     throw new InvalidArgumentError('a leased global level must have exactly one sliding-log limit');
-  const owner = rest.find((b) => b.name.startsWith('account:')) ?? rest.find((b) => b.name.startsWith('peer:'));
-  if (owner === undefined || rest.some((b) => !b.name.startsWith('account:') && !b.name.startsWith('peer:')))
+  if (rest.some((b) => !b.name.startsWith('account:') && !b.name.startsWith('peer:')))
     throw new InvalidArgumentError('a leased global level does not combine with attribute levels');
-  return ownerLane(owner.name, lanes);
+  const owner = rest.find((b) => b.name.startsWith('account:')) ?? rest.find((b) => b.name.startsWith('peer:'));
+  // the global level alone: record() of a call from a peer with no limits naming no configured
+  // account; its one event counts on lane 0 (the level's count is the sum over the lanes)
+  return owner === undefined ? 0 : ownerLane(owner.name, lanes);
 }
 
 /** The lane of the calls whose lane is chosen by bucket `name` (`account:<id>`, else `peer:<id>`). */

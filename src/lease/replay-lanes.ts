@@ -18,6 +18,7 @@
 import { InvalidArgumentError } from '../errors/index.js';
 import { GLOBAL_BUCKET } from '../store/keys.js';
 import { MemoryStore } from '../store/memory-store.js';
+import { checkNow } from '../store/validate.js';
 import type { AdmitRequest, AdmitResult, Bucket, RecordRequest, RecordResult } from '../store/types.js';
 import { type DemandParams, demandParams } from './demand.js';
 import { checkLanes, laneOf } from './lanes.js';
@@ -64,6 +65,10 @@ interface OnLane {
   readonly buckets: readonly Bucket[];
 }
 
+/**
+ * Only for replays: its buckets carry lane names (`lane:<k>:<name>`), so operations that read a
+ * bucket by its configured name (count, holds, inspect, reset) do not find them here.
+ */
 export class LeasedMemoryStore extends MemoryStore {
   readonly lanes: number;
   private readonly windowUs: number;
@@ -197,6 +202,7 @@ export class LeasedMemoryStore extends MemoryStore {
   private ticksUntil(now: number | undefined): number {
     if (now === undefined)
       throw new InvalidArgumentError('a leased replay decides on the calls’ own time: now is required');
+    checkNow(now); // before it moves the ticks
     this.nextTick ??= now;
     while (this.nextTick <= now) {
       if (this.still && this.skipIdle) {
