@@ -83,20 +83,24 @@ export function laneOf(buckets: readonly Bucket[], lanes: number): number {
 }
 
 /** The lane of the calls whose lane is chosen by bucket `name` (`account:<id>`, else `peer:<id>`). */
-export function ownerLane(name: string, lanes: number): number {
+function ownerLane(name: string, lanes: number): number {
   return fnv1a(name) % lanes;
 }
 
 /**
- * The lane tags a peer's keys may be on: its own lane (calls naming no configured account) and
- * the lane of each configured account (calls naming it), each once, in lane order.
+ * The lane tags where bucket `name` of a leased deployment may have keys, given the configured
+ * accounts' bucket names: the global level on every lane, an account on its lane, a peer on its
+ * own lane (calls naming no configured account) and on each configured account's (calls naming
+ * it); each lane once, in lane order.
  */
-export function peerLaneTags(peer: string, accounts: Iterable<string>, lanes: number): string[] {
-  const at = new Set([ownerLane(peer, lanes)]);
-  for (const account of accounts) {
-    if (at.size === lanes) break;
-    at.add(ownerLane(account, lanes));
-  }
+export function bucketLaneTags(name: string, accounts: Iterable<string>, lanes: number): string[] {
+  if (name === GLOBAL_BUCKET) return Array.from({ length: lanes }, (_, k) => laneTag(k, lanes));
+  const at = new Set([ownerLane(name, lanes)]);
+  if (!name.startsWith('account:'))
+    for (const account of accounts) {
+      if (at.size === lanes) break;
+      at.add(ownerLane(account, lanes));
+    }
   return [...at].sort((a, b) => a - b).map((k) => laneTag(k, lanes));
 }
 

@@ -34,7 +34,7 @@ import type { CallGate } from '../gate.js';
 import type { Bucket, Limit, Store } from '../store/types.js';
 import { listBans, type BanState } from './bans.js';
 import { attributeBucket } from '../admission/attributes.js';
-import { laneTag, ownerLane, peerLaneTags } from '../lease/lanes.js';
+import { bucketLaneTags } from '../lease/lanes.js';
 import { InvalidArgumentError } from '../errors/index.js';
 
 export interface LimitState {
@@ -101,7 +101,7 @@ interface Asked {
   tag: string;
   bucket: Bucket;
   defaultPeer: boolean;
-  /** Leased: the global level (every lane) and the peers (their lanes) are read on these tags, then summed. */
+  /** Leased: the bucket is read on these lane tags (bucketLaneTags) instead of `tag`, then summed. */
   laneTags?: readonly string[];
 }
 
@@ -126,10 +126,9 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[], lanes: numb
   // or, leased, the lane's of the call's account (else its peer)
   const platform = global !== undefined || (config.inbound.attributes ?? []).length > 0;
   const leased = lanes !== undefined && global !== undefined;
-  const tagOf = (name: string, own: string) =>
-    leased ? laneTag(ownerLane(name, lanes), lanes) : platform ? GLOBAL_TAG : own;
-  const everyLane = leased ? { laneTags: Array.from({ length: lanes }, (_, k) => laneTag(k, lanes)) } : {};
   const accountNames = [...accounts.keys()].map(accountBucket);
+  // leased: where each bucket may have keys (bucketLaneTags), read there and summed
+  const onLanes = (name: string) => (leased ? { laneTags: bucketLaneTags(name, accountNames, lanes) } : {});
   const out: Asked[] = [];
   const bucket = (name: string, b: BucketConfig): Bucket =>
     b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels };
@@ -139,11 +138,17 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[], lanes: numb
       tag: GLOBAL_TAG,
       bucket: bucket(GLOBAL_BUCKET, global),
       defaultPeer: false,
-      ...everyLane,
+      ...onLanes(GLOBAL_BUCKET),
     });
   for (const [id, b] of accounts) {
     const name = accountBucket(id);
-    out.push({ label: `account:${id}`, tag: tagOf(name, accountTag(id)), bucket: bucket(name, b), defaultPeer: false });
+    out.push({
+      label: `account:${id}`,
+      tag: platform ? GLOBAL_TAG : accountTag(id),
+      bucket: bucket(name, b),
+      defaultPeer: false,
+      ...onLanes(name),
+    });
   }
   const seen = new Set<string>();
   const addPeer = (id: string, b: BucketConfig, isDefault: boolean) => {
@@ -152,10 +157,10 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[], lanes: numb
     const name = peerBucket(id);
     out.push({
       label: `peer:${id}`,
-      tag: tagOf(name, peerTag(id)),
+      tag: platform ? GLOBAL_TAG : peerTag(id),
       bucket: bucket(name, b),
       defaultPeer: isDefault,
-      ...(leased && { laneTags: peerLaneTags(name, accountNames, lanes) }),
+      ...onLanes(name),
     });
   };
   for (const [id, limits] of config.inbound.peers) addPeer(id, limits, false);

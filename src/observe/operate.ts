@@ -24,7 +24,7 @@ import {
   peerBucket,
   peerTag,
 } from '../store/keys.js';
-import { laneTag, ownerLane, peerLaneTags } from '../lease/lanes.js';
+import { bucketLaneTags } from '../lease/lanes.js';
 import { isOperable, type ListedHold, type OperableStore } from '../store/operations.js';
 import type { Bucket, Store } from '../store/types.js';
 
@@ -51,21 +51,24 @@ const bucketOf = (name: string, b: BucketConfig): Bucket =>
 
 /**
  * The bucket a `limited_by` label names under `config`, and its tags. `lanes`: the global level
- * is leased over that many lanes (Store.leaseLanes): it is on every lane, an account on its
- * lane, a peer on its own lane or a configured account's (peerLaneTags).
+ * is leased over that many lanes (Store.leaseLanes): a bucket's tags are then the lanes it may
+ * have keys on (bucketLaneTags).
  */
 export function locateBucket(config: CallGateConfig, label: string, tagged: boolean, lanes?: number): Located {
   const { global, accounts, peers, defaultPeer } = config.inbound;
   const attributes = config.inbound.attributes ?? [];
   // with a global limit or attribute levels, every inbound key has the platform's tag (plan.ts)
   const platform = global !== undefined || attributes.length > 0;
-  const leased = lanes !== undefined && global !== undefined;
-  const everyLane = leased ? Array.from({ length: lanes }, (_, k) => laneTag(k, lanes)) : [];
+  // leased: where a bucket may have keys
+  const onLanes =
+    lanes !== undefined && global !== undefined
+      ? (name: string) => bucketLaneTags(name, [...accounts.keys()].map(accountBucket), lanes)
+      : undefined;
   const levels = attributes.map((l) => `${l.name}:<value>`).join(', ');
   const hint = `expected global, account:<id> or peer:<id>${levels === '' ? '' : `, or ${levels}`}`;
   if (label === 'global') {
     if (global === undefined) bad('bucket global: the configuration has no global limit');
-    return { bucket: bucketOf(GLOBAL_BUCKET, global), tags: leased ? everyLane : [GLOBAL_TAG] };
+    return { bucket: bucketOf(GLOBAL_BUCKET, global), tags: onLanes?.(GLOBAL_BUCKET) ?? [GLOBAL_TAG] };
   }
   const colon = label.indexOf(':');
   const kind = colon < 0 ? '' : label.slice(0, colon);
@@ -75,20 +78,15 @@ export function locateBucket(config: CallGateConfig, label: string, tagged: bool
     const limits = accounts.get(id);
     if (limits === undefined) bad(`bucket ${label}: the configuration has no account ${JSON.stringify(id)}`);
     const name = accountBucket(id);
-    const tag = leased ? laneTag(ownerLane(name, lanes), lanes) : platform ? GLOBAL_TAG : accountTag(id);
-    return { bucket: bucketOf(name, limits), tags: [tag] };
+    return { bucket: bucketOf(name, limits), tags: onLanes?.(name) ?? [platform ? GLOBAL_TAG : accountTag(id)] };
   }
   if (kind === 'peer') {
     const limits = peers.get(id) ?? defaultPeer;
     if (limits === undefined)
       bad(`bucket ${label}: the configuration has no peer ${JSON.stringify(id)} and no defaultPeer`);
-    const tags = leased
-      ? peerLaneTags(peerBucket(id), [...accounts.keys()].map(accountBucket), lanes)
-      : platform
-        ? [GLOBAL_TAG]
-        : tagged
-          ? [peerTag(id), ...[...accounts.keys()].map(accountTag)]
-          : [peerTag(id)];
+    const tags =
+      onLanes?.(peerBucket(id)) ??
+      (platform ? [GLOBAL_TAG] : tagged ? [peerTag(id), ...[...accounts.keys()].map(accountTag)] : [peerTag(id)]);
     return { bucket: bucketOf(peerBucket(id), limits), tags };
   }
   // an attribute level: `<level>:<value>`, the value as limited_by shows it (after its match)
