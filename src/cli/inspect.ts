@@ -4,10 +4,9 @@
  */
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
-import { leasedLevel } from '../lease/lanes.js';
 import { inspectState, stateText } from '../observe/inspect.js';
 import { RedisStore } from '../store/redis/redis-store.js';
-import { checkLeaseLanes, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
+import { checkLeasable, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 export interface InspectArgs extends RedisConnectionArgs {
@@ -22,9 +21,8 @@ export interface InspectArgs extends RedisConnectionArgs {
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const lanes = args.leaseLanes;
-  checkLeaseLanes(lanes);
   const config = await loadConfigFile(args.config);
-  if (lanes !== undefined) leasedLevel(config); // a clear error when the level cannot be leased
+  checkLeasable(lanes, config);
   const redis = await openRedis(args);
   try {
     const bans = (config.inbound.attributes ?? []).some((l) => l.ban !== undefined);

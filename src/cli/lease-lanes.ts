@@ -3,8 +3,9 @@
  * `serve` runs one, `inspect`, `holds` and `reset` read its lanes, `replay` simulates one.
  */
 import type { Command } from 'commander';
+import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import { MAX_LANES } from '../lease/lanes.js';
+import { leasedLevel, MAX_LANES } from '../lease/lanes.js';
 
 /**
  * Adds the option with `description`; its value is a number, or the text given when it is not
@@ -20,6 +21,12 @@ export function checkLeaseLanes(lanes: unknown): void {
     throw new InvalidArgumentError(
       `--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${typeof lanes === 'string' ? JSON.stringify(lanes) : String(lanes)}`,
     );
+}
+
+/** With `lanes`: a valid number of them, and a configuration whose global level can be leased (clear errors). */
+export function checkLeasable(lanes: unknown, config: CallGateConfig): void {
+  checkLeaseLanes(lanes);
+  if (lanes !== undefined) leasedLevel(config);
 }
 
 /** RedisStore options for a deployment leased over `lanes` (hash tags on a single Redis too, as `serve` makes them). */

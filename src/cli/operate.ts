@@ -11,12 +11,10 @@
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
-import type { CallGateConfig } from '../config/types.js';
-import { leasedLevel } from '../lease/lanes.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { holdsText, listHolds, resetBucket, resetLine } from '../observe/operate.js';
 import { RedisStore } from '../store/redis/redis-store.js';
-import { checkLeaseLanes, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
+import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
 import { closeRedis, openRedis, redactUrl, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 interface OperateArgs extends RedisConnectionArgs {
@@ -43,12 +41,6 @@ export interface ResetArgs extends OperateArgs {
   yes?: boolean;
 }
 
-/** With --lease-lanes: a valid number of lanes, and a configuration whose global level can be leased. */
-function leasable(args: OperateArgs, config: CallGateConfig): void {
-  checkLeaseLanes(args.leaseLanes);
-  if (args.leaseLanes !== undefined) leasedLevel(config);
-}
-
 /** Run `fn` on a store over the command's Redis, closed afterwards. */
 async function onRedis<T>(args: OperateArgs, fn: (store: RedisStore) => Promise<T>): Promise<T> {
   if (args.prefix.includes('{') || args.prefix.includes('}'))
@@ -70,7 +62,7 @@ export async function runHolds(args: HoldsArgs, out: NodeJS.WritableStream = pro
   if (!(Number.isSafeInteger(args.max) && args.max >= 1 && args.max <= 10_000))
     throw new InvalidArgumentError(`--max: expected an integer from 1 to 10000, got ${String(args.max)}`);
   const config = await loadConfigFile(args.config);
-  if (args.bucket !== undefined) leasable(args, config); // a carrier's holds do not depend on leasing
+  if (args.bucket !== undefined) checkLeasable(args.leaseLanes, config); // a carrier's holds do not depend on leasing
   const target = args.bucket !== undefined ? { bucket: args.bucket } : { carrier: args.carrier! };
   const l = await onRedis(args, (store) => listHolds(config, store, target, { max: args.max }));
   out.write(args.json ? `${JSON.stringify(l)}\n` : holdsText(l));
@@ -101,7 +93,7 @@ async function confirm(question: string): Promise<boolean> {
 
 export async function runReset(args: ResetArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const config = await loadConfigFile(args.config);
-  leasable(args, config); // before the confirmation: nothing to confirm for a command that cannot run
+  checkLeasable(args.leaseLanes, config); // before the confirmation: nothing to confirm for a command that cannot run
   if (!args.yes) {
     if (!process.stdin.isTTY)
       throw new InvalidArgumentError(

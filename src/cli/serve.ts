@@ -14,8 +14,7 @@ import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
-import { leasedLevel } from '../lease/lanes.js';
-import { checkLeaseLanes, leaseLanesOption } from './lease-lanes.js';
+import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
 import { inspectGate } from '../observe/inspect.js';
 import { leaseMetrics } from '../observe/lease-metrics.js';
 import { gateMetrics, inspectLive } from '../observe/metrics.js';
@@ -106,7 +105,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   const token = args.token === '' ? undefined : args.token;
   checkExposure(address, token);
   const config = await loadConfigFile(args.config);
-  if (args.leaseLanes !== undefined) leasedLevel(config); // a clear error before anything starts
+  checkLeasable(args.leaseLanes, config); // a clear error before anything starts
 
   // every log line goes out with the credentials of Redis URLs hidden (a client's error may quote one)
   const app = { logger: { level: args.logLevel, hooks: { streamWrite: redactSecrets } } };
@@ -115,12 +114,8 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   const lanes = args.leaseLanes;
   if (args.store === 'redis') {
     redis = await openRedis(args, { service: true });
-    store = new RedisStore({
-      redis,
-      prefix: args.prefix,
-      // lanes are hash tags: on a single Redis too (regions each on one)
-      ...(lanes !== undefined && { lease: { lanes }, hashTags: true }),
-    });
+    // lanes are hash tags: on a single Redis too (regions each on one)
+    store = new RedisStore({ redis, prefix: args.prefix, ...leasedStoreOptions(lanes) });
   } else {
     store = new MemoryStore();
   }
