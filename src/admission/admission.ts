@@ -65,6 +65,11 @@ export interface AdmissionDecision {
   readonly duplicate?: boolean;
   /** True for a refusal by the flood shield, in process (see src/admission/shield.ts). */
   readonly shielded?: boolean;
+  /**
+   * Admitted through the leased global level's overflow lane (docs/leasing.md): when the
+   * global level counted the call there, µs (`at` is when its other levels did, a little later).
+   */
+  readonly spilledAt?: number;
 }
 
 /** The `degraded` event: the store was out of reach for a call, and `policy` decided it instead. */
@@ -431,7 +436,14 @@ function decision(callId: string, plan: AdmissionPlan, r: AdmitResult): Admissio
   if (r.admitted)
     return r.duplicate
       ? { callId, direction: 'in', admitted: true, retryAfterMs: 0, at: r.now, duplicate: true }
-      : { callId, direction: 'in', admitted: true, retryAfterMs: 0, at: r.now };
+      : {
+          callId,
+          direction: 'in',
+          admitted: true,
+          retryAfterMs: 0,
+          at: r.now,
+          ...(r.spilledAt !== undefined && { spilledAt: r.spilledAt }),
+        };
   return {
     callId,
     direction: 'in',

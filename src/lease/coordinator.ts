@@ -20,7 +20,7 @@ import { isCluster } from '../store/redis/connection.js';
 import { slotOf } from '../store/redis/slot.js';
 import { scripts, type ScriptName } from '../store/redis/scripts.js';
 import { type DemandParams, demandParams } from './demand.js';
-import { laneTag, checkLanes, leasedLevel } from './lanes.js';
+import { laneTag, checkLanes, leasedLevel, OVERFLOW_TAG } from './lanes.js';
 import { reclaim, restore } from './lost.js';
 import { reload } from './reload.js';
 import { add, type Budget } from './share.js';
@@ -49,6 +49,12 @@ export interface LeaseLanes {
    * A master with fewer replicas connected (after its failover) waits for those it has.
    */
   readonly waitReplicas?: number;
+  /**
+   * The deployment has an overflow lane (its stores' `lease.overflow`): one more lane, after
+   * its `lanes`, on the tag OVERFLOW_TAG, whose share the calls its lanes refused for lack of
+   * share draw on. The coordinator moves its share by its demand, as any lane's.
+   */
+  readonly overflow?: boolean;
 }
 
 export interface LeaseCoordinatorOptions {
@@ -97,6 +103,10 @@ interface Lane {
   /** share hash, log, holds */
   readonly keys: readonly [string, string, string];
   readonly waitReplicas: number;
+  /** The deployment's overflow lane (LeaseLanes.overflow): it holds no channels. */
+  readonly overflow: boolean;
+  /** Its name in reports and metrics: its index among the coordinator's lanes, or `overflow` (`overflow:<d>` past the first deployment). */
+  readonly name: string;
 }
 
 /** Per lane, what the leader knows beyond the shares. */
@@ -181,15 +191,19 @@ export class LeaseCoordinator {
     this.skewUs = (opts.skewMs ?? 50) * 1000;
     this.params = demandParams(windowUs, this.tickMs, opts.params);
     this.id = opts.id ?? randomBytes(8).toString('hex');
-    for (const d of opts.deployments) {
+    for (const [n, d] of opts.deployments.entries()) {
       const prefix = d.prefix ?? 'callgate:';
       const lanes = checkLanes(d.lanes);
-      for (let k = 0; k < lanes; k++) {
-        const base = `${prefix}{${laneTag(k, lanes)}}:global`;
+      const tags = Array.from({ length: lanes }, (_, k) => laneTag(k, lanes));
+      if (d.overflow === true) tags.push(OVERFLOW_TAG);
+      for (const tag of tags) {
+        const base = `${prefix}{${tag}}:global`;
         this.lanes.push({
           redis: d.redis,
           keys: [`${base}:share`, `${base}:log`, `${base}:ch`],
           waitReplicas: d.waitReplicas ?? 0,
+          overflow: tag === OVERFLOW_TAG,
+          name: tag !== OVERFLOW_TAG ? String(this.lanes.length) : n === 0 ? 'overflow' : `overflow:${n}`,
         });
       }
       defineScripts(d.redis);
@@ -258,6 +272,11 @@ export class LeaseCoordinator {
 
   get report(): LeaseTickReport {
     return this.lastReport;
+  }
+
+  /** Each lane's name, in the order of the report's shares: its index, or `overflow` (LeaseLanes.overflow). */
+  get laneNames(): readonly string[] {
+    return this.lanes.map((l) => l.name);
   }
 
   private schedule(ms: number): void {
@@ -430,11 +449,12 @@ export class LeaseCoordinator {
       }
     });
     const lostFlags = this.views.map((v, i) => v.lost || silent[i]!);
-    const obs: LaneObservation[] = observed.map((o, i) =>
-      o === undefined || lostFlags[i]
+    const obs: LaneObservation[] = observed.map((o, i) => ({
+      ...(o === undefined || lostFlags[i]
         ? { admittedInWindow: 0, channelsInUse: 0, refusedCalls: 0, refusedChannels: 0, admittedSinceTick: 0 }
-        : o,
-    );
+        : o),
+      channelless: this.lanes[i]!.overflow,
+    }));
     const plan = planStep(state, obs, this.params, lostFlags);
     state = plan.state;
     const ends = observed.map((o) => (o === undefined ? 0 : o.now + this.leaseUs));

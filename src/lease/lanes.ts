@@ -49,7 +49,15 @@ export function laneTag(lane: number, lanes: number): string {
   return tag;
 }
 
-/** Whether a tag is a lane's (a leased global level's part lives there). */
+/**
+ * The overflow lane's tag (docs/leasing.md, "The overflow lane"): a lane with a share of its own
+ * and no calls of its own. A call its lane refused for lack of calls share counts its global
+ * level there instead, when the deployment has one (`lease.overflow`): the slack a level near
+ * its limit has left is then one pool that every lane draws on, not crumbs spread over the lanes.
+ */
+export const OVERFLOW_TAG = `${GLOBAL_TAG}:overflow`;
+
+/** Whether a tag is a lane's (a leased global level's part lives there), the overflow lane's too. */
 export const isLaneTag = (tag: string): boolean => tag.startsWith(`${GLOBAL_TAG}:`);
 
 /** FNV-1a (32 bits) of a string's UTF-16 units: stable across processes and versions. */
@@ -89,12 +97,13 @@ function ownerLane(name: string, lanes: number): number {
 
 /**
  * The lane tags where bucket `name` of a leased deployment may have keys, given the configured
- * accounts' bucket names: the global level on every lane, an account on its lane, a peer on its
+ * accounts' bucket names: the global level on every lane (and the overflow lane), an account on its lane, a peer on its
  * own lane (calls naming no configured account) and on each configured account's (calls naming
  * it); each lane once, in lane order.
  */
-export function bucketLaneTags(name: string, accounts: Iterable<string>, lanes: number): string[] {
-  if (name === GLOBAL_BUCKET) return Array.from({ length: lanes }, (_, k) => laneTag(k, lanes));
+export function bucketLaneTags(name: string, accounts: Iterable<string>, lanes: number, overflow = false): string[] {
+  if (name === GLOBAL_BUCKET)
+    return [...Array.from({ length: lanes }, (_, k) => laneTag(k, lanes)), ...(overflow ? [OVERFLOW_TAG] : [])];
   const at = new Set([ownerLane(name, lanes)]);
   if (!name.startsWith('account:'))
     for (const account of accounts) {

@@ -46,6 +46,11 @@ export interface LaneObservation {
    * Without it, the coordinator assumes an even spread: admittedInWindow / (W / T).
    */
   readonly leavingBeforeNextTick?: number;
+  /**
+   * The lane holds no channels (an overflow lane: its calls hold their channels on their own
+   * lanes): its channels target is 0, and the channel limit is split over the other lanes.
+   */
+  readonly channelless?: boolean;
 }
 
 /** The coordinator's state for one leased level. Σ shares + pool = limit + debt. */
@@ -189,13 +194,17 @@ export function planStep(
     Math.max(0, state.limit.calls - frozen.calls),
     wants.map((w) => w.calls),
   );
+  const holding = live.flatMap((i, k) => (obs[i]!.channelless === true ? [] : [k]));
   const th = targetsFor(
     Math.max(0, state.limit.channels - frozen.channels),
-    wants.map((w) => w.channels),
+    holding.map((k) => wants[k]!.channels),
   );
   const targets: Budget[] = [...state.shares];
   live.forEach((i, k) => {
-    targets[i] = { calls: tc[k]!, channels: th[k]! };
+    targets[i] = { calls: tc[k]!, channels: 0 };
+  });
+  holding.forEach((k, j) => {
+    targets[live[k]!] = { calls: tc[k]!, channels: th[j]! };
   });
 
   const shrinks: ShrinkOrder[] = [];

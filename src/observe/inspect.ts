@@ -120,7 +120,12 @@ function valueBuckets(config: CallGateConfig, values: readonly string[]): Asked[
   });
 }
 
-function bucketsOf(config: CallGateConfig, peers: readonly string[], lanes: number | undefined): Asked[] {
+function bucketsOf(
+  config: CallGateConfig,
+  peers: readonly string[],
+  lanes: number | undefined,
+  overflow = false,
+): Asked[] {
   const { global, accounts, defaultPeer } = config.inbound;
   // with a global limit or attribute levels every inbound key has the platform's tag (plan.ts),
   // or, leased, the lane's of the call's account (else its peer)
@@ -128,7 +133,7 @@ function bucketsOf(config: CallGateConfig, peers: readonly string[], lanes: numb
   const leased = lanes !== undefined && global !== undefined;
   const accountNames = [...accounts.keys()].map(accountBucket);
   // leased: where each bucket may have keys (bucketLaneTags), read there and summed
-  const onLanes = (name: string) => (leased ? { laneTags: bucketLaneTags(name, accountNames, lanes) } : {});
+  const onLanes = (name: string) => (leased ? { laneTags: bucketLaneTags(name, accountNames, lanes, overflow) } : {});
   const out: Asked[] = [];
   const bucket = (name: string, b: BucketConfig): Bucket =>
     b.channels === undefined ? { name, limits: b.limits } : { name, limits: b.limits, channels: b.channels };
@@ -180,7 +185,7 @@ export async function inspectState(
   opts: InspectOptions = {},
 ): Promise<GateState> {
   const asked = [
-    ...bucketsOf(config, opts.peers ?? [], store.leaseLanes),
+    ...bucketsOf(config, opts.peers ?? [], store.leaseLanes, store.leaseOverflow),
     ...valueBuckets(config, opts.values ?? []),
   ].filter((a) => !opts.channelsOnly || a.bucket.channels !== undefined);
   const carriers = [...config.outbound.carriers];
@@ -225,7 +230,7 @@ export async function inspectState(
       if (a.defaultPeer) state.default_peer = true;
       if (a.bucket.channels !== undefined)
         state.channels = { limit: a.bucket.channels, in_use: parts.reduce((n, p) => n + (p.channels ?? 0), 0) };
-      if (global) state.leased_lanes = a.laneTags!.length;
+      if (global) state.leased_lanes = store.leaseLanes!;
       return state;
     }),
     carriers: carriers.map(([id, c], k) => {

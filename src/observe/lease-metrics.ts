@@ -36,9 +36,11 @@ export function leaseMetrics(coordinator: LeaseCoordinator, registry: Registry, 
       share.reset();
       const state = report().state;
       if (!report().leader || state === undefined) return;
-      state.shares.forEach((b, lane) => {
-        share.set({ lane: String(lane), resource: 'calls' }, b.calls);
-        share.set({ lane: String(lane), resource: 'channels' }, b.channels);
+      const names = coordinator.laneNames;
+      state.shares.forEach((b, k) => {
+        const lane = names[k] ?? String(k);
+        share.set({ lane, resource: 'calls' }, b.calls);
+        share.set({ lane, resource: 'channels' }, b.channels);
       });
     },
   });

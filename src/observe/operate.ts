@@ -54,7 +54,13 @@ const bucketOf = (name: string, b: BucketConfig): Bucket =>
  * is leased over that many lanes (Store.leaseLanes): a bucket's tags are then the lanes it may
  * have keys on (bucketLaneTags).
  */
-export function locateBucket(config: CallGateConfig, label: string, tagged: boolean, lanes?: number): Located {
+export function locateBucket(
+  config: CallGateConfig,
+  label: string,
+  tagged: boolean,
+  lanes?: number,
+  overflow = false,
+): Located {
   const { global, accounts, peers, defaultPeer } = config.inbound;
   const attributes = config.inbound.attributes ?? [];
   // with a global limit or attribute levels, every inbound key has the platform's tag (plan.ts)
@@ -62,7 +68,7 @@ export function locateBucket(config: CallGateConfig, label: string, tagged: bool
   // leased: where a bucket may have keys
   const onLanes =
     lanes !== undefined && global !== undefined
-      ? (name: string) => bucketLaneTags(name, [...accounts.keys()].map(accountBucket), lanes)
+      ? (name: string) => bucketLaneTags(name, [...accounts.keys()].map(accountBucket), lanes, overflow)
       : undefined;
   const levels = attributes.map((l) => `${l.name}:<value>`).join(', ');
   const hint = `expected global, account:<id> or peer:<id>${levels === '' ? '' : `, or ${levels}`}`;
@@ -135,7 +141,7 @@ export async function listHolds(
       time_us: r.now,
     };
   }
-  const { bucket, tags } = locateBucket(config, target.bucket, s.tagged, s.leaseLanes);
+  const { bucket, tags } = locateBucket(config, target.bucket, s.tagged, s.leaseLanes, s.leaseOverflow);
   let now = opts.now;
   let total = 0;
   const holds: ListedHold[] = [];
@@ -174,7 +180,7 @@ export async function resetBucket(
   opts: OperateOptions = {},
 ): Promise<ResetReport> {
   const s = operable(store);
-  const { bucket, tags } = locateBucket(config, label, s.tagged, s.leaseLanes);
+  const { bucket, tags } = locateBucket(config, label, s.tagged, s.leaseLanes, s.leaseOverflow);
   let now = opts.now;
   let events = 0;
   let windows = 0;

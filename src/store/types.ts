@@ -153,6 +153,11 @@ export interface AdmitResult {
   readonly retryAfterUs: number;
   /** The time the decision was taken at (the given `now`, or the store's clock). */
   readonly now: number;
+  /**
+   * Admitted through a leased level's overflow lane (docs/leasing.md): when the level counted
+   * the call there (Redis TIME, µs, at or before `now`, when its other levels counted it).
+   */
+  readonly spilledAt?: number;
 }
 
 /**
@@ -440,6 +445,8 @@ export interface Store {
    * instead of the one inbound tag. Undefined: not leased.
    */
   readonly leaseLanes?: number;
+  /** A leased level with an overflow lane (docs/leasing.md): the level's calls are on it too. */
+  readonly leaseOverflow?: boolean;
   /** Write the ledger's calls marked unwritten now (a reload that turned a channel limit on); resolves once done. */
   writeLedger?(): Promise<void>;
   /** Write again the holds of calls in progress (see ReassertRequest); stores that cannot lose state may omit it. */

@@ -15,8 +15,11 @@ export interface RedisStoreOptions {
    * Lease the global level (docs/leasing.md): its limit is split into shares over `lanes` hash
    * tags, moved by a LeaseCoordinator, so that inbound admission spreads over a Cluster's shards.
    * Needs hash tags; the global level must be one sliding-log limit (and a channel limit or not).
+   * `overflow`: the deployment has an overflow lane (its coordinator too: LeaseLanes.overflow),
+   * where a call its lane refused for lack of calls share is tried (two more script calls, for
+   * such calls only); fewer false refusals near the limit (docs/leasing.md).
    */
-  readonly lease?: { readonly lanes: number };
+  readonly lease?: { readonly lanes: number; readonly overflow?: boolean };
   /**
    * Least expiry (ms) of a key written with a caller-given `now` (a virtual clock): real-time
    * expiry cannot follow a clock that runs faster or slower than real time. Default 24 h.

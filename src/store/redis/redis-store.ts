@@ -20,7 +20,7 @@ import { InvalidArgumentError } from '../../errors/index.js';
 import { SafeEmitter } from '../../events.js';
 import { checkInspect } from '../inspect-memory.js';
 import { carrierTag, encodeId, GLOBAL_BUCKET, GLOBAL_TAG, isOutboundTag, OUTBOUND_TAG } from '../keys.js';
-import { checkLanes, isLaneTag, laneOf, laneTag } from '../../lease/lanes.js';
+import { checkLanes, isLaneTag, laneOf, laneTag, OVERFLOW_TAG } from '../../lease/lanes.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -116,6 +116,19 @@ const DEFAULT_MAX_IN_FLIGHT = 2;
 const MAX_IN_FLIGHT_LIMIT = 64;
 /** Call ids whose outbound records' carriers this process remembers, at most (carrier-lanes.ts). */
 const MAX_OUT_TAGS = 100_000;
+/**
+ * How long an overflow lane that refused is not asked again (ms), at most: until a call leaves
+ * its window (its retry-after) or its share may have moved, at the coordinator's next tick (50 ms
+ * by default). Under overload it would otherwise refuse most calls that reach it, each for two
+ * more script calls.
+ */
+const OVERFLOW_PAUSE_MS = 50;
+
+/** A leased call's buckets on the overflow lane and on its own lane (RedisStore.overflow). */
+interface OverflowParts {
+  readonly overflow: readonly Bucket[];
+  readonly lane: readonly Bucket[];
+}
 
 export class RedisStore implements Store, OperableStore {
   readonly kind = 'redis';
@@ -134,6 +147,12 @@ export class RedisStore implements Store, OperableStore {
   get leaseLanes(): number | undefined {
     return this.lanes;
   }
+  /** The leased level has an overflow lane (RedisStoreOptions.lease.overflow). */
+  readonly leaseOverflow: boolean;
+  /** performance.now() until which the overflow lane is not asked (it refused: OVERFLOW_PAUSE_MS). */
+  private overflowPausedUntil = 0;
+  /** Per bucket list of a leased call: its buckets on the overflow lane and on its lane (overflowParts). */
+  private readonly overflowOf = new WeakMap<readonly Bucket[], OverflowParts>();
   /** Each bucket list's lane tag, once computed (plans hand the same list to every call of a peer). */
   private readonly laneTags = new WeakMap<readonly Bucket[], string>();
   private readonly virtualTtlMs: number;
@@ -171,6 +190,7 @@ export class RedisStore implements Store, OperableStore {
     if (/[{}]/.test(this.prefix))
       throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
     this.keys = new RedisKeys(this.prefix, opts.hashTags ?? isCluster(opts.redis));
+    this.leaseOverflow = opts.lease?.overflow === true;
     if (opts.lease !== undefined) {
       this.lanes = checkLanes(opts.lease.lanes);
       if (!this.keys.hashTags)
@@ -351,7 +371,56 @@ export class RedisStore implements Store, OperableStore {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.admitChecked(req);
+    const decided = this.admitChecked(req);
+    return this.leaseOverflow && isLaneTag(req.tag) ? decided.then((r) => this.overflow(req, r)) : decided;
+  }
+
+  /**
+   * A leased call its lane refused for lack of calls share (the global level, first, by rate):
+   * its global level is decided on the overflow lane, and once admitted there, the call again on
+   * its lane without that level's sliding log (its channels stay on the lane). Each step is one
+   * atomic script call; a call admitted on the overflow lane and then refused on its own (its
+   * peer filled up meanwhile) leaves its event on the overflow lane's log, which only lowers
+   * what the level admits. The refusal answered when the overflow lane refuses (or cannot be
+   * reached) is the lane's; a failure of the third step is the decision's, as any store failure.
+   */
+  private async overflow(req: AdmitRequest, first: AdmitResult): Promise<AdmitResult> {
+    if (first.admitted || first.limitedBy !== 0 || first.reason !== 'rate') return first;
+    if (performance.now() < this.overflowPausedUntil || req.signal?.aborted === true) return first;
+    const parts = this.overflowParts(req.buckets);
+    let spilled: AdmitResult;
+    try {
+      spilled = await this.admitChecked({ tag: OVERFLOW_TAG, buckets: parts.overflow, signal: req.signal });
+    } catch {
+      // the overflow lane out of reach (or the caller gone): the lane's answer stands
+      this.overflowPausedUntil = performance.now() + OVERFLOW_PAUSE_MS;
+      return first;
+    }
+    if (!spilled.admitted) {
+      this.overflowPausedUntil = performance.now() + Math.min(OVERFLOW_PAUSE_MS, spilled.retryAfterUs / 1000);
+      return first;
+    }
+    // the global level alone (a peer without limits): decided
+    if (parts.lane.length === 0) return { ...spilled, spilledAt: spilled.now };
+    const again = await this.admitChecked({ ...req, buckets: parts.lane });
+    if (again.admitted) return again.duplicate ? again : { ...again, spilledAt: spilled.now };
+    // positions in the call's own buckets: the lane's list lacks the global level when it has no channels
+    return parts.lane[0]!.name === GLOBAL_BUCKET ? again : { ...again, limitedBy: again.limitedBy + 1 };
+  }
+
+  /** A leased call's buckets on the overflow lane (the global level's limit) and on its lane (the rest). */
+  private overflowParts(buckets: readonly Bucket[]): OverflowParts {
+    let parts = this.overflowOf.get(buckets);
+    if (parts === undefined) {
+      const [global, ...rest] = buckets as [Bucket, ...Bucket[]];
+      const channels = global.channels ?? 0;
+      parts = {
+        overflow: [{ name: GLOBAL_BUCKET, limits: global.limits }],
+        lane: channels > 0 ? [{ name: GLOBAL_BUCKET, limits: [], channels }, ...rest] : rest,
+      };
+      this.overflowOf.set(buckets, parts);
+    }
+    return parts;
   }
 
   private admitChecked(req: AdmitRequest): Promise<AdmitResult> {
