@@ -76,6 +76,13 @@ export interface SimOptions {
   readonly partitions?: readonly Partition[];
   /** The longest a call holds its channel, in the lanes and the reference alike (maxCallDuration). Default: no bound. */
   readonly maxHoldUs?: number;
+  /**
+   * An overflow lane (RedisStore's lease.overflow), the last lane: a call its lane refused for
+   * lack of calls share counts on it instead, when it has share, and then takes its channel on
+   * its own lane; one it refused leaves it unasked until its window frees a call, 50 ms at most.
+   * Decided at once (live, two more round trips). Default false.
+   */
+  readonly overflow?: boolean;
 }
 
 export interface SimResult {
@@ -97,6 +104,8 @@ export interface SimResult {
   /** Admissions after which the lanes together were over a limit. */
   violations: number;
   ticks: number;
+  /** Calls counted on the overflow lane (admitted, or then refused by their lane's channels). */
+  spilled: number;
   /** Ticks skipped because the previous one still waited for shrink results. */
   skippedTicks: number;
   /** When `trace`: tick times and the calls shares after each. */
@@ -129,6 +138,12 @@ class Log {
       this.head = 0;
     }
     return this.times.length - this.head;
+  }
+  /** How long until fewer than `limit` times are in (t - w, t]: 0 if already, w if limit is 0. */
+  wait(t: number, w: number, limit: number): number {
+    const n = this.count(t, w);
+    if (n < limit) return 0;
+    return limit <= 0 ? w : this.times[this.head + n - limit]! + w - t;
   }
   /** Times after `t0`, without forgetting any. */
   after(t0: number): number {
@@ -244,7 +259,10 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
   const leaving = o.leaving ?? true;
   const rand = prng(o.seed ?? 1);
   const W = o.windowUs;
-  let state = initialLease(o.limit, o.lanes, o.params);
+  // the overflow lane, when there is one: the last, after the lanes the arrivals name
+  const overflow = o.overflow === true ? o.lanes : undefined;
+  let overflowPausedUntil = Number.NEGATIVE_INFINITY;
+  let state = initialLease(o.limit, o.lanes + (overflow === undefined ? 0 : 1), o.params);
   const lanes: Lane[] = state.shares.map((share) => ({
     share,
     log: new Log(),
@@ -285,6 +303,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     maxChannels: 0,
     violations: 0,
     ticks: 0,
+    spilled: 0,
     skippedTicks: 0,
     shareTrace: [],
     admissions: [],
@@ -380,6 +399,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
         refusedChannels: l.refusedChannels,
         admittedSinceTick: l.admittedSinceTick,
         releasedSinceTick: l.lastInUse + l.admittedSinceTick - inUse,
+        channelless: i === overflow,
       };
       l.lastInUse = inUse;
       l.refusedCalls = 0;
@@ -501,11 +521,28 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     const inWindow = l.log.count(a.t, W);
     const inUse = l.holds.inUse(a.t);
     let ok = true;
+    let spilled = false;
     if (inWindow >= l.share.calls || a.t >= l.leaseEnd) {
-      ok = false;
       l.refusedCalls++;
-      r.refusedCalls++;
-    } else if (inUse >= l.share.channels) {
+      // for lack of calls share (its lease runs): the level on the overflow lane, unless it refused just now
+      if (overflow !== undefined && a.t < l.leaseEnd && a.t >= overflowPausedUntil) {
+        const f = lanes[overflow]!;
+        if (f.log.count(a.t, W) < f.share.calls && a.t < f.leaseEnd) {
+          f.log.add(a.t);
+          f.admittedSinceTick++;
+          spilled = true;
+          r.spilled++;
+        } else {
+          f.refusedCalls++;
+          overflowPausedUntil = a.t + Math.min(50_000, a.t < f.leaseEnd ? f.log.wait(a.t, W, f.share.calls) : W);
+        }
+      }
+      if (!spilled) {
+        ok = false;
+        r.refusedCalls++;
+      }
+    }
+    if (ok && inUse >= l.share.channels) {
       ok = false;
       l.refusedChannels++;
       r.refusedChannels++;
@@ -513,9 +550,11 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     const total = all.count(a.t, W);
     const totalInUse = allHolds.inUse(a.t);
     if (ok) {
-      l.log.add(a.t);
+      if (!spilled) {
+        l.log.add(a.t);
+        l.admittedSinceTick++;
+      }
       l.holds.add(a.t + hold);
-      l.admittedSinceTick++;
       all.add(a.t);
       allHolds.add(a.t + hold);
       r.admitted++;

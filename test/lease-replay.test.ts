@@ -203,15 +203,40 @@ describe('a leased deployment replayed (LeasedMemoryStore)', () => {
     expect(l).to.equal(10); // 5 on each lane: the peer's limit holds per lane only (docs/leasing.md)
   });
 
-  /** Checks Σ lanes ≤ the level's limits after every admission. */
+  it('with an overflow lane: what a lane lacks calls share for is counted there instead, once', () => {
+    const [a, b] = peersOnTwoLanes();
+    const leased = new LeasedMemoryStore({ lanes: 2, overflow: true, limit: { calls: 10, windowUs: W, channels: 0 } });
+    const req = (id: string, now: number): AdmitRequest => ({ tag: 'in', buckets: [global10, peer(id)], now });
+    const first = leased.admitSync(req(a, T0)); // after the first tick
+    const shares = leased.laneShares;
+    expect(shares).to.have.length(3);
+    expect(shares.reduce((n, x) => n + x.calls, 0)).to.be.at.most(10);
+    // lane a (lane 0) fills its share, then the overflow lane's, then refuses
+    const rest = Array.from({ length: 14 }, (_, i) => leased.admitSync(req(a, T0 + (i + 1) * 1000)));
+    const all = [first, ...rest];
+    expect(shares[0]!.calls + shares[2]!.calls).to.be.below(15);
+    expect(all.filter((r) => r.admitted)).to.have.length(shares[0]!.calls + shares[2]!.calls);
+    const spilled = all.filter((r) => r.spilledAt !== undefined);
+    expect(spilled).to.have.length(shares[2]!.calls);
+    for (const r of spilled) expect(r.spilledAt).to.equal(r.now);
+    expect(all.at(-1)).to.deep.include({ admitted: false, limitedBy: 0, reason: 'rate' });
+    expect(leased.summary.overflow).to.deep.equal({ spilled: shares[2]!.calls });
+    // the refusals for share are the calls refused in the end
+    expect(leased.summary.refused_for_share.calls).to.equal(15 - shares[0]!.calls - shares[2]!.calls);
+    // lane b keeps its own share
+    expect(leased.admitSync(req(b, T0 + 20_000)).admitted).to.equal(true);
+  });
+
+  /** Checks Σ lanes ≤ the level's limits after every admission (the overflow lane's too). */
   class Checked extends LeasedMemoryStore {
     violations = 0;
     admissions = 0;
     constructor(
       lanes: number,
       private readonly level: { calls: number; windowUs: number; channels: number },
+      private readonly overflow = false,
     ) {
-      super({ lanes, limit: level });
+      super({ lanes, limit: level, overflow });
     }
     override admitSync(req: AdmitRequest): AdmitResult {
       const r = super.admitSync(req);
@@ -219,7 +244,7 @@ describe('a leased deployment replayed (LeasedMemoryStore)', () => {
       this.admissions++;
       let calls = 0;
       let channels = 0;
-      for (let k = 0; k < this.lanes; k++) {
+      for (let k = 0; k < this.lanes + (this.overflow ? 1 : 0); k++) {
         const bucket = LeasedMemoryStore.laneBucket(k);
         calls += this.countSync({ tag: 'in', bucket, windowUs: this.level.windowUs, now: r.now }).count;
         channels += this.holdsSync({ tag: 'in', name: bucket, now: r.now }).holds;
@@ -229,25 +254,26 @@ describe('a leased deployment replayed (LeasedMemoryStore)', () => {
     }
   }
 
-  it('never over the limit when every lane wants more than there is', () => {
-    const [a, b] = peersOnTwoLanes();
-    const level = { calls: 10, windowUs: W, channels: 0 };
-    const checked = new Checked(2, level);
-    const exact = new MemoryStore();
-    let admitted = 0;
-    // lane a fills its share at once, then both lanes offer 4 times the limit for 3 s: the
-    // targets, split by demand, fall below what lane a's window holds
-    for (let i = 0; i < 5; i++) checked.admitSync({ tag: 'in', buckets: [global10, peer(a)], now: T0 + i });
-    for (let t = T0 + 1000; t < T0 + 3 * W; t += 25_000)
-      for (const id of [b, b, b, a]) {
-        const req: AdmitRequest = { tag: 'in', buckets: [global10, peer(id)], now: t };
-        if (checked.admitSync(req).admitted) admitted++;
-        exact.admitSync(req);
-      }
-    expect(checked.violations).to.equal(0);
-    // and the lanes together use most of the limit: 10 a window, 3 windows
-    expect(admitted).to.be.within(25, 30);
-  });
+  for (const overflow of [false, true])
+    it(`never over the limit when every lane wants more than there is${overflow ? ', with an overflow lane' : ''}`, () => {
+      const [a, b] = peersOnTwoLanes();
+      const level = { calls: 10, windowUs: W, channels: 0 };
+      const checked = new Checked(2, level, overflow);
+      const exact = new MemoryStore();
+      let admitted = 0;
+      // lane a fills its share at once, then both lanes offer 4 times the limit for 3 s: the
+      // targets, split by demand, fall below what lane a's window holds
+      for (let i = 0; i < 5; i++) checked.admitSync({ tag: 'in', buckets: [global10, peer(a)], now: T0 + i });
+      for (let t = T0 + 1000; t < T0 + 3 * W; t += 25_000)
+        for (const id of [b, b, b, a]) {
+          const req: AdmitRequest = { tag: 'in', buckets: [global10, peer(id)], now: t };
+          if (checked.admitSync(req).admitted) admitted++;
+          exact.admitSync(req);
+        }
+      expect(checked.violations).to.equal(0);
+      // and the lanes together use most of the limit: 10 a window, 3 windows
+      expect(admitted).to.be.within(25, 30);
+    });
 
   for (const name of ['trunks', 'autodialer', 'event-types'])
     it(`${name}: one lane decides as the exact contract; 8 lanes never exceed the level`, async function () {
@@ -265,18 +291,20 @@ describe('a leased deployment replayed (LeasedMemoryStore)', () => {
         baselineStore: new MemoryStore(),
       });
       expect(one.whatif.differing).to.equal(0);
-      const checked = new Checked(8, level);
-      await compare({
-        config,
-        baseline: config,
-        configName: 'leased',
-        baselineName: 'exact',
-        tracePath,
-        store: checked,
-        baselineStore: new MemoryStore(),
-      });
-      expect(checked.admissions).to.be.greaterThan(0);
-      expect(checked.violations).to.equal(0);
+      for (const overflow of [false, true]) {
+        const checked = new Checked(8, level, overflow);
+        await compare({
+          config,
+          baseline: config,
+          configName: 'leased',
+          baselineName: 'exact',
+          tracePath,
+          store: checked,
+          baselineStore: new MemoryStore(),
+        });
+        expect(checked.admissions).to.be.greaterThan(0);
+        expect(checked.violations, `overflow ${overflow}`).to.equal(0);
+      }
     });
 });
 
@@ -305,6 +333,13 @@ describe('callgate replay --lease-lanes', function () {
     expect(text.stdout).to.match(
       /^Leased: \d+ ticks of 50 ms; refused for lack of a lane's share: 0 \(calls\), 0 \(channels\)$/m,
     );
+    // with an overflow lane: what it took, in the line and in the JSON
+    const auto = ['--config', 'fixtures/autodialer.config.json', '--trace', 'fixtures/autodialer.trace.csv'];
+    const ovf = await run(...auto, '--lease-lanes', '16', '--lease-overflow', '--json');
+    expect(ovf.code, ovf.stderr).to.equal(0);
+    expect(JSON.parse(ovf.stdout).lease.overflow.spilled).to.be.greaterThan(0);
+    const line = await run(...auto, '--lease-lanes', '16', '--lease-overflow');
+    expect(line.stdout).to.match(/; spilled to the overflow lane: [1-9]\d*$/m);
   });
 
   const bad: [string, string[], RegExp][] = [
@@ -314,6 +349,7 @@ describe('callgate replay --lease-lanes', function () {
     ['too many lanes', [...trunks, '--lease-lanes', '2000'], /expected an integer from 1 to 1024, got 2000/],
     ['lanes not a number', [...trunks, '--lease-lanes', 'x'], /--lease-lanes: expected an integer/],
     ['a tick alone', [...trunks, '--lease-tick-ms', '20'], /--lease-tick-ms needs --lease-lanes/],
+    ['an overflow lane alone', [...trunks, '--lease-overflow'], /--lease-overflow needs --lease-lanes/],
     ['a tick of 0', [...trunks, '--lease-lanes', '4', '--lease-tick-ms', '0'], /--lease-tick-ms: expected/],
     ['a tick not a number', [...trunks, '--lease-lanes', '4', '--lease-tick-ms', 'abc'], /got "abc"/],
     [

@@ -89,49 +89,53 @@ describe('callgate serve (the command, on Redis)', function () {
     expect((await call(`${a.url}/readyz`)).json).to.deep.equal({ status: 'ready', store: 'redis' });
   });
 
-  it('--lease-lanes: two sidecars lease the global level; never over it across both, and both admit', async () => {
-    const config = file(
-      'leased.json',
-      JSON.stringify({
-        inbound: { global: [{ limit: 40, window: 'PT60S' }], defaultPeer: [{ limit: 1000, window: 'PT60S' }] },
-      }),
-    );
-    const prefix = `cglease:${randomBytes(4).toString('hex')}:`;
-    const [a, b] = await Promise.all([
-      start(config, ['--lease-lanes', '4'], prefix),
-      start(config, ['--lease-lanes', '4'], prefix),
-    ]);
-    await new Promise((r) => setTimeout(r, 500)); // the first shares
-    // 16 peers over the lanes, 60 calls: the level admits at most 40, and a fair part of them
-    const answers = await Promise.all(
-      Array.from({ length: 60 }, (_, i) =>
-        call(`${(i % 2 ? a : b).url}/v1/admit`, { call_id: `l${i}`, peer: `p${i % 16}` }),
-      ),
-    );
-    const admitted = answers.filter((r) => r.json.outcome === 'admitted');
-    expect(admitted.length).to.be.at.most(40).and.at.least(20);
-    for (const r of answers.filter((x) => x.json.outcome === 'rejected'))
-      expect(r.json).to.deep.include({ limited_by: 'global' });
-    // the lanes' keys, not the one {in} tag
-    expect(await rawCommand(redis.port, ['EXISTS', `${prefix}{in}:global:log`])).to.equal(0);
-    // /metrics: one leader, whose lanes' shares and pool make up the level's limit
-    const scrape = async (url: string) => {
-      const text = await (await fetch(`${url}/metrics`)).text();
-      const values = new Map<string, number>();
-      for (const m of text.matchAll(/^(callgate_lease_[a-z_]+(?:\{[^}]*\})?) (\S+)$/gm))
-        values.set(m[1]!, Number(m[2]));
-      return values;
-    };
-    const [ma, mb] = await Promise.all([scrape(a.url), scrape(b.url)]);
-    const leaders = [ma, mb].filter((m) => m.get('callgate_lease_leader') === 1);
-    expect(leaders).to.have.length(1);
-    expect([ma, mb].map((m) => m.get('callgate_lease_leader')).sort()).to.deep.equal([0, 1]);
-    const lead = leaders[0]!;
-    let calls = lead.get('callgate_lease_unshared{part="pool",resource="calls"}')!;
-    for (const [k, v] of lead) if (k.startsWith('callgate_lease_share{') && k.includes('resource="calls"')) calls += v;
-    expect(calls).to.equal(40);
-    expect(lead.get('callgate_lease_lanes_lost')).to.equal(0);
-  });
+  for (const overflow of [[], ['--lease-overflow']])
+    it(`--lease-lanes${overflow.length ? ' --lease-overflow' : ''}: two sidecars lease the global level; never over it across both, and both admit`, async () => {
+      const config = file(
+        'leased.json',
+        JSON.stringify({
+          inbound: { global: [{ limit: 40, window: 'PT60S' }], defaultPeer: [{ limit: 1000, window: 'PT60S' }] },
+        }),
+      );
+      const prefix = `cglease:${randomBytes(4).toString('hex')}:`;
+      const [a, b] = await Promise.all([
+        start(config, ['--lease-lanes', '4', ...overflow], prefix),
+        start(config, ['--lease-lanes', '4', ...overflow], prefix),
+      ]);
+      await new Promise((r) => setTimeout(r, 500)); // the first shares
+      // 16 peers over the lanes, 60 calls: the level admits at most 40, and a fair part of them
+      const answers = await Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          call(`${(i % 2 ? a : b).url}/v1/admit`, { call_id: `l${i}`, peer: `p${i % 16}` }),
+        ),
+      );
+      const admitted = answers.filter((r) => r.json.outcome === 'admitted');
+      expect(admitted.length).to.be.at.most(40).and.at.least(20);
+      for (const r of answers.filter((x) => x.json.outcome === 'rejected'))
+        expect(r.json).to.deep.include({ limited_by: 'global' });
+      // the lanes' keys, not the one {in} tag
+      expect(await rawCommand(redis.port, ['EXISTS', `${prefix}{in}:global:log`])).to.equal(0);
+      // /metrics: one leader, whose lanes' shares and pool make up the level's limit
+      const scrape = async (url: string) => {
+        const text = await (await fetch(`${url}/metrics`)).text();
+        const values = new Map<string, number>();
+        for (const m of text.matchAll(/^(callgate_lease_[a-z_]+(?:\{[^}]*\})?) (\S+)$/gm))
+          values.set(m[1]!, Number(m[2]));
+        return values;
+      };
+      const [ma, mb] = await Promise.all([scrape(a.url), scrape(b.url)]);
+      const leaders = [ma, mb].filter((m) => m.get('callgate_lease_leader') === 1);
+      expect(leaders).to.have.length(1);
+      expect([ma, mb].map((m) => m.get('callgate_lease_leader')).sort()).to.deep.equal([0, 1]);
+      const lead = leaders[0]!;
+      let calls = lead.get('callgate_lease_unshared{part="pool",resource="calls"}')!;
+      for (const [k, v] of lead)
+        if (k.startsWith('callgate_lease_share{') && k.includes('resource="calls"')) calls += v;
+      expect(calls).to.equal(40);
+      expect(lead.get('callgate_lease_lanes_lost')).to.equal(0);
+      // the overflow lane, by name, when there is one
+      expect(lead.has('callgate_lease_share{lane="overflow",resource="calls"}')).to.equal(overflow.length > 0);
+    });
 
   it('--lease-lanes without --store redis, or out of range: exit 2, one line', async () => {
     const config = file('lease-bad.json', limits(5));
@@ -145,6 +149,7 @@ describe('callgate serve (the command, on Redis)', function () {
         ['--store', 'redis', '--redis-url', redis.url, '--lease-wait-replicas', '1'],
         /--lease-wait-replicas needs --lease-lanes/,
       ],
+      [['--store', 'redis', '--redis-url', redis.url, '--lease-overflow'], /--lease-overflow needs --lease-lanes/],
     ] as const) {
       const r = await runNode(
         [join(ROOT, 'bin/callgate.js'), 'serve', '--config', config, '--listen', '127.0.0.1:0', ...extra],

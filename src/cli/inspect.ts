@@ -17,16 +17,18 @@ export interface InspectArgs extends RedisConnectionArgs {
   json?: boolean;
   /** The deployment leases its global level over this many lanes (its keys are on the lanes). */
   leaseLanes?: number;
+  /** ... with an overflow lane. */
+  leaseOverflow?: boolean;
 }
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const lanes = args.leaseLanes;
   const config = await loadConfigFile(args.config);
-  checkLeasable(lanes, config);
+  checkLeasable(lanes, config, args.leaseOverflow);
   const redis = await openRedis(args);
   try {
     const bans = (config.inbound.attributes ?? []).some((l) => l.ban !== undefined);
-    const store = new RedisStore({ redis, prefix: args.prefix, ...leasedStoreOptions(lanes) });
+    const store = new RedisStore({ redis, prefix: args.prefix, ...leasedStoreOptions(lanes, args.leaseOverflow) });
     const state = await inspectState(config, store, {
       peers: args.peer,
       values: args.value ?? [],

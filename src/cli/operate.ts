@@ -22,6 +22,8 @@ interface OperateArgs extends RedisConnectionArgs {
   json?: boolean;
   /** The deployment leases its global level over this many lanes (holds, reset). */
   leaseLanes?: number;
+  /** ... with an overflow lane. */
+  leaseOverflow?: boolean;
 }
 
 export interface HoldsArgs extends OperateArgs {
@@ -45,9 +47,13 @@ export interface ResetArgs extends OperateArgs {
 async function onRedis<T>(args: OperateArgs, fn: (store: RedisStore) => Promise<T>): Promise<T> {
   if (args.prefix.includes('{') || args.prefix.includes('}'))
     throw new InvalidArgumentError(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
-  checkLeaseLanes(args.leaseLanes);
+  checkLeaseLanes(args.leaseLanes, args.leaseOverflow);
   const redis = await openRedis(args);
-  const store = new RedisStore({ redis, prefix: args.prefix, ...leasedStoreOptions(args.leaseLanes) });
+  const store = new RedisStore({
+    redis,
+    prefix: args.prefix,
+    ...leasedStoreOptions(args.leaseLanes, args.leaseOverflow),
+  });
   try {
     return await fn(store);
   } finally {
@@ -62,7 +68,7 @@ export async function runHolds(args: HoldsArgs, out: NodeJS.WritableStream = pro
   if (!(Number.isSafeInteger(args.max) && args.max >= 1 && args.max <= 10_000))
     throw new InvalidArgumentError(`--max: expected an integer from 1 to 10000, got ${String(args.max)}`);
   const config = await loadConfigFile(args.config);
-  if (args.bucket !== undefined) checkLeasable(args.leaseLanes, config); // a carrier's holds do not depend on leasing
+  if (args.bucket !== undefined) checkLeasable(args.leaseLanes, config, args.leaseOverflow); // a carrier's holds do not depend on leasing
   const target = args.bucket !== undefined ? { bucket: args.bucket } : { carrier: args.carrier! };
   const l = await onRedis(args, (store) => listHolds(config, store, target, { max: args.max }));
   out.write(args.json ? `${JSON.stringify(l)}\n` : holdsText(l));
@@ -93,7 +99,7 @@ async function confirm(question: string): Promise<boolean> {
 
 export async function runReset(args: ResetArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const config = await loadConfigFile(args.config);
-  checkLeasable(args.leaseLanes, config); // before the confirmation: nothing to confirm for a command that cannot run
+  checkLeasable(args.leaseLanes, config, args.leaseOverflow); // before the confirmation: nothing to confirm for a command that cannot run
   if (!args.yes) {
     if (!process.stdin.isTTY)
       throw new InvalidArgumentError(

@@ -36,6 +36,8 @@ interface ReplayArgs extends RedisConnectionArgs {
   compare?: string;
   /** Replay the global level leased over this many lanes, against the exact contract. */
   leaseLanes?: number;
+  /** ... with an overflow lane. */
+  leaseOverflow?: boolean;
   leaseTickMs?: number;
   progress: boolean;
 }
@@ -107,9 +109,9 @@ function leasedStore(args: ReplayArgs, config: CallGateConfig): LeasedMemoryStor
   };
   if (args.leaseLanes === undefined) {
     if (args.leaseTickMs !== undefined) bad('--lease-tick-ms needs --lease-lanes');
-    return undefined;
   }
-  checkLeaseLanes(args.leaseLanes);
+  checkLeaseLanes(args.leaseLanes, args.leaseOverflow);
+  if (args.leaseLanes === undefined) return undefined;
   if (args.store !== 'memory')
     bad('--lease-lanes replays on the memory store: a leased Redis level decides on Redis time, not a trace’s');
   if (args.compare !== undefined)
@@ -117,7 +119,12 @@ function leasedStore(args: ReplayArgs, config: CallGateConfig): LeasedMemoryStor
   const tickMs = args.leaseTickMs ?? 50;
   if (!(typeof tickMs === 'number' && Number.isFinite(tickMs) && tickMs >= 1 && tickMs <= 10_000))
     bad(`--lease-tick-ms: expected a number of milliseconds from 1 to 10000, got ${JSON.stringify(args.leaseTickMs)}`);
-  return new LeasedMemoryStore({ lanes: args.leaseLanes, limit: leasedLevel(config), tickMs });
+  return new LeasedMemoryStore({
+    lanes: args.leaseLanes,
+    overflow: args.leaseOverflow === true,
+    limit: leasedLevel(config),
+    tickMs,
+  });
 }
 
 async function replayInterruptibly(args: ReplayArgs, interruption: Interruption): Promise<void> {
@@ -218,7 +225,7 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
       );
     else {
       const leaseLine = lease
-        ? `\n\nLeased: ${lease.ticks} ticks of ${lease.tick_ms} ms; refused for lack of a lane's share: ${lease.refused_for_share.calls} (calls), ${lease.refused_for_share.channels} (channels)`
+        ? `\n\nLeased: ${lease.ticks} ticks of ${lease.tick_ms} ms; refused for lack of a lane's share: ${lease.refused_for_share.calls} (calls), ${lease.refused_for_share.channels} (channels)${lease.overflow === undefined ? '' : `; spilled to the overflow lane: ${lease.overflow.spilled}`}`
         : '';
       await writeReport(reportOut, `${reportText(result) + (whatif ? `\n${compareText(whatif)}` : '') + leaseLine}\n`);
     }

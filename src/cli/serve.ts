@@ -51,6 +51,8 @@ export interface ServeArgs extends RedisConnectionArgs {
   channelsStatus?: number;
   /** Lease the global level over this many lanes (docs/leasing.md); undefined: not leased. */
   leaseLanes?: number;
+  /** The leased level has an overflow lane (LeaseLanes.overflow). */
+  leaseOverflow?: boolean;
   /** Replicas a shrink must reach before what it freed is granted (LeaseLanes.waitReplicas). */
   leaseWaitReplicas?: number;
 }
@@ -88,8 +90,8 @@ function checkArgs(args: ServeArgs): void {
   }
   if (args.leaseLanes !== undefined) {
     if (args.store !== 'redis') bad('--lease-lanes needs --store redis: lanes are hash tags of a Redis (Cluster)');
-    checkLeaseLanes(args.leaseLanes);
   }
+  checkLeaseLanes(args.leaseLanes, args.leaseOverflow);
   if (args.leaseWaitReplicas !== undefined) {
     if (args.leaseLanes === undefined) bad('--lease-wait-replicas needs --lease-lanes');
     if (!(Number.isSafeInteger(args.leaseWaitReplicas) && args.leaseWaitReplicas >= 0 && args.leaseWaitReplicas <= 16))
@@ -105,7 +107,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   const token = args.token === '' ? undefined : args.token;
   checkExposure(address, token);
   const config = await loadConfigFile(args.config);
-  checkLeasable(args.leaseLanes, config); // a clear error before anything starts
+  checkLeasable(args.leaseLanes, config, args.leaseOverflow); // a clear error before anything starts
 
   // every log line goes out with the credentials of Redis URLs hidden (a client's error may quote one)
   const app = { logger: { level: args.logLevel, hooks: { streamWrite: redactSecrets } } };
@@ -115,7 +117,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   if (args.store === 'redis') {
     redis = await openRedis(args, { service: true });
     // lanes are hash tags: on a single Redis too (regions each on one)
-    store = new RedisStore({ redis, prefix: args.prefix, ...leasedStoreOptions(lanes) });
+    store = new RedisStore({ redis, prefix: args.prefix, ...leasedStoreOptions(lanes, args.leaseOverflow) });
   } else {
     store = new MemoryStore();
   }
@@ -126,7 +128,15 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   if (lanes !== undefined) {
     leaseRedis = await openRedis(args, { service: true });
     coordinator = LeaseCoordinator.forGate(gate, {
-      deployments: [{ redis: leaseRedis, lanes, prefix: args.prefix, waitReplicas: args.leaseWaitReplicas ?? 0 }],
+      deployments: [
+        {
+          redis: leaseRedis,
+          lanes,
+          prefix: args.prefix,
+          waitReplicas: args.leaseWaitReplicas ?? 0,
+          overflow: args.leaseOverflow === true,
+        },
+      ],
     });
   }
 

@@ -36,6 +36,8 @@ import {
 export interface LeasedMemoryStoreOptions {
   /** Lanes of the global level, as RedisStore's `lease.lanes`. */
   readonly lanes: number;
+  /** An overflow lane, as RedisStore's `lease.overflow` (its pause after a refusal included). */
+  readonly overflow?: boolean;
   /** The leased level: calls per window, its window (µs), its channel limit (0: none). */
   readonly limit: { readonly calls: number; readonly windowUs: number; readonly channels: number };
   /** The coordinator's tick, default 50 ms (LeaseCoordinatorOptions.tickMs). */
@@ -59,11 +61,19 @@ interface LaneCounts {
   lastInUse: number;
 }
 
-/** Per bucket list: its lane, and the list with the global bucket renamed to the lane's part. */
+/**
+ * Per bucket list: its lane, and the list with the global bucket renamed to the lane's part;
+ * with an overflow lane, the list's parts there and on its lane after a spill
+ * (RedisStore.overflowParts).
+ */
 interface OnLane {
   readonly lane: number;
   readonly buckets: readonly Bucket[];
+  readonly spill?: { readonly overflow: readonly Bucket[]; readonly lane: readonly Bucket[] };
 }
+
+/** How long the overflow lane is not asked after it refused, at most (RedisStore's OVERFLOW_PAUSE_MS), µs. */
+const OVERFLOW_PAUSE_US = 50_000;
 
 /**
  * Only for replays: its buckets carry lane names (`lane:<k>:<name>`), so operations that read a
@@ -71,6 +81,12 @@ interface OnLane {
  */
 export class LeasedMemoryStore extends MemoryStore {
   readonly lanes: number;
+  /** The overflow lane's index (the last), when there is one. */
+  private readonly overflowLane: number | undefined;
+  /** The trace time until which the overflow lane is not asked. */
+  private overflowPausedUntil = Number.NEGATIVE_INFINITY;
+  /** Calls admitted on the overflow lane after their lane refused them. */
+  spilled = 0;
   private readonly windowUs: number;
   private readonly tickUs: number;
   private readonly params: DemandParams;
@@ -102,7 +118,8 @@ export class LeasedMemoryStore extends MemoryStore {
     this.windowUs = windowUs;
     this.tickUs = Math.round(tickMs * 1000);
     this.params = demandParams(windowUs, tickMs, opts.params);
-    this.state = initialLease({ calls, channels }, this.lanes, this.params);
+    this.overflowLane = opts.overflow === true ? this.lanes : undefined;
+    this.state = initialLease({ calls, channels }, this.lanes + (opts.overflow === true ? 1 : 0), this.params);
     this.shares = this.state.shares.map((s) => ({ ...s }));
     this.counts = this.shares.map(() => ({ admitted: 0, refusedCalls: 0, refusedChannels: 0, lastInUse: 0 }));
   }
@@ -110,7 +127,7 @@ export class LeasedMemoryStore extends MemoryStore {
   /** Empty the store, and start the lease afresh (evenly split, no tick yet). */
   override async clear(): Promise<void> {
     await super.clear();
-    this.state = initialLease(this.state.limit, this.lanes, this.params);
+    this.state = initialLease(this.state.limit, this.shares.length, this.params);
     this.state.shares.forEach((s, k) => {
       this.shares[k] = { ...s };
       this.counts[k] = { admitted: 0, refusedCalls: 0, refusedChannels: 0, lastInUse: 0 };
@@ -119,6 +136,8 @@ export class LeasedMemoryStore extends MemoryStore {
     this.still = false;
     this.refusedForShare.calls = this.refusedForShare.channels = 0;
     this.ticks = 0;
+    this.spilled = 0;
+    this.overflowPausedUntil = Number.NEGATIVE_INFINITY;
   }
 
   /**
@@ -136,12 +155,14 @@ export class LeasedMemoryStore extends MemoryStore {
     tick_ms: number;
     ticks: number;
     refused_for_share: { calls: number; channels: number };
+    overflow?: { spilled: number };
   } {
     return {
       lanes: this.lanes,
       tick_ms: this.tickUs / 1000,
       ticks: this.ticks,
       refused_for_share: { ...this.refusedForShare },
+      ...(this.overflowLane !== undefined && { overflow: { spilled: this.spilled } }),
     };
   }
 
@@ -160,20 +181,46 @@ export class LeasedMemoryStore extends MemoryStore {
     const on = this.laneOf(req.buckets);
     if (on === undefined) return super.admitSync(req);
     const t = this.ticksUntil(req.now);
-    const share: { calls: number; channels: number; refused?: 'calls' | 'channels' } = { ...this.shares[on.lane]! };
-    const r = this.admitCapped({ ...req, buckets: on.buckets, now: t }, share);
+    const r = this.onShare(on.lane, { ...req, buckets: on.buckets, now: t });
     this.still = false;
-    if (r.duplicate) return r;
-    const c = this.counts[on.lane]!;
-    if (r.admitted) c.admitted++;
-    else if (share.refused === 'calls') {
-      c.refusedCalls++;
-      this.refusedForShare.calls++;
-    } else if (share.refused === 'channels') {
-      c.refusedChannels++;
-      this.refusedForShare.channels++;
+    if (r.admitted || r.limitedBy !== 0 || r.reason !== 'rate' || on.spill === undefined) return this.counted(r);
+    // the lane lacked calls share: the global level on the overflow lane, then the call on its lane without it
+    if (t < this.overflowPausedUntil) return this.counted(r);
+    const spilled = this.onShare(this.overflowLane!, { tag: req.tag, buckets: on.spill.overflow, now: t });
+    if (!spilled.admitted) {
+      this.overflowPausedUntil = t + Math.min(OVERFLOW_PAUSE_US, spilled.retryAfterUs);
+      return this.counted(r);
     }
-    return r;
+    this.spilled++;
+    if (on.spill.lane.length === 0) return { ...this.counted(spilled), spilledAt: t };
+    const global = on.spill.lane[0]!.name === on.buckets[0]!.name;
+    const again = this.counted(this.onShare(on.lane, { ...req, buckets: on.spill.lane, now: t }, global));
+    if (again.admitted) return again.duplicate ? again : { ...again, spilledAt: t };
+    return global ? again : { ...again, limitedBy: again.limitedBy + 1 };
+  }
+
+  /**
+   * A decision on lane `k` against its share (the first bucket, when `leased`: the level's part
+   * there), counted on the lane as its share hash counts it live (admitted, refused for share).
+   */
+  private onShare(k: number, req: AdmitRequest, leased = true): AdmitResult & { share?: 'calls' | 'channels' } {
+    const share: { calls: number; channels: number; refused?: 'calls' | 'channels' } = { ...this.shares[k]! };
+    const r = this.admitCapped(req, leased ? share : undefined);
+    if (r.duplicate) return r;
+    const c = this.counts[k]!;
+    if (r.admitted) {
+      if (leased && req.buckets[0]!.limits.length > 0) c.admitted++;
+    } else if (share.refused === 'calls') c.refusedCalls++;
+    else if (share.refused === 'channels') c.refusedChannels++;
+    return share.refused === undefined ? r : { ...r, share: share.refused };
+  }
+
+  /** The call's final decision, counted in the summary when its lane's share refused it. */
+  private counted(r: AdmitResult & { share?: 'calls' | 'channels' }): AdmitResult {
+    if (r.share === undefined) return r;
+    this.refusedForShare[r.share]++;
+    const { share: _, ...rest } = r;
+    return rest;
   }
 
   override recordSync(req: RecordRequest): RecordResult {
@@ -192,7 +239,20 @@ export class LeasedMemoryStore extends MemoryStore {
     let on = this.onLane.get(buckets);
     if (on === undefined) {
       const lane = laneOf(buckets, this.lanes);
-      on = { lane, buckets: buckets.map((b) => ({ ...b, name: LeasedMemoryStore.laneBucket(lane, b.name) })) };
+      const named = buckets.map((b) => ({ ...b, name: LeasedMemoryStore.laneBucket(lane, b.name) }));
+      const [global, ...rest] = named as [Bucket, ...Bucket[]];
+      const k = this.overflowLane;
+      const spill =
+        k === undefined
+          ? undefined
+          : {
+              overflow: [{ name: LeasedMemoryStore.laneBucket(k), limits: global.limits }],
+              lane:
+                (global.channels ?? 0) > 0
+                  ? [{ name: global.name, limits: [], channels: global.channels }, ...rest]
+                  : rest,
+            };
+      on = { lane, buckets: named, ...(spill && { spill }) };
       this.onLane.set(buckets, on);
     }
     return on;
@@ -237,6 +297,7 @@ export class LeasedMemoryStore extends MemoryStore {
         refusedCalls: c.refusedCalls,
         refusedChannels: c.refusedChannels,
         releasedSinceTick: Math.max(0, c.lastInUse + c.admitted - inUse),
+        channelless: k === this.overflowLane,
       };
       c.admitted = c.refusedCalls = c.refusedChannels = 0;
       c.lastInUse = inUse;
