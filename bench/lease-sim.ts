@@ -13,6 +13,7 @@
  *   and one channel count over all lanes, the same arrivals in the same order) admitted them,
  *   in % of offered. room: refused while the leased lanes' own total had room. ref: the
  *   reference's own refusals, in % of offered.
+ * spill: calls counted on the overflow lane (the rows with one), in % of offered.
  * convergence: how fast the shares follow a shift of demand (bench/lease-convergence.ts), median
  *   and worst over the shifts, in seconds.
  */
@@ -31,10 +32,10 @@ const SHIFT_US = 5_000_000;
 const LIMIT = { calls: 1000, channels: 1100 };
 
 /** Poisson calls at `load` × the limit, Zipf (exponent 1) over the lanes, hot lanes moving every `shiftUs` (5 s). */
-function arrivalsFor(lanes: number, load: number, shiftUs = SHIFT_US) {
+function arrivalsFor(lanes: number, load: number, shiftUs = SHIFT_US, limit = LIMIT.calls) {
   return zipfArrivals({
     lanes,
-    rate: LIMIT.calls * load,
+    rate: limit * load,
     durationUs: SECONDS * 1e6,
     zipf: 1,
     shiftUs,
@@ -48,17 +49,22 @@ const pct = (n: number, d: number) => ((100 * n) / d).toFixed(2).padStart(6);
 /** What a row changes from the bench's shape: demand that never moves, no message delay, another headroom. */
 interface Variant {
   readonly still?: boolean;
+  /** Another limit (calls per 1 s window; channels 1.1 × that). */
+  readonly limit?: number;
+  /** An overflow lane (RedisStore's lease.overflow). */
+  readonly overflow?: boolean;
   readonly latencyUs?: number;
   readonly headroom?: number;
 }
 
 function row(lanes: number, load: number, tickMs: number, leaving = true, v: Variant = {}): void {
-  const arrivals = arrivalsFor(lanes, load, v.still ? Number.POSITIVE_INFINITY : SHIFT_US);
+  const limit = v.limit === undefined ? LIMIT : { calls: v.limit, channels: Math.round(v.limit * 1.1) };
+  const arrivals = arrivalsFor(lanes, load, v.still ? Number.POSITIVE_INFINITY : SHIFT_US, limit.calls);
   const tickUs = tickMs * 1000;
   const headroom = v.headroom ?? 2;
   const r = simulate(arrivals, {
     lanes,
-    limit: LIMIT,
+    limit,
     windowUs: 1_000_000,
     tickUs,
     latencyUs: v.latencyUs ?? 2_000,
@@ -66,6 +72,7 @@ function row(lanes: number, load: number, tickMs: number, leaving = true, v: Var
     seed: SEED,
     trace: true,
     params: { windowTicks: 1e6 / tickUs, up: 0.6, down: 0.2, headroom, floor: { calls: 1, channels: 1 } },
+    overflow: v.overflow === true,
   });
   if (r.violations > 0) throw new Error(`over the limit: ${r.violations} admissions`);
   const c = convergence(r.shareTrace, SHIFT_US, SECONDS * 1e6);
@@ -82,6 +89,8 @@ function row(lanes: number, load: number, tickMs: number, leaving = true, v: Var
       pct(r.offered - r.admitted, r.offered),
       `${c.median.toFixed(1)} / ${c.worst.toFixed(1)} s`.padStart(14),
       String(r.maxInWindow).padStart(6),
+      String(limit.calls).padStart(6),
+      pct(r.spilled, r.offered),
     ].join(' '),
   );
 }
@@ -89,7 +98,7 @@ function row(lanes: number, load: number, tickMs: number, leaving = true, v: Var
 console.log(
   `${SECONDS} s simulated per row, seed ${SEED}, limit ${LIMIT.calls} calls/s and ${LIMIT.channels} channels`,
 );
-console.log('lanes   load    tick leave  offered false%  room%   ref% leased%  conv med/max  maxW');
+console.log('lanes   load    tick leave  offered false%  room%   ref% leased%  conv med/max  maxW  limit spill%');
 for (const tick of [100, 250])
   for (const lanes of [8, 16, 32]) for (const load of [0.5, 0.9, 0.95, 1.0, 1.2]) row(lanes, load, tick);
 console.log('-- shorter ticks, and without the leaving count (even spread assumed)');
@@ -101,6 +110,14 @@ row(16, 0.95, 50, true, { still: true });
 row(16, 0.95, 50, true, { latencyUs: 0 });
 for (const headroom of [1, 3]) row(16, 0.95, 50, true, { headroom });
 for (const tick of [25, 10]) row(16, 0.95, tick);
+console.log('-- sizing: the limit over the lanes (calls per lane per window) at 90 and 95 %, 50 ms ticks;');
+console.log('   the limit in the last column (the rows above: 1,000)');
+for (const limit of [500, 2000, 4000])
+  for (const lanes of [8, 16, 32]) for (const load of [0.9, 0.95]) row(lanes, load, 50, true, { limit });
+console.log('-- with an overflow lane (spill%: calls counted there), limits of 500 and 1,000, 50 ms ticks');
+for (const limit of [500, 1000])
+  for (const lanes of [8, 16, 32])
+    for (const load of [0.9, 0.95, 1.0, 1.2]) row(lanes, load, 50, true, { limit, overflow: true });
 
 /**
  * A lane cut off for 10 s (src/lease/lost.ts): leases of 300 ms renewed every tick, shrink

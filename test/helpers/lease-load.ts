@@ -31,6 +31,8 @@ export function leasedConfig(limit: number, channels: number) {
 export interface Decided {
   readonly peer: string;
   readonly d: AdmissionDecision;
+  /** From the call's scheduled time to its decision, ms (open loop: a late issue counts). */
+  readonly ms: number;
 }
 
 export interface LoadOptions {
@@ -66,7 +68,12 @@ export async function offerLoad(o: LoadOptions): Promise<Decided[]> {
     }
     const peer = `peer-${(seq[n]! + Math.floor(dueMs / o.shiftMs) * 7) % o.peers}`;
     const gate = o.gates[n % o.gates.length]!;
-    pending.push(gate.admit({ callId: `call-${n}`, peer }).then((d) => void decided.push({ peer, d })));
+    const due = start + dueMs;
+    pending.push(
+      gate
+        .admit({ callId: `call-${n}`, peer })
+        .then((d) => void decided.push({ peer, d, ms: performance.now() - due })),
+    );
   }
   await Promise.all(pending);
   expect(decided).to.have.length(total);
