@@ -39,119 +39,138 @@ describe('a leased global level over two regions, 40 ms apart', function () {
     await Promise.all([a?.stop(), b?.stop()]);
   });
 
-  it('B decides locally; never over the limit; B cut off: its share goes to A after its leases; healed: B again', async () => {
-    const prefix = `t:regions:${Date.now()}:`;
-    const client = (url: string, far = false) => {
-      // the coordinator's client to the far region fails fast while the link is down (the lane
-      // is then lost at once) and reconnects every 100 ms, not after ioredis' growing backoff
-      const c = new Redis(
-        url,
-        far ? { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 100 } : {},
-      );
-      c.on('error', () => {}); // the cut link's resets are expected
-      clients.push(c);
-      return c;
-    };
-    const gateA = await CallGate.create({
-      config,
-      store: new RedisStore({ redis: client(a.url), prefix, hashTags: true, lease: { lanes: LANES } }),
-      shield: false,
-    });
-    const gateB = await CallGate.create({
-      config,
-      store: new RedisStore({ redis: client(b.url), prefix, hashTags: true, lease: { lanes: LANES } }),
-      shield: false,
-    });
-    const coordinator = new LeaseCoordinator({
-      deployments: [
-        { redis: client(a.url), lanes: LANES, prefix },
-        { redis: client(`redis://127.0.0.1:${proxy.port}`, true), lanes: LANES, prefix },
-      ],
-      limit: { calls: LIMIT, windowUs: 1_000_000, channels: CHANNELS },
-      tickMs: 200, // a few of the link's 80 ms round trips
-      replyTimeoutMs: 150,
-      leaderTtlMs: 1_000,
-    }).start();
-    try {
-      await sleep(1_000);
-      type Row = { region: 'A' | 'B'; at: number; admitted: boolean; ms: number; phase: string };
-      const rows: Row[] = [];
-      const pending: Promise<void>[] = [];
-      // phases: 3 s both at 45/s, 4 s with B cut off (A at 90/s), 3 s healed (both at 45/s)
-      const phases = [
-        { name: 'before', ms: 3_000, rateA: 45, rateB: 45 },
-        { name: 'cut', ms: 4_000, rateA: 90, rateB: 45 },
-        { name: 'healed', ms: 3_000, rateA: 45, rateB: 45 },
-      ];
-      let n = 0;
-      for (const phase of phases) {
-        if (phase.name === 'cut') proxy.cut();
-        if (phase.name === 'healed') proxy.heal();
-        const start = performance.now();
-        const arrivals = [
-          ...Array.from({ length: (phase.rateA * phase.ms) / 1000 }, (_, i) => ({
-            region: 'A' as const,
-            t: (i * 1000) / phase.rateA,
-          })),
-          ...Array.from({ length: (phase.rateB * phase.ms) / 1000 }, (_, i) => ({
-            region: 'B' as const,
-            t: (i * 1000) / phase.rateB + 7,
-          })),
-        ].sort((x, y) => x.t - y.t);
-        for (const x of arrivals) {
-          const wait = start + x.t - performance.now();
-          if (wait > 0) await sleep(wait);
-          const gate = x.region === 'A' ? gateA : gateB;
-          const began = performance.now();
-          const id = `call-${n++}`;
-          pending.push(
-            gate.admit({ callId: id, peer: `peer-${x.region}-${n % 5}` }).then((d) => {
-              rows.push({
-                region: x.region,
-                at: d.at,
-                admitted: d.admitted,
-                ms: performance.now() - began,
-                phase: phase.name,
-              });
-            }),
-          );
-        }
-        await sleep(Math.max(0, start + phase.ms - performance.now()));
-      }
-      await Promise.all(pending);
-
-      const admitted = rows.filter((r) => r.admitted).map((r) => r.at);
-      expect(maxInWindow(admitted, 1_000_000), 'calls in any 1 s window, both regions').to.be.at.most(LIMIT);
-      expect(maxInWindow(admitted, 2_000_000), 'calls holding at once').to.be.at.most(CHANNELS);
-
-      // B's decisions are local: none waits for the 80 ms round trip to the coordinator
-      const msB = rows
-        .filter((r) => r.region === 'B')
-        .map((r) => r.ms)
-        .sort((x, y) => x - y);
-      expect(msB[Math.floor(msB.length * 0.99)]!, 'p99 of B’s decisions, ms').to.be.below(40);
-
-      const last = (phase: string, region: 'A' | 'B') => {
-        const inPhase = rows.filter((r) => r.phase === phase);
-        const end = Math.max(...inPhase.map((r) => r.at));
-        return inPhase.filter((r) => r.region === region && r.at > end - 1_000_000);
+  // with an overflow lane in each region too: each serves its own region's lanes
+  for (const overflow of [false, true])
+    it(`B decides locally; never over the limit; B cut off: its share goes to A after its leases; healed: B again${overflow ? ' (overflow lanes)' : ''}`, async () => {
+      const prefix = `t:regions:${overflow}:${Date.now()}:`;
+      const client = (url: string, far = false) => {
+        // the coordinator's client to the far region fails fast while the link is down (the lane
+        // is then lost at once) and reconnects every 100 ms, not after ioredis' growing backoff
+        const c = new Redis(
+          url,
+          far ? { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 100 } : {},
+        );
+        c.on('error', () => {}); // the cut link's resets are expected
+        clients.push(c);
+        return c;
       };
-      const count = (list: Row[]) => list.filter((r) => r.admitted).length;
-      // the last second of the cut: B's leases ended 1.6 s after the cut at most, its calls
-      // share came back a window later; A takes what it offers (90 of the limit's 100)
-      const cutA = last('cut', 'A');
-      const cutB = last('cut', 'B');
-      console.log(
-        `      last second of the cut: A ${count(cutA)} of ${cutA.length} admitted, B ${count(cutB)} of ${cutB.length}`,
-      );
-      expect(count(cutA)).to.be.at.least(0.8 * cutA.length);
-      expect(count(cutB), 'B admits nothing on the level once its leases ended').to.equal(0);
-      // healed: B is granted again
-      const healedB = last('healed', 'B');
-      expect(count(healedB)).to.be.at.least(0.8 * healedB.length);
-    } finally {
-      await coordinator.stop();
-      await Promise.all([gateA.close(), gateB.close()]);
-    }
-  });
+      const gateA = await CallGate.create({
+        config,
+        store: new RedisStore({ redis: client(a.url), prefix, hashTags: true, lease: { lanes: LANES, overflow } }),
+        shield: false,
+      });
+      const gateB = await CallGate.create({
+        config,
+        store: new RedisStore({ redis: client(b.url), prefix, hashTags: true, lease: { lanes: LANES, overflow } }),
+        shield: false,
+      });
+      const coordinator = new LeaseCoordinator({
+        deployments: [
+          { redis: client(a.url), lanes: LANES, prefix, overflow },
+          { redis: client(`redis://127.0.0.1:${proxy.port}`, true), lanes: LANES, prefix, overflow },
+        ],
+        limit: { calls: LIMIT, windowUs: 1_000_000, channels: CHANNELS },
+        tickMs: 200, // a few of the link's 80 ms round trips
+        replyTimeoutMs: 150,
+        leaderTtlMs: 1_000,
+      }).start();
+      try {
+        await sleep(1_000);
+        // at: when the level counted the call (a spilled call's spilledAt)
+        type Row = { region: 'A' | 'B'; at: number; admitted: boolean; ms: number; phase: string; spilled: boolean };
+        const rows: Row[] = [];
+        const pending: Promise<void>[] = [];
+        // phases: 3 s both at 45/s, 4 s with B cut off (A at 90/s), 3 s healed (both at 45/s)
+        const phases = [
+          { name: 'before', ms: 3_000, rateA: 45, rateB: 45 },
+          { name: 'cut', ms: 4_000, rateA: 90, rateB: 45 },
+          { name: 'healed', ms: 3_000, rateA: 45, rateB: 45 },
+        ];
+        let n = 0;
+        for (const phase of phases) {
+          if (phase.name === 'cut') proxy.cut();
+          if (phase.name === 'healed') proxy.heal();
+          const start = performance.now();
+          const arrivals = [
+            ...Array.from({ length: (phase.rateA * phase.ms) / 1000 }, (_, i) => ({
+              region: 'A' as const,
+              t: (i * 1000) / phase.rateA,
+            })),
+            ...Array.from({ length: (phase.rateB * phase.ms) / 1000 }, (_, i) => ({
+              region: 'B' as const,
+              t: (i * 1000) / phase.rateB + 7,
+            })),
+          ].sort((x, y) => x.t - y.t);
+          for (const x of arrivals) {
+            const wait = start + x.t - performance.now();
+            if (wait > 0) await sleep(wait);
+            const gate = x.region === 'A' ? gateA : gateB;
+            const began = performance.now();
+            const id = `call-${n++}`;
+            pending.push(
+              gate.admit({ callId: id, peer: `peer-${x.region}-${n % 5}` }).then((d) => {
+                rows.push({
+                  region: x.region,
+                  at: d.spilledAt ?? d.at,
+                  admitted: d.admitted,
+                  spilled: d.spilledAt !== undefined,
+                  ms: performance.now() - began,
+                  phase: phase.name,
+                });
+              }),
+            );
+          }
+          await sleep(Math.max(0, start + phase.ms - performance.now()));
+        }
+        await Promise.all(pending);
+
+        const admitted = rows.filter((r) => r.admitted).map((r) => r.at);
+        expect(maxInWindow(admitted, 1_000_000), 'calls in any 1 s window, both regions').to.be.at.most(LIMIT);
+        expect(maxInWindow(admitted, 2_000_000), 'calls holding at once').to.be.at.most(CHANNELS);
+
+        // B's decisions are local: none waits for the 80 ms round trip to the coordinator
+        const msB = rows
+          .filter((r) => r.region === 'B')
+          .map((r) => r.ms)
+          .sort((x, y) => x - y);
+        expect(msB[Math.floor(msB.length * 0.99)]!, 'p99 of B’s decisions, ms').to.be.below(40);
+
+        const last = (phase: string, region: 'A' | 'B') => {
+          const inPhase = rows.filter((r) => r.phase === phase);
+          const end = Math.max(...inPhase.map((r) => r.at));
+          return inPhase.filter((r) => r.region === region && r.at > end - 1_000_000);
+        };
+        const count = (list: Row[]) => list.filter((r) => r.admitted).length;
+        // the last second of the cut: B's leases ended 1.6 s after the cut at most, its calls
+        // share came back a window later; A takes what it offers (90 of the limit's 100)
+        const cutA = last('cut', 'A');
+        const cutB = last('cut', 'B');
+        console.log(
+          `      last second of the cut: A ${count(cutA)} of ${cutA.length} admitted, B ${count(cutB)} of ${cutB.length}`,
+        );
+        expect(count(cutA)).to.be.at.least(0.8 * cutA.length);
+        expect(count(cutB), 'B admits nothing on the level once its leases ended').to.equal(0);
+        // healed: B is granted again
+        const healedB = last('healed', 'B');
+        expect(count(healedB)).to.be.at.least(0.8 * healedB.length);
+        if (overflow) {
+          expect(coordinator.laneNames).to.deep.equal([
+            '0',
+            '1',
+            '2',
+            '3',
+            'overflow',
+            '5',
+            '6',
+            '7',
+            '8',
+            'overflow:1',
+          ]);
+          console.log(`      spilled: ${rows.filter((r) => r.spilled).length} of ${rows.length}`);
+        }
+      } finally {
+        await coordinator.stop();
+        await Promise.all([gateA.close(), gateB.close()]);
+      }
+    });
 });
