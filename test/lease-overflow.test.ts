@@ -56,6 +56,13 @@ describe('the overflow lane of a leased global level', function () {
   afterEach(() => {
     for (const c of clients.splice(0)) c.disconnect();
   });
+  /** A gate on a store leased over LANES lanes with an overflow lane, the flood shield off. */
+  const leasedGate = (conf: ReturnType<typeof config>, prefix: string) =>
+    CallGate.create({
+      config: conf,
+      store: new RedisStore({ redis: client(), prefix, hashTags: true, lease: { lanes: LANES, overflow: true } }),
+      shield: false,
+    });
   const key = (prefix: string, tag: string, name: string) => `${prefix}{${tag}}:${name}`;
   /** A share as the coordinator's orders leave it (lease-grant.lua's fields), its lease an hour long. */
   const share = async (raw: Redis, prefix: string, tag: string, c: number, h: number) => {
@@ -70,16 +77,7 @@ describe('the overflow lane of a leased global level', function () {
       const prefix = `t:ovf:${what}:${Date.now()}:`;
       const raw = rig.raw;
       const lane = laneTag(acmeLane(), LANES);
-      const gate = await CallGate.create({
-        config: config(channels),
-        store: new RedisStore({
-          redis: client(),
-          prefix,
-          hashTags: true,
-          lease: { lanes: LANES, overflow: true },
-        }),
-        shield: false,
-      });
+      const gate = await leasedGate(config(channels), prefix);
       try {
         await share(raw, prefix, lane, 1, 50);
         await share(raw, prefix, laneTag(1 - acmeLane(), LANES), 0, 0);
@@ -133,16 +131,7 @@ describe('the overflow lane of a leased global level', function () {
   it('the coordinator moves the overflow lane’s share by its demand, and gives it no channels', async () => {
     const prefix = `t:ovf:coord:${Date.now()}:`;
     const own = client();
-    const gate = await CallGate.create({
-      config: config(50),
-      store: new RedisStore({
-        redis: client(),
-        prefix,
-        hashTags: true,
-        lease: { lanes: LANES, overflow: true },
-      }),
-      shield: false,
-    });
+    const gate = await leasedGate(config(50), prefix);
     const c = LeaseCoordinator.forGate(gate, { deployments: [{ redis: own, lanes: LANES, prefix, overflow: true }] });
     try {
       for (let i = 0; i < 3; i++) await c.tick();
