@@ -13,6 +13,8 @@
  *   callgate_decision_duration_seconds{operation}   histogram; admit|record|reserve|dispatch
  *   callgate_store_errors_total{operation}          decisions the store did not answer in time
  *   callgate_degraded_decisions_total{policy}       decisions taken by the policy instead
+ *   callgate_lease_spilled_total                    inbound calls admitted through a leased level's
+ *       overflow lane (docs/leasing.md): two more script calls each
  *   callgate_calls_held                             calls this process holds for their slot
  *   callgate_carrier_decisions_total{carrier, outcome}   per carrier tried: dispatched (it took
  *       the call), rerouted (passed over, a later carrier took it), rejected (passed over, none did)
@@ -143,6 +145,11 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     labelNames: ['policy'] as const,
     registers,
   });
+  const spilled = new Counter({
+    name: `${p}lease_spilled_total`,
+    help: "Inbound calls admitted through the leased global level's overflow lane (two more script calls each)",
+    registers,
+  });
   new Gauge({
     name: `${p}calls_held`,
     help: 'Outbound calls held in this process, waiting for their slot',
@@ -249,6 +256,7 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
         limited_by: d.admitted ? 'none' : levelLabel(gate, d.limitedBy, perBucket),
         reason: reason ?? (d.limitedBy === 'store-unavailable' ? 'store-unavailable' : 'none'),
       });
+      if (d.spilledAt !== undefined) spilled.inc();
     }
     if (d.degraded !== undefined) {
       degraded.inc({ policy: d.degraded });
