@@ -524,8 +524,9 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     let spilled = false;
     if (inWindow >= l.share.calls || a.t >= l.leaseEnd) {
       l.refusedCalls++;
-      // for lack of calls share (its lease runs): the level on the overflow lane, unless it refused just now
-      if (overflow !== undefined && a.t < l.leaseEnd && a.t >= overflowPausedUntil) {
+      // refused by the level (for lack of share, or past its lease: its share is then 0): the
+      // level on the overflow lane, unless it refused just now
+      if (overflow !== undefined && a.t >= overflowPausedUntil) {
         const f = lanes[overflow]!;
         if (f.log.count(a.t, W) < f.share.calls && a.t < f.leaseEnd) {
           f.log.add(a.t);
@@ -542,7 +543,8 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
         r.refusedCalls++;
       }
     }
-    if (ok && inUse >= l.share.channels) {
+    // its channel on its lane: none past the lane's lease (a spilled call's third step)
+    if (ok && (inUse >= l.share.channels || a.t >= l.leaseEnd)) {
       ok = false;
       l.refusedChannels++;
       r.refusedChannels++;

@@ -32,7 +32,7 @@ const CASES: Case[] = [
 ];
 const SEEDS = [1, 2, 3, 4, 5];
 
-function run(c: Case, seed: number, protocol: Protocol) {
+function run(c: Case, seed: number, protocol: Protocol, overflow = false) {
   const arrivals = zipfArrivals({
     lanes: c.lanes,
     rate: LIMIT.calls * c.load,
@@ -52,24 +52,26 @@ function run(c: Case, seed: number, protocol: Protocol) {
     protocol,
     seed,
     record: true,
+    overflow,
   };
   const r = simulate(arrivals, o);
   return { r, w: worstOf(r.admissions, o.windowUs) };
 }
 
 describe('lease: the invariant on a simulated clock', () => {
-  for (const c of CASES) {
-    it(`${c.lanes} lanes, ${c.load * 100} % load, hot lanes move every ${c.shiftUs / 1000} ms, messages up to ${c.latencyUs / 1000} ms: never over a limit`, () => {
-      for (const seed of SEEDS) {
-        const { r, w } = run(c, seed, 'correct');
-        expect(r.admitted, 'calls were admitted').to.be.greaterThan(0);
-        expect(w.calls, `seed ${seed}: calls in a window`).to.be.at.most(LIMIT.calls);
-        expect(w.channels, `seed ${seed}: channels`).to.be.at.most(LIMIT.channels);
-        expect(r.violations).to.equal(0);
-        expect(w.calls).to.equal(r.maxInWindow);
-      }
-    });
-  }
+  for (const c of CASES)
+    for (const overflow of [false, true]) {
+      it(`${c.lanes} lanes${overflow ? ' and an overflow lane' : ''}, ${c.load * 100} % load, hot lanes move every ${c.shiftUs / 1000} ms, messages up to ${c.latencyUs / 1000} ms: never over a limit`, () => {
+        for (const seed of SEEDS) {
+          const { r, w } = run(c, seed, 'correct', overflow);
+          expect(r.admitted, 'calls were admitted').to.be.greaterThan(0);
+          expect(w.calls, `seed ${seed}: calls in a window`).to.be.at.most(LIMIT.calls);
+          expect(w.channels, `seed ${seed}: channels`).to.be.at.most(LIMIT.channels);
+          expect(r.violations).to.equal(0);
+          expect(w.calls).to.equal(r.maxInWindow);
+        }
+      });
+    }
 
   it('16 lanes at 1,000 calls/s, 105 % load, shifts every 5 s: never over, and the limit is reached', () => {
     const limit = { calls: 1000, channels: 1200 };

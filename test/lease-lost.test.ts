@@ -24,7 +24,7 @@ const LEASE = 300_000;
 const CUT = { lane: 0, fromUs: 5_000_000, toUs: 9_000_000 };
 const SEEDS = [1, 2, 3, 4, 5];
 
-function run(seed: number, protocol: Protocol = 'correct', partitions = [CUT]) {
+function run(seed: number, protocol: Protocol = 'correct', partitions = [CUT], overflow = false) {
   const arrivals = zipfArrivals({
     lanes: 8,
     rate: LIMIT.calls * 1.5,
@@ -49,6 +49,7 @@ function run(seed: number, protocol: Protocol = 'correct', partitions = [CUT]) {
     replyTimeoutUs: 150_000,
     maxHoldUs: MAX_HOLD,
     partitions,
+    overflow,
   };
   return { arrivals, r: simulate(arrivals, o) };
 }
@@ -62,6 +63,18 @@ describe('lease: a lane cut off', () => {
       expect(w.channels, `seed ${seed}: channels`).to.be.at.most(LIMIT.channels);
       expect(r.violations).to.equal(0);
     }
+  });
+
+  it('with an overflow lane (the last, 8), a lane or the overflow lane cut off: never over a limit', () => {
+    for (const cut of [CUT, { ...CUT, lane: 8 }])
+      for (const seed of SEEDS) {
+        const { r } = run(seed, 'correct', [cut], true);
+        const w = worstOf(r.admissions, W);
+        expect(r.spilled, `seed ${seed}: calls spilled`).to.be.greaterThan(0);
+        expect(w.calls, `lane ${cut.lane} cut, seed ${seed}: calls in a window`).to.be.at.most(LIMIT.calls);
+        expect(w.channels, `lane ${cut.lane} cut, seed ${seed}: channels`).to.be.at.most(LIMIT.channels);
+        expect(r.violations).to.equal(0);
+      }
   });
 
   it('the lane is lost at the first tick it cannot be read, and admits nothing from its lease end until taken back', () => {

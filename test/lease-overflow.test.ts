@@ -10,7 +10,9 @@
  * without the overflow lane.
  */
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import type { AdmissionDecision } from '../src/admission/admission.js';
+import { slotOf } from '../src/store/redis/slot.js';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { laneOf, laneTag, OVERFLOW_TAG } from '../src/lease/lanes.js';
@@ -18,7 +20,14 @@ import { inspectState } from '../src/observe/inspect.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Bucket } from '../src/store/types.js';
 import { falseRefusals, leasedConfig, offerLoad, type Decided } from './helpers/lease-load.js';
-import { newRedisClient, redisRig } from './helpers/redis.js';
+import {
+  newClusterClient,
+  newRedisClient,
+  rawCommand,
+  redisRig,
+  startCluster,
+  type RedisClusterHandle,
+} from './helpers/redis.js';
 import { maxInWindow } from './helpers/window.js';
 
 const W = 1_000_000;
@@ -153,6 +162,76 @@ describe('the overflow lane of a leased global level', function () {
     }
   });
 
+  it('a coordinator without the overflow lane counts what a predecessor granted it, and drains it', async () => {
+    const prefix = `t:ovf:drain:${Date.now()}:`;
+    const raw = rig.raw;
+    const [sec, us] = (await raw.time()) as unknown as [string, string];
+    const now = Number(sec) * 1e6 + Number(us);
+    // what a leader with the overflow lane left: lane 0 long out of its lease, lane 1 and the
+    // overflow lane 50 each on running leases
+    const set = (tag: string, c: number, e: number) =>
+      raw.hset(key(prefix, tag, 'global:share'), 'term', '1', 'g', '1', 'c', String(c), 'h', '0', 'e', String(e));
+    await set(laneTag(0, LANES), 40, now - 3 * W);
+    await set(laneTag(1, LANES), 50, now + 1_500_000);
+    await set(OVERFLOW_TAG, 50, now + 1_500_000);
+    const c = new LeaseCoordinator({
+      deployments: [{ redis: client(), lanes: LANES, prefix }],
+      limit: { calls: 100, windowUs: W },
+    });
+    /** The calls shares the lanes may admit on now (lease running), overflow lane last. */
+    const usable = async () => {
+      const [s2, u2] = (await raw.time()) as unknown as [string, string];
+      const t = Number(s2) * 1e6 + Number(u2);
+      const out: number[] = [];
+      for (const tag of [laneTag(0, LANES), laneTag(1, LANES), OVERFLOW_TAG]) {
+        const [cc, e] = await raw.hmget(key(prefix, tag, 'global:share'), 'c', 'e');
+        out.push(Number(e) > t ? Number(cc) : 0);
+      }
+      return out;
+    };
+    try {
+      expect(c.laneNames).to.deep.equal(['0', '1', 'overflow']);
+      // never more than the limit on running leases, tick after tick, until the overflow lane is drained
+      for (let i = 0; i < 80; i++) {
+        await c.tick();
+        const shares = await usable();
+        expect(
+          shares.reduce((a, b) => a + b, 0),
+          `tick ${i}: ${shares}`,
+        ).to.be.at.most(100);
+        if (i > 5 && shares[2] === 0 && shares[0]! + shares[1]! >= 90) break;
+        await sleep(50);
+      }
+      const end = await usable();
+      expect(end[2], 'the overflow lane drained').to.equal(0);
+      expect(end[0]! + end[1]!, 'its share back with the lanes').to.be.at.least(90);
+    } finally {
+      await c.stop();
+    }
+  });
+
+  it('a reload that turns a global channel limit on counts the spilled calls in progress', async () => {
+    const prefix = `t:ovf:reload:${Date.now()}:`;
+    const raw = rig.raw;
+    const lane = laneTag(acmeLane(), LANES);
+    const gate = await leasedGate(config(), prefix);
+    try {
+      await share(raw, prefix, lane, 1, 50);
+      await share(raw, prefix, laneTag(1 - acmeLane(), LANES), 0, 0);
+      await share(raw, prefix, OVERFLOW_TAG, 5, 0);
+      const a = await gate.admit({ callId: 'r1', peer: 'pbx', account: 'acme' });
+      const b = await gate.admit({ callId: 'r2', peer: 'pbx', account: 'acme' });
+      expect([a.spilledAt, typeof b.spilledAt]).to.deep.equal([undefined, 'number']);
+      await gate.reload(config(2));
+      // both calls in progress hold a channel of the level now, on their lane
+      expect(await raw.zcard(key(prefix, lane, 'global:ch'))).to.equal(2);
+      const c = await gate.admit({ callId: 'r3', peer: 'other', account: 'acme' });
+      expect(c).to.deep.include({ admitted: false, limitedBy: 'global', reason: 'channels' });
+    } finally {
+      await gate.close();
+    }
+  });
+
   it('under load near the limit: never over it in any window, fewer false refusals than without', async () => {
     const LIMIT = 300;
     const results: Record<string, number> = {};
@@ -202,5 +281,86 @@ describe('the overflow lane of a leased global level', function () {
       `      false refusals at 97 %, 8 lanes: ${(100 * results.false!).toFixed(2)} % without, ${(100 * results.true!).toFixed(2)} % with the overflow lane`,
     );
     expect(results.true).to.be.below(results.false!);
+  });
+});
+
+describe('the overflow lane out of reach (a 3-master Cluster)', function () {
+  this.timeout(60_000);
+  let cluster: RedisClusterHandle;
+  const clients: Cluster[] = [];
+  before(async () => {
+    cluster = await startCluster(3);
+  });
+  after(async () => {
+    for (const c of clients) c.disconnect();
+    await cluster?.stop();
+  });
+
+  it('a stalled overflow master costs a call its lane’s refusal, within the deadline, not the policy’s answer', async () => {
+    const raw = newClusterClient(cluster);
+    clients.push(raw);
+    const master = (tag: string) => raw.slots[slotOf(`{${tag}}`)]![0]!;
+    await raw.cluster('SLOTS');
+    // an account whose lane is on another master than the overflow lane
+    const g: Bucket = { name: 'global', limits: [{ algorithm: 'sliding-log', limit: 1, windowUs: W }] };
+    const lanes = 3;
+    const account = Array.from({ length: 50 }, (_, i) => `acct${i}`).find(
+      (a) => master(laneTag(laneOf([g, { name: `account:${a}`, limits: [] }], lanes), lanes)) !== master(OVERFLOW_TAG),
+    )!;
+    const prefix = `t:ovf:stall:${Date.now()}:`;
+    const [sec, us] = (await raw.time()) as unknown as [string, string];
+    const e = String(Number(sec) * 1e6 + Number(us) + 3_600e6);
+    // one call's worth of share on each lane, some on the overflow lane
+    for (const tag of [...Array.from({ length: lanes }, (_, k) => laneTag(k, lanes)), OVERFLOW_TAG])
+      await raw.hset(
+        `${prefix}{${tag}}:global:share`,
+        'term',
+        '1',
+        'g',
+        '0',
+        'c',
+        tag === OVERFLOW_TAG ? '5' : '1',
+        'h',
+        '0',
+        'e',
+        e,
+      );
+    const redis = newClusterClient(cluster);
+    clients.push(redis);
+    const gate = await CallGate.create({
+      config: {
+        maxCallDuration: 'PT60S',
+        inbound: {
+          global: [{ limit: 100, window: 'PT1S' }],
+          accounts: { [account]: [{ limit: 100, window: 'PT1S' }] },
+          defaultPeer: [{ limit: 1000, window: 'PT1S' }],
+        },
+      },
+      store: new RedisStore({ redis, prefix, lease: { lanes, overflow: true } }),
+      shield: false,
+      policy: 'fail-open',
+      timeoutMs: 300,
+    });
+    try {
+      expect((await gate.admit({ callId: 's1', peer: 'p', account })).admitted).to.equal(true);
+      const [host, port] = master(OVERFLOW_TAG).split(':');
+      await rawCommand(Number(port), ['CLIENT', 'PAUSE', '1500', 'ALL'], 1_000, host);
+      const answers: { d: AdmissionDecision; ms: number }[] = [];
+      for (let i = 2; i <= 4; i++) {
+        const t0 = performance.now();
+        const d = await gate.admit({ callId: `s${i}`, peer: 'p', account });
+        answers.push({ d, ms: performance.now() - t0 });
+      }
+      // the lane's refusal each time, never fail-open's admission; the first waited for the
+      // overflow lane at most a third of the deadline, the others did not ask it
+      for (const { d } of answers) expect(d).to.deep.include({ admitted: false, limitedBy: 'global', reason: 'rate' });
+      for (const { d } of answers) expect(d.degraded).to.equal(undefined);
+      expect(answers[0]!.ms).to.be.below(250);
+      expect(answers[1]!.ms).to.be.below(50);
+      expect(answers[2]!.ms).to.be.below(50);
+    } finally {
+      await gate.close();
+      await sleep(1_600); // the paused master back before the cluster stops
+    }
   });
 });

@@ -52,7 +52,8 @@ export interface LeaseLanes {
   /**
    * The deployment has an overflow lane (its stores' `lease.overflow`): one more lane, after
    * its `lanes`, on the tag OVERFLOW_TAG, whose share the calls its lanes refused for lack of
-   * share draw on. The coordinator moves its share by its demand, as any lane's.
+   * share draw on. The coordinator moves its share by its demand, as any lane's. Without it, the
+   * coordinator still reads that lane (a predecessor may have granted it) and drains it.
    */
   readonly overflow?: boolean;
 }
@@ -103,8 +104,10 @@ interface Lane {
   /** share hash, log, holds */
   readonly keys: readonly [string, string, string];
   readonly waitReplicas: number;
-  /** The deployment's overflow lane (LeaseLanes.overflow): it holds no channels. */
+  /** The deployment's overflow lane: it holds no channels. */
   readonly overflow: boolean;
+  /** An overflow lane its deployment does not use (LeaseLanes.overflow false): drained, never granted. */
+  readonly retired: boolean;
   /** Its name in reports and metrics: its index among the coordinator's lanes, or `overflow` (`overflow:<d>` past the first deployment). */
   readonly name: string;
 }
@@ -194,8 +197,9 @@ export class LeaseCoordinator {
     for (const [n, d] of opts.deployments.entries()) {
       const prefix = d.prefix ?? 'callgate:';
       const lanes = checkLanes(d.lanes);
-      const tags = Array.from({ length: lanes }, (_, k) => laneTag(k, lanes));
-      if (d.overflow === true) tags.push(OVERFLOW_TAG);
+      // the overflow lane is read whether the deployment uses it or not: a coordinator whose
+      // predecessor granted it must count what it holds, and drains it when it is not used
+      const tags = [...Array.from({ length: lanes }, (_, k) => laneTag(k, lanes)), OVERFLOW_TAG];
       for (const tag of tags) {
         const base = `${prefix}{${tag}}:global`;
         this.lanes.push({
@@ -203,6 +207,7 @@ export class LeaseCoordinator {
           keys: [`${base}:share`, `${base}:log`, `${base}:ch`],
           waitReplicas: d.waitReplicas ?? 0,
           overflow: tag === OVERFLOW_TAG,
+          retired: tag === OVERFLOW_TAG && d.overflow !== true,
           name: tag !== OVERFLOW_TAG ? String(this.lanes.length) : n === 0 ? 'overflow' : `overflow:${n}`,
         });
       }
@@ -454,6 +459,7 @@ export class LeaseCoordinator {
         ? { admittedInWindow: 0, channelsInUse: 0, refusedCalls: 0, refusedChannels: 0, admittedSinceTick: 0 }
         : o),
       channelless: this.lanes[i]!.overflow,
+      retired: this.lanes[i]!.retired,
     }));
     const plan = planStep(state, obs, this.params, lostFlags);
     state = plan.state;

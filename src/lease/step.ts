@@ -51,6 +51,11 @@ export interface LaneObservation {
    * lanes): its channels target is 0, and the channel limit is split over the other lanes.
    */
   readonly channelless?: boolean;
+  /**
+   * The lane takes no share at all (an overflow lane its deployment does not use): its targets
+   * are 0, so it shrinks to what its calls still use and is granted nothing.
+   */
+  readonly retired?: boolean;
 }
 
 /** The coordinator's state for one leased level. Σ shares + pool = limit + debt. */
@@ -182,14 +187,17 @@ export function planStep(
           p,
         ),
   );
-  const live = state.shares.map((_, i) => i).filter((i) => !isLost(i));
+  // a retired lane is not lost (it is read and shrunk) but splits nothing: its targets are 0,
+  // and what it holds until then is left out of what the live lanes split, as a lost lane's
+  const retired = (i: number) => !isLost(i) && obs[i]!.retired === true;
+  const live = state.shares.map((_, i) => i).filter((i) => !isLost(i) && !retired(i));
   const wants = live.map((i) => {
     const o = obs[i]!;
     const leaving = o.leavingBeforeNextTick ?? o.admittedInWindow / p.windowTicks;
     return want(demand[i]!, { inWindow: o.admittedInWindow, leaving, inUse: o.channelsInUse }, p);
   });
   // a lost lane keeps its share as its target; the live lanes split the rest of the limit
-  const frozen = sum(state.shares.filter((_, i) => isLost(i)));
+  const frozen = sum(state.shares.filter((_, i) => isLost(i) || retired(i)));
   const tc = targetsFor(
     Math.max(0, state.limit.calls - frozen.calls),
     wants.map((w) => w.calls),
@@ -199,7 +207,7 @@ export function planStep(
     Math.max(0, state.limit.channels - frozen.channels),
     holding.map((k) => wants[k]!.channels),
   );
-  const targets: Budget[] = [...state.shares];
+  const targets: Budget[] = state.shares.map((s, i) => (retired(i) ? ZERO : s));
   live.forEach((i, k) => {
     targets[i] = { calls: tc[k]!, channels: 0 };
   });

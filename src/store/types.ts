@@ -155,7 +155,8 @@ export interface AdmitResult {
   readonly now: number;
   /**
    * Admitted through a leased level's overflow lane (docs/leasing.md): when the level counted
-   * the call there (Redis TIME, µs, at or before `now`, when its other levels counted it).
+   * the call there (µs, the overflow lane's Redis TIME; `now` is its lane's, a round trip later:
+   * on a Cluster the two masters' clocks may differ a little).
    */
   readonly spilledAt?: number;
 }

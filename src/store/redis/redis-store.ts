@@ -19,6 +19,8 @@ import { Redis, type Cluster } from 'ioredis';
 import { InvalidArgumentError } from '../../errors/index.js';
 import { SafeEmitter } from '../../events.js';
 import { checkInspect } from '../inspect-memory.js';
+import { withDeadline } from '../timeout.js';
+import { systemClockUs } from '../../clock.js';
 import { carrierTag, encodeId, GLOBAL_BUCKET, GLOBAL_TAG, isOutboundTag, OUTBOUND_TAG } from '../keys.js';
 import { checkLanes, isLaneTag, laneOf, laneTag, OVERFLOW_TAG } from '../../lease/lanes.js';
 import type {
@@ -123,6 +125,13 @@ const MAX_OUT_TAGS = 100_000;
  * more script calls.
  */
 const OVERFLOW_PAUSE_MS = 50;
+/**
+ * The overflow lane's step waits at most this long (ms), and at most a third of what is left of
+ * the decision's deadline, so that a stalled overflow shard costs a call its lane's refusal, not
+ * the store-trouble policy's answer; one that did not answer is not asked for OVERFLOW_AWAY_MS.
+ */
+const OVERFLOW_STEP_MS = 100;
+const OVERFLOW_AWAY_MS = 1_000;
 
 /** A leased call's buckets on the overflow lane and on its own lane (RedisStore.overflow). */
 interface OverflowParts {
@@ -386,23 +395,44 @@ export class RedisStore implements Store, OperableStore {
    */
   private async overflow(req: AdmitRequest, first: AdmitResult): Promise<AdmitResult> {
     if (first.admitted || first.limitedBy !== 0 || first.reason !== 'rate') return first;
-    if (performance.now() < this.overflowPausedUntil || req.signal?.aborted === true) return first;
+    const gone = () => req.signal?.aborted === true;
+    if (performance.now() < this.overflowPausedUntil || gone()) return first;
+    // a bound of its own, within the decision's: past it, the lane's refusal is the answer
+    const deadline = (req.signal as { readonly deadlineUs?: number } | undefined)?.deadlineUs;
+    const stepMs = Math.min(
+      OVERFLOW_STEP_MS,
+      deadline === undefined ? OVERFLOW_STEP_MS : (deadline - systemClockUs()) / 3000,
+    );
+    if (stepMs < 1) return first;
     const parts = this.overflowParts(req.buckets);
     let spilled: AdmitResult;
     try {
-      spilled = await this.admitChecked({ tag: OVERFLOW_TAG, buckets: parts.overflow, signal: req.signal });
+      spilled = await withDeadline(
+        (signal) =>
+          this.admitChecked({
+            tag: OVERFLOW_TAG,
+            buckets: parts.overflow,
+            signal: gone() ? req.signal : signal,
+          }),
+        stepMs,
+      );
     } catch {
-      // the overflow lane out of reach (or the caller gone): the lane's answer stands
-      this.overflowPausedUntil = performance.now() + OVERFLOW_PAUSE_MS;
+      // the overflow lane out of reach: not asked for a while; the caller gone: its own matter
+      if (!gone()) this.overflowPausedUntil = performance.now() + OVERFLOW_AWAY_MS;
       return first;
     }
     if (!spilled.admitted) {
       this.overflowPausedUntil = performance.now() + Math.min(OVERFLOW_PAUSE_MS, spilled.retryAfterUs / 1000);
       return first;
     }
-    // the global level alone (a peer without limits): decided
-    if (parts.lane.length === 0) return { ...spilled, spilledAt: spilled.now };
-    const again = await this.admitChecked({ ...req, buckets: parts.lane });
+    // the global level alone (a peer without limits): decided; in the ledger with its buckets,
+    // so that a reload that turns a channel limit on counts it (holds/reload.ts)
+    if (parts.lane.length === 0) {
+      if (req.hold !== undefined && req.hold.forUs > 0)
+        this.noteIn(req.tag, req.hold.id, req.buckets, spilled.now + req.hold.forUs);
+      return { ...spilled, spilledAt: spilled.now };
+    }
+    const again = await this.admitChecked({ ...req, buckets: parts.lane }, req.buckets);
     if (again.admitted) return again.duplicate ? again : { ...again, spilledAt: spilled.now };
     // positions in the call's own buckets: the lane's list lacks the global level when it has no channels
     return parts.lane[0]!.name === GLOBAL_BUCKET ? again : { ...again, limitedBy: again.limitedBy + 1 };
@@ -423,7 +453,8 @@ export class RedisStore implements Store, OperableStore {
     return parts;
   }
 
-  private admitChecked(req: AdmitRequest): Promise<AdmitResult> {
+  /** `noted`: the buckets the ledger notes an admitted call with (default its own; the overflow's third step: all the call's). */
+  private admitChecked(req: AdmitRequest, noted: readonly Bucket[] = req.buckets): Promise<AdmitResult> {
     const buckets = this.bucketArgs(req.tag, req.buckets);
     const now = req.now === undefined ? '' : num(req.now);
     // a hold only matters (and travels) where a bucket has a channel limit
@@ -441,7 +472,7 @@ export class RedisStore implements Store, OperableStore {
         signal: req.signal,
         resolve: note
           ? (r) => {
-              if (r.admitted && !r.duplicate) this.noteIn(req.tag, req.hold!.id, req.buckets, r.now + req.hold!.forUs);
+              if (r.admitted && !r.duplicate) this.noteIn(req.tag, req.hold!.id, noted, r.now + req.hold!.forUs);
               resolve(r);
             }
           : resolve,
