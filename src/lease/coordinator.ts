@@ -490,7 +490,12 @@ export class LeaseCoordinator {
       plan.grants.filter((g) => !lostFlags[g.lane] && !this.views[g.lane]!.lost),
     );
     checkLease(settled.state);
-    this.state = settled.state;
+    // a reload (setLimit) during this tick's round trips changed the limit of the state this tick
+    // started from, not of this one: applied here, or the old limit would stay until a new leader
+    this.state =
+      settled.state.limit.calls === this.limit.calls && settled.state.limit.channels === this.limit.channels
+        ? settled.state
+        : reload(settled.state, this.limit);
     // saved before any grant leaves: a successor never counts less than the lanes hold
     // every lane about to be renewed: its new lease end is saved before it is sent
     this.views.forEach((v, i) => {
