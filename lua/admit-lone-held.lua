@@ -47,7 +47,9 @@
          the first bucket without room), retryAfterUs (0 when admitted; else the max over
          failing rate limits of the wait until room), now (µs), flags (0; 1: refused by
          channels, not rate; 2: a repeated admit of a call still holding; 4: skipped, past its
-         deadline); then, when asked (ARGV[4]), Redis TIME (µs)
+         deadline; 16: refused by the leased level's calls share alone, the level and every
+         other bucket, channels included, having room: an overflow lane may take it); then,
+         when asked (ARGV[4]), Redis TIME (µs)
 
   Logs are written as admit-lone.lua writes them (includes/log.lua, logWrite: on Redis TIME a
   rounded trim, skipped when known, and the PEXPIRE only when needed; with now given the exact
@@ -83,6 +85,9 @@ else
   else
     local limitedBy, retry, flags = 0, 0, 0
     local shareC, shareH, shareRefused
+    -- past a refusal by the calls share alone, every later limit and channel is counted (none
+    -- skipped): `later`, one of them lacked room too
+    local later = false
     if share ~= nil then
       shareC, shareH = laneShare(share, t)
     end
@@ -106,6 +111,13 @@ else
         if q == 1 and share ~= nil then
           refused, retry, shareRefused = leasedLog(key, t, ts, argv[a + 2] + 0, argv[a + 3] + 0, wider, shareC)
           shareRefused = shareRefused and 'rc'
+        elseif shareRefused == 'rc' then
+          local wait
+          refused, wait = logLimits(key, t, ts, a + 2, last, wider, 0)
+          if wait > retry then
+            retry = wait
+          end
+          later = later or refused
         else
           refused, retry = logLimits(key, t, ts, a + 2, last, wider, retry)
         end
@@ -130,6 +142,14 @@ else
             if held < N then
               shareRefused = 'rh' -- the level had a channel, the lane's share not
             end
+          end
+        elseif shareRefused == 'rc' and not later then
+          local n = N
+          if q == 1 and shareH < n then
+            n = shareH
+          end
+          if call('ZCOUNT', keys[k], '(' .. ts, '+inf') >= n then
+            later = true
           end
         end
       end
@@ -174,6 +194,9 @@ else
       end
     elseif shareRefused then
       call('HINCRBY', share, shareRefused, 1)
+    end
+    if shareRefused == 'rc' and not later and limitedBy == 1 then
+      flags = 16
     end
     reply = { limitedBy, retry, t, flags }
   end

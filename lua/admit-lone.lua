@@ -33,8 +33,10 @@
     nowhere
   Reply: four integers (exact below 2^53): limitedBy (0: admitted; else the 1-based position of
          the first bucket without room), retryAfterUs (0 when admitted; else the max over
-         failing limits of the wait until room), now (µs), flags (0, or 4: skipped, past its
-         deadline); then, when asked (ARGV[4]), Redis TIME (µs)
+         failing limits of the wait until room), now (µs), flags (0; 4: skipped, past its
+         deadline; 16: refused by the leased level's share alone, the level and every other
+         bucket having room: an overflow lane may take it); then, when asked (ARGV[4]), Redis
+         TIME (µs)
 
   On Redis TIME a log keeps its expiry as includes/log.lua (logWrite, rounded) says: the trim is
   rounded, skipped when the caller knows the log was trimmed at that bound already, and the
@@ -63,6 +65,9 @@ else
   local ts = string.format('%d', t)
   local limitedBy, retry = 0, 0
   local shareRefused = false
+  -- past a refusal by the share alone, every later limit is counted (none skipped for the wait
+  -- found so far): `later`, one of them lacked room too
+  local later = false
   -- per bucket q: [q] its retention r (the widest window), [-q] the size of its log (0: new)
   local logs = {}
   local a = 7 + n
@@ -76,6 +81,13 @@ else
     if q == 1 and share ~= nil then
       local c = laneShare(share, t)
       refused, retry, shareRefused = leasedLog(key, t, ts, argv[a + 1] + 0, argv[a + 2] + 0, wider, c)
+    elseif shareRefused then
+      local wait
+      refused, wait = logLimits(key, t, ts, a + 1, last, wider, 0)
+      if wait > retry then
+        retry = wait
+      end
+      later = later or refused
     else
       refused, retry = logLimits(key, t, ts, a + 1, last, wider, retry)
     end
@@ -93,7 +105,7 @@ else
   elseif shareRefused then
     call('HINCRBY', share, 'rc', 1)
   end
-  reply = { limitedBy, retry, t, 0 }
+  reply = { limitedBy, retry, t, (shareRefused and not later) and 16 or 0 }
 end
 if argv[4] == '1' then
   reply[5] = clock

@@ -37,7 +37,9 @@
          position, among the call's buckets, of the first without room), retryAfterUs (0 when
          admitted; else the max over failing rate limits of the wait until room), now (µs),
          flags (1: refused by channels, not rate; 2: a repeated admit of a call still holding;
-         4: skipped, past its deadline; 8: refused by a ban, retryAfterUs its time left); then, when asked (ARGV[4]), Redis TIME (µs)
+         4: skipped, past its deadline; 8: refused by a ban, retryAfterUs its time left; 16:
+         refused by a leased level's share alone, the level and every other bucket having room:
+         an overflow lane may take it); then, when asked (ARGV[4]), Redis TIME (µs)
 
   How the work is shared: calls with the same t form a group. In a group each (log, W) is
   counted once with ZCOUNT and each window hash read once; the calls admitted add their events
@@ -476,6 +478,10 @@ local function decide(p, call, id, forUs)
       end
     end
   end
+  -- the leased level's share refused the call where the level had room (shareQ: its bucket):
+  -- every later limit is then counted, to tell whether the call had room but for the share
+  -- (flag 16: an overflow lane may take it); `later`: one of them lacked room too
+  local shareQ, later = nil, false
   for q = 1, n do
     local first, pr = firsts[q], profs[q]
     local ban = pr.ban
@@ -493,7 +499,7 @@ local function decide(p, call, id, forUs)
     for i = 1, pr.m do
       local algo, W = algos[i], Ws[i]
       local wait = 0
-      if retry >= W and algo ~= 's' and not ban then
+      if retry >= W and algo ~= 's' and not ban and shareQ == nil then
         -- already refused, and no longer than this limit's wait can be (at most W): it can
         -- change neither the refusal nor its retry-after, so it is not even counted
         wait = 0
@@ -511,6 +517,7 @@ local function decide(p, call, id, forUs)
           if count >= L then
             if L < Ls[i] and count < Ls[i] and limitedBy == 0 then
               leaseRc[lease] = leaseRc[lease] + 1 -- the level had room, the lane's share not
+              shareQ = q
             end
             -- the (count - L + 1)-th oldest event in the window leaves it at s + W; events
             -- added in this group (at t) come after every stored one
@@ -531,6 +538,8 @@ local function decide(p, call, id, forUs)
       if wait > 0 then
         if limitedBy == 0 then
           limitedBy = q
+        elseif shareQ ~= nil and q ~= shareQ then
+          later = true
         end
         if wait > retry then
           retry = wait
@@ -541,7 +550,13 @@ local function decide(p, call, id, forUs)
     if short and ban then
       strike(first, ban)
     end
-    -- then its channels; past the first bucket without room they change nothing
+    -- then its channels; past the first bucket without room they change nothing (but whether
+    -- the call had room but for the leased level's share)
+    if shareQ ~= nil and q ~= shareQ and pr.N > 0 and not later then
+      if holdCount(first + pr.hoff) >= pr.N then
+        later = true
+      end
+    end
     if limitedBy == 0 and pr.N > 0 then
       local N = pr.N
       if shareH ~= nil and shareH < N then
@@ -557,6 +572,9 @@ local function decide(p, call, id, forUs)
     end
   end
 
+  if shareQ ~= nil and limitedBy == shareQ and flags == 0 and not later then
+    flags = 16
+  end
   if limitedBy == 0 then
     local member = memberPrefix .. call
     local e, keys

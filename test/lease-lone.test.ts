@@ -124,7 +124,8 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
       expect(ra, `call ${n}`).to.deep.equal(rb);
       outcomes.add(ra[0] === 0 ? 'admitted' : `refused by ${ra[0]}, flags ${ra[3]}`);
     }
-    expect([...outcomes].sort()).to.include.members(['admitted', 'refused by 1, flags 0', 'refused by 1, flags 1']);
+    // flags 16: refused by the calls share alone (an overflow lane may take it); 1: by channels
+    expect([...outcomes].sort()).to.include.members(['admitted', 'refused by 1, flags 16', 'refused by 1, flags 1']);
     const counts = async (s: string) => rig.raw.hmget(s, 'rc', 'rh');
     const [ca, cb] = [await counts(lone.share), await counts(batch.share)];
     expect(ca).to.deep.equal(cb);

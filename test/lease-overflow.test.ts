@@ -34,14 +34,14 @@ const W = 1_000_000;
 const LANES = 2;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Global 100 per second (and `channels` when given), account acme 100, peer pbx 3, other peers 1,000. */
+/** Global 100 per second (and `channels` when given), account acme 100, peer pbx 3, solo 1, other peers 1,000. */
 function config(channels?: number) {
   return {
     maxCallDuration: 'PT60S',
     inbound: {
       global: [{ limit: 100, window: 'PT1S' }, ...(channels === undefined ? [] : [{ channels }])],
       accounts: { acme: [{ limit: 100, window: 'PT1S' }] },
-      peers: { pbx: [{ limit: 3, window: 'PT1S' }] },
+      peers: { pbx: [{ limit: 3, window: 'PT1S' }], solo: [{ limit: 1, window: 'PT1S' }] },
       defaultPeer: [{ limit: 1_000, window: 'PT1S' }],
     },
   };
@@ -90,31 +90,35 @@ describe('the overflow lane of a leased global level', function () {
       try {
         await share(raw, prefix, lane, 1, 50);
         await share(raw, prefix, laneTag(1 - acmeLane(), LANES), 0, 0);
-        await share(raw, prefix, OVERFLOW_TAG, 3, 0);
+        await share(raw, prefix, OVERFLOW_TAG, 2, 0);
         const call = (n: number, peer = 'pbx') => gate.admit({ callId: `c${n}`, peer, account: 'acme' });
         const a = await call(1); // on its lane's share
         const b = await call(2); // spilled
         const c = await call(3); // spilled
-        const d = await call(4); // the peer's 3 per second: refused on its lane after the spill
-        expect([a.admitted, b.admitted, c.admitted, d.admitted]).to.deep.equal([true, true, true, false]);
+        // the peer's 3 per second are used: refused on its lane, and not spilled (its peer would
+        // refuse it there too), the lane's refusal answered
+        const d = await call(4);
+        expect([a.admitted, b.admitted, c.admitted]).to.deep.equal([true, true, true]);
         expect(a.spilledAt).to.equal(undefined);
         for (const x of [b, c])
           expect(x.spilledAt)
             .to.be.a('number')
             .and.at.most(x.at)
             .and.above(x.at - 1_000_000);
-        expect(d).to.deep.include({ limitedBy: 'peer:pbx', reason: 'rate' });
-        // the overflow lane is full now (3 events, one of them the refused call's): refused, the lane's refusal answered
+        expect(d).to.deep.include({ admitted: false, limitedBy: 'global', reason: 'rate' });
+        expect(d.spilledAt).to.equal(undefined);
+        expect(await raw.zcard(key(prefix, OVERFLOW_TAG, 'global:log'))).to.equal(2);
+        // the overflow lane is full now: refused there, the lane's refusal answered
         const e = await call(5, 'other');
         expect(e).to.deep.include({ admitted: false, limitedBy: 'global', reason: 'rate' });
         expect(await raw.zcard(key(prefix, lane, 'global:log'))).to.equal(1);
-        expect(await raw.zcard(key(prefix, OVERFLOW_TAG, 'global:log'))).to.equal(3);
+        expect(await raw.zcard(key(prefix, OVERFLOW_TAG, 'global:log'))).to.equal(2);
         expect(await raw.zcard(key(prefix, lane, 'peer:pbx:log'))).to.equal(3);
         expect(await raw.zcard(key(prefix, lane, 'account:acme:log'))).to.equal(3);
         // the channels of the global level stay on the lane: each admitted call holds one there
         if (channels !== undefined) expect(await raw.zcard(key(prefix, lane, 'global:ch'))).to.equal(3);
         expect(await raw.exists(key(prefix, OVERFLOW_TAG, 'global:ch'))).to.equal(0);
-        // refusals for lack of share, counted where the coordinator reads demand
+        // refusals for lack of share, counted where the coordinator reads demand (b to e)
         expect(await raw.hget(key(prefix, lane, 'global:share'), 'rc')).to.equal('4');
         expect(await raw.hget(key(prefix, OVERFLOW_TAG, 'global:share'), 'rc')).to.equal('1');
         // refused just now: not asked again for 50 ms, even with share
@@ -125,12 +129,20 @@ describe('the overflow lane of a leased global level', function () {
         const f = await call(7, 'other');
         expect(f.admitted).to.equal(true);
         expect(f.spilledAt).to.be.a('number');
-        // inspect: the global level is the sum over the lanes and the overflow lane
+        // two calls at once for the one place left of a peer: both spill (each saw room on its
+        // lane), its lane then takes the first and refuses the second by the peer
+        await share(raw, prefix, OVERFLOW_TAG, 20, 0);
+        const both = await Promise.all([call(8, 'solo'), call(9, 'solo')]);
+        expect(both.map((x) => x.admitted).sort()).to.deep.equal([false, true]);
+        expect(both.filter((x) => x.spilledAt !== undefined)).to.have.length(1);
+        expect(both.find((x) => !x.admitted)).to.deep.include({ limitedBy: 'peer:solo', reason: 'rate' });
+        // inspect: the global level is the sum over the lanes and the overflow lane (the event of
+        // the call its peer refused after the spill included)
         const state = await inspectState(gate.config, gate.store);
         const global = state.buckets.find((x) => x.bucket === 'global')!;
-        expect(global.limits[0]!.count).to.equal(5);
+        expect(global.limits[0]!.count).to.equal(6);
         expect(global.leased_lanes).to.equal(LANES);
-        if (channels !== undefined) expect(global.channels).to.deep.equal({ limit: 50, in_use: 4 });
+        if (channels !== undefined) expect(global.channels).to.deep.equal({ limit: 50, in_use: 5 });
       } finally {
         await gate.close();
       }
@@ -225,8 +237,12 @@ describe('the overflow lane of a leased global level', function () {
       await gate.reload(config(2));
       // both calls in progress hold a channel of the level now, on their lane
       expect(await raw.zcard(key(prefix, lane, 'global:ch'))).to.equal(2);
+      // a third is refused: its lane lacks calls share, and the level's channels are all held,
+      // so it is not spilled either
       const c = await gate.admit({ callId: 'r3', peer: 'other', account: 'acme' });
-      expect(c).to.deep.include({ admitted: false, limitedBy: 'global', reason: 'channels' });
+      expect(c).to.deep.include({ admitted: false, limitedBy: 'global' });
+      expect(c.spilledAt).to.equal(undefined);
+      expect(await raw.zcard(key(prefix, OVERFLOW_TAG, 'global:log'))).to.equal(1);
     } finally {
       await gate.close();
     }

@@ -227,6 +227,28 @@ describe('a leased deployment replayed (LeasedMemoryStore)', () => {
     expect(leased.admitSync(req(b, T0 + 20_000)).admitted).to.equal(true);
   });
 
+  it('with an overflow lane: a call whose peer is full as well is not spilled', () => {
+    const [a] = peersOnTwoLanes();
+    const strict = (id: string): Bucket => ({
+      name: `peer:${id}`,
+      limits: [{ limit: 1, windowUs: W, algorithm: 'sliding-log' }],
+    });
+    const lim = Array.from({ length: 40 }, (_, i) => `q${i}`).find((id) => laneOf([global10, strict(id)], 2) === 0)!;
+    const leased = new LeasedMemoryStore({ lanes: 2, overflow: true, limit: { calls: 10, windowUs: W, channels: 0 } });
+    const admit = (buckets: Bucket[], now: number) => leased.admitSync({ tag: 'in', buckets, now });
+    expect(admit([global10, strict(lim)], T0).admitted).to.equal(true); // its one call a second
+    const lane0 = leased.laneShares[0]!.calls;
+    for (let i = 1; i < lane0; i++) expect(admit([global10, peer(a)], T0 + i).admitted).to.equal(true);
+    // lane 0's share used up, the overflow lane with room: the strict peer's call stays refused there
+    const r = admit([global10, strict(lim)], T0 + 100);
+    expect(r).to.deep.include({ admitted: false, limitedBy: 0, reason: 'rate' });
+    expect(r.spilledAt).to.equal(undefined);
+    expect(leased.summary.overflow).to.deep.equal({ spilled: 0 });
+    // a call with room but for the share spills
+    expect(admit([global10, peer(a)], T0 + 200).spilledAt).to.equal(T0 + 200);
+    expect(leased.summary.overflow).to.deep.equal({ spilled: 1 });
+  });
+
   /** Checks Σ lanes ≤ the level's limits after every admission (the overflow lane's too). */
   class Checked extends LeasedMemoryStore {
     violations = 0;

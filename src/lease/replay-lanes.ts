@@ -183,7 +183,7 @@ export class LeasedMemoryStore extends MemoryStore {
     const t = this.ticksUntil(req.now);
     const r = this.onShare(on.lane, { ...req, buckets: on.buckets, now: t });
     this.still = false;
-    if (r.admitted || r.limitedBy !== 0 || r.reason !== 'rate' || on.spill === undefined) return this.counted(r);
+    if (r.alone !== true || on.spill === undefined) return this.counted(r);
     // the lane lacked calls share: the global level on the overflow lane, then the call on its lane without it
     if (t < this.overflowPausedUntil) return this.counted(r);
     const spilled = this.onShare(this.overflowLane!, { tag: req.tag, buckets: on.spill.overflow, now: t });
@@ -203,8 +203,14 @@ export class LeasedMemoryStore extends MemoryStore {
    * A decision on lane `k` against its share (the first bucket, when `leased`: the level's part
    * there), counted on the lane as its share hash counts it live (admitted, refused for share).
    */
-  private onShare(k: number, req: AdmitRequest, leased = true): AdmitResult & { share?: 'calls' | 'channels' } {
-    const share: { calls: number; channels: number; refused?: 'calls' | 'channels' } = { ...this.shares[k]! };
+  private onShare(
+    k: number,
+    req: AdmitRequest,
+    leased = true,
+  ): AdmitResult & { share?: 'calls' | 'channels'; alone?: boolean } {
+    const share: { calls: number; channels: number; refused?: 'calls' | 'channels'; alone?: boolean } = {
+      ...this.shares[k]!,
+    };
     const r = this.admitCapped(req, leased ? share : undefined);
     if (r.duplicate) return r;
     const c = this.counts[k]!;
@@ -212,14 +218,14 @@ export class LeasedMemoryStore extends MemoryStore {
       if (leased && req.buckets[0]!.limits.length > 0) c.admitted++;
     } else if (share.refused === 'calls') c.refusedCalls++;
     else if (share.refused === 'channels') c.refusedChannels++;
-    return share.refused === undefined ? r : { ...r, share: share.refused };
+    return share.refused === undefined ? r : { ...r, share: share.refused, ...(share.alone && { alone: true }) };
   }
 
   /** The call's final decision, counted in the summary when its lane's share refused it. */
-  private counted(r: AdmitResult & { share?: 'calls' | 'channels' }): AdmitResult {
+  private counted(r: AdmitResult & { share?: 'calls' | 'channels'; alone?: boolean }): AdmitResult {
     if (r.share === undefined) return r;
     this.refusedForShare[r.share]++;
-    const { share: _, ...rest } = r;
+    const { share: _, alone: __, ...rest } = r;
     return rest;
   }
 

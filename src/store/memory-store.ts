@@ -403,11 +403,13 @@ export class MemoryStore implements Store, OperableStore {
    * admitSync, with the first bucket's limits capped by `share` when given: a leased global
    * level's part on one lane (src/lease/replay-lanes.ts), as admit.lua's 'S' pseudo-limit does
    * (a share of 0 refuses, its retry-after the window). `share.refused` is set to the resource
-   * the share alone lacked room for (the level's own limit had room on the lane).
+   * the share alone lacked room for (the level's own limit had room on the lane), and
+   * `share.alone` when that was calls and every other limit of the call had room (flag 16 of
+   * the admit scripts: an overflow lane may take it).
    */
   protected admitCapped(
     req: AdmitRequest,
-    share: { calls: number; channels: number; refused?: 'calls' | 'channels' } | undefined,
+    share: { calls: number; channels: number; refused?: 'calls' | 'channels'; alone?: boolean } | undefined,
   ): AdmitResult {
     checkAdmit(req);
     const t = this.time(req.now);
@@ -422,6 +424,8 @@ export class MemoryStore implements Store, OperableStore {
     let limitedBy = -1;
     let reason: 'rate' | 'channels' | undefined;
     let retry = 0;
+    // past a refusal by the calls share alone: another limit lacked room too
+    let later = false;
     for (let b = 0; b < buckets.length; b++) {
       const limits = buckets[b]!.limits;
       let short = false;
@@ -447,7 +451,7 @@ export class MemoryStore implements Store, OperableStore {
           if (limitedBy < 0) {
             limitedBy = b;
             reason = 'rate';
-          }
+          } else if (b > 0 && share?.refused === 'calls') later = true;
           if (wait > retry) retry = wait;
           short = true;
         }
@@ -463,8 +467,12 @@ export class MemoryStore implements Store, OperableStore {
           reason = 'channels';
           if (channels < full && held < full) share!.refused = 'channels';
         }
+      } else if (full !== undefined && share?.refused === 'calls' && !later) {
+        const channels = b === 0 && share.channels < full ? share.channels : full;
+        if ((this.bucketHolds.get(buckets[b]!.name)?.count(t) ?? 0) >= channels) later = true;
       }
     }
+    if (share?.refused === 'calls' && limitedBy === 0 && !later) share.alone = true;
     if (limitedBy >= 0) return { admitted: false, limitedBy, reason, retryAfterUs: retry, now: t };
     this.recordAll(buckets, plan, logs, t);
     if (hold !== undefined) this.holdIn(hold, buckets, t);

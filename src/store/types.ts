@@ -159,6 +159,11 @@ export interface AdmitResult {
    * on a Cluster the two masters' clocks may differ a little).
    */
   readonly spilledAt?: number;
+  /**
+   * Refused by a leased level's lane for lack of calls share alone: the level had room, and so
+   * did every other limit of the call (RedisStore's overflow lane may take it).
+   */
+  readonly spillable?: boolean;
 }
 
 /**

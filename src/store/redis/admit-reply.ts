@@ -6,7 +6,8 @@ import type { KnownLogs } from './known-logs.js';
 
 /**
  * Settle each call of the batch. The reply, per call: limitedBy (0: admitted, else 1-based),
- * retryAfterUs, now, flags (1: channels, 2: duplicate, 4: skipped); then Redis TIME when the
+ * retryAfterUs, now, flags (1: channels, 2: duplicate, 4: skipped, 8: banned, 16: refused by a
+ * leased level's calls share alone, the rest having room); then Redis TIME when the
  * call asked for it (`clock`). Every Redis time in it improves the clock offset.
  */
 export function settleAdmissions(
@@ -33,6 +34,7 @@ export function settleAdmissions(
         reason: flags === 1 ? 'channels' : flags === 8 ? 'banned' : 'rate',
         retryAfterUs: r[4 * i + 1]!,
         now,
+        ...(flags === 16 && { spillable: true }),
       });
     } else if (flags === 2) item.resolve({ admitted: true, limitedBy: -1, retryAfterUs: 0, now, duplicate: true });
     else {

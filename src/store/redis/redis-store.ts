@@ -385,8 +385,10 @@ export class RedisStore implements Store, OperableStore {
   }
 
   /**
-   * A leased call its lane refused for lack of calls share (the global level, first, by rate):
-   * its global level is decided on the overflow lane, and once admitted there, the call again on
+   * A leased call its lane refused for lack of calls share alone (the global level had room, and
+   * every other limit of the call: `spillable`, from the admit script; a call whose peer is full
+   * too would only waste the overflow lane's share): its global level is decided on the
+   * overflow lane, and once admitted there, the call again on
    * its lane without that level's sliding log (its channels stay on the lane). Each step is one
    * atomic script call; a call admitted on the overflow lane and then refused on its own (its
    * peer filled up meanwhile) leaves its event on the overflow lane's log, which only lowers
@@ -394,7 +396,7 @@ export class RedisStore implements Store, OperableStore {
    * reached) is the lane's; a failure of the third step is the decision's, as any store failure.
    */
   private async overflow(req: AdmitRequest, first: AdmitResult): Promise<AdmitResult> {
-    if (first.admitted || first.limitedBy !== 0 || first.reason !== 'rate') return first;
+    if (first.spillable !== true) return first;
     const gone = () => req.signal?.aborted === true;
     if (performance.now() < this.overflowPausedUntil || gone()) return first;
     // a bound of its own, within the decision's: past it, the lane's refusal is the answer
