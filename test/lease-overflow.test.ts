@@ -10,7 +10,7 @@
  * without the overflow lane.
  */
 import { expect } from 'chai';
-import type { Cluster, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { AdmissionDecision } from '../src/admission/admission.js';
 import { slotOf } from '../src/store/redis/slot.js';
 import { CallGate } from '../src/gate.js';
@@ -20,14 +20,7 @@ import { inspectState } from '../src/observe/inspect.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Bucket } from '../src/store/types.js';
 import { falseRefusals, leasedConfig, offerLoad, type Decided } from './helpers/lease-load.js';
-import {
-  newClusterClient,
-  newRedisClient,
-  rawCommand,
-  redisRig,
-  startCluster,
-  type RedisClusterHandle,
-} from './helpers/redis.js';
+import { clusterRig, newRedisClient, rawCommand, redisRig } from './helpers/redis.js';
 import { maxInWindow } from './helpers/window.js';
 
 const W = 1_000_000;
@@ -302,19 +295,10 @@ describe('the overflow lane of a leased global level', function () {
 
 describe('the overflow lane out of reach (a 3-master Cluster)', function () {
   this.timeout(60_000);
-  let cluster: RedisClusterHandle;
-  const clients: Cluster[] = [];
-  before(async () => {
-    cluster = await startCluster(3);
-  });
-  after(async () => {
-    for (const c of clients) c.disconnect();
-    await cluster?.stop();
-  });
+  const cluster = clusterRig(3);
 
   it('a stalled overflow master costs a call its lane’s refusal, within the deadline, not the policy’s answer', async () => {
-    const raw = newClusterClient(cluster);
-    clients.push(raw);
+    const raw = cluster.client();
     const master = (tag: string) => raw.slots[slotOf(`{${tag}}`)]![0]!;
     await raw.cluster('SLOTS');
     // an account whose lane is on another master than the overflow lane
@@ -341,8 +325,7 @@ describe('the overflow lane out of reach (a 3-master Cluster)', function () {
         'e',
         e,
       );
-    const redis = newClusterClient(cluster);
-    clients.push(redis);
+    const redis = cluster.client();
     const gate = await CallGate.create({
       config: {
         maxCallDuration: 'PT60S',

@@ -14,7 +14,7 @@ import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { laneOf, laneTag } from '../src/lease/lanes.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { InvalidArgumentError } from '../src/errors/index.js';
-import { newClusterClient, startCluster, type RedisClusterHandle } from './helpers/redis.js';
+import { clusterRig } from './helpers/redis.js';
 import { expectWithinLimits, falseRefusals, offerLoad, HOLD_US, leasedConfig } from './helpers/lease-load.js';
 
 const LIMIT = 200; // calls per second, platform-wide
@@ -27,15 +27,13 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('a leased global level on a Redis Cluster (3 masters)', function () {
   this.timeout(120_000);
-  let cluster: RedisClusterHandle;
+  const cluster = clusterRig(3);
   const clients: Cluster[] = [];
-  before(async () => {
-    cluster = await startCluster(3);
-  });
-  after(async () => {
-    for (const c of clients) c.disconnect();
-    await cluster?.stop();
-  });
+  const client = () => {
+    const c = cluster.client();
+    clients.push(c);
+    return c;
+  };
 
   it('lanes: an account takes its peers along; clear errors for what cannot be leased', async () => {
     const g = { name: 'global', limits: [{ algorithm: 'sliding-log' as const, limit: 10, windowUs: 1e6 }] };
@@ -50,10 +48,9 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
     // the global level alone (record() of a call from a peer without limits): lane 0
     expect(laneOf([g], 8)).to.equal(0);
     expect(() => laneOf([g, { name: 'tenant:t', limits: [] }], 8)).to.throw(InvalidArgumentError, /attribute levels/);
-    const client = newClusterClient(cluster);
-    clients.push(client);
-    expect(() => new RedisStore({ redis: client, lease: { lanes: 0 } })).to.throw(InvalidArgumentError, /lanes/);
-    const leased = new RedisStore({ redis: client, lease: { lanes: 4 } });
+    const redis = client();
+    expect(() => new RedisStore({ redis, lease: { lanes: 0 } })).to.throw(InvalidArgumentError, /lanes/);
+    const leased = new RedisStore({ redis, lease: { lanes: 4 } });
     const g1 = { name: 'global', limits: [{ algorithm: 'sliding-log' as const, limit: 10, windowUs: 1e6 }] };
     const virtual = await leased.admit({ tag: 'in', buckets: [g1, { name: 'peer:x', limits: [] }], now: 1e15 }).then(
       () => undefined,
@@ -61,7 +58,7 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
     );
     expect(virtual).to.be.instanceOf(InvalidArgumentError);
     expect((virtual as Error).message).to.match(/Redis TIME only/);
-    expect(() => new RedisStore({ redis: client, hashTags: false, lease: { lanes: 4 } })).to.throw(
+    expect(() => new RedisStore({ redis, hashTags: false, lease: { lanes: 4 } })).to.throw(
       InvalidArgumentError,
       /hash tags/,
     );
@@ -72,13 +69,12 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
     const gates: CallGate[] = [];
     const coordinators: LeaseCoordinator[] = [];
     for (let i = 0; i < 3; i++) {
-      const client = newClusterClient(cluster);
-      clients.push(client);
-      const store = new RedisStore({ redis: client, prefix, lease: { lanes: LANES } });
+      const redis = client();
+      const store = new RedisStore({ redis, prefix, lease: { lanes: LANES } });
       gates.push(await CallGate.create({ config, store, shield: false, policy: 'error' }));
       coordinators.push(
         new LeaseCoordinator({
-          deployments: [{ redis: client, lanes: LANES, prefix }],
+          deployments: [{ redis, lanes: LANES, prefix }],
           limit: { calls: LIMIT, windowUs: 1_000_000, channels: CHANNELS },
           id: `c${i}`,
         }).start(),
@@ -136,12 +132,11 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
   });
   it('a reload that halves the limit: the coordinator follows the gate; at most the old limit meanwhile, the new one a window later', async () => {
     const prefix = `t:lease-reload:${Date.now()}:`;
-    const client = newClusterClient(cluster);
-    const own = newClusterClient(cluster);
-    clients.push(client, own);
+    const redis = client();
+    const own = client();
     const gate = await CallGate.create({
       config,
-      store: new RedisStore({ redis: client, prefix, lease: { lanes: LANES } }),
+      store: new RedisStore({ redis, prefix, lease: { lanes: LANES } }),
       shield: false,
     });
     const coordinator = LeaseCoordinator.forGate(gate, { deployments: [{ redis: own, lanes: LANES, prefix }] }).start();

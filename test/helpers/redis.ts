@@ -531,6 +531,31 @@ export function newRedisClient(handle: { url: string }, opts: { lazyConnect?: bo
 }
 
 /**
+ * In a `describe`: a local Redis Cluster of the suite's own (`masters` masters), started before
+ * its tests and stopped after them; `client()` makes a Cluster client to it, disconnected after
+ * the suite. Read `rig.handle` inside the tests.
+ */
+export function clusterRig(masters = 3): { readonly handle: RedisClusterHandle; client(): Cluster } {
+  const clients: Cluster[] = [];
+  const rig = {
+    handle: undefined as unknown as RedisClusterHandle,
+    client(): Cluster {
+      const c = newClusterClient(rig.handle);
+      clients.push(c);
+      return c;
+    },
+  };
+  before(async () => {
+    rig.handle = await startCluster(masters);
+  });
+  after(async () => {
+    for (const c of clients) c.disconnect();
+    await rig.handle?.stop();
+  });
+  return rig;
+}
+
+/**
  * In a `describe`: a redis-server of the suite's own, started before its tests and stopped after
  * them, with a plain client to it. Read `rig.server` and `rig.raw` inside the tests.
  */
