@@ -363,8 +363,13 @@ export class LeaseCoordinator {
       v.epoch = s.epochs[i] ?? 0;
       v.leaseEnd = s.leaseEnds[i] ?? 0;
     });
-    if (this.state.limit.calls !== this.limit.calls || this.state.limit.channels !== this.limit.channels)
-      this.state = reload(this.state, this.limit);
+    this.state = this.atLimit(this.state);
+  }
+
+  /** `state` under the limit in force (a reload since it was made: reload.ts), else itself. */
+  private atLimit(state: LeaseState): LeaseState {
+    const same = state.limit.calls === this.limit.calls && state.limit.channels === this.limit.channels;
+    return same ? state : reload(state, this.limit);
   }
 
   /**
@@ -492,10 +497,7 @@ export class LeaseCoordinator {
     checkLease(settled.state);
     // a reload (setLimit) during this tick's round trips changed the limit of the state this tick
     // started from, not of this one: applied here, or the old limit would stay until a new leader
-    this.state =
-      settled.state.limit.calls === this.limit.calls && settled.state.limit.channels === this.limit.channels
-        ? settled.state
-        : reload(settled.state, this.limit);
+    this.state = this.atLimit(settled.state);
     // saved before any grant leaves: a successor never counts less than the lanes hold
     // every lane about to be renewed: its new lease end is saved before it is sent
     this.views.forEach((v, i) => {

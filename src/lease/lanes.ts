@@ -57,6 +57,36 @@ export function laneTag(lane: number, lanes: number): string {
  */
 export const OVERFLOW_TAG = `${GLOBAL_TAG}:overflow`;
 
+/** A leased call's buckets on the overflow lane and on its own lane after a spill (spillParts). */
+export interface SpillParts {
+  readonly overflow: readonly Bucket[];
+  readonly lane: readonly Bucket[];
+}
+
+/**
+ * A leased call's buckets (the global level first) split for a spill: on the overflow lane, the
+ * global level's limit under `overflowName`; on its own lane, the rest, with the global level's
+ * channel limit alone when it has one (its channels stay on the lane).
+ */
+export function spillParts(buckets: readonly Bucket[], overflowName: string): SpillParts {
+  const [global, ...rest] = buckets as [Bucket, ...Bucket[]];
+  const channels = global.channels ?? 0;
+  return {
+    overflow: [{ name: overflowName, limits: global.limits }],
+    lane: channels > 0 ? [{ name: global.name, limits: [], channels }, ...rest] : rest,
+  };
+}
+
+/** A decision on a spill's lane part, with limitedBy a position in the call's own buckets again. */
+export function onOwnBuckets<R extends { readonly limitedBy: number }>(
+  parts: SpillParts,
+  own: readonly Bucket[],
+  r: R,
+): R {
+  // the lane's part lacks the global level when it has no channel limit
+  return r.limitedBy < 0 || parts.lane[0]?.name === own[0]?.name ? r : { ...r, limitedBy: r.limitedBy + 1 };
+}
+
 /** Whether a tag is a lane's (a leased global level's part lives there), the overflow lane's too. */
 export const isLaneTag = (tag: string): boolean => tag.startsWith(`${GLOBAL_TAG}:`);
 

@@ -21,7 +21,7 @@ import { MemoryStore } from '../store/memory-store.js';
 import { checkNow } from '../store/validate.js';
 import type { AdmitRequest, AdmitResult, Bucket, RecordRequest, RecordResult } from '../store/types.js';
 import { type DemandParams, demandParams } from './demand.js';
-import { checkLanes, laneOf } from './lanes.js';
+import { checkLanes, laneOf, onOwnBuckets, spillParts, type SpillParts } from './lanes.js';
 import { add, applyShrink, type Budget } from './share.js';
 import {
   checkLease,
@@ -69,7 +69,7 @@ interface LaneCounts {
 interface OnLane {
   readonly lane: number;
   readonly buckets: readonly Bucket[];
-  readonly spill?: { readonly overflow: readonly Bucket[]; readonly lane: readonly Bucket[] };
+  readonly spill?: SpillParts;
 }
 
 /** How long the overflow lane is not asked after it refused, at most (RedisStore's OVERFLOW_PAUSE_MS), µs. */
@@ -196,7 +196,7 @@ export class LeasedMemoryStore extends MemoryStore {
     const global = on.spill.lane[0]!.name === on.buckets[0]!.name;
     const again = this.counted(this.onShare(on.lane, { ...req, buckets: on.spill.lane, now: t }, global));
     if (again.admitted) return again.duplicate ? again : { ...again, spilledAt: t };
-    return global ? again : { ...again, limitedBy: again.limitedBy + 1 };
+    return onOwnBuckets(on.spill, on.buckets, again);
   }
 
   /**
@@ -246,19 +246,12 @@ export class LeasedMemoryStore extends MemoryStore {
     if (on === undefined) {
       const lane = laneOf(buckets, this.lanes);
       const named = buckets.map((b) => ({ ...b, name: LeasedMemoryStore.laneBucket(lane, b.name) }));
-      const [global, ...rest] = named as [Bucket, ...Bucket[]];
       const k = this.overflowLane;
-      const spill =
-        k === undefined
-          ? undefined
-          : {
-              overflow: [{ name: LeasedMemoryStore.laneBucket(k), limits: global.limits }],
-              lane:
-                (global.channels ?? 0) > 0
-                  ? [{ name: global.name, limits: [], channels: global.channels }, ...rest]
-                  : rest,
-            };
-      on = { lane, buckets: named, ...(spill && { spill }) };
+      on = {
+        lane,
+        buckets: named,
+        ...(k !== undefined && { spill: spillParts(named, LeasedMemoryStore.laneBucket(k)) }),
+      };
       this.onLane.set(buckets, on);
     }
     return on;

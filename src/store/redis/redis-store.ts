@@ -22,7 +22,16 @@ import { checkInspect } from '../inspect-memory.js';
 import { withDeadline } from '../timeout.js';
 import { systemClockUs } from '../../clock.js';
 import { carrierTag, encodeId, GLOBAL_BUCKET, GLOBAL_TAG, isOutboundTag, OUTBOUND_TAG } from '../keys.js';
-import { checkLanes, isLaneTag, laneOf, laneTag, OVERFLOW_TAG } from '../../lease/lanes.js';
+import {
+  checkLanes,
+  isLaneTag,
+  laneOf,
+  laneTag,
+  onOwnBuckets,
+  OVERFLOW_TAG,
+  spillParts,
+  type SpillParts,
+} from '../../lease/lanes.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -133,12 +142,6 @@ const OVERFLOW_PAUSE_MS = 50;
 const OVERFLOW_STEP_MS = 100;
 const OVERFLOW_AWAY_MS = 1_000;
 
-/** A leased call's buckets on the overflow lane and on its own lane (RedisStore.overflow). */
-interface OverflowParts {
-  readonly overflow: readonly Bucket[];
-  readonly lane: readonly Bucket[];
-}
-
 export class RedisStore implements Store, OperableStore {
   readonly kind = 'redis';
   readonly prefix: string;
@@ -161,7 +164,7 @@ export class RedisStore implements Store, OperableStore {
   /** performance.now() until which the overflow lane is not asked (it refused: OVERFLOW_PAUSE_MS). */
   private overflowPausedUntil = 0;
   /** Per bucket list of a leased call: its buckets on the overflow lane and on its lane (overflowParts). */
-  private readonly overflowOf = new WeakMap<readonly Bucket[], OverflowParts>();
+  private readonly overflowOf = new WeakMap<readonly Bucket[], SpillParts>();
   /** Each bucket list's lane tag, once computed (plans hand the same list to every call of a peer). */
   private readonly laneTags = new WeakMap<readonly Bucket[], string>();
   private readonly virtualTtlMs: number;
@@ -436,20 +439,14 @@ export class RedisStore implements Store, OperableStore {
     }
     const again = await this.admitChecked({ ...req, buckets: parts.lane }, req.buckets);
     if (again.admitted) return again.duplicate ? again : { ...again, spilledAt: spilled.now };
-    // positions in the call's own buckets: the lane's list lacks the global level when it has no channels
-    return parts.lane[0]!.name === GLOBAL_BUCKET ? again : { ...again, limitedBy: again.limitedBy + 1 };
+    return onOwnBuckets(parts, req.buckets, again);
   }
 
   /** A leased call's buckets on the overflow lane (the global level's limit) and on its lane (the rest). */
-  private overflowParts(buckets: readonly Bucket[]): OverflowParts {
+  private overflowParts(buckets: readonly Bucket[]): SpillParts {
     let parts = this.overflowOf.get(buckets);
     if (parts === undefined) {
-      const [global, ...rest] = buckets as [Bucket, ...Bucket[]];
-      const channels = global.channels ?? 0;
-      parts = {
-        overflow: [{ name: GLOBAL_BUCKET, limits: global.limits }],
-        lane: channels > 0 ? [{ name: GLOBAL_BUCKET, limits: [], channels }, ...rest] : rest,
-      };
+      parts = spillParts(buckets, GLOBAL_BUCKET);
       this.overflowOf.set(buckets, parts);
     }
     return parts;
