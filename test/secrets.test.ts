@@ -166,7 +166,7 @@ describe('no secret in any output', function () {
       }
     }
     const runs = await pool(
-      4,
+      8,
       jobs.map((j) => j.job),
     );
     jobs.forEach(({ what, path, command }, i) => {
