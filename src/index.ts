@@ -54,6 +54,7 @@ export {
   type LeaseLanes,
   type LeaseTickReport,
 } from './lease/coordinator.js';
+export type { LanePins } from './lease/lanes.js';
 export type { HoldLedger, LedgerEntry, LedgerHold } from './holds/ledger.js';
 
 // Clocks

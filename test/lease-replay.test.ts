@@ -362,6 +362,17 @@ describe('callgate replay --lease-lanes', function () {
     expect(JSON.parse(ovf.stdout).lease.overflow.spilled).to.be.greaterThan(0);
     const line = await run(...auto, '--lease-lanes', '16', '--lease-overflow');
     expect(line.stdout).to.match(/; spilled to the overflow lane: [1-9]\d*$/m);
+    // pinned: acme's calls on lane 0 alone, every other owner on lanes 1-3; one lane then
+    // holds acme's share alone, so the decisions differ from the unpinned run's
+    const pin = ['--lease-pin', 'account:acme=0', '--lease-pin', 'peer:sbc-big=0'];
+    const pinnedRun = await run(...trunks, '--lease-lanes', '4', ...pin, '--json');
+    expect(pinnedRun.code, pinnedRun.stderr).to.equal(0);
+    const pinnedOut = JSON.parse(pinnedRun.stdout);
+    expect(pinnedOut.whatif.config).to.equal(
+      'fixtures/trunks.config.json, global level leased over 4 lanes, 2 owners pinned',
+    );
+    expect(pinnedOut.report.calls.total).to.equal(out.report.calls.total);
+    expect(pinnedOut.lease.refused_for_share).to.not.deep.equal(out.lease.refused_for_share);
   });
 
   const bad: [string, string[], RegExp][] = [
@@ -372,6 +383,22 @@ describe('callgate replay --lease-lanes', function () {
     ['lanes not a number', [...trunks, '--lease-lanes', 'x'], /--lease-lanes: expected an integer/],
     ['a tick alone', [...trunks, '--lease-tick-ms', '20'], /--lease-tick-ms needs --lease-lanes/],
     ['an overflow lane alone', [...trunks, '--lease-overflow'], /--lease-overflow needs --lease-lanes/],
+    ['a pin alone', [...trunks, '--lease-pin', 'account:acme=0'], /--lease-pin needs --lease-lanes/],
+    [
+      'a pin of no kind',
+      [...trunks, '--lease-lanes', '4', '--lease-pin', 'acme=0'],
+      /--lease-pin: expected account:<id>=<lane> or peer:<id>=<lane>, got "acme=0"/,
+    ],
+    [
+      'a pin past the last lane',
+      [...trunks, '--lease-lanes', '4', '--lease-pin', 'account:acme=4'],
+      /--lease-pin account:acme=4: a lane from 0 to 3 \(of 4\)$/,
+    ],
+    [
+      'an owner pinned twice',
+      [...trunks, '--lease-lanes', '4', '--lease-pin', 'peer:a=1', '--lease-pin', 'peer:a=2'],
+      /--lease-pin: peer:a is pinned twice/,
+    ],
     ['a tick of 0', [...trunks, '--lease-lanes', '4', '--lease-tick-ms', '0'], /--lease-tick-ms: expected/],
     ['a tick not a number', [...trunks, '--lease-lanes', '4', '--lease-tick-ms', 'abc'], /got "abc"/],
     [

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { laneOf, laneTag } from '../src/lease/lanes.js';
 import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 import { runNode } from './helpers/run.js';
 import { startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
@@ -143,6 +144,30 @@ describe('callgate serve (the command, on Redis)', function () {
       if (overflow.length > 0) expect(spills).to.be.greaterThan(0);
       else expect(spills).to.equal(0);
     });
+
+  it('--lease-pin: a pinned peer is decided on its lane; /v1/state finds it there', async () => {
+    const config = file(
+      'pinned.json',
+      JSON.stringify({
+        inbound: { global: [{ limit: 40, window: 'PT60S' }], defaultPeer: [{ limit: 1000, window: 'PT60S' }] },
+      }),
+    );
+    const prefix = `cgpin:${randomBytes(4).toString('hex')}:`;
+    // p0 hashes to lane 1 of 4: pinned to lane 2
+    const g = { name: 'global', limits: [{ algorithm: 'sliding-log' as const, limit: 40, windowUs: 60e6 }] };
+    expect(laneOf([g, { name: 'peer:p0', limits: [] }], 4)).to.equal(1);
+    const s = await start(config, ['--lease-lanes', '4', '--lease-pin', 'peer:p0=2'], prefix);
+    await new Promise((r) => setTimeout(r, 500)); // the first shares
+    for (let i = 0; i < 3; i++)
+      expect((await call(`${s.url}/v1/admit`, { call_id: `pin${i}`, peer: 'p0' })).json.outcome).to.equal('admitted');
+    const keys = (await rawCommand(redis.port, ['KEYS', `${prefix}*peer:p0*`])) as string[];
+    expect(keys.length).to.be.greaterThan(0);
+    for (const k of keys) expect(k).to.include(`{${laneTag(2, 4)}}`);
+    const state = (await call(`${s.url}/v1/state?peer=p0`)).json as {
+      buckets: { bucket: string; limits: { count: number }[] }[];
+    };
+    expect(state.buckets.find((b) => b.bucket === 'peer:p0')?.limits[0]?.count).to.equal(3);
+  });
 
   it('--lease-lanes without --store redis, or out of range: exit 2, one line', async () => {
     const config = file('lease-bad.json', limits(5));

@@ -7,6 +7,7 @@ import { loadConfigFile } from '../config/load.js';
 import { inspectState, stateText } from '../observe/inspect.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { checkLeasable, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
+import type { LanePins } from '../lease/lanes.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 export interface InspectArgs extends RedisConnectionArgs {
@@ -19,16 +20,22 @@ export interface InspectArgs extends RedisConnectionArgs {
   leaseLanes?: number;
   /** ... with an overflow lane. */
   leaseOverflow?: boolean;
+  /** ... and owners placed on lanes (--lease-pin). */
+  leasePin?: LanePins;
 }
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const lanes = args.leaseLanes;
   const config = await loadConfigFile(args.config);
-  checkLeasable(lanes, config, args.leaseOverflow);
+  checkLeasable(lanes, config, args.leaseOverflow, args.leasePin);
   const redis = await openRedis(args);
   try {
     const bans = (config.inbound.attributes ?? []).some((l) => l.ban !== undefined);
-    const store = new RedisStore({ redis, prefix: args.prefix, ...leasedStoreOptions(lanes, args.leaseOverflow) });
+    const store = new RedisStore({
+      redis,
+      prefix: args.prefix,
+      ...leasedStoreOptions(lanes, args.leaseOverflow, args.leasePin),
+    });
     const state = await inspectState(config, store, {
       peers: args.peer,
       values: args.value ?? [],

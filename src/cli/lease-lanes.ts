@@ -1,11 +1,11 @@
 /**
- * `--lease-lanes N` and `--lease-overflow`, shared by the commands that meet a leased deployment (docs/leasing.md):
+ * `--lease-lanes N`, `--lease-overflow` and `--lease-pin`, shared by the commands that meet a leased deployment (docs/leasing.md):
  * `serve` runs one, `inspect`, `holds` and `reset` read its lanes, `replay` simulates one.
  */
 import type { Command } from 'commander';
 import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import { leasedLevel, MAX_LANES } from '../lease/lanes.js';
+import { type LanePins, lanePlan, leasedLevel, MAX_LANES } from '../lease/lanes.js';
 
 /**
  * Adds the option with `description`; its value is a number, or the text given when it is not
@@ -14,31 +14,68 @@ import { leasedLevel, MAX_LANES } from '../lease/lanes.js';
 export function leaseLanesOption(cmd: Command, description: string): Command {
   return cmd
     .option('--lease-lanes <n>', description, (v: string) => (/^\d+$/.test(v) ? Number(v) : v))
-    .option('--lease-overflow', 'the leased level has an overflow lane (docs/leasing.md)');
+    .option('--lease-overflow', 'the leased level has an overflow lane (docs/leasing.md)')
+    .option(
+      '--lease-pin <owner=lane>',
+      'account:<id>=<lane> or peer:<id>=<lane>: that owner on that lane, repeatable (docs/leasing.md)',
+      collectPin,
+    );
+}
+
+/**
+ * One `--lease-pin account:<id>=<lane>` (or `peer:<id>=<lane>`) added to those before it. The id
+ * is everything between the kind and the last `=`, so it may hold `=` itself.
+ */
+function collectPin(v: string, before: LanePins | undefined): LanePins {
+  const m = /^(account|peer):(.+)=(\d+)$/s.exec(v);
+  if (m === null)
+    throw new InvalidArgumentError(
+      `--lease-pin: expected account:<id>=<lane> or peer:<id>=<lane>, got ${JSON.stringify(v)}`,
+    );
+  const field = m[1] === 'account' ? 'accounts' : 'peers';
+  const id = m[2]!;
+  const had = before?.[field] ?? {};
+  if (Object.hasOwn(had, id)) throw new InvalidArgumentError(`--lease-pin: ${m[1]}:${id} is pinned twice`);
+  return { ...before, [field]: { ...had, [id]: Number(m[3]) } };
 }
 
 /** A clear error unless `lanes` is absent or an integer from 1 to MAX_LANES (and `overflow` comes with lanes). */
-export function checkLeaseLanes(lanes: unknown, overflow?: boolean): void {
+export function checkLeaseLanes(lanes: unknown, overflow?: boolean, pin?: LanePins): void {
   if (overflow === true && lanes === undefined) throw new InvalidArgumentError('--lease-overflow needs --lease-lanes');
+  if (pin !== undefined && lanes === undefined) throw new InvalidArgumentError('--lease-pin needs --lease-lanes');
   if (lanes !== undefined && !(Number.isSafeInteger(lanes) && (lanes as number) >= 1 && (lanes as number) <= MAX_LANES))
     throw new InvalidArgumentError(
       `--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${typeof lanes === 'string' ? JSON.stringify(lanes) : String(lanes)}`,
     );
+  // each pin's lane within the lanes
+  for (const [field, kind] of [
+    ['accounts', 'account'],
+    ['peers', 'peer'],
+  ] as const)
+    for (const [id, lane] of Object.entries(pin?.[field] ?? {}))
+      if (lane >= (lanes as number))
+        throw new InvalidArgumentError(
+          `--lease-pin ${kind}:${id}=${lane}: a lane from 0 to ${(lanes as number) - 1} (of ${lanes})`,
+        );
+  if (pin !== undefined) lanePlan(lanes as number, pin);
 }
 
 /** With `lanes`: a valid number of them, and a configuration whose global level can be leased (clear errors). */
-export function checkLeasable(lanes: unknown, config: CallGateConfig, overflow?: boolean): void {
-  checkLeaseLanes(lanes, overflow);
+export function checkLeasable(lanes: unknown, config: CallGateConfig, overflow?: boolean, pin?: LanePins): void {
+  checkLeaseLanes(lanes, overflow, pin);
   if (lanes !== undefined) leasedLevel(config);
 }
 
 /**
- * RedisStore options for a deployment leased over `lanes`, with an overflow lane or not (hash
+ * RedisStore options for a deployment leased over `lanes`, with an overflow lane or not, its pins (hash
  * tags on a single Redis too, as `serve` makes them).
  */
 export function leasedStoreOptions(
   lanes: number | undefined,
   overflow?: boolean,
-): { lease?: { lanes: number; overflow: boolean }; hashTags?: true } {
-  return lanes === undefined ? {} : { lease: { lanes, overflow: overflow === true }, hashTags: true };
+  pin?: LanePins,
+): { lease?: { lanes: number; overflow: boolean; pin?: LanePins }; hashTags?: true } {
+  return lanes === undefined
+    ? {}
+    : { lease: { lanes, overflow: overflow === true, ...(pin !== undefined && { pin }) }, hashTags: true };
 }

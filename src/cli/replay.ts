@@ -24,6 +24,7 @@ import type { Store } from '../store/types.js';
 import { OutputFile } from '../output-file.js';
 import { osReason } from '../os-reason.js';
 import { checkLeaseLanes, leaseLanesOption } from './lease-lanes.js';
+import type { LanePins } from '../lease/lanes.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 interface ReplayArgs extends RedisConnectionArgs {
@@ -38,6 +39,8 @@ interface ReplayArgs extends RedisConnectionArgs {
   leaseLanes?: number;
   /** ... with an overflow lane. */
   leaseOverflow?: boolean;
+  /** ... and owners placed on lanes (--lease-pin). */
+  leasePin?: LanePins;
   leaseTickMs?: number;
   progress: boolean;
 }
@@ -110,7 +113,7 @@ function leasedStore(args: ReplayArgs, config: CallGateConfig): LeasedMemoryStor
   if (args.leaseLanes === undefined) {
     if (args.leaseTickMs !== undefined) bad('--lease-tick-ms needs --lease-lanes');
   }
-  checkLeaseLanes(args.leaseLanes, args.leaseOverflow);
+  checkLeaseLanes(args.leaseLanes, args.leaseOverflow, args.leasePin);
   if (args.leaseLanes === undefined) return undefined;
   if (args.store !== 'memory')
     bad('--lease-lanes replays on the memory store: a leased Redis level decides on Redis time, not a trace’s');
@@ -122,10 +125,13 @@ function leasedStore(args: ReplayArgs, config: CallGateConfig): LeasedMemoryStor
   return new LeasedMemoryStore({
     lanes: args.leaseLanes,
     overflow: args.leaseOverflow === true,
+    ...(args.leasePin !== undefined && { pin: args.leasePin }),
     limit: leasedLevel(config),
     tickMs,
   });
 }
+
+const pinned = (n: number) => (n === 0 ? '' : `, ${n} owner${n === 1 ? '' : 's'} pinned`);
 
 async function replayInterruptibly(args: ReplayArgs, interruption: Interruption): Promise<void> {
   const { signal } = interruption;
@@ -135,7 +141,7 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
   // leased: the same configuration, exact, is the what-if's old side
   const baseline = leased ? config : args.compare !== undefined ? await loadConfigFile(args.compare) : undefined;
   const configName = leased
-    ? `${args.config}, global level leased over ${leased.lanes} lane${leased.lanes === 1 ? '' : 's'}`
+    ? `${args.config}, global level leased over ${leased.lanes} lane${leased.lanes === 1 ? '' : 's'}${pinned(leased.plan.pins.size)}`
     : args.config;
   const baselineName = leased ? `${args.config}, exact` : args.compare;
   // outputs opened before the stores: a target that cannot be written fails with nothing to undo

@@ -15,6 +15,7 @@ import { InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
 import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
+import type { LanePins } from '../lease/lanes.js';
 import { inspectGate } from '../observe/inspect.js';
 import { leaseMetrics } from '../observe/lease-metrics.js';
 import { gateMetrics, inspectLive } from '../observe/metrics.js';
@@ -53,6 +54,8 @@ export interface ServeArgs extends RedisConnectionArgs {
   leaseLanes?: number;
   /** The leased level has an overflow lane (LeaseLanes.overflow). */
   leaseOverflow?: boolean;
+  /** ... and owners placed on lanes (--lease-pin). */
+  leasePin?: LanePins;
   /** Replicas a shrink must reach before what it freed is granted (LeaseLanes.waitReplicas). */
   leaseWaitReplicas?: number;
 }
@@ -91,7 +94,7 @@ function checkArgs(args: ServeArgs): void {
   if (args.leaseLanes !== undefined) {
     if (args.store !== 'redis') bad('--lease-lanes needs --store redis: lanes are hash tags of a Redis (Cluster)');
   }
-  checkLeaseLanes(args.leaseLanes, args.leaseOverflow);
+  checkLeaseLanes(args.leaseLanes, args.leaseOverflow, args.leasePin);
   if (args.leaseWaitReplicas !== undefined) {
     if (args.leaseLanes === undefined) bad('--lease-wait-replicas needs --lease-lanes');
     if (!(Number.isSafeInteger(args.leaseWaitReplicas) && args.leaseWaitReplicas >= 0 && args.leaseWaitReplicas <= 16))
@@ -107,7 +110,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   const token = args.token === '' ? undefined : args.token;
   checkExposure(address, token);
   const config = await loadConfigFile(args.config);
-  checkLeasable(args.leaseLanes, config, args.leaseOverflow); // a clear error before anything starts
+  checkLeasable(args.leaseLanes, config, args.leaseOverflow, args.leasePin); // a clear error before anything starts
 
   // every log line goes out with the credentials of Redis URLs hidden (a client's error may quote one)
   const app = { logger: { level: args.logLevel, hooks: { streamWrite: redactSecrets } } };
@@ -117,7 +120,11 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   if (args.store === 'redis') {
     redis = await openRedis(args, { service: true });
     // lanes are hash tags: on a single Redis too (regions each on one)
-    store = new RedisStore({ redis, prefix: args.prefix, ...leasedStoreOptions(lanes, args.leaseOverflow) });
+    store = new RedisStore({
+      redis,
+      prefix: args.prefix,
+      ...leasedStoreOptions(lanes, args.leaseOverflow, args.leasePin),
+    });
   } else {
     store = new MemoryStore();
   }

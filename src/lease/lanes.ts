@@ -9,7 +9,9 @@ import type { CallGateConfig } from '../config/types.js';
 import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
 import { slotOf } from '../store/redis/slot.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import type { Bucket } from '../store/types.js';
+import type { Bucket, LanePlan } from '../store/types.js';
+
+export type { LanePlan };
 
 /** The most lanes a level may have: a coordinator's tick reads every lane. */
 export const MAX_LANES = 1024;
@@ -106,7 +108,7 @@ function fnv1a(s: string): number {
  * level leased must be one sliding-log limit (a share is calls per one window) with or without
  * a channel limit; attribute levels span every lane and cannot be leased with it.
  */
-export function laneOf(buckets: readonly Bucket[], lanes: number): number {
+export function laneOf(buckets: readonly Bucket[], lanes: number | LanePlan): number {
   const [global, ...rest] = buckets;
   if (global?.name !== GLOBAL_BUCKET)
     throw new InvalidArgumentError('a leased global level needs the global bucket first');
@@ -117,12 +119,63 @@ export function laneOf(buckets: readonly Bucket[], lanes: number): number {
   const owner = rest.find((b) => b.name.startsWith('account:')) ?? rest.find((b) => b.name.startsWith('peer:'));
   // the global level alone: record() of a call from a peer with no limits naming no configured
   // account; its one event counts on lane 0 (the level's count is the sum over the lanes)
-  return owner === undefined ? 0 : ownerLane(owner.name, lanes);
+  return owner === undefined ? 0 : ownerLane(owner.name, lanePlan(lanes));
+}
+
+/** What the library and the CLI take: lanes per account id and per peer id. */
+export interface LanePins {
+  readonly accounts?: Readonly<Record<string, number>>;
+  readonly peers?: Readonly<Record<string, number>>;
+}
+
+const plansOf = new Map<number, LanePlan>();
+
+/**
+ * A plan of `lanes` lanes with `pins` (LanePins: validated here, clear errors), or the plain one
+ * when there are none. A number of lanes alone is the plain plan (made once per number).
+ */
+export function lanePlan(lanes: number | LanePlan, pins?: unknown): LanePlan {
+  if (typeof lanes !== 'number') return lanes;
+  const n = checkLanes(lanes);
+  const map = checkPins(pins, n);
+  if (map.size > 0) return { lanes: n, pins: map };
+  let plain = plansOf.get(n);
+  if (plain === undefined) {
+    plain = { lanes: n, pins: map };
+    plansOf.set(n, plain);
+  }
+  return plain;
+}
+
+/** LanePins as bucket names to lanes; a clear error for anything else. */
+function checkPins(pins: unknown, lanes: number): Map<string, number> {
+  const map = new Map<string, number>();
+  if (pins === undefined) return map;
+  if (pins === null || typeof pins !== 'object' || Array.isArray(pins))
+    throw new InvalidArgumentError('lease.pin must be an object: { accounts?: { id: lane }, peers?: { id: lane } }');
+  for (const [field, value] of Object.entries(pins)) {
+    const kind = field === 'accounts' ? 'account' : field === 'peers' ? 'peer' : undefined;
+    if (kind === undefined)
+      throw new InvalidArgumentError(`lease.pin: unknown field ${JSON.stringify(field)} (accounts, peers)`);
+    if (value === undefined) continue;
+    if (value === null || typeof value !== 'object' || Array.isArray(value))
+      throw new InvalidArgumentError(`lease.pin.${field} must be an object of ${kind} id to lane`);
+    for (const [id, lane] of Object.entries(value as Record<string, unknown>)) {
+      if (id === '') throw new InvalidArgumentError(`lease.pin.${field}: an empty ${kind} id`);
+      if (!(Number.isSafeInteger(lane) && (lane as number) >= 0 && (lane as number) < lanes))
+        throw new InvalidArgumentError(
+          `lease.pin.${field}.${id}: a lane from 0 to ${lanes - 1} (of ${lanes}), got ${JSON.stringify(lane)}`,
+        );
+      map.set(`${kind}:${id}`, lane as number);
+    }
+  }
+  return map;
 }
 
 /** The lane of the calls whose lane is chosen by bucket `name` (`account:<id>`, else `peer:<id>`). */
-function ownerLane(name: string, lanes: number): number {
-  return fnv1a(name) % lanes;
+function ownerLane(name: string, plan: LanePlan): number {
+  // an owner not pinned stays where it was: pinning one never moves another's keys
+  return plan.pins.get(name) ?? fnv1a(name) % plan.lanes;
 }
 
 /**
@@ -131,16 +184,23 @@ function ownerLane(name: string, lanes: number): number {
  * own lane (calls naming no configured account) and on each configured account's (calls naming
  * it); each lane once, in lane order.
  */
-export function bucketLaneTags(name: string, accounts: Iterable<string>, lanes: number, overflow = false): string[] {
+export function bucketLaneTags(
+  name: string,
+  accounts: Iterable<string>,
+  lanes: number | LanePlan,
+  overflow = false,
+): string[] {
+  const plan = lanePlan(lanes);
+  const n = plan.lanes;
   if (name === GLOBAL_BUCKET)
-    return [...Array.from({ length: lanes }, (_, k) => laneTag(k, lanes)), ...(overflow ? [OVERFLOW_TAG] : [])];
-  const at = new Set([ownerLane(name, lanes)]);
+    return [...Array.from({ length: n }, (_, k) => laneTag(k, n)), ...(overflow ? [OVERFLOW_TAG] : [])];
+  const at = new Set([ownerLane(name, plan)]);
   if (!name.startsWith('account:'))
     for (const account of accounts) {
-      if (at.size === lanes) break;
-      at.add(ownerLane(account, lanes));
+      if (at.size === n) break;
+      at.add(ownerLane(account, plan));
     }
-  return [...at].sort((a, b) => a - b).map((k) => laneTag(k, lanes));
+  return [...at].sort((a, b) => a - b).map((k) => laneTag(k, n));
 }
 
 /**

@@ -21,7 +21,7 @@ import { MemoryStore } from '../store/memory-store.js';
 import { checkNow } from '../store/validate.js';
 import type { AdmitRequest, AdmitResult, Bucket, RecordRequest, RecordResult } from '../store/types.js';
 import { type DemandParams, demandParams } from './demand.js';
-import { checkLanes, laneOf, onOwnBuckets, spillParts, type SpillParts } from './lanes.js';
+import { type LanePins, type LanePlan, laneOf, lanePlan, onOwnBuckets, spillParts, type SpillParts } from './lanes.js';
 import { add, applyShrink, type Budget } from './share.js';
 import {
   checkLease,
@@ -36,6 +36,8 @@ import {
 export interface LeasedMemoryStoreOptions {
   /** Lanes of the global level, as RedisStore's `lease.lanes`. */
   readonly lanes: number;
+  /** Owners placed on lanes, as RedisStore's `lease.pin`. */
+  readonly pin?: LanePins;
   /** An overflow lane, as RedisStore's `lease.overflow` (its pause after a refusal included). */
   readonly overflow?: boolean;
   /** The leased level: calls per window, its window (µs), its channel limit (0: none). */
@@ -81,6 +83,8 @@ const OVERFLOW_PAUSE_US = 50_000;
  */
 export class LeasedMemoryStore extends MemoryStore {
   readonly lanes: number;
+  /** Where owners go (lanes, pins). */
+  readonly plan: LanePlan;
   /** The overflow lane's index (the last), when there is one. */
   private readonly overflowLane: number | undefined;
   /** The trace time until which the overflow lane is not asked. */
@@ -107,7 +111,8 @@ export class LeasedMemoryStore extends MemoryStore {
 
   constructor(opts: LeasedMemoryStoreOptions) {
     super({ sweep: opts.sweep ?? true });
-    this.lanes = checkLanes(opts.lanes);
+    this.plan = lanePlan(opts.lanes, opts.pin);
+    this.lanes = this.plan.lanes;
     const { calls, windowUs, channels } = opts.limit;
     if (!(Number.isSafeInteger(calls) && calls > 0 && Number.isSafeInteger(windowUs) && windowUs > 0))
       throw new InvalidArgumentError('a leased level needs a positive integer limit and window');
@@ -244,7 +249,7 @@ export class LeasedMemoryStore extends MemoryStore {
     if (buckets[0]?.name !== GLOBAL_BUCKET) return undefined;
     let on = this.onLane.get(buckets);
     if (on === undefined) {
-      const lane = laneOf(buckets, this.lanes);
+      const lane = laneOf(buckets, this.plan);
       const named = buckets.map((b) => ({ ...b, name: LeasedMemoryStore.laneBucket(lane, b.name) }));
       const k = this.overflowLane;
       on = {

@@ -34,7 +34,7 @@ import type { CallGate } from '../gate.js';
 import type { Bucket, Limit, Store } from '../store/types.js';
 import { listBans, type BanState } from './bans.js';
 import { attributeBucket } from '../admission/attributes.js';
-import { bucketLaneTags } from '../lease/lanes.js';
+import { bucketLaneTags, type LanePlan } from '../lease/lanes.js';
 import { InvalidArgumentError } from '../errors/index.js';
 
 export interface LimitState {
@@ -123,7 +123,7 @@ function valueBuckets(config: CallGateConfig, values: readonly string[]): Asked[
 function bucketsOf(
   config: CallGateConfig,
   peers: readonly string[],
-  lanes: number | undefined,
+  lanes: number | LanePlan | undefined,
   overflow = false,
 ): Asked[] {
   const { global, accounts, defaultPeer } = config.inbound;
@@ -185,7 +185,7 @@ export async function inspectState(
   opts: InspectOptions = {},
 ): Promise<GateState> {
   const asked = [
-    ...bucketsOf(config, opts.peers ?? [], store.leaseLanes, store.leaseOverflow),
+    ...bucketsOf(config, opts.peers ?? [], store.leasePlan ?? store.leaseLanes, store.leaseOverflow),
     ...valueBuckets(config, opts.values ?? []),
   ].filter((a) => !opts.channelsOnly || a.bucket.channels !== undefined);
   const carriers = [...config.outbound.carriers];

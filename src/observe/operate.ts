@@ -24,7 +24,7 @@ import {
   peerBucket,
   peerTag,
 } from '../store/keys.js';
-import { bucketLaneTags } from '../lease/lanes.js';
+import { bucketLaneTags, type LanePlan } from '../lease/lanes.js';
 import { isOperable, type ListedHold, type OperableStore } from '../store/operations.js';
 import type { Bucket, Store } from '../store/types.js';
 
@@ -58,7 +58,7 @@ export function locateBucket(
   config: CallGateConfig,
   label: string,
   tagged: boolean,
-  lanes?: number,
+  lanes?: number | LanePlan,
   overflow = false,
 ): Located {
   const { global, accounts, peers, defaultPeer } = config.inbound;
@@ -141,7 +141,7 @@ export async function listHolds(
       time_us: r.now,
     };
   }
-  const { bucket, tags } = locateBucket(config, target.bucket, s.tagged, s.leaseLanes, s.leaseOverflow);
+  const { bucket, tags } = locateBucket(config, target.bucket, s.tagged, s.leasePlan ?? s.leaseLanes, s.leaseOverflow);
   let now = opts.now;
   let total = 0;
   const holds: ListedHold[] = [];
@@ -180,7 +180,7 @@ export async function resetBucket(
   opts: OperateOptions = {},
 ): Promise<ResetReport> {
   const s = operable(store);
-  const { bucket, tags } = locateBucket(config, label, s.tagged, s.leaseLanes, s.leaseOverflow);
+  const { bucket, tags } = locateBucket(config, label, s.tagged, s.leasePlan ?? s.leaseLanes, s.leaseOverflow);
   let now = opts.now;
   let events = 0;
   let windows = 0;

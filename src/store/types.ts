@@ -451,6 +451,8 @@ export interface Store {
    * instead of the one inbound tag. Undefined: not leased.
    */
   readonly leaseLanes?: number;
+  /** With leaseLanes: where each account's (or peer's) keys are, pins included (src/lease/lanes.ts). */
+  readonly leasePlan?: LanePlan;
   /** A leased level with an overflow lane (docs/leasing.md): the level's calls are on it too. */
   readonly leaseOverflow?: boolean;
   /** Write the ledger's calls marked unwritten now (a reload that turned a channel limit on); resolves once done. */
@@ -464,4 +466,14 @@ export interface Store {
   /** Drop every key of this store (its prefix); for tests and replay runs. */
   clear(): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * Where a leased deployment's owners go (docs/leasing.md, "Placing accounts"): `lanes` lanes;
+ * owners named in `pins` (bucket names, `account:<id>` or `peer:<id>`) on the lane given there,
+ * every other owner where its hash puts it, as without pins. Made by lanePlan (src/lease/lanes.ts).
+ */
+export interface LanePlan {
+  readonly lanes: number;
+  readonly pins: ReadonlyMap<string, number>;
 }

@@ -3,6 +3,7 @@
  * it recommends for a client that serves decisions; exported by redis-store.ts.
  */
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import type { LanePins } from '../../lease/lanes.js';
 
 export interface RedisStoreOptions {
   /** An ioredis client or Cluster. The store does not close it unless it created it. */
@@ -18,8 +19,11 @@ export interface RedisStoreOptions {
    * `overflow`: the deployment has an overflow lane (its coordinator too: LeaseLanes.overflow),
    * where a call its lane refused for lack of calls share is tried (two more script calls, for
    * such calls only); fewer false refusals near the limit (docs/leasing.md).
+   * `pin`: accounts (and peers that name no account) placed on a lane of your choice, the others
+   * where their hash puts them (docs/leasing.md, "Placing accounts"). Every process of a
+   * deployment must have the same lanes and pins: they say where the keys are.
    */
-  readonly lease?: { readonly lanes: number; readonly overflow?: boolean };
+  readonly lease?: { readonly lanes: number; readonly overflow?: boolean; readonly pin?: LanePins };
   /**
    * Least expiry (ms) of a key written with a caller-given `now` (a virtual clock): real-time
    * expiry cannot follow a clock that runs faster or slower than real time. Default 24 h.

@@ -23,9 +23,10 @@ import { withDeadline } from '../timeout.js';
 import { systemClockUs } from '../../clock.js';
 import { carrierTag, encodeId, GLOBAL_BUCKET, GLOBAL_TAG, isOutboundTag, OUTBOUND_TAG } from '../keys.js';
 import {
-  checkLanes,
   isLaneTag,
+  type LanePlan,
   laneOf,
+  lanePlan,
   laneTag,
   onOwnBuckets,
   OVERFLOW_TAG,
@@ -153,10 +154,14 @@ export class RedisStore implements Store, OperableStore {
   private readonly redis: Redis | Cluster;
   private readonly conn: RedisConnection;
   private readonly keys: RedisKeys;
-  /** Lanes of the leased global level (src/lease/lanes.ts); undefined: not leased. */
-  private readonly lanes: number | undefined;
+  /** Lanes of the leased global level and where owners go (src/lease/lanes.ts); undefined: not leased. */
+  private readonly lanes: LanePlan | undefined;
 
   get leaseLanes(): number | undefined {
+    return this.lanes?.lanes;
+  }
+
+  get leasePlan(): LanePlan | undefined {
     return this.lanes;
   }
   /** The leased level has an overflow lane (RedisStoreOptions.lease.overflow). */
@@ -204,7 +209,11 @@ export class RedisStore implements Store, OperableStore {
     this.keys = new RedisKeys(this.prefix, opts.hashTags ?? isCluster(opts.redis));
     this.leaseOverflow = opts.lease?.overflow === true;
     if (opts.lease !== undefined) {
-      this.lanes = checkLanes(opts.lease.lanes);
+      // a misspelt field would change where keys go without a word: refused
+      for (const field of Object.keys(opts.lease))
+        if (field !== 'lanes' && field !== 'overflow' && field !== 'pin')
+          throw new InvalidArgumentError(`lease: unknown field ${JSON.stringify(field)} (lanes, overflow, pin)`);
+      this.lanes = lanePlan(opts.lease.lanes, opts.lease.pin);
       if (!this.keys.hashTags)
         throw new InvalidArgumentError('lease needs hash tags (a Cluster, or hashTags: true): lanes are hash tags');
     }
@@ -360,7 +369,7 @@ export class RedisStore implements Store, OperableStore {
       throw new InvalidArgumentError('a leased global level decides on Redis TIME only: no `now` (or `at`)');
     let tag = this.laneTags.get(req.buckets);
     if (tag === undefined) {
-      tag = laneTag(laneOf(req.buckets, this.lanes), this.lanes);
+      tag = laneTag(laneOf(req.buckets, this.lanes), this.lanes.lanes);
       this.laneTags.set(req.buckets, tag);
     }
     return { ...req, tag };
