@@ -19,7 +19,14 @@
  *              unleased (every key on `{in}`), then leased (lanes by peer)
  *
  *   npx tsx bench/cluster-scaling.ts [--workloads out,in-global,in,in-leased] [--rate 3000]
- *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16] [--rounds 1] [--per-master]
+ *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16] [--rounds 1] [--per-master] [--pin]
+ *
+ * --pin: leased runs place their owners (accounts; peers when calls name none) on lanes as an
+ * operator would from the demand they see (docs/leasing.md, "Placing accounts"): the busiest
+ * first, each onto the least loaded master, there onto its least loaded lane (lane k of N is on
+ * master floor(k M / N), as the lanes' tags spread them over masters of equal slot ranges). By
+ * peer, the 4 x --lanes busiest peers are pinned, on top of the others' load where their hash
+ * puts them.
  *
  * --per-master: offer --rate per master (4 masters: 4 x --rate), so that each master sees the
  * load one master sees: a decision's Redis time depends on how busy its master is (requests per
@@ -36,6 +43,7 @@ import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
 import { startCluster } from '../test/helpers/redis.js';
 import type { Carrier, Limit } from '../src/store/types.js';
+import { type LanePins, laneOf } from '../src/lease/lanes.js';
 import { ACCOUNT_3, ACCOUNTS, accountName, GLOBAL_3, limitInput, PEER_3, peerName } from './limits.js';
 import { openLoop } from './openloop.js';
 import { zipfSequence } from './workload.js';
@@ -50,6 +58,7 @@ const { values } = parseArgs({
     lanes: { type: 'string', default: '16' },
     rounds: { type: 'string', default: '1' },
     'per-master': { type: 'boolean', default: false },
+    pin: { type: 'boolean', default: false },
   },
 });
 const rate = Number(values.rate);
@@ -59,6 +68,7 @@ const WORKLOADS = ['out', 'in-global', 'in', 'in-leased', 'peers-global', 'peers
 const LANES = Number(values.lanes);
 const ROUNDS = Number(values.rounds);
 const PER_MASTER = values['per-master'];
+const PIN = values.pin;
 type Workload = (typeof WORKLOADS)[number];
 const workloads = values.workloads.split(',') as Workload[];
 for (const w of workloads)
@@ -132,6 +142,45 @@ const seq = zipfSequence(Math.ceil(rate * (PER_MASTER ? Math.max(...sizes) : 1) 
 
 const leased = (w: Workload) => w === 'in-leased' || w === 'peers-leased';
 
+/** Each peer's share of the calls (Zipf 1.1 over PEERS, peer 0 the busiest, as `seq` draws them). */
+const peerWeights = (() => {
+  const w = Array.from({ length: PEERS }, (_, p) => 1 / (p + 1) ** 1.1);
+  const sum = w.reduce((a, b) => a + b, 0);
+  return w.map((x) => x / sum);
+})();
+
+/** --pin's placement of `workload`'s owners on `masters` masters (see the header). */
+function pinsFor(workload: Workload, masters: number): LanePins {
+  const byAccount = workload === 'in-leased';
+  const owners = new Map<string, number>();
+  peerWeights.forEach((w, p) => {
+    const id = byAccount ? accountName(p) : peerName(p);
+    owners.set(id, (owners.get(id) ?? 0) + w);
+  });
+  const ranked = [...owners].sort((a, b) => b[1] - a[1]);
+  const pinned = ranked.slice(0, byAccount ? ranked.length : 4 * LANES);
+  const masterOf = (k: number) => Math.floor((k * masters) / LANES);
+  const masterLoad = new Array<number>(masters).fill(0);
+  const laneLoad = new Array<number>(LANES).fill(0);
+  // the owners left unpinned stay on their hashed lanes
+  const g = { name: 'global', limits: [{ algorithm: 'sliding-log' as const, limit: 1, windowUs: 1e6 }] };
+  for (const [id, w] of ranked.slice(pinned.length)) {
+    const k = laneOf([g, { name: `${byAccount ? 'account' : 'peer'}:${id}`, limits: [] }], LANES);
+    laneLoad[k]! += w;
+    masterLoad[masterOf(k)]! += w;
+  }
+  const pins: Record<string, number> = {};
+  for (const [id, w] of pinned) {
+    const m = masterLoad.indexOf(Math.min(...masterLoad));
+    let lane = -1;
+    for (let k = 0; k < LANES; k++) if (masterOf(k) === m && (lane < 0 || laneLoad[k]! < laneLoad[lane]!)) lane = k;
+    masterLoad[m]! += w;
+    laneLoad[lane]! += w;
+    pins[id] = lane;
+  }
+  return byAccount ? { accounts: pins } : { peers: pins };
+}
+
 /** Limits `k` times as high: with --per-master, the same share of calls refused on every size. */
 const scaled = (list: readonly Limit[], k: number) => list.map((l) => limitInput({ ...l, limit: l.limit * k }));
 
@@ -204,7 +253,7 @@ async function run(masters: number, workload: Workload) {
     const store = new RedisStore({
       redis: cluster,
       prefix: `cgbench${masters}:`,
-      ...(leased(workload) && { lease: { lanes: LANES } }),
+      ...(leased(workload) && { lease: { lanes: LANES, ...(PIN && { pin: pinsFor(workload, masters) }) } }),
     });
     const own: Cluster[] = [];
     const coordinatorClient = () => {
@@ -274,9 +323,9 @@ const TITLES: Record<Workload, string> = {
   out: `outbound: reservations over 3-carrier routes, ${CARRIERS} carriers`,
   'in-global': 'inbound: three levels with a global limit (every key on the platform tag)',
   in: 'inbound: accounts and peers, no global limit',
-  'in-leased': `inbound: three levels, the global one leased over ${LANES} lanes (lanes by account)`,
+  'in-leased': `inbound: three levels, the global one leased over ${LANES} lanes (lanes by account${PIN ? ', pinned' : ''})`,
   'peers-global': 'inbound: global and peer levels, no account (every key on the platform tag)',
-  'peers-leased': `inbound: global and peer levels, the global one leased over ${LANES} lanes (lanes by peer)`,
+  'peers-leased': `inbound: global and peer levels, the global one leased over ${LANES} lanes (lanes by peer${PIN ? ', the busiest pinned' : ''})`,
 };
 type Row = Awaited<ReturnType<typeof run>>;
 /** Of several rounds of one size, the one with the median busiest master (script µs per decision on a shared two-core machine swing by 2x between rounds). */
