@@ -12,6 +12,7 @@ import { bucketLaneTags, laneOf, lanePlan, laneTag } from '../src/lease/lanes.js
 import { LeasedMemoryStore } from '../src/lease/replay-lanes.js';
 import { inspectState } from '../src/observe/inspect.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
+import { accountBucket, peerBucket } from '../src/store/keys.js';
 import type { Bucket } from '../src/store/types.js';
 import { InvalidArgumentError } from '../src/errors/index.js';
 import { newRedisClient, redisRig } from './helpers/redis.js';
@@ -46,6 +47,31 @@ describe('lease pins: owners placed on lanes', () => {
     // an empty pin list is no pins
     const empty = lanePlan(16, { accounts: {}, peers: {} });
     for (const a of names) expect(laneOf(call(a, 'p'), empty)).to.equal(laneOf(call(a, 'p'), 16));
+  });
+
+  it('ids are matched as the plans name them: spaces, +, : and = in ids too', () => {
+    const odd = ['acme corp', '+15551234567', 'sbc:5060', 'a=b', 'x{y}'];
+    const plan = lanePlan(8, { accounts: Object.fromEntries(odd.map((id) => [id, 7])), peers: { 'trunk 1': 6 } });
+    // unpinned, most of them hash elsewhere: the pins are what moves them
+    const hashed = odd.map((id) => laneOf([g, { name: accountBucket(id), limits: [] }], 8));
+    expect(hashed.filter((k) => k !== 7).length).to.be.greaterThan(2);
+    for (const id of odd) {
+      expect(laneOf([g, { name: accountBucket(id), limits: [] }], plan), id).to.equal(7);
+    }
+    expect(laneOf([g, { name: peerBucket('trunk 1'), limits: [] }], plan)).to.equal(6);
+  });
+
+  it('a lease without a valid number of lanes is refused, pins or not', () => {
+    const limit = { calls: 10, windowUs: 1e6, channels: 0 };
+    for (const lanes of [undefined, '4', 0, 2000, 1.5])
+      expect(() => lanePlan(lanes as never, { accounts: { a: 0 } }), String(lanes)).to.throw(
+        InvalidArgumentError,
+        /lease.lanes must be an integer from 1 to 1024/,
+      );
+    expect(() => new LeasedMemoryStore({ lanes: undefined as never, limit })).to.throw(
+      InvalidArgumentError,
+      /lease.lanes/,
+    );
   });
 
   const bad: [string, unknown, RegExp][] = [
@@ -86,6 +112,10 @@ describe('lease pins: owners placed on lanes', () => {
       expect(() => new RedisStore({ redis, hashTags: true, lease: misspelt })).to.throw(
         InvalidArgumentError,
         /lease: unknown field "pins" \(lanes, overflow, pin\)/,
+      );
+      expect(() => new RedisStore({ redis, hashTags: true, lease: {} as never })).to.throw(
+        InvalidArgumentError,
+        /lease.lanes must be an integer/,
       );
       const store = new RedisStore({ redis, prefix, hashTags: true, lease: { lanes: 4, pin } });
       const gate = await CallGate.create({ config, store, shield: false, policy: 'error' });

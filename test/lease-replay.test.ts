@@ -362,9 +362,9 @@ describe('callgate replay --lease-lanes', function () {
     expect(JSON.parse(ovf.stdout).lease.overflow.spilled).to.be.greaterThan(0);
     const line = await run(...auto, '--lease-lanes', '16', '--lease-overflow');
     expect(line.stdout).to.match(/; spilled to the overflow lane: [1-9]\d*$/m);
-    // pinned: acme's calls on lane 0 alone, every other owner on lanes 1-3; one lane then
-    // holds acme's share alone, so the decisions differ from the unpinned run's
-    const pin = ['--lease-pin', 'account:acme=0', '--lease-pin', 'peer:sbc-big=0'];
+    // pinned: acme (hashed to lane 0) and sbc-big (lane 2) together on lane 3, so the lanes'
+    // calls and their decisions change (a swap of two lanes would not: lanes are alike)
+    const pin = ['--lease-pin', 'account:acme=3', '--lease-pin', 'peer:sbc-big=3'];
     const pinnedRun = await run(...trunks, '--lease-lanes', '4', ...pin, '--json');
     expect(pinnedRun.code, pinnedRun.stderr).to.equal(0);
     const pinnedOut = JSON.parse(pinnedRun.stdout);
@@ -372,7 +372,7 @@ describe('callgate replay --lease-lanes', function () {
       'fixtures/trunks.config.json, global level leased over 4 lanes, 2 owners pinned',
     );
     expect(pinnedOut.report.calls.total).to.equal(out.report.calls.total);
-    expect(pinnedOut.lease.refused_for_share).to.not.deep.equal(out.lease.refused_for_share);
+    expect(pinnedOut.whatif.differing).to.not.equal(out.whatif.differing);
   });
 
   const bad: [string, string[], RegExp][] = [
@@ -393,6 +393,21 @@ describe('callgate replay --lease-lanes', function () {
       'a pin past the last lane',
       [...trunks, '--lease-lanes', '4', '--lease-pin', 'account:acme=4'],
       /--lease-pin account:acme=4: a lane from 0 to 3 \(of 4\)$/,
+    ],
+    [
+      'a negative lane',
+      [...trunks, '--lease-lanes', '4', '--lease-pin', 'account:acme=-1'],
+      /--lease-pin account:acme=-1: the lane must be an integer from 0, got "-1"/,
+    ],
+    [
+      'a list in one pin',
+      [...trunks, '--lease-lanes', '4', '--lease-pin', 'account:acme=0,peer:x=1'],
+      /one owner per --lease-pin \(repeat the option\)/,
+    ],
+    [
+      'an account the configuration lacks',
+      [...trunks, '--lease-lanes', '4', '--lease-pin', 'account:acm=0'],
+      /--lease-pin account:acm: the configuration has no account "acm"/,
     ],
     [
       'an owner pinned twice',

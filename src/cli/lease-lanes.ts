@@ -27,13 +27,18 @@ export function leaseLanesOption(cmd: Command, description: string): Command {
  * is everything between the kind and the last `=`, so it may hold `=` itself.
  */
 function collectPin(v: string, before: LanePins | undefined): LanePins {
-  const m = /^(account|peer):(.+)=(\d+)$/s.exec(v);
+  const m = /^(account|peer):(.+)=([^=]*)$/s.exec(v);
   if (m === null)
     throw new InvalidArgumentError(
       `--lease-pin: expected account:<id>=<lane> or peer:<id>=<lane>, got ${JSON.stringify(v)}`,
     );
+  if (!/^\d+$/.test(m[3]!))
+    throw new InvalidArgumentError(`--lease-pin ${v}: the lane must be an integer from 0, got ${JSON.stringify(m[3])}`);
   const field = m[1] === 'account' ? 'accounts' : 'peers';
   const id = m[2]!;
+  // one owner per flag: a list would pin an owner whose id is the whole list
+  if (/,(account|peer):/.test(id))
+    throw new InvalidArgumentError(`--lease-pin ${v}: one owner per --lease-pin (repeat the option)`);
   const had = before?.[field] ?? {};
   if (Object.hasOwn(had, id)) throw new InvalidArgumentError(`--lease-pin: ${m[1]}:${id} is pinned twice`);
   return { ...before, [field]: { ...had, [id]: Number(m[3]) } };
@@ -64,6 +69,12 @@ export function checkLeaseLanes(lanes: unknown, overflow?: boolean, pin?: LanePi
 export function checkLeasable(lanes: unknown, config: CallGateConfig, overflow?: boolean, pin?: LanePins): void {
   checkLeaseLanes(lanes, overflow, pin);
   if (lanes !== undefined) leasedLevel(config);
+  // an account pin that names no configured account is a typo: it would place nothing
+  for (const id of Object.keys(pin?.accounts ?? {}))
+    if (!config.inbound.accounts.has(id))
+      throw new InvalidArgumentError(
+        `--lease-pin account:${id}: the configuration has no account ${JSON.stringify(id)}`,
+      );
 }
 
 /**

@@ -23,7 +23,7 @@ import { RedisStore } from '../store/redis/redis-store.js';
 import type { Store } from '../store/types.js';
 import { OutputFile } from '../output-file.js';
 import { osReason } from '../os-reason.js';
-import { checkLeaseLanes, leaseLanesOption } from './lease-lanes.js';
+import { checkLeasable, leaseLanesOption } from './lease-lanes.js';
 import type { LanePins } from '../lease/lanes.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
@@ -113,7 +113,7 @@ function leasedStore(args: ReplayArgs, config: CallGateConfig): LeasedMemoryStor
   if (args.leaseLanes === undefined) {
     if (args.leaseTickMs !== undefined) bad('--lease-tick-ms needs --lease-lanes');
   }
-  checkLeaseLanes(args.leaseLanes, args.leaseOverflow, args.leasePin);
+  checkLeasable(args.leaseLanes, config, args.leaseOverflow, args.leasePin);
   if (args.leaseLanes === undefined) return undefined;
   if (args.store !== 'memory')
     bad('--lease-lanes replays on the memory store: a leased Redis level decides on Redis time, not a trace’s');

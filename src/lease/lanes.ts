@@ -6,7 +6,7 @@
  * still one script call on one shard.
  */
 import type { CallGateConfig } from '../config/types.js';
-import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
+import { accountBucket, GLOBAL_BUCKET, GLOBAL_TAG, peerBucket } from '../store/keys.js';
 import { slotOf } from '../store/redis/slot.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import type { Bucket, LanePlan } from '../store/types.js';
@@ -135,7 +135,7 @@ const plansOf = new Map<number, LanePlan>();
  * when there are none. A number of lanes alone is the plain plan (made once per number).
  */
 export function lanePlan(lanes: number | LanePlan, pins?: unknown): LanePlan {
-  if (typeof lanes !== 'number') return lanes;
+  if (isPlan(lanes)) return lanes;
   const n = checkLanes(lanes);
   const map = checkPins(pins, n);
   if (map.size > 0) return { lanes: n, pins: map };
@@ -146,6 +146,9 @@ export function lanePlan(lanes: number | LanePlan, pins?: unknown): LanePlan {
   }
   return plain;
 }
+
+const isPlan = (x: unknown): x is LanePlan =>
+  typeof x === 'object' && x !== null && (x as LanePlan).pins instanceof Map;
 
 /** LanePins as bucket names to lanes; a clear error for anything else. */
 function checkPins(pins: unknown, lanes: number): Map<string, number> {
@@ -166,7 +169,8 @@ function checkPins(pins: unknown, lanes: number): Map<string, number> {
         throw new InvalidArgumentError(
           `lease.pin.${field}.${id}: a lane from 0 to ${lanes - 1} (of ${lanes}), got ${JSON.stringify(lane)}`,
         );
-      map.set(`${kind}:${id}`, lane as number);
+      // the bucket's name as plans make it (ids encoded, src/store/keys.ts)
+      map.set(kind === 'account' ? accountBucket(id) : peerBucket(id), lane as number);
     }
   }
   return map;
