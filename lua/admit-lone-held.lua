@@ -89,7 +89,7 @@ else
     -- skipped): `later`, one of them lacked room too
     local later = false
     if share ~= nil then
-      shareC, shareH = laneShare(share, t)
+      shareC, shareH = laneShare(share, t, true)
     end
     -- per bucket q: [q] its log's key index (nil: none), [-q] its holds' key index (nil: none)
     local at = {}

@@ -1,13 +1,22 @@
 -- A leased level in the lone admit scripts (admit-lone.lua, admit-lone-held.lua): the lane's
 -- share hash (fields: lease-observe.lua) names what the lane may use of the level's limits.
 
--- The calls and channels the lane may use at t: its share, none at or past its lease end.
-local function laneShare(share, t)
-  local v = redis.call('HMGET', share, 'c', 'h', 'e')
-  if t >= (tonumber(v[3]) or 0) then
+-- The calls and (when `channels`) the channels the lane may use at t: its share, none at or
+-- past its lease end. Only the fields needed are read, each converted once (`s + 0`, log.lua:
+-- tonumber converts twice); a field not there comes back false. callgrind: the share's read was
+-- most of what a leased lone decision costs over an unleased one (12k instructions of 179k).
+local function laneShare(share, t, channels)
+  local v
+  if channels then
+    v = redis.call('HMGET', share, 'e', 'c', 'h')
+  else
+    v = redis.call('HMGET', share, 'e', 'c')
+  end
+  local e, c, h = v[1], v[2], v[3]
+  if not e or t >= e + 0 then
     return 0, 0
   end
-  return tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  return c and c + 0 or 0, h and h + 0 or 0
 end
 
 -- The level's one sliding-log limit (L, W) on log `key` at t, against the lane's calls share c
