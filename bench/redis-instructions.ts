@@ -1,5 +1,5 @@
 /**
- * npm run bench:instructions [-- --calls N] [-- --listpack 128,32] [-- --cases batch,lone]
+ * npm run bench:instructions [-- --calls N] [-- --listpack 128,32] [-- --cases batch,lone,leased] [-- --pace N]
  *
  * Redis instructions per decision: redis-server runs under valgrind's callgrind, counting only
  * inside script calls (--toggle-collect=luaCallFunction), while CallGate decides N calls of the
@@ -8,8 +8,14 @@
  * swing by more than the changes to a script worth making: this is the measure for Lua work.
  * Cases: `batch` (64 calls in flight at once: admit.lua's batches of ~64) and `lone` (each call
  * awaited: admit-lone.lua / admit-lone-held.lua), each without and with channel limits, on each
- * zset-max-listpack-entries given (128 is Redis' default). Needs valgrind (Debian: valgrind);
- * about 40 s per case.
+ * zset-max-listpack-entries given (128 is Redis' default); `leased` (not by default): lone calls
+ * with the global level (its 1 s limit alone) leased over 4 lanes (docs/leasing.md), beside the
+ * same levels unleased on the same hash tags. A leased case's coordinator grants the shares
+ * (leases of an hour), then stops, and the counts are zeroed (callgrind_control) before the
+ * calls: what is counted is the decisions alone. --pace N issues N calls per second (default:
+ * as fast as Redis answers): a log's size, and so the cost of adding to it, follows the calls per
+ * window, so cases compared must run at the same pace. Needs valgrind (Debian: valgrind); about
+ * 40 s per case.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -17,9 +23,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
+import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { freePort, serverArgs } from '../test/helpers/redis.js';
-import { accountName, CONFIG_3, CONFIG_3CH, peerName } from './limits.js';
+import { accountName, ACCOUNT_3, ACCOUNTS, CONFIG_3, CONFIG_3CH, limitInput, PEER_3, peerName } from './limits.js';
 import { zipfSequence } from './workload.js';
 
 const argv = process.argv.slice(2);
@@ -30,6 +37,7 @@ const opt = (name: string, dflt: string): string => {
 const CALLS = Number(opt('calls', '6000'));
 const LISTPACK = opt('listpack', '128').split(',').map(Number);
 const CASES = opt('cases', 'batch,lone').split(',');
+const PACE = Number(opt('pace', '0'));
 const START_MS = 30_000;
 
 if (spawnSync('valgrind', ['--version'], { stdio: 'ignore' }).status !== 0) {
@@ -86,20 +94,61 @@ async function startCounted(listpack: number, dir: string): Promise<Server> {
   }
 }
 
-/** Decides CALLS calls, `inFlight` at a time; returns script calls and commands per decision. */
-async function decide(port: number, channels: boolean, inFlight: number): Promise<Map<string, number>> {
-  const redis = new Redis({ port, host: '127.0.0.1' });
+/** The leased case's levels: the global level's 1 s limit alone (a leased level has one limit). */
+const CONFIG_LEASED = {
+  inbound: {
+    global: [{ limit: 15_000, window: '1000ms' }],
+    accounts: Object.fromEntries(Array.from({ length: ACCOUNTS }, (_, a) => [`acct${a}`, ACCOUNT_3.map(limitInput)])),
+    defaultPeer: PEER_3.map(limitInput),
+  },
+};
+
+type Variant = 'plain' | 'unleased' | 'leased';
+
+/**
+ * Decides CALLS calls, `inFlight` at a time; returns script calls and commands per decision.
+ * `unleased` and `leased`: CONFIG_LEASED's levels on hash tags, the second leased over 4 lanes.
+ */
+async function decide(
+  server: Server,
+  channels: boolean,
+  inFlight: number,
+  variant: Variant,
+): Promise<Map<string, number>> {
+  const redis = new Redis({ port: server.port, host: '127.0.0.1' });
+  const leased = variant === 'leased';
+  if (leased) {
+    // the shares granted for an hour, then the coordinator gone: its scripts are not counted
+    const coordinator = new LeaseCoordinator({
+      deployments: [{ redis, lanes: 4, prefix: 'i:' }],
+      limit: { calls: 15_000, windowUs: 1e6 },
+      leaseMs: 3_600_000,
+      tickMs: 200,
+    }).start();
+    await new Promise((r) => setTimeout(r, 3_000));
+    await coordinator.stop();
+  }
   const gate = await CallGate.create({
-    config: channels ? CONFIG_3CH : CONFIG_3,
-    store: new RedisStore({ redis, prefix: 'i:' }),
+    config: variant === 'plain' ? (channels ? CONFIG_3CH : CONFIG_3) : CONFIG_LEASED,
+    store: new RedisStore({
+      redis,
+      prefix: 'i:',
+      ...(variant !== 'plain' && { hashTags: true }),
+      ...(leased && { lease: { lanes: 4 } }),
+    }),
     timeoutMs: 120_000, // valgrind runs Redis some 50 times slower
     shield: false,
   });
+  if (leased) spawnSync('callgrind_control', ['--zero', String(server.child.pid)], { stdio: 'ignore' });
+  await redis.config('RESETSTAT');
   const seq = zipfSequence(CALLS, 1000, 1.1, 1); // as npm run bench: 1,000 peers, Zipf 1.1, seed 1
   let next = 0;
+  const start = performance.now();
   const worker = async () => {
     while (next < CALLS) {
       const i = next++;
+      const wait = PACE > 0 ? start + (i * 1000) / PACE - performance.now() : 0;
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       const p = seq[i]!;
       const d = await gate.admit({ callId: `c${i}`, peer: peerName(p), account: accountName(p) });
       if (d.degraded) throw new Error(`call ${i} degraded: the store did not answer`);
@@ -128,13 +177,24 @@ try {
   );
   process.stdout.write('case                         listpack   instructions   script calls   commands per decision\n');
   for (const kase of CASES) {
-    if (kase !== 'batch' && kase !== 'lone') throw new Error(`--cases: batch or lone, not ${kase}`);
-    for (const channels of [false, true]) {
+    if (kase !== 'batch' && kase !== 'lone' && kase !== 'leased')
+      throw new Error(`--cases: batch, lone or leased, not ${kase}`);
+    const variants: [Variant, boolean][] =
+      kase === 'leased'
+        ? [
+            ['unleased', false],
+            ['leased', false],
+          ]
+        : [
+            ['plain', false],
+            ['plain', true],
+          ];
+    for (const [variant, channels] of variants) {
       for (const listpack of LISTPACK) {
         const server = await startCounted(listpack, dir);
         let stats: Map<string, number>;
         try {
-          stats = await decide(server.port, channels, kase === 'batch' ? 64 : 1);
+          stats = await decide(server, channels, kase === 'batch' ? 64 : 1, variant);
         } finally {
           // no reconnection once SHUTDOWN has closed the server (valgrind then writes its counts)
           const admin = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => null });
@@ -149,7 +209,12 @@ try {
           .sort((a, b) => b[1] - a[1])
           .map(([c, n]) => `${c} ${n.toFixed(2)}`)
           .join(', ');
-        const name = `${kase}${channels ? ' + channels' : ''}`;
+        const name =
+          kase === 'leased'
+            ? variant === 'leased'
+              ? 'lone, leased (4 lanes)'
+              : 'lone, unleased (tags)'
+            : `${kase}${channels ? ' + channels' : ''}`;
         process.stdout.write(
           `${name.padEnd(28)} ${String(listpack).padStart(8)} ${Math.round(counted(server.out) / CALLS)
             .toLocaleString('en-US')
