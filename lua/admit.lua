@@ -551,9 +551,15 @@ local function decide(p, call, id, forUs)
       strike(first, ban)
     end
     -- then its channels; past the first bucket without room they change nothing (but whether
-    -- the call had room but for the leased level's share)
-    if shareQ ~= nil and q ~= shareQ and pr.N > 0 and not later then
-      if holdCount(first + pr.hoff) >= pr.N then
+    -- the call had room but for the leased level's calls share: the leased level's own channels
+    -- count against the lane's channel share, as admit-lone-held.lua and the MemoryStore's
+    -- model count them)
+    if shareQ ~= nil and pr.N > 0 and not later then
+      local N = pr.N
+      if q == shareQ and shareH < N then
+        N = shareH
+      end
+      if holdCount(first + pr.hoff) >= N then
         later = true
       end
     end

@@ -62,6 +62,18 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
     return { env, item, share: list[0]!.share! };
   }
 
+  const ABSENT = -1;
+  const FIELDLESS = -2;
+  /** A share hash in the state a phase names: its fields, none at all, or its refusal counts alone. */
+  async function setShare(share: string, c: number, endUs: number, h?: number): Promise<void> {
+    if (c === ABSENT) await rig.raw.del(share);
+    else if (c === FIELDLESS) {
+      await rig.raw.hdel(share, 'c', 'h', 'e');
+      expect(await rig.raw.hlen(share), 'the refusal counts are still there').to.be.greaterThan(0);
+    } else if (h === undefined) await rig.raw.hset(share, 'c', String(c), 'e', String(T0 + endUs));
+    else await rig.raw.hset(share, 'c', String(c), 'h', String(h), 'e', String(T0 + endUs));
+  }
+
   const run = (name: 'admit' | 'admit-lone' | 'admit-lone-held', argv: string[]) =>
     rig.raw.call('EVAL', scripts()[name].lua, ...argv) as Promise<number[]>;
 
@@ -70,18 +82,20 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
     const batch = setup('LB:');
     const probe = setup('LX:');
     expect(loneAdmitArgv(probe.item(String(T0)), '', probe.env), 'the lone layout takes it').to.be.an('array');
-    // [calls from, share calls c, lease end e (µs after T0)]
+    // [calls from, share calls c, lease end e (µs after T0)]; c ABSENT: no share hash yet (before
+    // the first grant), c FIELDLESS: the hash holds the refusal counts alone
     const phases: [number, number, number][] = [
-      [0, 6, 10 * S], // the whole limit: the peer's 4/s refuses first
-      [8, 2, 10 * S], // a share below the limit: refused for lack of share
-      [16, 0, 10 * S], // no share
-      [22, 6, 3 * S], // the lease runs out at 3 s
+      [0, ABSENT, 0],
+      [2, 6, 10 * S], // the whole limit: the peer's 4/s refuses first
+      [10, 2, 10 * S], // a share below the limit: refused for lack of share
+      [18, 0, 10 * S], // no share
+      [24, 6, 3 * S], // the lease runs out at 3 s (call 25 comes at its very end)
+      [30, FIELDLESS, 0],
     ];
     const outcomes = new Set<string>();
-    for (let n = 0; n < 32; n++) {
+    for (let n = 0; n < 34; n++) {
       const phase = phases.filter((p) => p[0] <= n).at(-1)!;
-      for (const s of [lone.share, batch.share])
-        await rig.raw.hset(s, 'c', String(phase[1]), 'e', String(T0 + phase[2]));
+      for (const s of [lone.share, batch.share]) await setShare(s, phase[1], phase[2]);
       const now = String(T0 + n * 120_000);
       const a = loneAdmitArgv(lone.item(now), '', lone.env)!;
       const b = admitArgv([batch.item(now)], '', batch.env) as string[];
@@ -105,18 +119,20 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
     const batch = setup('HB:', HELD);
     const probe = setup('HX:', HELD);
     expect(heldAdmitArgv(probe.item(String(T0), 'x'), '', probe.env), 'the lone layout takes it').to.be.an('array');
-    // [calls from, share calls c, share channels h, lease end e (µs after T0)]
+    // [calls from, share calls c, share channels h, lease end e (µs after T0)]; ABSENT and
+    // FIELDLESS as above
     const phases: [number, number, number, number][] = [
-      [0, 6, 4, 10 * S], // the whole level: the peer's channels (3) refuse first
-      [6, 6, 1, 10 * S], // one channel of share: refused for lack of channel share
-      [12, 2, 4, 10 * S], // a calls share below the limit
-      [18, 6, 4, 3 * S], // the lease runs out at 3 s
+      [0, ABSENT, 0, 0],
+      [2, 6, 4, 10 * S], // the whole level: the peer's channels (3) refuse first
+      [8, 6, 1, 10 * S], // one channel of share: refused for lack of channel share
+      [14, 2, 4, 10 * S], // a calls share below the limit
+      [20, 6, 4, 3 * S], // the lease runs out at 3 s
+      [28, FIELDLESS, 0, 0],
     ];
     const outcomes = new Set<string>();
-    for (let n = 0; n < 28; n++) {
+    for (let n = 0; n < 32; n++) {
       const phase = phases.filter((p) => p[0] <= n).at(-1)!;
-      for (const s of [lone.share, batch.share])
-        await rig.raw.hset(s, 'c', String(phase[1]), 'h', String(phase[2]), 'e', String(T0 + phase[3]));
+      for (const s of [lone.share, batch.share]) await setShare(s, phase[1], phase[3], phase[2]);
       const now = String(T0 + n * 110_000);
       const a = heldAdmitArgv(lone.item(now, `c${n}`), '', lone.env)!;
       const b = admitArgv([batch.item(now, `c${n}`)], '', batch.env) as string[];
