@@ -11,11 +11,11 @@
  * zset-max-listpack-entries given (128 is Redis' default); `leased` (not by default): lone calls
  * with the global level (its 1 s limit alone) leased over 4 lanes (docs/leasing.md), beside the
  * same levels unleased on the same hash tags. A leased case's coordinator grants the shares
- * (leases of an hour), then stops, and the counts are zeroed (callgrind_control) before the
- * calls: what is counted is the decisions alone. --pace N issues N calls per second (default:
- * as fast as Redis answers): a log's size, and so the cost of adding to it, follows the calls per
- * window, so cases compared must run at the same pace. Needs valgrind (Debian: valgrind); about
- * 40 s per case.
+ * (leases of an hour), then stops. In every case the counts are zeroed (callgrind_control) just
+ * before the calls: what is counted is the decisions alone. --pace N issues N calls per second
+ * (default: as fast as Redis answers; each row shows the rate reached): a log's size, and so the
+ * cost of adding to it, follows the calls per window, so cases compared must run at the same
+ * pace. Needs valgrind (Debian: valgrind); about 40 s per case unpaced, calls ÷ pace paced.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -26,7 +26,17 @@ import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { freePort, serverArgs } from '../test/helpers/redis.js';
-import { accountName, ACCOUNT_3, ACCOUNTS, CONFIG_3, CONFIG_3CH, limitInput, PEER_3, peerName } from './limits.js';
+import {
+  accountName,
+  ACCOUNT_3,
+  ACCOUNTS,
+  CONFIG_3,
+  CONFIG_3CH,
+  GLOBAL_3,
+  limitInput,
+  PEER_3,
+  peerName,
+} from './limits.js';
 import { zipfSequence } from './workload.js';
 
 const argv = process.argv.slice(2);
@@ -95,9 +105,10 @@ async function startCounted(listpack: number, dir: string): Promise<Server> {
 }
 
 /** The leased case's levels: the global level's 1 s limit alone (a leased level has one limit). */
+const LEASED_GLOBAL = GLOBAL_3[0]!;
 const CONFIG_LEASED = {
   inbound: {
-    global: [{ limit: 15_000, window: '1000ms' }],
+    global: [limitInput(LEASED_GLOBAL)],
     accounts: Object.fromEntries(Array.from({ length: ACCOUNTS }, (_, a) => [`acct${a}`, ACCOUNT_3.map(limitInput)])),
     defaultPeer: PEER_3.map(limitInput),
   },
@@ -106,7 +117,8 @@ const CONFIG_LEASED = {
 type Variant = 'plain' | 'unleased' | 'leased';
 
 /**
- * Decides CALLS calls, `inFlight` at a time; returns script calls and commands per decision.
+ * Decides CALLS calls, `inFlight` at a time; returns script calls and commands per decision, and
+ * the calls per second reached.
  * `unleased` and `leased`: CONFIG_LEASED's levels on hash tags, the second leased over 4 lanes.
  */
 async function decide(
@@ -114,14 +126,14 @@ async function decide(
   channels: boolean,
   inFlight: number,
   variant: Variant,
-): Promise<Map<string, number>> {
+): Promise<{ stats: Map<string, number>; rate: number }> {
   const redis = new Redis({ port: server.port, host: '127.0.0.1' });
   const leased = variant === 'leased';
   if (leased) {
     // the shares granted for an hour, then the coordinator gone: its scripts are not counted
     const coordinator = new LeaseCoordinator({
       deployments: [{ redis, lanes: 4, prefix: 'i:' }],
-      limit: { calls: 15_000, windowUs: 1e6 },
+      limit: { calls: LEASED_GLOBAL.limit, windowUs: LEASED_GLOBAL.windowUs },
       leaseMs: 3_600_000,
       tickMs: 200,
     }).start();
@@ -139,7 +151,13 @@ async function decide(
     timeoutMs: 120_000, // valgrind runs Redis some 50 times slower
     shield: false,
   });
-  if (leased) spawnSync('callgrind_control', ['--zero', String(server.child.pid)], { stdio: 'ignore' });
+  // only the decisions counted (callgrind_control exits 0 even when it finds no run: its words tell)
+  const zero = spawnSync('callgrind_control', ['--zero', String(server.child.pid)], { encoding: 'utf8' });
+  if (
+    !new RegExp(`^PID ${server.child.pid}:`, 'm').test(zero.stdout) ||
+    /error|not detected|no active/i.test(zero.stdout)
+  )
+    throw new Error(`callgrind_control --zero failed: ${zero.stdout}${zero.stderr}`);
   await redis.config('RESETSTAT');
   const seq = zipfSequence(CALLS, 1000, 1.1, 1); // as npm run bench: 1,000 peers, Zipf 1.1, seed 1
   let next = 0;
@@ -155,12 +173,13 @@ async function decide(
     }
   };
   await Promise.all(Array.from({ length: inFlight }, worker));
+  const rate = (CALLS * 1000) / (performance.now() - start);
   const stats = new Map<string, number>();
   for (const m of (await redis.info('commandstats')).matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g))
-    if (m[1] !== 'info' && m[1] !== 'ping') stats.set(m[1]!, Number(m[2]) / CALLS);
+    if (m[1] !== 'info' && m[1] !== 'ping' && !m[1]!.startsWith('config')) stats.set(m[1]!, Number(m[2]) / CALLS);
   await gate.close();
   redis.disconnect();
-  return stats;
+  return { stats, rate };
 }
 
 /** Instructions counted in the callgrind output file (its `summary:` or `totals:` line). */
@@ -175,7 +194,9 @@ try {
   process.stdout.write(
     `Redis instructions per decision inside scripts (callgrind), ${CALLS.toLocaleString('en-US')} calls, three levels\n`,
   );
-  process.stdout.write('case                         listpack   instructions   script calls   commands per decision\n');
+  process.stdout.write(
+    `case                         listpack   instructions   script calls  calls/s   commands per decision${PACE > 0 ? ` (paced at ${PACE}/s)` : ''}\n`,
+  );
   for (const kase of CASES) {
     if (kase !== 'batch' && kase !== 'lone' && kase !== 'leased')
       throw new Error(`--cases: batch, lone or leased, not ${kase}`);
@@ -193,8 +214,9 @@ try {
       for (const listpack of LISTPACK) {
         const server = await startCounted(listpack, dir);
         let stats: Map<string, number>;
+        let rate: number;
         try {
-          stats = await decide(server, channels, kase === 'batch' ? 64 : 1, variant);
+          ({ stats, rate } = await decide(server, channels, kase === 'batch' ? 64 : 1, variant));
         } finally {
           // no reconnection once SHUTDOWN has closed the server (valgrind then writes its counts)
           const admin = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => null });
@@ -218,7 +240,7 @@ try {
         process.stdout.write(
           `${name.padEnd(28)} ${String(listpack).padStart(8)} ${Math.round(counted(server.out) / CALLS)
             .toLocaleString('en-US')
-            .padStart(14)} ${scripts.toFixed(3).padStart(14)}   ${commands}\n`,
+            .padStart(14)} ${scripts.toFixed(3).padStart(14)} ${rate.toFixed(1).padStart(8)}   ${commands}\n`,
         );
       }
     }
