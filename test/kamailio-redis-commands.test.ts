@@ -56,8 +56,8 @@ const config = parseConfig({
     peers: {
       p1: [{ limit: 5, window: 'PT1S' }, { limit: 100, window: 'PT1M' }, { channels: 3 }],
       // the same limits with a fixed window: not a lone script's, so its template is admit.lua's;
-      // an hour long, so that a sequence never straddles a window's start on the real clock (a
-      // 1 s window made the sequences differ when a loaded machine ran one across a second)
+      // an hour long, so that a sequence almost never straddles a window's start on the real
+      // clock (a 1 s window made the sequences differ when a loaded machine ran one across a second)
       p2: [{ limit: 5, window: 'PT1H', algorithm: 'fixed-window' }, { limit: 100, window: 'PT1M' }, { channels: 3 }],
       'odd peer%{x}': [{ limit: 2, window: 'PT1S' }],
     },
@@ -91,8 +91,8 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     ['release', 'K', id('c1')],
     ['L', id('c6')],
     ['release', 'L', id('c2')],
-    ['K', id('c7')], // the fifth in the second: admitted
-    ['L', id('c8')], // peer rate (5/s)
+    ['K', id('c7')], // the fifth in the window (p1: a second, p2: an hour): admitted
+    ['L', id('c8')], // peer rate (5 per window)
     ['K', id('c9')], // peer rate
   ];
 
