@@ -112,11 +112,7 @@ else
           refused, retry, shareRefused = leasedLog(key, t, ts, argv[a + 2] + 0, argv[a + 3] + 0, wider, shareC)
           shareRefused = shareRefused and 'rc'
         elseif shareRefused == 'rc' then
-          local wait
-          refused, wait = logLimits(key, t, ts, a + 2, last, wider, 0)
-          if wait > retry then
-            retry = wait
-          end
+          refused, retry = logLimitsPastShare(key, t, ts, a + 2, last, wider, retry)
           later = later or refused
         else
           refused, retry = logLimits(key, t, ts, a + 2, last, wider, retry)

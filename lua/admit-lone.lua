@@ -82,11 +82,7 @@ else
       local c = laneShare(share, t)
       refused, retry, shareRefused = leasedLog(key, t, ts, argv[a + 1] + 0, argv[a + 2] + 0, wider, c)
     elseif shareRefused then
-      local wait
-      refused, wait = logLimits(key, t, ts, a + 1, last, wider, 0)
-      if wait > retry then
-        retry = wait
-      end
+      refused, retry = logLimitsPastShare(key, t, ts, a + 1, last, wider, retry)
       later = later or refused
     else
       refused, retry = logLimits(key, t, ts, a + 1, last, wider, retry)

@@ -19,6 +19,17 @@ local function laneShare(share, t, channels)
   return c and c + 0 or 0, h and h + 0 or 0
 end
 
+-- A later log's limits (ARGV[first..last], as logLimits reads them) past a refusal by the calls
+-- share alone: every one counted, none skipped for the wait found so far, to tell whether the
+-- call had room but for the share. Whether one refuses, and the longest wait, `retry` included.
+local function logLimitsPastShare(key, t, ts, first, last, wider, retry)
+  local refused, wait = logLimits(key, t, ts, first, last, wider, 0)
+  if wait > retry then
+    retry = wait
+  end
+  return refused, retry
+end
+
 -- The level's one sliding-log limit (L, W) on log `key` at t, against the lane's calls share c
 -- (`wider`: the log's size): refused, the wait, and whether the share alone refused (the level
 -- itself had room).
