@@ -6,35 +6,27 @@ import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
 import { inspectState, stateText } from '../observe/inspect.js';
 import { RedisStore } from '../store/redis/redis-store.js';
-import { checkLeasable, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
-import type { LanePins } from '../lease/lanes.js';
+import { checkLeasable, leasedStoreOptions, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
-export interface InspectArgs extends RedisConnectionArgs {
+export interface InspectArgs extends RedisConnectionArgs, LeaseArgs {
   config: string;
   prefix: string;
   peer: string[];
   value: string[];
   json?: boolean;
-  /** The deployment leases its global level over this many lanes (its keys are on the lanes). */
-  leaseLanes?: number;
-  /** ... with an overflow lane. */
-  leaseOverflow?: boolean;
-  /** ... and owners placed on lanes (--lease-pin). */
-  leasePin?: LanePins;
 }
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
-  const lanes = args.leaseLanes;
   const config = await loadConfigFile(args.config);
-  checkLeasable(lanes, config, args.leaseOverflow, args.leasePin);
+  checkLeasable(args, config);
   const redis = await openRedis(args);
   try {
     const bans = (config.inbound.attributes ?? []).some((l) => l.ban !== undefined);
     const store = new RedisStore({
       redis,
       prefix: args.prefix,
-      ...leasedStoreOptions(lanes, args.leaseOverflow, args.leasePin),
+      ...leasedStoreOptions(args),
     });
     const state = await inspectState(config, store, {
       peers: args.peer,

@@ -44,8 +44,18 @@ function collectPin(v: string, before: LanePins | undefined): LanePins {
   return { ...before, [field]: { ...had, [id]: Number(m[3]) } };
 }
 
-/** A clear error unless `lanes` is absent or an integer from 1 to MAX_LANES (and `overflow` comes with lanes). */
-export function checkLeaseLanes(lanes: unknown, overflow?: boolean, pin?: LanePins): void {
+/** The options leaseLanesOption adds, as commander hands them to a command. */
+export interface LeaseArgs {
+  /** The global level leased over this many lanes (`--lease-lanes`): a number, or the text given. */
+  leaseLanes?: number;
+  /** ... with an overflow lane (`--lease-overflow`). */
+  leaseOverflow?: boolean;
+  /** ... and owners placed on lanes (`--lease-pin`). */
+  leasePin?: LanePins;
+}
+
+/** A clear error unless the lanes are absent or an integer from 1 to MAX_LANES, with what needs them only with them. */
+export function checkLeaseLanes({ leaseLanes: lanes, leaseOverflow: overflow, leasePin: pin }: LeaseArgs): void {
   if (overflow === true && lanes === undefined) throw new InvalidArgumentError('--lease-overflow needs --lease-lanes');
   if (pin !== undefined && lanes === undefined) throw new InvalidArgumentError('--lease-pin needs --lease-lanes');
   if (lanes !== undefined && !(Number.isSafeInteger(lanes) && (lanes as number) >= 1 && (lanes as number) <= MAX_LANES))
@@ -65,12 +75,12 @@ export function checkLeaseLanes(lanes: unknown, overflow?: boolean, pin?: LanePi
   if (pin !== undefined) lanePlan(lanes as number, pin);
 }
 
-/** With `lanes`: a valid number of them, and a configuration whose global level can be leased (clear errors). */
-export function checkLeasable(lanes: unknown, config: CallGateConfig, overflow?: boolean, pin?: LanePins): void {
-  checkLeaseLanes(lanes, overflow, pin);
-  if (lanes !== undefined) leasedLevel(config);
+/** With lanes: a valid number of them, and a configuration whose global level can be leased (clear errors). */
+export function checkLeasable(args: LeaseArgs, config: CallGateConfig): void {
+  checkLeaseLanes(args);
+  if (args.leaseLanes !== undefined) leasedLevel(config);
   // an account pin that names no configured account is a typo: it would place nothing
-  for (const id of Object.keys(pin?.accounts ?? {}))
+  for (const id of Object.keys(args.leasePin?.accounts ?? {}))
     if (!config.inbound.accounts.has(id))
       throw new InvalidArgumentError(
         `--lease-pin account:${id}: the configuration has no account ${JSON.stringify(id)}`,
@@ -78,14 +88,13 @@ export function checkLeasable(lanes: unknown, config: CallGateConfig, overflow?:
 }
 
 /**
- * RedisStore options for a deployment leased over `lanes`, with an overflow lane or not, its pins (hash
- * tags on a single Redis too, as `serve` makes them).
+ * RedisStore options for the leased deployment `args` names: its lanes, with an overflow lane or
+ * not, its pins (hash tags on a single Redis too, as `serve` makes them); none when not leased.
  */
-export function leasedStoreOptions(
-  lanes: number | undefined,
-  overflow?: boolean,
-  pin?: LanePins,
-): { lease?: { lanes: number; overflow: boolean; pin?: LanePins }; hashTags?: true } {
+export function leasedStoreOptions({ leaseLanes: lanes, leaseOverflow: overflow, leasePin: pin }: LeaseArgs): {
+  lease?: { lanes: number; overflow: boolean; pin?: LanePins };
+  hashTags?: true;
+} {
   return lanes === undefined
     ? {}
     : { lease: { lanes, overflow: overflow === true, ...(pin !== undefined && { pin }) }, hashTags: true };

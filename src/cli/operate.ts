@@ -14,19 +14,12 @@ import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { holdsText, listHolds, resetBucket, resetLine } from '../observe/operate.js';
 import { RedisStore } from '../store/redis/redis-store.js';
-import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
-import type { LanePins } from '../lease/lanes.js';
+import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
 import { closeRedis, openRedis, redactUrl, redisOptions, type RedisConnectionArgs } from './redis.js';
 
-interface OperateArgs extends RedisConnectionArgs {
+interface OperateArgs extends RedisConnectionArgs, LeaseArgs {
   prefix: string;
   json?: boolean;
-  /** The deployment leases its global level over this many lanes (holds, reset). */
-  leaseLanes?: number;
-  /** ... with an overflow lane. */
-  leaseOverflow?: boolean;
-  /** ... and owners placed on lanes (--lease-pin). */
-  leasePin?: LanePins;
 }
 
 export interface HoldsArgs extends OperateArgs {
@@ -50,12 +43,12 @@ export interface ResetArgs extends OperateArgs {
 async function onRedis<T>(args: OperateArgs, fn: (store: RedisStore) => Promise<T>): Promise<T> {
   if (args.prefix.includes('{') || args.prefix.includes('}'))
     throw new InvalidArgumentError(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
-  checkLeaseLanes(args.leaseLanes, args.leaseOverflow, args.leasePin);
+  checkLeaseLanes(args);
   const redis = await openRedis(args);
   const store = new RedisStore({
     redis,
     prefix: args.prefix,
-    ...leasedStoreOptions(args.leaseLanes, args.leaseOverflow, args.leasePin),
+    ...leasedStoreOptions(args),
   });
   try {
     return await fn(store);
@@ -71,7 +64,7 @@ export async function runHolds(args: HoldsArgs, out: NodeJS.WritableStream = pro
   if (!(Number.isSafeInteger(args.max) && args.max >= 1 && args.max <= 10_000))
     throw new InvalidArgumentError(`--max: expected an integer from 1 to 10000, got ${String(args.max)}`);
   const config = await loadConfigFile(args.config);
-  if (args.bucket !== undefined) checkLeasable(args.leaseLanes, config, args.leaseOverflow, args.leasePin); // a carrier's holds do not depend on leasing
+  if (args.bucket !== undefined) checkLeasable(args, config); // a carrier's holds do not depend on leasing
   const target = args.bucket !== undefined ? { bucket: args.bucket } : { carrier: args.carrier! };
   const l = await onRedis(args, (store) => listHolds(config, store, target, { max: args.max }));
   out.write(args.json ? `${JSON.stringify(l)}\n` : holdsText(l));
@@ -102,7 +95,7 @@ async function confirm(question: string): Promise<boolean> {
 
 export async function runReset(args: ResetArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const config = await loadConfigFile(args.config);
-  checkLeasable(args.leaseLanes, config, args.leaseOverflow, args.leasePin); // before the confirmation: nothing to confirm for a command that cannot run
+  checkLeasable(args, config); // before the confirmation: nothing to confirm for a command that cannot run
   if (!args.yes) {
     if (!process.stdin.isTTY)
       throw new InvalidArgumentError(

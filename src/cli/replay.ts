@@ -23,11 +23,10 @@ import { RedisStore } from '../store/redis/redis-store.js';
 import type { Store } from '../store/types.js';
 import { OutputFile } from '../output-file.js';
 import { osReason } from '../os-reason.js';
-import { checkLeasable, leaseLanesOption } from './lease-lanes.js';
-import type { LanePins } from '../lease/lanes.js';
+import { checkLeasable, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
-interface ReplayArgs extends RedisConnectionArgs {
+interface ReplayArgs extends RedisConnectionArgs, LeaseArgs {
   config: string;
   trace: string;
   store: 'memory' | 'redis';
@@ -35,12 +34,6 @@ interface ReplayArgs extends RedisConnectionArgs {
   json?: boolean;
   html?: string;
   compare?: string;
-  /** Replay the global level leased over this many lanes, against the exact contract. */
-  leaseLanes?: number;
-  /** ... with an overflow lane. */
-  leaseOverflow?: boolean;
-  /** ... and owners placed on lanes (--lease-pin). */
-  leasePin?: LanePins;
   leaseTickMs?: number;
   progress: boolean;
 }
@@ -113,7 +106,7 @@ function leasedStore(args: ReplayArgs, config: CallGateConfig): LeasedMemoryStor
   if (args.leaseLanes === undefined) {
     if (args.leaseTickMs !== undefined) bad('--lease-tick-ms needs --lease-lanes');
   }
-  checkLeasable(args.leaseLanes, config, args.leaseOverflow, args.leasePin);
+  checkLeasable(args, config);
   if (args.leaseLanes === undefined) return undefined;
   if (args.store !== 'memory')
     bad('--lease-lanes replays on the memory store: a leased Redis level decides on Redis time, not a trace’s');

@@ -14,8 +14,7 @@ import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
-import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
-import type { LanePins } from '../lease/lanes.js';
+import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
 import { inspectGate } from '../observe/inspect.js';
 import { leaseMetrics } from '../observe/lease-metrics.js';
 import { gateMetrics, inspectLive } from '../observe/metrics.js';
@@ -35,7 +34,7 @@ import {
   type RedisConnectionArgs,
 } from './redis.js';
 
-export interface ServeArgs extends RedisConnectionArgs {
+export interface ServeArgs extends RedisConnectionArgs, LeaseArgs {
   config: string;
   store: 'memory' | 'redis';
   prefix: string;
@@ -50,12 +49,6 @@ export interface ServeArgs extends RedisConnectionArgs {
   metricsPerBucket: boolean;
   /** SIP status for a refusal by a channel limit (default 503). */
   channelsStatus?: number;
-  /** Lease the global level over this many lanes (docs/leasing.md); undefined: not leased. */
-  leaseLanes?: number;
-  /** The leased level has an overflow lane (LeaseLanes.overflow). */
-  leaseOverflow?: boolean;
-  /** ... and owners placed on lanes (--lease-pin). */
-  leasePin?: LanePins;
   /** Replicas a shrink must reach before what it freed is granted (LeaseLanes.waitReplicas). */
   leaseWaitReplicas?: number;
 }
@@ -94,7 +87,7 @@ function checkArgs(args: ServeArgs): void {
   if (args.leaseLanes !== undefined) {
     if (args.store !== 'redis') bad('--lease-lanes needs --store redis: lanes are hash tags of a Redis (Cluster)');
   }
-  checkLeaseLanes(args.leaseLanes, args.leaseOverflow, args.leasePin);
+  checkLeaseLanes(args);
   if (args.leaseWaitReplicas !== undefined) {
     if (args.leaseLanes === undefined) bad('--lease-wait-replicas needs --lease-lanes');
     if (!(Number.isSafeInteger(args.leaseWaitReplicas) && args.leaseWaitReplicas >= 0 && args.leaseWaitReplicas <= 16))
@@ -110,7 +103,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   const token = args.token === '' ? undefined : args.token;
   checkExposure(address, token);
   const config = await loadConfigFile(args.config);
-  checkLeasable(args.leaseLanes, config, args.leaseOverflow, args.leasePin); // a clear error before anything starts
+  checkLeasable(args, config); // a clear error before anything starts
 
   // every log line goes out with the credentials of Redis URLs hidden (a client's error may quote one)
   const app = { logger: { level: args.logLevel, hooks: { streamWrite: redactSecrets } } };
@@ -123,7 +116,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     store = new RedisStore({
       redis,
       prefix: args.prefix,
-      ...leasedStoreOptions(lanes, args.leaseOverflow, args.leasePin),
+      ...leasedStoreOptions(args),
     });
   } else {
     store = new MemoryStore();
