@@ -58,6 +58,7 @@ function templateOf(prefix: string, via: 'lone' | 'admit.lua'): { command: strin
     member: () => `~k${ID}`,
     deadline: () => '|',
     recordPrefix: (tag) => keys.inboundRecord(tag, ''),
+    declareRecords: false,
   };
   const item = { buckets, now: '\uE001', id: ID, forUs: 2e6, signal: undefined, resolve() {}, reject() {} };
   const argv = admitArgv([item], '0', env) as string[];

@@ -7,13 +7,17 @@
 
   KEYS        every structure of the batch, each named once: sliding-log sorted sets
               (members = event ids, scores = µs), window hashes {w, c, p} and holds sorted
-              sets (members = call ids, scores = hold ends, µs; includes/channels.lua)
+              sets (members = call ids, scores = hold ends, µs; includes/channels.lua); then,
+              on a Cluster (hash tags), the record key of every call with an id (the script
+              names it again from ARGV[3]; declared so that a Cluster checks it before the
+              script runs: a slot being moved to another master answers TRYAGAIN then, where a
+              key first met mid-script is an error after the writes before it)
   ARGV[1]     ttl floor, ms, for calls whose now is given (virtual clocks: keys must outlive
               real time); calls on Redis TIME use no floor
   ARGV[2]     member prefix: call i's event id (its sorted-set member) is the prefix .. i,
               unique as long as the prefix is unique per batch
   ARGV[3]     call record prefix: the record of call id x is the key prefix .. x (it shares
-              the batch's hash tag, so it is named here rather than in KEYS)
+              the batch's hash tag; also the last of KEYS, above)
   ARGV[4]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
   ARGV[5..]   the profiles and buckets of the batch, each bucket once (includes/buckets.lua)
   then the plans, the bucket lists the calls name, each once:

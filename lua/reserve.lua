@@ -8,12 +8,14 @@
   reserved on a refusal.
 
   KEYS        every carrier of the batch, once: its last slot (a string, µs), and the holds
-              sorted set of each carrier with a channel limit (includes/channels.lua)
+              sorted set of each carrier with a channel limit (includes/channels.lua); then, on
+              a Cluster, the record key of every call with an id (named again from ARGV[3];
+              declared so that a Cluster checks it before the script runs, as in admit.lua)
   ARGV[1]     ttl floor, ms, for calls whose now is given (see admit.lua)
   ARGV[2]     ttl floor, ms, for calls on Redis TIME (0, but with carriers spread over shards,
               where calls at an earlier time from another shard may follow: reserve-args.ts)
   ARGV[3]     call record prefix: the outbound record of call id x is the key prefix .. x (it
-              shares the carriers' hash tag, so it is named here rather than in KEYS)
+              shares the carriers' hash tag; also the last of KEYS, above)
   ARGV[4]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
   ARGV[5]     NR, the number of routes, then per route: n, then per carrier in route order:
               its key (1-based index in KEYS), I (µs, may be fractional), maxWait (µs), N (its

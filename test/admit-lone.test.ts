@@ -110,6 +110,7 @@ describe('admit-lone-held.lua decides a lone call with channels as admit.lua doe
       // a deadline in the past (Redis TIME is now, far beyond 1 µs) or none
       deadline: () => (late ? '1' : ''),
       recordPrefix: (t) => keys.inboundRecord(t, ''),
+      declareRecords: hashTags,
     });
     const item = (c: Call, now: string): PendingAdmit => ({
       buckets: lists[c.plan]!,

@@ -49,6 +49,7 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
       member: () => `m${seq++}`,
       deadline: () => '',
       recordPrefix: (t) => keys.inboundRecord(t, ''),
+      declareRecords: keys.hashTags,
     };
     const item = (now: string, id?: string): PendingAdmit => ({
       buckets: list,

@@ -125,6 +125,7 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', l
     member: () => `~k${ID}`,
     deadline: () => DEADLINE_MARK,
     recordPrefix: (tag) => keys.inboundRecord(tag, ''),
+    declareRecords: false,
   };
   const templates: AdmitTemplate[] = [];
   const accounts = ['', ...config.inbound.accounts.keys()];

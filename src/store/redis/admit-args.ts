@@ -29,6 +29,12 @@ export interface AdmitEnv {
   deadline(signal: StopSignal | undefined): string;
   /** The key prefix of the inbound call records on `tag`. */
   recordPrefix(tag: string): string;
+  /**
+   * On a Cluster (hash tags): declare admit.lua's call records in KEYS too, so that a slot being
+   * moved to another master answers TRYAGAIN before the script runs, not an error in its midst.
+   * (Kamailio's templates, for a single Redis, leave them out: ndb_redis passes three values.)
+   */
+  readonly declareRecords: boolean;
 }
 
 /**
@@ -152,5 +158,8 @@ export function admitArgv(items: readonly PendingAdmit[], clock: string, env: Ad
   const tail: string[] = [];
   for (const args of b.bucketList) tail.push(env.known.boundOf(args));
   for (const v of calls) tail.push(v);
-  return b.argv([String(virtual ? env.virtualTtlMs : 0), `${env.member()}:`, env.recordPrefix(tag), clock], tail, true);
+  const prefix = env.recordPrefix(tag);
+  const records = new Set<string>();
+  if (env.declareRecords) for (const item of items) if (item.id !== undefined) records.add(prefix + item.id);
+  return b.argv([String(virtual ? env.virtualTtlMs : 0), `${env.member()}:`, prefix, clock], tail, true, [...records]);
 }

@@ -195,10 +195,15 @@ export class ArgsBuilder {
     return i;
   }
 
-  /** [numkeys, ...KEYS, ...head, P, ...profiles, B, ...buckets, (NP, ...plans), ...tail] */
-  argv(head: readonly string[], tail: readonly string[], withPlans: boolean): string[] {
-    const a: string[] = [String(this.keys.length)];
+  /**
+   * [numkeys, ...KEYS, ...head, P, ...profiles, B, ...buckets, (NP, ...plans), ...tail]; KEYS end
+   * with `more`: keys the script names from a prefix (call records), declared so that a Cluster
+   * checks them before it runs (a slot being moved: TRYAGAIN then, not an error mid-script)
+   */
+  argv(head: readonly string[], tail: readonly string[], withPlans: boolean, more: readonly string[] = []): string[] {
+    const a: string[] = [String(this.keys.length + more.length)];
     for (const k of this.keys) a.push(k);
+    for (const k of more) a.push(k);
     for (const v of head) a.push(v);
     a.push(String(this.profileIndex.size));
     for (const v of this.profiles) a.push(v);

@@ -274,6 +274,7 @@ export class RedisStore implements Store, OperableStore {
       member: () => this.member(),
       deadline,
       recordPrefix: (tag) => this.keys.inboundRecord(tag, ''),
+      declareRecords: this.keys.hashTags,
     };
     this.reserveEnv = { virtualTtlMs: this.virtualTtlMs, keys: this.keys, deadline };
     const holds = opts.holds ?? {};

@@ -109,6 +109,10 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
     const f = item.live === true ? rerouteTtlMs(item.route[0]!) : env.virtualTtlMs;
     if (f > floor) floor = f;
   }
+  // on a Cluster, each call's record last: the script names it from the prefix, but a Cluster
+  // checks only the keys declared before it runs (a slot being moved: TRYAGAIN then, not an
+  // error in the script's midst)
+  if (env.keys.hashTags) for (const item of items) if (item.id !== '') keyOf(env.keys.outboundRecord(tag, item.id));
   const argv: string[] = [num(keys.length)];
   for (const k of keys) argv.push(k);
   argv.push(String(floor), String(liveFloor), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));

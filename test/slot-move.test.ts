@@ -1,0 +1,184 @@
+/**
+ * Moving a busy account's hash slot to another master while its calls flow (docs/redis.md,
+ * "Moving a busy account or carrier to another master"), by Redis Cluster's own procedure:
+ * IMPORTING on the new master, MIGRATING on the old, MIGRATE of the slot's keys, then SETSLOT
+ * NODE on every master. On a local three-master Cluster, with the keys moved one at a time
+ * and a pause between them (a slot holding many keys takes a while), so that decisions arrive
+ * while the slot is split between two masters (Redis answers them ASK or TRYAGAIN, and ioredis
+ * follows or retries): every decision is still taken by Redis in time (none degraded), the
+ * account's counts move with its keys (a limit of 100 calls a minute admits exactly 100 of the
+ * calls offered before, during and after the move), and the account's keys end on the new
+ * master only. The same for a carrier's slot and its channels.
+ */
+import { expect } from 'chai';
+import { Cluster } from 'ioredis';
+import { CallGate } from '../src/gate.js';
+import { accountBucket, accountTag, carrierTag } from '../src/store/keys.js';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
+import { clusterRig, rawCommand } from './helpers/redis.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The master (its port) serving `slot`, from CLUSTER SLOTS. */
+async function portOfSlot(client: Cluster, slot: number): Promise<number> {
+  const ranges = await client.cluster('SLOTS');
+  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+  if (range === undefined || range[2] === undefined) throw new Error(`slot ${slot} is not served`);
+  return range[2][1];
+}
+
+/**
+ * The procedure of docs/redis.md, step by step, as redis-cli would send it: `pauseMs` between
+ * keys so that calls meet the slot half moved.
+ */
+async function moveSlot(ports: number[], slot: number, from: number, to: number, pauseMs: number): Promise<number> {
+  const id = async (port: number) => String(await rawCommand(port, ['CLUSTER', 'MYID']));
+  const [fromId, toId] = [await id(from), await id(to)];
+  await rawCommand(to, ['CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', fromId]);
+  await rawCommand(from, ['CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', toId]);
+  let moved = 0;
+  for (;;) {
+    // call records first, the logs and holds last: the order that leaves a call's declared keys
+    // on the old master longest while its new record would be on the new one
+    const keys = (await rawCommand(from, ['CLUSTER', 'GETKEYSINSLOT', String(slot), '1000'])) as string[];
+    if (keys.length === 0) break;
+    keys.sort((a, b) => Number(b.includes(':call:')) - Number(a.includes(':call:')));
+    for (const key of keys) {
+      await rawCommand(from, ['MIGRATE', '127.0.0.1', String(to), '', '0', '5000', 'KEYS', key]);
+      moved++;
+      await sleep(pauseMs);
+    }
+  }
+  // the new owner first, then the old one, then the rest (as redis-cli --cluster does)
+  for (const port of [to, from, ...ports.filter((p) => p !== to && p !== from)])
+    await rawCommand(port, ['CLUSTER', 'SETSLOT', String(slot), 'NODE', toId]);
+  return moved;
+}
+
+describe('moving a busy slot to another master while calls flow (three masters)', function () {
+  this.timeout(60_000);
+  const rig = clusterRig(3);
+  const ports = () => rig.handle.nodes.map((n) => n.port);
+  const clients: Cluster[] = [];
+  // a Cluster client as docs/redis.md makes one
+  const newClient = async () => {
+    const c = new Cluster(rig.handle.nodes, { redisOptions: RECOMMENDED_REDIS_OPTIONS, enableOfflineQueue: false });
+    clients.push(c);
+    await new Promise((resolve) => c.once('ready', resolve));
+    return c;
+  };
+  after(() => {
+    for (const c of clients) c.disconnect();
+  });
+
+  it("keeps an account's counts and holds: exactly its limit admitted, none degraded, every release landed", async () => {
+    const client = await newClient();
+    const store = new RedisStore({ redis: client, prefix: 'mv:' });
+    const gate = await CallGate.create({
+      config: {
+        maxCallDuration: 'PT60S',
+        inbound: {
+          accounts: {
+            hot: [{ limit: 100, window: 'PT60S' }, { channels: 1000 }],
+            cold: [{ limit: 1000, window: 'PT60S' }],
+          },
+          defaultPeer: [{ limit: 1000, window: 'PT1S' }],
+        },
+      },
+      store,
+      shield: false,
+      // the bound is ioredis' own (16 redirections, TRYAGAIN retried every 100 ms): a call
+      // waits for the move to end, and a loaded machine must not turn that into the policy's
+      timeoutMs: 2_000,
+    });
+    try {
+      const slot = Number(await client.cluster('KEYSLOT', `mv:{${accountTag('hot')}}:x`));
+      const from = await portOfSlot(client, slot);
+      const to = ports().find((p) => p !== from)!;
+      let admitted = 0;
+      let coldAdmitted = 0;
+      let slowest = 0;
+      const degraded: string[] = [];
+      const calls: Promise<unknown>[] = [];
+      let moving: Promise<number> | undefined;
+      for (let i = 0; i < 300; i++) {
+        const began = performance.now();
+        // five calls at once every 20 ms (batches: admit.lua) from 10 peers, every other admitted
+        // one hung up at once (a release that may meet the slot half moved), the others holding
+        // (their records move too); another account's calls beside, on another slot
+        calls.push(
+          gate.admit({ callId: `h${i}`, peer: `p${i % 10}`, account: 'hot' }).then((d) => {
+            slowest = Math.max(slowest, performance.now() - began);
+            if (d.degraded) degraded.push(`h${i}`);
+            else if (d.admitted) {
+              admitted++;
+              if (i % 2 === 1) return gate.release(`h${i}`);
+            }
+          }),
+          gate.admit({ callId: `c${i}`, peer: `q${i % 10}`, account: 'cold' }).then((d) => {
+            if (d.degraded) degraded.push(`c${i}`);
+            else if (d.admitted) coldAdmitted++;
+          }),
+        );
+        // the move starts after 60 calls (none refused yet) and lasts while some 50 more arrive
+        if (i === 60) moving = moveSlot(ports(), slot, from, to, 3);
+        if (i % 5 === 4) await sleep(20);
+      }
+      await Promise.all(calls);
+      const moved = await moving!;
+      expect(degraded, 'decisions that Redis did not take in time').to.deep.equal([]);
+      expect(moved, 'keys moved one by one').to.be.greaterThan(10);
+      // calls met the slot half moved: Redis answered TRYAGAIN, ioredis retried 100 ms later
+      expect(slowest, 'the slowest decision, ms').to.be.greaterThan(90);
+      expect(admitted, "the hot account's limit, across the move").to.equal(100);
+      expect(coldAdmitted).to.equal(300);
+      expect(await portOfSlot(client, slot)).to.equal(to);
+      expect(await rawCommand(from, ['CLUSTER', 'COUNTKEYSINSLOT', String(slot)])).to.equal(0);
+      // the counts are on the new master: the next call is still refused there
+      const next = await gate.admit({ callId: 'after', peer: 'p0', account: 'hot' });
+      expect(next.degraded).to.equal(undefined);
+      expect(next.admitted).to.equal(false);
+      // every release landed (one that met the move is retried in the background): the 50
+      // calls held are left
+      const holds = () => store.holds({ tag: accountTag('hot'), name: accountBucket('hot') });
+      for (let i = 0; i < 50 && (await holds()).holds > 50; i++) await sleep(100);
+      expect((await holds()).holds, 'channels held on the account').to.equal(50);
+    } finally {
+      await gate.close();
+    }
+  });
+
+  it("keeps a carrier's pacing and channels across the move", async () => {
+    const client = await newClient();
+    const store = new RedisStore({ redis: client, prefix: 'mvc:' });
+    const carrier = { name: 'carrier:hot', intervalUs: 1, maxWaitUs: 0, channels: 40 };
+    try {
+      const slot = Number(await client.cluster('KEYSLOT', `mvc:{${carrierTag(carrier.name)}}:x`));
+      const from = await portOfSlot(client, slot);
+      const to = ports().find((p) => p !== from)!;
+      let taken = 0;
+      const errors: unknown[] = [];
+      const calls: Promise<void>[] = [];
+      let moving: Promise<number> | undefined;
+      for (let i = 0; i < 150; i++) {
+        calls.push(
+          store.reserve({ route: [carrier], hold: { id: `o${i}`, forUs: 60e6 } }).then(
+            (r) => {
+              if (r.index === 0) taken++;
+            },
+            (e) => void errors.push(e),
+          ),
+        );
+        if (i === 20) moving = moveSlot(ports(), slot, from, to, 3);
+        await sleep(4);
+      }
+      await Promise.all(calls);
+      await moving;
+      expect(errors.map(String).slice(0, 3)).to.deep.equal([]);
+      expect(taken, 'the carrier takes its 40 channels, no more, across the move').to.equal(40);
+      expect(await rawCommand(from, ['CLUSTER', 'COUNTKEYSINSLOT', String(slot)])).to.equal(0);
+    } finally {
+      await store.close();
+    }
+  });
+});
