@@ -19,7 +19,7 @@
  *              unleased (every key on `{in}`), then leased (lanes by peer)
  *
  *   npx tsx bench/cluster-scaling.ts [--workloads out,in-global,in,in-leased] [--rate 3000]
- *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16] [--rounds 1] [--per-master] [--pin]
+ *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16|masters] [--rounds 1] [--per-master] [--pin] [--balance]
  *
  * --pin: leased runs place their owners (accounts; peers when calls name none) on lanes as an
  * operator would from the demand they see (docs/leasing.md, "Placing accounts"): the busiest
@@ -28,6 +28,10 @@
  * peer, the 4 x --lanes busiest peers are pinned, on top of the others' load where their hash
  * puts them.
  *
+ * --balance: the unleased workloads `in` and `out` with their account (carrier) tags' slots placed
+ * on masters by load, busiest first onto the least loaded master, as an operator would move a hot
+ * tag's slot (docs/redis.md): hashing alone put 32-41 % of the work on the busiest of 4 masters.
+ *
  * --per-master: offer --rate per master (4 masters: 4 x --rate), so that each master sees the
  * load one master sees: a decision's Redis time depends on how busy its master is (requests per
  * wake-up, batches), and the same total spread over 4 masters leaves each idler than one. Every
@@ -35,6 +39,12 @@
  * coordinator's cost is per lane and tick, not per master: on 4 masters each carries a quarter
  * of it at the same decisions per master. Watch the p99 column: one process drives every
  * master, and a driver that falls behind makes larger batches.
+ *
+ * --rounds: each round runs every workload on every size, back to back; a last table gives
+ * each size's ceiling over one master's of the same round (and, for a leased workload, over its
+ * unleased twin's on one master), the median of the rounds, by script time and by CPU time
+ * (INFO CPU: not inflated, as commandstats' wall time is, by a master waiting for one of the
+ * two cores mid-script).
  */
 import { parseArgs } from 'node:util';
 import { Cluster, type Redis } from 'ioredis';
@@ -47,6 +57,8 @@ import { type LanePins, laneOf } from '../src/lease/lanes.js';
 import { ACCOUNT_3, ACCOUNTS, accountName, GLOBAL_3, limitInput, PEER_3, peerName } from './limits.js';
 import { openLoop } from './openloop.js';
 import { zipfSequence } from './workload.js';
+import { accountTag, carrierTag } from '../src/store/keys.js';
+import { slotOf } from '../src/store/redis/slot.js';
 
 const { values } = parseArgs({
   options: {
@@ -59,16 +71,19 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '1' },
     'per-master': { type: 'boolean', default: false },
     pin: { type: 'boolean', default: false },
+    balance: { type: 'boolean', default: false },
   },
 });
 const rate = Number(values.rate);
 const seconds = Number(values.seconds);
 const sizes = values.masters.split(',').map(Number);
 const WORKLOADS = ['out', 'in-global', 'in', 'in-leased', 'peers-global', 'peers-leased'] as const;
-const LANES = Number(values.lanes);
+// `--lanes masters`: as many lanes as the Cluster has masters, whatever its size
+const lanesFor = (masters: number) => (values.lanes === 'masters' ? masters : Number(values.lanes));
 const ROUNDS = Number(values.rounds);
 const PER_MASTER = values['per-master'];
 const PIN = values.pin;
+const BALANCE = values.balance;
 type Workload = (typeof WORKLOADS)[number];
 const workloads = values.workloads.split(',') as Workload[];
 for (const w of workloads)
@@ -151,6 +166,7 @@ const peerWeights = (() => {
 
 /** --pin's placement of `workload`'s owners on `masters` masters (see the header). */
 function pinsFor(workload: Workload, masters: number): LanePins {
+  const LANES = lanesFor(masters);
   const byAccount = workload === 'in-leased';
   const owners = new Map<string, number>();
   peerWeights.forEach((w, p) => {
@@ -189,6 +205,7 @@ async function inbound(
   workload: Workload,
   coordinatorClient: () => Cluster,
   k: number,
+  lanes: number,
 ): Promise<Decider> {
   const accounts = Object.fromEntries(
     Array.from({ length: ACCOUNTS }, (_, a) => [accountName(a), scaled(ACCOUNT_3, k)]),
@@ -208,7 +225,7 @@ async function inbound(
   const gate = await CallGate.create({ config, store, timeoutMs: 5000, shield: false });
   const coordinator = leased(workload)
     ? new LeaseCoordinator({
-        deployments: [{ redis: coordinatorClient(), lanes: LANES, prefix: store.prefix }],
+        deployments: [{ redis: coordinatorClient(), lanes, prefix: store.prefix }],
         limit: { calls: leasedGlobal.limit, windowUs: leasedGlobal.windowUs },
       }).start()
     : undefined;
@@ -241,8 +258,34 @@ async function inbound(
   };
 }
 
+/**
+ * --balance: the slots of the `in` workload's account tags, or of the `out` workload's carrier
+ * tags, placed on masters by load (busiest first, each onto the least loaded master), as an
+ * operator moves a hot tag's slot; every other slot stays in the equal ranges.
+ */
+function balancedSlots(workload: Workload, masters: number): Map<number, number> {
+  const load = new Map<number, number>();
+  if (workload === 'in')
+    peerWeights.forEach((w, p) => {
+      const slot = slotOf(`{${accountTag(accountName(p))}}`);
+      load.set(slot, (load.get(slot) ?? 0) + w);
+    });
+  else if (workload === 'out')
+    // each carrier is first choice for 1 call in CARRIERS; about half the calls of every fourth
+    // (paced at half its share, routesAt) are tried again on the next
+    for (let i = 0; i < CARRIERS; i++) load.set(slotOf(`{${carrierTag(`carrier:k${i}`)}}`), i % 4 === 1 ? 1.5 : 1);
+  const masterLoad = new Array<number>(masters).fill(0);
+  const moved = new Map<number, number>();
+  for (const [slot, w] of [...load].sort((a, b) => b[1] - a[1])) {
+    const m = masterLoad.indexOf(Math.min(...masterLoad));
+    masterLoad[m]! += w;
+    moved.set(slot, m);
+  }
+  return moved;
+}
+
 async function run(masters: number, workload: Workload) {
-  const handle = await startCluster(masters);
+  const handle = await startCluster(masters, BALANCE ? balancedSlots(workload, masters) : undefined);
   const cluster = new Cluster(handle.nodes, {
     redisOptions: RECOMMENDED_REDIS_OPTIONS,
     enableOfflineQueue: true,
@@ -253,7 +296,7 @@ async function run(masters: number, workload: Workload) {
     const store = new RedisStore({
       redis: cluster,
       prefix: `cgbench${masters}:`,
-      ...(leased(workload) && { lease: { lanes: LANES, ...(PIN && { pin: pinsFor(workload, masters) }) } }),
+      ...(leased(workload) && { lease: { lanes: lanesFor(masters), ...(PIN && { pin: pinsFor(workload, masters) }) } }),
     });
     const own: Cluster[] = [];
     const coordinatorClient = () => {
@@ -266,7 +309,7 @@ async function run(masters: number, workload: Workload) {
     const decider =
       workload === 'out'
         ? outbound(store, offered)
-        : await inbound(store, workload, coordinatorClient, PER_MASTER ? masters : 1);
+        : await inbound(store, workload, coordinatorClient, PER_MASTER ? masters : 1, lanesFor(masters));
     await decider.warm();
     const nodes = cluster.nodes('master');
     await Promise.all(nodes.map((n) => n.config('RESETSTAT')));
@@ -311,6 +354,9 @@ async function run(masters: number, workload: Workload) {
       sumScript,
       busiest,
       ceiling: 1e6 / busiest,
+      // the same by CPU time (INFO CPU, user + system): not inflated by a master waiting for a
+      // core mid-script, as commandstats' wall time is when 4 masters and the driver share 2
+      ceilingCpu: 1e6 / Math.max(...cpuPer),
       ceilingAll: 1e6 / busiestAll,
     };
   } finally {
@@ -323,9 +369,9 @@ const TITLES: Record<Workload, string> = {
   out: `outbound: reservations over 3-carrier routes, ${CARRIERS} carriers`,
   'in-global': 'inbound: three levels with a global limit (every key on the platform tag)',
   in: 'inbound: accounts and peers, no global limit',
-  'in-leased': `inbound: three levels, the global one leased over ${LANES} lanes (lanes by account${PIN ? ', pinned' : ''})`,
+  'in-leased': `inbound: three levels, the global one leased over ${values.lanes} lanes (lanes by account${PIN ? ', pinned' : ''})`,
   'peers-global': 'inbound: global and peer levels, no account (every key on the platform tag)',
-  'peers-leased': `inbound: global and peer levels, the global one leased over ${LANES} lanes (lanes by peer${PIN ? ', the busiest pinned' : ''})`,
+  'peers-leased': `inbound: global and peer levels, the global one leased over ${values.lanes} lanes (lanes by peer${PIN ? ', the busiest pinned' : ''})`,
 };
 type Row = Awaited<ReturnType<typeof run>>;
 /** Of several rounds of one size, the one with the median busiest master (script µs per decision on a shared two-core machine swing by 2x between rounds). */
@@ -333,15 +379,18 @@ function median(rounds: Row[]): Row {
   const sorted = [...rounds].sort((a, b) => a.busiest - b.busiest);
   return sorted[Math.floor(sorted.length / 2)]!;
 }
+// rounds outermost, so that each round's sizes and workloads run side by side and a ratio
+// pairs runs minutes apart at most (a master's µs per decision drifts by ± 15 % over a run)
+const byRound: Map<string, Row>[] = [];
+for (let r = 0; r < ROUNDS; r++) {
+  const rows = new Map<string, Row>();
+  for (const w of workloads) for (const m of sizes) rows.set(`${w}/${m}`, await run(m, w));
+  byRound.push(rows);
+}
+const load = PER_MASTER ? `${rate} decisions/s per master` : `${rate} decisions/s`;
 for (const w of workloads) {
-  const rows: Row[] = [];
-  for (const m of sizes) {
-    const rounds: Row[] = [];
-    for (let r = 0; r < ROUNDS; r++) rounds.push(await run(m, w));
-    rows.push(median(rounds));
-  }
+  const rows = sizes.map((m) => median(byRound.map((b) => b.get(`${w}/${m}`)!)));
   const base = rows[0]!.ceiling;
-  const load = PER_MASTER ? `${rate} decisions/s per master` : `${rate} decisions/s`;
   console.log(`${TITLES[w]}; ${load} for ${seconds} s; of ${ROUNDS} rounds, the median busiest master's`);
   console.log(
     'masters | keys per master | decisions | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms | CPU µs/decision per master | script calls/decision',
@@ -351,3 +400,30 @@ for (const w of workloads) {
       `${r.masters} | ${r.keys} | ${r.summary} | ${r.scriptPerMaster} | ${r.sumScript.toFixed(1)} | ${r.busiest.toFixed(1)} | ${Math.round(r.ceiling)} | ${(r.ceiling / base).toFixed(2)} | ${Math.round(r.ceilingAll)} | ${r.p99ms.toFixed(1)} | ${r.cpuPerMaster} | ${r.callsPerMaster}`,
     );
 }
+/** A leased workload's unleased counterpart: the ceiling it is judged against (issue 28). */
+const UNLEASED: Partial<Record<Workload, Workload>> = { 'in-leased': 'in-global', 'peers-leased': 'peers-global' };
+const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const ratios = (of: (b: Map<string, Row>) => number[]) => {
+  const each = byRound.map(of);
+  return `${mid(each.map((x) => x[0]!)).toFixed(2)} (${each.map((x) => x[0]!.toFixed(2)).join(', ')}) | ${mid(each.map((x) => x[1]!)).toFixed(2)} (${each.map((x) => x[1]!.toFixed(2)).join(', ')})`;
+};
+console.log(`\nceiling ÷ one master's, paired within each round; the median of ${ROUNDS} rounds (each round's)`);
+console.log(
+  'workload | masters | ÷ itself on 1 master: by script time | by CPU | ÷ the unleased level on 1 master: by script time | by CPU',
+);
+for (const w of workloads)
+  for (const m of sizes.slice(1)) {
+    const own = ratios((b) => {
+      const [r, one] = [b.get(`${w}/${m}`)!, b.get(`${w}/${sizes[0]}`)!];
+      return [r.ceiling / one.ceiling, r.ceilingCpu / one.ceilingCpu];
+    });
+    const u = UNLEASED[w];
+    const vsUnleased =
+      u && workloads.includes(u)
+        ? ratios((b) => {
+            const [r, one] = [b.get(`${w}/${m}`)!, b.get(`${u}/${sizes[0]}`)!];
+            return [r.ceiling / one.ceiling, r.ceilingCpu / one.ceilingCpu];
+          })
+        : '– | –';
+    console.log(`${w} | ${m} | ${own} | ${vsUnleased}`);
+  }

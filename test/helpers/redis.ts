@@ -429,6 +429,23 @@ function slotRanges(masters: number): [number, number][] {
   ]);
 }
 
+/**
+ * Each master's slots as contiguous ranges: equal ranges in order, but for the slots `moved`
+ * places on another master (as an operator moves a hot tag's slot).
+ */
+function slotPlan(masters: number, moved: ReadonlyMap<number, number>): [number, number][][] {
+  const owner = (slot: number) =>
+    moved.get(slot) ?? slotRanges(masters).findIndex(([from, to]) => slot >= from && slot <= to);
+  const plan: [number, number][][] = Array.from({ length: masters }, () => []);
+  for (let slot = 0; slot < 16384; slot++) {
+    const ranges = plan[owner(slot)]!;
+    const last = ranges[ranges.length - 1];
+    if (last && last[1] === slot - 1) last[1] = slot;
+    else ranges.push([slot, slot]);
+  }
+  return plan;
+}
+
 async function clusterStateOk(port: number): Promise<boolean> {
   try {
     const info = await rawCommand(port, ['CLUSTER', 'INFO'], 500);
@@ -438,8 +455,15 @@ async function clusterStateOk(port: number): Promise<boolean> {
   }
 }
 
-/** Starts a Redis Cluster of `masters` masters (three by default) on free loopback ports; resolves once cluster_state:ok everywhere. */
-export async function startCluster(masters = 3): Promise<RedisClusterHandle> {
+/**
+ * Starts a Redis Cluster of `masters` masters (three by default) on free loopback ports, holding
+ * equal slot ranges in order but for the slots `moved` places on another master (slot → master
+ * index, before any key is written); resolves once cluster_state:ok everywhere.
+ */
+export async function startCluster(
+  masters = 3,
+  moved: ReadonlyMap<number, number> = new Map(),
+): Promise<RedisClusterHandle> {
   requireRedisServer();
   const dir = makeTmpDir('callgate-cluster-');
   const procs: Proc[] = [];
@@ -480,12 +504,13 @@ export async function startCluster(masters = 3): Promise<RedisClusterHandle> {
     }
     if (new Set([...ports, ...busPorts]).size !== 2 * masters)
       throw new Error('port collision while starting the cluster');
-    // Join: distinct config epochs, one slot range each, then MEET from node 0.
+    // Join: distinct config epochs, one slot range each (but for `moved`), then MEET from node 0.
+    const plan = slotPlan(masters, moved);
     await Promise.all(
       ports.map(async (p, i) => {
         await rawCommand(p, ['CLUSTER', 'SET-CONFIG-EPOCH', String(i + 1)]);
-        const [from, to] = slotRanges(masters)[i]!;
-        await rawCommand(p, ['CLUSTER', 'ADDSLOTSRANGE', String(from), String(to)]);
+        const ranges = plan[i]!.flatMap(([from, to]) => [String(from), String(to)]);
+        await rawCommand(p, ['CLUSTER', 'ADDSLOTSRANGE', ...ranges]);
       }),
     );
     for (let i = 1; i < ports.length; i++) {
