@@ -174,8 +174,9 @@ describe('every shell example of README.md and docs/ runs with the real CLI', fu
   it('the blocks not run are few and marked', () => {
     const skipped = docBlocks('sh', { withNoRun: true }).length - blocks.length;
     // installs, systemd, sipp/Kamailio sessions, benches (each several minutes, and performance
-    // is never asserted in a test): a new one needs a reason as good
-    expect(skipped).to.be.at.most(18);
+    // is never asserted in a test), a Cluster's slot move (test/slot-move.test.ts runs its
+    // script): a new one needs a reason as good
+    expect(skipped).to.be.at.most(19);
     expect(blocks.length).to.be.greaterThan(10);
   });
 

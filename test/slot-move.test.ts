@@ -8,7 +8,9 @@
  * follows or retries): every decision is still taken by Redis in time (none degraded), the
  * account's counts move with its keys (a limit of 100 calls a minute admits exactly 100 of the
  * calls offered before, during and after the move), and the account's keys end on the new
- * master only. The same for a carrier's slot and its channels.
+ * master only. The same for a carrier's slot and its channels. And the same account move by
+ * examples/redis/move-slot.sh, the script docs/redis.md gives operators (keys in batches), which
+ * refuses a master that does not own the slot and leaves nothing importing then.
  */
 import { expect } from 'chai';
 import { Cluster } from 'ioredis';
@@ -16,6 +18,7 @@ import { CallGate } from '../src/gate.js';
 import { accountBucket, accountTag, carrierTag } from '../src/store/keys.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
 import { clusterRig, rawCommand } from './helpers/redis.js';
+import { runProcess } from './helpers/run.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -71,9 +74,16 @@ describe('moving a busy slot to another master while calls flow (three masters)'
     for (const c of clients) c.disconnect();
   });
 
-  it("keeps an account's counts and holds: exactly its limit admitted, none degraded, every release landed", async () => {
+  /**
+   * An account's calls across a move of its slot by `move` (from the old master's port to the
+   * new one's, resolving to the keys moved), started after 60 calls; what the test asserts.
+   */
+  async function accountAcrossMove(
+    prefix: string,
+    move: (slot: number, from: number, to: number) => Promise<number>,
+  ): Promise<{ moved: number; slowest: number }> {
     const client = await newClient();
-    const store = new RedisStore({ redis: client, prefix: 'mv:' });
+    const store = new RedisStore({ redis: client, prefix });
     const gate = await CallGate.create({
       config: {
         maxCallDuration: 'PT60S',
@@ -92,7 +102,7 @@ describe('moving a busy slot to another master while calls flow (three masters)'
       timeoutMs: 2_000,
     });
     try {
-      const slot = Number(await client.cluster('KEYSLOT', `mv:{${accountTag('hot')}}:x`));
+      const slot = Number(await client.cluster('KEYSLOT', `${prefix}{${accountTag('hot')}}:x`));
       const from = await portOfSlot(client, slot);
       const to = ports().find((p) => p !== from)!;
       let admitted = 0;
@@ -120,16 +130,13 @@ describe('moving a busy slot to another master while calls flow (three masters)'
             else if (d.admitted) coldAdmitted++;
           }),
         );
-        // the move starts after 60 calls (none refused yet) and lasts while some 50 more arrive
-        if (i === 60) moving = moveSlot(ports(), slot, from, to, 3);
+        // the move starts after 60 calls (none refused yet), while calls go on arriving
+        if (i === 60) moving = move(slot, from, to);
         if (i % 5 === 4) await sleep(20);
       }
       await Promise.all(calls);
       const moved = await moving!;
       expect(degraded, 'decisions that Redis did not take in time').to.deep.equal([]);
-      expect(moved, 'keys moved one by one').to.be.greaterThan(10);
-      // calls met the slot half moved: Redis answered TRYAGAIN, ioredis retried 100 ms later
-      expect(slowest, 'the slowest decision, ms').to.be.greaterThan(90);
       expect(admitted, "the hot account's limit, across the move").to.equal(100);
       expect(coldAdmitted).to.equal(300);
       expect(await portOfSlot(client, slot)).to.equal(to);
@@ -143,9 +150,54 @@ describe('moving a busy slot to another master while calls flow (three masters)'
       const holds = () => store.holds({ tag: accountTag('hot'), name: accountBucket('hot') });
       for (let i = 0; i < 50 && (await holds()).holds > 50; i++) await sleep(100);
       expect((await holds()).holds, 'channels held on the account').to.equal(50);
+      return { moved, slowest };
     } finally {
       await gate.close();
     }
+  }
+
+  it("keeps an account's counts and holds: exactly its limit admitted, none degraded, every release landed", async () => {
+    const { moved, slowest } = await accountAcrossMove('mv:', (slot, from, to) => moveSlot(ports(), slot, from, to, 3));
+    expect(moved, 'keys moved one by one').to.be.greaterThan(10);
+    // calls met the slot half moved: Redis answered TRYAGAIN, ioredis retried 100 ms later
+    expect(slowest, 'the slowest decision, ms').to.be.greaterThan(90);
+  });
+
+  it('the same through examples/redis/move-slot.sh, the procedure of docs/redis.md', async () => {
+    const script = new URL('../examples/redis/move-slot.sh', import.meta.url).pathname;
+    const { moved } = await accountAcrossMove('mvs:', async (_slot, from, to) => {
+      // the tag as docs/redis.md gives it; keys in batches of 5, so the move takes a while
+      const r = await runProcess('bash', [script, `{${accountTag('hot')}}`, `127.0.0.1:${from}`, `127.0.0.1:${to}`], {
+        cwd: process.cwd(),
+        env: { BATCH: '5' },
+        timeoutMs: 30_000,
+      });
+      expect(r.stderr).to.equal('');
+      expect(r.code, r.stderr).to.equal(0);
+      const m = /^slot \d+: (\d+) keys moved from 127\.0\.0\.1:\d+ to 127\.0\.0\.1:\d+\n$/.exec(r.stdout);
+      expect(m, r.stdout).to.not.equal(null);
+      return Number(m![1]);
+    });
+    expect(moved).to.be.greaterThan(10);
+  });
+
+  it('move-slot.sh from a master that does not own the slot: exit 1, said why, nothing left importing', async () => {
+    const script = new URL('../examples/redis/move-slot.sh', import.meta.url).pathname;
+    const client = await newClient();
+    const slot = Number(await client.cluster('KEYSLOT', `{${accountTag('nobody')}}`));
+    const owner = await portOfSlot(client, slot);
+    const [other, to] = ports().filter((p) => p !== owner) as [number, number];
+    const r = await runProcess('bash', [script, `{${accountTag('nobody')}}`, `127.0.0.1:${other}`, `127.0.0.1:${to}`], {
+      cwd: process.cwd(),
+      timeoutMs: 30_000,
+    });
+    expect(r.code).to.equal(1);
+    expect(r.stderr).to.equal(`move-slot: CLUSTER SETSLOT ${slot}: ERR I'm not the owner of hash slot ${slot}\n`);
+    const me = String(await rawCommand(to, ['CLUSTER', 'NODES']))
+      .split('\n')
+      .find((l) => l.includes('myself'));
+    expect(me, 'an importing slot shows as [slot-<-id]').to.not.include('-<-');
+    expect(await portOfSlot(client, slot)).to.equal(owner);
   });
 
   it("keeps a carrier's pacing and channels across the move", async () => {
