@@ -19,7 +19,7 @@
  *              unleased (every key on `{in}`), then leased (lanes by peer)
  *
  *   npx tsx bench/cluster-scaling.ts [--workloads out,in-global,in,in-leased] [--rate 3000]
- *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16|masters] [--rounds 1] [--per-master] [--pin] [--balance]
+ *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16|masters] [--rounds 1] [--per-master] [--pin] [--balance] [--commands]
  *
  * --pin: leased runs place their owners (accounts; peers when calls name none) on lanes as an
  * operator would from the demand they see (docs/leasing.md, "Placing accounts"): the busiest
@@ -31,6 +31,9 @@
  * --balance: the unleased workloads `in` and `out` with their account (carrier) tags' slots placed
  * on masters by load, busiest first onto the least loaded master, as an operator would move a hot
  * tag's slot (docs/redis.md): hashing alone put 32-41 % of the work on the busiest of 4 masters.
+ *
+ * --commands: after each run, every command's calls and µs per decision (those of scripts
+ * included), summed over the masters.
  *
  * --per-master: offer --rate per master (4 masters: 4 x --rate), so that each master sees the
  * load one master sees: a decision's Redis time depends on how busy its master is (requests per
@@ -72,6 +75,7 @@ const { values } = parseArgs({
     'per-master': { type: 'boolean', default: false },
     pin: { type: 'boolean', default: false },
     balance: { type: 'boolean', default: false },
+    commands: { type: 'boolean', default: false },
   },
 });
 const rate = Number(values.rate);
@@ -321,6 +325,19 @@ async function run(masters: number, workload: Workload) {
     });
     const stats = await Promise.all(nodes.map(commandstats));
     const cpu1 = await Promise.all(nodes.map(cpuSeconds));
+    if (values.commands) {
+      // every command, scripts' own included, summed over the masters: calls and µs per decision
+      const all = new Map<string, { calls: number; usec: number }>();
+      for (const s of stats)
+        for (const [cmd, v] of s) {
+          const a = all.get(cmd) ?? { calls: 0, usec: 0 };
+          all.set(cmd, { calls: a.calls + v.calls, usec: a.usec + v.usec });
+        }
+      const rows = [...all].filter(([cmd]) => cmd !== 'info' && cmd !== 'config').sort((a, b) => b[1].usec - a[1].usec);
+      console.log(
+        `${workload} on ${masters}: ${rows.map(([cmd, v]) => `${cmd} ${(v.calls / decisions).toFixed(2)} × ${(v.usec / decisions).toFixed(1)} µs`).join(', ')}`,
+      );
+    }
     const cpuPer = cpu1.map((c, k) => ((c - cpu0[k]!) * 1e6) / decisions);
     // where the keys sit (logs, carriers, holds, records, locators), per master
     const keys = (await Promise.all(nodes.map((n) => n.dbsize()))).join(' / ');
