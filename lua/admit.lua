@@ -17,7 +17,7 @@
   ARGV[2]     member prefix: call i's event id (its sorted-set member) is the prefix .. i,
               unique as long as the prefix is unique per batch
   ARGV[3]     call record prefix: the record of call id x is the key prefix .. x (it shares
-              the batch's hash tag; also the last of KEYS, above)
+              the batch's hash tag; on a Cluster, also declared at the end of KEYS)
   ARGV[4]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
   ARGV[5..]   the profiles and buckets of the batch, each bucket once (includes/buckets.lua)
   then the plans, the bucket lists the calls name, each once:

@@ -4,7 +4,8 @@
 
   KEYS        every structure of the buckets, each named once: sliding-log sorted sets
               (members = event ids, scores = µs), window hashes {w, c, p} and holds sorted
-              sets (includes/channels.lua)
+              sets (includes/channels.lua); then, on a Cluster, the call record ARGV[4] names
+              (declared so that a Cluster checks it before the script runs, as in admit.lua)
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2]     member: a unique id for this event (the sorted-set member)
   ARGV[3]     ttl floor, ms: the least expiry of a written key (0 when now is Redis TIME;

@@ -15,7 +15,7 @@
   ARGV[2]     ttl floor, ms, for calls on Redis TIME (0, but with carriers spread over shards,
               where calls at an earlier time from another shard may follow: reserve-args.ts)
   ARGV[3]     call record prefix: the outbound record of call id x is the key prefix .. x (it
-              shares the carriers' hash tag; also the last of KEYS, above)
+              shares the carriers' hash tag; on a Cluster, also declared at the end of KEYS)
   ARGV[4]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
   ARGV[5]     NR, the number of routes, then per route: n, then per carrier in route order:
               its key (1-based index in KEYS), I (µs, may be fractional), maxWait (µs), N (its

@@ -274,10 +274,22 @@ export function isCluster(redis: Redis | Cluster): redis is Cluster {
 }
 
 /**
+ * A script that met a key of a slot being moved to another master (docs/redis.md, "Moving a
+ * busy account or carrier"): one a Cluster could not check before it ran, named inside a call
+ * record. It stopped before its first write there (records move last) and can be sent again.
+ */
+const SLOT_MOVING = /^ERR Script attempted to access a non local key/;
+
+/**
  * A Redis reply error (redis-errors' ReplyError, named after its class) is a bug to surface as
- * is; anything else means Redis is out of reach. By name, for the same reason as isCluster().
+ * is, but for a slot being moved (SLOT_MOVING); anything else means Redis is out of reach. By
+ * name, for the same reason as isCluster().
  */
 export function unavailable(err: unknown): Error {
-  if ((err as Error | undefined)?.name === 'ReplyError' || err instanceof StoreUnavailableError) return err as Error;
+  if (err instanceof StoreUnavailableError) return err;
+  const e = err as Error | undefined;
+  if (e?.name === 'ReplyError' && SLOT_MOVING.test(e.message))
+    return new StoreUnavailableError(`Redis unavailable: a slot being moved to another master (${e.message})`, err);
+  if (e?.name === 'ReplyError') return err as Error;
   return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err);
 }

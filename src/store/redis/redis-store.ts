@@ -570,16 +570,19 @@ export class RedisStore implements Store, OperableStore {
     const held = req.hold !== undefined && hasChannels(req.buckets);
     const id = held ? encodeId(req.hold.id) : '';
     const forUs = held ? req.hold.forUs : 0;
+    const record = held ? this.keys.inboundRecord(req.tag, id) : '';
     const head = [
       req.now === undefined ? '' : num(req.now),
       this.member(),
       String(this.ttlFloor(req.now)),
-      held ? this.keys.inboundRecord(req.tag, id) : '',
+      record,
       id,
       num(forUs),
       this.offset.deadline(req.signal),
     ];
-    const sent = this.send('record', b.argv(head, [], false), req.signal) as Promise<number[]>;
+    // on a Cluster the record is declared too (admit-args.ts, declareRecords: a slot being moved)
+    const more = this.keys.hashTags && held ? [record] : [];
+    const sent = this.send('record', b.argv(head, [], false, more), req.signal) as Promise<number[]>;
     if (this.keys.hashTags && held && forUs > 0)
       this.locators.track(
         id,
