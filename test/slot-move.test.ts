@@ -9,8 +9,11 @@
  * account's counts move with its keys (a limit of 100 calls a minute admits exactly 100 of the
  * calls offered before, during and after the move), and the account's keys end on the new
  * master only. The same for a carrier's slot and its channels. And the same account move by
- * examples/redis/move-slot.sh, the script docs/redis.md gives operators (keys in batches), which
- * refuses a master that does not own the slot and leaves nothing importing then.
+ * examples/redis/move-slot.sh, the script docs/redis.md gives operators (keys in batches, call
+ * records last); with calls held before it, then released, refreshed and recorded while it
+ * runs: every release lands (deferred, it is sent again), every refresh holds (one that met its
+ * holds moved fails as Redis out of reach, and holds once sent again), no record is degraded.
+ * The script refuses a master that does not own the slot and leaves nothing importing then.
  */
 import { expect } from 'chai';
 import { Cluster } from 'ioredis';
@@ -181,6 +184,77 @@ describe('moving a busy slot to another master while calls flow (three masters)'
     expect(moved).to.be.greaterThan(10);
   });
 
+  it('move-slot.sh: calls held before the move, released, refreshed and recorded while it runs, counted right', async () => {
+    const script = new URL('../examples/redis/move-slot.sh', import.meta.url).pathname;
+    const client = await newClient();
+    const store = new RedisStore({ redis: client, prefix: 'mvh:' });
+    const gate = await CallGate.create({
+      config: {
+        maxCallDuration: 'PT60S',
+        inbound: {
+          accounts: { hot: [{ limit: 10_000, window: 'PT1S' }, { channels: 1000 }] },
+          defaultPeer: [{ limit: 1000, window: 'PT1S' }],
+        },
+      },
+      store,
+      shield: false,
+      timeoutMs: 2_000,
+    });
+    try {
+      const slot = Number(await client.cluster('KEYSLOT', `mvh:{${accountTag('hot')}}:x`));
+      const from = await portOfSlot(client, slot);
+      const to = ports().find((p) => p !== from)!;
+      for (let i = 0; i < 100; i++) {
+        const d = await gate.admit({ callId: `h${i}`, peer: `p${i % 10}`, account: 'hot' });
+        expect(d.admitted, `h${i}`).to.equal(true);
+      }
+      // the script in batches of 20 keys: the logs and holds, then 100-odd records
+      const moving = runProcess('bash', [script, `{${accountTag('hot')}}`, `127.0.0.1:${from}`, `127.0.0.1:${to}`], {
+        cwd: process.cwd(),
+        env: { BATCH: '20' },
+        timeoutMs: 30_000,
+      });
+      const released: string[] = [];
+      const refreshFailures: string[] = [];
+      const recorded: string[] = [];
+      const work: Promise<unknown>[] = [];
+      for (let i = 0; i < 50; i++) {
+        // a hang-up of h0..h49, a refresh of h50..h99, and a call that must pass (record),
+        // every 4 ms
+        work.push(
+          gate.release(`h${i}`).then((o) => released.push(o)),
+          gate.refresh(`h${50 + i}`).then(
+            (held) => expect(held, `h${50 + i}`).to.equal(true),
+            (e) => refreshFailures.push(`h${50 + i}: ${String(e)}`),
+          ),
+          gate.record({ callId: `r${i}`, peer: `p${i % 10}`, account: 'hot' }).then((d) => {
+            if (d.degraded) recorded.push(`r${i} degraded`);
+          }),
+        );
+        await sleep(4);
+      }
+      await Promise.all(work);
+      const r = await moving;
+      expect(r.stderr).to.equal('');
+      expect(r.code).to.equal(0);
+      expect(recorded, 'records that Redis did not take').to.deep.equal([]);
+      // a refresh that met its record on the old master and its holds moved failed before it
+      // wrote anything, as a store out of reach: sent again once the move is done, it holds
+      for (const f of refreshFailures)
+        expect(f).to.match(/StoreUnavailableError: Redis unavailable: a slot being moved/);
+      for (const f of refreshFailures) expect(await gate.refresh(f.split(':')[0]!), f).to.equal(true);
+      expect(released.filter((o) => o !== 'released' && o !== 'deferred')).to.deep.equal([]);
+      expect(await portOfSlot(client, slot)).to.equal(to);
+      // h50..h99 and the 50 recorded calls hold; every release landed (a deferred one is sent
+      // again): none left held on either master
+      const holds = () => store.holds({ tag: accountTag('hot'), name: accountBucket('hot') });
+      for (let i = 0; i < 50 && (await holds()).holds !== 100; i++) await sleep(100);
+      expect((await holds()).holds, 'channels held on the account').to.equal(100);
+    } finally {
+      await gate.close();
+    }
+  });
+
   it('move-slot.sh from a master that does not own the slot: exit 1, said why, nothing left importing', async () => {
     const script = new URL('../examples/redis/move-slot.sh', import.meta.url).pathname;
     const client = await newClient();
@@ -192,7 +266,9 @@ describe('moving a busy slot to another master while calls flow (three masters)'
       timeoutMs: 30_000,
     });
     expect(r.code).to.equal(1);
-    expect(r.stderr).to.equal(`move-slot: CLUSTER SETSLOT ${slot}: ERR I'm not the owner of hash slot ${slot}\n`);
+    expect(r.stderr).to.equal(
+      `move-slot: 127.0.0.1:${other}: CLUSTER SETSLOT ${slot}: ERR I'm not the owner of hash slot ${slot}\n`,
+    );
     const me = String(await rawCommand(to, ['CLUSTER', 'NODES']))
       .split('\n')
       .find((l) => l.includes('myself'));

@@ -10,6 +10,11 @@
 #           '{out:carrier-1}' (a carrier); or any key of the slot; or the slot's number
 #   BATCH   keys per MIGRATE (default 500: each blocks the old master for a few ms)
 #   REDISCLI_AUTH, REDIS_USER   the password (and ACL user) of redis-cli and of MIGRATE
+#
+# Call records (`:call:` and `:gone:` keys) move last, after every log and holds set: a release
+# or refresh that finds its record on the old master and its holds already moved then fails
+# before it writes anything, and is sent again. Interrupted, the slot stays migrating: run the
+# same command again to finish. Plain TCP and IPv4 only (no TLS options are passed).
 set -euo pipefail
 
 if [ $# -ne 3 ]; then
@@ -23,12 +28,16 @@ cli() {
   shift
   redis-cli ${REDIS_USER:+--user "$REDIS_USER"} -h "${hp%:*}" -p "${hp##*:}" "$@"
 }
-# a reply that is an error (redis-cli exits 0 on one): stop there
+# one command's reply; a failed connection or an error reply (redis-cli exits 0 on one) stops
+# the script with the reply said
 must() {
   local out
-  out=$(cli "$@")
-  if [[ $out == ERR* || $out == NOAUTH* || $out == NOPERM* ]]; then
-    echo "move-slot: $2 $3 ${4:-}: $out" >&2
+  if ! out=$(cli "$@" 2>&1); then
+    echo "move-slot: $1: ${out:-redis-cli failed}" >&2
+    return 1
+  fi
+  if [[ $out =~ ^[A-Z]+([[:space:]]|$) && ! $out =~ ^(OK|NOKEY)$ ]]; then
+    echo "move-slot: $1: $2 $3 ${4:-}: $out" >&2
     return 1
   fi
   printf '%s' "$out"
@@ -37,10 +46,8 @@ must() {
 if [[ $what =~ ^[0-9]+$ ]]; then slot=$what; else slot=$(must "$from" CLUSTER KEYSLOT "$what"); fi
 from_id=$(must "$from" CLUSTER MYID)
 to_id=$(must "$to" CLUSTER MYID)
-auth=()
-if [ -n "${REDISCLI_AUTH:-}" ]; then
-  if [ -n "${REDIS_USER:-}" ]; then auth=(AUTH2 "$REDIS_USER" "$REDISCLI_AUTH"); else auth=(AUTH "$REDISCLI_AUTH"); fi
-fi
+# the new master's address as the Cluster knows it: the one the old master can reach
+to_addr=$(must "$to" CLUSTER NODES | awk '$3 ~ /myself/ { split($2, a, "@"); print a[1] }')
 
 # the new master first, so that the old one's ASK redirections find it importing; a refusal of
 # the old one (it does not own the slot) puts the new one back as it was
@@ -49,27 +56,61 @@ if ! must "$from" CLUSTER SETSLOT "$slot" MIGRATING "$to_id" >/dev/null; then
   cli "$to" CLUSTER SETSLOT "$slot" STABLE >/dev/null
   exit 1
 fi
+step=keys
+trap 'if [ $step = keys ]; then echo "move-slot: stopped with slot $slot migrating from $from to $to: run the same command again to finish" >&2; else echo "move-slot: stopped while giving slot $slot to $to_id: run CLUSTER SETSLOT $slot NODE $to_id on every master" >&2; fi' ERR INT TERM
+
+# MIGRATE through standard input, so that no password shows in the process list
+migrate() {
+  local line="MIGRATE ${to_addr%:*} ${to_addr##*:} \"\" 0 5000"
+  if [ -n "${REDISCLI_AUTH:-}" ]; then
+    local pass=${REDISCLI_AUTH//\\/\\\\}
+    pass=${pass//\"/\\\"}
+    if [ -n "${REDIS_USER:-}" ]; then line+=" AUTH2 \"$REDIS_USER\" \"$pass\""; else line+=" AUTH \"$pass\""; fi
+  fi
+  line+=" KEYS"
+  local k
+  for k in "$@"; do
+    k=${k//\\/\\\\}
+    line+=" \"${k//\"/\\\"}\""
+  done
+  local out
+  out=$(printf '%s\n' "$line" | cli "$from" 2>&1) || {
+    echo "move-slot: $from: MIGRATE: ${out:-redis-cli failed}" >&2
+    return 1
+  }
+  if [[ $out != OK && $out != NOKEY ]]; then
+    echo "move-slot: $from: MIGRATE: $out" >&2
+    return 1
+  fi
+}
 
 moved=0
 while :; do
-  list=$(must "$from" CLUSTER GETKEYSINSLOT "$slot" "$batch")
-  [ -z "$list" ] && break
-  mapfile -t keys <<<"$list"
-  must "$from" MIGRATE "${to%:*}" "${to##*:}" "" 0 5000 "${auth[@]}" KEYS "${keys[@]}" >/dev/null
-  moved=$((moved + ${#keys[@]}))
+  count=$(must "$from" CLUSTER COUNTKEYSINSLOT "$slot")
+  [ "$count" = 0 ] && break
+  list=$(must "$from" CLUSTER GETKEYSINSLOT "$slot" "$count")
+  # logs, holds and the rest first, the call records last
+  mapfile -t keys < <(grep -v -e ':call:' -e ':gone:' <<<"$list" || true)
+  mapfile -t records < <(grep -e ':call:' -e ':gone:' <<<"$list" || true)
+  for group in keys records; do
+    declare -n g=$group
+    for ((i = 0; i < ${#g[@]}; i += batch)); do
+      chunk=("${g[@]:i:batch}")
+      migrate "${chunk[@]}"
+      moved=$((moved + ${#chunk[@]}))
+    done
+    unset -n g
+  done
 done
-left=$(must "$from" CLUSTER COUNTKEYSINSLOT "$slot")
-if [ "$left" != 0 ]; then
-  echo "move-slot: $left keys of slot $slot still on $from; the slot stays migrating: run again" >&2
-  exit 1
-fi
 
 # the new owner, the old one, then every other master (as redis-cli --cluster does)
-masters=$(cli "$from" CLUSTER NODES | awk '$3 ~ /master/ && $3 !~ /fail/ { split($2, a, "@"); print a[1] }')
+step=node
+masters=$(must "$from" CLUSTER NODES | awk '$3 ~ /master/ && $3 !~ /fail/ && $3 !~ /myself/ { split($2, a, "@"); print a[1] }')
 must "$to" CLUSTER SETSLOT "$slot" NODE "$to_id" >/dev/null
 must "$from" CLUSTER SETSLOT "$slot" NODE "$to_id" >/dev/null
 for m in $masters; do
-  [ "$m" = "$to" ] || [ "$m" = "$from" ] && continue
+  [ "$m" = "$to_addr" ] && continue
   must "$m" CLUSTER SETSLOT "$slot" NODE "$to_id" >/dev/null
 done
+trap - ERR INT TERM
 echo "slot $slot: $moved keys moved from $from to $to"
