@@ -18,8 +18,14 @@ local id = ARGV[2]
 local e = t + tonumber(ARGV[3])
 local floorMs = tonumber(ARGV[4])
 local refreshed = 0
+-- every key to touch read first (readRecordAll): a slot being moved fails the script before
+-- any write, so that sending it again is safe
+local found = {}
 for i = 1, #KEYS do
-  local old, keys = readRecord(KEYS[i])
+  found[i] = { readRecordAll(KEYS[i]) }
+end
+for i = 1, #KEYS do
+  local old, keys = found[i][1], found[i][2]
   if old ~= nil and old > t then
     refreshed = refreshed + 1
     for _, k in ipairs(keys) do

@@ -18,15 +18,32 @@
 
 local t = readNow(ARGV[1])
 local tombMs = ARGV[3]
+local id = ARGV[2]
+-- every key to touch read first (readRecordAll): a slot being moved fails the script before
+-- any write, so that sending it again is safe
+local found, tombs = {}, {}
+for i = 1, #KEYS do
+  local e, holds = readRecordAll(KEYS[i])
+  found[i] = { e, holds }
+  if tombMs ~= nil and tombMs ~= '' and (e == nil or ARGV[4] == '1') then
+    tombs[i] = string.gsub(KEYS[i], 'call:(%a+):([^:]*)$', 'gone:%1:%2')
+    redis.call('EXISTS', tombs[i])
+  end
+end
 local released = 0
 for i = 1, #KEYS do
-  local e = dropRecord(KEYS[i], ARGV[2])
-  if tombMs ~= nil and tombMs ~= '' and (e == nil or ARGV[4] == '1') then
-    local tomb = string.gsub(KEYS[i], 'call:(%a+):([^:]*)$', 'gone:%1:%2')
-    redis.call('SET', tomb, '1', 'PX', tombMs)
+  local e, holds = found[i][1], found[i][2]
+  if e ~= nil then
+    for _, k in ipairs(holds) do
+      redis.call('ZREM', k, id)
+    end
+    redis.call('DEL', KEYS[i])
+    if e > t then
+      released = released + 1
+    end
   end
-  if e ~= nil and e > t then
-    released = released + 1
+  if tombs[i] then
+    redis.call('SET', tombs[i], '1', 'PX', tombMs)
   end
 end
 return { released, t }

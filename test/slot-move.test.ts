@@ -255,6 +255,56 @@ describe('moving a busy slot to another master while calls flow (three masters)'
     }
   });
 
+  it('a release or refresh that meets a holds set already moved fails before any write, and lands once sent again', async () => {
+    const client = await newClient();
+    const store = new RedisStore({ redis: client, prefix: 'mvr:' });
+    const gate = await CallGate.create({
+      config: {
+        maxCallDuration: 'PT60S',
+        inbound: {
+          accounts: { hot: [{ channels: 100 }] },
+          defaultPeer: [{ channels: 100 }],
+        },
+      },
+      store,
+      shield: false,
+    });
+    try {
+      // the call's record names two holds sets: its peer's and its account's
+      expect((await gate.admit({ callId: 'x1', peer: 'p1', account: 'hot' })).admitted).to.equal(true);
+      const slot = Number(await client.cluster('KEYSLOT', `mvr:{${accountTag('hot')}}:x`));
+      const from = await portOfSlot(client, slot);
+      const to = ports().find((p) => p !== from)!;
+      const id = async (port: number) => String(await rawCommand(port, ['CLUSTER', 'MYID']));
+      await rawCommand(to, ['CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', await id(from)]);
+      await rawCommand(from, ['CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', await id(to)]);
+      const keys = (await rawCommand(from, ['CLUSTER', 'GETKEYSINSLOT', String(slot), '100'])) as string[];
+      const account = keys.find((k) => k.endsWith(`${accountBucket('hot')}:ch`))!;
+      const peer = keys.find((k) => k.includes(':peer:') && k.endsWith(':ch'))!;
+      expect([account, peer].every(Boolean), keys.join(' ')).to.equal(true);
+      // the record's second holds set moved (the peer's, after the account's), the record and the
+      // first not yet: the order a move may leave them in
+      await rawCommand(from, ['MIGRATE', '127.0.0.1', String(to), '', '0', '5000', 'KEYS', peer]);
+      const first = () => rawCommand(from, ['ZRANGE', account, '0', '-1', 'WITHSCORES']);
+      const before = await first();
+      for (const attempt of [() => store.refresh({ id: 'x1', forUs: 60e6 }), () => store.release({ id: 'x1' })]) {
+        const err = await attempt().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(String(err)).to.match(/^StoreUnavailableError: Redis unavailable: a slot being moved/);
+        expect(await first(), "the account's holds set, untouched").to.deep.equal(before);
+        expect(await rawCommand(from, ['EXISTS', keys.find((k) => k.includes(':call:in:'))!])).to.equal(1);
+      }
+      await moveSlot(ports(), slot, from, to, 0);
+      expect((await store.release({ id: 'x1' })).released).to.equal(1);
+      expect((await store.holds({ tag: accountTag('hot'), name: accountBucket('hot') })).holds).to.equal(0);
+      expect(await rawCommand(to, ['ZCARD', peer]), "the peer's holds").to.equal(0);
+    } finally {
+      await gate.close();
+    }
+  });
+
   it('move-slot.sh from a master that does not own the slot: exit 1, said why, nothing left importing', async () => {
     const script = new URL('../examples/redis/move-slot.sh', import.meta.url).pathname;
     const client = await newClient();

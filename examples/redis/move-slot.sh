@@ -11,10 +11,12 @@
 #   BATCH   keys per MIGRATE (default 500: each blocks the old master for a few ms)
 #   REDISCLI_AUTH, REDIS_USER   the password (and ACL user) of redis-cli and of MIGRATE
 #
-# Call records (`:call:` and `:gone:` keys) move last, after every log and holds set: a release
-# or refresh that finds its record on the old master and its holds already moved then fails
-# before it writes anything, and is sent again. Interrupted, the slot stays migrating: run the
-# same command again to finish. Plain TCP and IPv4 only (no TLS options are passed).
+# Call records (`}:call:in:<id>`, `}:call:out:<id>`) move last, after every log, holds set and
+# tombstone: a release or refresh that finds its record on the old master and its holds already
+# moved then fails before it writes anything, and is sent again. MIGRATE replaces a key the new
+# master has already (the old master's copy is the one written while the slot migrates), so a
+# run that stopped midway can be run again to finish. Plain TCP only (no TLS options are
+# passed); the slot's key names are read in one reply.
 set -euo pipefail
 
 if [ $# -ne 3 ]; then
@@ -22,32 +24,48 @@ if [ $# -ne 3 ]; then
   exit 2
 fi
 what=$1 from=$2 to=$3 batch=${BATCH:-500}
+if ! [[ $batch =~ ^[1-9][0-9]*$ ]]; then
+  echo "move-slot: BATCH must be a positive integer, got '$batch'" >&2
+  exit 2
+fi
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
 
 cli() {
   local hp=$1
   shift
   redis-cli ${REDIS_USER:+--user "$REDIS_USER"} -h "${hp%:*}" -p "${hp##*:}" "$@"
 }
-# one command's reply; a failed connection or an error reply (redis-cli exits 0 on one) stops
-# the script with the reply said
+# Redis' error replies (redis-cli exits 0 on one, and prints it on standard output)
+ERRORS='^(ERR|WRONGTYPE|MOVED|ASK|TRYAGAIN|CLUSTERDOWN|CROSSSLOT|LOADING|BUSY|BUSYKEY|NOAUTH|WRONGPASS|NOPERM|IOERR|READONLY|MASTERDOWN|NOSCRIPT|OOM)( |$)'
+# one command's reply; a failed connection or an error reply stops the script with it said
 must() {
   local out
-  if ! out=$(cli "$@" 2>&1); then
-    echo "move-slot: $1: ${out:-redis-cli failed}" >&2
+  if ! out=$(cli "$@" 2>"$err"); then
+    echo "move-slot: $1: $(cat "$err")${out:-redis-cli failed}" >&2
     return 1
   fi
-  if [[ $out =~ ^[A-Z]+([[:space:]]|$) && ! $out =~ ^(OK|NOKEY)$ ]]; then
+  if [[ $3 != GETKEYSINSLOT && $out =~ $ERRORS ]]; then
     echo "move-slot: $1: $2 $3 ${4:-}: $out" >&2
     return 1
   fi
   printf '%s' "$out"
 }
+# a MIGRATE argument in double quotes (redis-cli's own quoting, on standard input)
+quote() {
+  local s=${1//\\/\\\\}
+  printf '"%s"' "${s//\"/\\\"}"
+}
 
 if [[ $what =~ ^[0-9]+$ ]]; then slot=$what; else slot=$(must "$from" CLUSTER KEYSLOT "$what"); fi
 from_id=$(must "$from" CLUSTER MYID)
 to_id=$(must "$to" CLUSTER MYID)
-# the new master's address as the Cluster knows it: the one the old master can reach
-to_addr=$(must "$to" CLUSTER NODES | awk '$3 ~ /myself/ { split($2, a, "@"); print a[1] }')
+# the new master's address as the old master knows it: the one MIGRATE connects to from there
+to_addr=$(must "$from" CLUSTER NODES | awk -v id="$to_id" '$1 == id { split($2, a, "@"); print a[1] }')
+if [ -z "$to_addr" ]; then
+  echo "move-slot: $from does not know $to ($to_id) as a node of its Cluster" >&2
+  exit 1
+fi
 
 # the new master first, so that the old one's ASK redirections find it importing; a refusal of
 # the old one (it does not own the slot) puts the new one back as it was
@@ -57,25 +75,36 @@ if ! must "$from" CLUSTER SETSLOT "$slot" MIGRATING "$to_id" >/dev/null; then
   exit 1
 fi
 step=keys
-trap 'if [ $step = keys ]; then echo "move-slot: stopped with slot $slot migrating from $from to $to: run the same command again to finish" >&2; else echo "move-slot: stopped while giving slot $slot to $to_id: run CLUSTER SETSLOT $slot NODE $to_id on every master" >&2; fi' ERR INT TERM
+stopped() {
+  if [ "$step" = keys ]; then
+    echo "move-slot: stopped with slot $slot migrating from $from to $to: run the same command again to finish" >&2
+  else
+    echo "move-slot: stopped while giving slot $slot to $to_id: run CLUSTER SETSLOT $slot NODE $to_id on every master" >&2
+  fi
+}
+trap stopped ERR
+trap 'stopped; exit 130' INT
+trap 'stopped; exit 143' TERM
 
 # MIGRATE through standard input, so that no password shows in the process list
 migrate() {
-  local line="MIGRATE ${to_addr%:*} ${to_addr##*:} \"\" 0 5000"
+  local line="MIGRATE ${to_addr%:*} ${to_addr##*:} \"\" 0 5000 REPLACE"
   if [ -n "${REDISCLI_AUTH:-}" ]; then
-    local pass=${REDISCLI_AUTH//\\/\\\\}
-    pass=${pass//\"/\\\"}
-    if [ -n "${REDIS_USER:-}" ]; then line+=" AUTH2 \"$REDIS_USER\" \"$pass\""; else line+=" AUTH \"$pass\""; fi
+    if [ -n "${REDIS_USER:-}" ]; then
+      line+=" AUTH2 $(quote "$REDIS_USER") $(quote "$REDISCLI_AUTH")"
+    else
+      line+=" AUTH $(quote "$REDISCLI_AUTH")"
+    fi
   fi
   line+=" KEYS"
   local k
   for k in "$@"; do
     k=${k//\\/\\\\}
-    line+=" \"${k//\"/\\\"}\""
+    line+=" \"${k//\"/\\\"}\"" # quote()'s, without a subshell per key
   done
   local out
-  out=$(printf '%s\n' "$line" | cli "$from" 2>&1) || {
-    echo "move-slot: $from: MIGRATE: ${out:-redis-cli failed}" >&2
+  out=$(printf '%s\n' "$line" | cli "$from" 2>"$err") || {
+    echo "move-slot: $from: MIGRATE: $(cat "$err")${out:-redis-cli failed}" >&2
     return 1
   }
   if [[ $out != OK && $out != NOKEY ]]; then
@@ -89,9 +118,10 @@ while :; do
   count=$(must "$from" CLUSTER COUNTKEYSINSLOT "$slot")
   [ "$count" = 0 ] && break
   list=$(must "$from" CLUSTER GETKEYSINSLOT "$slot" "$count")
-  # logs, holds and the rest first, the call records last
-  mapfile -t keys < <(grep -v -e ':call:' -e ':gone:' <<<"$list" || true)
-  mapfile -t records < <(grep -e ':call:' -e ':gone:' <<<"$list" || true)
+  # logs, holds, tombstones and the rest first, the call records last
+  record='\}:call:(in|out):[^:]*$'
+  mapfile -t keys < <(grep -Ev "$record" <<<"$list" || true)
+  mapfile -t records < <(grep -E "$record" <<<"$list" || true)
   for group in keys records; do
     declare -n g=$group
     for ((i = 0; i < ${#g[@]}; i += batch)); do

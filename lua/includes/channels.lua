@@ -100,6 +100,20 @@ local function readRecord(key)
   return e, keys
 end
 
+-- readRecord, then every hold key it names read too (EXISTS). On a Cluster slot being moved to
+-- another master, a key that has left for it fails the script here ("non local key"), before
+-- any write: release.lua and refresh.lua name these keys from the record, where a Cluster cannot
+-- check them before the script runs (docs/redis.md, "Moving a busy account or carrier").
+local function readRecordAll(key)
+  local e, keys = readRecord(key)
+  if e ~= nil then
+    for _, k in ipairs(keys) do
+      redis.call('EXISTS', k)
+    end
+  end
+  return e, keys
+end
+
 -- The end of the call record `key` (a number), or nil when there is none.
 local function recordEnd(key)
   local v = redis.call('GET', key)
