@@ -17,6 +17,7 @@
  */
 import { expect } from 'chai';
 import { Cluster } from 'ioredis';
+import type { CallGateConfigInput } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
 import { accountBucket, accountTag, carrierTag } from '../src/store/keys.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
@@ -77,6 +78,15 @@ describe('moving a busy slot to another master while calls flow (three masters)'
     for (const c of clients) c.disconnect();
   });
 
+  /** A gate on a Cluster client of its own (store prefix `prefix`), calls held up to a minute. */
+  async function gateOn(prefix: string, inbound: CallGateConfigInput['inbound'], timeoutMs?: number) {
+    const client = await newClient();
+    const store = new RedisStore({ redis: client, prefix });
+    const config = { maxCallDuration: 'PT60S', inbound };
+    const gate = await CallGate.create({ config, store, shield: false, ...(timeoutMs && { timeoutMs }) });
+    return { client, store, gate };
+  }
+
   /**
    * An account's calls across a move of its slot by `move` (from the old master's port to the
    * new one's, resolving to the keys moved), started after 60 calls; what the test asserts.
@@ -85,25 +95,19 @@ describe('moving a busy slot to another master while calls flow (three masters)'
     prefix: string,
     move: (slot: number, from: number, to: number) => Promise<number>,
   ): Promise<{ moved: number; slowest: number }> {
-    const client = await newClient();
-    const store = new RedisStore({ redis: client, prefix });
-    const gate = await CallGate.create({
-      config: {
-        maxCallDuration: 'PT60S',
-        inbound: {
-          accounts: {
-            hot: [{ limit: 100, window: 'PT60S' }, { channels: 1000 }],
-            cold: [{ limit: 1000, window: 'PT60S' }],
-          },
-          defaultPeer: [{ limit: 1000, window: 'PT1S' }],
+    const { client, store, gate } = await gateOn(
+      prefix,
+      {
+        accounts: {
+          hot: [{ limit: 100, window: 'PT60S' }, { channels: 1000 }],
+          cold: [{ limit: 1000, window: 'PT60S' }],
         },
+        defaultPeer: [{ limit: 1000, window: 'PT1S' }],
       },
-      store,
-      shield: false,
       // the bound is ioredis' own (16 redirections, TRYAGAIN retried every 100 ms): a call
       // waits for the move to end, and a loaded machine must not turn that into the policy's
-      timeoutMs: 2_000,
-    });
+      2_000,
+    );
     try {
       const slot = Number(await client.cluster('KEYSLOT', `${prefix}{${accountTag('hot')}}:x`));
       const from = await portOfSlot(client, slot);
@@ -186,20 +190,14 @@ describe('moving a busy slot to another master while calls flow (three masters)'
 
   it('move-slot.sh: calls held before the move, released, refreshed and recorded while it runs, counted right', async () => {
     const script = new URL('../examples/redis/move-slot.sh', import.meta.url).pathname;
-    const client = await newClient();
-    const store = new RedisStore({ redis: client, prefix: 'mvh:' });
-    const gate = await CallGate.create({
-      config: {
-        maxCallDuration: 'PT60S',
-        inbound: {
-          accounts: { hot: [{ limit: 10_000, window: 'PT1S' }, { channels: 1000 }] },
-          defaultPeer: [{ limit: 1000, window: 'PT1S' }],
-        },
+    const { client, store, gate } = await gateOn(
+      'mvh:',
+      {
+        accounts: { hot: [{ limit: 10_000, window: 'PT1S' }, { channels: 1000 }] },
+        defaultPeer: [{ limit: 1000, window: 'PT1S' }],
       },
-      store,
-      shield: false,
-      timeoutMs: 2_000,
-    });
+      2_000,
+    );
     try {
       const slot = Number(await client.cluster('KEYSLOT', `mvh:{${accountTag('hot')}}:x`));
       const from = await portOfSlot(client, slot);
@@ -256,18 +254,9 @@ describe('moving a busy slot to another master while calls flow (three masters)'
   });
 
   it('a release or refresh that meets a holds set already moved fails before any write, and lands once sent again', async () => {
-    const client = await newClient();
-    const store = new RedisStore({ redis: client, prefix: 'mvr:' });
-    const gate = await CallGate.create({
-      config: {
-        maxCallDuration: 'PT60S',
-        inbound: {
-          accounts: { hot: [{ channels: 100 }] },
-          defaultPeer: [{ channels: 100 }],
-        },
-      },
-      store,
-      shield: false,
+    const { client, store, gate } = await gateOn('mvr:', {
+      accounts: { hot: [{ channels: 100 }] },
+      defaultPeer: [{ channels: 100 }],
     });
     try {
       // the call's record names two holds sets: its peer's and its account's
