@@ -27,15 +27,21 @@ for i = 1, #KEYS do
   found[i] = { e, holds }
   if tombMs ~= nil and tombMs ~= '' and (e == nil or ARGV[4] == '1') then
     tombs[i] = string.gsub(KEYS[i], 'call:(%a+):([^:]*)$', 'gone:%1:%2')
-    redis.call('EXISTS', tombs[i])
+    redis.call('PTTL', tombs[i])
   end
 end
 local released = 0
 for i = 1, #KEYS do
   local e, holds = found[i][1], found[i][2]
   if e ~= nil then
+    -- each holds set once: a ZREM that empties a set deletes it, and a second one would then
+    -- meet a missing key (on a slot being moved: after this write)
+    local seen = {}
     for _, k in ipairs(holds) do
-      redis.call('ZREM', k, id)
+      if not seen[k] then
+        seen[k] = true
+        redis.call('ZREM', k, id)
+      end
     end
     redis.call('DEL', KEYS[i])
     if e > t then

@@ -14,8 +14,9 @@
 # Call records (`}:call:in:<id>`, `}:call:out:<id>`) move last, after every log, holds set and
 # tombstone: a release or refresh that finds its record on the old master and its holds already
 # moved then fails before it writes anything, and is sent again. MIGRATE replaces a key the new
-# master has already (the old master's copy is the one written while the slot migrates), so a
-# run that stopped midway can be run again to finish. Plain TCP only (no TLS options are
+# master has already, so a run that stopped midway can be run again to finish: with records
+# last, the only such key is a release's tombstone written again there, and the old copy it
+# gets back expires at most the move's length sooner (tombstones last a minute). Plain TCP only (no TLS options are
 # passed); the slot's key names are read in one reply.
 set -euo pipefail
 
@@ -114,9 +115,16 @@ migrate() {
 }
 
 moved=0
+before=-1
 while :; do
   count=$(must "$from" CLUSTER COUNTKEYSINSLOT "$slot")
   [ "$count" = 0 ] && break
+  # a pass that left as many keys as it found (names MIGRATE did not find) would loop forever
+  if [ "$count" = "$before" ]; then
+    echo "move-slot: $count keys of slot $slot stay on $from: a pass over them moved none" >&2
+    false
+  fi
+  before=$count
   list=$(must "$from" CLUSTER GETKEYSINSLOT "$slot" "$count")
   # logs, holds, tombstones and the rest first, the call records last
   record='\}:call:(in|out):[^:]*$'

@@ -100,7 +100,8 @@ local function readRecord(key)
   return e, keys
 end
 
--- readRecord, then every hold key it names read too (EXISTS). On a Cluster slot being moved to
+-- readRecord, then every hold key it names read too (PTTL: any type, and in the minimal ACL
+-- user's commands, docs/redis.md, where EXISTS is not). On a Cluster slot being moved to
 -- another master, a key that has left for it fails the script here ("non local key"), before
 -- any write: release.lua and refresh.lua name these keys from the record, where a Cluster cannot
 -- check them before the script runs (docs/redis.md, "Moving a busy account or carrier").
@@ -108,7 +109,7 @@ local function readRecordAll(key)
   local e, keys = readRecord(key)
   if e ~= nil then
     for _, k in ipairs(keys) do
-      redis.call('EXISTS', k)
+      redis.call('PTTL', k)
     end
   end
   return e, keys
