@@ -16,6 +16,7 @@ const PACKAGES: Record<string, string[]> = {
   kamailio: [],
   limits: [],
   prometheus: [],
+  redis: [],
   systemd: [],
 };
 
