@@ -16,6 +16,17 @@
 
 local t = readNow(ARGV[1])
 local base = ARGV[2]
+local holdName = string.sub(KEYS[2], #base + 1)
+-- the holds and every record they name read before any write: on a Cluster slot being moved to
+-- another master, a record that has left (or expired) fails the script here, changing nothing
+-- (ZRANGEBYSCORE rather than ZRANGE: the minimal ACL user has it, docs/redis.md)
+local members = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '+inf', 'WITHSCORES')
+local records = {}
+for i = 1, #members, 2 do
+  local rk = base .. 'call:in:' .. members[i]
+  records[i] = { rk, redis.call('GET', rk) }
+end
+
 local out = { t, redis.call('ZCARD', KEYS[1]), 0 }
 redis.call('DEL', KEYS[1])
 local windows = 0
@@ -24,9 +35,6 @@ for i = 3, #KEYS do
 end
 out[3] = windows
 
-local holdName = string.sub(KEYS[2], #base + 1)
--- (ZRANGEBYSCORE rather than ZRANGE: the minimal ACL user has it, docs/redis.md)
-local members = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '+inf', 'WITHSCORES')
 for i = 1, #members, 2 do
   local id, e = members[i], tonumber(members[i + 1])
   if e > t then
@@ -34,8 +42,7 @@ for i = 1, #members, 2 do
     out[#out + 1] = fmtInt(e)
   end
   -- the call's record without this bucket's hold (its TTL kept)
-  local rk = base .. 'call:in:' .. id
-  local v = redis.call('GET', rk)
+  local rk, v = records[i][1], records[i][2]
   if v then
     local parts = {}
     for part in string.gmatch(v, '%S+') do

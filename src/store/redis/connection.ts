@@ -276,9 +276,8 @@ export function isCluster(redis: Redis | Cluster): redis is Cluster {
 /**
  * A script that met a key of a slot being moved to another master (docs/redis.md, "Moving a
  * busy account or carrier"): one a Cluster could not check before it ran, named inside a call
- * record. release.lua and refresh.lua read every such key before their first write
- * (readRecordAll), so they stopped before writing and can be sent again. (reset.lua, an
- * operator's command, deletes first: the docs say not to reset a tag while it moves.)
+ * record or a holds set. release.lua, refresh.lua and reset.lua read every such key before
+ * their first write, so they stopped before writing and can be sent again.
  */
 const SLOT_MOVING = /^ERR Script attempted to access a non local key/;
 
