@@ -34,16 +34,7 @@ local released = 0
 for i = 1, #KEYS do
   local e, holds = found[i][1], found[i][2]
   if e ~= nil then
-    -- each holds set once: a ZREM that empties a set deletes it, and a second one would then
-    -- meet a missing key (on a slot being moved: after this write)
-    local seen = {}
-    for _, k in ipairs(holds) do
-      if not seen[k] then
-        seen[k] = true
-        redis.call('ZREM', k, id)
-      end
-    end
-    redis.call('DEL', KEYS[i])
+    dropRead(KEYS[i], id, holds)
     if e > t then
       released = released + 1
     end

@@ -124,15 +124,26 @@ local function recordEnd(key)
   return tonumber(string.match(v, '^%d+'))
 end
 
+-- Drop call record `key`, read as its hold keys `keys`: member `id` out of each holds set, each
+-- set once (a ZREM that empties a set deletes it, and a second would meet a missing key: on a
+-- slot being moved, an error after this write), then the record.
+local function dropRead(key, id, keys)
+  local seen = {}
+  for _, k in ipairs(keys) do
+    if not seen[k] then
+      seen[k] = true
+      redis.call('ZREM', k, id)
+    end
+  end
+  redis.call('DEL', key)
+end
+
 -- Drop a call record and its holds (member `id` in each of its keys); returns its end (nil: none).
 local function dropRecord(key, id)
   local e, keys = readRecord(key)
   if e == nil then
     return nil
   end
-  for _, k in ipairs(keys) do
-    redis.call('ZREM', k, id)
-  end
-  redis.call('DEL', key)
+  dropRead(key, id, keys)
   return e
 end
