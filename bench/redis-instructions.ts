@@ -26,17 +26,7 @@ import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { freePort, serverArgs } from '../test/helpers/redis.js';
-import {
-  accountName,
-  ACCOUNT_3,
-  ACCOUNTS,
-  CONFIG_3,
-  CONFIG_3CH,
-  GLOBAL_3,
-  limitInput,
-  PEER_3,
-  peerName,
-} from './limits.js';
+import { accountName, CONFIG_3, CONFIG_3CH, GLOBAL_3, limitInput, peerName } from './limits.js';
 import { zipfSequence } from './workload.js';
 
 const argv = process.argv.slice(2);
@@ -106,13 +96,7 @@ async function startCounted(listpack: number, dir: string): Promise<Server> {
 
 /** The leased case's levels: the global level's 1 s limit alone (a leased level has one limit). */
 const LEASED_GLOBAL = GLOBAL_3[0]!;
-const CONFIG_LEASED = {
-  inbound: {
-    global: [limitInput(LEASED_GLOBAL)],
-    accounts: Object.fromEntries(Array.from({ length: ACCOUNTS }, (_, a) => [`acct${a}`, ACCOUNT_3.map(limitInput)])),
-    defaultPeer: PEER_3.map(limitInput),
-  },
-};
+const CONFIG_LEASED = { inbound: { ...CONFIG_3.inbound, global: [limitInput(LEASED_GLOBAL)] } };
 
 type Variant = 'plain' | 'unleased' | 'leased';
 
