@@ -17,18 +17,10 @@ import { carrierTag, OUTBOUND_TAG } from '../src/store/keys.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Carrier, ReserveRequest, ReserveResult } from '../src/store/types.js';
-import { newClusterClient, startCluster, type RedisClusterHandle } from './helpers/redis.js';
+import { masterOfSlot, newClusterClient, startCluster, type RedisClusterHandle } from './helpers/redis.js';
 
 const S = 1_000_000;
 const T0 = 1_700_000_000_000_000;
-
-/** The master (its port) serving `slot`, from CLUSTER SLOTS. */
-async function masterOfSlot(client: Cluster, slot: number): Promise<number> {
-  const ranges = await client.cluster('SLOTS');
-  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
-  if (range === undefined || range[2] === undefined) throw new Error(`slot ${slot} is not served`);
-  return range[2][1];
-}
 
 /** Deterministic: three carrier names, of the form `carrier:<base><n>`, whose tags hash to three different masters. */
 async function spreadCarriers(client: Cluster, prefix: string, base: string): Promise<string[]> {

@@ -21,18 +21,10 @@ import type { CallGateConfigInput } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
 import { accountBucket, accountTag, carrierTag } from '../src/store/keys.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
-import { clusterRig, rawCommand } from './helpers/redis.js';
+import { clusterRig, masterOfSlot, rawCommand } from './helpers/redis.js';
 import { runProcess } from './helpers/run.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** The master (its port) serving `slot`, from CLUSTER SLOTS. */
-async function portOfSlot(client: Cluster, slot: number): Promise<number> {
-  const ranges = await client.cluster('SLOTS');
-  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
-  if (range === undefined || range[2] === undefined) throw new Error(`slot ${slot} is not served`);
-  return range[2][1];
-}
 
 /**
  * The procedure of docs/redis.md, step by step, as redis-cli would send it: `pauseMs` between
@@ -110,7 +102,7 @@ describe('moving a busy slot to another master while calls flow (three masters)'
     );
     try {
       const slot = Number(await client.cluster('KEYSLOT', `${prefix}{${accountTag('hot')}}:x`));
-      const from = await portOfSlot(client, slot);
+      const from = await masterOfSlot(client, slot);
       const to = ports().find((p) => p !== from)!;
       let admitted = 0;
       let coldAdmitted = 0;
@@ -146,7 +138,7 @@ describe('moving a busy slot to another master while calls flow (three masters)'
       expect(degraded, 'decisions that Redis did not take in time').to.deep.equal([]);
       expect(admitted, "the hot account's limit, across the move").to.equal(100);
       expect(coldAdmitted).to.equal(300);
-      expect(await portOfSlot(client, slot)).to.equal(to);
+      expect(await masterOfSlot(client, slot)).to.equal(to);
       expect(await rawCommand(from, ['CLUSTER', 'COUNTKEYSINSLOT', String(slot)])).to.equal(0);
       // the counts are on the new master: the next call is still refused there
       const next = await gate.admit({ callId: 'after', peer: 'p0', account: 'hot' });
@@ -200,7 +192,7 @@ describe('moving a busy slot to another master while calls flow (three masters)'
     );
     try {
       const slot = Number(await client.cluster('KEYSLOT', `mvh:{${accountTag('hot')}}:x`));
-      const from = await portOfSlot(client, slot);
+      const from = await masterOfSlot(client, slot);
       const to = ports().find((p) => p !== from)!;
       for (let i = 0; i < 100; i++) {
         const d = await gate.admit({ callId: `h${i}`, peer: `p${i % 10}`, account: 'hot' });
@@ -242,7 +234,7 @@ describe('moving a busy slot to another master while calls flow (three masters)'
         expect(f).to.match(/StoreUnavailableError: Redis unavailable: a slot being moved/);
       for (const f of refreshFailures) expect(await gate.refresh(f.split(':')[0]!), f).to.equal(true);
       expect(released.filter((o) => o !== 'released' && o !== 'deferred')).to.deep.equal([]);
-      expect(await portOfSlot(client, slot)).to.equal(to);
+      expect(await masterOfSlot(client, slot)).to.equal(to);
       // h50..h99 and the 50 recorded calls hold; every release landed (a deferred one is sent
       // again): none left held on either master
       const holds = () => store.holds({ tag: accountTag('hot'), name: accountBucket('hot') });
@@ -262,7 +254,7 @@ describe('moving a busy slot to another master while calls flow (three masters)'
       // the call's record names two holds sets: its peer's and its account's
       expect((await gate.admit({ callId: 'x1', peer: 'p1', account: 'hot' })).admitted).to.equal(true);
       const slot = Number(await client.cluster('KEYSLOT', `mvr:{${accountTag('hot')}}:x`));
-      const from = await portOfSlot(client, slot);
+      const from = await masterOfSlot(client, slot);
       const to = ports().find((p) => p !== from)!;
       const id = async (port: number) => String(await rawCommand(port, ['CLUSTER', 'MYID']));
       await rawCommand(to, ['CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', await id(from)]);
@@ -298,7 +290,7 @@ describe('moving a busy slot to another master while calls flow (three masters)'
     const script = new URL('../examples/redis/move-slot.sh', import.meta.url).pathname;
     const client = await newClient();
     const slot = Number(await client.cluster('KEYSLOT', `{${accountTag('nobody')}}`));
-    const owner = await portOfSlot(client, slot);
+    const owner = await masterOfSlot(client, slot);
     const [other, to] = ports().filter((p) => p !== owner) as [number, number];
     const r = await runProcess('bash', [script, `{${accountTag('nobody')}}`, `127.0.0.1:${other}`, `127.0.0.1:${to}`], {
       cwd: process.cwd(),
@@ -312,7 +304,7 @@ describe('moving a busy slot to another master while calls flow (three masters)'
       .split('\n')
       .find((l) => l.includes('myself'));
     expect(me, 'an importing slot shows as [slot-<-id]').to.not.include('-<-');
-    expect(await portOfSlot(client, slot)).to.equal(owner);
+    expect(await masterOfSlot(client, slot)).to.equal(owner);
   });
 
   it("keeps a carrier's pacing and channels across the move", async () => {
@@ -321,7 +313,7 @@ describe('moving a busy slot to another master while calls flow (three masters)'
     const carrier = { name: 'carrier:hot', intervalUs: 1, maxWaitUs: 0, channels: 40 };
     try {
       const slot = Number(await client.cluster('KEYSLOT', `mvc:{${carrierTag(carrier.name)}}:x`));
-      const from = await portOfSlot(client, slot);
+      const from = await masterOfSlot(client, slot);
       const to = ports().find((p) => p !== from)!;
       let taken = 0;
       const errors: unknown[] = [];

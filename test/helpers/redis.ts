@@ -4,7 +4,8 @@
  *   getRedis()          a Redis for a suite: REDIS_URL, else testcontainers (if a container
  *                       runtime answers), else a redis-server child process.
  *   startRedisServer()  always a child process (kill / restart for fault injection).
- *   startCluster(n)     a Redis Cluster of n masters (three by default), child processes.
+ *   startCluster(n)     a Redis Cluster of n masters (three by default), child processes;
+ *                       masterOfSlot() tells which master serves a slot.
  *
  * Every child is SIGKILLed on process exit; every wait is bounded; loopback only.
  */
@@ -538,6 +539,14 @@ export async function startCluster(
     nodes: ports.map((port) => ({ host: HOST, port })),
     stop: () => (stopped ??= stopAll()),
   };
+}
+
+/** The master (its port) serving `slot`, from CLUSTER SLOTS. */
+export async function masterOfSlot(client: Cluster, slot: number): Promise<number> {
+  const ranges = await client.cluster('SLOTS');
+  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+  if (range === undefined || range[2] === undefined) throw new Error(`slot ${slot} is not served`);
+  return range[2][1];
 }
 
 /** An ioredis Cluster client for a handle from startCluster() (ready check on). */
