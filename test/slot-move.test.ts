@@ -105,6 +105,9 @@ describe('moving a busy slot to another master while calls flow (three masters)'
       const from = await masterOfSlot(client, slot);
       const to = ports().find((p) => p !== from)!;
       let admitted = 0;
+      // the calls admitted and not hung up: calls met by the move are decided once it ends, so
+      // which 100 of the offered calls are admitted, and how many of them hold, is not fixed
+      let held = 0;
       let coldAdmitted = 0;
       let slowest = 0;
       const degraded: string[] = [];
@@ -122,6 +125,7 @@ describe('moving a busy slot to another master while calls flow (three masters)'
             else if (d.admitted) {
               admitted++;
               if (i % 2 === 1) return gate.release(`h${i}`);
+              held++;
             }
           }),
           gate.admit({ callId: `c${i}`, peer: `q${i % 10}`, account: 'cold' }).then((d) => {
@@ -144,11 +148,11 @@ describe('moving a busy slot to another master while calls flow (three masters)'
       const next = await gate.admit({ callId: 'after', peer: 'p0', account: 'hot' });
       expect(next.degraded).to.equal(undefined);
       expect(next.admitted).to.equal(false);
-      // every release landed (one that met the move is retried in the background): the 50
-      // calls held are left
+      // every release landed (one that met the move is retried in the background): the calls
+      // held are left, exactly
       const holds = () => store.holds({ tag: accountTag('hot'), name: accountBucket('hot') });
-      for (let i = 0; i < 50 && (await holds()).holds > 50; i++) await sleep(100);
-      expect((await holds()).holds, 'channels held on the account').to.equal(50);
+      for (let i = 0; i < 50 && (await holds()).holds > held; i++) await sleep(100);
+      expect((await holds()).holds, 'channels held on the account').to.equal(held);
       return { moved, slowest };
     } finally {
       await gate.close();
