@@ -19,7 +19,7 @@
  *              unleased (every key on `{in}`), then leased (lanes by peer)
  *
  *   npx tsx bench/cluster-scaling.ts [--workloads out,in-global,in,in-leased] [--rate 3000]
- *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16|masters] [--rounds 1] [--per-master] [--pin] [--balance] [--commands]
+ *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16|masters] [--rounds 1] [--per-master] [--pin] [--balance] [--commands] [--isolate] [--tick 50]
  *
  * --pin: leased runs place their owners (accounts; peers when calls name none) on lanes as an
  * operator would from the demand they see (docs/leasing.md, "Placing accounts"): the busiest
@@ -43,6 +43,21 @@
  * of it at the same decisions per master. Watch the p99 column: one process drives every
  * master, and a driver that falls behind makes larger batches.
  *
+ * --isolate: the Cluster's masters in turn, and beside them a one-master Cluster of the workload
+ * (a leased workload: of its unleased twin): SLICE_CALLS of the one master's calls, then as many
+ * of each master's (the calls whose first keys' tag it owns), and so on, the driver offering one
+ * master's rate throughout. Run at once, 4 masters and the driver share this machine's two cores:
+ * a master waits for a core mid-script (commandstats count wall time), the driver offers 4 x the
+ * calls, and the machine's load drifts between the runs a ratio divides (one master's µs per
+ * decision swung from 21 to 45 between runs of a round). In turn, each master runs as on a core
+ * of its own, and both sides of the ratio meet the same drift within a turn (0.5 s on 4). The price: each
+ * master idles between its slices, and a leased run's coordinator, which chases demand from lane
+ * to lane, runs 5 x as long for the same decisions (its cost is per second, not per decision:
+ * --tick 1000 takes most of it out of the decisions' time, and the table gives it apart).
+ *
+ * --tick: the lease coordinator's tick, ms (default 50, as the library's). After each leased run
+ * the coordinator runs alone for COORDINATOR_S seconds: its script µs per second per master.
+ *
  * --rounds: each round runs every workload on every size, back to back; a last table gives
  * each size's ceiling over one master's of the same round (and, for a leased workload, over its
  * unleased twin's on one master), the median of the rounds, by script time and by CPU time
@@ -56,11 +71,11 @@ import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
 import { startCluster } from '../test/helpers/redis.js';
 import type { Carrier, Limit } from '../src/store/types.js';
-import { type LanePins, laneOf } from '../src/lease/lanes.js';
+import { type LanePins, laneOf, laneTag } from '../src/lease/lanes.js';
 import { ACCOUNT_3, ACCOUNTS, accountName, GLOBAL_3, limitInput, PEER_3, peerName } from './limits.js';
 import { openLoop } from './openloop.js';
 import { zipfSequence } from './workload.js';
-import { accountTag, carrierTag } from '../src/store/keys.js';
+import { accountTag, carrierTag, GLOBAL_TAG } from '../src/store/keys.js';
 import { slotOf } from '../src/store/redis/slot.js';
 
 const { values } = parseArgs({
@@ -76,6 +91,8 @@ const { values } = parseArgs({
     pin: { type: 'boolean', default: false },
     balance: { type: 'boolean', default: false },
     commands: { type: 'boolean', default: false },
+    isolate: { type: 'boolean', default: false },
+    tick: { type: 'string', default: '50' },
   },
 });
 const rate = Number(values.rate);
@@ -88,6 +105,9 @@ const ROUNDS = Number(values.rounds);
 const PER_MASTER = values['per-master'];
 const PIN = values.pin;
 const BALANCE = values.balance;
+const ISOLATE = values.isolate;
+if (ISOLATE && (sizes[0] !== 1 || sizes.length < 2))
+  throw new Error('--isolate: --masters 1 and at least one size more');
 type Workload = (typeof WORKLOADS)[number];
 const workloads = values.workloads.split(',') as Workload[];
 for (const w of workloads)
@@ -124,10 +144,39 @@ async function cpuSeconds(node: Redis): Promise<number> {
   return v('used_cpu_user') + v('used_cpu_sys');
 }
 
+/**
+ * --isolate: the schedule's first `n` calls split by the master that decides them (the master of
+ * their first keys' tag), in schedule order, one list per master of `nodes`.
+ */
+function byMaster(cluster: Cluster, nodes: Redis[], n: number, tagOf: (i: number) => string): number[][] {
+  const at = new Map(nodes.map((node, m) => [`${node.options.host}:${node.options.port}`, m]));
+  const phases = nodes.map((): number[] => []);
+  for (let i = 0; i < n; i++) {
+    const owner = cluster.slots[slotOf(`{${tagOf(i)}}`)]?.[0];
+    const m = owner === undefined ? undefined : at.get(owner);
+    if (m === undefined) throw new Error(`no master known for call ${i}'s tag ${tagOf(i)}`);
+    phases[m]!.push(i);
+  }
+  return phases;
+}
+
+/** --isolate: the calls of one slice, 100 ms of a master's calls at 3,000/s. */
+const SLICE_CALLS = 300;
+
+/** The lists' items in turn, `chunk` of each at a time, until every list is done. */
+function inTurn<T>(lists: T[][], chunk: number): T[] {
+  const order: T[] = [];
+  for (let from = 0; order.length < lists.reduce((a, l) => a + l.length, 0); from += chunk)
+    for (const l of lists) order.push(...l.slice(from, from + chunk));
+  return order;
+}
+
 /** One workload's decisions on a store: a warm-up, then one decision per call of the open loop. */
 interface Decider {
   warm(): Promise<void>;
   decide(i: number): Promise<void>;
+  /** The hash tag of call i's first keys: which master decides it (--isolate). */
+  tagOf(i: number): string;
   /** What the decisions came to, for the table. */
   summary(): string;
   close(): Promise<void>;
@@ -151,6 +200,7 @@ function outbound(store: RedisStore, offered: number): Decider {
         if (r.index > 0) rerouted++;
       }
     },
+    tagOf: (i) => carrierTag(routes[i % CARRIERS]![0]!.name),
     summary: () => `${taken + refused} decided, ${rerouted} rerouted, ${refused} refused`,
     close: () => store.close(),
   };
@@ -160,6 +210,8 @@ const PEERS = 1000;
 const seq = zipfSequence(Math.ceil(rate * (PER_MASTER ? Math.max(...sizes) : 1) * seconds) + PEERS, PEERS, 1.1, 1);
 
 const leased = (w: Workload) => w === 'in-leased' || w === 'peers-leased';
+/** A leased workload's unleased counterpart: the ceiling it is judged against (issue 28). */
+const UNLEASED: Partial<Record<Workload, Workload>> = { 'in-leased': 'in-global', 'peers-leased': 'peers-global' };
 
 /** Each peer's share of the calls (Zipf 1.1 over PEERS, peer 0 the busiest, as `seq` draws them). */
 const peerWeights = (() => {
@@ -167,6 +219,9 @@ const peerWeights = (() => {
   const sum = w.reduce((a, b) => a + b, 0);
   return w.map((x) => x / sum);
 })();
+
+/** A leased global bucket, for laneOf: which lane an owner's calls go to. */
+const LEASED_PROBE = { name: 'global', limits: [{ algorithm: 'sliding-log' as const, limit: 1, windowUs: 1e6 }] };
 
 /** --pin's placement of `workload`'s owners on `masters` masters (see the header). */
 function pinsFor(workload: Workload, masters: number): LanePins {
@@ -183,9 +238,8 @@ function pinsFor(workload: Workload, masters: number): LanePins {
   const masterLoad = new Array<number>(masters).fill(0);
   const laneLoad = new Array<number>(LANES).fill(0);
   // the owners left unpinned stay on their hashed lanes
-  const g = { name: 'global', limits: [{ algorithm: 'sliding-log' as const, limit: 1, windowUs: 1e6 }] };
   for (const [id, w] of ranked.slice(pinned.length)) {
-    const k = laneOf([g, { name: `${byAccount ? 'account' : 'peer'}:${id}`, limits: [] }], LANES);
+    const k = laneOf([LEASED_PROBE, { name: `${byAccount ? 'account' : 'peer'}:${id}`, limits: [] }], LANES);
     laneLoad[k]! += w;
     masterLoad[masterOf(k)]! += w;
   }
@@ -226,11 +280,13 @@ async function inbound(
     out: undefined,
   }[workload]!;
   const withAccounts = !workload.startsWith('peers');
+  const plan = store.leasePlan;
   const gate = await CallGate.create({ config, store, timeoutMs: 5000, shield: false });
   const coordinator = leased(workload)
     ? new LeaseCoordinator({
         deployments: [{ redis: coordinatorClient(), lanes, prefix: store.prefix }],
         limit: { calls: leasedGlobal.limit, windowUs: leasedGlobal.windowUs },
+        tickMs: Number(values.tick),
       }).start()
     : undefined;
   // the first shares are granted within a few ticks
@@ -254,6 +310,13 @@ async function inbound(
       admitted = refused = 0;
     },
     decide: (i) => admit(`c${i}`, seq[i]!),
+    tagOf: (i) => {
+      const p = seq[i]!;
+      if (plan === undefined)
+        return withAccounts && !('global' in config.inbound) ? accountTag(accountName(p)) : GLOBAL_TAG;
+      const owner = withAccounts ? `account:${accountName(p)}` : `peer:${peerName(p)}`;
+      return laneTag(laneOf([LEASED_PROBE, { name: owner, limits: [] }], plan), plan.lanes);
+    },
     summary: () => `${admitted + refused} decided, ${refused} refused`,
     close: async () => {
       await coordinator?.stop();
@@ -288,13 +351,21 @@ function balancedSlots(workload: Workload, masters: number): Map<number, number>
   return moved;
 }
 
-async function run(masters: number, workload: Workload) {
+/** A Cluster of `masters` masters with a workload's store and decider, warmed. */
+async function open(masters: number, workload: Workload) {
   const handle = await startCluster(masters, BALANCE ? balancedSlots(workload, masters) : undefined);
   const cluster = new Cluster(handle.nodes, {
     redisOptions: RECOMMENDED_REDIS_OPTIONS,
     enableOfflineQueue: true,
     slotsRefreshTimeout: 2_000,
   });
+  const own: Cluster[] = [];
+  const close = async (decider?: Decider) => {
+    await decider?.close();
+    for (const c of own) c.disconnect();
+    cluster.disconnect();
+    await handle.stop();
+  };
   try {
     await cluster.set('warm', '1');
     const store = new RedisStore({
@@ -302,7 +373,6 @@ async function run(masters: number, workload: Workload) {
       prefix: `cgbench${masters}:`,
       ...(leased(workload) && { lease: { lanes: lanesFor(masters), ...(PIN && { pin: pinsFor(workload, masters) }) } }),
     });
-    const own: Cluster[] = [];
     const coordinatorClient = () => {
       const c = new Cluster(handle.nodes, { redisOptions: RECOMMENDED_REDIS_OPTIONS, slotsRefreshTimeout: 2_000 });
       own.push(c);
@@ -315,70 +385,176 @@ async function run(masters: number, workload: Workload) {
         ? outbound(store, offered)
         : await inbound(store, workload, coordinatorClient, PER_MASTER ? masters : 1, lanesFor(masters));
     await decider.warm();
-    const nodes = cluster.nodes('master');
-    await Promise.all(nodes.map((n) => n.config('RESETSTAT')));
-    const cpu0 = await Promise.all(nodes.map(cpuSeconds));
-    let decisions = 0;
-    const result = await openLoop(offered, seconds, async (i) => {
-      await decider.decide(i);
-      decisions++;
-    });
-    const stats = await Promise.all(nodes.map(commandstats));
-    const cpu1 = await Promise.all(nodes.map(cpuSeconds));
-    if (values.commands) {
-      // every command, scripts' own included, summed over the masters: calls and µs per decision
-      const all = new Map<string, { calls: number; usec: number }>();
-      for (const s of stats)
-        for (const [cmd, v] of s) {
-          const a = all.get(cmd) ?? { calls: 0, usec: 0 };
-          all.set(cmd, { calls: a.calls + v.calls, usec: a.usec + v.usec });
-        }
-      const rows = [...all].filter(([cmd]) => cmd !== 'info' && cmd !== 'config').sort((a, b) => b[1].usec - a[1].usec);
-      console.log(
-        `${workload} on ${masters}: ${rows.map(([cmd, v]) => `${cmd} ${(v.calls / decisions).toFixed(2)} × ${(v.usec / decisions).toFixed(1)} µs`).join(', ')}`,
-      );
-    }
-    const cpuPer = cpu1.map((c, k) => ((c - cpu0[k]!) * 1e6) / decisions);
-    // where the keys sit (logs, carriers, holds, records, locators), per master
-    const keys = (await Promise.all(nodes.map((n) => n.dbsize()))).join(' / ');
-    const perMaster = stats.map((s) => {
-      let script = 0;
-      let all = 0;
-      let scriptCalls = 0;
-      for (const [cmd, v] of s) {
-        if (cmd === 'evalsha' || cmd === 'eval') {
-          script += v.usec;
-          scriptCalls += v.calls;
-        }
-        if (cmd !== 'config' && cmd !== 'info') all += v.usec;
-      }
-      return { script: script / decisions, all: all / decisions, calls: scriptCalls / decisions };
-    });
-    const busiest = Math.max(...perMaster.map((m) => m.script));
-    const busiestAll = Math.max(...perMaster.map((m) => m.all));
-    const sumScript = perMaster.reduce((a, m) => a + m.script, 0);
-    const summary = decider.summary();
-    await decider.close();
-    for (const c of own) c.disconnect();
     return {
       masters,
-      keys,
-      summary,
-      p99ms: result.hist.getValueAtPercentile(99) / 1e6,
-      callsPerMaster: perMaster.map((m) => m.calls.toFixed(2)).join(' / '),
-      cpuPerMaster: cpuPer.map((c) => c.toFixed(1)).join(' / '),
-      scriptPerMaster: perMaster.map((m) => m.script.toFixed(1)).join(' / '),
-      sumScript,
-      busiest,
-      ceiling: 1e6 / busiest,
-      // the same by CPU time (INFO CPU, user + system): not inflated by a master waiting for a
-      // core mid-script, as commandstats' wall time is when 4 masters and the driver share 2
-      ceilingCpu: 1e6 / Math.max(...cpuPer),
-      ceilingAll: 1e6 / busiestAll,
+      workload,
+      cluster,
+      nodes: cluster.nodes('master'),
+      decider,
+      offered,
+      close: () => close(decider),
     };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+type Setup = Awaited<ReturnType<typeof open>>;
+
+/**
+ * The calls of `order` (a setup's index and a call of its schedule each), `rate` a second, and
+ * then each setup's row.
+ */
+async function measure(setups: Setup[], order: (readonly [number, number])[], rate: number) {
+  const nodes = setups.flatMap((s) => s.nodes);
+  await Promise.all(nodes.map((node) => node.config('RESETSTAT')));
+  const cpu0 = await Promise.all(nodes.map(cpuSeconds));
+  const decisions = setups.map(() => 0);
+  const result = await openLoop(rate, order.length / rate, async (j) => {
+    const call = order[j];
+    if (call === undefined) return;
+    await setups[call[0]]!.decider.decide(call[1]);
+    decisions[call[0]]!++;
+  });
+  const stats = await Promise.all(nodes.map(commandstats));
+  const cpuUsed = (await Promise.all(nodes.map(cpuSeconds))).map((c, k) => c - cpu0[k]!);
+  let from = 0;
+  const rows: Row[] = [];
+  for (const [k, setup] of setups.entries()) {
+    const to = from + setup.nodes.length;
+    rows.push(
+      await rowOf(
+        setup,
+        stats.slice(from, to),
+        cpuUsed.slice(from, to),
+        decisions[k]!,
+        result.hist.getValueAtPercentile(99) / 1e6,
+      ),
+    );
+    from = to;
+  }
+  return rows;
+}
+
+/** A setup's row: per master its script and CPU time per decision, and the ceiling they project. */
+async function rowOf(
+  { masters, workload, nodes, decider }: Setup,
+  stats: Map<string, { calls: number; usec: number }>[],
+  cpuUsed: number[],
+  decisions: number,
+  p99ms: number,
+) {
+  if (values.commands) {
+    // every command, scripts' own included, summed over the masters: calls and µs per decision
+    const all = new Map<string, { calls: number; usec: number }>();
+    for (const s of stats)
+      for (const [cmd, v] of s) {
+        const a = all.get(cmd) ?? { calls: 0, usec: 0 };
+        all.set(cmd, { calls: a.calls + v.calls, usec: a.usec + v.usec });
+      }
+    const rows = [...all].filter(([cmd]) => cmd !== 'info' && cmd !== 'config').sort((a, b) => b[1].usec - a[1].usec);
+    console.log(
+      `${workload} on ${masters}: ${rows.map(([cmd, v]) => `${cmd} ${(v.calls / decisions).toFixed(2)} × ${(v.usec / decisions).toFixed(1)} µs`).join(', ')}`,
+    );
+  }
+  const cpuPer = cpuUsed.map((c) => (c * 1e6) / decisions);
+  // where the keys sit (logs, carriers, holds, records, locators), per master
+  const keys = (await Promise.all(nodes.map((n) => n.dbsize()))).join(' / ');
+  const perMaster = stats.map((s) => {
+    let script = 0;
+    let all = 0;
+    let scriptCalls = 0;
+    for (const [cmd, v] of s) {
+      if (cmd === 'evalsha' || cmd === 'eval') {
+        script += v.usec;
+        scriptCalls += v.calls;
+      }
+      if (cmd !== 'config' && cmd !== 'info') all += v.usec;
+    }
+    return { script: script / decisions, all: all / decisions, calls: scriptCalls / decisions };
+  });
+  const busiest = Math.max(...perMaster.map((m) => m.script));
+  const busiestAll = Math.max(...perMaster.map((m) => m.all));
+  return {
+    masters,
+    keys,
+    summary: decider.summary(),
+    p99ms,
+    callsPerMaster: perMaster.map((m) => m.calls.toFixed(2)).join(' / '),
+    cpuPerMaster: cpuPer.map((c) => c.toFixed(1)).join(' / '),
+    scriptPerMaster: perMaster.map((m) => m.script.toFixed(1)).join(' / '),
+    sumScript: perMaster.reduce((a, m) => a + m.script, 0),
+    busiest,
+    ceiling: 1e6 / busiest,
+    // the same by CPU time (INFO CPU, user + system): not inflated by a master waiting for a
+    // core mid-script, as commandstats' wall time is when 4 masters and the driver share 2
+    ceilingCpu: 1e6 / Math.max(...cpuPer),
+    ceilingAll: 1e6 / busiestAll,
+    /** A leased run's coordinator alone, script µs per second per master (coordinatorAlone). */
+    coordinator: '–',
+  };
+}
+type Row = Awaited<ReturnType<typeof rowOf>>;
+
+/**
+ * A leased setup's coordinator alone, once the calls are done and out of the window: its
+ * scripts' µs per second per master, over COORDINATOR_S seconds with no call (a fixed cost per
+ * lane and tick, where a decision's is per call: the ceiling pays it once a second, whatever the
+ * load). Idle, it reads every lane each tick and orders little; under load a lane may also get
+ * a shrink or a grant each tick.
+ */
+const COORDINATOR_S = 2;
+async function coordinatorAlone(setup: Setup): Promise<string> {
+  if (!leased(setup.workload)) return '–';
+  // the lanes' logs are trimmed of the calls' events meanwhile (a window, 1 s), and demand decays
+  await new Promise((r) => setTimeout(r, COORDINATOR_S * 1000));
+  await Promise.all(setup.nodes.map((node) => node.config('RESETSTAT')));
+  await new Promise((r) => setTimeout(r, COORDINATOR_S * 1000));
+  const stats = await Promise.all(setup.nodes.map(commandstats));
+  const script = (s: Map<string, { usec: number }>) => (s.get('evalsha')?.usec ?? 0) + (s.get('eval')?.usec ?? 0);
+  return stats.map((s) => Math.round(script(s) / COORDINATOR_S)).join(' / ');
+}
+
+/** One workload on `masters` masters, every call on its schedule. */
+async function run(masters: number, workload: Workload): Promise<Row> {
+  const setup = await open(masters, workload);
+  try {
+    const n = Math.floor(setup.offered * seconds);
+    const [row] = await measure(
+      [setup],
+      Array.from({ length: n }, (_, i) => [0, i] as const),
+      setup.offered,
+    );
+    return { ...row!, coordinator: await coordinatorAlone(setup) };
   } finally {
-    cluster.disconnect();
-    await handle.stop();
+    await setup.close();
+  }
+}
+
+/**
+ * --isolate: `workload` on `masters` masters and its paired one-master run (its unleased twin,
+ * for a leased workload) side by side, in turn: SLICE_CALLS of the one master's calls, then as
+ * many of each master's, and so on, at one master's rate.
+ */
+async function runInTurn(masters: number, workload: Workload): Promise<{ one: Row; many: Row }> {
+  const one = await open(1, UNLEASED[workload] ?? workload);
+  try {
+    const many = await open(masters, workload);
+    try {
+      const n1 = Math.floor(one.offered * seconds);
+      const lists: (readonly [number, number])[][] = [
+        Array.from({ length: n1 }, (_, i) => [0, i] as const),
+        ...byMaster(many.cluster, many.nodes, Math.floor(many.offered * seconds), many.decider.tagOf).map((l) =>
+          l.map((i) => [1, i] as const),
+        ),
+      ];
+      const [r1, rm] = await measure([one, many], inTurn(lists, SLICE_CALLS), one.offered);
+      return { one: r1!, many: { ...rm!, coordinator: await coordinatorAlone(many) } };
+    } finally {
+      await many.close();
+    }
+  } finally {
+    await one.close();
   }
 }
 
@@ -390,7 +566,6 @@ const TITLES: Record<Workload, string> = {
   'peers-global': 'inbound: global and peer levels, no account (every key on the platform tag)',
   'peers-leased': `inbound: global and peer levels, the global one leased over ${values.lanes} lanes (lanes by peer${PIN ? ', the busiest pinned' : ''})`,
 };
-type Row = Awaited<ReturnType<typeof run>>;
 /** Of several rounds of one size, the one with the median busiest master (script µs per decision on a shared two-core machine swing by 2x between rounds). */
 function median(rounds: Row[]): Row {
   const sorted = [...rounds].sort((a, b) => a.busiest - b.busiest);
@@ -401,7 +576,16 @@ function median(rounds: Row[]): Row {
 const byRound: Map<string, Row>[] = [];
 for (let r = 0; r < ROUNDS; r++) {
   const rows = new Map<string, Row>();
-  for (const w of workloads) for (const m of sizes) rows.set(`${w}/${m}`, await run(m, w));
+  for (const w of workloads)
+    for (const m of sizes)
+      if (!ISOLATE) rows.set(`${w}/${m}`, await run(m, w));
+      else if (m > 1) {
+        const { one, many } = await runInTurn(m, w);
+        rows.set(`${w}/${m}`, many);
+        rows.set(`${w}/1@${m}`, one);
+        // the table's one-master row: the pairing of the first size
+        if (m === sizes[1]) rows.set(`${w}/1`, one);
+      }
   byRound.push(rows);
 }
 const load = PER_MASTER ? `${rate} decisions/s per master` : `${rate} decisions/s`;
@@ -409,22 +593,35 @@ for (const w of workloads) {
   const rows = sizes.map((m) => median(byRound.map((b) => b.get(`${w}/${m}`)!)));
   const base = rows[0]!.ceiling;
   console.log(`${TITLES[w]}; ${load} for ${seconds} s; of ${ROUNDS} rounds, the median busiest master's`);
+  if (ISOLATE && UNLEASED[w]) console.log(`(in turn: the one-master row is ${UNLEASED[w]}, run beside the first size)`);
   console.log(
-    'masters | keys per master | decisions | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms | CPU µs/decision per master | script calls/decision',
+    'masters | keys per master | decisions | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms | CPU µs/decision per master | script calls/decision | coordinator alone, script µs/s per master',
   );
   for (const r of rows)
     console.log(
-      `${r.masters} | ${r.keys} | ${r.summary} | ${r.scriptPerMaster} | ${r.sumScript.toFixed(1)} | ${r.busiest.toFixed(1)} | ${Math.round(r.ceiling)} | ${(r.ceiling / base).toFixed(2)} | ${Math.round(r.ceilingAll)} | ${r.p99ms.toFixed(1)} | ${r.cpuPerMaster} | ${r.callsPerMaster}`,
+      `${r.masters} | ${r.keys} | ${r.summary} | ${r.scriptPerMaster} | ${r.sumScript.toFixed(1)} | ${r.busiest.toFixed(1)} | ${Math.round(r.ceiling)} | ${(r.ceiling / base).toFixed(2)} | ${Math.round(r.ceilingAll)} | ${r.p99ms.toFixed(1)} | ${r.cpuPerMaster} | ${r.callsPerMaster} | ${r.coordinator}`,
     );
 }
-/** A leased workload's unleased counterpart: the ceiling it is judged against (issue 28). */
-const UNLEASED: Partial<Record<Workload, Workload>> = { 'in-leased': 'in-global', 'peers-leased': 'peers-global' };
 const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const ratios = (of: (b: Map<string, Row>) => number[]) => {
   const each = byRound.map(of);
   return `${mid(each.map((x) => x[0]!)).toFixed(2)} (${each.map((x) => x[0]!.toFixed(2)).join(', ')}) | ${mid(each.map((x) => x[1]!)).toFixed(2)} (${each.map((x) => x[1]!.toFixed(2)).join(', ')})`;
 };
 console.log(`\nceiling ÷ one master's, paired within each round; the median of ${ROUNDS} rounds (each round's)`);
+if (ISOLATE) {
+  console.log(
+    'workload | masters | ÷ the one-master run beside it (a leased workload: its unleased twin): by script time | by CPU',
+  );
+  for (const w of workloads)
+    for (const m of sizes.slice(1)) {
+      const paired = ratios((b) => {
+        const [r, one] = [b.get(`${w}/${m}`)!, b.get(`${w}/1@${m}`)!];
+        return [r.ceiling / one.ceiling, r.ceilingCpu / one.ceilingCpu];
+      });
+      console.log(`${w} | ${m} | ${paired}`);
+    }
+  process.exit(0);
+}
 console.log(
   'workload | masters | ÷ itself on 1 master: by script time | by CPU | ÷ the unleased level on 1 master: by script time | by CPU',
 );
