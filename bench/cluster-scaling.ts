@@ -43,19 +43,25 @@
  * of it at the same decisions per master. Watch the p99 column: one process drives every
  * master, and a driver that falls behind makes larger batches.
  *
- * --isolate: the Cluster's masters in turn, and beside them a one-master Cluster of the workload
- * (a leased workload: of its unleased twin): SLICE_CALLS of the one master's calls, then as many
- * of each master's (the calls whose first keys' tag it owns), and so on, the driver offering one
- * master's rate throughout. Run at once, 4 masters and the driver share this machine's two cores:
- * a master waits for a core mid-script (commandstats count wall time), the driver offers 4 x the
- * calls, and the machine's load drifts between the runs a ratio divides (one master's µs per
- * decision swung from 21 to 45 between runs of a round). In turn, each master runs as on a core
- * of its own, and both sides of the ratio meet the same drift within a turn (0.5 s on 4). The price: each
- * master idles between its slices, and a leased run's coordinator, which chases demand from lane
- * to lane, runs 5 x as long for the same decisions (its cost is per second, not per decision:
- * --tick 1000 takes most of it out of the decisions' time, and the table gives it apart).
+ * --isolate (with --per-master): the Cluster's masters in turn, and beside them a one-master
+ * Cluster of the workload (a leased workload: of its unleased twin): SLICE_CALLS of the one
+ * master's calls, then each master's (the calls whose first keys' tag it owns; a master with
+ * fewer calls a shorter slice, so that every list ends on the same turn), and so on, the driver
+ * offering one master's rate throughout. Run at once, M masters and the driver share this
+ * machine's two cores: a master waits for a core mid-script (commandstats count wall time), the
+ * driver offers M x the calls, and the machine's load drifts between the runs a ratio divides
+ * (one master's µs per decision swung from 21 to 45 between runs of a round). In turn, each
+ * master runs as on a core of its own, and both sides of the ratio meet the same drift within a
+ * turn (0.5 s on 4 masters). The price: each master idles between its slices, and a leased run's
+ * coordinator, which chases demand from lane to lane, runs M + 1 times as long for the same
+ * decisions (its cost is per second, not per decision: --tick 1000 takes most of it out of the
+ * decisions' time, and the table gives it apart). Approximate for `out`: a rerouted call's next
+ * carrier, and a held call's locator (on the call id's tag), may be on another master, which then
+ * works outside its slice (its time is counted all the same). The p99 column is the whole run's,
+ * both Clusters'.
  *
- * --tick: the lease coordinator's tick, ms (default 50, as the library's). After each leased run
+ * --tick: the lease coordinator's tick, ms (default 50, as the library's; its leadership lasts 4
+ * ticks, at least 1 s, so that a slow tick does not lose it). After each leased run
  * the coordinator runs alone for COORDINATOR_S seconds: its script µs per second per master.
  *
  * --rounds: each round runs every workload on every size, back to back; a last table gives
@@ -106,8 +112,9 @@ const PER_MASTER = values['per-master'];
 const PIN = values.pin;
 const BALANCE = values.balance;
 const ISOLATE = values.isolate;
-if (ISOLATE && (sizes[0] !== 1 || sizes.length < 2))
-  throw new Error('--isolate: --masters 1 and at least one size more');
+if (ISOLATE && (sizes[0] !== 1 || sizes.length < 2 || !PER_MASTER))
+  throw new Error('--isolate: --per-master, and --masters 1 and at least one size more');
+const TICK_MS = Number(values.tick);
 type Workload = (typeof WORKLOADS)[number];
 const workloads = values.workloads.split(',') as Workload[];
 for (const w of workloads)
@@ -160,14 +167,20 @@ function byMaster(cluster: Cluster, nodes: Redis[], n: number, tagOf: (i: number
   return phases;
 }
 
-/** --isolate: the calls of one slice, 100 ms of a master's calls at 3,000/s. */
+/** --isolate: the calls of the longest list's slice, 100 ms of a master's calls at 3,000/s. */
 const SLICE_CALLS = 300;
 
-/** The lists' items in turn, `chunk` of each at a time, until every list is done. */
+/**
+ * The lists' items in turn until every list is done, all ending on the same turn: the longest
+ * gives `chunk` items a turn, each other as many in proportion to its length (a master with
+ * fewer calls gets shorter slices, at the same rate, and is never left to run alone at the end).
+ */
 function inTurn<T>(lists: T[][], chunk: number): T[] {
+  const turns = Math.ceil(Math.max(...lists.map((l) => l.length)) / chunk);
   const order: T[] = [];
-  for (let from = 0; order.length < lists.reduce((a, l) => a + l.length, 0); from += chunk)
-    for (const l of lists) order.push(...l.slice(from, from + chunk));
+  for (let t = 0; t < turns; t++)
+    for (const l of lists)
+      order.push(...l.slice(Math.round((t * l.length) / turns), Math.round(((t + 1) * l.length) / turns)));
   return order;
 }
 
@@ -286,7 +299,9 @@ async function inbound(
     ? new LeaseCoordinator({
         deployments: [{ redis: coordinatorClient(), lanes, prefix: store.prefix }],
         limit: { calls: leasedGlobal.limit, windowUs: leasedGlobal.windowUs },
-        tickMs: Number(values.tick),
+        tickMs: TICK_MS,
+        // the leadership is renewed once a tick: it must outlive a slow one (the lanes' leases follow it)
+        leaderTtlMs: Math.max(1000, 4 * TICK_MS),
       }).start()
     : undefined;
   // the first shares are granted within a few ticks
@@ -360,11 +375,15 @@ async function open(masters: number, workload: Workload) {
     slotsRefreshTimeout: 2_000,
   });
   const own: Cluster[] = [];
-  const close = async (decider?: Decider) => {
-    await decider?.close();
-    for (const c of own) c.disconnect();
-    cluster.disconnect();
-    await handle.stop();
+  let decider: Decider | undefined;
+  const close = async (started?: Decider) => {
+    try {
+      await started?.close();
+    } finally {
+      for (const c of own) c.disconnect();
+      cluster.disconnect();
+      await handle.stop();
+    }
   };
   try {
     await cluster.set('warm', '1');
@@ -380,11 +399,12 @@ async function open(masters: number, workload: Workload) {
     };
     // the same load per master on every size, or the same in all
     const offered = PER_MASTER ? rate * masters : rate;
-    const decider =
+    decider =
       workload === 'out'
         ? outbound(store, offered)
         : await inbound(store, workload, coordinatorClient, PER_MASTER ? masters : 1, lanesFor(masters));
     await decider.warm();
+    const made = decider;
     return {
       masters,
       workload,
@@ -392,10 +412,10 @@ async function open(masters: number, workload: Workload) {
       nodes: cluster.nodes('master'),
       decider,
       offered,
-      close: () => close(decider),
+      close: () => close(made),
     };
   } catch (e) {
-    await close();
+    await close(decider);
     throw e;
   }
 }
@@ -410,7 +430,8 @@ async function measure(setups: Setup[], order: (readonly [number, number])[], ra
   await Promise.all(nodes.map((node) => node.config('RESETSTAT')));
   const cpu0 = await Promise.all(nodes.map(cpuSeconds));
   const decisions = setups.map(() => 0);
-  const result = await openLoop(rate, order.length / rate, async (j) => {
+  // openLoop issues floor(rate x seconds) calls: half a call more, so that rounding drops none
+  const result = await openLoop(rate, (order.length + 0.5) / rate, async (j) => {
     const call = order[j];
     if (call === undefined) return;
     await setups[call[0]]!.decider.decide(call[1]);
