@@ -19,14 +19,14 @@
  *              unleased (every key on `{in}`), then leased (lanes by peer)
  *
  *   npx tsx bench/cluster-scaling.ts [--workloads out,in-global,in,in-leased] [--rate 3000]
- *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16|masters] [--rounds 1] [--per-master] [--pin] [--balance] [--commands] [--isolate] [--tick 50]
+ *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16|masters] [--rounds 1] [--per-master] [--pin] [--balance] [--commands] [--isolate] [--tick 50] [--pin-peers N]
  *
  * --pin: leased runs place their owners (accounts; peers when calls name none) on lanes as an
  * operator would from the demand they see (docs/leasing.md, "Placing accounts"): the busiest
  * first, each onto the least loaded master, there onto its least loaded lane (lane k of N is on
  * master floor(k M / N), as the lanes' tags spread them over masters of equal slot ranges). By
- * peer, the 4 x --lanes busiest peers are pinned, on top of the others' load where their hash
- * puts them.
+ * peer, the --pin-peers busiest peers (default 4 x --lanes) are pinned, on top of the others'
+ * load where their hash puts them.
  *
  * --balance: the unleased workloads `in` and `out` with their account (carrier) tags' slots placed
  * on masters by load, busiest first onto the least loaded master, as an operator would move a hot
@@ -99,6 +99,7 @@ const { values } = parseArgs({
     commands: { type: 'boolean', default: false },
     isolate: { type: 'boolean', default: false },
     tick: { type: 'string', default: '50' },
+    'pin-peers': { type: 'string' },
   },
 });
 const rate = Number(values.rate);
@@ -246,7 +247,7 @@ function pinsFor(workload: Workload, masters: number): LanePins {
     owners.set(id, (owners.get(id) ?? 0) + w);
   });
   const ranked = [...owners].sort((a, b) => b[1] - a[1]);
-  const pinned = ranked.slice(0, byAccount ? ranked.length : 4 * LANES);
+  const pinned = ranked.slice(0, byAccount ? ranked.length : Number(values['pin-peers'] ?? 4 * LANES));
   const masterOf = (k: number) => Math.floor((k * masters) / LANES);
   const masterLoad = new Array<number>(masters).fill(0);
   const laneLoad = new Array<number>(LANES).fill(0);
