@@ -83,6 +83,7 @@ import { openLoop } from './openloop.js';
 import { zipfSequence } from './workload.js';
 import { accountTag, carrierTag, GLOBAL_TAG } from '../src/store/keys.js';
 import { slotOf } from '../src/store/redis/slot.js';
+import { scripts } from '../src/store/redis/scripts.js';
 
 const { values } = parseArgs({
   options: {
@@ -405,12 +406,16 @@ async function open(masters: number, workload: Workload) {
         ? outbound(store, offered)
         : await inbound(store, workload, coordinatorClient, PER_MASTER ? masters : 1, lanesFor(masters));
     await decider.warm();
+    // every script on every master: a master that meets one for the first time mid-run (a
+    // reroute's next carrier, a lease order) would compile it then, inside the measure
+    const nodes = cluster.nodes('master');
+    await Promise.all(nodes.flatMap((node) => Object.values(scripts()).map((sc) => node.script('LOAD', sc.lua))));
     const made = decider;
     return {
       masters,
       workload,
       cluster,
-      nodes: cluster.nodes('master'),
+      nodes,
       decider,
       offered,
       close: () => close(made),
