@@ -50,7 +50,7 @@
  * offering one master's rate throughout. Run at once, M masters and the driver share this
  * machine's two cores: a master waits for a core mid-script (commandstats count wall time), the
  * driver offers M x the calls, and the machine's load drifts between the runs a ratio divides
- * (one master's µs per decision swung from 21 to 45 between runs of a round). In turn, each
+ * (one master's µs per decision swung from 22 to 45 between rounds of one run). In turn, each
  * master runs as on a core of its own, and both sides of the ratio meet the same drift within a
  * turn (0.5 s on 4 masters). The price: each master idles between its slices, and a leased run's
  * coordinator, which chases demand from lane to lane, runs M + 1 times as long for the same
