@@ -96,7 +96,9 @@ export function startMessageWorker(
       w.resolve(m);
     }
   });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  // 'close', not 'exit': a worker can exit before its last lines are read off its stdout, and
+  // next() must not reject for a message that was sent (CI failed once that way)
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   const timer = setTimeout(() => child.kill('SIGKILL'), opts.killAfterMs);
   timer.unref();
   return {
