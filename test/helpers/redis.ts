@@ -41,7 +41,18 @@ export interface RedisServer {
 
 export interface RedisClusterHandle {
   nodes: { host: string; port: number }[];
+  /** Each node's process id, in the order of `nodes`. */
+  pids: number[];
   stop(): Promise<void>;
+}
+
+/**
+ * A command that runs redis-server under another program (the program and its arguments; the
+ * server's own come after `redis-server`), and how long a server so run may take to answer.
+ */
+export interface RedisWrapper {
+  prefix: readonly string[];
+  startTimeoutMs: number;
 }
 
 const HOST = '127.0.0.1';
@@ -220,8 +231,11 @@ export function serverArgs(port: number, dir: string, extra: readonly string[] =
   ];
 }
 
-function spawnRedis(port: number, dir: string, extra: string[]): Proc {
-  const child = spawn('redis-server', serverArgs(port, dir, extra), { stdio: ['ignore', 'pipe', 'pipe'] });
+function spawnRedis(port: number, dir: string, extra: string[], wrap?: RedisWrapper): Proc {
+  const args = serverArgs(port, dir, extra);
+  const child = wrap
+    ? spawn(wrap.prefix[0]!, [...wrap.prefix.slice(1), 'redis-server', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   liveChildren.add(child);
   let out = '';
   const keep = (d: Buffer) => {
@@ -251,11 +265,12 @@ function spawnRedis(port: number, dir: string, extra: string[]): Proc {
 class AddrInUse extends Error {}
 
 /** Spawns redis-server and waits until it answers PING (or exits, or times out). */
-async function launch(port: number, dir: string, extra: string[]): Promise<Proc> {
-  const proc = spawnRedis(port, dir, extra);
+async function launch(port: number, dir: string, extra: string[], wrap?: RedisWrapper): Promise<Proc> {
+  const proc = spawnRedis(port, dir, extra, wrap);
+  const timeoutMs = wrap?.startTimeoutMs ?? START_TIMEOUT_MS;
   let exited = false;
   void proc.exited.then(() => (exited = true));
-  const deadline = Date.now() + START_TIMEOUT_MS;
+  const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (exited) {
       const out = proc.output();
@@ -266,18 +281,21 @@ async function launch(port: number, dir: string, extra: string[]): Promise<Proc>
     await sleep(25);
   }
   await terminate(proc, 'SIGKILL');
-  throw new Error(
-    `redis-server on port ${port} did not answer PING within ${START_TIMEOUT_MS} ms:\n${proc.output().trim()}`,
-  );
+  throw new Error(`redis-server on port ${port} did not answer PING within ${timeoutMs} ms:\n${proc.output().trim()}`);
 }
 
 /** Launches on `port`, or on a fresh free port (retried on EADDRINUSE) if none is given. */
-async function launchOnFreePort(dir: string, extra: (port: number) => Promise<string[]> | string[], port?: number) {
+async function launchOnFreePort(
+  dir: string,
+  extra: (port: number) => Promise<string[]> | string[],
+  port?: number,
+  wrap?: RedisWrapper,
+) {
   let lastErr: unknown;
   for (let attempt = 0; attempt < PORT_RETRIES; attempt++) {
     const p = port ?? (await freePort());
     try {
-      return { port: p, proc: await launch(p, dir, await extra(p)) };
+      return { port: p, proc: await launch(p, dir, await extra(p), wrap) };
     } catch (e) {
       lastErr = e;
       if (!(e instanceof AddrInUse)) throw e;
@@ -459,17 +477,20 @@ async function clusterStateOk(port: number): Promise<boolean> {
 /**
  * Starts a Redis Cluster of `masters` masters (three by default) on free loopback ports, holding
  * equal slot ranges in order but for the slots `moved` places on another master (slot → master
- * index, before any key is written); resolves once cluster_state:ok everywhere.
+ * index, before any key is written); resolves once cluster_state:ok everywhere. `wrap` runs
+ * each server under another program (a bench's valgrind).
  */
 export async function startCluster(
   masters = 3,
   moved: ReadonlyMap<number, number> = new Map(),
+  wrap?: RedisWrapper,
 ): Promise<RedisClusterHandle> {
   requireRedisServer();
   const dir = makeTmpDir('callgate-cluster-');
   const procs: Proc[] = [];
   const ports: number[] = [];
   const busPorts: number[] = [];
+  const pids: number[] = [];
   const stopAll = async () => {
     await Promise.all(procs.map((p) => terminate(p, 'SIGTERM')));
     removeDir(dir);
@@ -479,29 +500,35 @@ export async function startCluster(
     const launched = await Promise.allSettled(
       Array.from({ length: masters }, async () => {
         let bus = 0;
-        const { port, proc } = await launchOnFreePort(dir, async (p) => {
-          bus = await freePort();
-          return [
-            '--cluster-enabled',
-            'yes',
-            '--cluster-config-file',
-            path.join(dir, `nodes-${p}.conf`),
-            '--cluster-node-timeout',
-            '2000',
-            '--cluster-port',
-            String(bus),
-            // a lone master learns its address from no MEET: it would announce none
-            ...(masters === 1 ? ['--cluster-announce-ip', HOST] : []),
-          ];
-        });
+        const { port, proc } = await launchOnFreePort(
+          dir,
+          async (p) => {
+            bus = await freePort();
+            return [
+              '--cluster-enabled',
+              'yes',
+              '--cluster-config-file',
+              path.join(dir, `nodes-${p}.conf`),
+              '--cluster-node-timeout',
+              '2000',
+              '--cluster-port',
+              String(bus),
+              // a lone master learns its address from no MEET: it would announce none
+              ...(masters === 1 ? ['--cluster-announce-ip', HOST] : []),
+            ];
+          },
+          undefined,
+          wrap,
+        );
         procs.push(proc);
-        return { port, bus };
+        return { port, bus, pid: proc.child.pid ?? -1 };
       }),
     );
     for (const r of launched) {
       if (r.status === 'rejected') throw r.reason;
       ports.push(r.value.port);
       busPorts.push(r.value.bus);
+      pids.push(r.value.pid);
     }
     if (new Set([...ports, ...busPorts]).size !== 2 * masters)
       throw new Error('port collision while starting the cluster');
@@ -518,13 +545,14 @@ export async function startCluster(
       await rawCommand(ports[0]!, ['CLUSTER', 'MEET', HOST, String(ports[i]), String(busPorts[i])]);
     }
 
-    const deadline = Date.now() + CLUSTER_OK_TIMEOUT_MS;
+    const okTimeoutMs = CLUSTER_OK_TIMEOUT_MS + (wrap?.startTimeoutMs ?? 0);
+    const deadline = Date.now() + okTimeoutMs;
     for (;;) {
       const oks = await Promise.all(ports.map(clusterStateOk));
       if (oks.every(Boolean)) break;
       if (Date.now() > deadline) {
         throw new Error(
-          `Redis Cluster on ports ${ports.join(', ')} did not reach cluster_state:ok within ${CLUSTER_OK_TIMEOUT_MS} ms ` +
+          `Redis Cluster on ports ${ports.join(', ')} did not reach cluster_state:ok within ${okTimeoutMs} ms ` +
             `(ok per node: ${oks.join(', ')})`,
         );
       }
@@ -537,6 +565,7 @@ export async function startCluster(
   let stopped: Promise<void> | undefined;
   return {
     nodes: ports.map((port) => ({ host: HOST, port })),
+    pids,
     stop: () => (stopped ??= stopAll()),
   };
 }
