@@ -11,15 +11,17 @@
  *   in-global  `gate.admit`, the bench's three levels (bench/limits.ts: a global limit, 20
  *              accounts, 1,000 Zipf peers, two windows each): every key on the platform tag
  *   in         the same without the global level: each account's keys on its own tag
- *   in-leased  the three levels with the global level leased (docs/leasing.md) over --lanes
+ *   in-global1 the three levels, the global level its 1 s limit alone, unleased: in-leased's
+ *              levels, the ceiling it is judged against (a leased level has one limit; the
+ *              global level's 10 s log costs some 10 % of a decision)
+ *   in-leased  in-global1's levels with the global level leased (docs/leasing.md) over --lanes
  *              lanes, a LeaseCoordinator ticking in the bench process on a client of its own
- *              (its scripts are counted too); the global level is its 1 s limit alone (a
- *              leased level has one limit); lanes by account
+ *              (its scripts are counted too); lanes by account
  *   peers-global, peers-leased  the global level (its 1 s limit) and the peers, no account:
  *              unleased (every key on `{in}`), then leased (lanes by peer)
  *
  *   npx tsx bench/cluster-scaling.ts [--workloads out,in-global,in,in-leased] [--rate 3000]
- *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16|masters] [--rounds 1] [--per-master] [--pin] [--balance] [--commands] [--isolate] [--tick 50] [--pin-peers N]
+ *     [--seconds 4] [--masters 1,2,3,4] [--carriers 12] [--lanes 16|masters] [--rounds 1] [--per-master] [--pin] [--balance] [--commands] [--isolate] [--tick 50] [--pin-peers N] [--instructions]
  *
  * --pin: leased runs place their owners (accounts; peers when calls name none) on lanes as an
  * operator would from the demand they see (docs/leasing.md, "Placing accounts"): the busiest
@@ -64,12 +66,30 @@
  * ticks, at least 1 s, so that a slow tick does not lose it). After each leased run
  * the coordinator runs alone for COORDINATOR_S seconds: its script µs per second per master.
  *
+ * --instructions: every master runs under valgrind's callgrind, counting the instructions inside
+ * Redis' call() (a command's execution, a script's whole run: what commandstats times), zeroed
+ * just before the calls and read just after; the tables add each master's thousands per decision
+ * and the ceiling by the busiest master's. Instructions do not depend on how busy the machine is
+ * nor on how long a master idled before a call (an idle Redis takes 6-8 times as long per
+ * script here), so the masters can run at once, without --isolate. Valgrind runs Redis some 50
+ * times slower: offer a rate that the masters under it keep up with on two cores (--rate 80
+ * with --per-master on 4 masters; watch the p99 column: a master that falls behind makes larger
+ * batches). What is paid per second rather than per call then weighs some 40 times what it
+ * would at 3,000 decisions/s: a leased run's coordinator grants the shares for an hour and stops
+ * before the calls, and a lane's log is still trimmed (its expiry set) up to 4 times a second
+ * whatever its calls, so compare leased workloads with --lanes masters. Script and CPU times in
+ * such a run are valgrind's, not Redis'. Needs valgrind (Debian: valgrind).
+ *
  * --rounds: each round runs every workload on every size, back to back; a last table gives
  * each size's ceiling over one master's of the same round (and, for a leased workload, over its
  * unleased twin's on one master), the median of the rounds, by script time and by CPU time
  * (INFO CPU: not inflated, as commandstats' wall time is, by a master waiting for one of the
  * two cores mid-script).
  */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Cluster, type Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
@@ -101,12 +121,13 @@ const { values } = parseArgs({
     isolate: { type: 'boolean', default: false },
     tick: { type: 'string', default: '50' },
     'pin-peers': { type: 'string' },
+    instructions: { type: 'boolean', default: false },
   },
 });
 const rate = Number(values.rate);
 const seconds = Number(values.seconds);
 const sizes = values.masters.split(',').map(Number);
-const WORKLOADS = ['out', 'in-global', 'in', 'in-leased', 'peers-global', 'peers-leased'] as const;
+const WORKLOADS = ['out', 'in-global', 'in', 'in-global1', 'in-leased', 'peers-global', 'peers-leased'] as const;
 // `--lanes masters`: as many lanes as the Cluster has masters, whatever its size
 const lanesFor = (masters: number) => (values.lanes === 'masters' ? masters : Number(values.lanes));
 const ROUNDS = Number(values.rounds);
@@ -117,6 +138,14 @@ const ISOLATE = values.isolate;
 if (ISOLATE && (sizes[0] !== 1 || sizes.length < 2 || !PER_MASTER))
   throw new Error('--isolate: --per-master, and --masters 1 and at least one size more');
 const TICK_MS = Number(values.tick);
+const INSTRUCTIONS = values.instructions;
+if (INSTRUCTIONS && spawnSync('valgrind', ['--version'], { stdio: 'ignore' }).status !== 0)
+  throw new Error('--instructions needs valgrind on the PATH (Debian: apt-get install valgrind)');
+/** --instructions: where the masters' callgrind files go. */
+const CG_DIR = INSTRUCTIONS ? mkdtempSync(join(tmpdir(), 'callgate-scaling-')) : '';
+process.on('exit', () => CG_DIR && rmSync(CG_DIR, { recursive: true, force: true }));
+/** valgrind runs Redis some 50 times slower: a decision's bound, and a server's start. */
+const TIMEOUT_MS = INSTRUCTIONS ? 120_000 : 5000;
 type Workload = (typeof WORKLOADS)[number];
 const workloads = values.workloads.split(',') as Workload[];
 for (const w of workloads)
@@ -125,15 +154,19 @@ for (const w of workloads)
 const CARRIERS = Number(values.carriers);
 // each carrier is first choice for 1/12 of the calls; every fourth carrier paces at half its
 // share (about half its first-choice calls are rerouted), the others at twice theirs, so some
-// 1 call in 8 is rerouted whatever the timer jitter
+// 1 call in 8 is rerouted whatever the timer jitter. maxWait is a fixed part of the interval
+// (2 ms and 20 ms at 3,000 calls/s), so that the same share is rerouted at any rate
 function routesAt(offered: number): Carrier[][] {
   const share = offered / CARRIERS;
-  const carriers: Carrier[] = Array.from({ length: CARRIERS }, (_, i) => ({
-    name: `carrier:k${i}`,
-    intervalUs: i % 4 === 0 ? 1e6 / (share * 0.5) : 1e6 / (share * 2),
-    maxWaitUs: i % 4 === 0 ? 2_000 : 20_000,
-    channels: 100_000,
-  }));
+  const carriers: Carrier[] = Array.from({ length: CARRIERS }, (_, i) => {
+    const intervalUs = i % 4 === 0 ? 1e6 / (share * 0.5) : 1e6 / (share * 2);
+    return {
+      name: `carrier:k${i}`,
+      intervalUs,
+      maxWaitUs: i % 4 === 0 ? intervalUs / 4 : intervalUs * 10,
+      channels: 100_000,
+    };
+  });
   return carriers.map((_, i) => [0, 1, 2].map((k) => carriers[(i + k) % CARRIERS]!));
 }
 
@@ -151,6 +184,26 @@ async function cpuSeconds(node: Redis): Promise<number> {
   const info = await node.info('cpu');
   const v = (k: string) => Number(new RegExp(`^${k}:([0-9.]+)`, 'm').exec(info)?.[1] ?? 0);
   return v('used_cpu_user') + v('used_cpu_sys');
+}
+
+/**
+ * --instructions: zeroes the counts of the callgrind'ed server `pid`, or dumps them and returns
+ * the instructions counted since (its newest dump's totals).
+ */
+function callgrind(action: 'zero' | 'dump', pid: number): number {
+  const r = spawnSync('callgrind_control', [`--${action}`, String(pid)], { encoding: 'utf8' });
+  // callgrind_control exits 0 even when it finds no run: its words tell
+  if (!new RegExp(`^PID ${pid}:`, 'm').test(r.stdout) || /error|not detected|no active/i.test(r.stdout))
+    throw new Error(`callgrind_control --${action} ${pid} failed: ${r.stdout}${r.stderr}`);
+  if (action === 'zero') return 0;
+  const dumps = readdirSync(CG_DIR)
+    .map((f) => new RegExp(`^cg\\.${pid}\\.(\\d+)$`).exec(f))
+    .filter((m) => m !== null)
+    .sort((a, b) => Number(b[1]) - Number(a[1]));
+  if (dumps.length === 0) throw new Error(`no callgrind dump of ${pid} in ${CG_DIR}`);
+  const m = /^(?:summary|totals): (\d+)/m.exec(readFileSync(join(CG_DIR, dumps[0]![0]), 'utf8'));
+  if (!m) throw new Error(`no instruction count in ${dumps[0]![0]}`);
+  return Number(m[1]);
 }
 
 /**
@@ -226,7 +279,7 @@ const seq = zipfSequence(Math.ceil(rate * (PER_MASTER ? Math.max(...sizes) : 1) 
 
 const leased = (w: Workload) => w === 'in-leased' || w === 'peers-leased';
 /** A leased workload's unleased counterpart: the ceiling it is judged against (issue 28). */
-const UNLEASED: Partial<Record<Workload, Workload>> = { 'in-leased': 'in-global', 'peers-leased': 'peers-global' };
+const UNLEASED: Partial<Record<Workload, Workload>> = { 'in-leased': 'in-global1', 'peers-leased': 'peers-global' };
 
 /** Each peer's share of the calls (Zipf 1.1 over PEERS, peer 0 the busiest, as `seq` draws them). */
 const peerWeights = (() => {
@@ -289,6 +342,7 @@ async function inbound(
   const config = {
     'in-global': { inbound: { accounts, defaultPeer, global: scaled(GLOBAL_3, k) } },
     in: { inbound: { accounts, defaultPeer } },
+    'in-global1': { inbound: { accounts, defaultPeer, global: global1 } },
     'in-leased': { inbound: { accounts, defaultPeer, global: global1 } },
     'peers-global': { inbound: { defaultPeer, global: global1 } },
     'peers-leased': { inbound: { defaultPeer, global: global1 } },
@@ -296,18 +350,23 @@ async function inbound(
   }[workload]!;
   const withAccounts = !workload.startsWith('peers');
   const plan = store.leasePlan;
-  const gate = await CallGate.create({ config, store, timeoutMs: 5000, shield: false });
+  const gate = await CallGate.create({ config, store, timeoutMs: TIMEOUT_MS, shield: false });
   const coordinator = leased(workload)
     ? new LeaseCoordinator({
         deployments: [{ redis: coordinatorClient(), lanes, prefix: store.prefix }],
         limit: { calls: leasedGlobal.limit, windowUs: leasedGlobal.windowUs },
-        tickMs: TICK_MS,
         // the leadership is renewed once a tick: it must outlive a slow one (the lanes' leases follow it)
-        leaderTtlMs: Math.max(1000, 4 * TICK_MS),
+        ...(INSTRUCTIONS
+          ? // --instructions: the shares granted for an hour, then the coordinator stopped: the
+            // count is the decisions' alone (its cost is per second; valgrind makes a second
+            // hold some 50 times fewer decisions than Redis would)
+            { tickMs: 200, leaderTtlMs: 60_000, leaseMs: 3_600_000 }
+          : { tickMs: TICK_MS, leaderTtlMs: Math.max(1000, 4 * TICK_MS) }),
       }).start()
     : undefined;
   // the first shares are granted within a few ticks
-  if (coordinator) await new Promise((r) => setTimeout(r, 500));
+  if (coordinator) await new Promise((r) => setTimeout(r, INSTRUCTIONS ? 3000 : 500));
+  if (coordinator && INSTRUCTIONS) await coordinator.stop();
   let admitted = 0;
   let refused = 0;
   const admit = async (id: string, p: number) => {
@@ -356,8 +415,13 @@ function balancedSlots(workload: Workload, masters: number): Map<number, number>
     });
   else if (workload === 'out')
     // each carrier is first choice for 1 call in CARRIERS; about half the calls of every fourth
-    // (paced at half its share, routesAt) are tried again on the next
-    for (let i = 0; i < CARRIERS; i++) load.set(slotOf(`{${carrierTag(`carrier:k${i}`)}}`), i % 4 === 1 ? 1.5 : 1);
+    // (paced at half its share, routesAt) are taken by the next. A master's work follows the calls
+    // its carriers take (a hold each): an attempt that finds the wait too long costs a fifth of
+    // one, by instructions (--instructions: 85.7 / 85.5 / 93.4 / 74.0 thousand per decision on
+    // masters whose carriers took 3 / 3 / 3.5 / 2.5 twelfths of the calls, when every carrier
+    // weighed 1 and the next 1.5)
+    for (let i = 0; i < CARRIERS; i++)
+      load.set(slotOf(`{${carrierTag(`carrier:k${i}`)}}`), i % 4 === 0 ? 0.6 : i % 4 === 1 ? 1.5 : 1);
   const masterLoad = new Array<number>(masters).fill(0);
   const moved = new Map<number, number>();
   for (const [slot, w] of [...load].sort((a, b) => b[1] - a[1])) {
@@ -370,7 +434,18 @@ function balancedSlots(workload: Workload, masters: number): Map<number, number>
 
 /** A Cluster of `masters` masters with a workload's store and decider, warmed. */
 async function open(masters: number, workload: Workload) {
-  const handle = await startCluster(masters, BALANCE ? balancedSlots(workload, masters) : undefined);
+  const handle = await startCluster(
+    masters,
+    BALANCE ? balancedSlots(workload, masters) : undefined,
+    INSTRUCTIONS
+      ? {
+          // instructions inside call(): what commandstats times (a command's execution, a
+          // script's whole run), not reading requests or writing replies
+          prefix: ['valgrind', '--tool=callgrind', '--toggle-collect=call', `--callgrind-out-file=${CG_DIR}/cg.%p`],
+          startTimeoutMs: 60_000,
+        }
+      : undefined,
+  );
   const cluster = new Cluster(handle.nodes, {
     redisOptions: RECOMMENDED_REDIS_OPTIONS,
     enableOfflineQueue: true,
@@ -411,11 +486,14 @@ async function open(masters: number, workload: Workload) {
     const nodes = cluster.nodes('master');
     await Promise.all(nodes.flatMap((node) => Object.values(scripts()).map((sc) => node.script('LOAD', sc.lua))));
     const made = decider;
+    const pidOf = new Map(handle.nodes.map((n, k) => [n.port, handle.pids[k]!]));
     return {
       masters,
       workload,
       cluster,
       nodes,
+      /** Each master's process id, in the order of `nodes` (--instructions). */
+      pids: nodes.map((node) => pidOf.get(node.options.port!) ?? -1),
       decider,
       offered,
       close: () => close(made),
@@ -434,6 +512,8 @@ type Setup = Awaited<ReturnType<typeof open>>;
 async function measure(setups: Setup[], order: (readonly [number, number])[], rate: number) {
   const nodes = setups.flatMap((s) => s.nodes);
   await Promise.all(nodes.map((node) => node.config('RESETSTAT')));
+  const pids = setups.flatMap((s) => s.pids);
+  for (const pid of pids) if (INSTRUCTIONS) callgrind('zero', pid);
   const cpu0 = await Promise.all(nodes.map(cpuSeconds));
   const decisions = setups.map(() => 0);
   // openLoop issues floor(rate x seconds) calls: half a call more, so that rounding drops none
@@ -443,6 +523,7 @@ async function measure(setups: Setup[], order: (readonly [number, number])[], ra
     await setups[call[0]]!.decider.decide(call[1]);
     decisions[call[0]]!++;
   });
+  const instructions = INSTRUCTIONS ? pids.map((pid) => callgrind('dump', pid)) : pids.map(() => Number.NaN);
   const stats = await Promise.all(nodes.map(commandstats));
   const cpuUsed = (await Promise.all(nodes.map(cpuSeconds))).map((c, k) => c - cpu0[k]!);
   let from = 0;
@@ -454,6 +535,7 @@ async function measure(setups: Setup[], order: (readonly [number, number])[], ra
         setup,
         stats.slice(from, to),
         cpuUsed.slice(from, to),
+        instructions.slice(from, to),
         decisions[k]!,
         result.hist.getValueAtPercentile(99) / 1e6,
       ),
@@ -468,6 +550,7 @@ async function rowOf(
   { masters, workload, nodes, decider }: Setup,
   stats: Map<string, { calls: number; usec: number }>[],
   cpuUsed: number[],
+  instructions: number[],
   decisions: number,
   p99ms: number,
 ) {
@@ -517,11 +600,24 @@ async function rowOf(
     // core mid-script, as commandstats' wall time is when 4 masters and the driver share 2
     ceilingCpu: 1e6 / Math.max(...cpuPer),
     ceilingAll: 1e6 / busiestAll,
+    ...perDecision(instructions, decisions),
     /** A leased run's coordinator alone, script µs per second per master (coordinatorAlone). */
     coordinator: '–',
   };
 }
 type Row = Awaited<ReturnType<typeof rowOf>>;
+
+/** --instructions: each master's `instructions` per decision, their sum, and the ceiling they project. */
+function perDecision(instructions: number[], decisions: number) {
+  const per = instructions.map((n) => n / decisions);
+  return {
+    /** Thousands of instructions inside call() per decision, per master. */
+    instrPerMaster: per.map((n) => (n / 1e3).toFixed(1)).join(' / '),
+    sumInstr: per.reduce((a, n) => a + n, 0),
+    /** The ceiling by instructions: decisions per 10^9 of the busiest master's. */
+    ceilingInstr: 1e9 / Math.max(...per),
+  };
+}
 
 /**
  * A leased setup's coordinator alone, once the calls are done and out of the window: its
@@ -532,7 +628,8 @@ type Row = Awaited<ReturnType<typeof rowOf>>;
  */
 const COORDINATOR_S = 2;
 async function coordinatorAlone(setup: Setup): Promise<string> {
-  if (!leased(setup.workload)) return '–';
+  // --instructions: the coordinator stopped before the calls
+  if (!leased(setup.workload) || INSTRUCTIONS) return '–';
   // the lanes' logs are trimmed of the calls' events meanwhile (a window, 1 s), and demand decays
   await new Promise((r) => setTimeout(r, COORDINATOR_S * 1000));
   await Promise.all(setup.nodes.map((node) => node.config('RESETSTAT')));
@@ -589,6 +686,7 @@ const TITLES: Record<Workload, string> = {
   out: `outbound: reservations over 3-carrier routes, ${CARRIERS} carriers`,
   'in-global': 'inbound: three levels with a global limit (every key on the platform tag)',
   in: 'inbound: accounts and peers, no global limit',
+  'in-global1': 'inbound: three levels, the global one its 1 s limit alone (every key on the platform tag)',
   'in-leased': `inbound: three levels, the global one leased over ${values.lanes} lanes (lanes by account${PIN ? ', pinned' : ''})`,
   'peers-global': 'inbound: global and peer levels, no account (every key on the platform tag)',
   'peers-leased': `inbound: global and peer levels, the global one leased over ${values.lanes} lanes (lanes by peer${PIN ? ', the busiest pinned' : ''})`,
@@ -622,49 +720,48 @@ for (const w of workloads) {
   console.log(`${TITLES[w]}; ${load} for ${seconds} s; of ${ROUNDS} rounds, the median busiest master's`);
   if (ISOLATE && UNLEASED[w]) console.log(`(in turn: the one-master row is ${UNLEASED[w]}, run beside the first size)`);
   console.log(
-    'masters | keys per master | decisions | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms | CPU µs/decision per master | script calls/decision | coordinator alone, script µs/s per master',
+    `masters | keys per master | decisions | script µs/decision per master | sum | busiest | ceiling/s | x one master | ceiling/s, all commands | p99 ms | CPU µs/decision per master | script calls/decision | coordinator alone, script µs/s per master${INSTRUCTIONS ? ' | k instructions/decision per master | sum | x one master by instructions' : ''}`,
   );
   for (const r of rows)
     console.log(
-      `${r.masters} | ${r.keys} | ${r.summary} | ${r.scriptPerMaster} | ${r.sumScript.toFixed(1)} | ${r.busiest.toFixed(1)} | ${Math.round(r.ceiling)} | ${(r.ceiling / base).toFixed(2)} | ${Math.round(r.ceilingAll)} | ${r.p99ms.toFixed(1)} | ${r.cpuPerMaster} | ${r.callsPerMaster} | ${r.coordinator}`,
+      `${r.masters} | ${r.keys} | ${r.summary} | ${r.scriptPerMaster} | ${r.sumScript.toFixed(1)} | ${r.busiest.toFixed(1)} | ${Math.round(r.ceiling)} | ${(r.ceiling / base).toFixed(2)} | ${Math.round(r.ceilingAll)} | ${r.p99ms.toFixed(1)} | ${r.cpuPerMaster} | ${r.callsPerMaster} | ${r.coordinator}${INSTRUCTIONS ? ` | ${r.instrPerMaster} | ${(r.sumInstr / 1e3).toFixed(1)} | ${(r.ceilingInstr / rows[0]!.ceilingInstr).toFixed(2)}` : ''}`,
     );
 }
 const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+/** Each column's median over the rounds, and each round's, of ratios `of` gives per round. */
 const ratios = (of: (b: Map<string, Row>) => number[]) => {
   const each = byRound.map(of);
-  return `${mid(each.map((x) => x[0]!)).toFixed(2)} (${each.map((x) => x[0]!.toFixed(2)).join(', ')}) | ${mid(each.map((x) => x[1]!)).toFixed(2)} (${each.map((x) => x[1]!.toFixed(2)).join(', ')})`;
+  return each[0]!
+    .map((_, c) => `${mid(each.map((x) => x[c]!)).toFixed(2)} (${each.map((x) => x[c]!.toFixed(2)).join(', ')})`)
+    .join(' | ');
 };
+/** The ratios of ceilings of `r` over `one`: by script time, CPU time (and instructions). */
+const over = (r: Row, one: Row) => [
+  r.ceiling / one.ceiling,
+  r.ceilingCpu / one.ceilingCpu,
+  ...(INSTRUCTIONS ? [r.ceilingInstr / one.ceilingInstr] : []),
+];
+const BY = `by script time | by CPU${INSTRUCTIONS ? ' | by instructions' : ''}`;
 console.log(`\nceiling ÷ one master's, paired within each round; the median of ${ROUNDS} rounds (each round's)`);
 if (ISOLATE) {
-  console.log(
-    'workload | masters | ÷ the one-master run beside it (a leased workload: its unleased twin): by script time | by CPU',
-  );
+  console.log(`workload | masters | ÷ the one-master run beside it (a leased workload: its unleased twin): ${BY}`);
   for (const w of workloads)
     for (const m of sizes.slice(1)) {
-      const paired = ratios((b) => {
-        const [r, one] = [b.get(`${w}/${m}`)!, b.get(`${w}/1@${m}`)!];
-        return [r.ceiling / one.ceiling, r.ceilingCpu / one.ceilingCpu];
-      });
+      const paired = ratios((b) => over(b.get(`${w}/${m}`)!, b.get(`${w}/1@${m}`)!));
       console.log(`${w} | ${m} | ${paired}`);
     }
   process.exit(0);
 }
-console.log(
-  'workload | masters | ÷ itself on 1 master: by script time | by CPU | ÷ the unleased level on 1 master: by script time | by CPU',
-);
+console.log(`workload | masters | ÷ itself on 1 master: ${BY} | ÷ the unleased level on 1 master: ${BY}`);
 for (const w of workloads)
   for (const m of sizes.slice(1)) {
-    const own = ratios((b) => {
-      const [r, one] = [b.get(`${w}/${m}`)!, b.get(`${w}/${sizes[0]}`)!];
-      return [r.ceiling / one.ceiling, r.ceilingCpu / one.ceilingCpu];
-    });
+    const own = ratios((b) => over(b.get(`${w}/${m}`)!, b.get(`${w}/${sizes[0]}`)!));
     const u = UNLEASED[w];
     const vsUnleased =
       u && workloads.includes(u)
-        ? ratios((b) => {
-            const [r, one] = [b.get(`${w}/${m}`)!, b.get(`${u}/${sizes[0]}`)!];
-            return [r.ceiling / one.ceiling, r.ceilingCpu / one.ceilingCpu];
-          })
-        : '– | –';
+        ? ratios((b) => over(b.get(`${w}/${m}`)!, b.get(`${u}/${sizes[0]}`)!))
+        : BY.split('|')
+            .map(() => '–')
+            .join(' | ');
     console.log(`${w} | ${m} | ${own} | ${vsUnleased}`);
   }
