@@ -179,6 +179,12 @@ async function commandstats(node: Redis): Promise<Map<string, { calls: number; u
   return out;
 }
 
+/** A node's script calls and their usec (EVALSHA and EVAL), of its commandstats. */
+function scriptsOf(stats: Map<string, { calls: number; usec: number }>): { calls: number; usec: number } {
+  const [sha, lua] = [stats.get('evalsha'), stats.get('eval')];
+  return { calls: (sha?.calls ?? 0) + (lua?.calls ?? 0), usec: (sha?.usec ?? 0) + (lua?.usec ?? 0) };
+}
+
 /** A node's CPU time so far (user + system, s), from INFO CPU. */
 async function cpuSeconds(node: Redis): Promise<number> {
   const info = await node.info('cpu');
@@ -312,15 +318,29 @@ function pinsFor(workload: Workload, masters: number): LanePins {
     masterLoad[masterOf(k)]! += w;
   }
   const pins: Record<string, number> = {};
+  const masterOfPin = busiestFirst(pinned, masterLoad);
   for (const [id, w] of pinned) {
-    const m = masterLoad.indexOf(Math.min(...masterLoad));
+    const m = masterOfPin.get(id)!;
     let lane = -1;
     for (let k = 0; k < LANES; k++) if (masterOf(k) === m && (lane < 0 || laneLoad[k]! < laneLoad[lane]!)) lane = k;
-    masterLoad[m]! += w;
     laneLoad[lane]! += w;
     pins[id] = lane;
   }
   return byAccount ? { accounts: pins } : { peers: pins };
+}
+
+/**
+ * Places weighted items on masters as an operator would: the busiest first, each onto the master
+ * least loaded so far (`load`, each master's, updated). Each item's master.
+ */
+function busiestFirst<K>(items: Iterable<readonly [K, number]>, load: number[]): Map<K, number> {
+  const placed = new Map<K, number>();
+  for (const [item, w] of [...items].sort((a, b) => b[1] - a[1])) {
+    const m = load.indexOf(Math.min(...load));
+    load[m]! += w;
+    placed.set(item, m);
+  }
+  return placed;
 }
 
 /** Limits `k` times as high: with --per-master, the same share of calls refused on every size. */
@@ -422,14 +442,7 @@ function balancedSlots(workload: Workload, masters: number): Map<number, number>
     // weighed 1 and the next 1.5)
     for (let i = 0; i < CARRIERS; i++)
       load.set(slotOf(`{${carrierTag(`carrier:k${i}`)}}`), i % 4 === 0 ? 0.6 : i % 4 === 1 ? 1.5 : 1);
-  const masterLoad = new Array<number>(masters).fill(0);
-  const moved = new Map<number, number>();
-  for (const [slot, w] of [...load].sort((a, b) => b[1] - a[1])) {
-    const m = masterLoad.indexOf(Math.min(...masterLoad));
-    masterLoad[m]! += w;
-    moved.set(slot, m);
-  }
-  return moved;
+  return busiestFirst(load, new Array<number>(masters).fill(0));
 }
 
 /** A Cluster of `masters` masters with a workload's store and decider, warmed. */
@@ -571,17 +584,10 @@ async function rowOf(
   // where the keys sit (logs, carriers, holds, records, locators), per master
   const keys = (await Promise.all(nodes.map((n) => n.dbsize()))).join(' / ');
   const perMaster = stats.map((s) => {
-    let script = 0;
     let all = 0;
-    let scriptCalls = 0;
-    for (const [cmd, v] of s) {
-      if (cmd === 'evalsha' || cmd === 'eval') {
-        script += v.usec;
-        scriptCalls += v.calls;
-      }
-      if (cmd !== 'config' && cmd !== 'info') all += v.usec;
-    }
-    return { script: script / decisions, all: all / decisions, calls: scriptCalls / decisions };
+    for (const [cmd, v] of s) if (cmd !== 'config' && cmd !== 'info') all += v.usec;
+    const script = scriptsOf(s);
+    return { script: script.usec / decisions, all: all / decisions, calls: script.calls / decisions };
   });
   const busiest = Math.max(...perMaster.map((m) => m.script));
   const busiestAll = Math.max(...perMaster.map((m) => m.all));
@@ -635,8 +641,7 @@ async function coordinatorAlone(setup: Setup): Promise<string> {
   await Promise.all(setup.nodes.map((node) => node.config('RESETSTAT')));
   await new Promise((r) => setTimeout(r, COORDINATOR_S * 1000));
   const stats = await Promise.all(setup.nodes.map(commandstats));
-  const script = (s: Map<string, { usec: number }>) => (s.get('evalsha')?.usec ?? 0) + (s.get('eval')?.usec ?? 0);
-  return stats.map((s) => Math.round(script(s) / COORDINATOR_S)).join(' / ');
+  return stats.map((s) => Math.round(scriptsOf(s).usec / COORDINATOR_S)).join(' / ');
 }
 
 /** One workload on `masters` masters, every call on its schedule. */
