@@ -41,7 +41,7 @@ export interface RedisServer {
 
 export interface RedisClusterHandle {
   nodes: { host: string; port: number }[];
-  /** Each node's process id, in the order of `nodes`. */
+  /** Each node's process id, in the order of `nodes` (a wrapper's: valgrind's is redis-server's own). */
   pids: number[];
   stop(): Promise<void>;
 }
@@ -491,6 +491,8 @@ export async function startCluster(
   const ports: number[] = [];
   const busPorts: number[] = [];
   const pids: number[] = [];
+  // a wrapped server (valgrind) answers tens of times slower
+  const commandMs = wrap ? 10_000 : 1_000;
   const stopAll = async () => {
     await Promise.all(procs.map((p) => terminate(p, 'SIGTERM')));
     removeDir(dir);
@@ -536,13 +538,13 @@ export async function startCluster(
     const plan = slotPlan(masters, moved);
     await Promise.all(
       ports.map(async (p, i) => {
-        await rawCommand(p, ['CLUSTER', 'SET-CONFIG-EPOCH', String(i + 1)]);
+        await rawCommand(p, ['CLUSTER', 'SET-CONFIG-EPOCH', String(i + 1)], commandMs);
         const ranges = plan[i]!.flatMap(([from, to]) => [String(from), String(to)]);
-        await rawCommand(p, ['CLUSTER', 'ADDSLOTSRANGE', ...ranges]);
+        await rawCommand(p, ['CLUSTER', 'ADDSLOTSRANGE', ...ranges], commandMs);
       }),
     );
     for (let i = 1; i < ports.length; i++) {
-      await rawCommand(ports[0]!, ['CLUSTER', 'MEET', HOST, String(ports[i]), String(busPorts[i])]);
+      await rawCommand(ports[0]!, ['CLUSTER', 'MEET', HOST, String(ports[i]), String(busPorts[i])], commandMs);
     }
 
     const okTimeoutMs = CLUSTER_OK_TIMEOUT_MS + (wrap?.startTimeoutMs ?? 0);
