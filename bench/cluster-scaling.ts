@@ -86,7 +86,7 @@
  * two cores mid-script).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -98,6 +98,7 @@ import { startCluster } from '../test/helpers/redis.js';
 import type { Carrier, Limit } from '../src/store/types.js';
 import { type LanePins, laneOf, laneTag } from '../src/lease/lanes.js';
 import { ACCOUNT_3, ACCOUNTS, accountName, GLOBAL_3, limitInput, PEER_3, peerName } from './limits.js';
+import { callgrindControl, countedInstructions } from './callgrind.js';
 import { openLoop } from './openloop.js';
 import { zipfSequence } from './workload.js';
 import { accountTag, carrierTag, GLOBAL_TAG } from '../src/store/keys.js';
@@ -191,24 +192,16 @@ async function cpuSeconds(node: Redis): Promise<number> {
   return v('used_cpu_user') + v('used_cpu_sys');
 }
 
-/**
- * --instructions: zeroes the counts of the callgrind'ed server `pid`, or dumps them and returns
- * the instructions counted since (its newest dump's totals).
- */
-function callgrind(action: 'zero' | 'dump', pid: number): number {
-  const r = spawnSync('callgrind_control', [`--${action}`, String(pid)], { encoding: 'utf8', timeout: 60_000 });
-  // callgrind_control exits 0 even when it finds no run: its words tell
-  if (!new RegExp(`^PID ${pid}:`, 'm').test(r.stdout) || /error|not detected|no active/i.test(r.stdout))
-    throw new Error(`callgrind_control --${action} ${pid} failed: ${r.stdout}${r.stderr}`);
-  if (action === 'zero') return 0;
+/** --instructions: dumps the counts of the callgrind'ed server `pid`: the instructions since its zero. */
+function dumpedInstructions(pid: number): number {
+  callgrindControl('dump', pid);
+  // its newest dump: cg.<pid>.<n>, n counting the dumps
   const dumps = readdirSync(CG_DIR)
     .map((f) => new RegExp(`^cg\\.${pid}\\.(\\d+)$`).exec(f))
     .filter((m) => m !== null)
     .sort((a, b) => Number(b[1]) - Number(a[1]));
   if (dumps.length === 0) throw new Error(`no callgrind dump of ${pid} in ${CG_DIR}`);
-  const m = /^(?:summary|totals): (\d+)/m.exec(readFileSync(join(CG_DIR, dumps[0]![0]), 'utf8'));
-  if (!m) throw new Error(`no instruction count in ${dumps[0]![0]}`);
-  return Number(m[1]);
+  return countedInstructions(join(CG_DIR, dumps[0]![0]));
 }
 
 /**
@@ -537,7 +530,7 @@ async function measure(setups: Setup[], order: (readonly [number, number])[], ra
   await Promise.all(nodes.map((node) => node.config('RESETSTAT')));
   const pids = setups.flatMap((s) => s.pids);
   const cpu0 = await Promise.all(nodes.map(cpuSeconds));
-  for (const pid of pids) if (INSTRUCTIONS) callgrind('zero', pid);
+  if (INSTRUCTIONS) for (const pid of pids) callgrindControl('zero', pid);
   const decisions = setups.map(() => 0);
   // openLoop issues floor(rate x seconds) calls: half a call more, so that rounding drops none
   const result = await openLoop(
@@ -554,7 +547,7 @@ async function measure(setups: Setup[], order: (readonly [number, number])[], ra
   );
   // a count read with calls still in flight would divide their work by fewer decisions
   if (result.lost > 0) throw new Error(`${result.lost} calls were not decided within ${TIMEOUT_MS} ms of the schedule`);
-  const instructions = INSTRUCTIONS ? pids.map((pid) => callgrind('dump', pid)) : pids.map(() => Number.NaN);
+  const instructions = INSTRUCTIONS ? pids.map(dumpedInstructions) : pids.map(() => Number.NaN);
   const stats = await Promise.all(nodes.map(commandstats));
   const cpuUsed = (await Promise.all(nodes.map(cpuSeconds))).map((c, k) => c - cpu0[k]!);
   let from = 0;

@@ -18,7 +18,7 @@
  * pace. Needs valgrind (Debian: valgrind); about 40 s per case unpaced, calls ÷ pace paced.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -27,6 +27,7 @@ import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { freePort, serverArgs } from '../test/helpers/redis.js';
 import { accountName, CONFIG_3, CONFIG_3CH, GLOBAL_3, limitInput, peerName } from './limits.js';
+import { callgrindControl, countedInstructions } from './callgrind.js';
 import { zipfSequence } from './workload.js';
 
 const argv = process.argv.slice(2);
@@ -135,13 +136,8 @@ async function decide(
     timeoutMs: 120_000, // valgrind runs Redis some 50 times slower
     shield: false,
   });
-  // only the decisions counted (callgrind_control exits 0 even when it finds no run: its words tell)
-  const zero = spawnSync('callgrind_control', ['--zero', String(server.child.pid)], { encoding: 'utf8' });
-  if (
-    !new RegExp(`^PID ${server.child.pid}:`, 'm').test(zero.stdout) ||
-    /error|not detected|no active/i.test(zero.stdout)
-  )
-    throw new Error(`callgrind_control --zero failed: ${zero.stdout}${zero.stderr}`);
+  // only the decisions counted
+  callgrindControl('zero', server.child.pid ?? -1);
   await redis.config('RESETSTAT');
   const seq = zipfSequence(CALLS, 1000, 1.1, 1); // as npm run bench: 1,000 peers, Zipf 1.1, seed 1
   let next = 0;
@@ -164,13 +160,6 @@ async function decide(
   await gate.close();
   redis.disconnect();
   return { stats, rate };
-}
-
-/** Instructions counted in the callgrind output file (its `summary:` or `totals:` line). */
-function counted(file: string): number {
-  const m = /^(?:summary|totals): (\d+)/m.exec(readFileSync(file, 'utf8'));
-  if (!m) throw new Error(`no instruction count in ${file}`);
-  return Number(m[1]);
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'callgate-instr-'));
@@ -222,7 +211,7 @@ try {
               : 'lone, unleased (tags)'
             : `${kase}${channels ? ' + channels' : ''}`;
         process.stdout.write(
-          `${name.padEnd(28)} ${String(listpack).padStart(8)} ${Math.round(counted(server.out) / CALLS)
+          `${name.padEnd(28)} ${String(listpack).padStart(8)} ${Math.round(countedInstructions(server.out) / CALLS)
             .toLocaleString('en-US')
             .padStart(14)} ${scripts.toFixed(3).padStart(14)} ${rate.toFixed(1).padStart(8)}   ${commands}\n`,
         );
