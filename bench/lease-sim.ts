@@ -12,7 +12,10 @@
  * false refusals: calls the leased level refused while the unleased reference (one sliding log
  *   and one channel count over all lanes, the same arrivals in the same order) admitted them,
  *   in % of offered. room: refused while the leased lanes' own total had room. ref: the
- *   reference's own refusals, in % of offered.
+ *   reference's own refusals, in % of offered. lost: how many fewer calls the leased level
+ *   admitted than the reference, in % of offered (leased% - ref%): past a false refusal the two
+ *   see different counts, and the leased level may admit a later call the reference refuses,
+ *   so near or over the limit false% counts calls that traded places as well as calls lost.
  * spill: calls counted on the overflow lane (the rows with one), in % of offered.
  * convergence: how fast the shares follow a shift of demand (bench/lease-convergence.ts), median
  *   and worst over the shifts, in seconds.
@@ -87,6 +90,7 @@ function row(lanes: number, load: number, tickMs: number, leaving = true, v: Var
       pct(r.roomRefusals, r.offered),
       pct(r.offered - r.referenceAdmitted, r.offered),
       pct(r.offered - r.admitted, r.offered),
+      pct(r.referenceAdmitted - r.admitted, r.offered),
       `${c.median.toFixed(1)} / ${c.worst.toFixed(1)} s`.padStart(14),
       String(r.maxInWindow).padStart(6),
       String(limit.calls).padStart(6),
@@ -98,7 +102,9 @@ function row(lanes: number, load: number, tickMs: number, leaving = true, v: Var
 console.log(
   `${SECONDS} s simulated per row, seed ${SEED}, limit ${LIMIT.calls} calls/s and ${LIMIT.channels} channels`,
 );
-console.log('lanes   load    tick leave  offered false%  room%   ref% leased%  conv med/max  maxW  limit spill%');
+console.log(
+  'lanes   load    tick leave  offered false%  room%   ref% leased%  lost%  conv med/max  maxW  limit spill%',
+);
 for (const tick of [100, 250])
   for (const lanes of [8, 16, 32]) for (const load of [0.5, 0.9, 0.95, 1.0, 1.2]) row(lanes, load, tick);
 console.log('-- shorter ticks, and without the leaving count (even spread assumed)');

@@ -98,20 +98,37 @@ export function expectWithinLimits(
 }
 
 /**
- * Calls refused that the unleased contract admits, replayed on the same arrivals at the same
- * times on a MemoryStore (calls decided by the store-trouble policy left out of both counts).
+ * The leased decisions against the unleased contract, replayed on the same arrivals at the same
+ * times on a MemoryStore (calls decided by the store-trouble policy left out of both counts):
+ * `falseRefusals`, the calls refused that the contract admits; `admitted` and
+ * `referenceAdmitted`, how many the leased level and the contract admit in all. Past the first false refusal the two no longer see the same
+ * counts, so the contract may refuse a later call that the leased level admits: near or over
+ * the limit, `falseRefusals` counts calls that traded places as well as calls lost, and
+ * `referenceAdmitted - admitted` is what leasing lost in all.
  */
-export async function falseRefusals(decided: readonly Decided[], config: CallGateConfigInput): Promise<number> {
+export async function againstContract(
+  decided: readonly Decided[],
+  config: CallGateConfigInput,
+): Promise<{ falseRefusals: number; admitted: number; referenceAdmitted: number }> {
   const reference = await CallGate.create({ config, store: new MemoryStore() });
-  let n = 0;
+  let falseRefusals = 0;
+  let admitted = 0;
+  let referenceAdmitted = 0;
   try {
     for (const [i, x] of decided.entries()) {
       if (x.d.degraded !== undefined) continue;
       const r = await reference.admit({ callId: `ref-${i}`, peer: x.peer, at: x.d.at });
-      if (r.admitted && !x.d.admitted) n++;
+      if (x.d.admitted) admitted++;
+      if (r.admitted) referenceAdmitted++;
+      if (r.admitted && !x.d.admitted) falseRefusals++;
     }
   } finally {
     await reference.close();
   }
-  return n;
+  return { falseRefusals, admitted, referenceAdmitted };
+}
+
+/** Calls refused that the unleased contract admits (againstContract). */
+export async function falseRefusals(decided: readonly Decided[], config: CallGateConfigInput): Promise<number> {
+  return (await againstContract(decided, config)).falseRefusals;
 }
