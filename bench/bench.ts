@@ -34,6 +34,7 @@ import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Algorithm, Bucket, Carrier, ReserveResult, Store } from '../src/store/types.js';
 // the same redis-server starter the tests use (free loopback port, nothing on disk)
 import { startRedisServer, type RedisServer as BenchRedis } from '../test/helpers/redis.js';
+import { CPU_RLF, cpuSection } from './node-cpu.js';
 import { sidecarSection, type SidecarRow } from './sidecar.js';
 import { AdmittedLog, reservationViolations, slidingLogViolations, type LimitSpec } from './verify.js';
 import { closedLoop, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
@@ -146,6 +147,10 @@ for (const key of OPEN_ONLY ?? [])
     throw new Error(`--open-only: unknown system ${key}; one of ${OPEN_SYSTEMS.join(', ')}`);
 const LONE_CALLS = Number(opt('lone-calls', QUICK ? '1000' : '3000'));
 const LONE_ROUNDS = Number(opt('lone-rounds', QUICK ? '1' : '5'));
+/** CPU section: calls per 1 ms timer firing (comma-separated: one table each), calls per run, rounds. */
+const CPU_PER_TICK = opt('cpu-per-tick', '2,10,40').split(',').map(Number);
+const CPU_CALLS = Number(opt('cpu-calls', QUICK ? '2000' : '20000'));
+const CPU_ROUNDS = Number(opt('cpu-rounds', QUICK ? '1' : '3'));
 const FLOOD_NORMAL = Number(opt('flood-normal', '10000'));
 const FLOOD_LIMIT = Number(opt('flood-limit', '1000'));
 
@@ -956,7 +961,7 @@ async function main(): Promise<void> {
     );
     seq = zipfSequence(CALLS, PEERS, ZIPF_S, SEED);
 
-    if (['lone', 'openloop', 'batching', 'saturation', 'flood'].some(want)) {
+    if (['lone', 'openloop', 'batching', 'saturation', 'flood', 'cpu'].some(want)) {
       const work: Workload = {
         seq,
         peers: PEERS,
@@ -1060,6 +1065,32 @@ async function main(): Promise<void> {
         log(
           `  highest rate kept up with, per round: ${perRound.map((r) => `3 levels ${fmtInt(r.gate)}/s, RLF ${fmtInt(r.rlf)}/s`).join('; ')}; ratio ${each.length ? `${median(each).toFixed(2)} (${rangeOf(each)})` : 'n/a'}; target >= 2\n`,
         );
+      }
+      if (want('cpu')) {
+        log(
+          `CPU per decision: a 1 ms timer issues N calls per firing (the process sleeps in between), ${fmtInt(CPU_CALLS)} calls per run after half as many to warm up, ${CPU_ROUNDS} interleaved rounds, medians; Node = this process (every thread), µs per decision; Redis = redis-server's CPU, µs per decision; ratios to rate-limiter-flexible paired per round`,
+        );
+        const cpuConfigs = [
+          { name: 'callgate 1 level', config: CONFIG_1, accounts: false, release: false },
+          { name: 'callgate 3 levels', config: CONFIG_3, accounts: true, release: false },
+          { name: 'callgate 3 levels + channels, 1/2 released', config: CONFIG_3CH, accounts: true, release: true },
+        ];
+        log(
+          `${pad('system', 44)} ${lpad('N', 3)} ${lpad('calls/s', 8)} ${lpad('Node user', 10)} ${lpad('sys', 6)} ${lpad('Redis', 7)} ${lpad('Node ÷ RLF', 18)} ${lpad('Redis ÷ RLF', 18)}  check`,
+        );
+        for (const perTick of CPU_PER_TICK) {
+          const list = await cpuSection(o, cpuConfigs, perTick, CPU_CALLS, CPU_ROUNDS);
+          for (const r of list) {
+            emit(r);
+            if (r.check === 'FAIL') failed = true;
+            const ratio = (xs: readonly number[]) =>
+              r.name === CPU_RLF ? '' : `${median(xs).toFixed(2)} (${rangeOf(xs)})`;
+            log(
+              `${pad(r.name, 44)} ${lpad(String(perTick), 3)} ${lpad(fmtInt(r.perSecond), 8)} ${lpad(r.nodeUserUs.toFixed(1), 10)} ${lpad(r.nodeSysUs.toFixed(1), 6)} ${lpad(r.redisUs.toFixed(1), 7)} ${lpad(ratio(r.nodeRatios), 18)} ${lpad(ratio(r.redisRatios), 18)}  ${r.check === 'FAIL' ? `FAIL: ${r.checkDetail}` : 'ok'}`,
+            );
+          }
+        }
+        log('');
       }
       if (want('flood')) {
         const list = await floodSection(o, FLOOD_NORMAL, FLOOD_LIMIT);
