@@ -148,7 +148,9 @@ for (const key of OPEN_ONLY ?? [])
 const LONE_CALLS = Number(opt('lone-calls', QUICK ? '1000' : '3000'));
 const LONE_ROUNDS = Number(opt('lone-rounds', QUICK ? '1' : '5'));
 /** CPU section: calls per 1 ms timer firing (comma-separated: one table each), calls per run, rounds. */
-const CPU_PER_TICK = opt('cpu-per-tick', '2,10,40').split(',').map(Number);
+const CPU_PER_TICK = opt('cpu-per-tick', QUICK ? '10' : '2,10,40')
+  .split(',')
+  .map(Number);
 const CPU_CALLS = Number(opt('cpu-calls', QUICK ? '2000' : '20000'));
 const CPU_ROUNDS = Number(opt('cpu-rounds', QUICK ? '1' : '3'));
 const FLOOD_NORMAL = Number(opt('flood-normal', '10000'));

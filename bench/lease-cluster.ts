@@ -18,7 +18,8 @@
  * the two traded places, and only the difference is lost (test/helpers/lease-load.ts,
  * againstContract).
  * max in 1 s: the most calls admitted in any 1 s window (from the decisions' Redis times), which
- * must not pass the limit. convergence: bench/lease-convergence.ts, on the leader's shares sampled every tick.
+ * must not pass the limit.
+ * convergence: bench/lease-convergence.ts, on the leader's shares sampled every tick.
  */
 import { parseArgs } from 'node:util';
 import type { Cluster } from 'ioredis';

@@ -6,13 +6,14 @@
  * holds a core whatever the calls cost, and the process's CPU says nothing there. Here a 1 ms
  * timer issues `perTick` calls at each firing and the process sleeps in between: its CPU time
  * (process.cpuUsage, every thread: JIT and GC helpers too) and redis-server's (INFO cpu) over
- * `calls` calls, divided by them, are the cost per decision. Each run is warmed first with half
- * as many calls at the same pace (its plans or keys, the JIT): a shorter warm-up left the JIT
- * compiling inside the measure (2,000 calls after 500 cost 2.7 times the µs per call of 20,000
- * after 10,000). Every call of a firing leaves in one turn of the event loop, so callgate's
- * RedisStore batches them (one script call per batch) where rate-limiter-flexible sends one
- * script call per call: the costs compare at that pace, not in general. Systems run in
- * interleaved rounds; the ratios are paired per round.
+ * `calls` calls, divided by them, are the cost per decision. Each run starts on an empty Redis
+ * and is warmed with half as many calls of the same peers at the same pace (plans, keys, the
+ * JIT), so that it measures a process and a Redis in their steady state: a first version warmed
+ * 500 calls and measured 2,000, and counted 2.7 times the µs per call of this one (at 2 calls
+ * per firing, 1 level). Every call of a firing leaves in one turn of the event loop, so
+ * callgate's RedisStore batches them (one script call per batch) where rate-limiter-flexible
+ * sends one script call per call: the costs compare at that pace, not in general. Systems run
+ * in interleaved rounds; the ratios are paired per round.
  */
 import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
@@ -75,7 +76,6 @@ async function measure(
   ticks: number,
   op: (i: number) => Promise<boolean>,
 ): Promise<Sample> {
-  await admin.flushdb();
   const r0 = await redisCpuUs(admin);
   const c0 = process.cpuUsage();
   const t0 = performance.now();
@@ -105,6 +105,8 @@ function gateSystem(
 ): System {
   const { work } = o;
   return async (round) => {
+    // before the gate: flushed under it, its ledger and holds keeper would find their holds lost
+    await admin.flushdb();
     const c = new Redis(o.url);
     const gate = await CallGate.create({
       config,
@@ -136,6 +138,7 @@ function gateSystem(
 function rlfSystem(o: SectionOptions, admin: Redis, perTick: number, ticks: number): System {
   const { work } = o;
   return async () => {
+    await admin.flushdb();
     const c = new Redis(o.url);
     const limiter = new RateLimiterRedis({
       storeClient: c,

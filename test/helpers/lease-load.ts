@@ -101,10 +101,10 @@ export function expectWithinLimits(
  * The leased decisions against the unleased contract, replayed on the same arrivals at the same
  * times on a MemoryStore (calls decided by the store-trouble policy left out of both counts):
  * `falseRefusals`, the calls refused that the contract admits; `admitted` and
- * `referenceAdmitted`, how many the leased level and the contract admit in all. Past the first false refusal the two no longer see the same
- * counts, so the contract may refuse a later call that the leased level admits: near or over
- * the limit, `falseRefusals` counts calls that traded places as well as calls lost, and
- * `referenceAdmitted - admitted` is what leasing lost in all.
+ * `referenceAdmitted`, how many the leased level and the contract admit in all. Past the first
+ * false refusal the two no longer see the same counts, so the contract may refuse a later call
+ * that the leased level admits: near or over the limit, `falseRefusals` counts calls that traded
+ * places as well as calls lost, and `referenceAdmitted - admitted` is what leasing lost in all.
  */
 export async function againstContract(
   decided: readonly Decided[],
