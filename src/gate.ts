@@ -45,6 +45,9 @@ import type { HoldsReassertedEvent, StopSignal, Store, StoreLossEvent } from './
  */
 export type ReleaseOutcome = 'released' | 'not-held' | 'deferred';
 
+/** Releases that landed after their deadline, kept for their retry (CallGate.releasedLate). */
+const MAX_RELEASED_LATE = 10_000;
+
 /**
  * The `released` event: a call's end was reported (release()); deferred ones are announced again
  * once they land. `at`: when the store released it, µs (its clock: Redis TIME live on Redis);
@@ -320,8 +323,43 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   private async releaseInStore(callId: string): Promise<{ released: boolean; at: number }> {
     const now = this.clock.now();
     const local = this.admission.localStand?.releaseSync({ id: callId, now }).released ?? 0;
-    const r = await this.storeCall((signal) => this.store.release({ id: callId, now, signal }));
+    const r = await this.storeCall((signal) => {
+      const answer = this.store.release({ id: callId, now, signal });
+      // an answer past the deadline still released the call: kept for the retry (releasedLate)
+      if (signal !== undefined)
+        answer.then(
+          (v) => {
+            if (signal.aborted && v.released > 0) this.noteReleasedLate(callId, v.now);
+          },
+          () => undefined,
+        );
+      return answer;
+    });
+    const late = this.releasedLate.get(callId);
+    this.releasedLate.delete(callId);
+    // (a note older than the longest hold belongs to an earlier call of the same id)
+    if (
+      r.released + local === 0 &&
+      late !== undefined &&
+      Date.now() - late.noted < this.current.maxCallDurationUs / 1000
+    )
+      return { released: true, at: late.at };
     return { released: r.released + local > 0, at: r.now };
+  }
+
+  /**
+   * Calls whose release reached the store but answered after the deadline (a Redis that stalls,
+   * or one busy re-asserting holds after a restart): the gate deferred the release and retries
+   * it, and the retry finds nothing held. Its answer is then this earlier attempt's, `released`
+   * at the time it landed (`at`, µs), not `not-held`. The oldest dropped past a bound (a retry
+   * given up on never reads its entry).
+   */
+  private readonly releasedLate = new Map<string, { at: number; noted: number }>();
+
+  private noteReleasedLate(callId: string, at: number): void {
+    this.releasedLate.delete(callId);
+    if (this.releasedLate.size >= MAX_RELEASED_LATE) this.releasedLate.delete(this.releasedLate.keys().next().value!);
+    this.releasedLate.set(callId, { at, noted: Date.now() });
   }
 
   /**

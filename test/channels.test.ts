@@ -267,6 +267,35 @@ describe('release() while Redis is away', function () {
     }
   });
 
+  it('an attempt that lands after its deadline answers the retry: released, when it landed', async () => {
+    // Redis stalls (CLIENT PAUSE) with the release in its input: the gate stops waiting at its
+    // deadline and defers the release, then Redis runs it (the call's channels come back) and
+    // answers late; the retry a second later finds nothing held
+    const store = RedisStore.connect(server.url, { prefix: uniquePrefix('late') });
+    const admin = new Redis(server.url);
+    const gate = await CallGate.create({ config, store, timeoutMs: 200 });
+    const events: { callId: string; outcome: ReleaseOutcome; at?: number }[] = [];
+    gate.on('released', (e) => events.push(e));
+    try {
+      expect(outcome(await gate.admit({ callId: 'l1', peer: 'pbx' }))).to.equal('A');
+      const [sec, usec] = await admin.time();
+      const paused = Number(sec) * 1e6 + Number(usec);
+      await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
+      expect(await gate.release('l1')).to.equal('deferred');
+      const deadline = Date.now() + 5_000;
+      while (gate.deferredReleases > 0 && Date.now() < deadline) await sleep(50);
+      expect(gate.deferredReleases).to.equal(0);
+      const landed = events.filter((e) => e.outcome !== 'deferred');
+      expect(landed.map((e) => e.outcome)).to.deep.equal(['released']);
+      // at: when the stalled attempt ran (after the pause), not the retry's time a second later
+      expect(landed[0]!.at! - paused).to.be.within(550_000, 1_000_000);
+      expect((await store.holds({ tag: peerTag('pbx'), name: peerBucket('pbx') })).holds).to.equal(0);
+    } finally {
+      await gate.close();
+      admin.disconnect();
+    }
+  });
+
   it('the memory store never defers', async () => {
     const gate = await CallGate.create({ config, store: new MemoryStore(), clock: new VirtualClock(T0) });
     await gate.admit({ callId: 'm1', peer: 'pbx' });
