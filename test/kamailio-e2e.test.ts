@@ -88,9 +88,15 @@ describe('Kamailio in front of the sidecar (examples/kamailio), sipp callers and
         ),
       );
       stops.push(...carriers.map((c) => () => c.stop()));
+      // p2 (the busy caller) gets a channel limit that never binds: every admitted call then holds
+      // a channel, so its release always finds something, even a busy call no carrier took
+      // (all-routes-congested), which would otherwise answer not-held
       const limits = {
         inbound: {
-          peers: { p1: [{ limit: PEER_LIMIT, window: 'PT1S' }, { channels: 6 }], p2: [{ limit: 5, window: 'PT1S' }] },
+          peers: {
+            p1: [{ limit: PEER_LIMIT, window: 'PT1S' }, { channels: 6 }],
+            p2: [{ limit: 5, window: 'PT1S' }, { channels: 1000 }],
+          },
         },
         outbound: {
           carriers: {
