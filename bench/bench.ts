@@ -37,7 +37,7 @@ import { startRedisServer, type RedisServer as BenchRedis } from '../test/helper
 import { CPU_RLF, cpuSection } from './node-cpu.js';
 import { sidecarSection, type SidecarRow } from './sidecar.js';
 import { AdmittedLog, reservationViolations, slidingLogViolations, type LimitSpec } from './verify.js';
-import { closedLoop, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
+import { closedLoop, cpuSecondsOf, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
 import {
   callIdOf,
   floodSection,
@@ -259,8 +259,7 @@ async function redisStats(admin: Redis): Promise<RedisStats> {
   const info = (await admin.info('commandstats')) + (await admin.info('cpu'));
   let usec = 0;
   for (const m of info.matchAll(/^cmdstat_(evalsha|eval):calls=\d+,usec=(\d+)/gm)) usec += Number(m[2]);
-  const cpu = Number(/used_cpu_user:([\d.]+)/.exec(info)![1]) + Number(/used_cpu_sys:([\d.]+)/.exec(info)![1]);
-  return { usec, cpu };
+  return { usec, cpu: cpuSecondsOf(info) };
 }
 
 /** Each command's calls and µs per decision since the last RESETSTAT, busiest first. */

@@ -100,7 +100,7 @@ import { type LanePins, laneOf, laneTag } from '../src/lease/lanes.js';
 import { ACCOUNT_3, ACCOUNTS, accountName, GLOBAL_3, limitInput, PEER_3, peerName } from './limits.js';
 import { callgrindControl, countedInstructions } from './callgrind.js';
 import { openLoop } from './openloop.js';
-import { zipfSequence } from './workload.js';
+import { redisCpuSeconds, zipfSequence } from './workload.js';
 import { accountTag, carrierTag, GLOBAL_TAG } from '../src/store/keys.js';
 import { slotOf } from '../src/store/redis/slot.js';
 import { scripts } from '../src/store/redis/scripts.js';
@@ -183,13 +183,6 @@ async function commandstats(node: Redis): Promise<Map<string, { calls: number; u
 function scriptsOf(stats: Map<string, { calls: number; usec: number }>): { calls: number; usec: number } {
   const [sha, lua] = [stats.get('evalsha'), stats.get('eval')];
   return { calls: (sha?.calls ?? 0) + (lua?.calls ?? 0), usec: (sha?.usec ?? 0) + (lua?.usec ?? 0) };
-}
-
-/** A node's CPU time so far (user + system, s), from INFO CPU. */
-async function cpuSeconds(node: Redis): Promise<number> {
-  const info = await node.info('cpu');
-  const v = (k: string) => Number(new RegExp(`^${k}:([0-9.]+)`, 'm').exec(info)?.[1] ?? 0);
-  return v('used_cpu_user') + v('used_cpu_sys');
 }
 
 /** --instructions: dumps the counts of the callgrind'ed server `pid`: the instructions since its zero. */
@@ -529,7 +522,7 @@ async function measure(setups: Setup[], order: (readonly [number, number])[], ra
   const nodes = setups.flatMap((s) => s.nodes);
   await Promise.all(nodes.map((node) => node.config('RESETSTAT')));
   const pids = setups.flatMap((s) => s.pids);
-  const cpu0 = await Promise.all(nodes.map(cpuSeconds));
+  const cpu0 = await Promise.all(nodes.map(redisCpuSeconds));
   if (INSTRUCTIONS) for (const pid of pids) callgrindControl('zero', pid);
   const decisions = setups.map(() => 0);
   // openLoop issues floor(rate x seconds) calls: half a call more, so that rounding drops none
@@ -549,7 +542,7 @@ async function measure(setups: Setup[], order: (readonly [number, number])[], ra
   if (result.lost > 0) throw new Error(`${result.lost} calls were not decided within ${TIMEOUT_MS} ms of the schedule`);
   const instructions = INSTRUCTIONS ? pids.map(dumpedInstructions) : pids.map(() => Number.NaN);
   const stats = await Promise.all(nodes.map(commandstats));
-  const cpuUsed = (await Promise.all(nodes.map(cpuSeconds))).map((c, k) => c - cpu0[k]!);
+  const cpuUsed = (await Promise.all(nodes.map(redisCpuSeconds))).map((c, k) => c - cpu0[k]!);
   let from = 0;
   const rows: Row[] = [];
   for (const [k, setup] of setups.entries()) {

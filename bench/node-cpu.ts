@@ -21,6 +21,7 @@ import type { CallGateConfigInput } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { callIdOf, median, type SectionOptions } from './openloop.js';
+import { redisCpuSeconds } from './workload.js';
 
 export interface CpuRow {
   readonly type: 'cpu';
@@ -48,13 +49,6 @@ interface Sample {
   readonly errors: number;
 }
 
-/** redis-server's own CPU time so far, µs (user + sys). */
-async function redisCpuUs(admin: Redis): Promise<number> {
-  const info = await admin.info('cpu');
-  const get = (f: string) => Number(new RegExp(`^${f}:(\\S+)`, 'm').exec(info)![1]);
-  return (get('used_cpu_user') + get('used_cpu_sys')) * 1e6;
-}
-
 /** `perTick` calls at each firing of a 1 ms timer, `ticks` firings; resolves once every call has. */
 function paced(perTick: number, ticks: number, op: (i: number) => Promise<unknown>): Promise<unknown[]> {
   const all: Promise<unknown>[] = [];
@@ -76,14 +70,14 @@ async function measure(
   ticks: number,
   op: (i: number) => Promise<boolean>,
 ): Promise<Sample> {
-  const r0 = await redisCpuUs(admin);
+  const r0 = await redisCpuSeconds(admin);
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   let errors = 0;
   await paced(perTick, ticks, (i) => op(i).then((ok) => void (ok || errors++)));
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(c0);
-  const redisUs = (await redisCpuUs(admin)) - r0;
+  const redisUs = ((await redisCpuSeconds(admin)) - r0) * 1e6;
   const calls = perTick * ticks;
   return { calls, seconds, userUs: cpu.user / calls, sysUs: cpu.system / calls, redisUs: redisUs / calls, errors };
 }

@@ -26,7 +26,7 @@ import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-
 import type { Bucket } from '../src/store/types.js';
 import { startSidecarProcess } from '../test/helpers/sidecar.js';
 import { AdmittedLog, type LimitSpec } from './verify.js';
-import { histogram, type Histogram } from './workload.js';
+import { histogram, redisCpuSeconds, type Histogram } from './workload.js';
 
 export interface SidecarBenchOptions {
   readonly redisUrl: string;
@@ -132,11 +132,6 @@ function procCpu(pid: number): number | undefined {
   }
 }
 
-async function redisCpu(admin: Redis): Promise<number> {
-  const info = await admin.info('cpu');
-  return Number(/used_cpu_user:([\d.]+)/.exec(info)![1]) + Number(/used_cpu_sys:([\d.]+)/.exec(info)![1]);
-}
-
 /** Sum of callgate_decisions_total by outcome, from the exposition text. */
 function decisionsIn(text: string): { total: number; admitted: number } {
   let total = 0;
@@ -226,7 +221,7 @@ export async function sidecarSection(
         admitted: answeredAdmitted,
         bench: process.cpuUsage(),
         sidecar: procCpu(sidecar.child.pid!),
-        redis: await redisCpu(admin),
+        redis: await redisCpuSeconds(admin),
       };
       let scrape: Promise<string> | undefined;
       let scrapeCheck = '';
@@ -253,7 +248,7 @@ export async function sidecarSection(
       const left = await drain();
       const cpu = process.cpuUsage(before.bench);
       const sidecarCpu = procCpu(sidecar.child.pid!);
-      const redisUsed = (await redisCpu(admin)) - before.redis;
+      const redisUsed = (await redisCpuSeconds(admin)) - before.redis;
       const decisions = answered - before.answered;
       const admitted = answeredAdmitted - before.admitted;
       const failures = [
@@ -328,7 +323,7 @@ export async function sidecarSection(
     });
     for (const rate of opts.rates) {
       run++;
-      const before = { bench: process.cpuUsage(), redis: await redisCpu(admin) };
+      const before = { bench: process.cpuUsage(), redis: await redisCpuSeconds(admin) };
       let decisions = 0;
       let admitted = 0;
       const r = await openLoop(rate, opts.seconds, async (i) => {
@@ -354,7 +349,7 @@ export async function sidecarSection(
         maxMs: r.hist.maxValue / 1e6,
         cores: {
           bench: (cpu.user + cpu.system) / 1e6 / r.seconds,
-          redis: ((await redisCpu(admin)) - before.redis) / r.seconds,
+          redis: ((await redisCpuSeconds(admin)) - before.redis) / r.seconds,
         },
         unanswered: r.unanswered,
         check: r.errors > 0 ? 'FAIL' : 'ok',

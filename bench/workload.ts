@@ -7,6 +7,21 @@ import * as hdr from 'hdr-histogram-js';
 import { performance } from 'node:perf_hooks';
 import { prng } from '../scripts/make-fixtures.js';
 
+/** A Redis server's own CPU time (user + system, s) from the text of its INFO cpu section. */
+export function cpuSecondsOf(info: string): number {
+  const field = (name: string) => {
+    const m = new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info);
+    if (!m) throw new Error(`INFO has no ${name}`);
+    return Number(m[1]);
+  };
+  return field('used_cpu_user') + field('used_cpu_sys');
+}
+
+/** A Redis server's own CPU time so far (user + system, s). */
+export async function redisCpuSeconds(node: { info(section: 'cpu'): Promise<string> }): Promise<number> {
+  return cpuSecondsOf(await node.info('cpu'));
+}
+
 /** mulberry32: small, fast, seeded (the fixtures' generator). */
 export const rng = prng;
 
