@@ -11,10 +11,11 @@
              term  the highest coordinator term seen: an older coordinator is refused
              rc, rh  calls refused for lack of calls share, of channels share, since the last
                      observation (the admit scripts add them)
-             o   the lane's time at the last observation (µs): the calls admitted since are
-                 those of the log after it (counted here, so that an admission writes nothing
-                 to the share hash)
-  KEYS[2]  the lane's log of the level (sorted set: scores µs)
+             o   the lane's time at the last observation (µs), or its newest entry if later (a
+                 leased carrier's slot ahead of now): the calls admitted since are those of the
+                 log after it (counted here, so that an admission writes nothing to the share
+                 hash)
+  KEYS[2]  the lane's log of the level (sorted set: scores µs; a leased carrier's slot log)
   KEYS[3]  the lane's holds of the level (sorted set: scores = hold ends, µs)
   ARGV[1]  the coordinator's term (integer)
   ARGV[2]  W, the level's window, µs
@@ -38,12 +39,19 @@ local now = redisClock()
 local ts = fmtInt(now)
 local inWindow, inUse = laneUse(now, W)
 local leaving = redis.call('ZCOUNT', KEYS[2], fmtInt(now - W + 1), fmtInt(now - W + T))
--- admitted since the last observation (the log keeps a window: a longer gap counts a window)
+-- admitted since the last observation (the log keeps a window: a longer gap counts a window);
+-- a leased carrier's slots may lie ahead of now: counted to +inf, and the mark is the later of
+-- now and the newest slot, so that none counts twice
 local admitted = 0
 if v[2] then
-  admitted = redis.call('ZCOUNT', KEYS[2], '(' .. v[2], ts)
+  admitted = redis.call('ZCOUNT', KEYS[2], '(' .. v[2], '+inf')
 end
-redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'o', ts, 'rc', '0', 'rh', '0')
+local mark = ts
+local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
+if newest ~= nil and tonumber(newest) > now then
+  mark = newest
+end
+redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'o', mark, 'rc', '0', 'rh', '0')
 return {
   now,
   inWindow,

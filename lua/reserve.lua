@@ -20,17 +20,27 @@
   ARGV[5]     NR, the number of routes, then per route: n, then per carrier in route order:
               its key (1-based index in KEYS), I (µs, may be fractional), maxWait (µs), N (its
               channel limit, 0: none), its holds key (index in KEYS; 0 when N is 0)
+  then NL, the number of leased carriers (docs/leasing.md, "Carriers across regions"), then
+  per leased carrier: its key (index in KEYS), its share hash (index in KEYS; fields as
+  lua/lease-observe.lua's), its slot log (index in KEYS: a sorted set of the slots it gave,
+  scores = members = the slot, µs), W (µs: its share is calls per window W), and how long its
+  slot log keeps a slot past W (µs: a reroute's later attempt may run at an earlier time)
   then the calls, in runs that share a time (includes/runs.lua), four arguments per call:
   route index (1-based), its deadline (µs, Redis time; '' = none: a call whose deadline has
   passed is skipped), the call's id (key-safe; '' for none), how long the call holds its
   carrier's channel after its slot (µs)
+  A leased carrier takes a call at slot s only while its lease runs (s < e) and its slot log holds
+  fewer than c slots in (s - W, +inf), and, with a channel limit, while its holds are fewer than
+  h too (c, h, e: its share hash); where only its share lacked room, the call is refused there
+  as when the wait is too long, and counted in the share hash (rc, rh) for the coordinator.
   A call with an id that gets a carrier first drops the id's previous outbound record and its
   hold (one outbound hold per call id); then, on a carrier with a channel limit, it holds a
   channel from now until slot + its hold time, recorded under its id.
   Reply: per call, m (the number of carriers tried; -1: skipped, past its deadline, and nothing
          else follows but the four fields below) and then: index (1-based carrier that took
          the call; 0 = none), waitUs, slotUs (0 when none), now, and per carrier tried, in
-         order: its wait and 1 when its channels were full (with a wait it could take), else 0
+         order: its wait and 1 when its channels were full (with a wait it could take), 2 when
+         its (leased) calls share lacked room, 3 when its channels share did, else 0
          (times as strings: I may be fractional); then, when asked (ARGV[3]), Redis TIME (µs)
 
   How the work is shared: calls with the same t form a group; in a group each carrier is read
@@ -59,6 +69,12 @@ for r = 1, tonumber(ARGV[5]) do
   routes[r] = { keys, Is, maxWaits, Ns, holdKeys }
   a = a + 1 + 5 * n
 end
+local leases = {} -- per carrier key index: { share key index, slot log key index, W, keep }
+for i = 1, tonumber(ARGV[a]) do
+  local j = a + 5 * i - 4
+  leases[tonumber(ARGV[j])] = { tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]) }
+end
+a = a + 1 + 5 * tonumber(ARGV[a])
 
 local t, ts -- the group's time (number, string)
 local last, loaded, lastI, dirty -- per carrier key index
@@ -81,6 +97,13 @@ local function writeGroup(floor)
   for k in pairs(dirty) do
     -- last(c) matters until slot + I: after that every call gets slot = t anyway
     redis.call('SET', KEYS[k], fmt(last[k]), 'PX', fmtInt(ttlMs(last[k] + lastI[k] - t, floor)))
+    local lease = leases[k]
+    if lease ~= nil then
+      -- a slot counts in the windows (s - W, s]; kept `keep` longer for a reroute's late attempt
+      local slots = KEYS[lease[2]]
+      redis.call('ZREMRANGEBYSCORE', slots, '-inf', fmtInt(t - lease[4]))
+      keepUntil(slots, last[k] + lease[4], t, floor)
+    end
   end
   for k, ends in pairs(holdsAdded) do
     if next(ends) ~= nil then
@@ -114,6 +137,29 @@ local function dropPrevious(id)
   pending[id] = nil
 end
 
+-- A leased carrier's share {c, h, e}, read once per script call (only the lease scripts change
+-- it); the calls refused for its lack are added to the hash once, at the end.
+local shares = {} -- per carrier key index: { c, h, e, rc, rh }
+local function shareOf(k)
+  local s = shares[k]
+  if s == nil then
+    local v = redis.call('HMGET', KEYS[leases[k][1]], 'c', 'h', 'e')
+    s = { tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, 0, 0 }
+    shares[k] = s
+  end
+  return s
+end
+
+-- Whether leased carrier k's calls share lets it give `slot`: its lease runs, and its slot log
+-- holds fewer than c slots in (slot - W, +inf) (the slots given ahead count too).
+local function callsShareFits(k, slot)
+  local lease, s = leases[k], shareOf(k)
+  if slot >= s[3] then
+    return false
+  end
+  return redis.call('ZCOUNT', KEYS[lease[2]], '(' .. fmt(slot - lease[3]), '+inf') < s[1]
+end
+
 local out = {}
 eachCall(a, floorMs, newGroup, function(x)
   local route = routes[tonumber(ARGV[x])]
@@ -144,11 +190,30 @@ eachCall(a, floorMs, newGroup, function(x)
     local wait = slot - t
     local waitText = fmt(wait)
     local fits = wait <= maxWaits[i]
-    local full = fits and Ns[i] > 0 and holdCount(holdKeys[i]) >= Ns[i]
-    out[head + 6 + 2 * m], out[head + 7 + 2 * m] = waitText, full and 1 or 0
+    local flag = 0 -- why a carrier whose wait fits was passed over (see Reply)
+    if fits and leases[k] ~= nil and not callsShareFits(k, slot) then
+      flag = 2
+    elseif fits and Ns[i] > 0 then
+      local held = holdCount(holdKeys[i])
+      if held >= Ns[i] then
+        flag = 1
+      elseif leases[k] ~= nil and held >= shareOf(k)[2] then
+        flag = 3
+      end
+    end
+    out[head + 6 + 2 * m], out[head + 7 + 2 * m] = waitText, flag
     m = m + 1
-    if fits and not full then
+    if flag >= 2 then
+      local s = shares[k]
+      s[flag + 2] = s[flag + 2] + 1 -- rc (2), rh (3)
+    end
+    if fits and flag == 0 then
       last[k], lastI[k], dirty[k] = slot, I, true
+      local lease = leases[k]
+      if lease ~= nil then
+        local st = fmt(slot)
+        redis.call('ZADD', KEYS[lease[2]], st, st)
+      end
       out[head + 2], out[head + 3], out[head + 4] = i, waitText, fmt(slot)
       if id ~= '' then
         dropPrevious(id)
@@ -173,6 +238,14 @@ eachCall(a, floorMs, newGroup, function(x)
   out[head + 1] = m
   return x + 4
 end, writeGroup)
+for k, s in pairs(shares) do
+  if s[4] > 0 then
+    redis.call('HINCRBY', KEYS[leases[k][1]], 'rc', s[4])
+  end
+  if s[5] > 0 then
+    redis.call('HINCRBY', KEYS[leases[k][1]], 'rh', s[5])
+  end
+end
 if wantClock then
   out[#out + 1] = redisClock()
 end

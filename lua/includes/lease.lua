@@ -5,10 +5,11 @@
 -- what its calls still use (calls in the window, channels held) is all it keeps; the rest of
 -- its share went back to the pool.
 
--- What the lane's calls use at `now` (µs): calls in the window W, channels held.
+-- What the lane's calls use at `now` (µs): calls in the window W and any given ahead of now (a
+-- leased carrier's slots, up to its maxWait ahead: lua/reserve.lua), channels held.
 local function laneUse(now, W)
   local ts = string.format('%d', now)
-  return redis.call('ZCOUNT', KEYS[2], string.format('%d', now - W + 1), ts),
+  return redis.call('ZCOUNT', KEYS[2], string.format('%d', now - W + 1), '+inf'),
     redis.call('ZCOUNT', KEYS[3], '(' .. ts, '+inf')
 end
 

@@ -235,6 +235,12 @@ export interface ReserveResult {
   readonly waits: readonly number[];
   /** Per carrier tried, in route order: true when its wait fitted but its channels were full at t. */
   readonly full: readonly boolean[];
+  /**
+   * Per carrier tried, in route order: true when it is leased across regions (RedisStore's
+   * `leasedCarriers`, docs/leasing.md) and its share alone lacked room where its wait fitted.
+   * Absent when no carrier tried lacked share.
+   */
+  readonly shareLacked?: readonly boolean[];
   readonly now: number;
 }
 

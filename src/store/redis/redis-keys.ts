@@ -2,7 +2,8 @@
  * The key names of a RedisStore. Keys: `<prefix>{<tag>}:<bucket>:log` (sliding log),
  * `<prefix>{<tag>}:<bucket>:win:<W>` (fixed and sliding-window counts of windows of W µs),
  * `<prefix>{<tag>}:<bucket>:ch` (the bucket's calls in progress), `<prefix>{out:<id>}:carrier:<id>`
- * (leaky bucket) and `…{out:<id>}:carrier:<id>:ch`, each carrier on a tag of its own, and the call
+ * (leaky bucket) and `…{out:<id>}:carrier:<id>:ch` (and, leased, `…:share` and `…:slots`), each
+ * carrier on a tag of its own, and the call
  * records `<prefix>{<tag>}:call:in:<call id>` and `<prefix>{out:<carrier>}:call:out:<call id>` (on
  * the tag of the carrier that took the call). Hash tags only matter on a Cluster; on a single
  * Redis (hashTags false, the default there) keys carry no tag, so a peer's bucket is one key
@@ -25,8 +26,17 @@ export class RedisKeys {
   }
 
   /** A carrier's last slot; its holds are this key with `:ch`. */
-  carrier(c: Carrier): string {
+  carrier(c: Pick<Carrier, 'name'>): string {
     return this.base(carrierTag(c.name), c.name);
+  }
+
+  /**
+   * A leased carrier's lane in this deployment (docs/leasing.md, "Carriers across regions"): its
+   * share hash, its slot log and its holds, on the carrier's tag (lua/reserve.lua, lua/lease-*.lua).
+   */
+  carrierLease(c: Pick<Carrier, 'name'>): readonly [share: string, slots: string, holds: string] {
+    const key = this.base(carrierTag(c.name), c.name);
+    return [`${key}:share`, `${key}:slots`, `${key}:ch`];
   }
 
   /** The inbound call record of call id `id` (encoded) on `tag`. */

@@ -25,6 +25,14 @@ export interface RedisStoreOptions {
    */
   readonly lease?: { readonly lanes: number; readonly overflow?: boolean; readonly pin?: LanePins };
   /**
+   * Carriers leased across regions (docs/leasing.md, "Carriers across regions"), by id: each
+   * paces within the share of its CPS and channels that a LeaseCoordinator for that carrier
+   * (`carrier`) grants this deployment, and refuses (the call moves to the route's next carrier)
+   * where the share lacks room. Decided on Redis TIME only. Every process of a deployment must
+   * name the same carriers.
+   */
+  readonly leasedCarriers?: readonly string[];
+  /**
    * Least expiry (ms) of a key written with a caller-given `now` (a virtual clock): real-time
    * expiry cannot follow a clock that runs faster or slower than real time. Default 24 h.
    */

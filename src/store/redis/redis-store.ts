@@ -33,6 +33,7 @@ import {
   spillParts,
   type SpillParts,
 } from '../../lease/lanes.js';
+import { leasedCarrierNames } from '../../lease/carriers.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -276,7 +277,12 @@ export class RedisStore implements Store, OperableStore {
       recordPrefix: (tag) => this.keys.inboundRecord(tag, ''),
       declareRecords: this.keys.hashTags,
     };
-    this.reserveEnv = { virtualTtlMs: this.virtualTtlMs, keys: this.keys, deadline };
+    this.reserveEnv = {
+      virtualTtlMs: this.virtualTtlMs,
+      keys: this.keys,
+      leased: leasedCarrierNames(opts.leasedCarriers),
+      deadline,
+    };
     const holds = opts.holds ?? {};
     this.keeper = new HoldsKeeper({
       ledger: this.ledger,
@@ -619,6 +625,15 @@ export class RedisStore implements Store, OperableStore {
     } catch (err) {
       return Promise.reject(err);
     }
+    // a share's lease ends on Redis TIME: a caller's clock (a replay's) cannot be held to it
+    if (
+      req.now !== undefined &&
+      this.reserveEnv.leased.size > 0 &&
+      req.route.some((c) => this.reserveEnv.leased.has(c.name))
+    )
+      return Promise.reject(
+        new InvalidArgumentError('a leased carrier decides on Redis TIME only: no `now` (or `at`)'),
+      );
     const now = req.now === undefined ? '' : num(req.now);
     const id = req.hold === undefined ? '' : encodeId(req.hold.id);
     const forUs = req.hold === undefined ? '0' : num(req.hold.forUs);
@@ -689,6 +704,7 @@ export class RedisStore implements Store, OperableStore {
     const virtual = now !== '';
     const waits: number[] = [];
     const full: boolean[] = [];
+    const lacked: boolean[] = [];
     let earlier: Promise<string | null | undefined> | undefined;
     let at = now;
     // the carrier tags where this process's earlier reservations of the id may hold a record
@@ -728,6 +744,8 @@ export class RedisStore implements Store, OperableStore {
           async ([r]) => {
             waits.push(r.waits[0]!);
             full.push(r.full[0]!);
+            lacked.push(r.shareLacked?.[0] === true);
+            const shareLacked = lacked.includes(true) ? { shareLacked: lacked } : {};
             if (at === '') at = num(r.now);
             if (r.index === 0) {
               dropFrom(i + 1, tag);
@@ -736,13 +754,13 @@ export class RedisStore implements Store, OperableStore {
                 const other = mine.some((t) => before === this.keys.outboundRecord(t, id));
                 if (!other) await this.run('release', [before], [at, id, ''], req.signal).catch(() => undefined);
               }
-              resolve({ index: i, waitUs: r.waitUs, slotUs: r.slotUs, now: r.now, waits, full });
+              resolve({ index: i, waitUs: r.waitUs, slotUs: r.slotUs, now: r.now, waits, full, ...shareLacked });
             } else if (i + 1 < steps.length) this.carrierLanes.ready(steps[i + 1]!);
             else {
               dropAll(steps.length);
               const before = await earlier;
               if (before !== undefined) await this.locators.restoreOut(id, before);
-              resolve({ index: -1, waitUs: 0, slotUs: 0, now: r.now, waits, full });
+              resolve({ index: -1, waitUs: 0, slotUs: 0, now: r.now, waits, full, ...shareLacked });
             }
           },
           (err: unknown) => {

@@ -1,5 +1,6 @@
 /** The arguments of a reserve script call (lua/reserve.lua). */
 import type { Carrier, ReserveResult, StopSignal } from '../types.js';
+import { CARRIER_LEASE_WINDOW_US } from '../../lease/carriers.js';
 import type { Pending } from './batcher.js';
 import { num } from './bucket-args.js';
 import { runsOf } from './call-runs.js';
@@ -47,6 +48,8 @@ export interface ReserveEnv {
   /** The ttl floor (ms) of keys written with a caller-given now. */
   readonly virtualTtlMs: number;
   readonly keys: RedisKeys;
+  /** The names of the carriers leased across regions (RedisStoreOptions.leasedCarriers). */
+  readonly leased: ReadonlySet<string>;
   /** A call's deadline in Redis time ('' = none). */
   deadline(signal: StopSignal | undefined): string;
 }
@@ -62,6 +65,7 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
   const keyIndex = new Map<string, string>();
   const routes: string[] = [];
   const routeIndex = new Map<string, string>();
+  const leases: string[] = [];
   const keyOf = (key: string): string => {
     let k = keyIndex.get(key);
     if (k === undefined) {
@@ -75,6 +79,13 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
     for (const c of route) {
       const key = env.keys.carrier(c);
       const channels = c.channels ?? 0;
+      if (env.leased.has(c.name) && !keyIndex.has(key)) {
+        const k = keyOf(key);
+        const [share, slots] = env.keys.carrierLease(c);
+        // a reroute's later attempt on another shard may run at its first attempt's time
+        const keepUs = CARRIER_LEASE_WINDOW_US + (env.keys.hashTags ? REROUTE_LAG_MS * 1000 : 0);
+        leases.push(k, keyOf(share), keyOf(slots), String(CARRIER_LEASE_WINDOW_US), String(keepUs));
+      }
       entry.push(
         keyOf(key),
         String(c.intervalUs),
@@ -117,6 +128,8 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
   for (const k of keys) argv.push(k);
   argv.push(String(floor), String(liveFloor), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));
   for (const v of routes) argv.push(v);
+  argv.push(num(leases.length / 5));
+  for (const v of leases) argv.push(v);
   for (const v of calls) argv.push(v);
   return argv;
 }

@@ -5,7 +5,8 @@ import type { PendingReserve } from './reserve-args.js';
 
 /**
  * Settle each call of the batch. The reply, per call: m (the carriers tried; -1: skipped), index
- * (1-based, 0: none), waitUs, slotUs, now, then per carrier tried its wait and full flag; then
+ * (1-based, 0: none), waitUs, slotUs, now, then per carrier tried its wait and flag (1: channels
+ * full, 2 and 3: a leased carrier's calls or channels share lacked room); then
  * Redis TIME when the call asked for it (`clock`). Every Redis time in it improves the clock
  * offset.
  */
@@ -29,9 +30,13 @@ export function settleReservations(
     }
     const waits: number[] = new Array(m);
     const full: boolean[] = new Array(m);
+    let lacked: boolean[] | undefined;
     for (let i = 0; i < m; i++) {
       waits[i] = Number(r[at + 5 + 2 * i]);
-      full[i] = Number(r[at + 6 + 2 * i]) === 1;
+      const flag = Number(r[at + 6 + 2 * i]);
+      full[i] = flag === 1;
+      // 2, 3: a leased carrier's calls or channels share lacked room
+      if (flag >= 2) (lacked ??= new Array<boolean>(m).fill(false))[i] = true;
     }
     item.resolve({
       index: Number(r[at + 1]) - 1,
@@ -40,6 +45,7 @@ export function settleReservations(
       now: Number(r[at + 4]),
       waits,
       full,
+      ...(lacked && { shareLacked: lacked }),
     });
     at += 5 + 2 * m;
   }

@@ -1,0 +1,125 @@
+/**
+ * A carrier leased across regions, on one region's Redis (lua/reserve.lua with `leasedCarriers`):
+ * it gives a slot only within its share (calls per 1 s window on its slot log, slots given ahead
+ * of now included; channels on its holds) and while its lease runs (slot < lease end); where its
+ * share alone lacks room the call moves to the route's next carrier, the result says so
+ * (`shareLacked`) and the share hash counts it (rc, rh) for the coordinator. The same on one
+ * script call per route (no hash tags) and one per carrier (hash tags). The lease scripts count a
+ * slot given ahead of now as used.
+ */
+import { expect } from 'chai';
+import type { Redis } from 'ioredis';
+import { CARRIER_LEASE_WINDOW_US, leasedCarrier, leasedCarrierNames } from '../src/lease/carriers.js';
+import { parseConfig } from '../src/config/index.js';
+import { carrierName } from '../src/store/keys.js';
+import { RedisKeys } from '../src/store/redis/redis-keys.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
+import { scripts } from '../src/store/redis/scripts.js';
+import type { Carrier } from '../src/store/types.js';
+import { newRedisClient, redisRig } from './helpers/redis.js';
+
+const W = CARRIER_LEASE_WINDOW_US;
+
+describe('a carrier leased across regions, in one region (lua/reserve.lua)', function () {
+  this.timeout(20_000);
+  const rig = redisRig();
+  const clients: Redis[] = [];
+  after(() => {
+    for (const c of clients) c.disconnect();
+  });
+  const redisNow = async () => {
+    const [s, us] = await rig.raw.time();
+    return Number(s) * 1e6 + Number(us);
+  };
+  // x: 10 cps, waits up to 1 s, 10 channels; y: the route's backup, not leased
+  const x: Carrier = { name: carrierName('x'), intervalUs: 100_000, maxWaitUs: 1_000_000, channels: 10 };
+  const y: Carrier = { name: carrierName('y'), intervalUs: 1_000, maxWaitUs: 1_000_000 };
+
+  for (const hashTags of [false, true])
+    describe(
+      hashTags ? 'with hash tags (a script call per carrier)' : 'without hash tags (one script call per route)',
+      () => {
+        let n = 0;
+        const setup = async (share?: { c: number; h: number; eFromNow: number }) => {
+          const prefix = `t:lc:${hashTags}:${n++}:`;
+          const redis = newRedisClient(rig.server);
+          clients.push(redis);
+          const store = new RedisStore({ redis, prefix, hashTags, leasedCarriers: ['x'] });
+          const [shareKey, slotsKey] = new RedisKeys(prefix, hashTags).carrierLease(x);
+          if (share) await rig.raw.hset(shareKey, { c: share.c, h: share.h, e: (await redisNow()) + share.eFromNow });
+          return { store, shareKey, slotsKey };
+        };
+        const reserve = (store: RedisStore, id: string, forUs = 60_000_000) =>
+          store.reserve({ route: [x, y], hold: { id, forUs } });
+
+        it('no share: the carrier refuses, the call goes on, and the refusal is counted', async () => {
+          const { store, shareKey } = await setup();
+          const r = await reserve(store, 'a');
+          expect(r.index).to.equal(1);
+          expect(r.shareLacked).to.deep.equal([true, false]);
+          expect(r.full).to.deep.equal([false, false]);
+          expect(await rig.raw.hget(shareKey, 'rc')).to.equal('1');
+        });
+
+        it('at most c slots in any window, slots given ahead counted; then the next carrier', async () => {
+          const { store, shareKey, slotsKey } = await setup({ c: 3, h: 10, eFromNow: 10 * W });
+          const rs = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((id) => reserve(store, id)));
+          expect(rs.map((r) => r.index)).to.deep.equal([0, 0, 0, 1, 1]);
+          // three slots 100 ms apart, the first at its decision's time
+          const slots = rs.slice(0, 3).map((r) => r.slotUs);
+          expect(slots[1]! - slots[0]!).to.equal(100_000);
+          expect(slots[2]! - slots[1]!).to.equal(100_000);
+          expect(rs[3]!.shareLacked).to.deep.equal([true, false]);
+          expect(rs[0]!.shareLacked).to.equal(undefined);
+          expect((await rig.raw.zrange(slotsKey, '0', '-1')).map((v) => Number(v))).to.deep.equal(slots);
+          expect(await rig.raw.hget(shareKey, 'rc')).to.equal('2');
+          // the slot log says what the lease scripts count as used: the three slots, in (now - W, +inf)
+          const keys = new RedisKeys(store.prefix, hashTags).carrierLease(x);
+          const observe = scripts()['lease-observe'].lua;
+          const seen = (await rig.raw.call('EVAL', observe, 3, ...keys, '1', String(W), '50000')) as number[];
+          expect(seen[1], 'in the window').to.equal(3);
+          expect(seen[3], 'channels in use').to.equal(3);
+          // the mark is the newest slot (ahead of now): the next observation counts no slot twice
+          expect(Number(await rig.raw.hget(shareKey, 'o'))).to.equal(Math.max(slots[2]!, seen[0]!));
+        });
+
+        it('a slot at or past the lease end is refused', async () => {
+          // lease ends 150 ms from now: slots t and t + 100 ms fit, t + 200 ms does not
+          const { store } = await setup({ c: 10, h: 10, eFromNow: 150_000 });
+          const rs = await Promise.all(['a', 'b', 'c'].map((id) => reserve(store, id)));
+          expect(rs.map((r) => r.index)).to.deep.equal([0, 0, 1]);
+        });
+
+        it('the channels share: holds at most h, the refusal counted as rh; the carrier’s own limit says full', async () => {
+          const { store, shareKey } = await setup({ c: 10, h: 1, eFromNow: 10 * W });
+          const [a, b] = await Promise.all([reserve(store, 'a'), reserve(store, 'b')]);
+          expect([a.index, b.index]).to.deep.equal([0, 1]);
+          expect(b.shareLacked).to.deep.equal([true, false]);
+          expect(b.full).to.deep.equal([false, false]);
+          expect(await rig.raw.hget(shareKey, 'rh')).to.equal('1');
+          expect(await rig.raw.hget(shareKey, 'rc')).to.equal(null);
+        });
+
+        it('decides on Redis TIME only: a given `now` is refused with a clear error', async () => {
+          const { store } = await setup({ c: 10, h: 10, eFromNow: 10 * W });
+          let err: unknown;
+          await store
+            .reserve({ route: [y, x], now: 1_000_000, hold: { id: 'a', forUs: 1 } })
+            .catch((e: unknown) => (err = e));
+          expect(String(err)).to.match(/leased carrier decides on Redis TIME only/);
+          // a route without the leased carrier still takes a given time
+          expect((await store.reserve({ route: [y], now: 1_000_000 })).index).to.equal(0);
+        });
+      },
+    );
+
+  it('checks its inputs: leasedCarriers, and a leased carrier’s whole CPS', () => {
+    expect(() => leasedCarrierNames('x')).to.throw(/must be an array/);
+    expect(() => leasedCarrierNames([''])).to.throw(/non-empty string/);
+    expect([...leasedCarrierNames(['a b'])]).to.deep.equal([carrierName('a b')]);
+    const config = parseConfig({ outbound: { carriers: { whole: { cps: 30, channels: 5 }, half: { cps: 2.5 } } } });
+    expect(leasedCarrier(config, 'whole')).to.deep.equal({ calls: 30, windowUs: W, channels: 5 });
+    expect(() => leasedCarrier(config, 'half')).to.throw(/whole number/);
+    expect(() => leasedCarrier(config, 'none')).to.throw(/must be configured/);
+  });
+});
