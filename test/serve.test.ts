@@ -125,19 +125,19 @@ describe('callgate serve (the command, on Redis)', function () {
         return values;
       };
       const [ma, mb] = await Promise.all([scrape(a.url), scrape(b.url)]);
-      const leaders = [ma, mb].filter((m) => m.get('callgate_lease_leader') === 1);
+      const leaders = [ma, mb].filter((m) => m.get('callgate_lease_leader{level="global"}') === 1);
       expect(leaders).to.have.length(1);
-      expect([ma, mb].map((m) => m.get('callgate_lease_leader')).sort()).to.deep.equal([0, 1]);
+      expect([ma, mb].map((m) => m.get('callgate_lease_leader{level="global"}')).sort()).to.deep.equal([0, 1]);
       const lead = leaders[0]!;
-      let calls = lead.get('callgate_lease_unshared{part="pool",resource="calls"}')!;
+      let calls = lead.get('callgate_lease_unshared{level="global",part="pool",resource="calls"}')!;
       for (const [k, v] of lead)
         if (k.startsWith('callgate_lease_share{') && k.includes('resource="calls"')) calls += v;
       expect(calls).to.equal(40);
-      expect(lead.get('callgate_lease_lanes_lost')).to.equal(0);
+      expect(lead.get('callgate_lease_lanes_lost{level="global"}')).to.equal(0);
       // the overflow lane, by name (without --lease-overflow it is read and drained: no share),
       // and the calls it admitted (the lanes split the level evenly at first: 8 each of 5, fewer
       // than the calls on any one lane)
-      const ovf = lead.get('callgate_lease_share{lane="overflow",resource="calls"}');
+      const ovf = lead.get('callgate_lease_share{level="global",lane="overflow",resource="calls"}');
       if (overflow.length === 0) expect(ovf).to.equal(0);
       else expect(ovf).to.be.a('number');
       const spills = (ma.get('callgate_lease_spilled_total') ?? 0) + (mb.get('callgate_lease_spilled_total') ?? 0);
@@ -169,6 +169,33 @@ describe('callgate serve (the command, on Redis)', function () {
     expect(state.buckets.find((b) => b.bucket === 'peer:p0')?.limits[0]?.count).to.equal(3);
   });
 
+  it('--leased-carriers: the carrier paces within its share (none yet: the next carrier), then within a grant', async () => {
+    const config = file(
+      'leased-carriers.json',
+      JSON.stringify({ outbound: { carriers: { x: { cps: 10, maxWait: 'PT1S' }, y: { cps: 100, maxWait: 'PT1S' } } } }),
+    );
+    const prefix = `cglc:${randomBytes(4).toString('hex')}:`;
+    const s = await start(config, ['--leased-carriers', 'x'], prefix);
+    // no coordinator has granted x a share: it refuses, the call goes to y
+    expect((await call(`${s.url}/v1/reserve`, { call_id: 'lc1', route: ['x', 'y'] })).json.carrier).to.equal('y');
+    // a share of 2 calls a second, as a coordinator's grant would write it (on the single Redis: no hash tag)
+    const [sec] = (await rawCommand(redis.port, ['TIME'])) as string[];
+    await rawCommand(redis.port, [
+      'HSET',
+      `${prefix}carrier:x:share`,
+      'c',
+      '2',
+      'h',
+      '0',
+      'e',
+      String((Number(sec) + 60) * 1e6),
+    ]);
+    const carriers: unknown[] = [];
+    for (const id of ['lc2', 'lc3', 'lc4'])
+      carriers.push((await call(`${s.url}/v1/reserve`, { call_id: id, route: ['x', 'y'] })).json.carrier);
+    expect(carriers).to.deep.equal(['x', 'x', 'y']);
+  });
+
   it('--lease-lanes without --store redis, or out of range: exit 2, one line', async () => {
     const config = file('lease-bad.json', limits(5));
     for (const [extra, message] of [
@@ -182,6 +209,15 @@ describe('callgate serve (the command, on Redis)', function () {
         /--lease-wait-replicas needs --lease-lanes/,
       ],
       [['--store', 'redis', '--redis-url', redis.url, '--lease-overflow'], /--lease-overflow needs --lease-lanes/],
+      [['--leased-carriers', 'x'], /--leased-carriers needs --store redis/],
+      [
+        ['--store', 'redis', '--redis-url', redis.url, '--leased-carriers', 'x,'],
+        /--leased-carriers: an empty carrier id/,
+      ],
+      [
+        ['--store', 'redis', '--redis-url', redis.url, '--leased-carriers', 'nope'],
+        /a leased carrier must be configured/,
+      ],
     ] as const) {
       const r = await runNode(
         [join(ROOT, 'bin/callgate.js'), 'serve', '--config', config, '--listen', '127.0.0.1:0', ...extra],

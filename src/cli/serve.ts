@@ -11,8 +11,10 @@ import type { Cluster, Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { StorePolicy } from '../admission/admission.js';
 import { loadConfigFile } from '../config/load.js';
+import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
+import { leasedCarrier } from '../lease/carriers.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
 import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
 import { inspectGate } from '../observe/inspect.js';
@@ -51,6 +53,8 @@ export interface ServeArgs extends RedisConnectionArgs, LeaseArgs {
   channelsStatus?: number;
   /** Replicas a shrink must reach before what it freed is granted (LeaseLanes.waitReplicas). */
   leaseWaitReplicas?: number;
+  /** Carriers leased across regions (RedisStoreOptions.leasedCarriers), comma-separated ids. */
+  leasedCarriers?: string;
 }
 
 export interface Sidecar {
@@ -93,8 +97,19 @@ function checkArgs(args: ServeArgs): void {
     if (!(Number.isSafeInteger(args.leaseWaitReplicas) && args.leaseWaitReplicas >= 0 && args.leaseWaitReplicas <= 16))
       bad(`--lease-wait-replicas: expected an integer from 0 to 16, got ${String(args.leaseWaitReplicas)}`);
   }
+  if (args.leasedCarriers !== undefined && args.store !== 'redis')
+    bad('--leased-carriers needs --store redis: a carrier is leased across Redis deployments');
   if (args.prefix.includes('{') || args.prefix.includes('}'))
     bad(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
+}
+
+/** --leased-carriers as ids, each a configured carrier with a whole CPS (a clear error otherwise). */
+function leasedCarrierIds(list: string | undefined, config: CallGateConfig): string[] | undefined {
+  if (list === undefined) return undefined;
+  const ids = list.split(',').map((id) => id.trim());
+  if (ids.some((id) => id === '')) bad(`--leased-carriers: an empty carrier id in ${JSON.stringify(list)}`);
+  for (const id of ids) leasedCarrier(config, id);
+  return ids;
 }
 
 export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
@@ -104,6 +119,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   checkExposure(address, token);
   const config = await loadConfigFile(args.config);
   checkLeasable(args, config); // a clear error before anything starts
+  const leasedCarriers = leasedCarrierIds(args.leasedCarriers, config);
 
   // every log line goes out with the credentials of Redis URLs hidden (a client's error may quote one)
   const app = { logger: { level: args.logLevel, hooks: { streamWrite: redactSecrets } } };
@@ -117,6 +133,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
       redis,
       prefix: args.prefix,
       ...leasedStoreOptions(args),
+      ...(leasedCarriers && { leasedCarriers }),
     });
   } else {
     store = new MemoryStore();
@@ -305,6 +322,10 @@ export function serveCommand(program: Command): void {
       '--lease-wait-replicas <n>',
       'replicas a lane shrink must reach before its capacity moves (with replicas: 1)',
       int,
+    )
+    .option(
+      '--leased-carriers <ids>',
+      'carriers leased across regions, comma-separated: paced within the share a coordinator grants (docs/leasing.md)',
     )
     .action(async (opts: ServeArgs) => runServe(opts));
 }

@@ -20,6 +20,9 @@ import { isCluster } from '../store/redis/connection.js';
 import { slotOf } from '../store/redis/slot.js';
 import { scripts, type ScriptName } from '../store/redis/scripts.js';
 import { type DemandParams, demandParams } from './demand.js';
+import { encodeId, carrierName } from '../store/keys.js';
+import { RedisKeys } from '../store/redis/redis-keys.js';
+import { CARRIER_LEASE_WINDOW_US, leasedCarrier } from './carriers.js';
 import { laneTag, checkLanes, leasedLevel, OVERFLOW_TAG } from './lanes.js';
 import { reclaim, restore } from './lost.js';
 import { reload } from './reload.js';
@@ -37,10 +40,12 @@ import {
 /** One Redis deployment's lanes (a Cluster, or one region's Redis), as its stores use them. */
 export interface LeaseLanes {
   readonly redis: Redis | Cluster;
-  /** The stores' `lease.lanes` there. */
-  readonly lanes: number;
+  /** The stores' `lease.lanes` there; none for a leased carrier (one lane per deployment). */
+  readonly lanes?: number;
   /** The stores' key prefix there (default `callgate:`). */
   readonly prefix?: string;
+  /** The stores' `hashTags` there, for a leased carrier's keys (default: as the stores', true on a Cluster). */
+  readonly hashTags?: boolean;
   /**
    * Replicas that must have a shrink before what it freed is granted elsewhere (WAIT), default
    * 0. With replicas, set it (1): a master that fails over before replicating a shrink would
@@ -61,7 +66,15 @@ export interface LeaseLanes {
 export interface LeaseCoordinatorOptions {
   /** Every deployment sharing the level; its state and leadership live on the first. */
   readonly deployments: readonly LeaseLanes[];
-  /** The global level: its one sliding-log limit, and its channel limit (0 or absent: none). */
+  /**
+   * Lease this carrier (its id) across the deployments (docs/leasing.md, "Carriers across
+   * regions"), each one lane: the stores' `leasedCarriers` there name it. Absent: the global level.
+   */
+  readonly carrier?: string;
+  /**
+   * The level's limit: for the global level its one sliding-log limit, for a carrier its CPS per
+   * 1 s window (leasedCarrier()); and the channel limit (0 or absent: none).
+   */
   readonly limit: { readonly calls: number; readonly windowUs: number; readonly channels?: number };
   /**
    * Default 50 ms. Shares follow demand one tick late: on a Cluster test at 90 % load over 8
@@ -152,6 +165,8 @@ export class LeaseCoordinator {
   private readonly home: Redis | Cluster;
   private readonly homeKeys: [string, string, string];
   private readonly id: string;
+  /** The carrier leased (its id), or undefined: the global level. */
+  private readonly carrier: string | undefined;
   private readonly tickMs: number;
   private readonly leaseUs: number;
   private readonly replyMs: number;
@@ -194,8 +209,30 @@ export class LeaseCoordinator {
     this.skewUs = (opts.skewMs ?? 50) * 1000;
     this.params = demandParams(windowUs, this.tickMs, opts.params);
     this.id = opts.id ?? randomBytes(8).toString('hex');
+    const carrier = opts.carrier;
+    this.carrier = carrier;
+    if (carrier !== undefined && (typeof carrier !== 'string' || carrier === ''))
+      throw new InvalidArgumentError(`carrier must be a carrier id, got ${JSON.stringify(carrier)}`);
+    if (carrier !== undefined && windowUs !== CARRIER_LEASE_WINDOW_US)
+      throw new InvalidArgumentError(`a leased carrier's window is ${CARRIER_LEASE_WINDOW_US} µs (calls per second)`);
     for (const [n, d] of opts.deployments.entries()) {
       const prefix = d.prefix ?? 'callgate:';
+      if (carrier !== undefined) {
+        // one lane per deployment: the carrier's share, slot log and holds there
+        if (d.lanes !== undefined || d.overflow !== undefined)
+          throw new InvalidArgumentError('a leased carrier has one lane per deployment: no lanes or overflow');
+        const keys = new RedisKeys(prefix, d.hashTags ?? isCluster(d.redis));
+        this.lanes.push({
+          redis: d.redis,
+          keys: keys.carrierLease({ name: carrierName(carrier) }),
+          waitReplicas: d.waitReplicas ?? 0,
+          overflow: false,
+          retired: false,
+          name: String(n),
+        });
+        defineScripts(d.redis);
+        continue;
+      }
       const lanes = checkLanes(d.lanes);
       // the overflow lane is read whether the deployment uses it or not: a coordinator whose
       // predecessor granted it must count what it holds, and drains it when it is not used
@@ -214,7 +251,8 @@ export class LeaseCoordinator {
       defineScripts(d.redis);
     }
     const first = opts.deployments[0]!;
-    const base = `${first.prefix ?? 'callgate:'}{lease:global}`;
+    const home = carrier === undefined ? 'global' : `carrier:${encodeId(carrier)}`;
+    const base = `${first.prefix ?? 'callgate:'}{lease:${home}}`;
     this.home = first.redis;
     this.homeKeys = [`${base}:leader`, `${base}:term`, `${base}:state`];
   }
@@ -258,7 +296,7 @@ export class LeaseCoordinator {
    * the gate (a reload that leaves the level unleasable is reported on the gate's 'error'
    * event, and the coordinator keeps the last limit it had).
    */
-  static forGate(gate: CallGate, opts: Omit<LeaseCoordinatorOptions, 'limit'>): LeaseCoordinator {
+  static forGate(gate: CallGate, opts: Omit<LeaseCoordinatorOptions, 'limit' | 'carrier'>): LeaseCoordinator {
     const c = new LeaseCoordinator({ ...opts, limit: leasedLevel(gate.config) });
     const follow = () => {
       try {
@@ -272,8 +310,36 @@ export class LeaseCoordinator {
     return c;
   }
 
+  /**
+   * A coordinator for carrier `carrier` leased across regions, with its CPS and channels from
+   * `gate`'s configuration, set again at each reload of the gate (a reload that leaves it
+   * unleasable is reported on the gate's 'error' event; the coordinator keeps its last limit).
+   */
+  static forCarrier(
+    gate: CallGate,
+    carrier: string,
+    opts: Omit<LeaseCoordinatorOptions, 'limit' | 'carrier'>,
+  ): LeaseCoordinator {
+    const c = new LeaseCoordinator({ ...opts, carrier, limit: leasedCarrier(gate.config, carrier) });
+    const follow = () => {
+      try {
+        c.setLimit(leasedCarrier(gate.config, carrier));
+      } catch (err) {
+        gate.emit('error', err as Error);
+      }
+    };
+    gate.on('reloaded', follow);
+    c.unfollow = () => gate.off('reloaded', follow);
+    return c;
+  }
+
   /** Stops following a gate's reloads (forGate). */
   private unfollow: () => void = () => {};
+
+  /** The level it leases, as metrics label it: `global`, or `carrier:<id>`. */
+  get level(): string {
+    return this.carrier === undefined ? 'global' : `carrier:${this.carrier}`;
+  }
 
   get report(): LeaseTickReport {
     return this.lastReport;

@@ -1,0 +1,241 @@
+/**
+ * One carrier leased across two regions: two Redis servers, each with its own gate pacing the
+ * carrier on its own (region A with hash tags, B without), and one coordinator (forCarrier) in
+ * region A that reaches B only through a proxy adding 40 ms each way. Demand moves from A to B,
+ * then B is cut off. From every decision's slot and hold (one machine: both servers' clocks are
+ * the same): the carrier never gives more than its CPS in any 1 s window across both regions,
+ * never more calls in progress than its channels; B's decisions never wait for the link; B's
+ * share follows its demand; cut off, B gives nothing once its lease ended, A takes B's calls
+ * share a window later, and B keeps its channels share (its calls may still be in progress). A
+ * call the carrier's share refused goes to the route's next carrier.
+ */
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import { CallGate } from '../src/gate.js';
+import { LeaseCoordinator } from '../src/lease/coordinator.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
+import { startDelayProxy, type DelayProxy } from './helpers/delay-proxy.js';
+import { startRedisServer, type RedisServer } from './helpers/redis.js';
+import { maxInWindow } from './helpers/window.js';
+
+const CPS = 40;
+const CHANNELS = 30;
+const HOLD_US = 500_000; // each call holds its channel until its slot + 0.5 s (maxCallDuration)
+const MAX_WAIT_US = 300_000;
+const config = {
+  maxCallDuration: 'PT0.5S',
+  outbound: {
+    carriers: {
+      x: { cps: CPS, maxWait: 'PT0.3S', channels: CHANNELS },
+      backup: { cps: 10_000, maxWait: 'PT1S' },
+    },
+  },
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Most intervals [from, to) open at once. */
+function maxOpen(intervals: readonly (readonly [number, number])[]): number {
+  const edges = intervals.flatMap(([from, to]) => [
+    [from, 1],
+    [to, -1],
+  ]);
+  // an interval that ends at t is closed before one that opens at t
+  edges.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
+  let open = 0;
+  let best = 0;
+  for (const [, d] of edges) best = Math.max(best, (open += d!));
+  return best;
+}
+
+/** The slots one pacer of the carrier (no lease) gives the same arrivals, in decision order: the reference. */
+function referenceOnX(atsUs: readonly number[]): number {
+  let last = -Infinity;
+  let taken = 0;
+  for (const t of [...atsUs].sort((a, b) => a - b)) {
+    const slot = Math.max(t, last + 1e6 / CPS);
+    if (slot - t <= MAX_WAIT_US) {
+      last = slot;
+      taken++;
+    }
+  }
+  return taken;
+}
+
+describe('a carrier leased across two regions, 40 ms apart', function () {
+  this.timeout(120_000);
+  let a: RedisServer;
+  let b: RedisServer;
+  let proxy: DelayProxy;
+  const clients: Redis[] = [];
+  before(async () => {
+    [a, b] = await Promise.all([startRedisServer(), startRedisServer()]);
+    proxy = await startDelayProxy({ host: b.host, port: b.port }, 40);
+  });
+  after(async () => {
+    for (const c of clients) c.disconnect();
+    await proxy?.close();
+    await Promise.all([a?.stop(), b?.stop()]);
+  });
+
+  it('paces locally in each region; never over its CPS or channels; shares follow demand; B cut off: A takes its calls share', async () => {
+    const prefix = `t:carrier-regions:${Date.now()}:`;
+    const client = (url: string, far = false) => {
+      // the coordinator's client to the far region fails fast while the link is down
+      const c = new Redis(
+        url,
+        far ? { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 100 } : {},
+      );
+      c.on('error', () => {});
+      clients.push(c);
+      return c;
+    };
+    const gateA = await CallGate.create({
+      config,
+      store: new RedisStore({ redis: client(a.url), prefix, hashTags: true, leasedCarriers: ['x'] }),
+    });
+    const gateB = await CallGate.create({
+      config,
+      store: new RedisStore({ redis: client(b.url), prefix, leasedCarriers: ['x'] }),
+    });
+    const coordinator = LeaseCoordinator.forCarrier(gateA, 'x', {
+      deployments: [
+        { redis: client(a.url), prefix, hashTags: true },
+        { redis: client(`redis://127.0.0.1:${proxy.port}`, true), prefix },
+      ],
+      tickMs: 200, // a few of the link's 80 ms round trips
+      replyTimeoutMs: 150,
+      leaderTtlMs: 1_000,
+    }).start();
+    try {
+      await sleep(1_000);
+      type Row = { region: 'A' | 'B'; at: number; slot?: number; carrier: string | null; ms: number; phase: string };
+      const rows: Row[] = [];
+      const pending: Promise<void>[] = [];
+      // demand on A, then on B (the level as a whole over its CPS: the share decides), then B cut off
+      const phases = [
+        { name: 'A busy', ms: 4_000, rateA: 50, rateB: 10 },
+        { name: 'B busy', ms: 4_000, rateA: 10, rateB: 50 },
+        { name: 'cut', ms: 4_000, rateA: 50, rateB: 20 },
+      ];
+      const sharesB: { s: number; calls: number }[] = [];
+      let n = 0;
+      for (const phase of phases) {
+        if (phase.name === 'cut') proxy.cut();
+        const start = performance.now();
+        if (phase.name === 'B busy') {
+          const sample = setInterval(() => {
+            const share = coordinator.report.state?.shares[1];
+            if (share) sharesB.push({ s: (performance.now() - start) / 1000, calls: share.calls });
+          }, 50);
+          setTimeout(() => clearInterval(sample), phase.ms);
+        }
+        const arrivals = [
+          ...Array.from({ length: (phase.rateA * phase.ms) / 1000 }, (_, i) => ({
+            region: 'A' as const,
+            t: (i * 1000) / phase.rateA,
+          })),
+          ...Array.from({ length: (phase.rateB * phase.ms) / 1000 }, (_, i) => ({
+            region: 'B' as const,
+            t: (i * 1000) / phase.rateB + 3,
+          })),
+        ].sort((p, q) => p.t - q.t);
+        for (const x of arrivals) {
+          const wait = start + x.t - performance.now();
+          if (wait > 0) await sleep(wait);
+          const gate = x.region === 'A' ? gateA : gateB;
+          const began = performance.now();
+          pending.push(
+            gate.reserve({ callId: `call-${n++}`, route: ['x', 'backup'] }).then((d) => {
+              rows.push({
+                region: x.region,
+                at: d.at,
+                ...(d.slotAt !== undefined && { slot: d.slotAt }),
+                carrier: d.carrier,
+                ms: performance.now() - began,
+                phase: phase.name,
+              });
+            }),
+          );
+        }
+        await sleep(Math.max(0, start + phase.ms - performance.now()));
+      }
+      await Promise.all(pending);
+
+      const onX = rows.filter((r) => r.carrier === 'x');
+      expect(
+        rows.every((r) => r.carrier !== null),
+        'every call dispatched (x or backup)',
+      ).to.equal(true);
+      expect(
+        maxInWindow(
+          onX.map((r) => r.slot!),
+          1_000_000,
+        ),
+        'slots on x in any 1 s window, both regions',
+      ).to.be.at.most(CPS);
+      const open = maxOpen(onX.map((r) => [r.at, r.slot! + HOLD_US] as const));
+      expect(open, 'calls in progress on x at once, both regions').to.be.at.most(CHANNELS);
+
+      // B's decisions are local: none waits for the 80 ms round trip to the coordinator
+      const msB = rows
+        .filter((r) => r.region === 'B')
+        .map((r) => r.ms)
+        .sort((p, q) => p - q);
+      expect(msB[Math.floor(msB.length * 0.99)]!, 'p99 of B’s decisions, ms').to.be.below(40);
+
+      const lastSecond = (phase: string, region: 'A' | 'B') => {
+        const inPhase = rows.filter((r) => r.phase === phase);
+        const end = Math.max(...inPhase.map((r) => r.at));
+        return inPhase.filter((r) => r.region === region && r.at > end - 1_000_000);
+      };
+      const taken = (list: Row[]) => list.filter((r) => r.carrier === 'x').length;
+      const report = (phase: string) => {
+        const [ra, rb] = [lastSecond(phase, 'A'), lastSecond(phase, 'B')];
+        console.log(`      ${phase}, last second on x: A ${taken(ra)} of ${ra.length}, B ${taken(rb)} of ${rb.length}`);
+        return [taken(ra), taken(rb)] as const;
+      };
+      // the busy region gets what the quiet one leaves: 40 - 10 = 30 of the CPS
+      const [aBusy] = report('A busy');
+      expect(aBusy, 'A busy: A’s calls on x in the last second').to.be.at.least(0.8 * (CPS - 10));
+      const [, bBusy] = report('B busy');
+      expect(bBusy, 'B busy: B’s calls on x in the last second').to.be.at.least(0.8 * (CPS - 10));
+      // how fast B's share followed: from the shift until its calls share reached 90 % of what it
+      // was at the phase's end (the coordinator's state, read every 50 ms)
+      const end = sharesB.at(-1)!.calls;
+      const followed = sharesB.find((x) => x.calls >= 0.9 * end)!.s;
+      console.log(
+        `      B’s calls share: ${sharesB[0]!.calls} at the shift, ${end} at the end, 90 % of it after ${followed.toFixed(2)} s`,
+      );
+      expect(followed, 's to 90 %').to.be.below(3);
+      // cut off: B's lease ended within leaderTtl + 3 reply timeouts (1.45 s); its share came back a window later
+      const [, bCut] = report('cut');
+      expect(bCut, 'B gives no slot once its lease ended').to.equal(0);
+      // B's calls share came back to A; its channels share stays with it (its calls may still
+      // be in progress, and be refreshed: docs/leasing.md), so A holds at most what it had
+      const shares = coordinator.report.state!.shares;
+      expect(
+        shares.map((x) => x.calls),
+        'calls shares after the cut',
+      ).to.deep.equal([CPS, 0]);
+      const cutFrom = Math.min(...rows.filter((r) => r.phase === 'cut').map((r) => r.at)) + 1_500_000;
+      const lateA = onX.filter((r) => r.region === 'A' && r.at >= cutFrom);
+      expect(maxOpen(lateA.map((r) => [r.at, r.slot! + HOLD_US] as const)), 'A’s calls in progress').to.be.at.most(
+        shares[0]!.channels,
+      );
+
+      // against one pacer of x for the same arrivals (the unleased contract), before the cut
+      const before = rows.filter((r) => r.phase !== 'cut');
+      const reference = referenceOnX(before.map((r) => r.at));
+      const leased = before.filter((r) => r.carrier === 'x').length;
+      console.log(
+        `      before the cut: ${leased} calls on x, one pacer would give ${reference}; moved to backup by the lease: ${(
+          (100 * Math.max(0, reference - leased)) / before.length
+        ).toFixed(2)} % of ${before.length}`,
+      );
+      expect(coordinator.laneNames).to.deep.equal(['0', '1']);
+    } finally {
+      await coordinator.stop();
+      await Promise.all([gateA.close(), gateB.close()]);
+    }
+  });
+});
