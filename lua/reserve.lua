@@ -29,18 +29,21 @@
   route index (1-based), its deadline (µs, Redis time; '' = none: a call whose deadline has
   passed is skipped), the call's id (key-safe; '' for none), how long the call holds its
   carrier's channel after its slot (µs)
-  A leased carrier takes a call at slot s only while its lease runs (s < e) and its slot log holds
-  fewer than c slots in (s - W, +inf), and, with a channel limit, while its holds are fewer than
-  h too (c, h, e: its share hash); where only its share lacked room, the call is refused there
-  as when the wait is too long, and counted in the share hash (rc, rh) for the coordinator.
+  A leased carrier gives slot s only while its lease runs (s < e) and its slot log holds fewer
+  than c slots in (s - W, +inf): from the slot above it moves on to the earliest such s, which
+  must still be within maxWait; and, with a channel limit, only while its holds are fewer than h
+  too (c, h, e: its share hash). Where only its share lacked room, the call is refused there as
+  when the wait is too long, and counted in the share hash (rc, rh) for the coordinator.
   A call with an id that gets a carrier first drops the id's previous outbound record and its
   hold (one outbound hold per call id); then, on a carrier with a channel limit, it holds a
   channel from now until slot + its hold time, recorded under its id.
   Reply: per call, m (the number of carriers tried; -1: skipped, past its deadline, and nothing
          else follows but the four fields below) and then: index (1-based carrier that took
          the call; 0 = none), waitUs, slotUs (0 when none), now, and per carrier tried, in
-         order: its wait and 1 when its channels were full (with a wait it could take), 2 when
-         its (leased) calls share lacked room, 3 when its channels share did, else 0
+         order: its wait (a leased carrier's: to the slot its calls share allows) and 1 when its
+         channels were full (with a wait it could take), 2 when its (leased) calls share had no
+         slot within maxWait (or, with a share below its CPS, its wait was too long), 3 when its
+         channels share lacked room, else 0
          (times as strings: I may be fractional); then, when asked (ARGV[3]), Redis TIME (µs)
 
   How the work is shared: calls with the same t form a group; in a group each carrier is read
@@ -150,14 +153,24 @@ local function shareOf(k)
   return s
 end
 
--- Whether leased carrier k's calls share lets it give `slot`: its lease runs, and its slot log
--- holds fewer than c slots in (slot - W, +inf) (the slots given ahead count too).
-local function callsShareFits(k, slot)
+-- The earliest slot from `slot` on at which leased carrier k's calls share lets it give one, or
+-- nil when none before its lease end: fewer than c slots of its log in (slot - W, +inf) (the
+-- slots given ahead count too); with n >= c there, the (n - c + 1)-th oldest of them leaves at
+-- its slot + W. Within its share, a region paces as one pacer would at the share's rate.
+local function shareSlot(k, slot)
   local lease, s = leases[k], shareOf(k)
-  if slot >= s[3] then
-    return false
+  if s[1] <= 0 then
+    return nil
   end
-  return redis.call('ZCOUNT', KEYS[lease[2]], '(' .. fmt(slot - lease[3]), '+inf') < s[1]
+  local key, from = KEYS[lease[2]], '(' .. fmt(slot - lease[3])
+  local n = redis.call('ZCOUNT', key, from, '+inf')
+  if n >= s[1] then
+    slot = tonumber(redis.call('ZRANGEBYSCORE', key, from, '+inf', 'LIMIT', n - s[1], 1)[1]) + lease[3]
+  end
+  if slot >= s[3] then
+    return nil
+  end
+  return slot
 end
 
 local out = {}
@@ -187,13 +200,22 @@ eachCall(a, floorMs, newGroup, function(x)
         slot = nextFree
       end
     end
+    local fits = slot - t <= maxWaits[i]
+    local flag = 0 -- why a carrier was passed over (see Reply)
+    local lease = leases[k]
+    if lease ~= nil then
+      local later = fits and shareSlot(k, slot)
+      if later and later - t <= maxWaits[i] then
+        slot = later
+      elseif fits or shareOf(k)[1] * I < lease[3] then
+        -- no slot within maxWait for lack of share; below the carrier's CPS, a wait too long
+        -- counts so too (slots its share pushed ahead made it): the coordinator sees the demand
+        flag = 2
+      end
+    end
     local wait = slot - t
     local waitText = fmt(wait)
-    local fits = wait <= maxWaits[i]
-    local flag = 0 -- why a carrier whose wait fits was passed over (see Reply)
-    if fits and leases[k] ~= nil and not callsShareFits(k, slot) then
-      flag = 2
-    elseif fits and Ns[i] > 0 then
+    if flag == 0 and fits and Ns[i] > 0 then
       local held = holdCount(holdKeys[i])
       if held >= Ns[i] then
         flag = 1
@@ -209,7 +231,6 @@ eachCall(a, floorMs, newGroup, function(x)
     end
     if fits and flag == 0 then
       last[k], lastI[k], dirty[k] = slot, I, true
-      local lease = leases[k]
       if lease ~= nil then
         local st = fmt(slot)
         redis.call('ZADD', KEYS[lease[2]], st, st)

@@ -1,8 +1,9 @@
 /**
  * A carrier leased across regions, on one region's Redis (lua/reserve.lua with `leasedCarriers`):
  * it gives a slot only within its share (calls per 1 s window on its slot log, slots given ahead
- * of now included; channels on its holds) and while its lease runs (slot < lease end); where its
- * share alone lacks room the call moves to the route's next carrier, the result says so
+ * of now included; channels on its holds) and while its lease runs (slot < lease end), moving a
+ * call to a later slot within maxWait where its share has room then; where its share lacks room
+ * within maxWait the call moves to the route's next carrier, the result says so
  * (`shareLacked`) and the share hash counts it (rc, rh) for the coordinator. The same on one
  * script call per route (no hash tags) and one per carrier (hash tags). The lease scripts count a
  * slot given ahead of now as used.
@@ -61,26 +62,29 @@ describe('a carrier leased across regions, in one region (lua/reserve.lua)', fun
           expect(await rig.raw.hget(shareKey, 'rc')).to.equal('1');
         });
 
-        it('at most c slots in any window, slots given ahead counted; then the next carrier', async () => {
+        it('at most c slots in any window, slots given ahead counted: a later slot within maxWait, else the next carrier', async () => {
           const { store, shareKey, slotsKey } = await setup({ c: 3, h: 10, eFromNow: 10 * W });
           const rs = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((id) => reserve(store, id)));
-          expect(rs.map((r) => r.index)).to.deep.equal([0, 0, 0, 1, 1]);
-          // three slots 100 ms apart, the first at its decision's time
-          const slots = rs.slice(0, 3).map((r) => r.slotUs);
+          expect(rs.map((r) => r.index)).to.deep.equal([0, 0, 0, 0, 1]);
+          // three slots 100 ms apart, the first at its decision's time; the fourth when the first
+          // leaves the window (1 s later: the wait is x's maxWait); the fifth would wait 1.1 s
+          const slots = rs.slice(0, 4).map((r) => r.slotUs);
           expect(slots[1]! - slots[0]!).to.equal(100_000);
           expect(slots[2]! - slots[1]!).to.equal(100_000);
-          expect(rs[3]!.shareLacked).to.deep.equal([true, false]);
+          expect(slots[3]! - slots[0]!).to.equal(W);
+          expect(rs[3]!.waitUs).to.equal(slots[3]! - rs[3]!.now);
+          expect(rs[4]!.shareLacked).to.deep.equal([true, false]);
           expect(rs[0]!.shareLacked).to.equal(undefined);
           expect((await rig.raw.zrange(slotsKey, '0', '-1')).map((v) => Number(v))).to.deep.equal(slots);
-          expect(await rig.raw.hget(shareKey, 'rc')).to.equal('2');
-          // the slot log says what the lease scripts count as used: the three slots, in (now - W, +inf)
+          expect(await rig.raw.hget(shareKey, 'rc')).to.equal('1');
+          // the slot log says what the lease scripts count as used: the slots in (now - W, +inf)
           const keys = new RedisKeys(store.prefix, hashTags).carrierLease(x);
           const observe = scripts()['lease-observe'].lua;
           const seen = (await rig.raw.call('EVAL', observe, 3, ...keys, '1', String(W), '50000')) as number[];
-          expect(seen[1], 'in the window').to.equal(3);
-          expect(seen[3], 'channels in use').to.equal(3);
+          expect(seen[1], 'in the window').to.equal(4);
+          expect(seen[3], 'channels in use').to.equal(4);
           // the mark is the newest slot (ahead of now): the next observation counts no slot twice
-          expect(Number(await rig.raw.hget(shareKey, 'o'))).to.equal(Math.max(slots[2]!, seen[0]!));
+          expect(Number(await rig.raw.hget(shareKey, 'o'))).to.equal(slots[3]!);
         });
 
         it('a slot at or past the lease end is refused', async () => {
