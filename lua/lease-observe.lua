@@ -22,8 +22,10 @@
   ARGV[3]  T, the tick, µs: the calls of the window that leave it before the next tick are
            those in (now - W, now - W + T]
 
-  Reply: {now, inWindow, leaving, inUse, admitted, rc, rh, c, h, e, g}, or {-1, term} when a newer
-  coordinator's term is recorded (this one must stop).
+  Reply: {now, inWindow, leaving, inUse, admitted, rc, rh, c, h, e, g, emptied}, or {-1, term}
+  when a newer coordinator's term is recorded (this one must stop). emptied: 1 when the share
+  hash had no term (never observed, or its Redis lost it: restarted empty, failed over to a
+  replica without it, evicted), else 0.
 ]]
 --- @include "common"
 --- @include "lease"
@@ -38,7 +40,7 @@ end
 local now = redisClock()
 local ts = fmtInt(now)
 local inWindow, inUse = laneUse(now, W)
-local leaving = redis.call('ZCOUNT', KEYS[2], fmtInt(now - W + 1), fmtInt(now - W + T))
+local leaving = redis.call('ZCOUNT', KEYS[2], '(' .. fmtInt(now - W), fmtInt(now - W + T))
 -- admitted since the last observation (the log keeps a window: a longer gap counts a window);
 -- a leased carrier's slots may lie ahead of now: counted to +inf, and the mark is the later of
 -- now and the newest slot, so that none counts twice
@@ -64,4 +66,5 @@ return {
   tonumber(v[6]) or 0,
   tonumber(v[7]) or 0,
   tonumber(v[8]) or 0,
+  v[1] and 0 or 1,
 }

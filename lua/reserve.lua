@@ -23,8 +23,7 @@
   then NL, the number of leased carriers (docs/leasing.md, "Carriers across regions"), then
   per leased carrier: its key (index in KEYS), its share hash (index in KEYS; fields as
   lua/lease-observe.lua's), its slot log (index in KEYS: a sorted set of the slots it gave,
-  scores = members = the slot, µs), W (µs: its share is calls per window W), and how long its
-  slot log keeps a slot past W (µs: a reroute's later attempt may run at an earlier time)
+  scores = members = the slot, µs), and W (µs: its share is calls per window W)
   then the calls, in runs that share a time (includes/runs.lua), four arguments per call:
   route index (1-based), its deadline (µs, Redis time; '' = none: a call whose deadline has
   passed is skipped), the call's id (key-safe; '' for none), how long the call holds its
@@ -72,12 +71,12 @@ for r = 1, tonumber(ARGV[5]) do
   routes[r] = { keys, Is, maxWaits, Ns, holdKeys }
   a = a + 1 + 5 * n
 end
-local leases = {} -- per carrier key index: { share key index, slot log key index, W, keep }
+local leases = {} -- per carrier key index: { share key index, slot log key index, W }
 for i = 1, tonumber(ARGV[a]) do
-  local j = a + 5 * i - 4
-  leases[tonumber(ARGV[j])] = { tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]) }
+  local j = a + 4 * i - 3
+  leases[tonumber(ARGV[j])] = { tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]) }
 end
-a = a + 1 + 5 * tonumber(ARGV[a])
+a = a + 1 + 4 * tonumber(ARGV[a])
 
 local t, ts -- the group's time (number, string)
 local last, loaded, lastI, dirty -- per carrier key index
@@ -102,10 +101,12 @@ local function writeGroup(floor)
     redis.call('SET', KEYS[k], fmt(last[k]), 'PX', fmtInt(ttlMs(last[k] + lastI[k] - t, floor)))
     local lease = leases[k]
     if lease ~= nil then
-      -- a slot counts in the windows (s - W, s]; kept `keep` longer for a reroute's late attempt
+      -- a slot counts in the windows (s - W, s]: every later slot, a reroute's late attempt's
+      -- too, is at least last + I > t (last lives long enough: reserve-args.ts), so a slot at or
+      -- before t - W never counts again
       local slots = KEYS[lease[2]]
-      redis.call('ZREMRANGEBYSCORE', slots, '-inf', fmtInt(t - lease[4]))
-      keepUntil(slots, last[k] + lease[4], t, floor)
+      redis.call('ZREMRANGEBYSCORE', slots, '-inf', fmtInt(t - lease[3]))
+      keepUntil(slots, last[k] + lease[3], t, floor)
     end
   end
   for k, ends in pairs(holdsAdded) do

@@ -209,4 +209,95 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
       await Promise.all([gateA.close(), gateB.close()]);
     }
   });
+  it('a region whose Redis restarts empty: its share stays held until a window after its lease end; never over the CPS', async () => {
+    const prefix = `t:carrier-restart:${Date.now()}:`;
+    const client = (url: string) => {
+      const c = new Redis(url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 50 });
+      c.on('error', () => {}); // B's restart
+      clients.push(c);
+      return c;
+    };
+    // fail-closed: a call decided without Redis goes on no carrier (not paced, it would count nowhere)
+    const [gateA, gateB] = await Promise.all(
+      [a.url, b.url].map((url) =>
+        CallGate.create({
+          config,
+          store: new RedisStore({ redis: client(url), prefix, leasedCarriers: ['x'] }),
+          policy: 'fail-closed',
+        }),
+      ),
+    );
+    const coordinator = LeaseCoordinator.forCarrier(gateA!, 'x', {
+      deployments: [
+        { redis: client(a.url), prefix },
+        { redis: client(b.url), prefix },
+      ],
+    }).start();
+    try {
+      await sleep(500);
+      type Row = { region: 'A' | 'B'; at: number; slot?: number; carrier: string | null; after: boolean };
+      const rows: Row[] = [];
+      const pending: Promise<void>[] = [];
+      let n = 0;
+      const offer = async (ms: number, rates: { A: number; B: number; bFromMs?: number }, after: boolean) => {
+        const start = performance.now();
+        const arrivals = [
+          ...Array.from({ length: (rates.A * ms) / 1000 }, (_, i) => ({
+            region: 'A' as const,
+            t: (i * 1000) / rates.A,
+          })),
+          ...Array.from({ length: (rates.B * ms) / 1000 }, (_, i) => ({
+            region: 'B' as const,
+            t: (i * 1000) / rates.B + 3,
+          })),
+        ]
+          .filter((x) => x.region === 'A' || x.t >= (rates.bFromMs ?? 0))
+          .sort((p, q) => p.t - q.t);
+        for (const x of arrivals) {
+          const wait = start + x.t - performance.now();
+          if (wait > 0) await sleep(wait);
+          const gate = x.region === 'A' ? gateA! : gateB!;
+          pending.push(
+            gate
+              .reserve({ callId: `r-${n++}`, route: ['x', 'backup'] })
+              .then((d) => {
+                rows.push({
+                  region: x.region,
+                  at: d.at,
+                  ...(d.slotAt !== undefined && { slot: d.slotAt }),
+                  carrier: d.carrier,
+                  after,
+                });
+              })
+              .catch(() => undefined),
+          );
+        }
+        await sleep(Math.max(0, start + ms - performance.now()));
+      };
+      // B busy: its share grows to nearly the whole CPS; then its Redis restarts empty, and A is busy
+      await offer(3_000, { A: 0, B: 60 }, false);
+      await b.kill();
+      await b.restart();
+      await offer(4_000, { A: 60, B: 20, bFromMs: 500 }, true);
+      await Promise.all(pending);
+
+      const onX = rows.filter((r) => r.carrier === 'x');
+      expect(onX.filter((r) => r.region === 'B' && !r.after).length, 'B’s calls on x before').to.be.at.least(60);
+      expect(
+        maxInWindow(
+          onX.map((r) => r.slot!),
+          1_000_000,
+        ),
+        'slots on x in any 1 s window, both regions',
+      ).to.be.at.most(CPS);
+      // B's calls share came back to A a window after B's lease end: A gives the CPS by the last second
+      const end = Math.max(...rows.map((r) => r.at));
+      const lastA = onX.filter((r) => r.region === 'A' && r.at > end - 1_000_000).length;
+      console.log(`      after B's restart, A's last second on x: ${lastA}`);
+      expect(lastA).to.be.at.least(0.8 * CPS - 10);
+    } finally {
+      await coordinator.stop();
+      await Promise.all([gateA!.close(), gateB!.close()]);
+    }
+  });
 });

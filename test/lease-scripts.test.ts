@@ -27,7 +27,8 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     const keys = lane('a:');
     const [share, log, holds] = keys as [string, string, string];
     const first = await run('lease-observe', keys, [1, W, 50_000]);
-    expect(first.slice(1)).to.deep.equal([0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    // all 0, and emptied: the share hash had no term (never observed)
+    expect(first.slice(1)).to.deep.equal([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
     const now = first[0]!;
     expect(Math.abs(now - (await redisNow()))).to.be.below(1e6);
 
@@ -38,8 +39,8 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     await rig.raw.zadd(holds, now + 60e6, 'c1', now + 60e6, 'c2', now - 1, 'ended');
     await rig.raw.hset(share, 'rc', 2, 'rh', 1);
     const seen = await run('lease-observe', keys, [1, W, 50_000]);
-    // now, in window, leaving before the next tick, in use, admitted since, rc, rh, c, h, e, epoch
-    expect(seen.slice(1)).to.deep.equal([3, 1, 2, 2, 2, 1, 5, 4, now + 2e6, 0]);
+    // now, in window, leaving before the next tick, in use, admitted since, rc, rh, c, h, e, epoch, emptied
+    expect(seen.slice(1)).to.deep.equal([3, 1, 2, 2, 2, 1, 5, 4, now + 2e6, 0, 0]);
     expect((await run('lease-observe', keys, [1, W, 50_000])).slice(4, 7), 'counters reset').to.deep.equal([0, 0, 0]);
 
     // target 1 call, 0 channels: down to what is used (3 calls, 2 channels); a later lease end

@@ -9,7 +9,7 @@
 -- leased carrier's slots, up to its maxWait ahead: lua/reserve.lua), channels held.
 local function laneUse(now, W)
   local ts = string.format('%d', now)
-  return redis.call('ZCOUNT', KEYS[2], string.format('%d', now - W + 1), '+inf'),
+  return redis.call('ZCOUNT', KEYS[2], '(' .. string.format('%d', now - W), '+inf'),
     redis.call('ZCOUNT', KEYS[3], '(' .. ts, '+inf')
 end
 

@@ -151,7 +151,7 @@ interface Saved {
   readonly leaseEnds: readonly number[];
 }
 
-type Observed = LaneObservation & { now: number; share: Budget; leaseEnd: number; epoch: number };
+type Observed = LaneObservation & { now: number; share: Budget; leaseEnd: number; epoch: number; lostState: boolean };
 
 /** A lane saw a newer term than this leader's: it must stop, and a successor count past `seen`. */
 class Stale extends Error {
@@ -482,6 +482,8 @@ export class LeaseCoordinator {
     // landed after its last save): what the lane says is taken, so nothing is reclaimed early
     observed.forEach((o, i) => {
       if (o !== undefined) this.views[i]!.leaseEnd = Math.max(this.views[i]!.leaseEnd, o.leaseEnd);
+      // a lane whose Redis lost its share (and its log of what it admitted): lost, as one out of reach
+      if (o?.lostState && !this.views[i]!.lost) this.lose(i);
     });
     this.state ??= this.fresh(observed);
     let state = this.state;
@@ -609,7 +611,12 @@ export class LeaseCoordinator {
       return undefined;
     }
     if (r[0] === -1) throw new Stale(r[1] ?? 0);
-    const [now, inWindow, leaving, inUse, ad, rc, rh, c, h, e, g] = r as [number, ...number[]];
+    const [now, inWindow, leaving, inUse, ad, rc, rh, c, h, e, g, emptied] = r as [number, ...number[]];
+    // observed before by this leader, its share hash gone: its Redis lost it (restarted empty,
+    // failed over to a replica without it). Its share is unknown to it now, but the calls it
+    // admitted before are still in the window: it is lost, its share held until a window after
+    // its lease end (step)
+    const lostState = emptied === 1 && v.lastNow !== undefined;
     // the counts are since the lane's last observation, which may be several ticks ago (a slow
     // tick, a lane away): demand is per tick, so they are scaled to one (a stall read as one
     // tick's demand made a lane want several times its calls, and starved a lane coming back)
@@ -631,6 +638,7 @@ export class LeaseCoordinator {
       share: { calls: c!, channels: h! },
       leaseEnd: e!,
       epoch: g!,
+      lostState,
     };
   }
 

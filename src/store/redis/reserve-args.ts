@@ -82,9 +82,7 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
       if (env.leased.has(c.name) && !keyIndex.has(key)) {
         const k = keyOf(key);
         const [share, slots] = env.keys.carrierLease(c);
-        // a reroute's later attempt on another shard may run at its first attempt's time
-        const keepUs = CARRIER_LEASE_WINDOW_US + (env.keys.hashTags ? REROUTE_LAG_MS * 1000 : 0);
-        leases.push(k, keyOf(share), keyOf(slots), String(CARRIER_LEASE_WINDOW_US), String(keepUs));
+        leases.push(k, keyOf(share), keyOf(slots), String(CARRIER_LEASE_WINDOW_US));
       }
       entry.push(
         keyOf(key),
@@ -128,7 +126,7 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
   for (const k of keys) argv.push(k);
   argv.push(String(floor), String(liveFloor), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));
   for (const v of routes) argv.push(v);
-  argv.push(num(leases.length / 5));
+  argv.push(num(leases.length / 4));
   for (const v of leases) argv.push(v);
   for (const v of calls) argv.push(v);
   return argv;
