@@ -7,7 +7,7 @@
  * carrier, then a backup.
  *
  *   npx tsx bench/lease-carriers.ts [--cps 100] [--loads 0.9,0.95,1] [--seconds 30] [--tick 200]
- *     [--delay 40] [--max-wait 300] [--hold 1000]
+ *     [--delay 40] [--max-wait 300] [--hold 1000] [--up 0.6] [--down 0.2]
  *
  * false refusals: calls the unleased contract (one pacer, the same calls at the same Redis times
  * on a MemoryStore) gives the carrier that the lease sent to the backup, in % of offered.
@@ -38,6 +38,9 @@ const { values } = parseArgs({
     delay: { type: 'string', default: '40' },
     'max-wait': { type: 'string', default: '300' },
     hold: { type: 'string', default: '1000' },
+    // the demand estimate's EWMA weights (src/lease/demand.ts), default the coordinator's
+    up: { type: 'string' },
+    down: { type: 'string' },
   },
 });
 const CPS = Number(values.cps);
@@ -103,6 +106,10 @@ try {
       ],
       tickMs: TICK,
       replyTimeoutMs: Math.max(150, 3 * Number(values.delay)),
+      params: {
+        ...(values.up !== undefined && { up: Number(values.up) }),
+        ...(values.down !== undefined && { down: Number(values.down) }),
+      },
     }).start();
     await sleep(1_000);
     const rnd = random(7);
