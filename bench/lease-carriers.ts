@@ -19,15 +19,15 @@
  * (bench/lease-convergence.ts), on the leader's shares sampled every tick; median / worst.
  */
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { carrierAgainstContract, maxOpen } from '../test/helpers/carrier-lease.js';
-import { startDelayProxy } from '../test/helpers/delay-proxy.js';
-import { startRedisServer } from '../test/helpers/redis.js';
+import { startRegions } from '../test/helpers/regions.js';
 import { maxInWindow } from '../test/helpers/window.js';
+import { expGapUs } from '../scripts/make-fixtures.js';
 import { convergence, type SharePoint } from './lease-convergence.js';
+import { rng } from './workload.js';
 
 const { values } = parseArgs({
   options: {
@@ -60,28 +60,8 @@ const config = {
   },
 };
 
-/** mulberry32: a seeded generator, so that every row offers the same kind of arrivals. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const [a, b] = await Promise.all([startRedisServer(), startRedisServer()]);
-const proxy = await startDelayProxy({ host: b.host, port: b.port }, Number(values.delay));
-const clients: Redis[] = [];
-const client = (url: string, far = false) => {
-  const c = new Redis(url, far ? { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 100 } : {});
-  c.on('error', () => {});
-  clients.push(c);
-  return c;
-};
+const { a, b, client, farUrl, stop } = await startRegions(Number(values.delay));
 console.log(
   `carrier of ${CPS} cps and ${CHANNELS} channels over 2 regions ${values.delay} ms apart each way, ${SECONDS} s per row, demand 80/20 swapping every ${SHIFT_MS / 1000} s, ${TICK} ms ticks`,
 );
@@ -102,7 +82,7 @@ try {
     const coordinator = LeaseCoordinator.forCarrier(gates[0]!, 'x', {
       deployments: [
         { redis: client(a.url), prefix, hashTags: true },
-        { redis: client(`redis://127.0.0.1:${proxy.port}`, true), prefix },
+        { redis: client(farUrl, true), prefix },
       ],
       tickMs: TICK,
       replyTimeoutMs: Math.max(150, 3 * Number(values.delay)),
@@ -112,7 +92,7 @@ try {
       },
     }).start();
     await sleep(1_000);
-    const rnd = random(7);
+    const rnd = rng(7);
     const rate = load * CPS;
     const rows: { at: number; slot?: number; carrier: string | null; ms: number }[] = [];
     const pending: Promise<void>[] = [];
@@ -123,7 +103,7 @@ try {
       if (state) trace.push({ t: (performance.now() - start) * 1000, shares: state.shares.map((s) => s.calls) });
     }, TICK);
     let n = 0;
-    for (let dueMs = 0; dueMs < SECONDS * 1000; dueMs += (-Math.log(1 - rnd()) / rate) * 1000) {
+    for (let dueMs = 0; dueMs < SECONDS * 1000; dueMs += expGapUs(rnd, rate) / 1000) {
       const wait = start + dueMs - performance.now();
       if (wait > 0) await sleep(wait);
       // the hot region swaps every SHIFT_MS: 80 % of the calls there
@@ -159,7 +139,5 @@ try {
     await Promise.all(gates.map((g) => g.close()));
   }
 } finally {
-  for (const c of clients) c.disconnect();
-  await proxy.close();
-  await Promise.all([a.stop(), b.stop()]);
+  await stop();
 }

@@ -10,12 +10,10 @@
  * call the carrier's share refused goes to the route's next carrier.
  */
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { startDelayProxy, type DelayProxy } from './helpers/delay-proxy.js';
-import { startRedisServer, type RedisServer } from './helpers/redis.js';
+import { regionsRig } from './helpers/regions.js';
 import { carrierAgainstContract, maxOpen } from './helpers/carrier-lease.js';
 import { maxInWindow } from './helpers/window.js';
 
@@ -31,36 +29,26 @@ const config = {
     },
   },
 };
+/** The carrier's CPS held across both regions: its slots in any 1 s window. */
+function expectWithinCps(onX: readonly { readonly slot?: number }[]): void {
+  expect(
+    maxInWindow(
+      onX.map((r) => r.slot!),
+      1_000_000,
+    ),
+    'slots on x in any 1 s window, both regions',
+  ).to.be.at.most(CPS);
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('a carrier leased across two regions, 40 ms apart', function () {
   this.timeout(120_000);
-  let a: RedisServer;
-  let b: RedisServer;
-  let proxy: DelayProxy;
-  const clients: Redis[] = [];
-  before(async () => {
-    [a, b] = await Promise.all([startRedisServer(), startRedisServer()]);
-    proxy = await startDelayProxy({ host: b.host, port: b.port }, 40);
-  });
-  after(async () => {
-    for (const c of clients) c.disconnect();
-    await proxy?.close();
-    await Promise.all([a?.stop(), b?.stop()]);
-  });
+  const rig = regionsRig(40);
 
   it('paces locally in each region; never over its CPS or channels; shares follow demand; B cut off: A takes its calls share', async () => {
     const prefix = `t:carrier-regions:${Date.now()}:`;
-    const client = (url: string, far = false) => {
-      // the coordinator's client to the far region fails fast while the link is down
-      const c = new Redis(
-        url,
-        far ? { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 100 } : {},
-      );
-      c.on('error', () => {});
-      clients.push(c);
-      return c;
-    };
+    const { a, b, proxy, client, farUrl } = rig.regions;
     const gateA = await CallGate.create({
       config,
       store: new RedisStore({ redis: client(a.url), prefix, hashTags: true, leasedCarriers: ['x'] }),
@@ -72,7 +60,7 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
     const coordinator = LeaseCoordinator.forCarrier(gateA, 'x', {
       deployments: [
         { redis: client(a.url), prefix, hashTags: true },
-        { redis: client(`redis://127.0.0.1:${proxy.port}`, true), prefix },
+        { redis: client(farUrl, true), prefix },
       ],
       tickMs: 200, // a few of the link's 80 ms round trips
       replyTimeoutMs: 150,
@@ -138,13 +126,7 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
         rows.every((r) => r.carrier !== null),
         'every call dispatched (x or backup)',
       ).to.equal(true);
-      expect(
-        maxInWindow(
-          onX.map((r) => r.slot!),
-          1_000_000,
-        ),
-        'slots on x in any 1 s window, both regions',
-      ).to.be.at.most(CPS);
+      expectWithinCps(onX);
       const open = maxOpen(onX.map((r) => [r.at, r.slot! + HOLD_US] as const));
       expect(open, 'calls in progress on x at once, both regions').to.be.at.most(CHANNELS);
 
@@ -211,12 +193,9 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
   });
   it('a region whose Redis restarts empty: its share stays held until a window after its lease end; never over the CPS', async () => {
     const prefix = `t:carrier-restart:${Date.now()}:`;
-    const client = (url: string) => {
-      const c = new Redis(url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 50 });
-      c.on('error', () => {}); // B's restart
-      clients.push(c);
-      return c;
-    };
+    const { a, b } = rig.regions;
+    // each client fails fast while B restarts, and reconnects within 100 ms
+    const client = (url: string) => rig.regions.client(url, true);
     // fail-closed: a call decided without Redis goes on no carrier (not paced, it would count nowhere)
     const [gateA, gateB] = await Promise.all(
       [a.url, b.url].map((url) =>
@@ -283,13 +262,7 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
 
       const onX = rows.filter((r) => r.carrier === 'x');
       expect(onX.filter((r) => r.region === 'B' && !r.after).length, 'B’s calls on x before').to.be.at.least(60);
-      expect(
-        maxInWindow(
-          onX.map((r) => r.slot!),
-          1_000_000,
-        ),
-        'slots on x in any 1 s window, both regions',
-      ).to.be.at.most(CPS);
+      expectWithinCps(onX);
       // B's calls share came back to A a window after B's lease end: A gives the CPS by the last second
       const end = Math.max(...rows.map((r) => r.at));
       const lastA = onX.filter((r) => r.region === 'A' && r.at > end - 1_000_000).length;

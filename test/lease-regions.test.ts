@@ -8,12 +8,10 @@
  * link heals B is granted again.
  */
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { startDelayProxy, type DelayProxy } from './helpers/delay-proxy.js';
-import { startRedisServer, type RedisServer } from './helpers/redis.js';
+import { regionsRig } from './helpers/regions.js';
 import { maxInWindow } from './helpers/window.js';
 import { leasedConfig } from './helpers/lease-load.js';
 
@@ -25,35 +23,13 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('a leased global level over two regions, 40 ms apart', function () {
   this.timeout(120_000);
-  let a: RedisServer;
-  let b: RedisServer;
-  let proxy: DelayProxy;
-  const clients: Redis[] = [];
-  before(async () => {
-    [a, b] = await Promise.all([startRedisServer(), startRedisServer()]);
-    proxy = await startDelayProxy({ host: b.host, port: b.port }, 40);
-  });
-  after(async () => {
-    for (const c of clients) c.disconnect();
-    await proxy?.close();
-    await Promise.all([a?.stop(), b?.stop()]);
-  });
+  const rig = regionsRig(40);
 
   // with an overflow lane in each region too: each serves its own region's lanes
   for (const overflow of [false, true])
     it(`B decides locally; never over the limit; B cut off: its share goes to A after its leases; healed: B again${overflow ? ' (overflow lanes)' : ''}`, async () => {
       const prefix = `t:regions:${overflow}:${Date.now()}:`;
-      const client = (url: string, far = false) => {
-        // the coordinator's client to the far region fails fast while the link is down (the lane
-        // is then lost at once) and reconnects every 100 ms, not after ioredis' growing backoff
-        const c = new Redis(
-          url,
-          far ? { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 100 } : {},
-        );
-        c.on('error', () => {}); // the cut link's resets are expected
-        clients.push(c);
-        return c;
-      };
+      const { a, b, proxy, client, farUrl } = rig.regions;
       const gateA = await CallGate.create({
         config,
         store: new RedisStore({ redis: client(a.url), prefix, hashTags: true, lease: { lanes: LANES, overflow } }),
@@ -67,7 +43,7 @@ describe('a leased global level over two regions, 40 ms apart', function () {
       const coordinator = new LeaseCoordinator({
         deployments: [
           { redis: client(a.url), lanes: LANES, prefix, overflow },
-          { redis: client(`redis://127.0.0.1:${proxy.port}`, true), lanes: LANES, prefix, overflow },
+          { redis: client(farUrl, true), lanes: LANES, prefix, overflow },
         ],
         limit: { calls: LIMIT, windowUs: 1_000_000, channels: CHANNELS },
         tickMs: 200, // a few of the link's 80 ms round trips

@@ -1,0 +1,62 @@
+/**
+ * Two Redis "regions" on loopback (test/lease-regions.test.ts, test/lease-carrier-regions.test.ts,
+ * bench/lease-carriers.ts): servers A and B, and a proxy to B adding `delayMs` each way (the
+ * link a coordinator in region A reaches B through), with the clients made for them closed at
+ * the end.
+ */
+import { Redis } from 'ioredis';
+import { startDelayProxy, type DelayProxy } from './delay-proxy.js';
+import { startRedisServer, type RedisServer } from './redis.js';
+
+export interface Regions {
+  readonly a: RedisServer;
+  readonly b: RedisServer;
+  readonly proxy: DelayProxy;
+  /** B through the proxy. */
+  readonly farUrl: string;
+  /**
+   * A client (closed by stop). `far`: a coordinator's client over the link, which fails fast
+   * while the link is down (the lane is then lost at once) and reconnects every 100 ms, not
+   * after ioredis' growing backoff. Its errors (the cut link's resets, a restart) are expected.
+   */
+  client(url: string, far?: boolean): Redis;
+  stop(): Promise<void>;
+}
+
+export async function startRegions(delayMs: number): Promise<Regions> {
+  const [a, b] = await Promise.all([startRedisServer(), startRedisServer()]);
+  const proxy = await startDelayProxy({ host: b.host, port: b.port }, delayMs);
+  const clients: Redis[] = [];
+  return {
+    a,
+    b,
+    proxy,
+    farUrl: `redis://127.0.0.1:${proxy.port}`,
+    client(url, far = false) {
+      const c = new Redis(
+        url,
+        far ? { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 100 } : {},
+      );
+      c.on('error', () => {});
+      clients.push(c);
+      return c;
+    },
+    async stop() {
+      for (const c of clients) c.disconnect();
+      await proxy.close();
+      await Promise.all([a.stop(), b.stop()]);
+    },
+  };
+}
+
+/** startRegions for a mocha suite: started before its tests, stopped after them. */
+export function regionsRig(delayMs: number): { readonly regions: Regions } {
+  const rig = {} as { regions: Regions };
+  before(async () => {
+    rig.regions = await startRegions(delayMs);
+  });
+  after(async () => {
+    await rig.regions?.stop();
+  });
+  return rig;
+}
