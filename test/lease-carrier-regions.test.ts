@@ -13,7 +13,7 @@ import { expect } from 'chai';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { regionsRig } from './helpers/regions.js';
+import { offerPhase, regionsRig } from './helpers/regions.js';
 import { carrierAgainstContract, maxOpen } from './helpers/carrier-lease.js';
 import { maxInWindow } from './helpers/window.js';
 
@@ -70,7 +70,7 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
       await sleep(1_000);
       type Row = { region: 'A' | 'B'; at: number; slot?: number; carrier: string | null; ms: number; phase: string };
       const rows: Row[] = [];
-      const pending: Promise<void>[] = [];
+      const pending: Promise<unknown>[] = [];
       // demand on A, then on B (the level as a whole over its CPS: the share decides), then B cut off
       const phases = [
         { name: 'A busy', ms: 4_000, rateA: 50, rateB: 10 },
@@ -89,35 +89,21 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
           }, 50);
           setTimeout(() => clearInterval(sample), phase.ms);
         }
-        const arrivals = [
-          ...Array.from({ length: (phase.rateA * phase.ms) / 1000 }, (_, i) => ({
-            region: 'A' as const,
-            t: (i * 1000) / phase.rateA,
-          })),
-          ...Array.from({ length: (phase.rateB * phase.ms) / 1000 }, (_, i) => ({
-            region: 'B' as const,
-            t: (i * 1000) / phase.rateB + 3,
-          })),
-        ].sort((p, q) => p.t - q.t);
-        for (const x of arrivals) {
-          const wait = start + x.t - performance.now();
-          if (wait > 0) await sleep(wait);
-          const gate = x.region === 'A' ? gateA : gateB;
+        const calls = await offerPhase(phase.ms, { A: phase.rateA, B: phase.rateB }, (region) => {
+          const gate = region === 'A' ? gateA : gateB;
           const began = performance.now();
-          pending.push(
-            gate.reserve({ callId: `call-${n++}`, route: ['x', 'backup'] }).then((d) => {
-              rows.push({
-                region: x.region,
-                at: d.at,
-                ...(d.slotAt !== undefined && { slot: d.slotAt }),
-                carrier: d.carrier,
-                ms: performance.now() - began,
-                phase: phase.name,
-              });
-            }),
-          );
-        }
-        await sleep(Math.max(0, start + phase.ms - performance.now()));
+          return gate.reserve({ callId: `call-${n++}`, route: ['x', 'backup'] }).then((d) => {
+            rows.push({
+              region,
+              at: d.at,
+              ...(d.slotAt !== undefined && { slot: d.slotAt }),
+              carrier: d.carrier,
+              ms: performance.now() - began,
+              phase: phase.name,
+            });
+          });
+        });
+        pending.push(...calls);
       }
       await Promise.all(pending);
 
@@ -160,7 +146,10 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
       console.log(
         `      B’s calls share: ${sharesB[0]!.calls} at the shift, ${end} at the end, 90 % of it after ${followed.toFixed(2)} s`,
       );
-      expect(followed, 's to 90 %').to.be.below(3);
+      // asserted on a fixed mark, less noisy than the end value: B's fair part is 40 - A's 10 = 30
+      // of the CPS (3 of 4 calls offered are B's: the contract's one pacer gives it 30 too)
+      const fair = sharesB.find((x) => x.calls >= 0.75 * CPS)?.s ?? Number.POSITIVE_INFINITY;
+      expect(fair, 's until B’s calls share reached 30').to.be.below(3);
       // cut off: B's lease ended within leaderTtl + 3 reply timeouts (1.45 s); its share came back a window later
       const [, bCut] = report('cut');
       expect(bCut, 'B gives no slot once its lease ended').to.equal(0);
@@ -216,32 +205,18 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
       await sleep(500);
       type Row = { region: 'A' | 'B'; at: number; slot?: number; carrier: string | null; after: boolean };
       const rows: Row[] = [];
-      const pending: Promise<void>[] = [];
+      const pending: Promise<unknown>[] = [];
       let n = 0;
       const offer = async (ms: number, rates: { A: number; B: number; bFromMs?: number }, after: boolean) => {
-        const start = performance.now();
-        const arrivals = [
-          ...Array.from({ length: (rates.A * ms) / 1000 }, (_, i) => ({
-            region: 'A' as const,
-            t: (i * 1000) / rates.A,
-          })),
-          ...Array.from({ length: (rates.B * ms) / 1000 }, (_, i) => ({
-            region: 'B' as const,
-            t: (i * 1000) / rates.B + 3,
-          })),
-        ]
-          .filter((x) => x.region === 'A' || x.t >= (rates.bFromMs ?? 0))
-          .sort((p, q) => p.t - q.t);
-        for (const x of arrivals) {
-          const wait = start + x.t - performance.now();
-          if (wait > 0) await sleep(wait);
-          const gate = x.region === 'A' ? gateA! : gateB!;
-          pending.push(
-            gate
+        const calls = await offerPhase(
+          ms,
+          rates,
+          (region) =>
+            (region === 'A' ? gateA! : gateB!)
               .reserve({ callId: `r-${n++}`, route: ['x', 'backup'] })
               .then((d) => {
                 rows.push({
-                  region: x.region,
+                  region,
                   at: d.at,
                   ...(d.slotAt !== undefined && { slot: d.slotAt }),
                   carrier: d.carrier,
@@ -249,9 +224,9 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
                 });
               })
               .catch(() => undefined),
-          );
-        }
-        await sleep(Math.max(0, start + ms - performance.now()));
+          { bFromMs: rates.bFromMs ?? 0 },
+        );
+        pending.push(...calls);
       };
       // B busy: its share grows to nearly the whole CPS; then its Redis restarts empty, and A is busy
       await offer(3_000, { A: 0, B: 60 }, false);

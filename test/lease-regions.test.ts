@@ -11,7 +11,7 @@ import { expect } from 'chai';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { regionsRig } from './helpers/regions.js';
+import { offerPhase, regionsRig } from './helpers/regions.js';
 import { maxInWindow } from './helpers/window.js';
 import { leasedConfig } from './helpers/lease-load.js';
 
@@ -55,7 +55,7 @@ describe('a leased global level over two regions, 40 ms apart', function () {
         // at: when the level counted the call (a spilled call's spilledAt)
         type Row = { region: 'A' | 'B'; at: number; admitted: boolean; ms: number; phase: string; spilled: boolean };
         const rows: Row[] = [];
-        const pending: Promise<void>[] = [];
+        const pending: Promise<unknown>[] = [];
         // phases: 3 s both at 45/s, 4 s with B cut off (A at 90/s), 3 s healed (both at 45/s)
         const phases = [
           { name: 'before', ms: 3_000, rateA: 45, rateB: 45 },
@@ -66,37 +66,27 @@ describe('a leased global level over two regions, 40 ms apart', function () {
         for (const phase of phases) {
           if (phase.name === 'cut') proxy.cut();
           if (phase.name === 'healed') proxy.heal();
-          const start = performance.now();
-          const arrivals = [
-            ...Array.from({ length: (phase.rateA * phase.ms) / 1000 }, (_, i) => ({
-              region: 'A' as const,
-              t: (i * 1000) / phase.rateA,
-            })),
-            ...Array.from({ length: (phase.rateB * phase.ms) / 1000 }, (_, i) => ({
-              region: 'B' as const,
-              t: (i * 1000) / phase.rateB + 7,
-            })),
-          ].sort((x, y) => x.t - y.t);
-          for (const x of arrivals) {
-            const wait = start + x.t - performance.now();
-            if (wait > 0) await sleep(wait);
-            const gate = x.region === 'A' ? gateA : gateB;
-            const began = performance.now();
-            const id = `call-${n++}`;
-            pending.push(
-              gate.admit({ callId: id, peer: `peer-${x.region}-${n % 5}` }).then((d) => {
+          const calls = await offerPhase(
+            phase.ms,
+            { A: phase.rateA, B: phase.rateB },
+            (region) => {
+              const gate = region === 'A' ? gateA : gateB;
+              const began = performance.now();
+              const id = `call-${n++}`;
+              return gate.admit({ callId: id, peer: `peer-${region}-${n % 5}` }).then((d) => {
                 rows.push({
-                  region: x.region,
+                  region,
                   at: d.spilledAt ?? d.at,
                   admitted: d.admitted,
                   spilled: d.spilledAt !== undefined,
                   ms: performance.now() - began,
                   phase: phase.name,
                 });
-              }),
-            );
-          }
-          await sleep(Math.max(0, start + phase.ms - performance.now()));
+              });
+            },
+            { offsetBMs: 7 },
+          );
+          pending.push(...calls);
         }
         await Promise.all(pending);
 

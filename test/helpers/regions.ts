@@ -60,3 +60,34 @@ export function regionsRig(delayMs: number): { readonly regions: Regions } {
   });
   return rig;
 }
+
+export type Region = 'A' | 'B';
+
+/**
+ * One phase of calls on schedule, evenly spaced in each region at its rate (calls per second),
+ * B's `offsetBMs` after A's and none of B's before `bFromMs`; `call(region)` for each at its
+ * time, not awaited. Resolves at the phase's end, with the calls' promises.
+ */
+export async function offerPhase(
+  ms: number,
+  rates: Readonly<Record<Region, number>>,
+  call: (region: Region) => Promise<unknown>,
+  opts: { readonly offsetBMs?: number; readonly bFromMs?: number } = {},
+): Promise<Promise<unknown>[]> {
+  const start = performance.now();
+  const at = (region: Region, offset: number) =>
+    Array.from({ length: (rates[region] * ms) / 1000 }, (_, i) => ({ region, t: (i * 1000) / rates[region] + offset }));
+  const arrivals = [...at('A', 0), ...at('B', opts.offsetBMs ?? 3).filter((x) => x.t >= (opts.bFromMs ?? 0))].sort(
+    (p, q) => p.t - q.t,
+  );
+  const pending: Promise<unknown>[] = [];
+  for (const x of arrivals) {
+    const wait = start + x.t - performance.now();
+    if (wait > 0) await sleep(wait);
+    pending.push(call(x.region));
+  }
+  await sleep(Math.max(0, start + ms - performance.now()));
+  return pending;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
