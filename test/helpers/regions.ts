@@ -4,6 +4,7 @@
  * link a coordinator in region A reaches B through), with the clients made for them closed at
  * the end.
  */
+import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { startDelayProxy, type DelayProxy } from './delay-proxy.js';
 import { startRedisServer, type RedisServer } from './redis.js';
@@ -91,3 +92,29 @@ export async function offerPhase(
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** What the regions' tests note of a call. */
+export interface RegionRow {
+  readonly region: Region;
+  /** Its decision's time, µs (its region's Redis TIME). */
+  readonly at: number;
+  /** From its issue to its decision, ms. */
+  readonly ms: number;
+  readonly phase: string;
+}
+
+/** Region B's decisions are local: their p99 is under the link's one-way delay (40 ms: a round trip is 80). */
+export function expectLocalDecisions(rows: readonly RegionRow[]): void {
+  const msB = rows
+    .filter((r) => r.region === 'B')
+    .map((r) => r.ms)
+    .sort((x, y) => x - y);
+  expect(msB[Math.floor(msB.length * 0.99)]!, 'p99 of B’s decisions, ms').to.be.below(40);
+}
+
+/** The calls of `region` in the last second of `phase` (by decision time). */
+export function lastSecond<R extends RegionRow>(rows: readonly R[], phase: string, region: Region): R[] {
+  const inPhase = rows.filter((r) => r.phase === phase);
+  const end = Math.max(...inPhase.map((r) => r.at));
+  return inPhase.filter((r) => r.region === region && r.at > end - 1_000_000);
+}
