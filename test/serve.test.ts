@@ -172,13 +172,16 @@ describe('callgate serve (the command, on Redis)', function () {
   it('--leased-carriers: the carrier paces within its share (none yet: the next carrier), then within a grant', async () => {
     const config = file(
       'leased-carriers.json',
-      JSON.stringify({ outbound: { carriers: { x: { cps: 10, maxWait: 'PT1S' }, y: { cps: 100, maxWait: 'PT1S' } } } }),
+      JSON.stringify({
+        outbound: { carriers: { x: { cps: 10, maxWait: 'PT0.5S' }, y: { cps: 100, maxWait: 'PT1S' } } },
+      }),
     );
     const prefix = `cglc:${randomBytes(4).toString('hex')}:`;
     const s = await start(config, ['--leased-carriers', 'x'], prefix);
     // no coordinator has granted x a share: it refuses, the call goes to y
     expect((await call(`${s.url}/v1/reserve`, { call_id: 'lc1', route: ['x', 'y'] })).json.carrier).to.equal('y');
-    // a share of 2 calls a second, as a coordinator's grant would write it (on the single Redis: no hash tag)
+    // a share of 2 calls a second, as a coordinator's grant would write it (on the single Redis:
+    // no hash tag); a third call would wait a second for room in it, past x's maxWait
     const [sec] = (await rawCommand(redis.port, ['TIME'])) as string[];
     await rawCommand(redis.port, [
       'HSET',
