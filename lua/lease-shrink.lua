@@ -16,7 +16,8 @@
 
   An order of an older term or epoch than the lane's is refused: {-1, the lane's term}. An order
   of a newer epoch first sets the share to what the lane's calls use, and is refused ({-2})
-  while the lane's lease still runs (includes/lease.lua).
+  while the lane's lease still runs (includes/lease.lua); one to a lane whose share hash is gone
+  (its Redis lost it) is refused: {-3}.
   Reply: {calls share, channels share, calls freed, channels freed}
 ]]
 --- @include "common"

@@ -23,7 +23,8 @@
   then NL, the number of leased carriers (docs/leasing.md, "Carriers across regions"), then
   per leased carrier: its key (index in KEYS), its share hash (index in KEYS; fields as
   lua/lease-observe.lua's), its slot log (index in KEYS: a sorted set of the slots it gave,
-  scores = members = the slot, µs), and W (µs: its share is calls per window W)
+  scores = members = the slot, µs), W (µs: its share is calls per window W), and L, the
+  carrier's whole limit per window (its CPS for W = 1 s)
   then the calls, in runs that share a time (includes/runs.lua), four arguments per call:
   route index (1-based), its deadline (µs, Redis time; '' = none: a call whose deadline has
   passed is skipped), the call's id (key-safe; '' for none), how long the call holds its
@@ -71,12 +72,12 @@ for r = 1, tonumber(ARGV[5]) do
   routes[r] = { keys, Is, maxWaits, Ns, holdKeys }
   a = a + 1 + 5 * n
 end
-local leases = {} -- per carrier key index: { share key index, slot log key index, W }
+local leases = {} -- per carrier key index: { share key index, slot log key index, W, L }
 for i = 1, tonumber(ARGV[a]) do
-  local j = a + 4 * i - 3
-  leases[tonumber(ARGV[j])] = { tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]) }
+  local j = a + 5 * i - 4
+  leases[tonumber(ARGV[j])] = { tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]) }
 end
-a = a + 1 + 4 * tonumber(ARGV[a])
+a = a + 1 + 5 * tonumber(ARGV[a])
 
 local t, ts -- the group's time (number, string)
 local last, loaded, lastI, dirty -- per carrier key index
@@ -208,7 +209,7 @@ eachCall(a, floorMs, newGroup, function(x)
       local later = fits and shareSlot(k, slot)
       if later and later - t <= maxWaits[i] then
         slot = later
-      elseif fits or shareOf(k)[1] * I < lease[3] then
+      elseif fits or shareOf(k)[1] < lease[4] then
         -- no slot within maxWait for lack of share; below the carrier's CPS, a wait too long
         -- counts so too (slots its share pushed ahead made it): the coordinator sees the demand
         flag = 2

@@ -15,9 +15,15 @@ end
 
 -- The share {calls, channels} the order applies to and the lease end the lane has; or, when
 -- the order is refused, nil and the reply: {-1, the lane's term} (an older term or epoch), {-2}
--- (a new epoch while the lane's lease still runs: it may be admitting on its old share).
+-- (a new epoch while the lane's lease still runs: it may be admitting on its old share), {-3}
+-- (the share hash is gone: its Redis lost it).
 local function leaseOrder(term, epoch, now, W)
   local v = redis.call('HMGET', KEYS[1], 'term', 'g', 'c', 'h', 'e')
+  if v[1] == false then
+    -- an observation (earlier in every tick) writes the term: without it the lane's Redis lost
+    -- the hash since (restarted empty, failed over): what it held is unknown here
+    return nil, { -3 }
+  end
   local seen, g, e = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[5]) or 0
   if term < seen or epoch < g then
     return nil, { -1, seen }

@@ -99,6 +99,12 @@ export interface LeaseCoordinatorOptions {
   readonly skewMs?: number;
   /** How long a leadership lasts without renewal, default 1 s. */
   readonly leaderTtlMs?: number;
+  /**
+   * After a lane's Redis lost its share (restarted empty), how long its channels share stays
+   * held whatever the lane counts, while the routing processes write their holds back: at least
+   * the stores' `holds.graceMs` (default 2 s) and their reconnect time. Default 5 s.
+   */
+  readonly holdsGraceMs?: number;
   readonly params?: Partial<DemandParams>;
   /** This candidate's id (default: random). */
   readonly id?: string;
@@ -143,6 +149,8 @@ interface LaneView {
    */
   overBy?: number;
   lastInUse: number;
+  /** performance.now() until which its channels share is held whatever a shrink says (emptied). */
+  channelsHeldUntil?: number;
 }
 
 interface Saved {
@@ -172,6 +180,7 @@ export class LeaseCoordinator {
   private readonly replyMs: number;
   private readonly skewUs: number;
   private readonly leaderTtlMs: number;
+  private readonly holdsGraceMs: number;
   private windowUs: number;
   private params: DemandParams;
   private limit: Budget;
@@ -203,6 +212,7 @@ export class LeaseCoordinator {
     this.tickMs = positive('tickMs', opts.tickMs ?? 50);
     this.replyMs = positive('replyTimeoutMs', opts.replyTimeoutMs ?? 250);
     this.leaderTtlMs = positive('leaderTtlMs', opts.leaderTtlMs ?? 1_000);
+    this.holdsGraceMs = positive('holdsGraceMs', opts.holdsGraceMs ?? 5_000);
     // a slow tick (three round trips at the reply timeout) or a successor's takeover: the
     // lanes keep admitting meanwhile
     this.leaseUs = positive('leaseMs', opts.leaseMs ?? this.leaderTtlMs + 3 * this.replyMs) * 1000;
@@ -483,7 +493,7 @@ export class LeaseCoordinator {
     observed.forEach((o, i) => {
       if (o !== undefined) this.views[i]!.leaseEnd = Math.max(this.views[i]!.leaseEnd, o.leaseEnd);
       // a lane whose Redis lost its share (and its log of what it admitted): lost, as one out of reach
-      if (o?.lostState && !this.views[i]!.lost) this.lose(i);
+      if (o?.lostState) this.emptied(i);
     });
     this.state ??= this.fresh(observed);
     let state = this.state;
@@ -547,7 +557,12 @@ export class LeaseCoordinator {
         ]);
         if (r === undefined) return undefined;
         const had = state.shares[s.lane]!;
-        const share = { calls: Math.min(r[0]!, had.calls), channels: Math.min(r[1]!, had.channels) };
+        // channels of a lane whose Redis lost them stay held while its holds are written back
+        const held = performance.now() < (this.views[s.lane]!.channelsHeldUntil ?? 0);
+        const share = {
+          calls: Math.min(r[0]!, had.calls),
+          channels: held ? had.channels : Math.min(r[1]!, had.channels),
+        };
         const freed = { calls: had.calls - share.calls, channels: had.channels - share.channels };
         // not on enough replicas yet: counted as still held (the lane holds less: safe); a later
         // shrink, once replicated, frees it
@@ -593,6 +608,18 @@ export class LeaseCoordinator {
   }
 
   /** A lane that did not answer: lost, its epoch moves on (lost.ts). */
+  /**
+   * Lane i's Redis lost its share hash (restarted empty, failed over to a replica without it):
+   * the calls it admitted are still in the window and in progress, but it can no longer say so.
+   * It is lost (its share held until a window after its lease end), and its channels share is
+   * held for holdsGraceMs more, while the routing processes write their holds back.
+   */
+  private emptied(i: number): void {
+    const v = this.views[i]!;
+    v.channelsHeldUntil = performance.now() + this.holdsGraceMs;
+    if (!v.lost) this.lose(i);
+  }
+
   private lose(i: number): void {
     const v = this.views[i]!;
     v.lost = true;
@@ -612,11 +639,9 @@ export class LeaseCoordinator {
     }
     if (r[0] === -1) throw new Stale(r[1] ?? 0);
     const [now, inWindow, leaving, inUse, ad, rc, rh, c, h, e, g, emptied] = r as [number, ...number[]];
-    // observed before by this leader, its share hash gone: its Redis lost it (restarted empty,
-    // failed over to a replica without it). Its share is unknown to it now, but the calls it
-    // admitted before are still in the window: it is lost, its share held until a window after
-    // its lease end (step)
-    const lostState = emptied === 1 && v.lastNow !== undefined;
+    // observed before (by this leader, or sent a lease by one whose state it took over), its
+    // share hash gone: its Redis lost it (step: emptied)
+    const lostState = emptied === 1 && (v.lastNow !== undefined || v.leaseEnd > 0);
     // the counts are since the lane's last observation, which may be several ticks ago (a slow
     // tick, a lane away): demand is per tick, so they are scaled to one (a stall read as one
     // tick's demand made a lane want several times its calls, and starved a lane coming back)
@@ -659,6 +684,11 @@ export class LeaseCoordinator {
     if (r[0] === -2) {
       // a new epoch refused while the lane's lease still runs (never, with restore's condition)
       if (!v.lost) this.lose(i);
+      return undefined;
+    }
+    if (r[0] === -3) {
+      // its Redis lost the share hash since this tick's observation
+      this.emptied(i);
       return undefined;
     }
     return r;

@@ -23,6 +23,9 @@
  *   its calls use (lua/includes/lease.lua: no calls, its holds) and the coordinator returns its
  *   calls share (restore) and keeps its channels share, which the next shrinks bring down to its
  *   holds (written back by then by the routing processes after a failover).
+ * - A lane whose Redis lost its share hash (restarted empty) is lost as well (coordinator.ts,
+ *   emptied): its holds come back only as the routing processes write them again, so its
+ *   channels share is held for holdsGraceMs whatever its shrinks say.
  */
 import type { Budget } from './share.js';
 import type { LeaseState } from './step.js';

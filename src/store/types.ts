@@ -237,8 +237,10 @@ export interface ReserveResult {
   readonly full: readonly boolean[];
   /**
    * Per carrier tried, in route order: true when it is leased across regions (RedisStore's
-   * `leasedCarriers`, docs/leasing.md) and its share alone lacked room where its wait fitted.
-   * Absent when no carrier tried lacked share.
+   * `leasedCarriers`, docs/leasing.md) and gave no slot within maxWait for its share: the share
+   * had no room (no slot before its lease end with fewer than its calls share in the second),
+   * or, with a share below the carrier's CPS, the wait was too long (the whole CPS might have
+   * taken the call). Absent when no carrier tried says so.
    */
   readonly shareLacked?: readonly boolean[];
   readonly now: number;

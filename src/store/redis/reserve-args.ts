@@ -82,7 +82,9 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
       if (env.leased.has(c.name) && !keyIndex.has(key)) {
         const k = keyOf(key);
         const [share, slots] = env.keys.carrierLease(c);
-        leases.push(k, keyOf(share), keyOf(slots), String(CARRIER_LEASE_WINDOW_US));
+        // the carrier's whole limit per window: its CPS (whole: leasedCarrier), 1e6 / I rounded
+        const limit = Math.round(CARRIER_LEASE_WINDOW_US / c.intervalUs);
+        leases.push(k, keyOf(share), keyOf(slots), String(CARRIER_LEASE_WINDOW_US), String(limit));
       }
       entry.push(
         keyOf(key),
@@ -126,7 +128,7 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
   for (const k of keys) argv.push(k);
   argv.push(String(floor), String(liveFloor), env.keys.outboundRecord(tag, ''), clock, num(routeIndex.size));
   for (const v of routes) argv.push(v);
-  argv.push(num(leases.length / 4));
+  argv.push(num(leases.length / 5));
   for (const v of leases) argv.push(v);
   for (const v of calls) argv.push(v);
   return argv;
