@@ -31,6 +31,7 @@ import { InvalidArgumentError } from './errors/index.js';
 import { checkIdArgument } from './ids.js';
 import { SafeEmitter } from './events.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
+import { leasedCarrier } from './lease/carriers.js';
 import { leasedLevel } from './lease/lanes.js';
 import { MemoryStore } from './store/memory-store.js';
 import { widenHolds } from './holds/reload.js';
@@ -399,6 +400,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     const next = await resolveConfig(source);
     // a store that leases the global level takes only a configuration it can lease
     if (this.store.leaseLanes !== undefined) leasedLevel(next);
+    // and carriers it leases only with a whole CPS (one it no longer has is routed to no more)
+    for (const id of this.store.leasedCarriers ?? []) if (next.outbound.carriers.has(id)) leasedCarrier(next, id);
     const changes = diffConfig(this.current, next);
     // a channel limit turned on counts the calls already in progress there (src/holds/reload.ts)
     const ledger = this.store.ledger;

@@ -12,6 +12,8 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { CARRIER_LEASE_WINDOW_US, leasedCarrier, leasedCarrierNames } from '../src/lease/carriers.js';
 import { parseConfig } from '../src/config/index.js';
+import { CallGate } from '../src/gate.js';
+import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { carrierName } from '../src/store/keys.js';
 import { RedisKeys } from '../src/store/redis/redis-keys.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
@@ -116,6 +118,35 @@ describe('a carrier leased across regions, in one region (lua/reserve.lua)', fun
         });
       },
     );
+
+  it('a reload: the coordinator follows the carrier’s new CPS and channels; a gate refuses a CPS that cannot be leased', async () => {
+    const redis = newRedisClient(rig.server);
+    clients.push(redis);
+    const prefix = 't:lc:reload:';
+    const config = (cps: number) => ({ outbound: { carriers: { x: { cps, maxWait: 'PT1S', channels: 8 } } } });
+    const gate = await CallGate.create({
+      config: config(10),
+      store: new RedisStore({ redis, prefix, leasedCarriers: ['x'] }),
+    });
+    const coordinator = LeaseCoordinator.forCarrier(gate, 'x', { deployments: [{ redis, prefix }] }).start();
+    try {
+      const limit = async () => {
+        await new Promise((r) => setTimeout(r, 150)); // a few ticks
+        return coordinator.report.state?.limit;
+      };
+      expect(await limit()).to.deep.equal({ calls: 10, channels: 8 });
+      await gate.reload(config(20));
+      expect(await limit()).to.deep.equal({ calls: 20, channels: 8 });
+      let err: unknown;
+      await gate.reload(config(2.5)).catch((e: unknown) => (err = e));
+      expect(String(err)).to.match(/whole number/);
+      expect(gate.config.outbound.carriers.get('x')?.cps, 'the old configuration stays').to.equal(20);
+      expect(await limit()).to.deep.equal({ calls: 20, channels: 8 });
+    } finally {
+      await coordinator.stop();
+      await gate.close();
+    }
+  });
 
   it('checks its inputs: leasedCarriers, and a leased carrier’s whole CPS', () => {
     expect(() => leasedCarrierNames('x')).to.throw(/must be an array/);

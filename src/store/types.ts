@@ -463,6 +463,8 @@ export interface Store {
   readonly leasePlan?: LanePlan;
   /** A leased level with an overflow lane (docs/leasing.md): the level's calls are on it too. */
   readonly leaseOverflow?: boolean;
+  /** The ids of the carriers it leases across regions (docs/leasing.md, "Carriers across regions"). */
+  readonly leasedCarriers?: readonly string[];
   /** Write the ledger's calls marked unwritten now (a reload that turned a channel limit on); resolves once done. */
   writeLedger?(): Promise<void>;
   /** Write again the holds of calls in progress (see ReassertRequest); stores that cannot lose state may omit it. */

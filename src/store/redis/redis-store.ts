@@ -167,6 +167,8 @@ export class RedisStore implements Store, OperableStore {
   }
   /** The leased level has an overflow lane (RedisStoreOptions.lease.overflow). */
   readonly leaseOverflow: boolean;
+  /** The carriers it leases across regions, by id (RedisStoreOptions.leasedCarriers). */
+  readonly leasedCarriers: readonly string[];
   /** performance.now() until which the overflow lane is not asked (it refused: OVERFLOW_PAUSE_MS). */
   private overflowPausedUntil = 0;
   /** Per bucket list of a leased call: its buckets on the overflow lane and on its lane (overflowParts). */
@@ -277,10 +279,12 @@ export class RedisStore implements Store, OperableStore {
       recordPrefix: (tag) => this.keys.inboundRecord(tag, ''),
       declareRecords: this.keys.hashTags,
     };
+    const leased = leasedCarrierNames(opts.leasedCarriers);
+    this.leasedCarriers = [...(opts.leasedCarriers ?? [])];
     this.reserveEnv = {
       virtualTtlMs: this.virtualTtlMs,
       keys: this.keys,
-      leased: leasedCarrierNames(opts.leasedCarriers),
+      leased,
       deadline,
     };
     const holds = opts.holds ?? {};
