@@ -14,6 +14,8 @@ import { CARRIER_LEASE_WINDOW_US, leasedCarrier, leasedCarrierNames } from '../s
 import { parseConfig } from '../src/config/index.js';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
+import { leaseMetrics } from '../src/observe/lease-metrics.js';
+import { Registry } from 'prom-client';
 import { carrierName } from '../src/store/keys.js';
 import { RedisKeys } from '../src/store/redis/redis-keys.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
@@ -142,6 +144,43 @@ describe('a carrier leased across regions, in one region (lua/reserve.lua)', fun
       expect(String(err)).to.match(/whole number/);
       expect(gate.config.outbound.carriers.get('x')?.cps, 'the old configuration stays').to.equal(20);
       expect(await limit()).to.deep.equal({ calls: 20, channels: 8 });
+    } finally {
+      await coordinator.stop();
+      await gate.close();
+    }
+  });
+
+  it('the refusals for lack of share, as the leader read them: coordinator.refusals and callgate_lease_refused_total', async () => {
+    const redis = newRedisClient(rig.server);
+    clients.push(redis);
+    // two regions (two prefixes on one server), the calls in the first: its share is about half the CPS
+    const config = { outbound: { carriers: { x: { cps: 10, maxWait: 'PT1S' }, y: { cps: 1000, maxWait: 'PT1S' } } } };
+    const gate = await CallGate.create({
+      config,
+      store: new RedisStore({ redis, prefix: 't:lc:r1:', leasedCarriers: ['x'] }),
+    });
+    const coordinator = LeaseCoordinator.forCarrier(gate, 'x', {
+      deployments: [
+        { redis, prefix: 't:lc:r1:' },
+        { redis, prefix: 't:lc:r2:' },
+      ],
+    }).start();
+    try {
+      await new Promise((r) => setTimeout(r, 200));
+      const rs = await Promise.all(
+        Array.from({ length: 30 }, () =>
+          gate.store.reserve({ route: [{ name: x.name, intervalUs: 100_000, maxWaitUs: 1e6 }, y] }),
+        ),
+      );
+      const lacked = rs.filter((r) => r.shareLacked?.[0] === true).length;
+      expect(lacked, 'calls refused on x for lack of share').to.be.greaterThan(0);
+      await new Promise((r) => setTimeout(r, 200)); // read at the next ticks
+      expect(coordinator.refusals.map((b) => b.calls)).to.deep.equal([lacked, 0]);
+      const registry = new Registry();
+      leaseMetrics([coordinator], registry);
+      const text = await registry.metrics();
+      expect(text).to.include(`callgate_lease_refused_total{level="carrier:x",lane="0",resource="calls"} ${lacked}`);
+      expect(text).to.include('callgate_lease_leader{level="carrier:x"} 1');
     } finally {
       await coordinator.stop();
       await gate.close();

@@ -192,6 +192,8 @@ export class LeaseCoordinator {
   private running: Promise<void> | undefined;
   private stopped = false;
   private lastReport: LeaseTickReport = { leader: false, term: 0, lost: [] };
+  /** Per lane, the refusals for lack of share read while this process led (refusals). */
+  private readonly refusedTotal: Budget[] = [];
   /** The highest term a lane answered with (a newer leader's, or one from before a lost counter). */
   private minTerm = 0;
   /** When each Cluster client's slot map was last asked for (refreshSlots). */
@@ -345,6 +347,15 @@ export class LeaseCoordinator {
 
   /** Stops following a gate's reloads (forGate). */
   private unfollow: () => void = () => {};
+
+  /**
+   * Per lane (laneNames' order), the calls it refused for lack of its calls share and of its
+   * channels share, as this process read them while it led (false refusals against the unleased
+   * contract, but for calls it would have refused anyway: docs/leasing.md).
+   */
+  get refusals(): readonly Budget[] {
+    return this.lanes.map((_, i) => this.refusedTotal[i] ?? { calls: 0, channels: 0 });
+  }
 
   /** The level it leases, as metrics label it: `global`, or `carrier:<id>`. */
   get level(): string {
@@ -651,6 +662,9 @@ export class LeaseCoordinator {
     v.lastNow = now;
     v.lastLocal = performance.now();
     v.lastInUse = inUse!;
+    // the lane's refusals for lack of share since its last reading (read once: the reading resets them)
+    const total = this.refusedTotal[i] ?? { calls: 0, channels: 0 };
+    this.refusedTotal[i] = { calls: total.calls + rc!, channels: total.channels + rh! };
     return {
       now,
       admittedInWindow: inWindow!,

@@ -2,9 +2,9 @@
  * LeaseCoordinators' state as Prometheus gauges (docs/metrics.md), read at each scrape from each
  * one's last tick, labelled by the level it leases (`global`, or `carrier:<id>`): whether this
  * process leads, its lanes lost, and (on the leader) each lane's shares, the pool and the debt of
- * a decreased limit.
+ * a decreased limit; and the calls each lane refused for lack of share, as this process read them.
  */
-import { Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { LeaseCoordinator } from '../lease/coordinator.js';
 
 export function leaseMetrics(
@@ -48,6 +48,24 @@ export function leaseMetrics(
           const lane = names[k] ?? String(k);
           share.set({ level: c.level, lane, resource: 'calls' }, b.calls);
           share.set({ level: c.level, lane, resource: 'channels' }, b.channels);
+        });
+      }
+    },
+  });
+  const refused = new Counter({
+    name: `${prefix}lease_refused_total`,
+    help: 'Calls a lane refused for lack of its share (calls) or of its channels share, as read by this process while it led',
+    labelNames: ['level', 'lane', 'resource'] as const,
+    registers,
+    collect() {
+      // totals kept by the coordinator, exported as they stand
+      refused.reset();
+      for (const c of all) {
+        const names = c.laneNames;
+        c.refusals.forEach((b, k) => {
+          const lane = names[k] ?? String(k);
+          refused.inc({ level: c.level, lane, resource: 'calls' }, b.calls);
+          refused.inc({ level: c.level, lane, resource: 'channels' }, b.channels);
         });
       }
     },
