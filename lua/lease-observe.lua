@@ -24,8 +24,9 @@
 
   Reply: {now, inWindow, leaving, inUse, admitted, rc, rh, c, h, e, g, emptied}, or {-1, term}
   when a newer coordinator's term is recorded (this one must stop). emptied: 1 when the share
-  hash had no term (never observed, or its Redis lost it: restarted empty, failed over to a
-  replica without it, evicted), else 0.
+  hash had no term or no epoch (never observed or ordered, or its Redis lost it: restarted
+  empty, failed over to a replica without it, evicted; a late reading may have written the term
+  back since, never the epoch, which only an order writes), else 0.
 ]]
 --- @include "common"
 --- @include "lease"
@@ -66,5 +67,5 @@ return {
   tonumber(v[6]) or 0,
   tonumber(v[7]) or 0,
   tonumber(v[8]) or 0,
-  v[1] and 0 or 1,
+  (v[1] and v[8]) and 0 or 1,
 }

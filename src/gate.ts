@@ -158,6 +158,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     super();
     this.current = opts.config;
     this.store = opts.store ?? new MemoryStore();
+    checkLeasable(this.store, this.current);
     this.clock = opts.clock ?? new SystemClock(true);
     this.admission = new Admission({
       store: this.store,
@@ -398,10 +399,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
    */
   async reload(source: ConfigSource): Promise<ConfigChange[]> {
     const next = await resolveConfig(source);
-    // a store that leases the global level takes only a configuration it can lease
-    if (this.store.leaseLanes !== undefined) leasedLevel(next);
-    // and carriers it leases only with a whole CPS (one it no longer has is routed to no more)
-    for (const id of this.store.leasedCarriers ?? []) if (next.outbound.carriers.has(id)) leasedCarrier(next, id);
+    checkLeasable(this.store, next);
     const changes = diffConfig(this.current, next);
     // a channel limit turned on counts the calls already in progress there (src/holds/reload.ts)
     const ledger = this.store.ledger;
@@ -476,4 +474,14 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
 function checkCallId(callId: unknown): void {
   checkIdArgument('callId', callId);
+}
+
+/**
+ * A store that leases takes only a configuration it can lease (docs/leasing.md): a leased global
+ * level must be one sliding-log limit with no attribute levels, a leased carrier a whole CPS
+ * (one the configuration no longer has is routed to no more). A clear error otherwise.
+ */
+function checkLeasable(store: Store, config: CallGateConfig): void {
+  if (store.leaseLanes !== undefined) leasedLevel(config);
+  for (const id of store.leasedCarriers ?? []) if (config.outbound.carriers.has(id)) leasedCarrier(config, id);
 }

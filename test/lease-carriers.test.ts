@@ -121,7 +121,7 @@ describe('a carrier leased across regions, in one region (lua/reserve.lua)', fun
       },
     );
 
-  it('a reload: the coordinator follows the carrier’s new CPS and channels; a gate refuses a CPS that cannot be leased', async () => {
+  it('a reload: the coordinator follows the carrier’s new CPS and channels; a gate refuses a CPS that cannot be leased, at a reload or at its start', async () => {
     const redis = newRedisClient(rig.server);
     clients.push(redis);
     const prefix = 't:lc:reload:';
@@ -144,6 +144,13 @@ describe('a carrier leased across regions, in one region (lua/reserve.lua)', fun
       expect(String(err)).to.match(/whole number/);
       expect(gate.config.outbound.carriers.get('x')?.cps, 'the old configuration stays').to.equal(20);
       expect(await limit()).to.deep.equal({ calls: 20, channels: 8 });
+      // nor does a new gate take one
+      let created: unknown;
+      await CallGate.create({
+        config: config(2.5),
+        store: new RedisStore({ redis, prefix, leasedCarriers: ['x'] }),
+      }).catch((e: unknown) => (created = e));
+      expect(String(created)).to.match(/whole number/);
     } finally {
       await coordinator.stop();
       await gate.close();

@@ -151,6 +151,8 @@ interface LaneView {
   lastInUse: number;
   /** performance.now() until which its channels share is held whatever a shrink says (emptied). */
   channelsHeldUntil?: number;
+  /** Its share hash was seen emptied, and no order has landed since. */
+  emptiedSeen?: boolean;
 }
 
 interface Saved {
@@ -627,7 +629,9 @@ export class LeaseCoordinator {
    */
   private emptied(i: number): void {
     const v = this.views[i]!;
-    v.channelsHeldUntil = performance.now() + this.holdsGraceMs;
+    // from when it is first seen so: it reads so at every tick until an order lands (lost, it gets none)
+    if (!v.emptiedSeen) v.channelsHeldUntil = performance.now() + this.holdsGraceMs;
+    v.emptiedSeen = true;
     if (!v.lost) this.lose(i);
   }
 
@@ -650,8 +654,9 @@ export class LeaseCoordinator {
     }
     if (r[0] === -1) throw new Stale(r[1] ?? 0);
     const [now, inWindow, leaving, inUse, ad, rc, rh, c, h, e, g, emptied] = r as [number, ...number[]];
-    // observed before (by this leader, or sent a lease by one whose state it took over), its
-    // share hash gone: its Redis lost it (step: emptied)
+    // sent a lease before (by this leader, or by one whose state it took over), its share hash
+    // without an epoch: its Redis lost it (step: emptied). Observed before and without a term
+    // too. (An order that never landed reads so as well: a loss for nothing, and safe.)
     const lostState = emptied === 1 && (v.lastNow !== undefined || v.leaseEnd > 0);
     // the counts are since the lane's last observation, which may be several ticks ago (a slow
     // tick, a lane away): demand is per tick, so they are scaled to one (a stall read as one
@@ -695,6 +700,7 @@ export class LeaseCoordinator {
       return undefined;
     }
     if (r[0] === -1) throw new Stale(r[1] ?? 0);
+    if ((r[0] ?? -1) >= 0) v.emptiedSeen = false; // an order landed: its hash has an epoch again
     if (r[0] === -2) {
       // a new epoch refused while the lane's lease still runs (never, with restore's condition)
       if (!v.lost) this.lose(i);
