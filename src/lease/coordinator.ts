@@ -620,7 +620,6 @@ export class LeaseCoordinator {
     };
   }
 
-  /** A lane that did not answer: lost, its epoch moves on (lost.ts). */
   /**
    * Lane i's Redis lost its share hash (restarted empty, failed over to a replica without it):
    * the calls it admitted are still in the window and in progress, but it can no longer say so.
@@ -635,6 +634,7 @@ export class LeaseCoordinator {
     if (!v.lost) this.lose(i);
   }
 
+  /** A lane that did not answer: lost, its epoch moves on (lost.ts). */
   private lose(i: number): void {
     const v = this.views[i]!;
     v.lost = true;
