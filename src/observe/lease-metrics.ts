@@ -6,6 +6,7 @@
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { LeaseCoordinator } from '../lease/coordinator.js';
+import type { Budget } from '../lease/share.js';
 
 export function leaseMetrics(
   coordinators: LeaseCoordinator | readonly LeaseCoordinator[],
@@ -42,13 +43,7 @@ export function leaseMetrics(
       share.reset();
       for (const c of all) {
         const { leader, state } = c.report;
-        if (!leader || state === undefined) continue;
-        const names = c.laneNames;
-        state.shares.forEach((b, k) => {
-          const lane = names[k] ?? String(k);
-          share.set({ level: c.level, lane, resource: 'calls' }, b.calls);
-          share.set({ level: c.level, lane, resource: 'channels' }, b.channels);
-        });
+        if (leader && state !== undefined) perLane(c, state.shares, (labels, v) => share.set(labels, v));
       }
     },
   });
@@ -60,14 +55,7 @@ export function leaseMetrics(
     collect() {
       // totals kept by the coordinator, exported as they stand
       refused.reset();
-      for (const c of all) {
-        const names = c.laneNames;
-        c.refusals.forEach((b, k) => {
-          const lane = names[k] ?? String(k);
-          refused.inc({ level: c.level, lane, resource: 'calls' }, b.calls);
-          refused.inc({ level: c.level, lane, resource: 'channels' }, b.channels);
-        });
-      }
+      for (const c of all) perLane(c, c.refusals, (labels, v) => refused.inc(labels, v));
     },
   });
   const held = new Gauge({
@@ -89,5 +77,21 @@ export function leaseMetrics(
         }
       }
     },
+  });
+}
+
+type LaneLabels = { level: string; lane: string; resource: 'calls' | 'channels' };
+
+/** Each lane's budget (laneNames' order) as two samples, calls and channels, labelled with its level and lane. */
+function perLane(
+  c: LeaseCoordinator,
+  budgets: readonly Budget[],
+  put: (labels: LaneLabels, value: number) => void,
+): void {
+  const names = c.laneNames;
+  budgets.forEach((b, k) => {
+    const lane = names[k] ?? String(k);
+    put({ level: c.level, lane, resource: 'calls' }, b.calls);
+    put({ level: c.level, lane, resource: 'channels' }, b.channels);
   });
 }

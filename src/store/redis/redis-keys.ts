@@ -35,7 +35,7 @@ export class RedisKeys {
    * share hash, its slot log and its holds, on the carrier's tag (lua/reserve.lua, lua/lease-*.lua).
    */
   carrierLease(c: Pick<Carrier, 'name'>): readonly [share: string, slots: string, holds: string] {
-    const key = this.base(carrierTag(c.name), c.name);
+    const key = this.carrier(c);
     return [`${key}:share`, `${key}:slots`, `${key}:ch`];
   }
 
