@@ -13,7 +13,7 @@ import { expect } from 'chai';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { expectLocalDecisions, lastSecond, offerPhase, regionsRig } from './helpers/regions.js';
+import { expectLocalDecisions, lastSecond, offerPhase, type RegionRow, regionsRig } from './helpers/regions.js';
 import { carrierAgainstContract, maxOpen } from './helpers/carrier-lease.js';
 import { maxInWindow } from './helpers/window.js';
 
@@ -68,7 +68,7 @@ describe('a carrier leased across two regions, 40 ms apart', function () {
     }).start();
     try {
       await sleep(1_000);
-      type Row = { region: 'A' | 'B'; at: number; slot?: number; carrier: string | null; ms: number; phase: string };
+      type Row = RegionRow & { slot?: number; carrier: string | null };
       const rows: Row[] = [];
       const pending: Promise<unknown>[] = [];
       // demand on A, then on B (the level as a whole over its CPS: the share decides), then B cut off

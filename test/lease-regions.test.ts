@@ -11,7 +11,7 @@ import { expect } from 'chai';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { expectLocalDecisions, lastSecond, offerPhase, regionsRig } from './helpers/regions.js';
+import { expectLocalDecisions, lastSecond, offerPhase, type RegionRow, regionsRig } from './helpers/regions.js';
 import { maxInWindow } from './helpers/window.js';
 import { leasedConfig } from './helpers/lease-load.js';
 
@@ -53,7 +53,7 @@ describe('a leased global level over two regions, 40 ms apart', function () {
       try {
         await sleep(1_000);
         // at: when the level counted the call (a spilled call's spilledAt)
-        type Row = { region: 'A' | 'B'; at: number; admitted: boolean; ms: number; phase: string; spilled: boolean };
+        type Row = RegionRow & { admitted: boolean; spilled: boolean };
         const rows: Row[] = [];
         const pending: Promise<unknown>[] = [];
         // phases: 3 s both at 45/s, 4 s with B cut off (A at 90/s), 3 s healed (both at 45/s)
