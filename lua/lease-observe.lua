@@ -19,11 +19,14 @@
   KEYS[3]  the lane's holds of the level (sorted set: scores = hold ends, µs)
   ARGV[1]  the coordinator's term (integer)
   ARGV[2]  W, the level's window, µs
-  ARGV[3]  T, the tick, µs: the calls of the window that leave it before the next tick are
-           those in (now - W, now - W + T]
+  ARGV[3]  T, the tick, µs (the coordinator's horizon: the time to its next order here): of the
+           lane's use, `leaving` is what its rule no longer counts a tick later, from the later
+           of now and its newest entry on: the log in (now - W, now - W + T] when none lies ahead
 
   Reply: {now, inWindow, leaving, inUse, admitted, rc, rh, c, h, e, g, emptied}, or {-1, term}
-  when a newer coordinator's term is recorded (this one must stop). emptied: 1 when the share
+  when a newer coordinator's term is recorded (this one must stop). inWindow: the lane's use of
+  its calls share (includes/lease.lua: its log in (now - W, now], or with entries ahead of now
+  the most in any window ending at or after now). emptied: 1 when the share
   hash had no term or no epoch (never observed or ordered, or its Redis lost it: restarted
   empty, failed over to a replica without it, evicted; a late reading may have written the term
   back since, never the epoch, which only an order writes), else 0.
@@ -41,7 +44,6 @@ end
 local now = redisClock()
 local ts = fmtInt(now)
 local inWindow, inUse = laneUse(now, W)
-local leaving = redis.call('ZCOUNT', KEYS[2], '(' .. fmtInt(now - W), fmtInt(now - W + T))
 -- admitted since the last observation (the log keeps a window: a longer gap counts a window);
 -- a leased carrier's slots may lie ahead of now: counted to +inf, and the mark is the later of
 -- now and the newest slot, so that none counts twice
@@ -54,6 +56,10 @@ local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
 if newest ~= nil and tonumber(newest) > now then
   mark = newest
 end
+-- what the lane's rule will count at the next tick: its next entry comes after its newest one
+-- (or now), a tick later, and counts the log from there less W (lua/reserve.lua); leaving is
+-- the rest of its use. Without entries ahead: the log in (now - W, now - W + T].
+local leaving = inWindow - redis.call('ZCOUNT', KEYS[2], '(' .. fmtInt(tonumber(mark) - W + T), '+inf')
 redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'o', mark, 'rc', '0', 'rh', '0')
 return {
   now,

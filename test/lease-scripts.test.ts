@@ -51,6 +51,24 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     expect(Number(await rig.raw.hget(share, 'e'))).to.equal(now + 3e6);
   });
 
+  it("a leased carrier's slots ahead of now: its use is the most in any window, not its whole log", async () => {
+    const keys = ['e:{out:x}:carrier:x:share', 'e:{out:x}:carrier:x:slots', 'e:{out:x}:carrier:x:ch'];
+    const [, slots] = keys as [string, string];
+    const { 0: observed } = await run('lease-observe', keys, [1, W, 50_000]);
+    expect(await run('lease-grant', keys, [1, 0, 9, 0, observed! + 5e6, W])).to.deep.equal([9, 0]);
+    // slots a pacer gave, three of them ahead (the scripts run within 50 ms of t): six after
+    // t - W, but no window (u - W, u] ending at or after now holds more than four (u = t + 250)
+    const t = await redisNow();
+    const at = [-900, -850, -100, 150, 200, 250].map((ms) => t + ms * 1000);
+    await rig.raw.zadd(slots, ...at.flatMap((s) => [s, String(s)]));
+    // in use 4; leaving before a 700 ms horizon: its rule, from its newest slot on, will then
+    // count the log after t + 250 - 1000 + 700 = t - 50 ms, 3 slots: one of the 4 has left
+    const seen = await run('lease-observe', keys, [1, W, 700_000]);
+    expect(seen.slice(1, 3)).to.deep.equal([4, 1]);
+    // a shrink comes down to those 4, not to the 6 of the log
+    expect((await run('lease-shrink', keys, [1, 0, 0, 0, observed! + 5e6, W])).slice(0, 1)).to.deep.equal([4]);
+  });
+
   it('an older term or epoch is refused; a newer epoch waits for the lease to end, then keeps what the calls use', async () => {
     const keys = lane('b:');
     const { 0: now } = await run('lease-observe', keys, [3, W, 50_000]);

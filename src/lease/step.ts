@@ -29,7 +29,10 @@ import { type Budget, ZERO, add, applyShrink, splitProportional, sub, sum } from
 
 /** What a lane reports at a tick (read atomically on the lane, on its clock). */
 export interface LaneObservation {
-  /** Calls the lane admitted in its current window (t - W, t]. */
+  /**
+   * Calls the lane admitted in its current window (t - W, t]; where entries lie ahead of t (a
+   * leased carrier's slots), the most in any window ending at or after t (lua/includes/lease.lua).
+   */
   readonly admittedInWindow: number;
   /** Channels its calls hold now. */
   readonly channelsInUse: number;
@@ -42,8 +45,9 @@ export interface LaneObservation {
   /** Channels released since the last tick (0 if the lane does not count them: a larger want). */
   readonly releasedSinceTick?: number;
   /**
-   * Calls of the window that leave it before the next tick: the log in (t - W, t - W + T].
-   * Without it, the coordinator assumes an even spread: admittedInWindow / (W / T).
+   * Calls of the window that leave it before the next tick: the log in (t - W, t - W + T], T
+   * the lane's horizon (the coordinator's time to its next order there; with entries ahead of t:
+   * lua/lease-observe.lua). Without it, the coordinator assumes an even spread: admittedInWindow / (W / T).
    */
   readonly leavingBeforeNextTick?: number;
   /**
