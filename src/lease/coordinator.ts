@@ -153,6 +153,14 @@ interface LaneView {
   channelsHeldUntil?: number;
   /** Its share hash was seen emptied, and no order has landed since. */
   emptiedSeen?: boolean;
+  /**
+   * How long a share must last (µs), smoothed: from an observation to the landing of the next
+   * tick's order, which brings the next share. performance.now() at the observation before the
+   * last (prevLocal) and at the last order that landed (orderedLocal) measure it a tick late.
+   */
+  horizonUs?: number;
+  prevLocal?: number;
+  orderedLocal?: number;
 }
 
 interface Saved {
@@ -162,6 +170,14 @@ interface Saved {
 }
 
 type Observed = LaneObservation & { now: number; share: Budget; leaseEnd: number; epoch: number; lostState: boolean };
+
+/**
+ * Weight of a new sample in a lane's smoothed horizon. A share granted at a tick is in force
+ * until the next tick's order lands on the lane: one tick after it was planned when the lanes
+ * answer at once, much more across regions (a region 80 ms away makes a 50 ms tick take ~165
+ * ms, and a lane here waits ~160 ms of each for its order: the far lane's reading and shrink).
+ */
+const HORIZON_WEIGHT = 0.3;
 
 /** A lane saw a newer term than this leader's: it must stop, and a successor count past `seen`. */
 class Stale extends Error {
@@ -642,11 +658,22 @@ export class LeaseCoordinator {
     v.callsReclaimed = false;
   }
 
+  /**
+   * How far ahead lane i's want looks (µs): its horizon, at least one tick and at most half a
+   * window (a stall says nothing of the next tick). Its demand is counted per horizon, and so
+   * are the calls that leave its window before the next order (lease-observe).
+   */
+  private horizonUs(v: LaneView): number {
+    const tick = this.tickMs * 1000;
+    return Math.round(Math.max(tick, Math.min(v.horizonUs ?? tick, this.windowUs / 2)));
+  }
+
   private async observe(i: number): Promise<Observed | undefined> {
     const lane = this.lanes[i]!;
     const v = this.views[i]!;
+    const horizon = this.horizonUs(v);
     const r = (await this.timed(
-      this.script(lane.redis, 'lease-observe', lane.keys, [this.term, this.windowUs, this.tickMs * 1000]),
+      this.script(lane.redis, 'lease-observe', lane.keys, [this.term, this.windowUs, horizon]),
     )) as number[] | undefined;
     if (r === undefined) {
       this.refreshSlots(lane.redis);
@@ -662,7 +689,14 @@ export class LeaseCoordinator {
     // tick, a lane away): demand is per tick, so they are scaled to one (a stall read as one
     // tick's demand made a lane want several times its calls, and starved a lane coming back)
     const perTick =
-      v.lastNow === undefined || now <= v.lastNow ? 1 : Math.min(1, (this.tickMs * 1000) / (now - v.lastNow));
+      v.lastNow === undefined || now <= v.lastNow ? 1 : horizon / Math.max(now - v.lastNow, this.tickMs * 1000);
+    // the last tick's share lasted from the observation before it to the last order's landing
+    // (both as their replies came back: the round trips cancel)
+    if (v.prevLocal !== undefined && v.orderedLocal !== undefined && v.orderedLocal > v.lastLocal!) {
+      const lasted = (v.orderedLocal - v.prevLocal) * 1000;
+      v.horizonUs = v.horizonUs === undefined ? lasted : v.horizonUs + HORIZON_WEIGHT * (lasted - v.horizonUs);
+    }
+    v.prevLocal = v.lastLocal;
     const released = Math.max(0, v.lastInUse + ad! - inUse!);
     v.lastNow = now;
     v.lastLocal = performance.now();
@@ -700,7 +734,10 @@ export class LeaseCoordinator {
       return undefined;
     }
     if (r[0] === -1) throw new Stale(r[1] ?? 0);
-    if ((r[0] ?? -1) >= 0) v.emptiedSeen = false; // an order landed: its hash has an epoch again
+    if ((r[0] ?? -1) >= 0) {
+      v.emptiedSeen = false; // an order landed: its hash has an epoch again
+      v.orderedLocal = performance.now();
+    }
     if (r[0] === -2) {
       // a new epoch refused while the lane's lease still runs (never, with restore's condition)
       if (!v.lost) this.lose(i);
