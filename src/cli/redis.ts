@@ -82,16 +82,16 @@ export function redactSecrets(text: string): string {
  * A --redis-url a client can take: parses as a URL and is redis:// or rediss://. Throws an
  * InvalidArgumentError (one line, credentials hidden) otherwise.
  */
-export function checkRedisUrl(url: string): void {
+export function checkRedisUrl(url: string, flag = '--redis-url'): void {
   let scheme: string;
   try {
     scheme = new URL(url).protocol;
   } catch {
-    throw new InvalidArgumentError(`invalid --redis-url ${JSON.stringify(redactUrl(url))}: Invalid URL`);
+    throw new InvalidArgumentError(`invalid ${flag} ${JSON.stringify(redactUrl(url))}: Invalid URL`);
   }
   if (scheme !== 'redis:' && scheme !== 'rediss:')
     throw new InvalidArgumentError(
-      `invalid --redis-url ${JSON.stringify(redactUrl(url))}: expected redis://host:port or rediss://…`,
+      `invalid ${flag} ${JSON.stringify(redactUrl(url))}: expected redis://host:port or rediss://…`,
     );
 }
 
@@ -159,6 +159,11 @@ export interface OpenRedisOptions {
    * StoreUnavailableError, commands failing fast afterwards.
    */
   readonly service?: boolean;
+  /**
+   * A service's client to a far region's Redis (serve --lease-regions): a command fails at once
+   * while it is out of reach, and the client retries every 100 ms, not at a growing backoff.
+   */
+  readonly far?: boolean;
   /** One-shot: aborting disconnects (the connection attempt then rejects with the signal's reason). */
   readonly signal?: AbortSignal;
 }
@@ -167,7 +172,7 @@ export interface OpenRedisOptions {
  * A Cluster client from one node's URL: its credentials and TLS apply to every node (as
  * redisConnectionOptions gives them); the URL's database number has no meaning on a Cluster.
  */
-function clusterClient(args: RedisConnectionArgs, options: RedisOptions, service: boolean): Cluster {
+function clusterClient(args: RedisConnectionArgs, options: RedisOptions, service: boolean, far: boolean): Cluster {
   const u = new URL(args.redisUrl);
   const { retryStrategy: _r, maxRetriesPerRequest, lazyConnect: _l, ...nodeOptions } = options;
   if (u.username !== '') nodeOptions.username = decodeURIComponent(u.username);
@@ -178,15 +183,21 @@ function clusterClient(args: RedisConnectionArgs, options: RedisOptions, service
     lazyConnect: true,
     enableReadyCheck: true,
     ...(maxRetriesPerRequest !== undefined && { maxRetriesPerRequest }),
+    ...(far && { enableOfflineQueue: false }),
     // one-shot: one attempt at the nodes; a service keeps trying
-    clusterRetryStrategy: service ? (times) => Math.min(100 * times, 2_000) : () => null,
+    clusterRetryStrategy: far ? () => 100 : service ? (times) => Math.min(100 * times, 2_000) : () => null,
   });
 }
 
 /** The client of a command, built from its Redis options. */
 export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOptions = {}): Promise<Redis | Cluster> {
   const options: RedisOptions = opts.service
-    ? { ...redisConnectionOptions(args), ...RECOMMENDED_REDIS_OPTIONS, lazyConnect: true }
+    ? {
+        ...redisConnectionOptions(args),
+        ...RECOMMENDED_REDIS_OPTIONS,
+        lazyConnect: true,
+        ...(opts.far && { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 100 }),
+      }
     : {
         ...redisConnectionOptions(args),
         lazyConnect: true,
@@ -198,7 +209,9 @@ export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOption
   rememberSecrets(args.redisUrl);
   let redis: Redis | Cluster;
   try {
-    redis = args.redisCluster ? clusterClient(args, options, opts.service === true) : new Redis(args.redisUrl, options);
+    redis = args.redisCluster
+      ? clusterClient(args, options, opts.service === true, opts.far === true)
+      : new Redis(args.redisUrl, options);
   } catch (err) {
     // ioredis parses the URL in its constructor: "notaurl::" is a TypeError there
     throw new InvalidArgumentError(

@@ -17,6 +17,7 @@ import { CallGate } from '../gate.js';
 import { leasedCarrier } from '../lease/carriers.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
 import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
+import { openRegions, parseLeaseRegions } from './lease-regions.js';
 import { inspectGate } from '../observe/inspect.js';
 import { leaseMetrics } from '../observe/lease-metrics.js';
 import { gateMetrics, inspectLive } from '../observe/metrics.js';
@@ -55,6 +56,11 @@ export interface ServeArgs extends RedisConnectionArgs, LeaseArgs {
   leaseWaitReplicas?: number;
   /** Carriers leased across regions (RedisStoreOptions.leasedCarriers), comma-separated ids. */
   leasedCarriers?: string;
+  /** Every region's Redis, for the coordinator candidates (lease-regions.ts), comma-separated. */
+  leaseRegions?: string;
+  /** The coordinators' tick and reply timeout (LeaseCoordinatorOptions.tickMs, replyTimeoutMs). */
+  leaseTickMs?: number;
+  leaseReplyTimeoutMs?: number;
 }
 
 export interface Sidecar {
@@ -99,6 +105,16 @@ function checkArgs(args: ServeArgs): void {
   }
   if (args.leasedCarriers !== undefined && args.store !== 'redis')
     bad('--leased-carriers needs --store redis: a carrier is leased across Redis deployments');
+  const leasing = args.leaseLanes !== undefined || args.leasedCarriers !== undefined;
+  for (const [flag, v] of [
+    ['--lease-regions', args.leaseRegions],
+    ['--lease-tick-ms', args.leaseTickMs],
+    ['--lease-reply-timeout-ms', args.leaseReplyTimeoutMs],
+  ] as const)
+    if (v !== undefined && !leasing) bad(`${flag} needs --lease-lanes or --leased-carriers`);
+  if (args.leaseTickMs !== undefined) positiveInt('--lease-tick-ms', args.leaseTickMs, 10_000);
+  if (args.leaseReplyTimeoutMs !== undefined) positiveInt('--lease-reply-timeout-ms', args.leaseReplyTimeoutMs, 10_000);
+  if (args.leaseRegions !== undefined) parseLeaseRegions(args.leaseRegions);
   if (args.prefix.includes('{') || args.prefix.includes('}'))
     bad(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
 }
@@ -139,22 +155,49 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     store = new MemoryStore();
   }
   const gate = new CallGate({ config, store, policy: args.policy, timeoutMs: args.timeoutMs });
-  // a coordinator candidate on a client of its own (WAIT blocks the connection it is sent on)
-  let leaseRedis: Redis | Cluster | undefined;
-  let coordinator: LeaseCoordinator | undefined;
+  // coordinator candidates, each on clients of its own (WAIT blocks the connection it is sent
+  // on), reaching every region (--lease-regions) or this sidecar's Redis
+  const regions = args.leaseRegions === undefined ? undefined : parseLeaseRegions(args.leaseRegions);
+  const leaseClients: (Redis | Cluster)[] = [];
+  const reach = async () => {
+    const clients = regions ? await openRegions(args, regions) : [await openRedis(args, { service: true })];
+    leaseClients.push(...clients);
+    return clients;
+  };
+  const timing = {
+    ...(args.leaseTickMs !== undefined && { tickMs: args.leaseTickMs }),
+    ...(args.leaseReplyTimeoutMs !== undefined && { replyTimeoutMs: args.leaseReplyTimeoutMs }),
+  };
+  const coordinators: LeaseCoordinator[] = [];
   if (lanes !== undefined) {
-    leaseRedis = await openRedis(args, { service: true });
-    coordinator = LeaseCoordinator.forGate(gate, {
-      deployments: [
-        {
-          redis: leaseRedis,
+    const clients = await reach();
+    coordinators.push(
+      LeaseCoordinator.forGate(gate, {
+        ...timing,
+        deployments: clients.map((redis) => ({
+          redis,
           lanes,
           prefix: args.prefix,
           waitReplicas: args.leaseWaitReplicas ?? 0,
           overflow: args.leaseOverflow === true,
-        },
-      ],
-    });
+        })),
+      }),
+    );
+  }
+  // a carrier's coordinator needs every region: without --lease-regions, one runs elsewhere
+  for (const id of regions ? (leasedCarriers ?? []) : []) {
+    const clients = await reach();
+    coordinators.push(
+      LeaseCoordinator.forCarrier(gate, id, {
+        ...timing,
+        // each region's stores as this one's: hash tags with lanes, else on a Cluster
+        deployments: clients.map((redis) => ({
+          redis,
+          prefix: args.prefix,
+          ...(lanes !== undefined && { hashTags: true }),
+        })),
+      }),
+    );
   }
 
   const registry = new Registry();
@@ -171,7 +214,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     perBucket: args.metricsPerBucket,
     live: inspectLive(gate),
   });
-  if (coordinator) leaseMetrics(coordinator, registry);
+  if (coordinators.length > 0) leaseMetrics(coordinators, registry);
 
   const server = buildApp({
     gate,
@@ -217,11 +260,10 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     );
     await Promise.race([connected, new Promise((r) => setTimeout(r, 3000).unref())]);
   }
-  if (leaseRedis && coordinator) {
-    leaseRedis.on('error', () => {}); // the store's client reports the outage, once
-    await leaseRedis.connect().catch(() => undefined);
-    coordinator.start();
-  }
+  // the store's client reports its outage, once; a far region's is not this sidecar's to report
+  for (const c of leaseClients) c.on('error', () => {});
+  await Promise.all(leaseClients.map((c) => c.connect().catch(() => undefined)));
+  for (const c of coordinators) c.start();
 
   gate.on('reloaded', (changes) =>
     log.info({ changes: changes.map((c) => `${c.kind} ${c.path}`) }, `configuration reloaded from ${args.config}`),
@@ -253,8 +295,9 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
       log.info('stopping: finishing requests in flight');
       await server.close(); // answers what is in flight, refuses the rest with 503
       await gate.close({ mode: 'drain' }); // the sidecar holds no call: reserve leaves the hold to the caller
-      await coordinator?.stop(); // gives up the leadership: another sidecar's candidate takes it
-      if (leaseRedis) await closeRedis(leaseRedis);
+      // each gives up its leadership: another sidecar's candidate takes it
+      await Promise.all(coordinators.map((c) => c.stop()));
+      await Promise.all(leaseClients.map((c) => closeRedis(c)));
       if (redis) await closeRedis(redis);
       log.info('stopped');
       resolveStopped();
@@ -327,5 +370,11 @@ export function serveCommand(program: Command): void {
       '--leased-carriers <ids>',
       'carriers leased across regions, comma-separated: paced within the share a coordinator grants (docs/leasing.md)',
     )
+    .option(
+      '--lease-regions <urls>',
+      "every region's Redis, comma-separated, the same order in every region (cluster:URL for a Cluster): the coordinator candidates reach them all, one per leased carrier too",
+    )
+    .option('--lease-tick-ms <ms>', "the coordinators' tick (default 50)", int)
+    .option('--lease-reply-timeout-ms <ms>', 'how long a coordinator waits for a lane (default 250)', int)
     .action(async (opts: ServeArgs) => runServe(opts));
 }

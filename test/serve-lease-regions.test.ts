@@ -1,0 +1,158 @@
+/**
+ * `callgate serve --leased-carriers x --lease-regions …`: a sidecar in each of two Redis
+ * "regions", each reaching the other's Redis through a proxy adding 20 ms each way, each
+ * running a coordinator candidate for the carrier. One leads; the carrier's CPS holds across
+ * both regions from the decisions' slots; both regions put calls on it; the leader stopped, the
+ * other sidecar takes over.
+ */
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startDelayProxy, type DelayProxy } from './helpers/delay-proxy.js';
+import { startRegions, type Regions } from './helpers/regions.js';
+import { runNode } from './helpers/run.js';
+import { startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
+import { maxInWindow } from './helpers/window.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const CPS = 10;
+const LEADER = 'callgate_lease_leader{level="carrier:x"}';
+
+/** The lease gauges of a sidecar's /metrics. */
+async function leaseGauges(url: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const values = new Map<string, number>();
+  for (const m of text.matchAll(/^(callgate_lease_[a-z_]+(?:\{[^}]*\})?) (\S+)$/gm)) values.set(m[1]!, Number(m[2]));
+  return values;
+}
+
+/** The carrier's calls shares the leader reports, summed, once exactly one sidecar leads; else undefined. */
+async function ledShares(sidecars: readonly SidecarProcess[]): Promise<number | undefined> {
+  const all = await Promise.all(sidecars.map((s) => leaseGauges(s.url)));
+  const leaders = all.filter((m) => m.get(LEADER) === 1);
+  if (leaders.length !== 1) return undefined;
+  let calls = 0;
+  for (const [k, v] of leaders[0]!)
+    if (k.startsWith('callgate_lease_share{level="carrier:x"') && k.includes('resource="calls"')) calls += v;
+  return calls;
+}
+
+async function until<T>(what: string, f: () => Promise<T | undefined>, ms = 5_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('callgate serve --lease-regions: a carrier leased across two regions by the sidecars', function () {
+  this.timeout(60_000);
+  let regions: Regions;
+  let toA: DelayProxy;
+  let dir: string;
+  const sidecars: SidecarProcess[] = [];
+  before(async () => {
+    regions = await startRegions(20);
+    toA = await startDelayProxy({ host: regions.a.host, port: regions.a.port }, 20);
+    dir = mkdtempSync(join(tmpdir(), 'callgate-lease-regions-'));
+  });
+  after(async () => {
+    await Promise.all(sidecars.splice(0).map((s) => s.stop('SIGKILL')));
+    await toA?.close();
+    await regions?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('one leader; the CPS held across both regions, both on the carrier; the other takes over', async () => {
+    const config = join(dir, 'carriers.json');
+    writeFileSync(
+      config,
+      JSON.stringify({ outbound: { carriers: { x: { cps: CPS, maxWait: 'PT0.3S' }, y: { cps: 1000 } } } }),
+    );
+    const prefix = `cglr:${randomBytes(4).toString('hex')}:`;
+    // the same regions in the same order, each by the address its sidecar reaches it at
+    const lists = [`${regions.a.url},${regions.farUrl}`, `redis://127.0.0.1:${toA.port},${regions.b.url}`];
+    const [a, b] = await Promise.all(
+      [regions.a.url, regions.b.url].map((url, i) =>
+        startSidecarProcess([
+          ...['--config', config, '--store', 'redis', '--redis-url', url, '--prefix', prefix],
+          ...['--leased-carriers', 'x', '--lease-regions', lists[i]!],
+          ...['--lease-tick-ms', '50', '--lease-reply-timeout-ms', '200'],
+        ]),
+      ),
+    );
+    sidecars.push(a!, b!);
+    expect(
+      await until('a leader sharing the CPS', async () => ((await ledShares([a!, b!])) === CPS ? CPS : undefined)),
+    );
+
+    // 40 calls a second offered for 1.5 s, half in each region: 4 times the CPS
+    const rows: { region: number; carrier: string; slot: number }[] = [];
+    const pending: Promise<void>[] = [];
+    for (let i = 0; i < 60; i++) {
+      const region = i % 2;
+      pending.push(
+        fetch(`${[a!, b!][region]!.url}/v1/reserve`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ call_id: `r${i}`, route: ['x', 'y'] }),
+        })
+          .then((r) => r.json() as Promise<{ carrier: string; slot_us: number }>)
+          .then((j) => void rows.push({ region, carrier: j.carrier, slot: j.slot_us })),
+      );
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    await Promise.all(pending);
+    const onX = rows.filter((r) => r.carrier === 'x');
+    expect(
+      maxInWindow(
+        onX.map((r) => r.slot),
+        1_000_000,
+      ),
+      'slots on x in any 1 s, both regions',
+    ).to.be.at.most(CPS);
+    // the contract would give x about 18 of them (1.5 s and its maxWait at 10 a second)
+    expect(onX.length).to.be.at.least(CPS);
+    for (const region of [0, 1]) expect(onX.filter((r) => r.region === region).length).to.be.at.least(2);
+    expect(rows.filter((r) => r.carrier === 'y').length).to.equal(60 - onX.length);
+
+    // the leader stops (its candidate gives the leadership up): the other leads, the CPS still shared
+    const leader = (await leaseGauges(a!.url)).get(LEADER) === 1 ? a! : b!;
+    const other = leader === a ? b! : a!;
+    await leader.stop('SIGTERM');
+    expect(
+      await until('the other sidecar leading', async () => ((await ledShares([other])) === CPS ? CPS : undefined)),
+    ).to.equal(CPS);
+  });
+
+  it('--lease-regions: needs a lease, each entry a Redis URL, no region twice (exit 2, one line)', async () => {
+    const config = join(dir, 'bad.json');
+    writeFileSync(config, JSON.stringify({ outbound: { carriers: { x: { cps: CPS } } } }));
+    const url = regions.a.url;
+    for (const [extra, message] of [
+      [['--lease-regions', url], /--lease-regions needs --lease-lanes or --leased-carriers/],
+      [['--leased-carriers', 'x', '--lease-regions', `${url},`], /--lease-regions: an empty entry/],
+      [['--leased-carriers', 'x', '--lease-regions', 'cluster:nope'], /invalid --lease-regions entry "nope"/],
+      [['--leased-carriers', 'x', '--lease-regions', `${url},${url}`], /--lease-regions: a region is listed twice/],
+      [['--leased-carriers', 'x', '--lease-tick-ms', '0'], /--lease-tick-ms: expected an integer from 1/],
+    ] as const) {
+      const r = await runNode(
+        [join(ROOT, 'bin/callgate.js'), 'serve', '--config', config, '--listen', '127.0.0.1:0'].concat([
+          '--store',
+          'redis',
+          '--redis-url',
+          url,
+          ...extra,
+        ]),
+        { cwd: ROOT, env: { CALLGATE_TOKEN: '' }, timeoutMs: 20_000 },
+      );
+      expect(r.code, r.stderr).to.equal(2);
+      expect(r.stderr).to.match(message);
+      expect(r.stderr.trim().split('\n')).to.have.length(1);
+    }
+  });
+});
