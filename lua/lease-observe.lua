@@ -1,7 +1,8 @@
 --[[
   lease-observe: what one lane of a leased level reports to the coordinator at a tick
-  (src/lease/coordinator.ts), read atomically on the lane's clock; its counters since the last
-  tick are reset.
+  (src/lease/coordinator.ts), read atomically on the lane's clock. It resets nothing: a reading
+  whose reply is lost (a timeout on a slow link) loses no count, since the coordinator counts
+  from what it last received (the refusals as differences, the admissions from its mark).
 
   KEYS[1]  the lane's share hash `<prefix>{in:<lane>}:global:share`:
              c   calls per window the lane may admit (its share of the level's limit)
@@ -9,8 +10,8 @@
              e   lease end, µs, Redis TIME: at or past it the lane admits nothing on the level
              g   epoch: orders of an older one are refused (lua/lease-grant.lua)
              term  the highest coordinator term seen: an older coordinator is refused
-             rc, rh  calls refused for lack of calls share, of channels share, since the last
-                     observation (the admit scripts add them)
+             rc, rh  calls refused for lack of calls share, of channels share, since the hash
+                     was made (the admit scripts add them; counters, never reset)
              o   the lane's time at the last observation (µs), or its newest entry if later (a
                  leased carrier's slot ahead of now): the calls admitted since are those of the
                  log after it (counted here, so that an admission writes nothing to the share
@@ -22,8 +23,10 @@
   ARGV[3]  T, the tick, µs (the coordinator's horizon: the time to its next order here): of the
            lane's use, `leaving` is what its rule no longer counts a tick later, from the later
            of now and its newest entry on: the log in (now - W, now - W + T] when none lies ahead
+  ARGV[4]  optional: the mark of the last reading the coordinator received (the reply's last
+           value); the calls admitted are counted after it, else after `o`
 
-  Reply: {now, inWindow, leaving, inUse, admitted, rc, rh, c, h, e, g, emptied}, or {-1, term}
+  Reply: {now, inWindow, leaving, inUse, admitted, rc, rh, c, h, e, g, emptied, mark}, or {-1, term}
   when a newer coordinator's term is recorded (this one must stop). inWindow: the lane's use of
   its calls share (includes/lease.lua: its log in (now - W, now], or with entries ahead of now
   the most in any window ending at or after now). emptied: 1 when the share
@@ -47,9 +50,13 @@ local inWindow, inUse = laneUse(now, W)
 -- admitted since the last observation (the log keeps a window: a longer gap counts a window);
 -- a leased carrier's slots may lie ahead of now: counted to +inf, and the mark is the later of
 -- now and the newest slot, so that none counts twice
+local since = ARGV[4]
+if since == nil or since == '' then
+  since = v[2]
+end
 local admitted = 0
-if v[2] then
-  admitted = redis.call('ZCOUNT', KEYS[2], '(' .. v[2], '+inf')
+if since then
+  admitted = redis.call('ZCOUNT', KEYS[2], '(' .. since, '+inf')
 end
 local mark = ts
 local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
@@ -60,7 +67,7 @@ end
 -- (or now), a tick later, and counts the log from there less W (lua/reserve.lua); leaving is
 -- the rest of its use. Without entries ahead: the log in (now - W, now - W + T].
 local leaving = inWindow - redis.call('ZCOUNT', KEYS[2], '(' .. fmtInt(tonumber(mark) - W + T), '+inf')
-redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'o', mark, 'rc', '0', 'rh', '0')
+redis.call('HSET', KEYS[1], 'term', fmtInt(term), 'o', mark)
 return {
   now,
   inWindow,
@@ -74,4 +81,5 @@ return {
   tonumber(v[7]) or 0,
   tonumber(v[8]) or 0,
   (v[1] and v[8]) and 0 or 1,
+  tonumber(mark),
 }

@@ -161,6 +161,13 @@ interface LaneView {
   horizonUs?: number;
   prevLocal?: number;
   orderedLocal?: number;
+  /**
+   * From the last reading received: its mark (the calls admitted are counted after it) and the
+   * lane's refusal counters (rc, rh), so that a reading whose reply was lost loses no count.
+   */
+  mark?: number;
+  rc?: number;
+  rh?: number;
 }
 
 interface Saved {
@@ -673,14 +680,14 @@ export class LeaseCoordinator {
     const v = this.views[i]!;
     const horizon = this.horizonUs(v);
     const r = (await this.timed(
-      this.script(lane.redis, 'lease-observe', lane.keys, [this.term, this.windowUs, horizon]),
+      this.script(lane.redis, 'lease-observe', lane.keys, [this.term, this.windowUs, horizon, v.mark ?? '']),
     )) as number[] | undefined;
     if (r === undefined) {
       this.refreshSlots(lane.redis);
       return undefined;
     }
     if (r[0] === -1) throw new Stale(r[1] ?? 0);
-    const [now, inWindow, leaving, inUse, ad, rc, rh, c, h, e, g, emptied] = r as [number, ...number[]];
+    const [now, inWindow, leaving, inUse, ad, rcTotal, rhTotal, c, h, e, g, emptied, mark] = r as [number, ...number[]];
     // sent a lease before (by this leader, or by one whose state it took over), its share hash
     // without an epoch: its Redis lost it (step: emptied). Observed before and without a term
     // too. (An order that never landed reads so as well: a loss for nothing, and safe.)
@@ -701,17 +708,25 @@ export class LeaseCoordinator {
     v.lastNow = now;
     v.lastLocal = performance.now();
     v.lastInUse = inUse!;
-    // the lane's refusals for lack of share since its last reading (read once: the reading resets them)
+    // the lane's refusals for lack of share since the last reading received: its counters'
+    // growth (none known at this leader's first reading; counted afresh when its hash was lost)
+    const since = (total: number, last: number | undefined) =>
+      last === undefined ? 0 : total >= last ? total - last : total;
+    const rc = since(rcTotal!, v.rc);
+    const rh = since(rhTotal!, v.rh);
+    v.rc = rcTotal;
+    v.rh = rhTotal;
+    v.mark = mark;
     const total = this.refusedTotal[i] ?? { calls: 0, channels: 0 };
-    this.refusedTotal[i] = { calls: total.calls + rc!, channels: total.channels + rh! };
+    this.refusedTotal[i] = { calls: total.calls + rc, channels: total.channels + rh };
     return {
       now,
       admittedInWindow: inWindow!,
       leavingBeforeNextTick: leaving!,
       channelsInUse: inUse!,
       admittedSinceTick: ad! * perTick,
-      refusedCalls: rc! * perTick,
-      refusedChannels: rh! * perTick,
+      refusedCalls: rc * perTick,
+      refusedChannels: rh * perTick,
       releasedSinceTick: released * perTick,
       share: { calls: c!, channels: h! },
       leaseEnd: e!,
