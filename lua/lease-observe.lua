@@ -24,7 +24,8 @@
            lane's use, `leaving` is what its rule no longer counts a tick later, from the later
            of now and its newest entry on: the log in (now - W, now - W + T] when none lies ahead
   ARGV[4]  optional: the mark of the last reading the coordinator received (the reply's last
-           value); the calls admitted are counted after it, else after `o`
+           value, a string: a leased carrier's slot may be fractional, which an integer reply
+           would truncate); the calls admitted are counted after it, else after `o`
 
   Reply: {now, inWindow, leaving, inUse, admitted, rc, rh, c, h, e, g, emptied, mark}, or {-1, term}
   when a newer coordinator's term is recorded (this one must stop). inWindow: the lane's use of
@@ -81,5 +82,5 @@ return {
   tonumber(v[7]) or 0,
   tonumber(v[8]) or 0,
   (v[1] and v[8]) and 0 or 1,
-  tonumber(mark),
+  mark,
 }

@@ -63,12 +63,17 @@ describe('the lease scripts (lua/lease-*.lua)', function () {
     // slots a pacer gave, three of them ahead (the scripts run within 50 ms of t): six after
     // t - W, but no window (u - W, u] ending at or after now holds more than four (u = t + 250)
     const t = await redisNow();
+    // (the newest a fractional µs, as a carrier of 3 CPS gives them)
     const at = [-900, -850, -100, 150, 200, 250].map((ms) => t + ms * 1000);
+    at[5] = at[5]! + 0.5;
     await rig.raw.zadd(slots, ...at.flatMap((s) => [s, String(s)]));
     // in use 4; leaving before a 700 ms horizon: its rule, from its newest slot on, will then
     // count the log after t + 250 - 1000 + 700 = t - 50 ms, 3 slots: one of the 4 has left
     const seen = await run('lease-observe', keys, [1, W, 700_000]);
     expect(seen.slice(1, 3)).to.deep.equal([4, 1]);
+    // its mark is that newest slot, exactly: read again from it, no slot counts twice
+    expect(String(seen[12])).to.equal(String(at[5]));
+    expect((await run('lease-observe', keys, [1, W, 700_000, seen[12]!]))[4], 'admitted since').to.equal(0);
     // a shrink comes down to those 4, not to the 6 of the log
     expect((await run('lease-shrink', keys, [1, 0, 0, 0, observed! + 5e6, W])).slice(0, 1)).to.deep.equal([4]);
   });

@@ -165,7 +165,7 @@ interface LaneView {
    * From the last reading received: its mark (the calls admitted are counted after it) and the
    * lane's refusal counters (rc, rh), so that a reading whose reply was lost loses no count.
    */
-  mark?: number;
+  mark?: string;
   rc?: number;
   rh?: number;
 }
@@ -687,7 +687,9 @@ export class LeaseCoordinator {
       return undefined;
     }
     if (r[0] === -1) throw new Stale(r[1] ?? 0);
-    const [now, inWindow, leaving, inUse, ad, rcTotal, rhTotal, c, h, e, g, emptied, mark] = r as [number, ...number[]];
+    const [now, inWindow, leaving, inUse, ad, rcTotal, rhTotal, c, h, e, g, emptied] = r as [number, ...number[]];
+    // the mark as the lane wrote it (a fractional slot: a number reply would be truncated)
+    const mark = String(r[12]);
     // sent a lease before (by this leader, or by one whose state it took over), its share hash
     // without an epoch: its Redis lost it (step: emptied). Observed before and without a term
     // too. (An order that never landed reads so as well: a loss for nothing, and safe.)
@@ -700,7 +702,8 @@ export class LeaseCoordinator {
     // the last tick's share lasted from the observation before it to the last order's landing
     // (both as their replies came back: the round trips cancel)
     if (v.prevLocal !== undefined && v.orderedLocal !== undefined && v.orderedLocal > v.lastLocal!) {
-      const lasted = (v.orderedLocal - v.prevLocal) * 1000;
+      // capped first: one stall (a pause, reply timeouts) would hold the horizon up for ticks
+      const lasted = Math.min((v.orderedLocal - v.prevLocal) * 1000, this.windowUs / 2);
       v.horizonUs = v.horizonUs === undefined ? lasted : v.horizonUs + HORIZON_WEIGHT * (lasted - v.horizonUs);
     }
     v.prevLocal = v.lastLocal;
@@ -710,8 +713,13 @@ export class LeaseCoordinator {
     v.lastInUse = inUse!;
     // the lane's refusals for lack of share since the last reading received: its counters'
     // growth (none known at this leader's first reading; counted afresh when its hash was lost)
-    const since = (total: number, last: number | undefined) =>
-      last === undefined ? 0 : total >= last ? total - last : total;
+    // A counter below the last reading counts from 0 only when the hash was lost (emptied: it
+    // was made afresh); else (a replica a few writes behind) nothing is counted, never the
+    // whole counter. A first reading counts nothing unless the hash is new.
+    const since = (total: number, last: number | undefined) => {
+      if (last !== undefined && total >= last) return total - last;
+      return emptied === 1 ? total : 0;
+    };
     const rc = since(rcTotal!, v.rc);
     const rh = since(rhTotal!, v.rh);
     v.rc = rcTotal;
