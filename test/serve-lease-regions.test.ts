@@ -18,7 +18,7 @@ import { maxInWindow } from './helpers/window.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CPS = 10;
-const LEADER = 'callgate_lease_leader{level="carrier:x"}';
+const leader = (level: string) => `callgate_lease_leader{level="${level}"}`;
 
 /** The lease gauges of a sidecar's /metrics. */
 async function leaseGauges(url: string): Promise<Map<string, number>> {
@@ -28,14 +28,19 @@ async function leaseGauges(url: string): Promise<Map<string, number>> {
   return values;
 }
 
-/** The carrier's calls shares the leader reports, summed, once exactly one sidecar leads; else undefined. */
-async function ledShares(sidecars: readonly SidecarProcess[]): Promise<number | undefined> {
+/**
+ * The calls shares of `level` the leader reports (with `pool`, and the pool), summed, once
+ * exactly one sidecar leads it; else undefined.
+ */
+async function ledShares(sidecars: readonly SidecarProcess[], level = 'carrier:x', pool = false) {
   const all = await Promise.all(sidecars.map((s) => leaseGauges(s.url)));
-  const leaders = all.filter((m) => m.get(LEADER) === 1);
+  const leaders = all.filter((m) => m.get(leader(level)) === 1);
   if (leaders.length !== 1) return undefined;
-  let calls = 0;
+  let calls = pool
+    ? (leaders[0]!.get(`callgate_lease_unshared{level="${level}",part="pool",resource="calls"}`) ?? 0)
+    : 0;
   for (const [k, v] of leaders[0]!)
-    if (k.startsWith('callgate_lease_share{level="carrier:x"') && k.includes('resource="calls"')) calls += v;
+    if (k.startsWith(`callgate_lease_share{level="${level}"`) && k.includes('resource="calls"')) calls += v;
   return calls;
 }
 
@@ -121,12 +126,49 @@ describe('callgate serve --lease-regions: a carrier leased across two regions by
     expect(rows.filter((r) => r.carrier === 'y').length).to.equal(60 - onX.length);
 
     // the leader stops (its candidate gives the leadership up): the other leads, the CPS still shared
-    const leader = (await leaseGauges(a!.url)).get(LEADER) === 1 ? a! : b!;
-    const other = leader === a ? b! : a!;
-    await leader.stop('SIGTERM');
+    const lead = (await leaseGauges(a!.url)).get(leader('carrier:x')) === 1 ? a! : b!;
+    const other = lead === a ? b! : a!;
+    await lead.stop('SIGTERM');
     expect(
       await until('the other sidecar leading', async () => ((await ledShares([other])) === CPS ? CPS : undefined)),
     ).to.equal(CPS);
+  });
+
+  it('--lease-lanes: the global level leased over both regions, one leader, never over it across both', async () => {
+    const config = join(dir, 'global.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        inbound: { global: [{ limit: 30, window: 'PT60S' }], defaultPeer: [{ limit: 1000, window: 'PT60S' }] },
+      }),
+    );
+    const prefix = `cglg:${randomBytes(4).toString('hex')}:`;
+    const lists = [`${regions.a.url},${regions.farUrl}`, `redis://127.0.0.1:${toA.port},${regions.b.url}`];
+    const pair = await Promise.all(
+      [regions.a.url, regions.b.url].map((url, i) =>
+        startSidecarProcess([
+          ...['--config', config, '--store', 'redis', '--redis-url', url, '--prefix', prefix],
+          ...['--lease-lanes', '2', '--lease-regions', lists[i]!],
+          ...['--lease-tick-ms', '50', '--lease-reply-timeout-ms', '200'],
+        ]),
+      ),
+    );
+    sidecars.push(...pair);
+    // one leader, whose four lanes (two per region) and pool make up the limit
+    expect(await until('a leader of the global level', () => ledShares(pair, 'global', true))).to.equal(30);
+    await new Promise((r) => setTimeout(r, 300)); // the first grants
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        fetch(`${pair[i % 2]!.url}/v1/admit`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ call_id: `g${i}`, peer: `p${i % 8}` }),
+        }).then((r) => r.json() as Promise<{ outcome: string; limited_by?: string }>),
+      ),
+    );
+    const admitted = answers.filter((j) => j.outcome === 'admitted');
+    expect(admitted.length).to.be.at.most(30).and.at.least(15);
+    for (const j of answers.filter((x) => x.outcome !== 'admitted')) expect(j.limited_by).to.equal('global');
   });
 
   it('--lease-regions: needs a lease, each entry a Redis URL, no region twice (exit 2, one line)', async () => {
@@ -138,7 +180,11 @@ describe('callgate serve --lease-regions: a carrier leased across two regions by
       [['--leased-carriers', 'x', '--lease-regions', `${url},`], /--lease-regions: an empty entry/],
       [['--leased-carriers', 'x', '--lease-regions', 'cluster:nope'], /invalid --lease-regions entry "nope"/],
       [['--leased-carriers', 'x', '--lease-regions', `${url},${url}`], /--lease-regions: a region is listed twice/],
-      [['--leased-carriers', 'x', '--lease-tick-ms', '0'], /--lease-tick-ms: expected an integer from 1/],
+      [['--leased-carriers', 'x', '--lease-tick-ms', '50'], /--lease-tick-ms needs --lease-lanes or --lease-regions/],
+      [
+        ['--leased-carriers', 'x', '--lease-regions', url, '--lease-tick-ms', '0'],
+        /--lease-tick-ms: expected an integer from 1/,
+      ],
     ] as const) {
       const r = await runNode(
         [join(ROOT, 'bin/callgate.js'), 'serve', '--config', config, '--listen', '127.0.0.1:0'].concat([

@@ -99,24 +99,39 @@ function checkArgs(args: ServeArgs): void {
   }
   checkLeaseLanes(args);
   if (args.leaseWaitReplicas !== undefined) {
-    if (args.leaseLanes === undefined) bad('--lease-wait-replicas needs --lease-lanes');
     if (!(Number.isSafeInteger(args.leaseWaitReplicas) && args.leaseWaitReplicas >= 0 && args.leaseWaitReplicas <= 16))
       bad(`--lease-wait-replicas: expected an integer from 0 to 16, got ${String(args.leaseWaitReplicas)}`);
   }
   if (args.leasedCarriers !== undefined && args.store !== 'redis')
     bad('--leased-carriers needs --store redis: a carrier is leased across Redis deployments');
-  const leasing = args.leaseLanes !== undefined || args.leasedCarriers !== undefined;
+  if (args.leaseRegions !== undefined && args.leaseLanes === undefined && args.leasedCarriers === undefined)
+    bad('--lease-regions needs --lease-lanes or --leased-carriers');
+  // a coordinator runs with lanes, or with regions for the leased carriers: the rest have none
+  const coordinating = args.leaseLanes !== undefined || args.leaseRegions !== undefined;
   for (const [flag, v] of [
-    ['--lease-regions', args.leaseRegions],
     ['--lease-tick-ms', args.leaseTickMs],
     ['--lease-reply-timeout-ms', args.leaseReplyTimeoutMs],
+    ['--lease-wait-replicas', args.leaseWaitReplicas],
   ] as const)
-    if (v !== undefined && !leasing) bad(`${flag} needs --lease-lanes or --leased-carriers`);
+    if (v !== undefined && !coordinating) bad(`${flag} needs --lease-lanes or --lease-regions`);
   if (args.leaseTickMs !== undefined) positiveInt('--lease-tick-ms', args.leaseTickMs, 10_000);
   if (args.leaseReplyTimeoutMs !== undefined) positiveInt('--lease-reply-timeout-ms', args.leaseReplyTimeoutMs, 10_000);
   if (args.leaseRegions !== undefined) parseLeaseRegions(args.leaseRegions);
   if (args.prefix.includes('{') || args.prefix.includes('}'))
     bad(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
+}
+
+/**
+ * The coordinators' timing from --lease-tick-ms and --lease-reply-timeout-ms. A leadership must
+ * outlast a tick (its wait and up to four reply timeouts: reading, shrink, grant, the home's),
+ * or it would lapse between renewals and every tick start a new term: 1 s by default, longer
+ * for slower settings; each lease then lasts a leadership and three reply timeouts.
+ */
+function leaseTiming(args: ServeArgs): { tickMs?: number; replyTimeoutMs?: number; leaderTtlMs?: number } {
+  if (args.leaseTickMs === undefined && args.leaseReplyTimeoutMs === undefined) return {};
+  const tickMs = args.leaseTickMs ?? 50;
+  const replyTimeoutMs = args.leaseReplyTimeoutMs ?? 250;
+  return { tickMs, replyTimeoutMs, leaderTtlMs: Math.max(1000, 2 * tickMs + 4 * replyTimeoutMs) };
 }
 
 /** --leased-carriers as ids, each a configured carrier with a whole CPS (a clear error otherwise). */
@@ -164,10 +179,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     leaseClients.push(...clients);
     return clients;
   };
-  const timing = {
-    ...(args.leaseTickMs !== undefined && { tickMs: args.leaseTickMs }),
-    ...(args.leaseReplyTimeoutMs !== undefined && { replyTimeoutMs: args.leaseReplyTimeoutMs }),
-  };
+  const timing = leaseTiming(args);
   const coordinators: LeaseCoordinator[] = [];
   if (lanes !== undefined) {
     const clients = await reach();
@@ -194,6 +206,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
         deployments: clients.map((redis) => ({
           redis,
           prefix: args.prefix,
+          waitReplicas: args.leaseWaitReplicas ?? 0,
           ...(lanes !== undefined && { hashTags: true }),
         })),
       }),
@@ -262,7 +275,12 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   }
   // the store's client reports its outage, once; a far region's is not this sidecar's to report
   for (const c of leaseClients) c.on('error', () => {});
-  await Promise.all(leaseClients.map((c) => c.connect().catch(() => undefined)));
+  // at most 3 s, as the store's: a region out of reach is the coordinators' business, not a
+  // reason to start late (its client keeps retrying)
+  await Promise.race([
+    Promise.all(leaseClients.map((c) => c.connect().catch(() => undefined))),
+    new Promise((r) => setTimeout(r, 3000).unref()),
+  ]);
   for (const c of coordinators) c.start();
 
   gate.on('reloaded', (changes) =>
