@@ -7,7 +7,7 @@
  * carrier, then a backup.
  *
  *   npx tsx bench/lease-carriers.ts [--cps 100] [--loads 0.9,0.95,1] [--seconds 30] [--tick 200]
- *     [--delay 40] [--max-wait 300] [--hold 1000] [--up 0.6] [--down 0.2]
+ *     [--delay 40] [--max-wait 300] [--hold 1000] [--up 0.6] [--down 0.2] [--headroom 2]
  *
  * false refusals: calls the unleased contract (one pacer, the same calls at the same Redis times
  * on a MemoryStore) gives the carrier that the lease sent to the backup, in % of offered.
@@ -41,6 +41,7 @@ const { values } = parseArgs({
     // the demand estimate's EWMA weights (src/lease/demand.ts), default the coordinator's
     up: { type: 'string' },
     down: { type: 'string' },
+    headroom: { type: 'string' },
   },
 });
 const CPS = Number(values.cps);
@@ -89,6 +90,7 @@ try {
       params: {
         ...(values.up !== undefined && { up: Number(values.up) }),
         ...(values.down !== undefined && { down: Number(values.down) }),
+        ...(values.headroom !== undefined && { headroom: Number(values.headroom) }),
       },
     }).start();
     await sleep(1_000);
