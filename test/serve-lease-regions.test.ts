@@ -72,6 +72,25 @@ describe('callgate serve --lease-regions: a carrier leased across two regions by
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /**
+   * A sidecar in each region with `lease` flags, both listing the same regions in the same
+   * order, each by the address its sidecar reaches it at (the other through its proxy).
+   */
+  const startPair = async (config: string, prefix: string, lease: string[]) => {
+    const lists = [`${regions.a.url},${regions.farUrl}`, `redis://127.0.0.1:${toA.port},${regions.b.url}`];
+    const pair = await Promise.all(
+      [regions.a.url, regions.b.url].map((url, i) =>
+        startSidecarProcess([
+          ...['--config', config, '--store', 'redis', '--redis-url', url, '--prefix', prefix],
+          ...[...lease, '--lease-regions', lists[i]!],
+          ...['--lease-tick-ms', '50', '--lease-reply-timeout-ms', '200'],
+        ]),
+      ),
+    );
+    sidecars.push(...pair);
+    return pair;
+  };
+
   it('one leader; the CPS held across both regions, both on the carrier; the other takes over', async () => {
     const config = join(dir, 'carriers.json');
     writeFileSync(
@@ -79,18 +98,7 @@ describe('callgate serve --lease-regions: a carrier leased across two regions by
       JSON.stringify({ outbound: { carriers: { x: { cps: CPS, maxWait: 'PT0.3S' }, y: { cps: 1000 } } } }),
     );
     const prefix = `cglr:${randomBytes(4).toString('hex')}:`;
-    // the same regions in the same order, each by the address its sidecar reaches it at
-    const lists = [`${regions.a.url},${regions.farUrl}`, `redis://127.0.0.1:${toA.port},${regions.b.url}`];
-    const [a, b] = await Promise.all(
-      [regions.a.url, regions.b.url].map((url, i) =>
-        startSidecarProcess([
-          ...['--config', config, '--store', 'redis', '--redis-url', url, '--prefix', prefix],
-          ...['--leased-carriers', 'x', '--lease-regions', lists[i]!],
-          ...['--lease-tick-ms', '50', '--lease-reply-timeout-ms', '200'],
-        ]),
-      ),
-    );
-    sidecars.push(a!, b!);
+    const [a, b] = await startPair(config, prefix, ['--leased-carriers', 'x']);
     expect(
       await until('a leader sharing the CPS', async () => ((await ledShares([a!, b!])) === CPS ? CPS : undefined)),
     );
@@ -143,17 +151,7 @@ describe('callgate serve --lease-regions: a carrier leased across two regions by
       }),
     );
     const prefix = `cglg:${randomBytes(4).toString('hex')}:`;
-    const lists = [`${regions.a.url},${regions.farUrl}`, `redis://127.0.0.1:${toA.port},${regions.b.url}`];
-    const pair = await Promise.all(
-      [regions.a.url, regions.b.url].map((url, i) =>
-        startSidecarProcess([
-          ...['--config', config, '--store', 'redis', '--redis-url', url, '--prefix', prefix],
-          ...['--lease-lanes', '2', '--lease-regions', lists[i]!],
-          ...['--lease-tick-ms', '50', '--lease-reply-timeout-ms', '200'],
-        ]),
-      ),
-    );
-    sidecars.push(...pair);
+    const pair = await startPair(config, prefix, ['--lease-lanes', '2']);
     // one leader, whose four lanes (two per region) and pool make up the limit
     expect(await until('a leader of the global level', () => ledShares(pair, 'global', true))).to.equal(30);
     await new Promise((r) => setTimeout(r, 300)); // the first grants
