@@ -7,19 +7,24 @@
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2..]   the profiles and buckets (includes/buckets.lua)
   then NC     the number of carriers, then per carrier: its key (1-based index in KEYS), I (µs,
-              may be fractional) and its holds' key (index in KEYS; 0: no channel limit)
+              may be fractional), its holds' key (index in KEYS; 0: no channel limit), and for a
+              carrier leased across regions (docs/leasing.md) its share hash and its slot log
+              (indices in KEYS; 0 and 0: not leased) and W, its share's window (µs)
   Reply: now, then per bucket, per limit in profile order (sliding-log limits widest window
          first, as src/store/redis/bucket-args.ts orders them): count (the value the limit compares with L:
          events in (now - W, now] for sliding-log, the current window's count for fixed-window,
          the estimate c + p * (1 - f) for sliding-window) and retryAfterUs (0 when it has room,
          else the wait until it has, as admit.lua computes it), as strings, then its calls in
          progress (holds with an end after now; -1 without a channel limit); then per carrier
-         its queue wait, max(0, last + I - now), as a string, and its calls in progress (-1
-         without a channel limit)
+         its queue wait, max(0, last + I - now), as a string, its calls in progress (-1
+         without a channel limit), and leased: its calls share, its channels share, the time
+         left of its lease (µs, 0 once it has ended), its slots' use of the calls share (the
+         most in any window ending now or later: includes/lease.lua); -1 each when not leased
 ]]
 --- @include "common"
 --- @include "log"
 --- @include "buckets"
+--- @include "lease"
 
 local t = readNow(ARGV[1])
 local ts = fmtInt(t)
@@ -62,7 +67,9 @@ for b = 1, #bLo do
 end
 
 for i = 1, tonumber(ARGV[a]) do
-  local k, I, h = tonumber(ARGV[a + 3 * i - 2]), tonumber(ARGV[a + 3 * i - 1]), tonumber(ARGV[a + 3 * i])
+  local at = a + 6 * (i - 1)
+  local k, I, h = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+  local share, slots, W = tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
   local last = redis.call('GET', KEYS[k])
   local wait = 0
   if last then
@@ -73,5 +80,20 @@ for i = 1, tonumber(ARGV[a]) do
   end
   out[#out + 1] = fmt(wait)
   out[#out + 1] = inProgress(h)
+  if share > 0 then
+    local v = redis.call('HMGET', KEYS[share], 'c', 'h', 'e')
+    local left = (tonumber(v[3]) or 0) - t
+    if left < 0 then
+      left = 0
+    end
+    out[#out + 1] = tonumber(v[1]) or 0
+    out[#out + 1] = tonumber(v[2]) or 0
+    out[#out + 1] = fmt(left)
+    out[#out + 1] = laneCalls(t, W, KEYS[slots])
+  else
+    for _ = 1, 4 do
+      out[#out + 1] = -1
+    end
+  end
 end
 return out

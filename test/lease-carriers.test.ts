@@ -14,6 +14,7 @@ import { CARRIER_LEASE_WINDOW_US, leasedCarrier, leasedCarrierNames } from '../s
 import { parseConfig } from '../src/config/index.js';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
+import { inspectState, stateText } from '../src/observe/inspect.js';
 import { leaseMetrics } from '../src/observe/lease-metrics.js';
 import { Registry } from 'prom-client';
 import { carrierName } from '../src/store/keys.js';
@@ -108,6 +109,26 @@ describe('a carrier leased across regions, in one region (lua/reserve.lua)', fun
           expect(b.full).to.deep.equal([false, false]);
           expect(await rig.raw.hget(shareKey, 'rh')).to.equal('1');
           expect(await rig.raw.hget(shareKey, 'rc')).to.equal(null);
+        });
+
+        it("inspect shows this region's share of the carrier, its use and its lease left; not of another carrier", async () => {
+          const { store } = await setup({ c: 3, h: 5, eFromNow: 10 * W });
+          await Promise.all(['a', 'b'].map((id) => reserve(store, id)));
+          const r = await store.inspect({ buckets: [], carriers: [x, y] });
+          const lease = r.carriers[0]!.lease!;
+          expect([lease.calls, lease.channels, lease.used]).to.deep.equal([3, 5, 2]);
+          expect(lease.leftUs).to.be.within(9 * W, 10 * W);
+          expect(r.carriers[0]!.channels).to.equal(2);
+          expect(r.carriers[1]!.lease).to.equal(undefined);
+          // as GET /v1/state and `callgate inspect` show it
+          const config = parseConfig({
+            outbound: { carriers: { x: { cps: 10, maxWait: 'PT1S', channels: 10 }, y: { cps: 1000 } } },
+          });
+          const state = await inspectState(config, store);
+          expect(state.carriers[0]!.lease).to.deep.include({ calls_share: 3, channels_share: 5, used: 2 });
+          expect(state.carriers[1]!.lease).to.equal(undefined);
+          expect(stateText(state)).to.match(/share used\/cps\/ch\s+lease left\n/);
+          expect(stateText(state)).to.match(/\nx .* 2\/3\/5 +9\d{3} ms\ny .* - +-\n$/);
         });
 
         it('decides on Redis TIME only: a given `now` is refused with a clear error', async () => {

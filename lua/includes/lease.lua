@@ -5,8 +5,8 @@
 -- what its calls still use (calls in the window, channels held) is all it keeps; the rest of
 -- its share went back to the pool.
 
--- What the lane's calls use at `now` (µs): the most calls of its log in any window (u - W, u]
--- ending at or after now, and the channels held. Without entries ahead of now (the global
+-- What a lane's calls use of its calls share at `now` (µs): the most calls of its log in any
+-- window (u - W, u] ending at or after now. Without entries ahead of now (the global
 -- level) that is the window (now - W, now]. A leased carrier's slots run up to its maxWait ahead
 -- (lua/reserve.lua): counting all of (now - W, +inf) would take a lane pacing r calls a second
 -- with its slots d ahead for r·(W + d), where no window holds more than about r·W, and keep that
@@ -14,12 +14,12 @@
 -- now): one pass over the log's sorted scores finds it. The lane's own rule (fewer than its
 -- share in (s - W, +inf) for a new slot s) bounds every window a new slot enters, so a share
 -- down to this count never lets a window past it.
-local function laneUse(now, W)
+local function laneCalls(now, W, log)
   local from = '(' .. string.format('%d', now - W)
-  local calls = redis.call('ZCOUNT', KEYS[2], from, '+inf')
-  local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
+  local calls = redis.call('ZCOUNT', log, from, '+inf')
+  local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')[2]
   if newest ~= nil and tonumber(newest) > now then
-    local v = redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'WITHSCORES')
+    local v = redis.call('ZRANGEBYSCORE', log, from, '+inf', 'WITHSCORES')
     local a, most, lo = {}, 0, 1
     for i = 2, #v, 2 do
       a[#a + 1] = tonumber(v[i])
@@ -36,7 +36,12 @@ local function laneUse(now, W)
     end
     calls = most
   end
-  return calls, redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf')
+  return calls
+end
+
+-- laneCalls of the lane's log (KEYS[2]), and the channels its holds (KEYS[3]) hold at now.
+local function laneUse(now, W)
+  return laneCalls(now, W, KEYS[2]), redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf')
 end
 
 -- The share {calls, channels} the order applies to and the lease end the lane has; or, when

@@ -6,7 +6,13 @@ import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
 import { inspectState, stateText } from '../observe/inspect.js';
 import { RedisStore } from '../store/redis/redis-store.js';
-import { checkLeasable, leasedStoreOptions, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
+import {
+  checkLeasable,
+  leasedCarrierIds,
+  leasedStoreOptions,
+  leaseLanesOption,
+  type LeaseArgs,
+} from './lease-lanes.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
 export interface InspectArgs extends RedisConnectionArgs, LeaseArgs {
@@ -15,11 +21,14 @@ export interface InspectArgs extends RedisConnectionArgs, LeaseArgs {
   peer: string[];
   value: string[];
   json?: boolean;
+  /** Carriers leased across regions (serve's --leased-carriers): their shares are shown. */
+  leasedCarriers?: string;
 }
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const config = await loadConfigFile(args.config);
   checkLeasable(args, config);
+  const leasedCarriers = leasedCarrierIds(args.leasedCarriers, config);
   const redis = await openRedis(args);
   try {
     const bans = (config.inbound.attributes ?? []).some((l) => l.ban !== undefined);
@@ -27,6 +36,7 @@ export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream =
       redis,
       prefix: args.prefix,
       ...leasedStoreOptions(args),
+      ...(leasedCarriers && { leasedCarriers }),
     });
     const state = await inspectState(config, store, {
       peers: args.peer,
@@ -64,6 +74,7 @@ export function inspectCommand(program: Command): void {
       (v: string, all: string[]) => [...all, v],
       [],
     )
+    .option('--leased-carriers <ids>', "carriers they lease across regions, comma-separated: show this region's shares")
     .option('--json', 'one JSON object (as GET /v1/state)')
     .action(async (opts: InspectArgs) => runInspect(opts));
 }

@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
+import { leasedCarrier } from '../lease/carriers.js';
 import { type LanePins, lanePlan, leasedLevel, MAX_LANES } from '../lease/lanes.js';
 
 /**
@@ -98,4 +99,14 @@ export function leasedStoreOptions({ leaseLanes: lanes, leaseOverflow: overflow,
   return lanes === undefined
     ? {}
     : { lease: { lanes, overflow: overflow === true, ...(pin !== undefined && { pin }) }, hashTags: true };
+}
+
+/** --leased-carriers as ids, each a configured carrier with a whole CPS (a clear error otherwise). */
+export function leasedCarrierIds(list: string | undefined, config: CallGateConfig): string[] | undefined {
+  if (list === undefined) return undefined;
+  const ids = list.split(',').map((id) => id.trim());
+  if (ids.some((id) => id === ''))
+    throw new InvalidArgumentError(`--leased-carriers: an empty carrier id in ${JSON.stringify(list)}`);
+  for (const id of ids) leasedCarrier(config, id);
+  return ids;
 }

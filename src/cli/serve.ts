@@ -11,12 +11,17 @@ import type { Cluster, Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { StorePolicy } from '../admission/admission.js';
 import { loadConfigFile } from '../config/load.js';
-import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
-import { leasedCarrier } from '../lease/carriers.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
-import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
+import {
+  checkLeasable,
+  checkLeaseLanes,
+  leasedCarrierIds,
+  leasedStoreOptions,
+  leaseLanesOption,
+  type LeaseArgs,
+} from './lease-lanes.js';
 import { openRegions, parseLeaseRegions } from './lease-regions.js';
 import { inspectGate } from '../observe/inspect.js';
 import { leaseMetrics } from '../observe/lease-metrics.js';
@@ -132,15 +137,6 @@ function leaseTiming(args: ServeArgs): { tickMs?: number; replyTimeoutMs?: numbe
   const tickMs = args.leaseTickMs ?? 50;
   const replyTimeoutMs = args.leaseReplyTimeoutMs ?? 250;
   return { tickMs, replyTimeoutMs, leaderTtlMs: Math.max(1000, 2 * tickMs + 4 * replyTimeoutMs) };
-}
-
-/** --leased-carriers as ids, each a configured carrier with a whole CPS (a clear error otherwise). */
-function leasedCarrierIds(list: string | undefined, config: CallGateConfig): string[] | undefined {
-  if (list === undefined) return undefined;
-  const ids = list.split(',').map((id) => id.trim());
-  if (ids.some((id) => id === '')) bad(`--leased-carriers: an empty carrier id in ${JSON.stringify(list)}`);
-  for (const id of ids) leasedCarrier(config, id);
-  return ids;
 }
 
 export async function startSidecar(args: ServeArgs): Promise<Sidecar> {

@@ -69,6 +69,12 @@ export interface CarrierState {
   queue_wait_ms: number;
   /** With a channel limit: the calls in progress now. */
   channels?: { limit: number; in_use: number };
+  /**
+   * Leased across regions (docs/leasing.md, "Carriers across regions"): this deployment's share
+   * of the CPS and the channels, the most of its slots in any second ending now or later
+   * (`used`, at most `calls_share`), and how long its lease has left (0: ended; it gives no slot).
+   */
+  lease?: { calls_share: number; channels_share: number; used: number; lease_left_ms: number };
 }
 
 export interface GateState {
@@ -241,6 +247,14 @@ export async function inspectState(
         queue_wait_ms: Math.round(r.carriers[k]!.waitUs) / 1000,
       };
       if (c.channels !== undefined) state.channels = { limit: c.channels, in_use: r.carriers[k]!.channels ?? 0 };
+      const lease = r.carriers[k]!.lease;
+      if (lease !== undefined)
+        state.lease = {
+          calls_share: lease.calls,
+          channels_share: lease.channels,
+          used: lease.used,
+          lease_left_ms: Math.floor(lease.leftUs / 1000),
+        };
       return state;
     }),
   };
@@ -271,9 +285,24 @@ export function stateText(s: GateState): string {
     });
     if (b.limits.length === 0) rows.push([name, '-', '-', '-', '-', '-', ch(b.channels)]);
   }
-  const carrierRows: string[][] = [['carrier', 'cps', 'max wait', 'queue wait', 'channels']];
-  for (const c of s.carriers)
-    carrierRows.push([c.carrier, String(c.cps), `${c.max_wait_ms} ms`, `${c.queue_wait_ms} ms`, ch(c.channels)]);
+  // leased carriers' shares in two more columns, only where some carrier is leased
+  const leased = s.carriers.some((c) => c.lease !== undefined);
+  const carrierRows: string[][] = [
+    ['carrier', 'cps', 'max wait', 'queue wait', 'channels', ...(leased ? ['share used/cps/ch', 'lease left'] : [])],
+  ];
+  for (const c of s.carriers) {
+    const l = c.lease;
+    const share =
+      l === undefined ? ['-', '-'] : [`${l.used}/${l.calls_share}/${l.channels_share}`, `${l.lease_left_ms} ms`];
+    carrierRows.push([
+      c.carrier,
+      String(c.cps),
+      `${c.max_wait_ms} ms`,
+      `${c.queue_wait_ms} ms`,
+      ch(c.channels),
+      ...(leased ? share : []),
+    ]);
+  }
   const table = (t: string[][]) => {
     const widths = t[0]!.map((_, i) => Math.max(...t.map((r) => r[i]!.length)));
     return t

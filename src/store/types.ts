@@ -326,9 +326,21 @@ export interface InspectResult {
   }[];
   /**
    * Per carrier: its queue wait, max(0, last(c) + I - now), as WaitResult. `channels` (buckets and
-   * carriers with a channel limit): the calls in progress there at now, as HoldsResult.
+   * carriers with a channel limit): the calls in progress there at now, as HoldsResult. `lease`
+   * (a carrier the store leases across regions: docs/leasing.md): this deployment's share of
+   * its CPS (`calls`) and channels, the time left of its lease (µs, 0 once ended), and `used`,
+   * the most of its slots in any second ending now or later (what a shrink cannot go below).
    */
-  readonly carriers: readonly { readonly waitUs: number; readonly channels?: number }[];
+  readonly carriers: readonly {
+    readonly waitUs: number;
+    readonly channels?: number;
+    readonly lease?: {
+      readonly calls: number;
+      readonly channels: number;
+      readonly leftUs: number;
+      readonly used: number;
+    };
+  }[];
   readonly now: number;
 }
 

@@ -4,6 +4,7 @@
  * with hash tags: each carrier has its own tag).
  */
 import { InvalidArgumentError } from '../../errors/index.js';
+import { CARRIER_LEASE_WINDOW_US } from '../../lease/carriers.js';
 import { carrierTag } from '../keys.js';
 import type { Carrier, InspectRequest, Limit } from '../types.js';
 import { ArgsBuilder, bucketArgsOf } from './bucket-args.js';
@@ -55,6 +56,7 @@ export function bucketInspectCalls(req: InspectRequest, keys: RedisKeys): Bucket
 export function carrierGroups(
   carriers: readonly Carrier[],
   keys: RedisKeys,
+  leased: ReadonlySet<string> = new Set(),
 ): { readonly indices: readonly number[]; argv(now: string): string[] }[] {
   const byTag = new Map<string, number[]>();
   carriers.forEach((c, i) => {
@@ -71,12 +73,22 @@ export function carrierGroups(
         indices.map((i) => carriers[i]!),
         keys,
         now,
+        leased,
       ),
   }));
 }
 
-/** The arguments of the call over the carriers at `now`: KEYS, each carrier's last slot, then the holds of those with a channel limit, each once. */
-export function carrierInspectArgv(carriers: readonly Carrier[], keys: RedisKeys, now: string): string[] {
+/**
+ * The arguments of the call over the carriers at `now`: KEYS, each carrier's last slot, then
+ * the holds of those with a channel limit, then the share hash and slot log of those `leased`
+ * (carrier names: docs/leasing.md), each once.
+ */
+export function carrierInspectArgv(
+  carriers: readonly Carrier[],
+  keys: RedisKeys,
+  now: string,
+  leased: ReadonlySet<string> = new Set(),
+): string[] {
   const list: string[] = [];
   const keyOf = (k: string): string => {
     let i = list.indexOf(k);
@@ -84,9 +96,14 @@ export function carrierInspectArgv(carriers: readonly Carrier[], keys: RedisKeys
     return String(i + 1);
   };
   const entries: string[] = [];
-  for (const c of carriers) entries.push(keyOf(keys.carrier(c)), String(c.intervalUs), '');
+  for (const c of carriers) entries.push(keyOf(keys.carrier(c)), String(c.intervalUs), '', '0', '0', '0');
   carriers.forEach((c, i) => {
-    entries[3 * i + 2] = (c.channels ?? 0) > 0 ? keyOf(`${keys.carrier(c)}:ch`) : '0';
+    entries[6 * i + 2] = (c.channels ?? 0) > 0 ? keyOf(`${keys.carrier(c)}:ch`) : '0';
+  });
+  carriers.forEach((c, i) => {
+    if (!leased.has(c.name)) return;
+    const [share, slots] = keys.carrierLease(c);
+    entries.splice(6 * i + 3, 3, keyOf(share), keyOf(slots), String(CARRIER_LEASE_WINDOW_US));
   });
   return [String(list.length), ...list, now, '0', '0', String(carriers.length), ...entries];
 }

@@ -46,8 +46,11 @@ export function inspectedBuckets(
 /** The carriers (`count` of them), from the reply of their call: per carrier its wait and its calls in progress (-1: no channel limit). */
 export function inspectedCarriers(reply: readonly number[], count: number): InspectResult['carriers'] {
   return Array.from({ length: count }, (_, k) => {
-    const waitUs = reply[1 + 2 * k]!;
-    const channels = reply[2 + 2 * k]!;
-    return channels < 0 ? { waitUs } : { waitUs, channels };
+    const [waitUs, channels, calls, channelsShare, leftUs, used] = reply.slice(1 + 6 * k, 7 + 6 * k) as number[];
+    return {
+      waitUs: waitUs!,
+      ...(channels! >= 0 && { channels }),
+      ...(calls! >= 0 && { lease: { calls: calls!, channels: channelsShare!, leftUs: leftUs!, used: used! } }),
+    };
   });
 }

@@ -1057,7 +1057,7 @@ export class RedisStore implements Store, OperableStore {
     checkInspect(req);
     if (req.carriers.length > 0) await this.afterOutbound(undefined, 'out');
     const calls = bucketInspectCalls(req, this.keys);
-    const groups = carrierGroups(req.carriers, this.keys);
+    const groups = carrierGroups(req.carriers, this.keys, this.reserveEnv.leased);
     const argvs = [...calls.map((c) => (now: string) => c.argv(now)), ...groups.map((g) => g.argv)];
     let now = req.now === undefined ? '' : num(req.now);
     const run = async (argv: string[]) => ((await this.send('inspect', argv, req.signal)) as string[]).map(Number);
