@@ -179,6 +179,16 @@ describe('inspect', function () {
       for (const k of await keys()) expect(before, `inspect created ${k}`).to.include(k);
       const text = await run();
       expect(text.stdout).to.match(/^peer:p1\s+3\s+10s\s+sliding-log\s+3\s+\d+ ms\s+-$/m);
+      // told A is leased (as the sidecars' --leased-carriers): its share, here none granted
+      const leased = await run('--json', '--leased-carriers', 'A');
+      expect(leased.code, leased.stderr).to.equal(0);
+      expect(JSON.parse(leased.stdout).carriers[0].lease).to.deep.equal({
+        calls_share: 0,
+        channels_share: 0,
+        used: 0,
+        lease_left_ms: 0,
+      });
+      expect((await run('--leased-carriers', 'B')).stderr).to.match(/a leased carrier must be configured/);
       const down = await runNode(
         [join(ROOT, 'bin/callgate.js'), 'inspect', '--config', configPath, '--redis-url', 'redis://127.0.0.1:1'],
         { cwd: ROOT },
