@@ -59,11 +59,7 @@ local admitted = 0
 if since then
   admitted = redis.call('ZCOUNT', KEYS[2], '(' .. since, '+inf')
 end
-local mark = ts
-local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
-if newest ~= nil and tonumber(newest) > now then
-  mark = newest
-end
+local mark = newestAhead(KEYS[2], now) or ts
 -- what the lane's rule will count at the next tick: its next entry comes after its newest one
 -- (or now), a tick later, and counts the log from there less W (lua/reserve.lua); leaving is
 -- the rest of its use. Without entries ahead: the log in (now - W, now - W + T].

@@ -9,7 +9,8 @@
  * slot given ahead of now as used.
  */
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
+import { readFileSync } from 'node:fs';
+import { Redis } from 'ioredis';
 import { CARRIER_LEASE_WINDOW_US, leasedCarrier, leasedCarrierNames } from '../src/lease/carriers.js';
 import { parseConfig } from '../src/config/index.js';
 import { CallGate } from '../src/gate.js';
@@ -143,6 +144,36 @@ describe('a carrier leased across regions, in one region (lua/reserve.lua)', fun
         });
       },
     );
+
+  it("the README's minimal ACL and docs/leasing.md's additions suffice: a coordinator, a reservation, inspect", async () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const leasing = readFileSync(new URL('../docs/leasing.md', import.meta.url), 'utf8');
+    const base = /^ACL SETUSER callgate on >CHANGE-ME (.+)$/m.exec(readme)![1]!.trim().split(/\s+/);
+    const more = /commands beyond the minimal ACL user of the README:\s+add `([^`]+)`/.exec(leasing)![1]!.split(/\s+/);
+    const prefix = 'callgate:acl-lease:';
+    const rules = base.map((r) => (r === '~callgate:*' ? `~${prefix}*` : r));
+    await rig.raw.call('ACL', 'SETUSER', 'leaser', 'reset', 'on', '>lease-acl-password', ...rules, ...more);
+    await rig.raw.call('ACL', 'LOG', 'RESET');
+    const redis = new Redis(rig.server.url, {
+      username: 'leaser',
+      password: 'lease-acl-password',
+      maxRetriesPerRequest: 1,
+    });
+    clients.push(redis);
+    const config = { outbound: { carriers: { x: { cps: 10, maxWait: 'PT1S', channels: 5 }, y: { cps: 1000 } } } };
+    const gate = await CallGate.create({ config, store: new RedisStore({ redis, prefix, leasedCarriers: ['x'] }) });
+    const coordinator = LeaseCoordinator.forCarrier(gate, 'x', { deployments: [{ redis, prefix }] }).start();
+    try {
+      await new Promise((r) => setTimeout(r, 300)); // a few ticks: the share granted
+      expect((await gate.reserve({ callId: 'acl-1', route: ['x', 'y'] })).carrier).to.equal('x');
+      const state = await inspectState(gate.config, gate.store);
+      expect(state.carriers[0]!.lease).to.deep.include({ calls_share: 10, used: 1 });
+      expect(await rig.raw.call('ACL', 'LOG'), 'nothing refused').to.deep.equal([]);
+    } finally {
+      await coordinator.stop();
+      await gate.close();
+    }
+  });
 
   it('a reload: the coordinator follows the carrier’s new CPS and channels; a gate refuses a CPS that cannot be leased, at a reload or at its start', async () => {
     const redis = newRedisClient(rig.server);

@@ -14,11 +14,18 @@
 -- now): one pass over the log's sorted scores finds it. The lane's own rule (fewer than its
 -- share in (s - W, +inf) for a new slot s) bounds every window a new slot enters, so a share
 -- down to this count never lets a window past it.
+-- The newest entry of a log, as Redis wrote its score, if it lies ahead of now; else nil
+-- (ZRANGEBYSCORE, which the store's minimal ACL allows, where ZRANGE is not: a leased carrier's
+-- slots ahead are at most its maxWait of them).
+local function newestAhead(log, now)
+  local v = redis.call('ZRANGEBYSCORE', log, '(' .. string.format('%d', now), '+inf', 'WITHSCORES')
+  return v[#v]
+end
+
 local function laneCalls(now, W, log)
   local from = '(' .. string.format('%d', now - W)
   local calls = redis.call('ZCOUNT', log, from, '+inf')
-  local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')[2]
-  if newest ~= nil and tonumber(newest) > now then
+  if newestAhead(log, now) ~= nil then
     local v = redis.call('ZRANGEBYSCORE', log, from, '+inf', 'WITHSCORES')
     local a, most, lo = {}, 0, 1
     for i = 2, #v, 2 do
