@@ -128,15 +128,22 @@ function checkArgs(args: ServeArgs): void {
 
 /**
  * The coordinators' timing from --lease-tick-ms and --lease-reply-timeout-ms. A leadership must
- * outlast a tick (its wait and up to four reply timeouts: reading, shrink, grant, the home's),
- * or it would lapse between renewals and every tick start a new term: 1 s by default, longer
- * for slower settings; each lease then lasts a leadership and three reply timeouts.
+ * outlast what lies between two renewals (a tick's wait, and its reading, shrink, ROLE and WAIT,
+ * each up to a reply timeout), or it would lapse and every tick start a new term: 2 ticks and 4
+ * reply timeouts, at least 1 s. A lease must outlast a leader that dies: its leadership, the
+ * tick its successor waits before it looks, and that successor's reading and orders.
  */
-function leaseTiming(args: ServeArgs): { tickMs?: number; replyTimeoutMs?: number; leaderTtlMs?: number } {
+function leaseTiming(args: ServeArgs): {
+  tickMs?: number;
+  replyTimeoutMs?: number;
+  leaderTtlMs?: number;
+  leaseMs?: number;
+} {
   if (args.leaseTickMs === undefined && args.leaseReplyTimeoutMs === undefined) return {};
   const tickMs = args.leaseTickMs ?? 50;
   const replyTimeoutMs = args.leaseReplyTimeoutMs ?? 250;
-  return { tickMs, replyTimeoutMs, leaderTtlMs: Math.max(1000, 2 * tickMs + 4 * replyTimeoutMs) };
+  const leaderTtlMs = Math.max(1000, 2 * tickMs + 4 * replyTimeoutMs);
+  return { tickMs, replyTimeoutMs, leaderTtlMs, leaseMs: leaderTtlMs + tickMs + 4 * replyTimeoutMs };
 }
 
 export async function startSidecar(args: ServeArgs): Promise<Sidecar> {

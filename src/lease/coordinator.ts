@@ -715,9 +715,10 @@ export class LeaseCoordinator {
     // growth (none known at this leader's first reading; counted afresh when its hash was lost)
     // A counter below the last reading counts from 0 only when the hash was lost (emptied: it
     // was made afresh); else (a replica a few writes behind) nothing is counted, never the
-    // whole counter. A first reading counts nothing unless the hash is new.
+    // whole counter. A first reading counts nothing (a predecessor may have counted it).
     const since = (total: number, last: number | undefined) => {
-      if (last !== undefined && total >= last) return total - last;
+      if (last === undefined) return 0;
+      if (total >= last) return total - last;
       return emptied === 1 ? total : 0;
     };
     const rc = since(rcTotal!, v.rc);
