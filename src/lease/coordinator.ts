@@ -695,7 +695,7 @@ export class LeaseCoordinator {
     // too. (An order that never landed reads so as well: a loss for nothing, and safe.)
     const lostState = emptied === 1 && (v.lastNow !== undefined || v.leaseEnd > 0);
     // the counts are since the lane's last observation, which may be several ticks ago (a slow
-    // tick, a lane away): demand is per tick, so they are scaled to one (a stall read as one
+    // tick, a lane away): demand is per horizon, so they are scaled to one (a stall read as one
     // tick's demand made a lane want several times its calls, and starved a lane coming back)
     const perTick =
       v.lastNow === undefined || now <= v.lastNow ? 1 : horizon / Math.max(now - v.lastNow, this.tickMs * 1000);
@@ -712,8 +712,7 @@ export class LeaseCoordinator {
     v.lastLocal = performance.now();
     v.lastInUse = inUse!;
     // the lane's refusals for lack of share since the last reading received: its counters'
-    // growth (none known at this leader's first reading; counted afresh when its hash was lost)
-    // A counter below the last reading counts from 0 only when the hash was lost (emptied: it
+    // growth. A counter below the last reading counts from 0 only when the hash was lost (emptied: it
     // was made afresh); else (a replica a few writes behind) nothing is counted, never the
     // whole counter. A first reading counts nothing (a predecessor may have counted it).
     const since = (total: number, last: number | undefined) => {
