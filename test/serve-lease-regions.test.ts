@@ -13,20 +13,12 @@ import { join } from 'node:path';
 import { startDelayProxy, type DelayProxy } from './helpers/delay-proxy.js';
 import { startRegions, type Regions } from './helpers/regions.js';
 import { runNode } from './helpers/run.js';
-import { startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
+import { leaseGauges, startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
 import { maxInWindow } from './helpers/window.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CPS = 10;
 const leader = (level: string) => `callgate_lease_leader{level="${level}"}`;
-
-/** The lease gauges of a sidecar's /metrics. */
-async function leaseGauges(url: string): Promise<Map<string, number>> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const values = new Map<string, number>();
-  for (const m of text.matchAll(/^(callgate_lease_[a-z_]+(?:\{[^}]*\})?) (\S+)$/gm)) values.set(m[1]!, Number(m[2]));
-  return values;
-}
 
 /**
  * The calls shares of `level` the leader reports (with `pool`, and the pool), summed, once

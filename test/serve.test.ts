@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { laneOf, laneTag } from '../src/lease/lanes.js';
 import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 import { runNode } from './helpers/run.js';
-import { startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
+import { leaseGauges, startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -117,14 +117,7 @@ describe('callgate serve (the command, on Redis)', function () {
       // the lanes' keys, not the one {in} tag
       expect(await rawCommand(redis.port, ['EXISTS', `${prefix}{in}:global:log`])).to.equal(0);
       // /metrics: one leader, whose lanes' shares and pool make up the level's limit
-      const scrape = async (url: string) => {
-        const text = await (await fetch(`${url}/metrics`)).text();
-        const values = new Map<string, number>();
-        for (const m of text.matchAll(/^(callgate_lease_[a-z_]+(?:\{[^}]*\})?) (\S+)$/gm))
-          values.set(m[1]!, Number(m[2]));
-        return values;
-      };
-      const [ma, mb] = await Promise.all([scrape(a.url), scrape(b.url)]);
+      const [ma, mb] = await Promise.all([leaseGauges(a.url), leaseGauges(b.url)]);
       const leaders = [ma, mb].filter((m) => m.get('callgate_lease_leader{level="global"}') === 1);
       expect(leaders).to.have.length(1);
       expect([ma, mb].map((m) => m.get('callgate_lease_leader{level="global"}')).sort()).to.deep.equal([0, 1]);

@@ -26,6 +26,14 @@ export interface SidecarProcess {
   stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<number | null>;
 }
 
+/** A sidecar's lease series from its /metrics (`callgate_lease_…{labels}` → value). */
+export async function leaseGauges(url: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const values = new Map<string, number>();
+  for (const m of text.matchAll(/^(callgate_lease_[a-z_]+(?:\{[^}]*\})?) (\S+)$/gm)) values.set(m[1]!, Number(m[2]));
+  return values;
+}
+
 /** Run `callgate serve ARGS --listen 127.0.0.1:0` and wait until it listens (or fails). */
 export async function startSidecarProcess(
   args: string[],
