@@ -89,7 +89,7 @@ for i = 1, tonumber(ARGV[a]) do
     out[#out + 1] = tonumber(v[1]) or 0
     out[#out + 1] = tonumber(v[2]) or 0
     out[#out + 1] = fmt(left)
-    out[#out + 1] = laneCalls(t, W, KEYS[slots])
+    out[#out + 1] = (laneCalls(t, W, KEYS[slots]))
   else
     for _ = 1, 4 do
       out[#out + 1] = -1

@@ -47,7 +47,7 @@ if term < seen then
 end
 local now = redisClock()
 local ts = fmtInt(now)
-local inWindow, inUse = laneUse(now, W)
+local inWindow, inUse, ahead = laneUse(now, W)
 -- admitted since the last observation (the log keeps a window: a longer gap counts a window);
 -- a leased carrier's slots may lie ahead of now: counted to +inf, and the mark is the later of
 -- now and the newest slot, so that none counts twice
@@ -59,7 +59,7 @@ local admitted = 0
 if since then
   admitted = redis.call('ZCOUNT', KEYS[2], '(' .. since, '+inf')
 end
-local mark = newestAhead(KEYS[2], now) or ts
+local mark = ahead or ts
 -- what the lane's rule will count at the next tick: its next entry comes after its newest one
 -- (or now), a tick later, and counts the log from there less W (lua/reserve.lua); leaving is
 -- the rest of its use. Without entries ahead: the log in (now - W, now - W + T].

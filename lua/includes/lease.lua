@@ -22,10 +22,12 @@ local function newestAhead(log, now)
   return v[#v]
 end
 
+-- Also returns the newest entry ahead of now (newestAhead), or nil.
 local function laneCalls(now, W, log)
   local from = '(' .. string.format('%d', now - W)
   local calls = redis.call('ZCOUNT', log, from, '+inf')
-  if newestAhead(log, now) ~= nil then
+  local ahead = newestAhead(log, now)
+  if ahead ~= nil then
     local v = redis.call('ZRANGEBYSCORE', log, from, '+inf', 'WITHSCORES')
     local a, most, lo = {}, 0, 1
     for i = 2, #v, 2 do
@@ -43,12 +45,14 @@ local function laneCalls(now, W, log)
     end
     calls = most
   end
-  return calls
+  return calls, ahead
 end
 
--- laneCalls of the lane's log (KEYS[2]), and the channels its holds (KEYS[3]) hold at now.
+-- laneCalls of the lane's log (KEYS[2]), the channels its holds (KEYS[3]) hold at now, and the
+-- log's newest entry ahead of now (or nil).
 local function laneUse(now, W)
-  return laneCalls(now, W, KEYS[2]), redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf')
+  local calls, ahead = laneCalls(now, W, KEYS[2])
+  return calls, redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%d', now), '+inf'), ahead
 end
 
 -- The share {calls, channels} the order applies to and the lease end the lane has; or, when
