@@ -93,8 +93,9 @@ else
     end
     -- per bucket q: [q] its log's key index (nil: none), [-q] its holds' key index (nil: none)
     local at = {}
-    -- per log key index k: [k] its retention r, [-k] its size (0: new), and its known trim bound
-    local logs, known = {}, {}
+    -- per log key index k: [k] its retention r, [-k] its size (0: new), its known trim bound, and
+    -- the widest window's limit L
+    local logs, known, widest = {}, {}, {}
     local k = 0
     local a = 10
     for q = 1, argv[9] + 0 do
@@ -106,7 +107,7 @@ else
         at[q], known[k] = k, argv[a]
         -- the log's size (O(1) to read) bounds every window's count (logLimits)
         local wider = call('ZCARD', key)
-        logs[k], logs[-k] = argv[a + 3] + 0, wider
+        logs[k], logs[-k], widest[k] = argv[a + 3] + 0, wider, argv[a + 2] + 0
         local refused
         if q == 1 and share ~= nil then
           refused, retry, shareRefused = leasedLog(key, t, ts, argv[a + 2] + 0, argv[a + 3] + 0, wider, shareC)
@@ -171,7 +172,7 @@ else
         local lk = at[q]
         if lk ~= nil then
           local kn = known[lk]
-          logWrite(keys[lk], t, logs[lk], live, kn, refresh or logs[-lk] == 0, floorMs, ts, member)
+          logWrite(keys[lk], t, logs[lk], widest[lk], live, kn, refresh or logs[-lk] == 0, floorMs, ts, member)
         end
         local hk = at[-q]
         if hk ~= nil and h > 0 then

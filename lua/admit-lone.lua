@@ -68,15 +68,16 @@ else
   -- past a refusal by the share alone, every later limit is counted (none skipped for the wait
   -- found so far): `later`, one of them lacked room too
   local later = false
-  -- per bucket q: [q] its retention r (the widest window), [-q] the size of its log (0: new)
-  local logs = {}
+  -- per bucket q: [q] its retention r (the widest window), [-q] the size of its log (0: new);
+  -- widest[q]: that window's limit L
+  local logs, widest = {}, {}
   local a = 7 + n
   for q = 1, n do
     local key = KEYS[q]
     local last = a + 2 * argv[a]
     -- the log's size (O(1) to read) bounds every window's count (logLimits)
     local wider = call('ZCARD', key)
-    logs[q], logs[-q] = argv[a + 2] + 0, wider
+    logs[q], logs[-q], widest[q] = argv[a + 2] + 0, wider, argv[a + 1] + 0
     local refused
     if q == 1 and share ~= nil then
       local c = laneShare(share, t)
@@ -96,7 +97,7 @@ else
     local member, refresh = argv[2], flags == '1' or flags == '1S'
     for q = 1, n do
       local r = logs[q]
-      logWrite(KEYS[q], t, r, live, argv[6 + q], refresh or logs[-q] == 0, floorMs, ts, member)
+      logWrite(KEYS[q], t, r, widest[q], live, argv[6 + q], refresh or logs[-q] == 0, floorMs, ts, member)
     end
   elseif shareRefused then
     call('HINCRBY', share, 'rc', 1)

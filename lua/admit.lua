@@ -176,7 +176,7 @@ local floor -- the least key expiry (ms) of what the group writes (runs.lua)
 local virtual -- whether a call of the group gave its now (runs.lua): times may go back
 -- group state of a batch (tables made on first use; nil for a lone call, which writes at once):
 local fromOf -- per W: the window's lower bound as a score (logCount), formatted once per group
-local retention, counts, waits, added, nAdded, sizes, knownOf -- per log key index
+local retention, paces, counts, waits, added, nAdded, sizes, knownOf -- per log key index (paces: its widest L)
 local hw, hc, hp, loaded, dirty, hashW -- per window hash key index (a lone call uses the first four)
 local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
 local records -- call records to write: { id, end, keys }
@@ -184,7 +184,7 @@ local recordEnds -- end of every call record this batch wrote or will write, by 
 
 local function newGroup(now, groupFloor)
   t, ts, floor = now, fmtInt(now), groupFloor
-  fromOf, retention, counts, waits, added, nAdded, sizes, knownOf = nil, nil, nil, nil, nil, nil, nil, nil
+  fromOf, retention, paces, counts, waits, added, nAdded, sizes, knownOf = nil, nil, nil, nil, nil, nil, nil, nil, nil
   hw, hc, hp, loaded, dirty, hashW = nil, nil, nil, nil, nil, nil
   holdsStored, holdsAdded, nHolds, records = nil, nil, nil, nil
 end
@@ -209,7 +209,7 @@ local function writeGroup()
       local known = ARGV[knownAt + knownOf[k]]
       -- the expiry is set when the caller knows nothing of the log, or the log is new
       local always = known == '' or sizes == nil or (sizes[k] or 0) == 0
-      logWrite(KEYS[k], t, retention[k], not virtual, known, always, floor, unpack(args))
+      logWrite(KEYS[k], t, retention[k], paces[k], not virtual, known, always, floor, unpack(args))
     end
   end
   if dirty ~= nil then
@@ -319,14 +319,14 @@ local function storedWait(k, W, s, i)
   return wait
 end
 
--- Record an admitted call's event in log k (retention r) of bucket b.
-local function addEvent(k, r, member, b)
+-- Record an admitted call's event in log k (retention r, its widest window's limit L) of bucket b.
+local function addEvent(k, r, L, member, b)
   if single then
-    logWrite(KEYS[k], t, r, false, '', true, floor, ts, member)
+    logWrite(KEYS[k], t, r, L, false, '', true, floor, ts, member)
     return
   end
   if added == nil then
-    added, retention, knownOf = {}, {}, {}
+    added, retention, paces, knownOf = {}, {}, {}, {}
     if nAdded == nil then
       counts, nAdded = {}, {}
     end
@@ -334,7 +334,7 @@ local function addEvent(k, r, member, b)
   -- the log's ZADD arguments (score, member pairs), built as the group goes
   local args = added[k]
   if args == nil then
-    added[k], nAdded[k], retention[k], knownOf[k] = { ts, member }, 1, r, b
+    added[k], nAdded[k], retention[k], paces[k], knownOf[k] = { ts, member }, 1, r, L, b
   else
     local n = nAdded[k] + 1
     args[2 * n - 1], args[2 * n] = ts, member
@@ -596,7 +596,7 @@ local function decide(p, call, id, forUs)
       local first, pr = firsts[q], profs[q]
       local r = pr.r
       if r > 0 then
-        addEvent(first, r, member, list[q])
+        addEvent(first, r, pr.L[1], member, list[q])
       end
       -- each window hash of the bucket once (limits of one window share it)
       local hashes = pr.hashes

@@ -28,7 +28,7 @@ local ts = fmtInt(t)
 local member = ARGV[2]
 local floorMs = tonumber(ARGV[3])
 local record, id, forUs = ARGV[4], ARGV[5], tonumber(ARGV[6])
-local bLog, bRet, bHash, _, _, _, _, _, _, hashW, _, bHold = readBuckets(8)
+local bLog, bRet, bHash, bLo, _, _, lL, _, _, hashW, _, bHold = readBuckets(8)
 if pastDeadline(ARGV[7]) then
   return { t, 2 }
 end
@@ -42,7 +42,8 @@ local holdKeys = {}
 for b = 1, #bRet do
   local log = bLog[b]
   if log > 0 then
-    logWrite(KEYS[log], t, bRet[b], false, '', true, floorMs, ts, member)
+    -- (a bucket's first limit is its widest sliding log)
+    logWrite(KEYS[log], t, bRet[b], lL[bLo[b]], false, '', true, floorMs, ts, member)
   end
   local hashes = bHash[b]
   if hashes then

@@ -9,7 +9,7 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { trimBound } from '../src/store/redis/bucket-args.js';
+import { trimBound, trimStep } from '../src/store/redis/bucket-args.js';
 import type { Bucket } from '../src/store/types.js';
 import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
 
@@ -28,7 +28,8 @@ const logBucket = (name: string, limit: number, windowMs: number): readonly Buck
   ]);
 
 /** Milliseconds a log of retention r (µs) is kept after a write that sets its expiry. */
-const ttlMsOf = (r: number) => Math.ceil((2 * r + Math.floor(r / 4) + 1) / 1000) + 1;
+/** A log's expiry, ms: 2r + its trim's step (r/4 + 1 µs unless its widest limit L is high). */
+const ttlMsOf = (r: number, L = 1) => Math.ceil((2 * r + trimStep(r, L)) / 1000) + 1;
 
 /**
  * The PTTL of `key` right after `write`, and the bound it must meet if the write set the expiry
@@ -48,7 +49,7 @@ async function pttlAfter(raw: Redis, key: string, write: () => Promise<unknown>)
  * Counted from the times the writes really had, so that a run slowed down by a loaded machine
  * (more moves of the bound) is held to its own count.
  */
-const boundsOf = (times: readonly number[], r: number) => new Set(times.map((t) => trimBound(t, r))).size;
+const boundsOf = (times: readonly number[], r: number, L: number) => new Set(times.map((t) => trimBound(t, r, L))).size;
 
 async function calls(raw: Redis, cmd: string): Promise<number> {
   const m = new RegExp(`^cmdstat_${cmd}:calls=(\\d+)`, 'm').exec(await raw.info('commandstats'));
@@ -77,7 +78,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     const key = 'exp1:peer:a:log';
     // the first call: sets the expiry (new log, and this process asks)
     const [pttl0, took] = await pttlAfter(raw, key, () => store.admit({ tag: 'in', buckets }));
-    expect(pttl0).to.be.within(ttlMsOf(400 * MS) - took, ttlMsOf(400 * MS));
+    expect(pttl0).to.be.within(ttlMsOf(400 * MS, 1_000) - took, ttlMsOf(400 * MS, 1_000));
     await raw.config('RESETSTAT');
     const admitted: number[] = [];
     for (let i = 0; i < 80; i++) {
@@ -98,7 +99,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     const trims = await calls(raw, 'zremrangebyscore');
     expect(admits).to.equal(80);
     // the trim's bound moves once per r/4: one trim per move at most, plus one (~17 of 80 in 1.6 s)
-    const bounds = boundsOf(admitted, 400 * MS);
+    const bounds = boundsOf(admitted, 400 * MS, 1_000);
     expect(trims, `trims of 80 lone admits over ${bounds} bounds`).to.be.within(1, bounds + 1);
     // one refresh per r/4 (100 ms) at most, plus one
     expect(pexpires, `PEXPIREs of 80 lone admits over ${bounds} bounds`).to.be.within(1, bounds + 1);
@@ -107,7 +108,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
 
   it('batches (three calls at once) every 20 ms for 1.6 s: the same life, bound and savings as lone calls', async () => {
     const store = new RedisStore({ redis: client, prefix: 'exp5:', holds: NO_SYNC });
-    const buckets = logBucket('peer:e', 10_000, 400); // r = 400 ms
+    const buckets = logBucket('peer:e', 1_000, 400); // r = 400 ms
     const key = 'exp5:peer:e:log';
     await Promise.all([1, 2, 3].map(() => store.admit({ tag: 'in', buckets })));
     await raw.config('RESETSTAT');
@@ -123,12 +124,35 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
       expect(await raw.zcard(key), `events held after batch ${i}`).to.be.at.most(recent);
     }
     expect(await calls(raw, 'evalsha')).to.equal(80);
-    const bounds = boundsOf(admitted, 400 * MS);
+    const bounds = boundsOf(admitted, 400 * MS, 1_000);
     expect(await calls(raw, 'zremrangebyscore'), `trims of 80 batches over ${bounds} bounds`).to.be.within(
       1,
       bounds + 1,
     );
     expect(await calls(raw, 'pexpire'), `PEXPIREs of 80 batches over ${bounds} bounds`).to.be.within(1, bounds + 1);
+    await store.close();
+  });
+
+  it("a log of a high limit is trimmed in steps of 64 events at the limit's pace, not a quarter of its window at once", async () => {
+    // L = 1,280 per 400 ms: a step of 64 events at that pace is 20 ms (a quarter: 100 ms)
+    const store = new RedisStore({ redis: client, prefix: 'exp7:', holds: NO_SYNC });
+    const buckets = logBucket('peer:g', 1_280, 400);
+    const key = 'exp7:peer:g:log';
+    const admitted: number[] = [];
+    let worst = 0;
+    for (let i = 0; i < 150; i++) {
+      await sleep(4);
+      const r = await store.admit({ tag: 'in', buckets });
+      expect(r.admitted, `call ${i}`).to.equal(true);
+      admitted.push(r.now);
+      // kept: the window (400 ms) and at most one step (20 ms) more, once a window has passed
+      if (r.now - admitted[0]! < 500 * MS) continue;
+      const kept = await raw.zcard(key);
+      const inStep = admitted.filter((t) => t > r.now - 420 * MS - 1).length;
+      worst = Math.max(worst, kept - inStep);
+      expect(kept, `events held after call ${i}`).to.be.at.most(inStep);
+    }
+    expect(worst).to.be.at.most(0);
     await store.close();
   });
 
@@ -152,7 +176,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
       expect(await raw.zcard(key), `events held after call ${i}`).to.be.at.most(recent);
     }
     // 1.2 s: ~12 moves of the bound, each seen by both processes
-    const bounds = boundsOf(admitted, 400 * MS);
+    const bounds = boundsOf(admitted, 400 * MS, 1_000);
     expect(await calls(raw, 'zremrangebyscore'), `trims of 60 lone admits over ${bounds} bounds`).to.be.within(
       2,
       2 * (bounds + 1),
@@ -161,30 +185,37 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it("the process computes a trim's bound exactly as Lua does (so it can tell the script a trim would remove nothing)", async () => {
-    // lua/includes/log.lua (logTrimBound): e = math.floor(r / 4) + 1; b = t - r; b = b - b % e
+    // lua/includes/log.lua (logWrite): e = min(floor(r / 4), floor(r * 64 / L)) + 1; b = t - r; b = b - b % e
     const lua = `local out = {}
-      for i = 1, #ARGV, 2 do
-        local t, r = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+      for i = 1, #ARGV, 3 do
+        local t, r, L = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
         local e = math.floor(r / 4) + 1
+        local byPace = math.floor(r * 64 / L) + 1
+        if byPace < e then
+          e = byPace
+        end
         local b = t - r
         out[#out + 1] = string.format('%d', b - b % e)
       end
       return out`;
     let seed = 11;
     const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
-    const pairs: [number, number][] = [
-      [2 ** 52, 1],
-      [2 ** 53 - 2, 2 ** 40],
-      [1_795_529_616_377_442, 250_001],
+    const cases: [number, number, number][] = [
+      [2 ** 52, 1, 1],
+      [2 ** 53 - 2, 2 ** 40, 7],
+      [1_795_529_616_377_442, 250_001, 3],
+      [1_795_529_616_377_442, 10_000_000, 100_000],
+      [1_795_529_616_377_442, 1_000_000, 0],
     ];
     for (let i = 0; i < 3_000; i++) {
       const r = Math.max(1, Math.floor(rand() ** 4 * 86_400_000_000)); // 1 µs to a day, mostly small
       const t = 1_700_000_000_000_000 + Math.floor(rand() * 2 ** 40) + r;
-      pairs.push([t, r]);
+      const L = Math.floor(rand() ** 3 * 2_000_000); // 0 to 2 M, mostly small
+      cases.push([t, r, L]);
     }
-    const got = (await raw.eval(lua, 0, ...pairs.flatMap(([t, r]) => [String(t), String(r)]))) as string[];
-    pairs.forEach(([t, r], i) => {
-      expect(String(trimBound(t, r)), `t ${t}, r ${r}`).to.equal(got[i]);
+    const got = (await raw.eval(lua, 0, ...cases.flatMap((c) => c.map(String)))) as string[];
+    cases.forEach(([t, r, L], i) => {
+      expect(String(trimBound(t, r, L)), `t ${t}, r ${r}, L ${L}`).to.equal(got[i]);
     });
   });
 

@@ -17,6 +17,8 @@ export interface BucketArgs {
   readonly profileId: string;
   /** Its log's retention r, µs: the widest window of its sliding-log limits (0: no log). */
   readonly retention: number;
+  /** That window's limit L (0: no log): with r, the step of its log's trim (trimBound). */
+  readonly retentionLimit: number;
   /** Keys and profile as one string: two buckets are the same in a batch iff these are equal. */
   readonly id: string;
   /**
@@ -67,14 +69,19 @@ export function num(n: number): string {
   return SMALL[n]! + s; // 1 <= n < 1000 here: no leading zero
 }
 
+/** The step E (µs) of the trims of a log of retention r whose widest limit is L (trimBound). */
+export function trimStep(r: number, L: number): number {
+  return Math.min(Math.floor(r / 4) + 1, Math.floor((r * 64) / L) + 1);
+}
+
 /**
- * The bound below which a write at t (µs, Redis TIME) trims a log of retention r (logTrimBound in
- * lua/includes/log.lua): t - r rounded down to a multiple of E = floor(r / 4) + 1, in the very
- * operations Lua does on the same doubles (a % b is a - floor(a / b) * b there), so both get the
- * same number.
+ * The bound below which a write at t (µs, Redis TIME) trims a log of retention r whose widest
+ * limit is L (logWrite in lua/includes/log.lua): t - r rounded down to a multiple of the step
+ * E = min(floor(r / 4), floor(64 r / L)) + 1, in the very operations Lua does on the same
+ * doubles (a % b is a - floor(a / b) * b there), so both get the same number.
  */
-export function trimBound(t: number, r: number): number {
-  const e = Math.floor(r / 4) + 1;
+export function trimBound(t: number, r: number, L: number): number {
+  const e = trimStep(r, L);
   const b = t - r;
   return b - (b - Math.floor(b / e) * e);
 }
@@ -132,7 +139,20 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket, leased =
     : [];
   const lone = logsOnly && retention > 0 && channels === 0 ? logArgs : undefined;
   const held = logsOnly ? [...logArgs, String(channels)] : undefined;
-  return { tag, keys, profile, profileId, retention, id: `${keys.join('\n')}\n${profileId}`, lone, held, share };
+  // sliding logs come first, widest first: the first limit is the retention's when there is a log
+  const retentionLimit = retention > 0 ? ordered[0]!.limit : 0;
+  return {
+    tag,
+    keys,
+    profile,
+    profileId,
+    retention,
+    retentionLimit,
+    id: `${keys.join('\n')}\n${profileId}`,
+    lone,
+    held,
+    share,
+  };
 }
 
 /**

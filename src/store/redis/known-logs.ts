@@ -19,7 +19,8 @@ export class KnownLogs {
 
   /** A call admitted on Redis TIME at `now`: its logs have their expiry and were trimmed at the bound of that time. */
   admitted(buckets: readonly BucketArgs[], now: number): void {
-    for (const args of buckets) if (args.retention > 0) this.bounds.set(args, trimBound(now, args.retention));
+    for (const args of buckets)
+      if (args.retention > 0) this.bounds.set(args, trimBound(now, args.retention, args.retentionLimit));
   }
 
   /**
