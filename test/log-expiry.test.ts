@@ -9,7 +9,7 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { trimBound, trimStep } from '../src/store/redis/bucket-args.js';
+import { trimBound } from '../src/store/redis/bucket-args.js';
 import type { Bucket } from '../src/store/types.js';
 import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
 
@@ -28,8 +28,8 @@ const logBucket = (name: string, limit: number, windowMs: number): readonly Buck
   ]);
 
 /** Milliseconds a log of retention r (µs) is kept after a write that sets its expiry. */
-/** A log's expiry, ms: 2r + its trim's step (r/4 + 1 µs unless its widest limit L is high). */
-const ttlMsOf = (r: number, L = 1) => Math.ceil((2 * r + trimStep(r, L)) / 1000) + 1;
+/** A log's expiry, ms: 2r + r/4 + 1 µs, whatever its trim's step (lua/includes/log.lua). */
+const ttlMsOf = (r: number) => Math.ceil((2 * r + Math.floor(r / 4) + 1) / 1000) + 1;
 
 /**
  * The PTTL of `key` right after `write`, and the bound it must meet if the write set the expiry
@@ -74,11 +74,11 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
 
   it('lone admits every 20 ms for 1.6 s: after each, the log outlives the new event by its window; a trim and a PEXPIRE on a fraction of them; the log holds no more than r + r/4 of events', async () => {
     const store = new RedisStore({ redis: client, prefix: 'exp1:', holds: NO_SYNC });
-    const buckets = logBucket('peer:a', 1_000, 400); // r = 400 ms
+    const buckets = logBucket('peer:a', 200, 400); // r = 400 ms, a step of r/4 (L <= 256)
     const key = 'exp1:peer:a:log';
     // the first call: sets the expiry (new log, and this process asks)
     const [pttl0, took] = await pttlAfter(raw, key, () => store.admit({ tag: 'in', buckets }));
-    expect(pttl0).to.be.within(ttlMsOf(400 * MS, 1_000) - took, ttlMsOf(400 * MS, 1_000));
+    expect(pttl0).to.be.within(ttlMsOf(400 * MS) - took, ttlMsOf(400 * MS));
     await raw.config('RESETSTAT');
     const admitted: number[] = [];
     for (let i = 0; i < 80; i++) {
@@ -99,7 +99,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     const trims = await calls(raw, 'zremrangebyscore');
     expect(admits).to.equal(80);
     // the trim's bound moves once per r/4: one trim per move at most, plus one (~17 of 80 in 1.6 s)
-    const bounds = boundsOf(admitted, 400 * MS, 1_000);
+    const bounds = boundsOf(admitted, 400 * MS, 200);
     expect(trims, `trims of 80 lone admits over ${bounds} bounds`).to.be.within(1, bounds + 1);
     // one refresh per r/4 (100 ms) at most, plus one
     expect(pexpires, `PEXPIREs of 80 lone admits over ${bounds} bounds`).to.be.within(1, bounds + 1);
@@ -108,7 +108,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
 
   it('batches (three calls at once) every 20 ms for 1.6 s: the same life, bound and savings as lone calls', async () => {
     const store = new RedisStore({ redis: client, prefix: 'exp5:', holds: NO_SYNC });
-    const buckets = logBucket('peer:e', 1_000, 400); // r = 400 ms
+    const buckets = logBucket('peer:e', 200, 400); // r = 400 ms, a step of r/4
     const key = 'exp5:peer:e:log';
     await Promise.all([1, 2, 3].map(() => store.admit({ tag: 'in', buckets })));
     await raw.config('RESETSTAT');
@@ -124,7 +124,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
       expect(await raw.zcard(key), `events held after batch ${i}`).to.be.at.most(recent);
     }
     expect(await calls(raw, 'evalsha')).to.equal(80);
-    const bounds = boundsOf(admitted, 400 * MS, 1_000);
+    const bounds = boundsOf(admitted, 400 * MS, 200);
     expect(await calls(raw, 'zremrangebyscore'), `trims of 80 batches over ${bounds} bounds`).to.be.within(
       1,
       bounds + 1,
@@ -156,12 +156,43 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     await store.close();
   });
 
+  it('two processes whose limits give one log different trim steps: the expiry one sets outlasts what the other skips', async () => {
+    // r = 1 s. Coarse: L = 10, a step of 250 ms. Fine: L = 100,000, a step of 0.64 ms. The fine
+    // process sets the expiry last; the coarse one then writes for a quarter window without a
+    // PEXPIRE (its trims remove nothing): the log must still hold each event for its window.
+    const coarse = new RedisStore({ redis: client, prefix: 'exp8:', holds: NO_SYNC });
+    const fine = new RedisStore({ redis: client, prefix: 'exp8:', holds: NO_SYNC });
+    const key = 'exp8:peer:h:log';
+    const expiryUs = async () => {
+      const [[, pttl], [, time]] = (await raw.multi().pttl(key).time().exec()) as [[null, number], [null, string[]]];
+      return Number(time[0]) * 1e6 + Number(time[1]) + pttl * 1000;
+    };
+    // (each process keeps its plan's buckets: what it knows of a log is per bucket)
+    const coarseBuckets = logBucket('peer:h', 10, 1_000);
+    try {
+      await coarse.admit({ tag: 'in', buckets: coarseBuckets });
+      await sleep(5);
+      await fine.admit({ tag: 'in', buckets: logBucket('peer:h', 100_000, 1_000) });
+      await sleep(1_000);
+      for (let i = 0; i < 6; i++) {
+        const r = await coarse.admit({ tag: 'in', buckets: coarseBuckets });
+        expect(r.admitted, `call ${i}`).to.equal(true);
+        // (PTTL is in whole ms: 1 ms of rounding)
+        expect(await expiryUs(), `the log's end after call ${i}`).to.be.at.least(r.now + 1_000 * MS - MS);
+        await sleep(50);
+      }
+    } finally {
+      await coarse.close();
+      await fine.close();
+    }
+  });
+
   it('two processes writing one log in turn: each trims it once per move of the bound at most, and it stays bounded', async () => {
     const stores = [
       new RedisStore({ redis: client, prefix: 'exp4:', holds: NO_SYNC }),
       new RedisStore({ redis: client, prefix: 'exp4:', holds: NO_SYNC }),
     ];
-    const buckets = logBucket('peer:d', 1_000, 400); // r = 400 ms, the bound moves every 100 ms
+    const buckets = logBucket('peer:d', 200, 400); // r = 400 ms, the bound moves every 100 ms
     const key = 'exp4:peer:d:log';
     for (const store of stores) await store.admit({ tag: 'in', buckets });
     await raw.config('RESETSTAT');
@@ -176,7 +207,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
       expect(await raw.zcard(key), `events held after call ${i}`).to.be.at.most(recent);
     }
     // 1.2 s: ~12 moves of the bound, each seen by both processes
-    const bounds = boundsOf(admitted, 400 * MS, 1_000);
+    const bounds = boundsOf(admitted, 400 * MS, 200);
     expect(await calls(raw, 'zremrangebyscore'), `trims of 60 lone admits over ${bounds} bounds`).to.be.within(
       2,
       2 * (bounds + 1),

@@ -56,12 +56,12 @@ local function logLimits(key, t, ts, first, last, wider, retry)
 end
 
 -- Add events (score, member, ...) at t to log `key` of retention r, whose widest limit admits L
--- events in r: first drop those no limit sees any more, then set the log's expiry, 2r + E ms
--- (at least floorMs). E, the trim's step, is floor(r / 4) + 1, or floor(64 r / L) + 1 where
--- that is less: the time in which the limit's full pace adds 64 events, so that one trim
--- removes about that many at most. A quarter of a 10 s window of a platform-wide 100,000 made
--- every 2.5 s's trim remove 2.5 s of calls at once, and one such command held Redis for 15-47
--- ms at 15,000 calls/s (bench/log-trim.ts).
+-- events in r: first drop those no limit sees any more, then set the log's expiry, 2r + Q ms
+-- (Q = floor(r / 4) + 1; at least floorMs). E, the trim's step, is Q, or floor(64 r / L) + 1
+-- where that is less: the time in which the limit's full pace adds 64 events, so that one trim
+-- removes about that many. A quarter of a 10 s window of a platform-wide 100,000 made every
+-- 2.5 s's trim remove 2.5 s of calls at once, and one such command held Redis for 15-47 ms at
+-- 10,000-15,000 calls/s (bench/log-trim.ts).
 --
 -- rounded false: the trim is at t - r and the expiry always set (writes with a caller-given now,
 -- whose times may go back, and those that keep no track of the log: record.lua, and admit.lua
@@ -72,16 +72,18 @@ end
 -- skipped when `known` (the bound of the latest trim the caller knows of; '' = none) is that
 -- bound: every event added since is newer, so it would remove nothing. The expiry is set only
 -- when `expire` asks (the log is new, or the caller does not know it was set for these limits)
--- or the trim removed something. Why 2r + E is then long enough: while writes skip the PEXPIRE,
+-- or the trim removed something. Why 2r + Q is then long enough: while writes skip the PEXPIRE,
 -- the event written with the last expiry (at t0) is still there, above the trim's bound:
--- t < t0 + r + E, and the log lives until t0 + 2r + E > t + r, long enough for the event it adds
--- at t. (After a reload widens a window, the caller asks once per process for each bucket's new
+-- t < t0 + r + E <= t0 + r + Q, and the log lives until t0 + 2r + Q > t + r, long enough for
+-- the event it adds at t. The expiry counts Q, not E, so that this holds between writers whose
+-- steps differ (processes with other limits for the bucket, or from before E was sized by L).
+-- (After a reload widens a window, the caller asks once per process for each bucket's new
 -- limits.)
 local function logWrite(key, t, r, L, rounded, known, expire, floorMs, ...)
-  local e = math.floor(r / 4) + 1
-  local byPace = math.floor(r * 64 / L) + 1 -- (L = 0: inf)
-  if byPace < e then
-    e = byPace
+  local q = math.floor(r / 4) + 1
+  local e = math.floor(r * 64 / L) + 1 -- (L = 0: inf)
+  if q < e then
+    e = q
   end
   local bound = t - r
   local removed = 0
@@ -93,8 +95,8 @@ local function logWrite(key, t, r, L, rounded, known, expire, floorMs, ...)
   end
   redis.call('ZADD', key, ...)
   if not rounded or expire or removed > 0 then
-    -- common.lua's ttlMs(2r + E, floorMs), spelled out (see above)
-    local ms = math.ceil((2 * r + e) / 1000) + 1
+    -- common.lua's ttlMs(2r + Q, floorMs), spelled out (see above)
+    local ms = math.ceil((2 * r + q) / 1000) + 1
     if ms < floorMs then
       ms = floorMs
     end
