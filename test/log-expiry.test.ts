@@ -74,7 +74,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
 
   it('lone admits every 20 ms for 1.6 s: after each, the log outlives the new event by its window; a trim and a PEXPIRE on a fraction of them; the log holds no more than r + r/4 of events', async () => {
     const store = new RedisStore({ redis: client, prefix: 'exp1:', holds: NO_SYNC });
-    const buckets = logBucket('peer:a', 200, 400); // r = 400 ms, a step of r/4 (L <= 256)
+    const buckets = logBucket('peer:a', 200, 400); // r = 400 ms, a step of r/4 (L <= 1,024)
     const key = 'exp1:peer:a:log';
     // the first call: sets the expiry (new log, and this process asks)
     const [pttl0, took] = await pttlAfter(raw, key, () => store.admit({ tag: 'in', buckets }));
@@ -133,10 +133,10 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     await store.close();
   });
 
-  it("a log of a high limit is trimmed in steps of 64 events at the limit's pace, not a quarter of its window at once", async () => {
-    // L = 1,280 per 400 ms: a step of 64 events at that pace is 20 ms (a quarter: 100 ms)
+  it("a log of a high limit is trimmed in steps of 256 events at the limit's pace, not a quarter of its window at once", async () => {
+    // L = 5,120 per 400 ms: a step of 256 events at that pace is 20 ms (a quarter: 100 ms)
     const store = new RedisStore({ redis: client, prefix: 'exp7:', holds: NO_SYNC });
-    const buckets = logBucket('peer:g', 1_280, 400);
+    const buckets = logBucket('peer:g', 5_120, 400);
     const key = 'exp7:peer:g:log';
     const admitted: number[] = [];
     let worst = 0;
@@ -157,7 +157,7 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it('two processes whose limits give one log different trim steps: the expiry one sets outlasts what the other skips', async () => {
-    // r = 1 s. Coarse: L = 10, a step of 250 ms. Fine: L = 100,000, a step of 0.64 ms. The fine
+    // r = 1 s. Coarse: L = 10, a step of 250 ms. Fine: L = 100,000, a step of 2.56 ms. The fine
     // process sets the expiry last; the coarse one then writes for a quarter window without a
     // PEXPIRE (its trims remove nothing): the log must still hold each event for its window.
     const coarse = new RedisStore({ redis: client, prefix: 'exp8:', holds: NO_SYNC });
@@ -184,6 +184,40 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
     } finally {
       await coarse.close();
       await fine.close();
+    }
+  });
+
+  it("the global level's log, named by every peer's plan: one trim per move of its bound, not one per plan", async () => {
+    // r = 4,000 s: the bound does not move during this test; two peers' plans share the global bucket's limits
+    const limits = Object.freeze([
+      Object.freeze({ limit: 10, windowUs: 4_000_000 * MS, algorithm: 'sliding-log' as const }),
+    ]);
+    const planOf = (peer: string): readonly Bucket[] => [
+      { name: 'global', limits },
+      { name: peer, limits: Object.freeze([{ limit: 10, windowUs: 1_000 * MS, algorithm: 'sliding-log' as const }]) },
+    ];
+    const plans = [planOf('peer:x'), planOf('peer:y')];
+    const store = new RedisStore({ redis: client, prefix: 'exp9:', holds: NO_SYNC });
+    const monitor = await raw.monitor();
+    const trims: string[] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args[0]?.toLowerCase() === 'zremrangebyscore') trims.push(args[1]!);
+    });
+    try {
+      for (let i = 0; i < 4; i++)
+        expect((await store.admit({ tag: 'in', buckets: plans[i % 2]! })).admitted).to.equal(true);
+      await sleep(50); // the monitor's last lines
+      expect(
+        trims.filter((k) => k === 'exp9:global:log'),
+        'trims of the global log',
+      ).to.have.length(1);
+      expect(trims.filter((k) => k !== 'exp9:global:log').sort(), "each peer's own log once").to.deep.equal([
+        'exp9:peer:x:log',
+        'exp9:peer:y:log',
+      ]);
+    } finally {
+      monitor.disconnect();
+      await store.close();
     }
   });
 
@@ -216,12 +250,12 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
   });
 
   it("the process computes a trim's bound exactly as Lua does (so it can tell the script a trim would remove nothing)", async () => {
-    // lua/includes/log.lua (logWrite): e = min(floor(r / 4), floor(r * 64 / L)) + 1; b = t - r; b = b - b % e
+    // lua/includes/log.lua (logWrite): e = min(floor(r / 4), floor(r * 256 / L)) + 1; b = t - r; b = b - b % e
     const lua = `local out = {}
       for i = 1, #ARGV, 3 do
         local t, r, L = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
         local e = math.floor(r / 4) + 1
-        local byPace = math.floor(r * 64 / L) + 1
+        local byPace = math.floor(r * 256 / L) + 1
         if byPace < e then
           e = byPace
         end

@@ -57,10 +57,11 @@ end
 
 -- Add events (score, member, ...) at t to log `key` of retention r, whose widest limit admits L
 -- events in r: first drop those no limit sees any more, then set the log's expiry, 2r + Q ms
--- (Q = floor(r / 4) + 1; at least floorMs). E, the trim's step, is Q, or floor(64 r / L) + 1
--- where that is less: the time in which the limit's full pace adds 64 events, so that one trim
--- removes about that many. A quarter of a 10 s window of a platform-wide 100,000 made every
--- 2.5 s's trim remove 2.5 s of calls at once, and one such command held Redis for 15-47 ms at
+-- (Q = floor(r / 4) + 1; at least floorMs). E, the trim's step, is Q, or floor(256 r / L) + 1
+-- where that is less: the time in which the limit's full pace adds 256 events, so that one
+-- trim removes about that many (a fraction of a ms; steps of 64 events cost a lone decision
+-- 10-14 % more instructions at a few hundred calls a second, in trims that removed nothing). A quarter of a 10 s window of a platform-wide 100,000 made every
+-- 2.5 s's trim remove 2.5 s of calls at once, and one such command held Redis for 15-54 ms at
 -- 10,000-15,000 calls/s (bench/log-trim.ts).
 --
 -- rounded false: the trim is at t - r and the expiry always set (writes with a caller-given now,
@@ -81,7 +82,7 @@ end
 -- limits.)
 local function logWrite(key, t, r, L, rounded, known, expire, floorMs, ...)
   local q = math.floor(r / 4) + 1
-  local e = math.floor(r * 64 / L) + 1 -- (L = 0: inf)
+  local e = math.floor(r * 256 / L) + 1 -- (L = 0: inf)
   if q < e then
     e = q
   end

@@ -20,7 +20,8 @@ export function encodeId(id: string): string {
 
 /** Bucket names, which are also the contract's `limited_by` values before encoding. */
 export const GLOBAL_BUCKET = 'global';
-export const accountBucket = (id: string): string => `account:${encodeId(id)}`;
+export const ACCOUNT_PREFIX = 'account:';
+export const accountBucket = (id: string): string => `${ACCOUNT_PREFIX}${encodeId(id)}`;
 export const peerBucket = (id: string): string => `peer:${encodeId(id)}`;
 export const carrierName = (id: string): string => `carrier:${encodeId(id)}`;
 

@@ -71,13 +71,13 @@ export function num(n: number): string {
 
 /** The step E (µs) of the trims of a log of retention r whose widest limit is L (trimBound). */
 export function trimStep(r: number, L: number): number {
-  return Math.min(Math.floor(r / 4) + 1, Math.floor((r * 64) / L) + 1);
+  return Math.min(Math.floor(r / 4) + 1, Math.floor((r * 256) / L) + 1);
 }
 
 /**
  * The bound below which a write at t (µs, Redis TIME) trims a log of retention r whose widest
  * limit is L (logWrite in lua/includes/log.lua): t - r rounded down to a multiple of the step
- * E = min(floor(r / 4), floor(64 r / L)) + 1, in the very operations Lua does on the same
+ * E = min(floor(r / 4), floor(256 r / L)) + 1, in the very operations Lua does on the same
  * doubles (a % b is a - floor(a / b) * b there), so both get the same number.
  */
 export function trimBound(t: number, r: number, L: number): number {

@@ -21,7 +21,15 @@ import { SafeEmitter } from '../../events.js';
 import { checkInspect } from '../inspect-memory.js';
 import { withDeadline } from '../timeout.js';
 import { systemClockUs } from '../../clock.js';
-import { carrierTag, encodeId, GLOBAL_BUCKET, GLOBAL_TAG, isOutboundTag, OUTBOUND_TAG } from '../keys.js';
+import {
+  ACCOUNT_PREFIX,
+  carrierTag,
+  encodeId,
+  GLOBAL_BUCKET,
+  GLOBAL_TAG,
+  isOutboundTag,
+  OUTBOUND_TAG,
+} from '../keys.js';
 import {
   isLaneTag,
   type LanePlan,
@@ -181,6 +189,14 @@ export class RedisStore implements Store, OperableStore {
   private ownsConnection = false;
   /** Script arguments per bucket list (see bucketArgs()); weak, so dropped plans cost nothing. */
   private readonly argsOf = new WeakMap<readonly Bucket[], readonly BucketArgs[]>();
+  /**
+   * The arguments of the buckets many plans name (the global level, accounts), one per tag and
+   * bucket while its limits stay the same objects (a reload makes new ones), so that what the
+   * process knows of their logs (KnownLogs) is one bound per log, not one per plan: a shared
+   * log's trim goes out once per step, not once per step and peer. As many as the configuration
+   * has such buckets (per lane with a leased global level).
+   */
+  private readonly sharedArgs = new Map<string, { readonly bucket: Bucket; readonly args: BucketArgs }>();
   /** What this process knows of the logs its admits wrote; forgotten when the connection is lost. */
   private readonly known = new KnownLogs();
   /** Admissions not sent yet, per tag (one lane for all when keys carry no tag). */
@@ -358,9 +374,17 @@ export class RedisStore implements Store, OperableStore {
     const cached = this.argsOf.get(buckets);
     if (cached !== undefined && cached[0]!.tag === tag) return cached;
     const leased = isLaneTag(tag);
-    const list = buckets.map((bucket) =>
-      bucketArgsOf(tag, this.keys.base(tag, bucket.name), bucket, leased && bucket.name === GLOBAL_BUCKET),
-    );
+    const list = buckets.map((bucket) => {
+      const argsOf = () =>
+        bucketArgsOf(tag, this.keys.base(tag, bucket.name), bucket, leased && bucket.name === GLOBAL_BUCKET);
+      if (bucket.name !== GLOBAL_BUCKET && !bucket.name.startsWith(ACCOUNT_PREFIX)) return argsOf();
+      const id = `${tag}\n${bucket.name}`;
+      const had = this.sharedArgs.get(id);
+      if (had !== undefined && sameLimits(had.bucket, bucket)) return had.args;
+      const args = argsOf();
+      this.sharedArgs.set(id, { bucket, args });
+      return args;
+    });
     this.argsOf.set(buckets, list);
     return list;
   }
@@ -1119,4 +1143,9 @@ function listedHolds(reply: readonly (string | number)[], from: number): ListedH
   for (let i = from; i + 1 < reply.length; i += 2)
     holds.push({ id: decodeId(String(reply[i])), endUs: Number(reply[i + 1]) });
   return holds;
+}
+
+/** Whether two buckets of one name are checked alike: the same limits and ban (config objects), the same channels. */
+function sameLimits(a: Bucket, b: Bucket): boolean {
+  return a.limits === b.limits && a.channels === b.channels && a.ban === b.ban;
 }
