@@ -406,6 +406,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     if (ledger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0)
       await this.store.writeLedger?.().catch((err: Error) => this.safeEmit('error', err));
     this.current = next;
+    this.store.configChanged?.();
     this.admission.setConfig(next);
     this.safeEmit('reloaded', changes);
     this.warnUnrouted(next);

@@ -215,6 +215,20 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
         'exp9:peer:x:log',
         'exp9:peer:y:log',
       ]);
+      // a reload (configChanged) forgets it, even for limits that are the same objects again (A,
+      // B, then A: another process may have set the log's expiry for B meanwhile). A batch sets
+      // each log's expiry when that log is unknown (admit.lua): the two new plans' peer logs,
+      // and the global log only if it was forgotten.
+      const pexpires = await calls(raw, 'pexpire');
+      store.configChanged();
+      const batch = await Promise.all(
+        ['peer:x', 'peer:y'].map((peer) => store.admit({ tag: 'in', buckets: planOf(peer) })),
+      );
+      expect(batch.map((r) => r.admitted)).to.deep.equal([true, true]);
+      expect(batch[0]!.now, 'one batch').to.equal(batch[1]!.now);
+      expect(await calls(raw, 'pexpire'), 'the global log and both peer logs get their expiry again').to.equal(
+        pexpires + 3,
+      );
     } finally {
       monitor.disconnect();
       await store.close();

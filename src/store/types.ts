@@ -479,6 +479,12 @@ export interface Store {
   readonly leasedCarriers?: readonly string[];
   /** Write the ledger's calls marked unwritten now (a reload that turned a channel limit on); resolves once done. */
   writeLedger?(): Promise<void>;
+  /**
+   * A configuration was loaded in place of another (CallGate.reload): forget what was built for
+   * the old one (RedisStore: the shared buckets' script arguments, and what it knew of their
+   * logs, so that the first write of each under the new limits sets its expiry again).
+   */
+  configChanged?(): void;
   /** Write again the holds of calls in progress (see ReassertRequest); stores that cannot lose state may omit it. */
   reassert?(req: ReassertRequest): Promise<ReassertResult>;
   /** Lift a ban (attribute levels); optional so that a store without bans still is one. */

@@ -82,6 +82,7 @@ import {
   checkReserve,
   checkWait,
   hasChannels,
+  logRetention,
 } from '../validate.js';
 import { HoldLedger } from '../../holds/ledger.js';
 import { checkReassert } from '../reassert.js';
@@ -190,11 +191,12 @@ export class RedisStore implements Store, OperableStore {
   /** Script arguments per bucket list (see bucketArgs()); weak, so dropped plans cost nothing. */
   private readonly argsOf = new WeakMap<readonly Bucket[], readonly BucketArgs[]>();
   /**
-   * The arguments of the buckets many plans name (the global level, accounts), one per tag and
-   * bucket while its limits stay the same objects (a reload makes new ones), so that what the
-   * process knows of their logs (KnownLogs) is one bound per log, not one per plan: a shared
-   * log's trim goes out once per step, not once per step and peer. As many as the configuration
-   * has such buckets (per lane with a leased global level).
+   * The arguments of the buckets with a log that many plans name (the global level, accounts),
+   * one per tag and bucket while its limits stay the same objects, so that what the process
+   * knows of their logs (KnownLogs) is one bound per log, not one per plan: a shared log's trim
+   * goes out once per step, not once per step and peer. Emptied at each reload
+   * (configChanged): as many as the configuration has such buckets (per lane with a leased
+   * global level), and a configuration loaded again starts from nothing known, as new plans do.
    */
   private readonly sharedArgs = new Map<string, { readonly bucket: Bucket; readonly args: BucketArgs }>();
   /** What this process knows of the logs its admits wrote; forgotten when the connection is lost. */
@@ -370,6 +372,10 @@ export class RedisStore implements Store, OperableStore {
    * The keys and profile of each bucket of a list (lua/includes/buckets.lua), built once per
    * list and tag: plans hand the same (readonly) list to every call of a peer.
    */
+  configChanged(): void {
+    this.sharedArgs.clear();
+  }
+
   private bucketArgs(tag: string, buckets: readonly Bucket[]): readonly BucketArgs[] {
     const cached = this.argsOf.get(buckets);
     if (cached !== undefined && cached[0]!.tag === tag) return cached;
@@ -377,7 +383,9 @@ export class RedisStore implements Store, OperableStore {
     const list = buckets.map((bucket) => {
       const argsOf = () =>
         bucketArgsOf(tag, this.keys.base(tag, bucket.name), bucket, leased && bucket.name === GLOBAL_BUCKET);
-      if (bucket.name !== GLOBAL_BUCKET && !bucket.name.startsWith(ACCOUNT_PREFIX)) return argsOf();
+      // (only logs have a bound to share: an overflow lane's part of the global level has none)
+      if ((bucket.name !== GLOBAL_BUCKET && !bucket.name.startsWith(ACCOUNT_PREFIX)) || logRetention(bucket) === 0)
+        return argsOf();
       const id = `${tag}\n${bucket.name}`;
       const had = this.sharedArgs.get(id);
       if (had !== undefined && sameLimits(had.bucket, bucket)) return had.args;
