@@ -14,7 +14,8 @@
  *   - open loop (bench/openloop.ts): lone decisions; fixed-rate arrivals at several rates
  *     (latency from the scheduled time), like with like (shield off / plain RLF, shield on / RLF
  *     inMemoryBlockOnConsumed, 3 levels + channels / plain RLF) beside the driver alone
- *     (--rates, --open-rounds, --open-seconds, --in-flight, --open-only g3,rlf,g3s,rlfb,g3ch,driver);
+ *     (--rates, --open-rounds, --open-seconds, --in-flight, --open-only g3,rlf,g3s,rlfb,g3ch,driver,
+ *     --steady: the global and account logs start as full as a steady platform's);
  *     group commit against pipelined
  *     batches (batching: --batch-rates, --bounds, --batch-rounds); saturation (--sat-rates,
  *     --sat-rounds); and a 10x flood of one peer beside normal traffic.
@@ -139,6 +140,8 @@ const SAT_ROUNDS = Number(opt('sat-rounds', QUICK ? '1' : '2'));
 /** Saturation: the p99 bound of a rate kept up with, ms. */
 const SAT_P99_MS = Number(opt('sat-p99-ms', '50'));
 const OPEN_SECONDS = Number(opt('open-seconds', QUICK ? '1' : '2'));
+/** Three-level open-loop runs start with the global and account logs full (openloop.ts, steadyLogs). */
+const STEADY = flag('steady');
 const OPEN_ROUNDS = Number(opt('open-rounds', QUICK ? '1' : '3'));
 /** The open-loop systems to run (OPEN_SYSTEMS keys, comma-separated; default all). */
 const OPEN_ONLY = argv.includes('--open-only') ? opt('open-only', '').split(',') : undefined;
@@ -972,7 +975,7 @@ async function main(): Promise<void> {
         holdUs: HOLD_US,
         rlf: { points: PEER_1[0]!.limit, windowUs: PEER_1[0]!.windowUs },
       };
-      const o = { url: server.url, work, seconds: OPEN_SECONDS, log };
+      const o = { url: server.url, work, seconds: OPEN_SECONDS, log, steady: STEADY };
       const open: OpenRow[] = [];
       if (want('lone')) {
         const { rows: list, perRound, p50Round } = await loneSection(o, HAND_ROLLED, LONE_CALLS, LONE_ROUNDS);
@@ -1012,7 +1015,7 @@ async function main(): Promise<void> {
         const { rows: list, ratios } = await openLoopSection(o, RATES, OPEN_ROUNDS, MAX_IN_FLIGHT, OPEN_ONLY);
         open.push(...list);
         log(
-          `open loop: calls on a fixed schedule (a setImmediate pump, each call in an immediate of its own), latency from its scheduled time; ${OPEN_SECONDS} s per run; rates ${RATES.join(', ')}/s; ${OPEN_ROUNDS} interleaved rounds, each row its round with the median p99 (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
+          `open loop: calls on a fixed schedule (a setImmediate pump, each call in an immediate of its own), latency from its scheduled time; ${OPEN_SECONDS} s per run${STEADY ? ', logs steady' : ''}; rates ${RATES.join(', ')}/s; ${OPEN_ROUNDS} interleaved rounds, each row its round with the median p99 (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
         );
         printOpenRows(list, log);
         printBatchShares(list, log);

@@ -29,6 +29,7 @@ import { MemoryStore } from '../src/store/memory-store.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
 import type { Bucket } from '../src/store/types.js';
 import { AdmittedLog, slidingLogViolations, type LimitSpec } from './verify.js';
+import { W1, W10 } from './limits.js';
 import { histogram, wallUs, type Histogram } from './workload.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -335,6 +336,38 @@ export interface SectionOptions {
   readonly work: Workload;
   readonly seconds: number;
   readonly log: (line: string) => void;
+  /** Start each three-level run with the global and account logs as full as a steady platform's (steadyLogs). */
+  readonly steady?: boolean;
+}
+
+/** Events put in the global log by steadyLogs (60 % of its 10 s limit: no decision reaches it), spread over 9 s. */
+const STEADY_GLOBAL = 60_000;
+
+/**
+ * A run's logs as a platform's that has run for a while (--steady): a run of a few seconds after
+ * a flush starts with empty logs, which hold nothing for their trims to remove, and never trims a
+ * 10 s log at all. The global log gets STEADY_GLOBAL events and each account's log its share,
+ * spread over (now - 10 s + 50 ms, now - 1 s]: older than every 1 s window, within the 10 s
+ * ones, and too few to bring any 10 s count to its limit (the peers' logs, whose limits the calls
+ * reach, stay empty), so every decision is the one the check's in-memory replay makes; they
+ * leave the window during the run, and the logs' trims remove them as they would a steady
+ * platform's calls.
+ */
+async function steadyLogs(admin: Redis, work: Workload): Promise<void> {
+  const [s, us] = (await admin.time()) as unknown as [string, string];
+  const now = Number(s) * 1e6 + Number(us);
+  const from = now - W10 + 50_000;
+  const span = now - W1 - from;
+  const fill = async (key: string, n: number, tag: string) => {
+    for (let i = 0; i < n; i += 5_000) {
+      const args: (string | number)[] = [];
+      for (let j = i; j < Math.min(n, i + 5_000); j++) args.push(Math.floor(from + (span * j) / n), `${tag}${j}`);
+      await admin.zadd(key, ...args);
+    }
+  };
+  await fill('bench:global:log', STEADY_GLOBAL, 'pre:');
+  for (let a = 0; a < work.accounts; a++)
+    await fill(`bench:account:acct${a}:log`, STEADY_GLOBAL / work.accounts, 'pre:');
 }
 
 async function connected(url: string): Promise<Redis> {
@@ -420,6 +453,7 @@ async function gateRun(
   await warmGate(gate, work, levels, rate);
   const warmBatches = store.batchSizes().admit;
   await admin.flushdb();
+  if (o.steady && levels !== 1) await steadyLogs(admin, work);
   await admin.config('RESETSTAT');
   const n = Math.max(1, Math.floor(rate * o.seconds));
   const rec = new GateRecord(n);
