@@ -60,9 +60,10 @@ end
 -- (Q = floor(r / 4) + 1; at least floorMs). E, the trim's step, is Q, or floor(256 r / L) + 1
 -- where that is less: the time in which the limit's full pace adds 256 events, so that one
 -- trim removes about that many (a fraction of a ms; steps of 64 events cost a lone decision
--- 10-14 % more instructions at a few hundred calls a second, in trims that removed nothing). A quarter of a 10 s window of a platform-wide 100,000 made every
--- 2.5 s's trim remove 2.5 s of calls at once, and one such command held Redis for 15-54 ms at
--- 10,000-15,000 calls/s (bench/log-trim.ts).
+-- 10-14 % more instructions at a few hundred calls a second, in trims that removed nothing).
+-- A quarter of a 10 s window of a platform-wide 100,000 made every 2.5 s's trim remove 2.5 s
+-- of calls at once, and one such command held Redis for 15-54 ms at 10,000-15,000 calls/s
+-- (bench/log-trim.ts).
 --
 -- rounded false: the trim is at t - r and the expiry always set (writes with a caller-given now,
 -- whose times may go back, and those that keep no track of the log: record.lua, and admit.lua
