@@ -27,6 +27,7 @@ import type { CallGateConfigInput } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
+import { accountBucket, GLOBAL_BUCKET } from '../src/store/keys.js';
 import type { Bucket } from '../src/store/types.js';
 import { AdmittedLog, slidingLogViolations, type LimitSpec } from './verify.js';
 import { W1, W10 } from './limits.js';
@@ -358,16 +359,16 @@ async function steadyLogs(admin: Redis, work: Workload): Promise<void> {
   const now = Number(s) * 1e6 + Number(us);
   const from = now - W10 + 50_000;
   const span = now - W1 - from;
-  const fill = async (key: string, n: number, tag: string) => {
+  // the bucket's log as the gate's RedisStore names it (prefix 'bench:', no hash tags)
+  const fill = async (bucket: string, n: number) => {
     for (let i = 0; i < n; i += 5_000) {
       const args: (string | number)[] = [];
-      for (let j = i; j < Math.min(n, i + 5_000); j++) args.push(Math.floor(from + (span * j) / n), `${tag}${j}`);
-      await admin.zadd(key, ...args);
+      for (let j = i; j < Math.min(n, i + 5_000); j++) args.push(Math.floor(from + (span * j) / n), `pre:${j}`);
+      await admin.zadd(`bench:${bucket}:log`, ...args);
     }
   };
-  await fill('bench:global:log', STEADY_GLOBAL, 'pre:');
-  for (let a = 0; a < work.accounts; a++)
-    await fill(`bench:account:acct${a}:log`, STEADY_GLOBAL / work.accounts, 'pre:');
+  await fill(GLOBAL_BUCKET, STEADY_GLOBAL);
+  for (let a = 0; a < work.accounts; a++) await fill(accountBucket(`acct${a}`), STEADY_GLOBAL / work.accounts);
 }
 
 async function connected(url: string): Promise<Redis> {

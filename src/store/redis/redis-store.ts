@@ -372,29 +372,31 @@ export class RedisStore implements Store, OperableStore {
    * The keys and profile of each bucket of a list (lua/includes/buckets.lua), built once per
    * list and tag: plans hand the same (readonly) list to every call of a peer.
    */
-  configChanged(): void {
-    this.sharedArgs.clear();
-  }
-
   private bucketArgs(tag: string, buckets: readonly Bucket[]): readonly BucketArgs[] {
     const cached = this.argsOf.get(buckets);
     if (cached !== undefined && cached[0]!.tag === tag) return cached;
     const leased = isLaneTag(tag);
-    const list = buckets.map((bucket) => {
-      const argsOf = () =>
-        bucketArgsOf(tag, this.keys.base(tag, bucket.name), bucket, leased && bucket.name === GLOBAL_BUCKET);
-      // (only logs have a bound to share: an overflow lane's part of the global level has none)
-      if ((bucket.name !== GLOBAL_BUCKET && !bucket.name.startsWith(ACCOUNT_PREFIX)) || logRetention(bucket) === 0)
-        return argsOf();
-      const id = `${tag}\n${bucket.name}`;
-      const had = this.sharedArgs.get(id);
-      if (had !== undefined && sameLimits(had.bucket, bucket)) return had.args;
-      const args = argsOf();
-      this.sharedArgs.set(id, { bucket, args });
-      return args;
-    });
+    const list = buckets.map((bucket) => this.argsOfBucket(tag, bucket, leased));
     this.argsOf.set(buckets, list);
     return list;
+  }
+
+  /** One bucket's arguments; a shared log's (the global level, an account) once per tag while its limits stay the same objects (sharedArgs). */
+  private argsOfBucket(tag: string, bucket: Bucket, leased: boolean): BucketArgs {
+    // (only logs have a bound to share: an overflow lane's part of the global level has none)
+    const shared =
+      (bucket.name === GLOBAL_BUCKET || bucket.name.startsWith(ACCOUNT_PREFIX)) && logRetention(bucket) > 0;
+    const id = `${tag}\n${bucket.name}`;
+    const had = shared ? this.sharedArgs.get(id) : undefined;
+    if (had !== undefined && sameLimits(had.bucket, bucket)) return had.args;
+    const args = bucketArgsOf(tag, this.keys.base(tag, bucket.name), bucket, leased && bucket.name === GLOBAL_BUCKET);
+    if (shared) this.sharedArgs.set(id, { bucket, args });
+    return args;
+  }
+
+  /** Store.configChanged: the shared buckets' arguments, and what it knew of their logs, are built anew. */
+  configChanged(): void {
+    this.sharedArgs.clear();
   }
 
   /** Whether Cluster node `node` (`host:port`) serves `tag`'s slot, as the client last mapped it (unknown: yes). */
