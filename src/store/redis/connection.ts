@@ -7,6 +7,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { StoreUnavailableError } from '../../errors/index.js';
 import type { SafeEmitter } from '../../events.js';
 import type { StopSignal, StoreEvents } from '../types.js';
+import { evalshaBytes, isNoScript, ScriptCall } from './script-call.js';
 import { scripts } from './scripts.js';
 import { guardSocketErrors } from './socket-errors.js';
 
@@ -26,7 +27,7 @@ export interface ConnectionOptions {
   readonly ready?: () => void;
 }
 
-type Command = (...a: (string | number)[]) => Promise<unknown>;
+type ScriptCommand = (...a: (string | number)[]) => Promise<unknown>;
 
 export class RedisConnection {
   /** A Cluster client: its commands are written as usual, never corked. */
@@ -54,6 +55,15 @@ export class RedisConnection {
    * command could still be counted on Redis before that deadline.
    */
   private readonly dropOnClose: boolean;
+  /**
+   * Each script's SHA1 by command name, where script calls are written by script-call.ts: on a
+   * single Redis whose client adds no key prefix of its own (ioredis would prefix the KEYS it
+   * writes); else empty, and every call goes through ioredis' script command.
+   */
+  private readonly shas = new Map<string, string>();
+  /** The scripts called on the socket `loadedOn` so far (see call()). */
+  private readonly loaded = new Set<string>();
+  private loadedOn: unknown;
 
   /**
    * The store listens to the client's 'error' event, so ioredis does not print "Unhandled error
@@ -88,8 +98,10 @@ export class RedisConnection {
     const options = this.cluster ? (redis as Cluster).options.redisOptions : (redis as Redis).options;
     this.dropOnClose = options?.autoResendUnfulfilledCommands === false;
     guardSocketErrors(redis, this.cluster);
-    for (const { command, lua } of Object.values(scripts())) {
+    const prefixed = options?.keyPrefix !== undefined && options.keyPrefix !== '';
+    for (const { command, lua, sha } of Object.values(scripts())) {
       if (!(command in redis)) redis.defineCommand(command, { lua });
+      if (!this.cluster && !prefixed) this.shas.set(command, sha);
     }
     redis.on('error', this.onError);
     redis.on('close', this.onClose);
@@ -188,13 +200,44 @@ export class RedisConnection {
    * Redis starts on it while this process still handles the replies that made the next one.
    */
   async write(command: string, argv: (string | number)[], batch: boolean): Promise<unknown> {
-    const fn = (this.redis as unknown as Record<string, Command>)[command]!;
     try {
-      if (!batch && this.opts.writeChunk > 1 && !this.cluster) return await this.track(this.corked(fn, argv));
-      return await this.track(fn.apply(this.redis, argv));
+      const corked = !batch && this.opts.writeChunk > 1 && !this.cluster;
+      try {
+        return await this.track(corked ? this.corked(command, argv) : this.call(command, argv));
+      } catch (err) {
+        // a Redis that lost its scripts on a connection that stayed open (SCRIPT FLUSH) ran
+        // nothing: ioredis' own command meets NOSCRIPT too, then sends the source (EVAL)
+        if (!isNoScript(err) || !this.shas.has(command)) throw err;
+        return await this.track(this.viaClient(command, argv));
+      }
     } catch (err) {
       throw unavailable(err);
     }
+  }
+
+  /**
+   * Write one script call: as prepared bytes where it can (see shas), else through ioredis'
+   * script command. A script's first call on each socket goes through ioredis too, which sends
+   * it as EVAL with its source: a fresh connection's first decision stays one command, on a
+   * Redis that holds the script or one that restarted empty.
+   */
+  private call(command: string, argv: (string | number)[]): Promise<unknown> {
+    const sha = this.shas.get(command);
+    const redis = this.redis as Redis;
+    if (sha === undefined) return this.viaClient(command, argv);
+    if (redis.stream !== this.loadedOn) {
+      this.loadedOn = redis.stream;
+      this.loaded.clear();
+    }
+    if (!this.loaded.has(command)) {
+      this.loaded.add(command);
+      return this.viaClient(command, argv);
+    }
+    return redis.sendCommand(new ScriptCall(evalshaBytes(sha, argv))) as Promise<unknown>;
+  }
+
+  private viaClient(command: string, argv: (string | number)[]): Promise<unknown> {
+    return (this.redis as unknown as Record<string, ScriptCommand>)[command]!.apply(this.redis, argv);
   }
 
   /** `reply`, or a StoreUnavailableError when the connection closes before it comes (see inFlight, dropOnClose). */
@@ -230,17 +273,16 @@ export class RedisConnection {
    * chunk is ready and keeps working while the next one is written (a cork per tick, like
    * ioredis' enableAutoPipelining, would make Node and Redis take turns).
    */
-  private corked(fn: Command, argv: (string | number)[]): Promise<unknown> {
-    const redis = this.redis as Redis;
-    const stream = redis.stream;
-    if (!stream) return fn.apply(redis, argv);
+  private corked(command: string, argv: (string | number)[]): Promise<unknown> {
+    const stream = (this.redis as Redis).stream;
+    if (!stream) return this.call(command, argv);
     if (this.inChunk++ === 0) {
       stream.cork();
       this.chunkStream = stream;
       process.nextTick(() => this.flushChunk());
     }
     try {
-      return fn.apply(redis, argv);
+      return this.call(command, argv);
     } finally {
       if (this.inChunk >= this.opts.writeChunk) this.flushChunk();
     }

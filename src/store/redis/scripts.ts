@@ -33,6 +33,8 @@ export interface Script {
   /** The ioredis command name (defineCommand), e.g. `callgate_admit_3fa9c1d2`. */
   readonly command: string;
   readonly lua: string;
+  /** SHA1 of the source (hex): what EVALSHA names it by. */
+  readonly sha: string;
 }
 
 function load(dir: string, name: ScriptName): Script {
@@ -41,8 +43,8 @@ function load(dir: string, name: ScriptName): Script {
       readFileSync(join(dir, 'includes', `${include}.lua`), 'utf8'),
     );
   const lua = inline(readFileSync(join(dir, `${name}.lua`), 'utf8'));
-  const hash = createHash('sha1').update(lua).digest('hex').slice(0, 8);
-  return { command: `callgate_${name.replaceAll('-', '_')}_${hash}`, lua };
+  const sha = createHash('sha1').update(lua).digest('hex');
+  return { command: `callgate_${name.replaceAll('-', '_')}_${sha.slice(0, 8)}`, lua, sha };
 }
 
 let loaded: Readonly<Record<ScriptName, Script>> | undefined;
