@@ -276,36 +276,41 @@ export class Admission {
       const hold = this.holdFor(input);
       const sentUs = shield && systemClockUs();
       let result: AdmitResult;
-      // Redis may run the call before its deadline and the answer be read after it: the caller
-      // then has the policy's answer, and a call the store admitted but the caller was refused
-      // (fail-closed, a local refusal, or an error) would hold its channels with nobody to
-      // release it; it is released as soon as both are known, whichever comes second
-      const late = { admitted: false, refused: undefined as boolean | undefined };
-      const takeBack = () => {
-        if (!late.admitted || late.refused !== true) return;
-        late.admitted = false;
-        // a decision of the same id issued since (a retry: this one has ended, its entry is gone)
-        // was sent before this answer was read and found the call there (a duplicate): it is
-        // that decision's call now
-        if (this.deciding.get(input.callId) !== undefined) return;
-        this.store
-          .release({ id: input.callId, direction: 'in', now: at })
-          .catch((err: unknown) => this.events.safeEmit('error', err as Error));
-      };
+      // the store's own answer and the signal it was given, for the deadline's path below
+      let sent: Promise<AdmitResult> | undefined;
+      let given: StopSignal | undefined;
       try {
         result = await this.call((signal) => {
-          const admitted = this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at, hold, signal });
-          admitted.then(
-            (r) => {
-              if (signal?.aborted !== true || !r.admitted || r.duplicate === true) return;
-              late.admitted = true;
-              takeBack();
-            },
-            () => undefined,
-          );
-          return admitted;
+          given = signal;
+          return (sent = this.store.admit({ tag: plan.tag, buckets: plan.buckets, now: at, hold, signal }));
         });
       } catch (err) {
+        // Redis may run the call before its deadline and the answer be read after it: the caller
+        // then has the policy's answer, and a call the store admitted but the caller was refused
+        // (fail-closed, a local refusal, or an error) would hold its channels with nobody to
+        // release it; it is released as soon as both are known, whichever comes second. Only a
+        // decision that failed pays for this watch (a promise and two closures).
+        const late = { admitted: false, refused: undefined as boolean | undefined };
+        const takeBack = () => {
+          if (!late.admitted || late.refused !== true) return;
+          late.admitted = false;
+          // a decision of the same id issued since (a retry: this one has ended, its entry is gone)
+          // was sent before this answer was read and found the call there (a duplicate): it is
+          // that decision's call now
+          if (this.deciding.get(input.callId) !== undefined) return;
+          this.store
+            .release({ id: input.callId, direction: 'in', now: at })
+            .catch((e: unknown) => this.events.safeEmit('error', e as Error));
+        };
+        const signal = given;
+        sent?.then(
+          (r) => {
+            if (signal?.aborted !== true || !r.admitted || r.duplicate === true) return;
+            late.admitted = true;
+            takeBack();
+          },
+          () => undefined,
+        );
         let d: AdmissionDecision;
         try {
           d = await this.degrade(input, plan, at, hold, err as Error);
