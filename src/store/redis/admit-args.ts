@@ -3,7 +3,7 @@
  * layout, a lone call of sliding logs with channel limits in admit-lone-held.lua's, any other
  * batch in admit.lua's.
  */
-import type { AdmitResult, StopSignal } from '../types.js';
+import type { AdmitResult, Bucket, Hold, StopSignal } from '../types.js';
 import type { Pending } from './batcher.js';
 import { ArgsBuilder, num, type BucketArgs } from './bucket-args.js';
 import { runsOf } from './call-runs.js';
@@ -16,6 +16,45 @@ export interface PendingAdmit extends Pending<AdmitResult> {
   /** With a channel limit in its buckets: the call's encoded id and hold time (µs); else undefined. */
   readonly id: string | undefined;
   readonly forUs: number;
+}
+
+/** Where an admitted call that holds enters the store's ledger: (tag, call id, buckets, hold end µs). */
+export type NoteIn = (tag: string, id: string, buckets: readonly Bucket[], end: number) => void;
+
+/**
+ * An admission on its way: what its batch sends (PendingAdmit), and the promise its reply
+ * settles. One object per call, its resolve a method: a literal with a closure per call to note
+ * the admitted call in the ledger, and the closures that queued it, allocated about 0.4 KB more
+ * per decision (V8's sampling heap profiler).
+ */
+export class AdmitCall implements PendingAdmit {
+  readonly promise: Promise<AdmitResult>;
+  private settle!: (r: AdmitResult) => void;
+  reject!: (err: unknown) => void;
+
+  constructor(
+    readonly buckets: readonly BucketArgs[],
+    readonly now: string,
+    readonly id: string | undefined,
+    readonly forUs: number,
+    readonly signal: StopSignal | undefined,
+    /** Given for a call on live time that holds: where it is noted once admitted, with `tag`, `hold` and `noted`. */
+    private readonly noteTo: NoteIn | undefined,
+    private readonly tag: string,
+    private readonly hold: Hold | undefined,
+    private readonly noted: readonly Bucket[],
+  ) {
+    this.promise = new Promise<AdmitResult>((resolve, reject) => {
+      this.settle = resolve;
+      this.reject = reject;
+    });
+  }
+
+  resolve(r: AdmitResult): void {
+    if (this.noteTo !== undefined && r.admitted && !r.duplicate)
+      this.noteTo(this.tag, this.hold!.id, this.noted, r.now + this.hold!.forUs);
+    this.settle(r);
+  }
 }
 
 /** What packing an admit script call needs of the store. */

@@ -88,7 +88,15 @@ import { HoldLedger } from '../../holds/ledger.js';
 import { checkReassert } from '../reassert.js';
 import { HoldsKeeper, type ReleaseTicket } from './holds-keeper.js';
 import { reassertArgv, reassertResult } from './reassert-args.js';
-import { admitArgv, heldAdmitArgv, loneAdmitArgv, type AdmitEnv, type PendingAdmit } from './admit-args.js';
+import {
+  AdmitCall,
+  admitArgv,
+  heldAdmitArgv,
+  loneAdmitArgv,
+  type AdmitEnv,
+  type NoteIn,
+  type PendingAdmit,
+} from './admit-args.js';
 import { settleAdmissions } from './admit-reply.js';
 import { Batcher, type Queued } from './batcher.js';
 import { ArgsBuilder, bucketArgsOf, num, type BucketArgs } from './bucket-args.js';
@@ -516,26 +524,30 @@ export class RedisStore implements Store, OperableStore {
     const forUs = held ? req.hold.forUs : 0;
     // a call on live time that holds (or would, were a channel limit on) enters the ledger once admitted
     const note = now === '' && req.hold !== undefined && req.hold.forUs > 0;
-    const queue = (resolve: (r: AdmitResult) => void, reject: (err: unknown) => void) =>
-      this.admissions.add(this.keys.hashTags ? req.tag : '', {
-        buckets,
-        now,
-        id,
-        forUs,
-        signal: req.signal,
-        resolve: note
-          ? (r) => {
-              if (r.admitted && !r.duplicate) this.noteIn(req.tag, req.hold!.id, noted, r.now + req.hold!.forUs);
-              resolve(r);
-            }
-          : resolve,
-        reject,
-      });
+    const call = new AdmitCall(
+      buckets,
+      now,
+      id,
+      forUs,
+      req.signal,
+      note ? this.noteInFn : undefined,
+      req.tag,
+      req.hold,
+      noted,
+    );
+    const lane = this.keys.hashTags ? req.tag : '';
     // after a loss, decisions counting channels on this tag wait until its holds are back (holds-keeper.ts)
     const gate = held ? this.gateOf(req.tag) : undefined;
-    let decided = new Promise<AdmitResult>((resolve, reject) =>
-      gate === undefined ? queue(resolve, reject) : gate.then(() => queue(resolve, reject)),
-    );
+    const queue = () => {
+      try {
+        this.admissions.add(lane, call);
+      } catch (err) {
+        call.reject(err); // a rejection, never a throw (as from a promise's executor)
+      }
+    };
+    if (gate === undefined) queue();
+    else gate.then(queue, call.reject);
+    let decided = call.promise;
     if (this.keys.hashTags && id !== undefined && forUs > 0) {
       // the locator goes out with the decision, and the answer waits for both: a release issued
       // after the answer, from any process, finds the call (call-locators.ts)
@@ -577,6 +589,9 @@ export class RedisStore implements Store, OperableStore {
   private noteIn(tag: string, id: string, buckets: readonly Bucket[], end: number): void {
     this.ledger.add(id, 'in', { tag, buckets, end });
   }
+
+  /** noteIn as a function, made once (AdmitCall keeps it). */
+  private readonly noteInFn: NoteIn = (tag, id, buckets, end) => this.noteIn(tag, id, buckets, end);
 
   /**
    * One admit script call for a batch (admit-args.ts): admit-lone.lua for a lone call of plain
