@@ -29,18 +29,18 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { Redis, type RedisOptions } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import { CallGate } from '../src/gate.js';
-import { MemoryStore } from '../src/store/memory-store.js';
-import { RedisStore } from '../src/store/redis/redis-store.js';
+// callgate as users run it: compiled (dist/, see shipped.ts)
+import { CallGate, MemoryStore, RedisStore } from 'callgate';
 import type { Algorithm, Bucket, Carrier, ReserveResult, Store } from '../src/store/types.js';
 // the same redis-server starter the tests use (free loopback port, nothing on disk)
 import { startRedisServer, type RedisServer as BenchRedis } from '../test/helpers/redis.js';
 import { CPU_RLF, cpuSection } from './node-cpu.js';
+import { builtEntry } from './shipped.js';
 import { sidecarSection, type SidecarRow } from './sidecar.js';
 import { AdmittedLog, reservationViolations, slidingLogViolations, type LimitSpec } from './verify.js';
 import { closedLoop, cpuSecondsOf, syncLatency, syncLoop, wallUs, zipfSequence, type Histogram } from './workload.js';
+import { callIdOf } from './driver.js';
 import {
-  callIdOf,
   floodSection,
   LONE_SERVE_CLIENT,
   loneSection,
@@ -945,6 +945,7 @@ function printRuns(list: Row[]): void {
 }
 
 async function main(): Promise<void> {
+  builtEntry(); // the measured library is dist/: stale, it would measure an older callgate
   const server = await startRedisServer();
   let failed = false;
   try {

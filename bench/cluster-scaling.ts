@@ -99,7 +99,7 @@ import type { Carrier, Limit } from '../src/store/types.js';
 import { type LanePins, laneOf, laneTag } from '../src/lease/lanes.js';
 import { ACCOUNT_3, ACCOUNTS, accountName, GLOBAL_3, limitInput, PEER_3, peerName } from './limits.js';
 import { callgrindControl, countedInstructions } from './callgrind.js';
-import { openLoop } from './openloop.js';
+import { openLoop } from './driver.js';
 import { redisCpuSeconds, zipfSequence } from './workload.js';
 import { accountTag, carrierTag, GLOBAL_TAG } from '../src/store/keys.js';
 import { slotOf } from '../src/store/redis/slot.js';

@@ -18,9 +18,9 @@
 import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { CallGateConfigInput } from '../src/config/types.js';
-import { CallGate } from '../src/gate.js';
-import { RedisStore } from '../src/store/redis/redis-store.js';
-import { callIdOf, median, type SectionOptions } from './openloop.js';
+import { CallGate, RedisStore } from 'callgate';
+import { callIdOf } from './driver.js';
+import { median, type SectionOptions } from './openloop.js';
 import { redisCpuSeconds } from './workload.js';
 
 export interface CpuRow {
