@@ -88,30 +88,37 @@ export interface AdmitEnv {
  */
 export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv): string[] | undefined {
   const list = item.buckets;
-  const argv: string[] = [num(list.length)];
-  let refresh = false;
+  const n = list.length;
+  // made at its full length (numkeys, keys, the share, the head, the bounds, the limits): grown
+  // by push, a lone call's thirty arguments copied their array twice
+  let size = 7 + 2 * n;
   for (const args of list) {
     if (args.lone === undefined) return undefined;
-    const key = args.keys[0]!;
-    for (let k = 1; k < argv.length; k++) if (argv[k] === key) return undefined;
-    argv.push(key);
+    size += args.lone.length;
   }
   // a leased level (the first bucket only, the global one): its lane's share hash, last
   const share = list[0]!.share;
-  for (let q = 1; q < list.length; q++) if (list[q]!.share !== undefined) return undefined;
-  if (share !== undefined) {
-    argv.push(share);
-    argv[0] = num(list.length + 1);
+  for (let q = 1; q < n; q++) if (list[q]!.share !== undefined) return undefined;
+  if (share !== undefined) size++;
+  const argv: string[] = new Array(size);
+  argv[0] = num(share !== undefined ? n + 1 : n);
+  let k = 1;
+  for (const args of list) {
+    const key = args.keys[0]!;
+    for (let j = 1; j < k; j++) if (argv[j] === key) return undefined;
+    argv[k++] = key;
   }
-  const at = argv.length;
-  pushLoneHead(argv, item, clock, env);
+  if (share !== undefined) argv[k++] = share;
+  const at = k;
+  k = setLoneHead(argv, k, item, clock, env);
+  let refresh = false;
   for (const args of list) {
     const bound = env.known.boundOf(args);
     if (bound === '') refresh = true;
-    argv.push(bound);
+    argv[k++] = bound;
   }
   argv[at + 2] = (refresh ? '1' : '') + (share !== undefined ? 'S' : '');
-  for (const args of list) for (const v of args.lone!) argv.push(v);
+  for (const args of list) for (const v of args.lone!) argv[k++] = v;
   return argv;
 }
 
@@ -141,7 +148,7 @@ export function heldAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
   if (item.id !== undefined) argv.push(env.recordPrefix(list[0]!.tag) + item.id);
   argv[0] = num(argv.length - 1);
   const at = argv.length;
-  pushLoneHead(argv, item, clock, env);
+  setLoneHead(argv, at, item, clock, env);
   argv.push(item.id ?? '', num(item.forUs), num(list.length));
   let refresh = false;
   for (const args of list) {
@@ -158,18 +165,18 @@ export function heldAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
 }
 
 /**
- * ARGV[1..6] of both lone layouts: the ttl floor (virtual clocks), the call's event id, the
- * refresh flag ('' until a bucket's log turns out unknown), Redis TIME asked, now, the deadline.
+ * ARGV[1..6] of both lone layouts, from argv[k] on: the ttl floor (virtual clocks), the call's
+ * event id, the refresh flag ('' until a bucket's log turns out unknown), Redis TIME asked, now,
+ * the deadline. Returns the index after them.
  */
-function pushLoneHead(argv: string[], item: PendingAdmit, clock: string, env: AdmitEnv): void {
-  argv.push(
-    item.now === '' ? '0' : String(env.virtualTtlMs),
-    `${env.member()}:1`,
-    '',
-    clock,
-    item.now,
-    env.deadline(item.signal),
-  );
+function setLoneHead(argv: string[], k: number, item: PendingAdmit, clock: string, env: AdmitEnv): number {
+  argv[k] = item.now === '' ? '0' : String(env.virtualTtlMs);
+  argv[k + 1] = `${env.member()}:1`;
+  argv[k + 2] = '';
+  argv[k + 3] = clock;
+  argv[k + 4] = item.now;
+  argv[k + 5] = env.deadline(item.signal);
+  return k + 6;
 }
 
 /**
