@@ -538,15 +538,8 @@ export class RedisStore implements Store, OperableStore {
     const lane = this.keys.hashTags ? req.tag : '';
     // after a loss, decisions counting channels on this tag wait until its holds are back (holds-keeper.ts)
     const gate = held ? this.gateOf(req.tag) : undefined;
-    const queue = () => {
-      try {
-        this.admissions.add(lane, call);
-      } catch (err) {
-        call.reject(err); // a rejection, never a throw (as from a promise's executor)
-      }
-    };
-    if (gate === undefined) queue();
-    else gate.then(queue, call.reject);
+    if (gate === undefined) this.enqueue(lane, call);
+    else gate.then(() => this.enqueue(lane, call), call.reject);
     let decided = call.promise;
     if (this.keys.hashTags && id !== undefined && forUs > 0) {
       // the locator goes out with the decision, and the answer waits for both: a release issued
@@ -574,6 +567,15 @@ export class RedisStore implements Store, OperableStore {
       });
     }
     return decided;
+  }
+
+  /** Queue an admission on its lane: a rejection, never a throw (as from a promise's executor). */
+  private enqueue(lane: string, call: AdmitCall): void {
+    try {
+      this.admissions.add(lane, call);
+    } catch (err) {
+      call.reject(err);
+    }
   }
 
   /**
