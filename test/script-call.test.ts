@@ -8,17 +8,18 @@ import { expect } from 'chai';
 import { Command, Redis } from 'ioredis';
 import { prng } from '../scripts/make-fixtures.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { evalshaBytes } from '../src/store/redis/script-call.js';
+import { scriptBytes } from '../src/store/redis/script-call.js';
 import { scripts } from '../src/store/redis/scripts.js';
 import type { Bucket } from '../src/store/types.js';
 import { newRedisClient, rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 
 const S = 1_000_000;
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const SHA = scripts().admit.sha;
 
-/** What ioredis writes for EVALSHA sha ...argv. */
-function ioredisBytes(argv: readonly (string | number)[]): Buffer {
-  const w = new Command('evalsha', [SHA, ...argv]).toWritable({});
+/** What ioredis writes for EVALSHA sha ...argv (or `name head ...argv`). */
+function ioredisBytes(argv: readonly unknown[], name = 'evalsha', head = SHA): Buffer {
+  const w = new Command(name, [head, ...(argv as string[])]).toWritable({});
   return typeof w === 'string' ? Buffer.from(w) : w;
 }
 
@@ -37,21 +38,31 @@ describe('script calls as prepared bytes', () => {
     };
     for (let c = 0; c < 3_000; c++) {
       const argv = Array.from({ length: Math.floor(rand() * 40) }, one);
-      expect(evalshaBytes(SHA, argv).equals(ioredisBytes(argv)), JSON.stringify(argv)).to.equal(true);
+      expect(scriptBytes('evalsha', SHA, argv).equals(ioredisBytes(argv)), JSON.stringify(argv)).to.equal(true);
     }
   });
 
   it('writes a command larger than its scratch buffer, and the next small one, each whole', () => {
     const big = ['1', 'k', 'x'.repeat(40_000), '€'.repeat(20_000)];
-    expect(evalshaBytes(SHA, big).equals(ioredisBytes(big))).to.equal(true);
+    expect(scriptBytes('evalsha', SHA, big).equals(ioredisBytes(big))).to.equal(true);
     const small = ['1', 'k', '5'];
-    expect(evalshaBytes(SHA, small).equals(ioredisBytes(small))).to.equal(true);
+    expect(scriptBytes('evalsha', SHA, small).equals(ioredisBytes(small))).to.equal(true);
+  });
+
+  it("writes EVAL with a script's source, numbers of any size and nothing (null, undefined) as ioredis does", () => {
+    const lua = scripts()['admit-lone'].lua;
+    const argv = ['2', 'k1', 'ключ', 7, 1e21, 2 ** 60];
+    expect(scriptBytes('eval', lua, argv).equals(ioredisBytes(argv, 'eval', lua))).to.equal(true);
+    const huge = Array.from({ length: 200 }, () => 1e300);
+    expect(scriptBytes('evalsha', SHA, huge).equals(ioredisBytes(huge))).to.equal(true);
+    const none = ['1', null, undefined, 'x'] as unknown as string[];
+    expect(scriptBytes('evalsha', SHA, none).equals(ioredisBytes(none))).to.equal(true);
   });
 
   it('hands out a copy: a command written later does not change one written before', () => {
-    const first = evalshaBytes(SHA, ['1', 'first']);
+    const first = scriptBytes('evalsha', SHA, ['1', 'first']);
     const copy = Buffer.from(first);
-    evalshaBytes(SHA, ['1', 'second, longer than the first']);
+    scriptBytes('evalsha', SHA, ['1', 'second, longer than the first']);
     expect(first.equals(copy)).to.equal(true);
   });
 });
@@ -120,6 +131,51 @@ describe('RedisStore: script calls as prepared bytes, on a real Redis', function
     expect(t.evalsha![1], 'evalsha failed (NOSCRIPT)').to.be.at.least(1);
     expect(t.evalsha![0] - t.evalsha![1], 'evalsha that ran').to.equal(2);
     expect(await redis.zcard('sc:p2:log')).to.equal(2);
+  });
+
+  it('a call re-sent on a new connection to a Redis that restarted empty is sent with its source, no NOSCRIPT', async () => {
+    const redis = new Redis(server.url, { maxRetriesPerRequest: null, retryStrategy: () => 50 });
+    clients.push(redis);
+    const store = new RedisStore({ redis, prefix: 'rs:' });
+    stores.push(store);
+    const at = 1_800_000_000 * S;
+    expect((await store.admit({ tag: 'in', buckets: peer('r'), now: at })).admitted).to.equal(true);
+    server.pause(); // the next call's EVALSHA is written and never answered
+    const pending = store.admit({ tag: 'in', buckets: peer('r2'), now: at });
+    await sleep(100);
+    await server.kill();
+    await server.restart(); // empty: no keys, no scripts
+    expect((await pending).admitted).to.equal(true);
+    const s = await stats();
+    expect(s.evalsha?.[1] ?? 0, 'evalsha failed (NOSCRIPT)').to.equal(0);
+    expect(s.eval?.[0], 'eval calls').to.be.at.least(1);
+    expect(await redis.zcard('rs:r2:log')).to.equal(1);
+  });
+
+  it("an auto-pipelining client keeps ioredis' path: calls of one tick run in the order issued", async () => {
+    const redis = new Redis(server.url, { enableAutoPipelining: true, maxRetriesPerRequest: 1 });
+    clients.push(redis);
+    const watcher = new Redis(server.url);
+    clients.push(watcher);
+    const monitor = await watcher.monitor();
+    const seen: string[] = [];
+    monitor.on('monitor', (_t: string, args: string[]) => {
+      if (/^eval/i.test(args[0] ?? '')) seen.push(args.find((a) => a.startsWith('ap:')) ?? '?');
+    });
+    try {
+      const store = new RedisStore({ redis, prefix: 'ap:', hashTags: true });
+      stores.push(store);
+      await redis.ping();
+      const at = 1_800_000_000 * S;
+      // two tags: two lanes, two script calls written in this order in one tick
+      const a = store.admit({ tag: 'a', buckets: peer('x'), now: at });
+      const b = store.admit({ tag: 'b', buckets: peer('x'), now: at });
+      await Promise.all([a, b]);
+      await sleep(100);
+      expect(seen.filter((k) => k.includes('x:log'))).to.deep.equal(['ap:{a}:x:log', 'ap:{b}:x:log']);
+    } finally {
+      monitor.disconnect();
+    }
   });
 
   it('leaves a client with a key prefix of its own to ioredis, which prefixes the keys', async () => {

@@ -7,8 +7,8 @@ import type { Cluster, Redis } from 'ioredis';
 import { StoreUnavailableError } from '../../errors/index.js';
 import type { SafeEmitter } from '../../events.js';
 import type { StopSignal, StoreEvents } from '../types.js';
-import { evalshaBytes, isNoScript, ScriptCall } from './script-call.js';
-import { scripts } from './scripts.js';
+import { isNoScript, ScriptCall, scriptBytes } from './script-call.js';
+import { type Script, scripts } from './scripts.js';
 import { guardSocketErrors } from './socket-errors.js';
 
 export interface ConnectionOptions {
@@ -56,11 +56,11 @@ export class RedisConnection {
    */
   private readonly dropOnClose: boolean;
   /**
-   * Each script's SHA1 by command name, where script calls are written by script-call.ts: on a
-   * single Redis whose client adds no key prefix of its own (ioredis would prefix the KEYS it
-   * writes); else empty, and every call goes through ioredis' script command.
+   * Each script by command name, where script calls are written by script-call.ts: on a single
+   * Redis whose client neither adds a key prefix nor auto-pipelines (see the constructor); else
+   * empty, and every call goes through ioredis' script command.
    */
-  private readonly shas = new Map<string, string>();
+  private readonly prepared = new Map<string, Script>();
   /** The scripts called on the socket `loadedOn` so far (see call()). */
   private readonly loaded = new Set<string>();
   private loadedOn: unknown;
@@ -98,10 +98,14 @@ export class RedisConnection {
     const options = this.cluster ? (redis as Cluster).options.redisOptions : (redis as Redis).options;
     this.dropOnClose = options?.autoResendUnfulfilledCommands === false;
     guardSocketErrors(redis, this.cluster);
+    // ioredis' path for every call where its client changes what is written or when: a key
+    // prefix of its own, or auto-pipelining (which holds ioredis' commands to the next tick:
+    // a script's first call, through ioredis, would run after prepared calls issued later)
     const prefixed = options?.keyPrefix !== undefined && options.keyPrefix !== '';
-    for (const { command, lua, sha } of Object.values(scripts())) {
-      if (!(command in redis)) redis.defineCommand(command, { lua });
-      if (!this.cluster && !prefixed) this.shas.set(command, sha);
+    const prepared = !this.cluster && !prefixed && options?.enableAutoPipelining !== true;
+    for (const script of Object.values(scripts())) {
+      if (!(script.command in redis)) redis.defineCommand(script.command, { lua: script.lua });
+      if (prepared) this.prepared.set(script.command, script);
     }
     redis.on('error', this.onError);
     redis.on('close', this.onClose);
@@ -207,7 +211,7 @@ export class RedisConnection {
       } catch (err) {
         // a Redis that lost its scripts on a connection that stayed open (SCRIPT FLUSH) ran
         // nothing: ioredis' own command meets NOSCRIPT too, then sends the source (EVAL)
-        if (!isNoScript(err) || !this.shas.has(command)) throw err;
+        if (!isNoScript(err) || !this.prepared.has(command)) throw err;
         return await this.track(this.viaClient(command, argv));
       }
     } catch (err) {
@@ -216,15 +220,15 @@ export class RedisConnection {
   }
 
   /**
-   * Write one script call: as prepared bytes where it can (see shas), else through ioredis'
+   * Write one script call: as prepared bytes where it can (see prepared), else through ioredis'
    * script command. A script's first call on each socket goes through ioredis too, which sends
    * it as EVAL with its source: a fresh connection's first decision stays one command, on a
    * Redis that holds the script or one that restarted empty.
    */
   private call(command: string, argv: (string | number)[]): Promise<unknown> {
-    const sha = this.shas.get(command);
+    const script = this.prepared.get(command);
     const redis = this.redis as Redis;
-    if (sha === undefined) return this.viaClient(command, argv);
+    if (script === undefined) return this.viaClient(command, argv);
     if (redis.stream !== this.loadedOn) {
       this.loadedOn = redis.stream;
       this.loaded.clear();
@@ -233,7 +237,8 @@ export class RedisConnection {
       this.loaded.add(command);
       return this.viaClient(command, argv);
     }
-    return redis.sendCommand(new ScriptCall(evalshaBytes(sha, argv))) as Promise<unknown>;
+    const bytes = scriptBytes('evalsha', script.sha, argv);
+    return redis.sendCommand(new ScriptCall(bytes, redis.stream, script.lua, argv)) as Promise<unknown>;
   }
 
   private viaClient(command: string, argv: (string | number)[]): Promise<unknown> {

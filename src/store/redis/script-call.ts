@@ -12,9 +12,10 @@ import { Command } from 'ioredis';
 /** Grows to the largest command written; one per process (writes are synchronous). */
 let scratch = Buffer.allocUnsafeSlow(16 * 1024);
 
-/** What ioredis sends for an argument: strings as they are, numbers in decimal (integers past 2^53 in full). */
-function argText(a: string | number): string {
+/** What ioredis sends for an argument (its toArg): strings as they are, numbers in decimal (integers past 2^53 in full), nothing as ''. */
+function argText(a: string | number | null | undefined): string {
   if (typeof a === 'string') return a;
+  if (a === null || a === undefined) return '';
   return Number.isInteger(a) && !Number.isSafeInteger(a) ? BigInt(a).toString() : String(a);
 }
 
@@ -34,7 +35,7 @@ function digits(buf: Buffer, at: number, n: number): number {
 }
 
 /** `*count\r\n` or `$length\r\n` at `at`. */
-function head(buf: Buffer, at: number, mark: number, n: number): number {
+function lengthLine(buf: Buffer, at: number, mark: number, n: number): number {
   buf[at] = mark;
   at = digits(buf, at + 1, n);
   buf[at] = 13;
@@ -42,19 +43,26 @@ function head(buf: Buffer, at: number, mark: number, n: number): number {
   return at + 2;
 }
 
-/** The bytes of `EVALSHA sha ...argv` (argv = [numkeys, ...KEYS, ...ARGV]). */
-export function evalshaBytes(sha: string, argv: readonly (string | number)[]): Buffer {
-  let size = 64 + sha.length;
-  for (const a of argv) size += 16 + (typeof a === 'string' ? 3 * a.length : 24);
+/**
+ * The bytes of `name head ...argv` (argv = [numkeys, ...KEYS, ...ARGV]): `EVALSHA sha ...`, or
+ * `EVAL source ...` (ScriptCall re-sent on another connection).
+ */
+export function scriptBytes(name: 'evalsha' | 'eval', head: string, argv: readonly (string | number)[]): Buffer {
+  // an upper bound: 3 bytes per UTF-16 unit at most, and the digits of each length
+  let size = 32 + 3 * head.length;
+  for (const a of argv) size += 16 + 3 * (typeof a === 'string' ? a.length : argText(a).length);
   if (size > scratch.length) scratch = Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(size)));
   const buf = scratch;
-  let at = head(buf, 0, 42, argv.length + 2);
-  at = head(buf, at, 36, 7);
-  at += buf.write('evalsha\r\n', at, 'latin1');
+  let at = lengthLine(buf, 0, 42, argv.length + 2);
+  at = lengthLine(buf, at, 36, name.length);
+  at += buf.write(name, at, 'latin1');
+  buf[at] = 13;
+  buf[at + 1] = 10;
+  at += 2;
   for (let i = -1; i < argv.length; i++) {
-    const text = i < 0 ? sha : argText(argv[i]!);
+    const text = i < 0 ? head : argText(argv[i]!);
     const len = Buffer.byteLength(text);
-    at = head(buf, at, 36, len);
+    at = lengthLine(buf, at, 36, len);
     at += buf.write(text, at);
     buf[at] = 13;
     buf[at + 1] = 10;
@@ -65,13 +73,29 @@ export function evalshaBytes(sha: string, argv: readonly (string | number)[]): B
   return out;
 }
 
-/** An EVALSHA that writes prepared bytes; ioredis queues it and reads its reply as any command's. */
+/**
+ * An EVALSHA that writes prepared bytes; ioredis queues it and reads its reply as any script
+ * command's (as text, as its script commands do). Written again on another connection (ioredis
+ * re-sends unanswered commands after a reconnect, unless autoResendUnfulfilledCommands is off),
+ * it sends the source instead, as ioredis' own script command does on a new connection: the
+ * Redis there may have restarted empty, and a NOSCRIPT would put the call behind later ones.
+ */
 export class ScriptCall extends Command {
-  constructor(private readonly bytes: Buffer) {
-    super('evalsha', []);
+  constructor(
+    private bytes: Buffer,
+    private socket: object | undefined,
+    private readonly lua: string,
+    private readonly argv: readonly (string | number)[],
+  ) {
+    super('evalsha', [], { replyEncoding: 'utf8' });
   }
 
-  override toWritable(): Buffer {
+  override toWritable(socket: object): Buffer {
+    if (socket !== this.socket) {
+      this.socket = socket;
+      this.name = 'eval';
+      this.bytes = scriptBytes('eval', this.lua, this.argv);
+    }
     return this.bytes;
   }
 }
