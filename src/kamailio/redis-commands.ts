@@ -15,7 +15,6 @@
  * an empty literal) and the id again (AdmitTemplate.values). The call's deadline is spliced in
  * by Kamailio at DEADLINE_MARK.
  */
-import { createHash } from 'node:crypto';
 import { planFor } from '../admission/plan.js';
 import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
@@ -29,7 +28,7 @@ import {
 import { bucketArgsOf } from '../store/redis/bucket-args.js';
 import type { KnownLogs } from '../store/redis/known-logs.js';
 import { RedisKeys } from '../store/redis/redis-keys.js';
-import { scripts } from '../store/redis/scripts.js';
+import { type Script, scripts } from '../store/redis/scripts.js';
 
 /**
  * Where the call's deadline goes: Kamailio splits the template there and puts its own time plus
@@ -95,8 +94,6 @@ function formatArg(arg: string): string {
   return out;
 }
 
-const sha1 = (text: string): string => createHash('sha1').update(text).digest('hex');
-
 /**
  * The admit templates of `config`: every configured peer alone and with every configured
  * account. A defaultPeer has none (its keys name the peer: list the peers). Keys as a RedisStore
@@ -111,10 +108,10 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', l
     );
   const keys = new RedisKeys(prefix, false);
   const all = scripts();
-  const text = (lua: string): ScriptText => ({ sha: sha1(lua), lua });
-  const admit = text(all.admit.lua);
-  const lone = text(all['admit-lone'].lua);
-  const held = text(all['admit-lone-held'].lua);
+  const text = ({ sha, lua }: Script): ScriptText => ({ sha, lua });
+  const admit = text(all.admit);
+  const lone = text(all['admit-lone']);
+  const held = text(all['admit-lone-held']);
   const env: AdmitEnv = {
     // the now is Redis TIME (an empty value), never a virtual clock: no ttl floor
     virtualTtlMs: 0,
@@ -163,8 +160,7 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', l
       templates.push({ peer, account, labels: plan.labels, holds, command, local, values: alone ? 'iii' : 'ini' });
     }
   }
-  const releaseLua = all.release.lua;
-  const releaseSha = sha1(releaseLua);
+  const { sha: releaseSha, lua: releaseLua } = all.release;
   const record = formatArg(keys.inboundRecord('', ID));
   return {
     admit,
