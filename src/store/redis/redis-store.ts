@@ -530,7 +530,7 @@ export class RedisStore implements Store, OperableStore {
       id,
       forUs,
       req.signal,
-      note ? this.noteInFn : undefined,
+      note ? this.noteIn : undefined,
       req.tag,
       req.hold,
       noted,
@@ -587,13 +587,13 @@ export class RedisStore implements Store, OperableStore {
     return gate === undefined || this.conn.knownDown ? undefined : gate;
   }
 
-  /** An inbound call admitted (or recorded) on live time enters the ledger, with every bucket it touched. */
-  private noteIn(tag: string, id: string, buckets: readonly Bucket[], end: number): void {
+  /**
+   * An inbound call admitted (or recorded) on live time enters the ledger, with every bucket it
+   * touched. A function made once, which each AdmitCall that may be noted keeps.
+   */
+  private readonly noteIn: NoteIn = (tag, id, buckets, end) => {
     this.ledger.add(id, 'in', { tag, buckets, end });
-  }
-
-  /** noteIn as a function, made once (AdmitCall keeps it). */
-  private readonly noteInFn: NoteIn = (tag, id, buckets, end) => this.noteIn(tag, id, buckets, end);
+  };
 
   /**
    * One admit script call for a batch (admit-args.ts): admit-lone.lua for a lone call of plain
