@@ -7,7 +7,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { StoreUnavailableError } from '../../errors/index.js';
 import type { SafeEmitter } from '../../events.js';
 import type { StopSignal, StoreEvents } from '../types.js';
-import { isNoScript, ScriptCall, scriptBytes } from './script-call.js';
+import { isNoScript, ScriptCall } from './script-call.js';
 import { type Script, scripts } from './scripts.js';
 import { guardSocketErrors } from './socket-errors.js';
 
@@ -61,9 +61,6 @@ export class RedisConnection {
    * empty, and every call goes through ioredis' script command.
    */
   private readonly prepared = new Map<string, Script>();
-  /** The scripts called on the socket `loadedOn` so far (see call()). */
-  private readonly loaded = new Set<string>();
-  private loadedOn: unknown;
 
   /**
    * The store listens to the client's 'error' event, so ioredis does not print "Unhandled error
@@ -210,7 +207,8 @@ export class RedisConnection {
         return await this.track(corked ? this.corked(command, argv) : this.call(command, argv));
       } catch (err) {
         // a Redis that lost its scripts on a connection that stayed open (SCRIPT FLUSH) ran
-        // nothing: ioredis' own command meets NOSCRIPT too, then sends the source (EVAL)
+        // nothing: ioredis' own command, which never sent this script on this socket, sends
+        // its source (EVAL)
         if (!isNoScript(err) || !this.prepared.has(command)) throw err;
         return await this.track(this.viaClient(command, argv));
       }
@@ -220,25 +218,14 @@ export class RedisConnection {
   }
 
   /**
-   * Write one script call: as prepared bytes where it can (see prepared), else through ioredis'
-   * script command. A script's first call on each socket goes through ioredis too, which sends
-   * it as EVAL with its source: a fresh connection's first decision stays one command, on a
-   * Redis that holds the script or one that restarted empty.
+   * Write one script call: as prepared bytes where it can (see prepared; a script's first call on
+   * each socket sends its source, so a fresh connection's first decision stays one command, on a
+   * Redis that holds the script or one that restarted empty), else through ioredis' script command.
    */
   private call(command: string, argv: (string | number)[]): Promise<unknown> {
     const script = this.prepared.get(command);
-    const redis = this.redis as Redis;
     if (script === undefined) return this.viaClient(command, argv);
-    if (redis.stream !== this.loadedOn) {
-      this.loadedOn = redis.stream;
-      this.loaded.clear();
-    }
-    if (!this.loaded.has(command)) {
-      this.loaded.add(command);
-      return this.viaClient(command, argv);
-    }
-    const bytes = scriptBytes('evalsha', script.sha, argv);
-    return redis.sendCommand(new ScriptCall(bytes, redis.stream, script.lua, argv)) as Promise<unknown>;
+    return (this.redis as Redis).sendCommand(new ScriptCall(script, argv)) as Promise<unknown>;
   }
 
   private viaClient(command: string, argv: (string | number)[]): Promise<unknown> {

@@ -8,6 +8,7 @@
  * the keys in its arguments, which this command does not list (connection.ts).
  */
 import { Command } from 'ioredis';
+import type { Script } from './scripts.js';
 
 /** Grows to the largest command written; one per process (writes are synchronous). */
 let scratch = Buffer.allocUnsafeSlow(16 * 1024);
@@ -45,7 +46,7 @@ function lengthLine(buf: Buffer, at: number, mark: number, n: number): number {
 
 /**
  * The bytes of `name head ...argv` (argv = [numkeys, ...KEYS, ...ARGV]): `EVALSHA sha ...`, or
- * `EVAL source ...` (ScriptCall re-sent on another connection).
+ * `EVAL source ...` (a script's first call on a socket).
  */
 export function scriptBytes(name: 'evalsha' | 'eval', head: string, argv: readonly (string | number)[]): Buffer {
   // an upper bound: 3 bytes per UTF-16 unit at most, and the digits of each length
@@ -73,30 +74,36 @@ export function scriptBytes(name: 'evalsha' | 'eval', head: string, argv: readon
   return out;
 }
 
+/** The scripts whose source each socket was sent (EVAL), as ioredis' own script command keeps them. */
+const loadedOn = new WeakMap<object, Set<string>>();
+
 /**
- * An EVALSHA that writes prepared bytes; ioredis queues it and reads its reply as any script
- * command's (as text, as its script commands do). Written again on another connection (ioredis
- * re-sends unanswered commands after a reconnect, unless autoResendUnfulfilledCommands is off),
- * it sends the source instead, as ioredis' own script command does on a new connection: the
- * Redis there may have restarted empty, and a NOSCRIPT would put the call behind later ones.
+ * A script call that writes its bytes itself; ioredis queues it and reads its reply as any
+ * script command's (as text, as its script commands do). On a socket that has not been sent the
+ * script yet (a new connection, or one ioredis re-sends unanswered commands on after a
+ * reconnect, unless autoResendUnfulfilledCommands is off) it sends the source (EVAL), as
+ * ioredis' own script command does: the Redis there may have restarted empty, and a NOSCRIPT
+ * would put the call behind later ones. Else EVALSHA.
  */
 export class ScriptCall extends Command {
   constructor(
-    private bytes: Buffer,
-    private socket: object | undefined,
-    private readonly lua: string,
+    private readonly script: Script,
     private readonly argv: readonly (string | number)[],
   ) {
     super('evalsha', [], { replyEncoding: 'utf8' });
   }
 
   override toWritable(socket: object): Buffer {
-    if (socket !== this.socket) {
-      this.socket = socket;
-      this.name = 'eval';
-      this.bytes = scriptBytes('eval', this.lua, this.argv);
+    let loaded = loadedOn.get(socket);
+    if (loaded === undefined) loadedOn.set(socket, (loaded = new Set()));
+    const { sha, lua } = this.script;
+    if (loaded.has(sha)) {
+      this.name = 'evalsha';
+      return scriptBytes('evalsha', sha, this.argv);
     }
-    return this.bytes;
+    loaded.add(sha);
+    this.name = 'eval';
+    return scriptBytes('eval', lua, this.argv);
   }
 }
 
