@@ -4,11 +4,12 @@
   common case under light load when calls hold channels. admit-lone.lua's counterpart for calls
   with channels (that script keeps the layout of plain logs, every argument of which costs it):
   the rule, the keys written and the reply are admit.lua's for that batch; the layout is
-  shorter, and the script defines only the four functions of includes/log.lua and loneTime. Redis runs a
-  script's whole body on every call, making each function it defines anew: admit.lua's batch
-  machinery (its closures, and the garbage they leave) cost more than twice this decision
-  (callgrind, three levels with channels), so this script reads Redis TIME itself and writes
-  the holds and the call record in line (what includes/channels.lua does for admit.lua).
+  shorter, and the script defines only the four functions of includes/log.lua, loneTime, the
+  three of includes/lease-lone.lua and one for its holds sets. Redis runs a script's whole body
+  on every call, making each function it defines anew: admit.lua's batch machinery (its
+  closures, and the garbage they leave) cost more than twice this decision (callgrind, three
+  levels with channels), so this script reads Redis TIME itself and writes the holds and the
+  call record in line (what includes/channels.lua does for admit.lua).
 
   KEYS          per bucket q, in check order: its log when it has sliding-log limits (members =
                 event ids, scores = µs), then its holds when it has a channel limit (members =
@@ -53,7 +54,9 @@
 
   Logs are written as admit-lone.lua writes them (includes/log.lua, logWrite: on Redis TIME a
   rounded trim, skipped when known, and the PEXPIRE only when needed; with now given the exact
-  trim and the expiry always); holds and records as admit.lua writes them.
+  trim and the expiry always); holds and records as admit.lua writes them (includes/channels.lua:
+  on Redis TIME a holds set counted by its size while below its limit, liveHolds, and its
+  expiry lengthened by PEXPIRE GT, writeHolds).
 ]]
 --- @include "log"
 --- @include "lone-time"
@@ -68,6 +71,19 @@ if expired then
   reply = { 0, 0, t, 4 } -- decided nowhere
 else
   local ts = fmt('%d', t)
+  -- the holds of a set with an end after t as far as a limit n needs them (includes/channels.lua,
+  -- liveHolds and holdsAfter: on Redis TIME its size while below n, else its lapsed holds
+  -- dropped first; with a given now a ZCOUNT above t)
+  local function holdsNow(key, n)
+    if live then
+      local z = call('ZCARD', key)
+      if z < n then
+        return z
+      end
+      return z - call('ZREMRANGEBYSCORE', key, '-inf', ts)
+    end
+    return call('ZCOUNT', key, '(' .. ts, '+inf')
+  end
   local record -- the call record's key (a call with an id)
   local holding = false
   local flags3 = argv[3]
@@ -96,6 +112,9 @@ else
     -- per log key index k: [k] its retention r, [-k] its size (0: new), its known trim bound, and
     -- the widest window's limit L
     local logs, known, widest = {}, {}, {}
+    -- per holds key index k: its count (on Redis TIME a count of 0 means a new set:
+    -- includes/channels.lua, writeHolds)
+    local stored = {}
     local k = 0
     local a = 10
     for q = 1, argv[9] + 0 do
@@ -129,11 +148,12 @@ else
         -- then its channels (holds with an end after t); past the first bucket without room
         -- they change nothing
         if limitedBy == 0 then
-          local held = call('ZCOUNT', keys[k], '(' .. ts, '+inf')
           local n = N
           if q == 1 and share ~= nil and shareH < n then
             n = shareH
           end
+          local held = holdsNow(keys[k], n)
+          stored[k] = held
           if held >= n then
             limitedBy, flags = q, 1
             if held < N then
@@ -145,7 +165,7 @@ else
           if q == 1 and shareH < n then
             n = shareH
           end
-          if call('ZCOUNT', keys[k], '(' .. ts, '+inf') >= n then
+          if holdsNow(keys[k], n) >= n then
             later = true
           end
         end
@@ -164,7 +184,7 @@ else
         if ms < floorMs then
           ms = floorMs
         end
-        px = ms
+        px = fmt('%d', ms)
         -- the record names each holds set by its key past the record's base (#'call:in:' = 8)
         parts, from = { es }, #record - #id - 7
       end
@@ -178,16 +198,25 @@ else
         if hk ~= nil and h > 0 then
           -- includes/channels.lua: writeHolds and keepUntil, for one hold
           local key = keys[hk]
-          call('ZREMRANGEBYSCORE', key, '-inf', ts)
-          call('ZADD', key, es, id)
-          if call('PTTL', key) < px then
-            call('PEXPIRE', key, fmt('%d', px))
+          if not live then
+            call('ZREMRANGEBYSCORE', key, '-inf', ts)
+            call('ZADD', key, es, id)
+            if call('PTTL', key) < px + 0 then
+              call('PEXPIRE', key, px)
+            end
+          else
+            call('ZADD', key, es, id)
+            if stored[hk] > 0 then
+              call('PEXPIRE', key, px, 'GT')
+            else
+              call('PEXPIRE', key, px)
+            end
           end
           parts[#parts + 1] = string.sub(key, from)
         end
       end
       if h > 0 then
-        call('SET', record, table.concat(parts, ' '), 'PX', fmt('%d', px))
+        call('SET', record, table.concat(parts, ' '), 'PX', px)
       end
     elseif shareRefused then
       call('HINCRBY', share, shareRefused, 1)

@@ -46,13 +46,15 @@
          an overflow lane may take it); then, when asked (ARGV[4]), Redis TIME (µs)
 
   How the work is shared: calls with the same t form a group. In a group each (log, W) is
-  counted once with ZCOUNT and each window hash read once; the calls admitted add their events
-  to local state (all at t, so inside every window), which is written when the time changes or
-  the batch ends: per log one trim, ZADD and PEXPIRE (on Redis TIME the trim and the PEXPIRE
-  only when needed, as admit-lone.lua does), per hash one HSET and PEXPIRE, per holds set one
-  trim, ZADD and expiry check, per call record one SET. A refused call changes nothing, so the
-  retry-after lookups of a log are kept for the group too. A log's size (ZCARD, O(1)) bounds
-  every count of it: a log below a limit has room without counting.
+  counted once with ZCOUNT, each holds set once and each window hash read once; the calls
+  admitted add their events to local state (all at t, so inside every window), which is written
+  when the time changes or the batch ends: per log one trim, ZADD and PEXPIRE (on Redis TIME the
+  trim and the PEXPIRE only when needed, as admit-lone.lua does), per hash one HSET and PEXPIRE,
+  per holds set one ZADD and its expiry (on Redis TIME no trim and one PEXPIRE GT:
+  includes/channels.lua, liveHolds and writeHolds), per call record one SET. A refused call
+  changes nothing, so the retry-after lookups of a log are kept for the group too. A log's size
+  (ZCARD, O(1)) bounds every count of it: a log below a limit has room without counting; a
+  holds set's size bounds its count the same way.
 
   A lone call (the batch holds one call, the common case under light load) whose buckets have
   sliding-log limits only goes to a script of its own instead, which decides and writes what
@@ -174,19 +176,23 @@ local single = ARGV[a + 1] == '1' and (a + 3 == argc or a + 5 == argc)
 local t, ts -- the group's time, as a number and as a score
 local floor -- the least key expiry (ms) of what the group writes (runs.lua)
 local virtual -- whether a call of the group gave its now (runs.lua): times may go back
+local live -- whether the group began on Redis TIME: its holds sets are counted by their size while
+-- below their limit (includes/channels.lua, liveHolds)
 -- group state of a batch (tables made on first use; nil for a lone call, which writes at once):
 local fromOf -- per W: the window's lower bound as a score (logCount), formatted once per group
 local retention, paces, counts, waits, added, nAdded, sizes, knownOf -- per log key index (paces: its widest L)
 local hw, hc, hp, loaded, dirty, hashW -- per window hash key index (a lone call uses the first four)
-local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
+-- per holds key index: holds after t in Redis (on a live group at most their size, liveHolds),
+-- whether that count is exact, call id -> end, count
+local holdsStored, holdsExact, holdsAdded, nHolds
 local records -- call records to write: { id, end, keys }
 local recordEnds -- end of every call record this batch wrote or will write, by id
 
-local function newGroup(now, groupFloor)
-  t, ts, floor = now, fmtInt(now), groupFloor
+local function newGroup(now, groupFloor, groupLive)
+  t, ts, floor, live = now, fmtInt(now), groupFloor, groupLive
   fromOf, retention, paces, counts, waits, added, nAdded, sizes, knownOf = nil, nil, nil, nil, nil, nil, nil, nil, nil
   hw, hc, hp, loaded, dirty, hashW = nil, nil, nil, nil, nil, nil
-  holdsStored, holdsAdded, nHolds, records = nil, nil, nil, nil
+  holdsStored, holdsExact, holdsAdded, nHolds, records = nil, nil, nil, nil, nil
 end
 
 -- The fields of window hash k, read once per group (once per lone call).
@@ -219,7 +225,8 @@ local function writeGroup()
   end
   if holdsAdded ~= nil then
     for k, ends in pairs(holdsAdded) do
-      writeHolds(KEYS[k], ends, t, ts, floor)
+      -- counted before any hold was added (on a live group by liveHolds: its count)
+      writeHolds(KEYS[k], ends, t, ts, floor, live and holdsStored[k] or nil)
     end
   end
   if records ~= nil then
@@ -239,16 +246,28 @@ local function sub(tbl, k)
   return v
 end
 
--- Holds of set k with an end after t: those in Redis (counted once per group) and those added
--- by earlier calls of the group (all end after t).
-local function holdCount(k)
-  if single then
-    return holdsAfter(KEYS[k], ts)
-  end
+-- Holds of set k with an end after t, as far as its limit N needs them: those in Redis (read
+-- once per group; on a live group their size, made exact once it reaches N with the group's,
+-- includes/channels.lua, liveHolds) and those added by earlier calls of the group (all end
+-- after t). A lone call keeps the count for its write (addHold).
+local function holdCount(k, N)
   if holdsStored == nil then
-    holdsStored, holdsAdded, nHolds = {}, {}, {}
+    holdsStored, holdsExact, holdsAdded, nHolds = {}, {}, {}, {}
   end
-  return storedHolds(holdsStored, k, ts) + (nHolds[k] or 0)
+  local added = nHolds[k] or 0
+  local n = holdsStored[k]
+  if n == nil then
+    if live then
+      n, holdsExact[k] = liveHolds(KEYS[k], ts, N - added)
+    else
+      n, holdsExact[k] = holdsAfter(KEYS[k], ts), true
+    end
+    holdsStored[k] = n
+  elseif n + added >= N and not holdsExact[k] then
+    n = n - redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', ts)
+    holdsStored[k], holdsExact[k] = n, true
+  end
+  return n + added
 end
 
 -- Whether call `id` has a record still holding at t.
@@ -359,16 +378,11 @@ local function countHash(k, W)
   end
 end
 
--- Hold a channel in holds set k for call `id` until e.
+-- Hold a channel in holds set k for call `id` until e (the call counted the set: holdCount).
 local function addHold(k, id, e)
   if single then
-    redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', ts)
-    redis.call('ZADD', KEYS[k], fmtInt(e), id)
-    keepUntil(KEYS[k], e, t, floor)
+    writeHolds(KEYS[k], { [id] = e }, t, ts, floor, live and holdsStored[k] or nil)
     return
-  end
-  if holdsStored == nil then
-    holdsStored, holdsAdded, nHolds = {}, {}, {}
   end
   sub(holdsAdded, k)[id] = e
   nHolds[k] = (nHolds[k] or 0) + 1
@@ -563,7 +577,7 @@ local function decide(p, call, id, forUs)
       if q == shareQ and shareH < N then
         N = shareH
       end
-      if holdCount(first + pr.hoff) >= N then
+      if holdCount(first + pr.hoff, N) >= N then
         later = true
       end
     end
@@ -572,7 +586,7 @@ local function decide(p, call, id, forUs)
       if shareH ~= nil and shareH < N then
         N = shareH
       end
-      local held = holdCount(first + pr.hoff)
+      local held = holdCount(first + pr.hoff, N)
       if held >= N then
         limitedBy, flags = q, 1
         if N < pr.N and held < pr.N then
@@ -635,9 +649,9 @@ end
 if single then
   local now = ARGV[a]
   if now == '' then
-    newGroup(redisClock(), 0)
+    newGroup(redisClock(), 0, true)
   else
-    newGroup(tonumber(now), floorMs)
+    newGroup(tonumber(now), floorMs, false)
   end
   local _, limitedBy, retry, flags = decideAt(a + 2, 1)
   writeShares()
@@ -649,8 +663,8 @@ end
 
 local out = {}
 local call = 0
-eachCall(a, floorMs, function(now)
-  newGroup(now, nil)
+eachCall(a, floorMs, function(now, groupLive)
+  newGroup(now, nil, groupLive)
 end, function(x)
   call = call + 1
   local nx, limitedBy, retry, flags = decideAt(x, call)

@@ -24,6 +24,21 @@ local function holdsAfter(key, ts)
   return redis.call('ZCOUNT', key, '(' .. ts, '+inf')
 end
 
+-- The holds of set `key` with an end after t, on Redis TIME (times only grow), as far as a
+-- channel limit N needs them: the set's size (ZCARD, O(1)) while it is below N, since no more of
+-- its holds can be live; at N or more, its lapsed holds (scores <= t: calls never released,
+-- their process gone) are dropped and the count made exact. A ZCOUNT above t walked a small
+-- set's listpack entry by entry, and the trim at every write removed nothing but those lapsed
+-- holds: a set now keeps them until it fills up to N (never more than N entries at a count) or
+-- expires. Returns the count and whether it is exact (lapsed holds dropped).
+local function liveHolds(key, ts, N)
+  local n = redis.call('ZCARD', key)
+  if n < N then
+    return n, false
+  end
+  return n - redis.call('ZREMRANGEBYSCORE', key, '-inf', ts), true
+end
+
 -- Holds of set k with an end after t in Redis, counted once per group of calls at one time
 -- (`stored`: per key index, the count read at that time).
 local function storedHolds(stored, k, ts)
@@ -43,9 +58,17 @@ local function keepUntil(key, untilUs, t, floorMs)
   end
 end
 
--- Record holds in a set at t: drop those that ended (scores <= t), add `ends` (call id -> end).
-local function writeHolds(key, ends, t, ts, floorMs)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', ts)
+-- Record holds in a set at t, add `ends` (call id -> end) and keep the set until the latest.
+-- `stored`: on Redis TIME, the set's count by liveHolds before these holds (nil otherwise: its
+-- ended holds, scores <= t, are dropped first, and its expiry only ever lengthened, keepUntil).
+-- On Redis TIME lapsed holds wait for liveHolds, and the count says whether the set was there:
+-- every writer gives a holds set an expiry as it makes it, so one that was there needs only
+-- PEXPIRE GT (one command, where PTTL and PEXPIRE took two; GT leaves a key without an expiry
+-- as it is), and a new one (a count of 0: an empty set does not exist) a plain PEXPIRE.
+local function writeHolds(key, ends, t, ts, floorMs, stored)
+  if stored == nil then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', ts)
+  end
   local args, n, latest = {}, 0, t
   for id, e in pairs(ends) do
     args[n + 1], args[n + 2] = endText(e), id
@@ -55,7 +78,13 @@ local function writeHolds(key, ends, t, ts, floorMs)
     end
   end
   redis.call('ZADD', key, unpack(args))
-  keepUntil(key, latest, t, floorMs)
+  if stored == nil then
+    keepUntil(key, latest, t, floorMs)
+  elseif stored > 0 then
+    redis.call('PEXPIRE', key, fmtInt(ttlMs(latest - t, floorMs)), 'GT')
+  else
+    redis.call('PEXPIRE', key, fmtInt(ttlMs(latest - t, floorMs)))
+  end
 end
 
 -- The part of a call record's key before call:in:<id> / call:out:<id>.

@@ -3,7 +3,8 @@
 --   now   µs since the epoch (integer); empty = Redis TIME (read once per script)
 --   c     the number of calls in the run, then the calls' arguments (each call's own number of
 --         them: the script's call function reads them)
--- Consecutive calls with the same time form a group: begin(t) opens it, call(x) decides each
+-- Consecutive calls with the same time form a group: begin(t, live) opens it (live: its first
+-- run is on Redis TIME), call(x) decides each
 -- of its calls in order (x: the index in ARGV of the call's first argument; it returns the index
 -- past its last), finish(floor) closes it (writes what it changed) before the next group and at
 -- the end. floor is the least key expiry (ms) for what the group writes: floorMs when a call of
@@ -25,7 +26,7 @@ local function eachCall(a, floorMs, begin, call, finish)
         finish(floor, virtual)
       end
       t, floor, virtual = runT, runFloor, now ~= ''
-      begin(t)
+      begin(t, now == '')
     else
       if runFloor > floor then
         floor = runFloor

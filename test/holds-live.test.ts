@@ -1,0 +1,150 @@
+/**
+ * A holds set on Redis TIME (includes/channels.lua, liveHolds and writeHolds), through each
+ * script that admits with channels: admit-lone-held.lua (a lone call), admit.lua deciding one
+ * call, and admit.lua deciding a batch. The claims: a set is counted by its size while that is
+ * below the limit, so a lapsed hold (a call never released, its hold over) stays in it until the
+ * set fills up; at the limit the lapsed holds are dropped and the count is exact, so a lapsed
+ * hold never refuses a call; a new set gets an expiry, and a set's expiry is only ever
+ * lengthened, never shortened by a shorter hold.
+ */
+import { expect } from 'chai';
+import { admitArgv, heldAdmitArgv, type AdmitEnv, type PendingAdmit } from '../src/store/redis/admit-args.js';
+import { bucketArgsOf } from '../src/store/redis/bucket-args.js';
+import { KnownLogs } from '../src/store/redis/known-logs.js';
+import { RedisKeys } from '../src/store/redis/redis-keys.js';
+import { scripts } from '../src/store/redis/scripts.js';
+import { encodeId } from '../src/store/keys.js';
+import type { Bucket } from '../src/store/types.js';
+import { redisRig } from './helpers/redis.js';
+import { sleep } from './holds/harness.js';
+
+const S = 1_000_000;
+const MS = 1_000;
+
+type Path = 'lone' | 'single' | 'batch';
+const PATHS: readonly Path[] = ['lone', 'single', 'batch'];
+
+describe('a holds set on Redis TIME: counted by its size below its limit, exact at it', function () {
+  this.timeout(30_000);
+  const rig = redisRig();
+
+  /** A one-level peer bucket with a rate limit far off and `channels`, under its own prefix. */
+  function setup(prefix: string, channels: number) {
+    const keys = new RedisKeys(prefix, false);
+    const bucket: Bucket = { name: 'p', limits: [{ limit: 1000, windowUs: S, algorithm: 'sliding-log' }], channels };
+    const args = [bucketArgsOf('acct', keys.base('acct', 'p'), bucket)];
+    let seq = 0;
+    const env: AdmitEnv = {
+      virtualTtlMs: 0,
+      known: new KnownLogs(),
+      member: () => `m${seq++}`,
+      deadline: () => '',
+      recordPrefix: (t) => keys.inboundRecord(t, ''),
+      declareRecords: false,
+    };
+    const item = (id: string, forUs: number): PendingAdmit => ({
+      buckets: args,
+      now: '',
+      id: encodeId(id),
+      forUs,
+      signal: undefined,
+      resolve: () => {},
+      reject: () => {},
+    });
+    return { env, item, holdsKey: args[0]!.keys[args[0]!.keys.length - 1]! };
+  }
+
+  const evalScript = (name: 'admit' | 'admit-lone-held', argv: readonly string[]) =>
+    rig.raw.call('EVAL', scripts()[name].lua, ...argv) as Promise<number[]>;
+
+  /** Decide calls [id, hold µs] on `path` (a batch: all in one script call): 'A' or why refused. */
+  async function decide(path: Path, s: ReturnType<typeof setup>, calls: [string, number][]): Promise<string[]> {
+    const outcome = (r: number[], i: number) => (r[4 * i] === 0 ? 'A' : r[4 * i + 3] === 1 ? 'channels' : 'rate');
+    if (path === 'batch') {
+      const r = await evalScript(
+        'admit',
+        admitArgv(
+          calls.map(([id, h]) => s.item(id, h)),
+          '',
+          s.env,
+        ) as string[],
+      );
+      return calls.map((_, i) => outcome(r, i));
+    }
+    const out: string[] = [];
+    for (const [id, h] of calls) {
+      const argv =
+        path === 'lone'
+          ? heldAdmitArgv(s.item(id, h), '', s.env)!
+          : (admitArgv([s.item(id, h)], '', s.env) as string[]);
+      out.push(outcome(await evalScript(path === 'lone' ? 'admit-lone-held' : 'admit', argv), 0));
+    }
+    return out;
+  }
+
+  const members = async (key: string) => (await rig.raw.zrange(key, '0', '-1')).sort();
+
+  for (const path of PATHS) {
+    it(`${path}: a lapsed hold stays below the limit, is dropped at it, and never refuses a call`, async () => {
+      const s = setup(`lapse-${path}:`, 3);
+      // 'a' holds 150 ms, 'b' 10 s: the set lives on with 'a' lapsed in it
+      expect(
+        await decide(path, s, [
+          ['a', 150 * MS],
+          ['b', 10 * S],
+        ]),
+      ).to.deep.equal(['A', 'A']);
+      await sleep(200);
+      const t = (await rig.raw.time()).map(Number);
+      const nowUs = t[0]! * S + t[1]!;
+      expect(await rig.raw.zcount(s.holdsKey, `(${nowUs}`, '+inf'), 'calls in progress').to.equal(1);
+      // below the limit (2 entries of 3) 'c' is admitted on the set's size, 'a' left in it
+      expect(await decide(path, s, [['c', 10 * S]])).to.deep.equal(['A']);
+      expect(await members(s.holdsKey)).to.deep.equal(['a', 'b', 'c']);
+      // at the limit (3 entries) the lapsed 'a' is dropped: 'd' is admitted, 'e' refused (b, c, d)
+      expect(
+        await decide(path, s, [
+          ['d', 10 * S],
+          ['e', 10 * S],
+        ]),
+      ).to.deep.equal(['A', 'channels']);
+      expect(await members(s.holdsKey)).to.deep.equal(['b', 'c', 'd']);
+    });
+
+    it(`${path}: a new set gets an expiry; a shorter hold never shortens it`, async () => {
+      const s = setup(`expiry-${path}:`, 10);
+      expect(await decide(path, s, [['x', 10 * S]])).to.deep.equal(['A']);
+      expect(await rig.raw.pttl(s.holdsKey), 'the new set expires with its hold').to.be.within(9_000, 10_001);
+      expect(await decide(path, s, [['y', 1 * S]])).to.deep.equal(['A']);
+      expect(await rig.raw.pttl(s.holdsKey), 'still until the longer hold ends').to.be.within(9_000, 10_001);
+      // every hold lapsed and dropped at the limit: the set is made anew, with an expiry again
+      const t = setup(`anew-${path}:`, 1);
+      expect(await decide(path, t, [['u', 100 * MS]])).to.deep.equal(['A']);
+      await sleep(150);
+      expect(await rig.raw.exists(t.holdsKey), 'a set whose holds all ended expires').to.equal(0);
+      expect(await decide(path, t, [['v', 2 * S]])).to.deep.equal(['A']);
+      expect(await rig.raw.pttl(t.holdsKey)).to.be.within(1_000, 2_001);
+    });
+  }
+
+  it('batch: a group counts its own holds with the set, dropping lapsed ones when they reach the limit', async () => {
+    const s = setup('group:', 3);
+    expect(
+      await decide('batch', s, [
+        ['a', 150 * MS],
+        ['b', 10 * S],
+      ]),
+    ).to.deep.equal(['A', 'A']);
+    await sleep(200);
+    // the set's size (2) and the group's first hold reach the limit at 'd': 'a' is dropped
+    // there, so 'd' is admitted and 'e' is refused (b, c, d in progress)
+    expect(
+      await decide('batch', s, [
+        ['c', 10 * S],
+        ['d', 10 * S],
+        ['e', 10 * S],
+      ]),
+    ).to.deep.equal(['A', 'A', 'channels']);
+    expect(await members(s.holdsKey)).to.deep.equal(['b', 'c', 'd']);
+  });
+});
