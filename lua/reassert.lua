@@ -122,7 +122,16 @@ while a <= #ARGV do
       local trusted = old ~= nil and not fresh and mode == 'sync'
       for j = k + 2, k + 1 + n do
         local key = KEYS[j]
-        if not trusted or have[key] then
+        if trusted and have[key] then
+          -- the steady state, every call in progress every syncMs: a hold still there is left as
+          -- it is (its set's expiry was made to cover it when it was written, and no writer
+          -- shortens one), so it costs one command, where a ZADD and a PTTL took two; a hold
+          -- missing (its set evicted) comes back with an expiry
+          if redis.call('ZADD', key, 'NX', fmtInt(e), id) > 0 then
+            added = true
+            keepUntil(key, e, t, floorMs)
+          end
+        elseif not trusted then
           if redis.call('ZADD', key, fmtInt(e), id) > 0 then
             added = true
           end
