@@ -1,5 +1,5 @@
 /**
- * npm run bench:instructions [-- --calls N] [-- --listpack 128,32] [-- --cases batch,lone,leased] [-- --pace N]
+ * npm run bench:instructions [-- --calls N] [-- --listpack 128,32] [-- --cases batch,lone,leased,sync] [-- --pace N]
  *
  * Redis instructions per decision: redis-server runs under valgrind's callgrind, counting only
  * inside script calls (--toggle-collect=luaCallFunction), while CallGate decides N calls of the
@@ -12,7 +12,11 @@
  * with the global level (its 1 s limit alone) leased over 4 lanes (docs/leasing.md), beside the
  * same levels unleased on the same hash tags. A leased case's coordinator grants the shares
  * (leases of an hour), then stops. In every case the counts are zeroed (callgrind_control) just
- * before the calls: what is counted is the decisions alone. --pace N issues N calls per second
+ * before the calls: what is counted is the decisions alone (the holds keeper's periodic sync is
+ * off, so that a longer run does not count more of it). `sync` (not by default): the holds
+ * keeper's sync instead (lua/reassert.lua), per call in progress and pass: SYNC_CALLS calls of
+ * the three levels with channels admitted with holds of an hour, then only the syncs counted,
+ * every SYNC_MS for SYNC_WAIT_MS. --pace N issues N calls per second
  * (default: as fast as Redis answers; each row shows the rate reached): a log's size, and so the
  * cost of adding to it, follows the calls per window, so cases compared must run at the same
  * pace. Needs valgrind (Debian: valgrind); about 40 s per case unpaced, calls ÷ pace paced.
@@ -39,6 +43,9 @@ const CALLS = Number(opt('calls', '6000'));
 const LISTPACK = opt('listpack', '128').split(',').map(Number);
 const CASES = opt('cases', 'batch,lone').split(',');
 const PACE = Number(opt('pace', '0'));
+const SYNC_CALLS = 1_000;
+const SYNC_MS = 1_000;
+const SYNC_WAIT_MS = 8_000;
 const START_MS = 30_000;
 
 if (spawnSync('valgrind', ['--version'], { stdio: 'ignore' }).status !== 0) {
@@ -130,6 +137,7 @@ async function decide(
     store: new RedisStore({
       redis,
       prefix: 'i:',
+      holds: { syncMs: 0 },
       ...(variant !== 'plain' && { hashTags: true }),
       ...(leased && { lease: { lanes: 4 } }),
     }),
@@ -162,6 +170,45 @@ async function decide(
   return { stats, rate };
 }
 
+/**
+ * The holds keeper's sync: SYNC_CALLS calls admitted (64 at a time) with holds of an hour, then
+ * SYNC_WAIT_MS of syncs alone, one every SYNC_MS (a pass of many calls takes longer under
+ * valgrind: the passes are counted from the script calls, one per 256 calls on a single Redis).
+ * Returns the commands per call in progress and pass, the calls held and the passes.
+ */
+async function syncs(server: Server): Promise<{ stats: Map<string, number>; held: number; passes: number }> {
+  const redis = new Redis({ port: server.port, host: '127.0.0.1' });
+  const gate = await CallGate.create({
+    config: { ...CONFIG_3CH, maxCallDuration: 'PT1H' },
+    store: new RedisStore({ redis, prefix: 'i:', holds: { syncMs: SYNC_MS } }),
+    timeoutMs: 120_000,
+    shield: false,
+  });
+  const seq = zipfSequence(SYNC_CALLS, 1000, 1.1, 1);
+  let next = 0;
+  let held = 0;
+  const worker = async () => {
+    while (next < SYNC_CALLS) {
+      const i = next++;
+      const p = seq[i]!;
+      const d = await gate.admit({ callId: `c${i}`, peer: peerName(p), account: accountName(p) });
+      if (d.admitted) held++;
+    }
+  };
+  await Promise.all(Array.from({ length: 64 }, worker));
+  callgrindControl('zero', server.child.pid ?? -1);
+  await redis.config('RESETSTAT');
+  await new Promise((r) => setTimeout(r, SYNC_WAIT_MS));
+  const counts = new Map<string, number>();
+  for (const m of (await redis.info('commandstats')).matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g))
+    if (m[1] !== 'info' && m[1] !== 'ping' && !m[1]!.startsWith('config')) counts.set(m[1]!, Number(m[2]));
+  const passes = ((counts.get('evalsha') ?? 0) + (counts.get('eval') ?? 0)) / Math.ceil(held / 256);
+  const stats = new Map([...counts].map(([c, n]) => [c, n / (held * passes)]));
+  await gate.close();
+  redis.disconnect();
+  return { stats, held, passes };
+}
+
 const dir = mkdtempSync(join(tmpdir(), 'callgate-instr-'));
 try {
   process.stdout.write(
@@ -171,8 +218,33 @@ try {
     `case                         listpack   instructions   script calls  calls/s   commands per decision${PACE > 0 ? ` (paced at ${PACE}/s)` : ''}\n`,
   );
   for (const kase of CASES) {
-    if (kase !== 'batch' && kase !== 'lone' && kase !== 'leased')
-      throw new Error(`--cases: batch, lone or leased, not ${kase}`);
+    if (kase !== 'batch' && kase !== 'lone' && kase !== 'leased' && kase !== 'sync')
+      throw new Error(`--cases: batch, lone, leased or sync, not ${kase}`);
+    if (kase === 'sync') {
+      for (const listpack of LISTPACK) {
+        const server = await startCounted(listpack, dir);
+        let run: Awaited<ReturnType<typeof syncs>>;
+        try {
+          run = await syncs(server);
+        } finally {
+          const admin = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => null });
+          admin.on('error', () => undefined);
+          await admin.call('SHUTDOWN', 'NOSAVE').catch(() => undefined);
+          admin.disconnect();
+          await server.exited;
+        }
+        const commands = [...run.stats]
+          .filter(([c]) => c !== 'evalsha' && c !== 'eval')
+          .sort((a, b) => b[1] - a[1])
+          .map(([c, n]) => `${c} ${n.toFixed(2)}`)
+          .join(', ');
+        const per = Math.round(countedInstructions(server.out) / (run.held * run.passes));
+        process.stdout.write(
+          `${'sync, per call and pass'.padEnd(28)} ${String(listpack).padStart(8)} ${per.toLocaleString('en-US').padStart(14)} ${'-'.padStart(14)} ${'-'.padStart(8)}   ${commands} (${run.held} calls held, ${run.passes.toFixed(1)} passes)\n`,
+        );
+      }
+      continue;
+    }
     const variants: [Variant, boolean][] =
       kase === 'leased'
         ? [
