@@ -209,6 +209,24 @@ async function syncs(server: Server): Promise<{ stats: Map<string, number>; held
   return { stats, held, passes };
 }
 
+/** Shut a counted server down and wait for it (valgrind then writes its counts); no reconnection after SHUTDOWN. */
+async function stopCounted(server: Server): Promise<void> {
+  const admin = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => null });
+  admin.on('error', () => undefined);
+  await admin.call('SHUTDOWN', 'NOSAVE').catch(() => undefined);
+  admin.disconnect();
+  await server.exited;
+}
+
+/** The commands scripts ran, per unit, most first ("zadd 2.50, zcard 1.00, ..."). */
+function commandList(stats: Map<string, number>): string {
+  return [...stats]
+    .filter(([c]) => c !== 'evalsha' && c !== 'eval')
+    .sort((a, b) => b[1] - a[1])
+    .map(([c, n]) => `${c} ${n.toFixed(2)}`)
+    .join(', ');
+}
+
 const dir = mkdtempSync(join(tmpdir(), 'callgate-instr-'));
 try {
   process.stdout.write(
@@ -227,17 +245,9 @@ try {
         try {
           run = await syncs(server);
         } finally {
-          const admin = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => null });
-          admin.on('error', () => undefined);
-          await admin.call('SHUTDOWN', 'NOSAVE').catch(() => undefined);
-          admin.disconnect();
-          await server.exited;
+          await stopCounted(server);
         }
-        const commands = [...run.stats]
-          .filter(([c]) => c !== 'evalsha' && c !== 'eval')
-          .sort((a, b) => b[1] - a[1])
-          .map(([c, n]) => `${c} ${n.toFixed(2)}`)
-          .join(', ');
+        const commands = commandList(run.stats);
         const per = Math.round(countedInstructions(server.out) / (run.held * run.passes));
         process.stdout.write(
           `${'sync, per call and pass'.padEnd(28)} ${String(listpack).padStart(8)} ${per.toLocaleString('en-US').padStart(14)} ${'-'.padStart(14)} ${'-'.padStart(8)}   ${commands} (${run.held} calls held, ${run.passes.toFixed(1)} passes)\n`,
@@ -263,19 +273,10 @@ try {
         try {
           ({ stats, rate } = await decide(server, channels, kase === 'batch' ? 64 : 1, variant));
         } finally {
-          // no reconnection once SHUTDOWN has closed the server (valgrind then writes its counts)
-          const admin = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => null });
-          admin.on('error', () => undefined);
-          await admin.call('SHUTDOWN', 'NOSAVE').catch(() => undefined);
-          admin.disconnect();
-          await server.exited;
+          await stopCounted(server);
         }
         const scripts = (stats.get('evalsha') ?? 0) + (stats.get('eval') ?? 0);
-        const commands = [...stats]
-          .filter(([c]) => c !== 'evalsha' && c !== 'eval')
-          .sort((a, b) => b[1] - a[1])
-          .map(([c, n]) => `${c} ${n.toFixed(2)}`)
-          .join(', ');
+        const commands = commandList(stats);
         const name =
           kase === 'leased'
             ? variant === 'leased'
