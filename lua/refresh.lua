@@ -7,6 +7,9 @@
   ARGV[2]     the call's id (key-safe)
   ARGV[3]     forUs: how long the holds last from now, µs
   ARGV[4]     ttl floor, ms (0 when now is Redis TIME; see record.lua)
+  ARGV[5]     '1': no slot can move (a single Redis, not a Cluster): the holds the records name
+              are not read before the first write (includes/channels.lua, readRecordAll); else
+              '' or absent
   Reply: { refreshed (the records extended), now }
 ]]
 --- @include "common"
@@ -18,11 +21,12 @@ local id = ARGV[2]
 local e = t + tonumber(ARGV[3])
 local floorMs = tonumber(ARGV[4])
 local refreshed = 0
--- every key to touch read first (readRecordAll): a slot being moved fails the script before
--- any write, so that sending it again is safe
+-- on a Cluster every key to touch read first (readRecordAll): a slot being moved fails the
+-- script before any write, so that sending it again is safe
 local found = {}
+local unmoved = ARGV[5] == '1'
 for i = 1, #KEYS do
-  found[i] = { readRecordAll(KEYS[i]) }
+  found[i] = { readRecordAll(KEYS[i], unmoved) }
 end
 for i = 1, #KEYS do
   local old, keys = found[i][1], found[i][2]

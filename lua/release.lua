@@ -11,6 +11,9 @@
   ARGV[4]     '1': leave the tombstone beside every record, found or not (a release re-sent
               after a loss, or once answered when it may have landed between a re-assertion's
               read of the ledger and its write: src/store/redis/holds-keeper.ts), else ''
+  ARGV[5]     '1': no slot can move (a single Redis, not a Cluster): the holds the records name
+              are not read before the first write (includes/channels.lua, readRecordAll); else
+              '' or absent
   Reply: { released (the records that still held at now: end > now), now }
 ]]
 --- @include "common"
@@ -19,15 +22,18 @@
 local t = readNow(ARGV[1])
 local tombMs = ARGV[3]
 local id = ARGV[2]
--- every key to touch read first (readRecordAll): a slot being moved fails the script before
--- any write, so that sending it again is safe
+-- on a Cluster every key to touch read first (readRecordAll): a slot being moved fails the
+-- script before any write, so that sending it again is safe
 local found, tombs = {}, {}
+local unmoved = ARGV[5] == '1'
 for i = 1, #KEYS do
-  local e, holds = readRecordAll(KEYS[i])
+  local e, holds = readRecordAll(KEYS[i], unmoved)
   found[i] = { e, holds }
   if tombMs ~= nil and tombMs ~= '' and (e == nil or ARGV[4] == '1') then
     tombs[i] = string.gsub(KEYS[i], 'call:(%a+):([^:]*)$', 'gone:%1:%2')
-    redis.call('PTTL', tombs[i])
+    if not unmoved then
+      redis.call('PTTL', tombs[i])
+    end
   end
 end
 local released = 0

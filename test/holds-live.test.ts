@@ -12,10 +12,11 @@ import { admitArgv, heldAdmitArgv, type AdmitEnv, type PendingAdmit } from '../s
 import { bucketArgsOf } from '../src/store/redis/bucket-args.js';
 import { KnownLogs } from '../src/store/redis/known-logs.js';
 import { RedisKeys } from '../src/store/redis/redis-keys.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
 import { scripts } from '../src/store/redis/scripts.js';
 import { encodeId } from '../src/store/keys.js';
 import type { Bucket } from '../src/store/types.js';
-import { redisRig } from './helpers/redis.js';
+import { newRedisClient, redisRig } from './helpers/redis.js';
 import { sleep } from './holds/harness.js';
 
 const S = 1_000_000;
@@ -146,5 +147,43 @@ describe('a holds set on Redis TIME: counted by its size below its limit, exact 
       ]),
     ).to.deep.equal(['A', 'A', 'channels']);
     expect(await members(s.holdsKey)).to.deep.equal(['b', 'c', 'd']);
+  });
+});
+
+describe('a release on a single Redis: no read of its holds before the writes', function () {
+  this.timeout(30_000);
+  const rig = redisRig();
+
+  it('reads its records, then drops the one found and its three holds; a second release finds nothing', async () => {
+    const redis = newRedisClient(rig.server);
+    const store = new RedisStore({ redis, prefix: 'rel1:', holds: { syncMs: 0 } });
+    try {
+      const buckets: Bucket[] = ['g', 'a', 'p'].map((name) => ({ name, limits: [], channels: 10 }));
+      const hold = { id: 'r1', forUs: 60 * S };
+      expect((await store.admit({ tag: 't', buckets, hold })).admitted).to.equal(true);
+      await rig.raw.config('RESETSTAT');
+      expect((await store.release({ id: 'r1' })).released).to.equal(1);
+      const calls = Object.fromEntries(
+        [...(await rig.raw.info('commandstats')).matchAll(/cmdstat_([a-z]+):calls=(\d+)/g)].map((m) => [
+          m[1],
+          Number(m[2]),
+        ]),
+      );
+      // on a Cluster each hold is read first (PTTL), so that a slot being moved stops the script
+      // before any write (test/slot-move.test.ts); a single Redis has no slots to move
+      // its two records read (a release names the inbound and the outbound one), the holds of
+      // the one found dropped with it
+      expect({ get: calls.get, zrem: calls.zrem, del: calls.del, pttl: calls.pttl ?? 0 }).to.deep.equal({
+        get: 2,
+        zrem: 3,
+        del: 1,
+        pttl: 0,
+      });
+      expect(await rig.raw.keys('rel1:*').then((k) => k.filter((x) => !x.endsWith(':gen')))).to.deep.equal([]);
+      expect((await store.release({ id: 'r1' })).released).to.equal(0);
+    } finally {
+      await store.close();
+      redis.disconnect();
+    }
   });
 });

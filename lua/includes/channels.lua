@@ -134,9 +134,11 @@ end
 -- another master, a key that has left for it fails the script here ("non local key"), before
 -- any write: release.lua and refresh.lua name these keys from the record, where a Cluster cannot
 -- check them before the script runs (docs/redis.md, "Moving a busy account or carrier").
-local function readRecordAll(key)
+-- `unmoved`: the caller knows no slot can move (a single Redis): the reads, a command per hold
+-- for nothing, are left out.
+local function readRecordAll(key, unmoved)
   local e, keys = readRecord(key)
-  if e ~= nil then
+  if e ~= nil and not unmoved then
     for _, k in ipairs(keys) do
       redis.call('PTTL', k)
     end

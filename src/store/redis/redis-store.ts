@@ -229,6 +229,11 @@ export class RedisStore implements Store, OperableStore {
   readonly ledger = new HoldLedger();
   /** Writes the ledger's holds again when Redis may have lost them (holds-keeper.ts). */
   private readonly keeper: HoldsKeeper;
+  /**
+   * '1' on a single Redis, where no slot moves: release.lua and refresh.lua then leave out the
+   * reads of every hold before their first write, a command per hold kept for a Cluster ('').
+   */
+  private readonly unmoved: '' | '1';
 
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
@@ -236,6 +241,7 @@ export class RedisStore implements Store, OperableStore {
     if (/[{}]/.test(this.prefix))
       throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
     this.keys = new RedisKeys(this.prefix, opts.hashTags ?? isCluster(opts.redis));
+    this.unmoved = isCluster(opts.redis) ? '' : '1';
     this.leaseOverflow = opts.lease?.overflow === true;
     if (opts.lease !== undefined) {
       // a misspelt field would change where keys go without a word: refused
@@ -780,7 +786,9 @@ export class RedisStore implements Store, OperableStore {
           if (tag === but) this.carrierLanes.drop(step);
           else
             this.carrierLanes.ready(step, () => {
-              this.run('release', [this.keys.outboundRecord(tag, id)], [at, id, '']).catch(() => undefined);
+              this.run('release', [this.keys.outboundRecord(tag, id)], [at, id, '', '', this.unmoved]).catch(
+                () => undefined,
+              );
             });
       };
       const go = (i: number) => () => {
@@ -807,7 +815,10 @@ export class RedisStore implements Store, OperableStore {
               const before = await earlier;
               if (typeof before === 'string' && before !== this.keys.outboundRecord(tag, id)) {
                 const other = mine.some((t) => before === this.keys.outboundRecord(t, id));
-                if (!other) await this.run('release', [before], [at, id, ''], req.signal).catch(() => undefined);
+                if (!other)
+                  await this.run('release', [before], [at, id, '', '', this.unmoved], req.signal).catch(
+                    () => undefined,
+                  );
               }
               resolve({ index: i, waitUs: r.waitUs, slotUs: r.slotUs, now: r.now, waits, full, ...shareLacked });
             } else if (i + 1 < steps.length) this.carrierLanes.ready(steps[i + 1]!);
@@ -921,7 +932,7 @@ export class RedisStore implements Store, OperableStore {
         'release',
         id,
         req.direction,
-        [req.now ?? '', id, tomb],
+        [req.now ?? '', id, tomb, '', this.unmoved],
         req.now,
         req.signal,
         (g) => (groups = g),
@@ -955,7 +966,7 @@ export class RedisStore implements Store, OperableStore {
       return Promise.reject(err);
     }
     const id = encodeId(req.id);
-    const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now))];
+    const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now)), this.unmoved];
     const recovered = this.afterOutbound(this.keeper.recovered(), undefined);
     const send = () => this.onRecords('refresh', id, undefined, args, req.now, req.signal);
     return (recovered === undefined ? send() : recovered.then(send)).then(async ([refreshed, now]) => {
@@ -1026,7 +1037,9 @@ export class RedisStore implements Store, OperableStore {
   /** Send a release again, leaving tombstones beside its records (holds-keeper.ts). */
   private async resend(id: string, groups: readonly (readonly string[])[], tombstoneMs: number): Promise<void> {
     const encoded = encodeId(id);
-    await Promise.all(groups.map((keys) => this.run('release', [...keys], ['', encoded, tombstoneMs, '1'])));
+    await Promise.all(
+      groups.map((keys) => this.run('release', [...keys], ['', encoded, tombstoneMs, '1', this.unmoved])),
+    );
   }
 
   /** Batches sent so far, by size (index: calls in the batch), of admissions and of reservations (diagnostics). */
