@@ -78,11 +78,11 @@ else
     if live then
       local z = call('ZCARD', key)
       if z < n then
-        return z
+        return z, false
       end
-      return z - call('ZREMRANGEBYSCORE', key, '-inf', ts)
+      return z - call('ZREMRANGEBYSCORE', key, '-inf', ts), true
     end
-    return call('ZCOUNT', key, '(' .. ts, '+inf')
+    return call('ZCOUNT', key, '(' .. ts, '+inf'), true
   end
   local record -- the call record's key (a call with an id)
   local holding = false
@@ -112,8 +112,8 @@ else
     -- per log key index k: [k] its retention r, [-k] its size (0: new), its known trim bound, and
     -- the widest window's limit L
     local logs, known, widest = {}, {}, {}
-    -- per holds key index k: its count (on Redis TIME a count of 0 means a new set:
-    -- includes/channels.lua, writeHolds)
+    -- per holds key index k: [k] its count (on Redis TIME a count of 0 means a new set:
+    -- includes/channels.lua, writeHolds), [-k] whether exact (lapsed holds dropped)
     local stored = {}
     local k = 0
     local a = 10
@@ -152,8 +152,8 @@ else
           if q == 1 and share ~= nil and shareH < n then
             n = shareH
           end
-          local held = holdsNow(keys[k], n)
-          stored[k] = held
+          local held, exact = holdsNow(keys[k], n)
+          stored[k], stored[-k] = held, exact
           if held >= n then
             limitedBy, flags = q, 1
             if held < N then
@@ -206,10 +206,10 @@ else
             end
           else
             call('ZADD', key, es, id)
-            if stored[hk] > 0 then
-              call('PEXPIRE', key, px, 'GT')
-            else
+            if stored[hk] == 0 then
               call('PEXPIRE', key, px)
+            elseif call('PEXPIRE', key, px, 'GT') == 0 and stored[-hk] then
+              call('PEXPIRE', key, px, 'NX')
             end
           end
           parts[#parts + 1] = string.sub(key, from)

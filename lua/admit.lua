@@ -50,11 +50,12 @@
   admitted add their events to local state (all at t, so inside every window), which is written
   when the time changes or the batch ends: per log one trim, ZADD and PEXPIRE (on Redis TIME the
   trim and the PEXPIRE only when needed, as admit-lone.lua does), per hash one HSET and PEXPIRE,
-  per holds set one ZADD and its expiry (on Redis TIME no trim and one PEXPIRE GT:
-  includes/channels.lua, liveHolds and writeHolds), per call record one SET. A refused call
-  changes nothing, so the retry-after lookups of a log are kept for the group too. A log's size
-  (ZCARD, O(1)) bounds every count of it: a log below a limit has room without counting; a
-  holds set's size bounds its count the same way.
+  per holds set one ZADD and its expiry (on Redis TIME no trim, and PEXPIRE GT, or a plain one
+  on a new set: includes/channels.lua, liveHolds and writeHolds), per call record one SET. A
+  refused call changes no count (at most a holds set full of lapsed holds is trimmed), so the
+  retry-after lookups of a log are kept for the group too. A log's size (ZCARD, O(1)) bounds
+  every count of it: a log below a limit has room without counting; a holds set's size bounds
+  its count the same way.
 
   A lone call (the batch holds one call, the common case under light load) whose buckets have
   sliding-log limits only goes to a script of its own instead, which decides and writes what
@@ -226,7 +227,7 @@ local function writeGroup()
   if holdsAdded ~= nil then
     for k, ends in pairs(holdsAdded) do
       -- counted before any hold was added (on a live group by liveHolds: its count)
-      writeHolds(KEYS[k], ends, t, ts, floor, live and holdsStored[k] or nil)
+      writeHolds(KEYS[k], ends, t, ts, floor, live and holdsStored[k] or nil, holdsExact[k])
     end
   end
   if records ~= nil then
@@ -381,7 +382,7 @@ end
 -- Hold a channel in holds set k for call `id` until e (the call counted the set: holdCount).
 local function addHold(k, id, e)
   if single then
-    writeHolds(KEYS[k], { [id] = e }, t, ts, floor, live and holdsStored[k] or nil)
+    writeHolds(KEYS[k], { [id] = e }, t, ts, floor, live and holdsStored[k] or nil, holdsExact[k])
     return
   end
   sub(holdsAdded, k)[id] = e

@@ -92,6 +92,8 @@ end
 -- lost for sure only when the caller knew a marker: a process that never read one cannot tell a
 -- store that lost its state from one nobody marked yet
 local fresh = expected ~= '' and token ~= expected
+-- per holds set checked under an unchanged marker: the latest end of its holds in this script call
+local latestOf = {}
 local reply = { t, marker, missing, others }
 local k, a = 2, 11
 while a <= #ARGV do
@@ -124,12 +126,15 @@ while a <= #ARGV do
         local key = KEYS[j]
         if trusted and have[key] then
           -- the steady state, every call in progress every syncMs: a hold still there is left as
-          -- it is (its set's expiry was made to cover it when it was written, and no writer
-          -- shortens one), so it costs one command, where a ZADD and a PTTL took two; a hold
-          -- missing (its set evicted) comes back with an expiry
+          -- it is, one command where a ZADD and a PTTL took two; a hold missing (its set
+          -- evicted) comes back. Each set's expiry is checked once per script call, against the
+          -- latest of its holds here (below): lengthened if it falls short of one
           if redis.call('ZADD', key, 'NX', fmtInt(e), id) > 0 then
             added = true
-            keepUntil(key, e, t, floorMs)
+          end
+          local latest = latestOf[key]
+          if latest == nil or e > latest then
+            latestOf[key] = e
           end
         elseif not trusted then
           if redis.call('ZADD', key, fmtInt(e), id) > 0 then
@@ -150,5 +155,8 @@ while a <= #ARGV do
   end
   reply[#reply + 1] = status
   k, a = k + 2 + n, a + 3
+end
+for key, e in pairs(latestOf) do
+  keepUntil(key, e, t, floorMs)
 end
 return reply

@@ -118,13 +118,36 @@ describe('a holds set on Redis TIME: counted by its size below its limit, exact 
       expect(await rig.raw.pttl(s.holdsKey), 'the new set expires with its hold').to.be.within(9_000, 10_001);
       expect(await decide(path, s, [['y', 1 * S]])).to.deep.equal(['A']);
       expect(await rig.raw.pttl(s.holdsKey), 'still until the longer hold ends').to.be.within(9_000, 10_001);
-      // every hold lapsed and dropped at the limit: the set is made anew, with an expiry again
-      const t = setup(`anew-${path}:`, 1);
-      expect(await decide(path, t, [['u', 100 * MS]])).to.deep.equal(['A']);
-      await sleep(150);
-      expect(await rig.raw.exists(t.holdsKey), 'a set whose holds all ended expires').to.equal(0);
-      expect(await decide(path, t, [['v', 2 * S]])).to.deep.equal(['A']);
+      // every hold lapsed, the set left by a longer hold released: dropped at the limit, the set
+      // is made anew and gets an expiry (a plain PEXPIRE: GT would leave the new set without)
+      const t = setup(`anew-${path}:`, 2);
+      expect(
+        await decide(path, t, [
+          ['a', 150 * MS],
+          ['b', 10 * S],
+        ]),
+      ).to.deep.equal(['A', 'A']);
+      await rig.raw.zrem(t.holdsKey, 'b'); // b released (release.lua's ZREM), the set lives on
+      expect(await decide(path, t, [['c', 150 * MS]])).to.deep.equal(['A']);
+      await sleep(200);
+      expect(await members(t.holdsKey), 'lapsed, in a set that lives on').to.deep.equal(['a', 'c']);
+      expect(await decide(path, t, [['d', 2 * S]])).to.deep.equal(['A']);
+      expect(await members(t.holdsKey)).to.deep.equal(['d']);
       expect(await rig.raw.pttl(t.holdsKey)).to.be.within(1_000, 2_001);
+    });
+
+    it(`${path}: a set without an expiry (made by another tool) gets one when it fills up`, async () => {
+      const s = setup(`noexpiry-${path}:`, 2);
+      const t = (await rig.raw.time()).map(Number);
+      await rig.raw.zadd(s.holdsKey, String(t[0]! * S + t[1]! - S), 'x'); // lapsed, no expiry
+      expect(await decide(path, s, [['a', 10 * S]])).to.deep.equal(['A']);
+      expect(await rig.raw.pttl(s.holdsKey), 'below its limit: GT leaves it as it is').to.equal(-1);
+      expect(await decide(path, s, [['b', 10 * S]])).to.deep.equal(['A']);
+      expect(await members(s.holdsKey)).to.deep.equal(['a', 'b']);
+      expect(await rig.raw.pttl(s.holdsKey), 'full: its lapsed hold dropped, an expiry given').to.be.within(
+        9_000,
+        10_001,
+      );
     });
   }
 

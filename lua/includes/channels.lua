@@ -59,13 +59,16 @@ local function keepUntil(key, untilUs, t, floorMs)
 end
 
 -- Record holds in a set at t, add `ends` (call id -> end) and keep the set until the latest.
--- `stored`: on Redis TIME, the set's count by liveHolds before these holds (nil otherwise: its
--- ended holds, scores <= t, are dropped first, and its expiry only ever lengthened, keepUntil).
--- On Redis TIME lapsed holds wait for liveHolds, and the count says whether the set was there:
--- every writer gives a holds set an expiry as it makes it, so one that was there needs only
--- PEXPIRE GT (one command, where PTTL and PEXPIRE took two; GT leaves a key without an expiry
--- as it is), and a new one (a count of 0: an empty set does not exist) a plain PEXPIRE.
-local function writeHolds(key, ends, t, ts, floorMs, stored)
+-- `stored`: on Redis TIME, the set's count by liveHolds before these holds, and `exact` whether
+-- that count dropped its lapsed holds (nil otherwise: its ended holds, scores <= t, are dropped
+-- first, and its expiry only ever lengthened, keepUntil). On Redis TIME lapsed holds wait for
+-- liveHolds, and the count says whether the set was there: every callgate writer gives a holds
+-- set an expiry as it makes it, so one that was there needs only PEXPIRE GT (one command, where
+-- PTTL and PEXPIRE took two), and a new one (a count of 0: an empty set does not exist) a plain
+-- PEXPIRE. GT leaves a key without an expiry as it is: a set there without one (written or
+-- restored by another tool) gets one with NX when it fills up to its limit (an exact count), so
+-- that it cannot keep lapsed holds for ever.
+local function writeHolds(key, ends, t, ts, floorMs, stored, exact)
   if stored == nil then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', ts)
   end
@@ -80,10 +83,13 @@ local function writeHolds(key, ends, t, ts, floorMs, stored)
   redis.call('ZADD', key, unpack(args))
   if stored == nil then
     keepUntil(key, latest, t, floorMs)
-  elseif stored > 0 then
-    redis.call('PEXPIRE', key, fmtInt(ttlMs(latest - t, floorMs)), 'GT')
-  else
-    redis.call('PEXPIRE', key, fmtInt(ttlMs(latest - t, floorMs)))
+    return
+  end
+  local ms = fmtInt(ttlMs(latest - t, floorMs))
+  if stored == 0 then
+    redis.call('PEXPIRE', key, ms)
+  elseif redis.call('PEXPIRE', key, ms, 'GT') == 0 and exact then
+    redis.call('PEXPIRE', key, ms, 'NX')
   end
 end
 
