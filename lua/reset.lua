@@ -17,12 +17,15 @@
 local t = readNow(ARGV[1])
 local base = ARGV[2]
 local holdName = string.sub(KEYS[2], #base + 1)
--- the holds in progress (end > now) and every record they name read before any write: on a
--- Cluster slot being moved to another master, a record that has left (or expired) fails the
--- script here, changing nothing. Lapsed holds (a set keeps them until it fills up:
--- includes/channels.lua, liveHolds) go with the set, their records not read: those expired with
--- them (ZRANGEBYSCORE: the minimal ACL user has it, docs/redis.md)
-local members = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. fmtInt(t), '+inf', 'WITHSCORES')
+-- the holds and every record they name read before any write: on a Cluster slot being moved to
+-- another master, a record that has left (or expired) fails the script here, changing nothing
+-- (ZRANGEBYSCORE rather than ZRANGE: the minimal ACL user has it, docs/redis.md). On Redis TIME
+-- only the holds in progress (end > now): lapsed ones (a set keeps them while below its limit,
+-- includes/channels.lua, liveHolds) go with the set, their records expired with them. With a
+-- caller-given time a record outlives its hold (a virtual-time floor), and a refresh at an
+-- earlier time would bring the hold back: every member's record loses the bucket then.
+local from = ARGV[1] == '' and '(' .. fmtInt(t) or '-inf'
+local members = redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'WITHSCORES')
 local records = {}
 for i = 1, #members, 2 do
   local rk = base .. 'call:in:' .. members[i]
@@ -38,8 +41,11 @@ end
 out[3] = windows
 
 for i = 1, #members, 2 do
-  out[#out + 1] = members[i]
-  out[#out + 1] = fmtInt(tonumber(members[i + 1]))
+  local id, e = members[i], tonumber(members[i + 1])
+  if e > t then
+    out[#out + 1] = id
+    out[#out + 1] = fmtInt(e)
+  end
   -- the call's record without this bucket's hold (its TTL kept)
   local rk, v = records[i][1], records[i][2]
   if v then

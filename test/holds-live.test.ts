@@ -43,16 +43,16 @@ describe('a holds set on Redis TIME: counted by its size below its limit, exact 
       recordPrefix: (t) => keys.inboundRecord(t, ''),
       declareRecords: false,
     };
-    const item = (id: string, forUs: number): PendingAdmit => ({
+    const item = (id: string, forUs: number, now = ''): PendingAdmit => ({
       buckets: args,
-      now: '',
+      now,
       id: encodeId(id),
       forUs,
       signal: undefined,
       resolve: () => {},
       reject: () => {},
     });
-    return { env, item, holdsKey: args[0]!.keys[args[0]!.keys.length - 1]! };
+    return { env, item, logKey: args[0]!.keys[0]!, holdsKey: args[0]!.keys[args[0]!.keys.length - 1]! };
   }
 
   const evalScript = (name: 'admit' | 'admit-lone-held', argv: readonly string[]) =>
@@ -119,7 +119,8 @@ describe('a holds set on Redis TIME: counted by its size below its limit, exact 
       expect(await decide(path, s, [['y', 1 * S]])).to.deep.equal(['A']);
       expect(await rig.raw.pttl(s.holdsKey), 'still until the longer hold ends').to.be.within(9_000, 10_001);
       // every hold lapsed, the set left by a longer hold released: dropped at the limit, the set
-      // is made anew and gets an expiry (a plain PEXPIRE: GT would leave the new set without)
+      // is made anew and must get an expiry (its count after the trim, 0, says it is new: a
+      // count taken before the trim would send GT, which leaves the new set without one)
       const t = setup(`anew-${path}:`, 2);
       expect(
         await decide(path, t, [
@@ -150,6 +151,20 @@ describe('a holds set on Redis TIME: counted by its size below its limit, exact 
       );
     });
   }
+
+  it("reset with a caller-given time takes the bucket out of every record, a lapsed hold's too", async () => {
+    // with a given now a record outlives its hold (a virtual-time floor): left naming the reset
+    // bucket, a refresh at an earlier time would bring the hold back (lua/reset.lua)
+    const s = setup('reset-virtual:', 3);
+    const T0 = 1_700_000_000_000_000;
+    const argv = admitArgv([s.item('v1', 10 * S, String(T0))], '', { ...s.env, virtualTtlMs: 3_600_000 });
+    expect((await evalScript('admit', argv as string[]))[0]).to.equal(0);
+    const record = 'reset-virtual:call:in:v1';
+    expect(await rig.raw.get(record)).to.match(/^\d+ \S+$/);
+    await rig.raw.call('EVAL', scripts().reset.lua, '2', s.logKey, s.holdsKey, String(T0 + 20 * S), 'reset-virtual:');
+    expect(await rig.raw.get(record), 'the record names no hold any more').to.equal(String(T0 + 10 * S));
+    expect(await rig.raw.exists(s.holdsKey)).to.equal(0);
+  });
 
   it('batch: a group counts its own holds with the set, dropping lapsed ones when they reach the limit', async () => {
     const s = setup('group:', 3);
