@@ -256,18 +256,14 @@ local function holdCount(k, N)
     holdsStored, holdsExact, holdsAdded, nHolds = {}, {}, {}, {}
   end
   local added = nHolds[k] or 0
-  local n = holdsStored[k]
-  if n == nil then
-    if live then
-      n, holdsExact[k] = liveHolds(KEYS[k], ts, N - added)
-    else
-      n, holdsExact[k] = holdsAfter(KEYS[k], ts), true
-    end
-    holdsStored[k] = n
-  elseif n + added >= N and not holdsExact[k] then
-    n = n - redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', ts)
-    holdsStored[k], holdsExact[k] = n, true
+  local n, exact = holdsStored[k], holdsExact[k]
+  if n == nil and not live then
+    n, exact = holdsAfter(KEYS[k], ts), true
+  elseif not exact then
+    -- the group's own holds are on top of the set's: N - added left for it
+    n, exact = liveHolds(KEYS[k], ts, N - added, n)
   end
+  holdsStored[k], holdsExact[k] = n, exact
   return n + added
 end
 

@@ -29,10 +29,11 @@ end
 -- its holds can be live; at N or more, its lapsed holds (scores <= t: calls never released,
 -- their process gone) are dropped and the count made exact. A ZCOUNT above t walked a small
 -- set's listpack entry by entry, and the trim at every write removed nothing but those lapsed
--- holds: a set now keeps them only while it is below N, or until it expires. Returns the count
--- and whether it is exact (lapsed holds dropped).
-local function liveHolds(key, ts, N)
-  local n = redis.call('ZCARD', key)
+-- holds: a set now keeps them only while it is below N, or until it expires. `n`: the set's
+-- size when the caller has it already (an earlier count of its group, not exact), else nil.
+-- Returns the count and whether it is exact (lapsed holds dropped).
+local function liveHolds(key, ts, N, n)
+  n = n or redis.call('ZCARD', key)
   if n < N then
     return n, false
   end
