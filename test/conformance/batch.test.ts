@@ -1028,6 +1028,21 @@ function sharedTests(b: Backend, cluster: boolean): void {
     });
   });
 
+  it('seeded random equivalence with MemoryStore: batches of up to 8 as lone script calls (loneUpTo 8)', async function () {
+    this.timeout(60_000);
+    // every batch whose calls fit a lone script goes as one script call per call, in order
+    await randomEquivalence(b.store({ maxBatch: 8, loneUpTo: 8 }), {
+      seed: cluster ? 0x10ae7e1 : 0x10ae01,
+      rounds: 200,
+      pools: [makePool('t', 't.')],
+    });
+  });
+
+  it('channels: seeded random equivalence with MemoryStore, batches of up to 8 as lone script calls', async function () {
+    this.timeout(90_000);
+    await channelEquivalence(b.store({ maxBatch: 8, loneUpTo: 8 }), cluster ? 0x10ae7e2 : 0x10ae02, 200, cluster);
+  });
+
   it('seeded random equivalence with MemoryStore: attribute levels with bans', async function () {
     this.timeout(60_000);
     await randomEquivalence(b.store(), {
@@ -1292,7 +1307,66 @@ describe('RedisStore: batched admissions and reservations', function () {
         expect(() => new RedisStore({ redis, maxBatch }), `maxBatch ${maxBatch}`).to.throw(InvalidArgumentError);
       }
       for (const maxBatch of [1, 1000, undefined]) {
-        expect(() => new RedisStore({ redis, maxBatch }), `maxBatch ${maxBatch}`).not.to.throw();
+        expect(() => b.store({ maxBatch }), `maxBatch ${maxBatch}`).not.to.throw(); // closed after the test
+      }
+    });
+
+    it('loneUpTo must be an integer from 1 to 1000', () => {
+      const redis = b.client();
+      for (const loneUpTo of [0, 2.5, 1001, Number.NaN, -1]) {
+        expect(() => new RedisStore({ redis, loneUpTo }), `loneUpTo ${loneUpTo}`).to.throw(InvalidArgumentError);
+      }
+      for (const loneUpTo of [1, 1000, undefined]) {
+        expect(() => b.store({ loneUpTo }), `loneUpTo ${loneUpTo}`).not.to.throw(); // closed after the test
+      }
+    });
+
+    it('a batch of up to loneUpTo calls (default 2) goes as one lone script call per call; a larger one as one', async () => {
+      const server = await startRedisServer();
+      const raw = newRedisClient(server);
+      const client = newRedisClient(server);
+      try {
+        await ready(client);
+        const plain = list(bucket('p', SL(3, S)), bucket('q', SL(5, S), SL(8, 10 * S)));
+        const held = list(withCh(bucket('h', SL(3, S)), 2));
+        // [loneUpTo, calls in one tick, lists, script calls expected]
+        for (const [loneUpTo, n, lists, calls] of [
+          [undefined, 2, [plain, plain], 2],
+          [undefined, 2, [held, plain], 2],
+          [undefined, 3, [plain, plain, plain], 1],
+          [1, 2, [plain, plain], 1],
+          [8, 6, [plain, held, plain, held, plain, plain], 6],
+          // a fixed window fits no lone script: the batch goes to admit.lua
+          [8, 2, [plain, list(bucket('f', FW(3, S)))], 1],
+        ] as const) {
+          const what = `${n} calls, loneUpTo ${loneUpTo ?? 'default'}`;
+          const store = new RedisStore({ redis: client, prefix: freshPrefix(), loneUpTo, holds: NO_SYNC });
+          // warm-up: every script loaded (EVALSHA, NOSCRIPT, EVAL) before the stats are reset
+          await store.admit({ tag: 't', buckets: plain, now: T0 });
+          await store.admit({ tag: 't', buckets: held, now: T0, hold: { id: 'w', forUs: S } });
+          await Promise.all([
+            store.admit({ tag: 't', buckets: plain, now: T0 }),
+            store.admit({ tag: 't', buckets: plain, now: T0 }),
+            store.admit({ tag: 't', buckets: plain, now: T0 }),
+          ]);
+          await raw.config('RESETSTAT');
+          const mem = reference();
+          await mem.admit({ tag: 't', buckets: plain, now: T0 });
+          await mem.admit({ tag: 't', buckets: held, now: T0, hold: { id: 'w', forUs: S } });
+          for (let i = 0; i < 3; i++) await mem.admit({ tag: 't', buckets: plain, now: T0 });
+          const ops = lists.map((l, i) =>
+            l === held
+              ? ({ kind: 'admit', tag: 't', buckets: l, now: T0 + S, hold: { id: `c${i}`, forUs: S } } as const)
+              : admit('t', l, T0 + S),
+          );
+          await runTick(store, mem, ops, what);
+          expect(await scriptCalls(raw), what).to.equal(calls);
+          await store.clear();
+        }
+      } finally {
+        raw.disconnect();
+        client.disconnect();
+        await server.stop();
       }
     });
 
@@ -1472,7 +1546,7 @@ describe('RedisStore: batched admissions and reservations', function () {
         );
       }
       for (const maxInFlight of [1, 64, undefined]) {
-        expect(() => new RedisStore({ redis, maxInFlight }), `maxInFlight ${maxInFlight}`).not.to.throw();
+        expect(() => b.store({ maxInFlight }), `maxInFlight ${maxInFlight}`).not.to.throw(); // closed after the test
       }
     });
 

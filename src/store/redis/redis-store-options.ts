@@ -57,6 +57,14 @@ export interface RedisStoreOptions {
    */
   readonly maxBatch?: number;
   /**
+   * A batch of at most this many admissions, each of which a lone script can decide (sliding-log
+   * limits, with or without channel limits), goes as that many lone script calls written at once
+   * instead of one batch script call (default 2; 1: only a batch of one). Redis runs them in the
+   * order written, so the decisions are the same; a batch script's setup costs Redis more than
+   * it shares among a few calls.
+   */
+  readonly loneUpTo?: number;
+  /**
    * Batches of one lane (all admissions on a single Redis; one Cluster slot's) in flight at
    * once, at most (default 2; 1 to 64). 1 is pure group commit: calls arriving while a batch is
    * in flight wait for it. Above 1, a batch leaves while others are still in flight
