@@ -45,8 +45,10 @@ import {
   LONE_SERVE_CLIENT,
   loneSection,
   median,
+  batchesName,
   batchingSection,
   OPEN_DRIVER,
+  OPEN_RLF,
   OPEN_PAIRS,
   OPEN_SYSTEMS,
   openLoopSection,
@@ -55,6 +57,7 @@ import {
   saturationSection,
   type OpenRow,
   type PairRatios,
+  type StoreBatches,
   type Workload,
   LONE_NAMES,
 } from './openloop.js';
@@ -109,7 +112,7 @@ const FILTER = opt('filter', '');
 const ROUNDS = Number(opt('rounds', QUICK ? '1' : '2'));
 /** Print, after each Redis run, every Redis command's calls and µs per decision (profiling). */
 const COMMANDSTATS = flag('commandstats');
-/** RedisStore maxBatch for the admission runs (default: the store's). */
+/** RedisStore maxBatch for the admission, open-loop and saturation runs (default: the store's). */
 const MAX_BATCH = argv.includes('--max-batch') ? Number(opt('max-batch', '')) : undefined;
 /** Sidecar section: offered rates (calls/s), seconds per rate, HTTP connections. */
 const SIDECAR_RATES = opt('sidecar-rates', QUICK ? '1000,4000' : '1000,2500,5000,10000,15000')
@@ -123,11 +126,29 @@ const RATES = opt('rates', QUICK ? '5000,20000' : '5000,10000,20000,30000')
   .map(Number);
 /** The RedisStore's maxInFlight in the open-loop and saturation sections (default: the store's). */
 const MAX_IN_FLIGHT = argv.includes('--in-flight') ? Number(opt('in-flight', '')) : undefined;
+/** The store's batch settings in the open-loop and saturation sections. */
+const BATCHES: StoreBatches = {
+  ...(MAX_IN_FLIGHT !== undefined && { maxInFlight: MAX_IN_FLIGHT }),
+  ...(MAX_BATCH !== undefined && { maxBatch: MAX_BATCH }),
+};
 /** Batching section: rates, bounds on batches in flight (the first is the baseline), rounds. */
 const BATCH_RATES = opt('batch-rates', QUICK ? '5000,20000' : '5000,10000,20000,30000')
   .split(',')
   .map(Number);
-const BOUNDS = opt('bounds', '1,2,4').split(',').map(Number);
+/**
+ * Each `B` (B batches in flight), `BxS` (and batches of at most S calls) or `BxSxL` (and lone
+ * script calls for batches of up to L): RedisStore maxInFlight, maxBatch, loneUpTo.
+ */
+const BOUNDS: StoreBatches[] = opt('bounds', '1,2,4')
+  .split(',')
+  .map((b) => {
+    const [inFlight, size, lone] = b.split('x').map(Number);
+    return {
+      maxInFlight: inFlight,
+      ...(size !== undefined && { maxBatch: size }),
+      ...(lone !== undefined && { loneUpTo: lone }),
+    };
+  });
 const BATCH_ROUNDS = Number(opt('batch-rounds', QUICK ? '1' : '3'));
 /** Saturation section: rising rates, rounds. */
 const SAT_RATES = opt(
@@ -137,6 +158,8 @@ const SAT_RATES = opt(
   .split(',')
   .map(Number);
 const SAT_ROUNDS = Number(opt('sat-rounds', QUICK ? '1' : '2'));
+/** Saturation: the RedisStore maxBatch of each callgate system side by side (default: the store's, or --max-batch). */
+const SAT_BATCHES = argv.includes('--sat-batches') ? opt('sat-batches', '').split(',').map(Number) : [MAX_BATCH];
 /** Saturation: the p99 bound of a rate kept up with, ms. */
 const SAT_P99_MS = Number(opt('sat-p99-ms', '50'));
 const OPEN_SECONDS = Number(opt('open-seconds', QUICK ? '1' : '2'));
@@ -156,6 +179,8 @@ const CPU_PER_TICK = opt('cpu-per-tick', QUICK ? '10' : '2,10,40')
   .map(Number);
 const CPU_CALLS = Number(opt('cpu-calls', QUICK ? '2000' : '20000'));
 const CPU_ROUNDS = Number(opt('cpu-rounds', QUICK ? '1' : '3'));
+/** CPU section: three levels again with each of these RedisStore loneUpTo values (beside the default). */
+const CPU_LONE = argv.includes('--cpu-lone') ? opt('cpu-lone', '').split(',').map(Number) : [];
 const FLOOD_NORMAL = Number(opt('flood-normal', '10000'));
 const FLOOD_LIMIT = Number(opt('flood-limit', '1000'));
 
@@ -1013,7 +1038,7 @@ async function main(): Promise<void> {
         list.find((r) => r.name === OPEN_DRIVER && r.offered === rate)?.p99us ?? NaN;
       if (want('openloop')) {
         const t0 = performance.now();
-        const { rows: list, ratios } = await openLoopSection(o, RATES, OPEN_ROUNDS, MAX_IN_FLIGHT, OPEN_ONLY);
+        const { rows: list, ratios } = await openLoopSection(o, RATES, OPEN_ROUNDS, BATCHES, OPEN_ONLY);
         open.push(...list);
         log(
           `open loop: calls on a fixed schedule (a setImmediate pump, each call in an immediate of its own), latency from its scheduled time; ${OPEN_SECONDS} s per run${STEADY ? ', logs steady' : ''}; rates ${RATES.join(', ')}/s; ${OPEN_ROUNDS} interleaved rounds, each row its round with the median p99 (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
@@ -1047,29 +1072,38 @@ async function main(): Promise<void> {
         const { rows: list, ratios } = await batchingSection(o, BATCH_RATES, BOUNDS, BATCH_ROUNDS);
         open.push(...list);
         log(
-          `batching: group commit (1 batch in flight per lane) against pipelined batches (${BOUNDS.slice(1).join(', ')} in flight), 3 levels, shield off; rates ${BATCH_RATES.join(', ')}/s; ${BATCH_ROUNDS} interleaved rounds (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
+          `batching: a lane's batches in flight and their size, ${BOUNDS.map(batchesName).join(' / ')}, 3 levels, shield off; rates ${BATCH_RATES.join(', ')}/s; ${BATCH_ROUNDS} interleaved rounds (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
         );
         printOpenRows(list, log);
         printBatchShares(list, log);
-        for (const [bound, byRate] of ratios)
+        for (const [name, byRate] of ratios)
           for (const rate of BATCH_RATES)
             log(
-              `  ${bound} in flight / group commit at ${lpad(fmtInt(rate), 6)}/s: p99 ${fmtRatios(byRate.get(rate)!)}; driver p99 ${fmtUs(floorOf(list, rate))} µs`,
+              `  ${name} / ${batchesName(BOUNDS[0]!)} at ${lpad(fmtInt(rate), 6)}/s: p99 ${fmtRatios(byRate.get(rate)!)}; driver p99 ${fmtUs(floorOf(list, rate))} µs`,
             );
         log('');
       }
       if (want('saturation')) {
         const t0 = performance.now();
-        const { rows: list, perRound } = await saturationSection(o, SAT_RATES, SAT_ROUNDS, MAX_IN_FLIGHT, SAT_P99_MS);
+        const settings = SAT_BATCHES.map((maxBatch) => ({
+          ...(MAX_IN_FLIGHT !== undefined && { maxInFlight: MAX_IN_FLIGHT }),
+          ...(maxBatch !== undefined && { maxBatch }),
+        }));
+        const { rows: list, perRound } = await saturationSection(o, SAT_RATES, SAT_ROUNDS, settings, SAT_P99_MS);
         open.push(...list);
         log(
           `saturation: 3 levels (shield off) and RLF at ${SAT_RATES.join(', ')}/s, each stopped at its first rate not kept up with (>= 97% decided per second, p99 < ${SAT_P99_MS} ms); ${SAT_ROUNDS} rounds (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
         );
         printOpenRows(list, log);
-        const each = perRound.filter((r) => r.rlf > 0).map((r) => r.gate / r.rlf);
+        const rate = (r: Map<string, number>, name: string) => `${fmtInt(r.get(name)!)}/s`;
         log(
-          `  highest rate kept up with, per round: ${perRound.map((r) => `3 levels ${fmtInt(r.gate)}/s, RLF ${fmtInt(r.rlf)}/s`).join('; ')}; ratio ${each.length ? `${median(each).toFixed(2)} (${rangeOf(each)})` : 'n/a'}; target >= 2\n`,
+          `  highest rate kept up with, per round: ${perRound.map((r) => [...r.keys()].map((name) => `${name} ${rate(r, name)}`).join(', ')).join('; ')}`,
         );
+        for (const name of settings.map(batchesName)) {
+          const each = perRound.filter((r) => r.get(OPEN_RLF)! > 0).map((r) => r.get(name)! / r.get(OPEN_RLF)!);
+          log(`  ${name} / RLF: ${each.length ? `${median(each).toFixed(2)} (${rangeOf(each)})` : 'n/a'}; target >= 2`);
+        }
+        log('');
       }
       if (want('cpu')) {
         log(
@@ -1079,6 +1113,13 @@ async function main(): Promise<void> {
           { name: 'callgate 1 level', config: CONFIG_1, accounts: false, release: false },
           { name: 'callgate 3 levels', config: CONFIG_3, accounts: true, release: false },
           { name: 'callgate 3 levels + channels, 1/2 released', config: CONFIG_3CH, accounts: true, release: true },
+          ...CPU_LONE.map((loneUpTo) => ({
+            name: `callgate 3 levels, loneUpTo ${loneUpTo}`,
+            config: CONFIG_3,
+            accounts: true,
+            release: false,
+            loneUpTo,
+          })),
         ];
         log(
           `${pad('system', 44)} ${lpad('N', 3)} ${lpad('calls/s', 8)} ${lpad('Node user', 10)} ${lpad('sys', 6)} ${lpad('Redis', 7)} ${lpad('Node ÷ RLF', 18)} ${lpad('Redis ÷ RLF', 18)}  check`,

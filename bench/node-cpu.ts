@@ -96,6 +96,7 @@ function gateSystem(
   release: boolean,
   perTick: number,
   ticks: number,
+  loneUpTo?: number,
 ): System {
   const { work } = o;
   return async (round) => {
@@ -104,7 +105,7 @@ function gateSystem(
     const c = new Redis(o.url);
     const gate = await CallGate.create({
       config,
-      store: new RedisStore({ redis: c, prefix: 'bench:cpu:' }),
+      store: new RedisStore({ redis: c, prefix: 'bench:cpu:', ...(loneUpTo !== undefined && { loneUpTo }) }),
       shield: false,
       timeoutMs: 5000,
     });
@@ -162,7 +163,14 @@ export const CPU_RLF = 'rate-limiter-flexible, 1 level';
  */
 export async function cpuSection(
   o: SectionOptions,
-  configs: readonly { name: string; config: CallGateConfigInput; accounts: boolean; release: boolean }[],
+  configs: readonly {
+    name: string;
+    config: CallGateConfigInput;
+    accounts: boolean;
+    release: boolean;
+    /** The RedisStore's loneUpTo (undefined: its default). */
+    loneUpTo?: number;
+  }[],
   perTick: number,
   calls: number,
   rounds: number,
@@ -172,7 +180,7 @@ export async function cpuSection(
   const systems: [string, System][] = [
     ...configs.map((c): [string, System] => [
       c.name,
-      gateSystem(o, admin, c.config, c.accounts, c.release, perTick, ticks),
+      gateSystem(o, admin, c.config, c.accounts, c.release, perTick, ticks, c.loneUpTo),
     ]),
     [CPU_RLF, rlfSystem(o, admin, perTick, ticks)],
   ];

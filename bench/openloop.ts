@@ -327,6 +327,10 @@ export interface GateSetup {
   readonly shield: boolean;
   /** The RedisStore's maxInFlight (undefined: its default). */
   readonly maxInFlight?: number;
+  /** The RedisStore's maxBatch (undefined: its default). */
+  readonly maxBatch?: number;
+  /** The RedisStore's loneUpTo (undefined: its default). */
+  readonly loneUpTo?: number;
 }
 
 /** The hold of call i of a run with channels (its Call-ID, maxCallDuration). */
@@ -350,6 +354,8 @@ async function gateRun(
     redis: c,
     prefix: 'bench:',
     ...(setup.maxInFlight !== undefined && { maxInFlight: setup.maxInFlight }),
+    ...(setup.maxBatch !== undefined && { maxBatch: setup.maxBatch }),
+    ...(setup.loneUpTo !== undefined && { loneUpTo: setup.loneUpTo }),
   });
   const gate = await CallGate.create({
     config: work.config(levels),
@@ -621,11 +627,11 @@ export async function openLoopSection(
   o: SectionOptions,
   rates: number[],
   rounds = 3,
-  maxInFlight?: number,
+  batches: StoreBatches = {},
   only?: readonly string[],
 ): Promise<{ rows: OpenRow[]; ratios: Map<string, Map<number, PairRatios>> }> {
   const admin = await connected(o.url);
-  const g = (levels: Levels, shield: boolean) => ({ levels, shield, maxInFlight });
+  const g = (levels: Levels, shield: boolean) => ({ levels, shield, ...batches });
   const all: [key: string, name: string, run: (rate: number) => Promise<OpenRow>][] = [
     ['g3', OPEN_G3, (rate) => gateRun(o, admin, g(3, false), rate, OPEN_G3)],
     ['rlf', OPEN_RLF, (rate) => rlfRun(o, admin, rate, false, OPEN_RLF)],
@@ -652,69 +658,93 @@ export async function openLoopSection(
   return { rows, ratios };
 }
 
+/** A RedisStore's batch settings (undefined: the store's defaults). */
+export interface StoreBatches {
+  readonly maxInFlight?: number;
+  readonly maxBatch?: number;
+  readonly loneUpTo?: number;
+}
+
+/** How the batching and saturation sections name a gate run with `b` (the defaults: OPEN_G3). */
+export function batchesName(b: StoreBatches): string {
+  const parts = [
+    ...(b.maxInFlight === undefined
+      ? []
+      : [b.maxInFlight === 1 ? 'group commit' : `${b.maxInFlight} batches in flight`]),
+    ...(b.maxBatch === undefined ? [] : [`batches of ${b.maxBatch}`]),
+    ...(b.loneUpTo === undefined ? [] : [`lone up to ${b.loneUpTo}`]),
+  ];
+  return parts.length === 0 ? OPEN_G3 : `callgate 3 levels, ${parts.join(', ')}`;
+}
+
 /**
- * Group commit against pipelined batches: callgate three levels (shield off) with each bound on
- * a lane's batches in flight (RedisStore maxInFlight), and the driver alone, in interleaved
- * rounds; `ratios` per bound and rate: its p99 / group commit's (the first bound's), paired.
+ * Batch settings side by side: callgate three levels (shield off) with each setting of a lane's
+ * batches (RedisStore maxInFlight and maxBatch), and the driver alone, in interleaved rounds;
+ * `ratios` per setting after the first and per rate: its p99 / the first's, paired.
  */
 export async function batchingSection(
   o: SectionOptions,
   rates: number[],
-  bounds: number[],
+  settings: StoreBatches[],
   rounds = 3,
-): Promise<{ rows: OpenRow[]; ratios: Map<number, Map<number, PairRatios>> }> {
+): Promise<{ rows: OpenRow[]; ratios: Map<string, Map<number, PairRatios>> }> {
   const admin = await connected(o.url);
-  const nameOf = (b: number) => `callgate 3 levels, ${b === 1 ? 'group commit' : `${b} batches in flight`}`;
   const systems = [
-    ...bounds.map(
-      (b) => (rate: number) => gateRun(o, admin, { levels: 3, shield: false, maxInFlight: b }, rate, nameOf(b)),
+    ...settings.map(
+      (b) => (rate: number) => gateRun(o, admin, { levels: 3, shield: false, ...b }, rate, batchesName(b)),
     ),
     (rate: number) => driverRun(o, rate),
   ];
   const { rows, byRound } = await interleaved(systems, rates, rounds);
   admin.disconnect();
-  const ratios = new Map<number, Map<number, PairRatios>>();
-  for (const b of bounds.slice(1)) {
+  const ratios = new Map<string, Map<number, PairRatios>>();
+  for (const b of settings.slice(1)) {
     const m = new Map<number, PairRatios>();
-    for (const rate of rates) m.set(rate, pairRatios(byRound.get(rate)!, nameOf(b), nameOf(bounds[0]!)));
-    ratios.set(b, m);
+    for (const rate of rates) m.set(rate, pairRatios(byRound.get(rate)!, batchesName(b), batchesName(settings[0]!)));
+    ratios.set(batchesName(b), m);
   }
   return { rows, ratios };
 }
 
 /**
- * Saturation, like with like: callgate three levels (shield off) and plain rate-limiter-flexible
- * at rising rates, each system stopped at its first rate not kept up with (>= 97% decided per
- * second, p99 under `p99Ms`: a machine whose scheduler stalls the process for tens of ms needs a
- * looser bound, the decided share alone still shows a growing backlog); `rounds` rounds.
- * Returns every run and, per round, each system's highest rate kept up with.
+ * Saturation, like with like: callgate three levels (shield off), with each of `settings` (its
+ * store's batches), and plain rate-limiter-flexible at rising rates, each system stopped at its
+ * first rate not kept up with (>= 97% decided per second, p99 under `p99Ms`: a machine whose
+ * scheduler stalls the process for tens of ms needs a looser bound, the decided share alone
+ * still shows a growing backlog); `rounds` rounds, the systems' order turned each round.
+ * Returns every run and, per round, each system's highest rate kept up with (by name:
+ * batchesName of each setting, and OPEN_RLF).
  */
 export async function saturationSection(
   o: SectionOptions,
   rates: number[],
   rounds: number,
-  maxInFlight?: number,
+  settings: StoreBatches[] = [{}],
   p99Ms = 50,
-): Promise<{ rows: OpenRow[]; perRound: { gate: number; rlf: number }[] }> {
+): Promise<{ rows: OpenRow[]; perRound: Map<string, number>[] }> {
   const admin = await connected(o.url);
   const rows: OpenRow[] = [];
-  const perRound: { gate: number; rlf: number }[] = [];
+  const perRound: Map<string, number>[] = [];
+  const systems: [name: string, run: (rate: number) => Promise<OpenRow>][] = [
+    ...settings.map((b): [string, (rate: number) => Promise<OpenRow>] => [
+      batchesName(b),
+      (rate) => gateRun(o, admin, { levels: 3, shield: false, ...b }, rate, batchesName(b)),
+    ]),
+    [OPEN_RLF, (rate) => rlfRun(o, admin, rate, false, OPEN_RLF)],
+  ];
   for (let round = 0; round < rounds; round++) {
-    const best = { gate: 0, rlf: 0 };
-    const going = { gate: true, rlf: true };
+    const best = new Map(systems.map(([name]) => [name, 0]));
+    const going = new Set(systems.map(([name]) => name));
+    const order = round % 2 === 0 ? systems : [...systems].reverse();
     for (const rate of rates) {
-      const order = round % 2 === 0 ? (['gate', 'rlf'] as const) : (['rlf', 'gate'] as const);
-      for (const who of order) {
-        if (!going[who]) continue;
-        const row =
-          who === 'gate'
-            ? await gateRun(o, admin, { levels: 3, shield: false, maxInFlight }, rate, OPEN_G3)
-            : await rlfRun(o, admin, rate, false, OPEN_RLF);
+      for (const [name, run] of order) {
+        if (!going.has(name)) continue;
+        const row = await run(rate);
         rows.push(row);
-        if (keptUp(row, p99Ms)) best[who] = rate;
-        else going[who] = false;
+        if (keptUp(row, p99Ms)) best.set(name, rate);
+        else going.delete(name);
       }
-      if (!going.gate && !going.rlf) break;
+      if (going.size === 0) break;
     }
     perRound.push(best);
   }

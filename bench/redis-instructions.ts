@@ -1,5 +1,6 @@
 /**
- * npm run bench:instructions [-- --calls N] [-- --listpack 128,32] [-- --cases batch,lone,leased,sync] [-- --pace N]
+ * npm run bench:instructions [-- --calls N] [-- --listpack 128,32] [-- --cases batch,lone,leased,sync,sizes]
+ *   [-- --pace N] [-- --sizes 2,4,8,16]
  *
  * Redis instructions per decision: redis-server runs under valgrind's callgrind, counting only
  * inside script calls (--toggle-collect=luaCallFunction), while CallGate decides N calls of the
@@ -16,7 +17,10 @@
  * off, so that a longer run does not count more of it). `sync` (not by default): the holds
  * keeper's sync instead (lua/reassert.lua), per call in progress and pass: SYNC_CALLS calls of
  * the three levels with channels admitted with holds of an hour, then only the syncs counted,
- * every SYNC_MS for SYNC_WAIT_MS. --pace N issues N calls per second
+ * every SYNC_MS for SYNC_WAIT_MS. `sizes` (not by default): batches of exactly each of `--sizes`
+ * calls, each as one admit.lua call and as that many lone script calls (RedisStore loneUpTo),
+ * counting everything the server does (each command's reading and reply too, which lone calls
+ * pay once each), not only inside scripts; on the first --listpack. --pace N issues N calls per second
  * (default: as fast as Redis answers; each row shows the rate reached): a log's size, and so the
  * cost of adding to it, follows the calls per window, so cases compared must run at the same
  * pace. Needs valgrind (Debian: valgrind); about 40 s per case unpaced, calls ÷ pace paced.
@@ -43,6 +47,8 @@ const CALLS = Number(opt('calls', '6000'));
 const LISTPACK = opt('listpack', '128').split(',').map(Number);
 const CASES = opt('cases', 'batch,lone').split(',');
 const PACE = Number(opt('pace', '0'));
+/** `sizes`: the batch sizes, each as one admit.lua call and as lone script calls. */
+const SIZES = opt('sizes', '2,4,8,16').split(',').map(Number);
 const SYNC_CALLS = 1_000;
 const SYNC_MS = 1_000;
 const SYNC_WAIT_MS = 8_000;
@@ -60,15 +66,19 @@ interface Server {
   out: string;
 }
 
-/** redis-server under callgrind, counting instructions only inside script calls. */
-async function startCounted(listpack: number, dir: string): Promise<Server> {
+/**
+ * redis-server under callgrind, counting instructions only inside script calls, or with `whole`
+ * everything the server does between the zeroing and the end (reading and parsing each command,
+ * its reply, the event loop): what a lone script call per call costs beside a batch's one.
+ */
+async function startCounted(listpack: number, dir: string, whole = false): Promise<Server> {
   const port = await freePort();
   const out = join(dir, `callgrind.${port}`);
   const child = spawn(
     'valgrind',
     [
       '--tool=callgrind',
-      '--toggle-collect=luaCallFunction',
+      ...(whole ? [] : ['--toggle-collect=luaCallFunction']),
       `--callgrind-out-file=${out}`,
       'redis-server',
       ...serverArgs(port, dir, ['--zset-max-listpack-entries', String(listpack)]),
@@ -171,6 +181,49 @@ async function decide(
 }
 
 /**
+ * CALLS calls of the three levels in batches of exactly `size` (issued in one tick, awaited,
+ * again: maxBatch `size`, one batch in flight), with the store's `loneUpTo` as given (1: every
+ * batch one admit.lua call; `size`: one lone script call per call). Returns the script calls
+ * per decision and the calls counted (whole batches: CALLS or a few more).
+ */
+async function fixedBatches(
+  server: Server,
+  size: number,
+  loneUpTo: number,
+): Promise<{ scripts: number; calls: number }> {
+  const redis = new Redis({ port: server.port, host: '127.0.0.1' });
+  const gate = await CallGate.create({
+    config: CONFIG_3,
+    store: new RedisStore({ redis, prefix: 'i:', holds: { syncMs: 0 }, maxBatch: size, maxInFlight: 1, loneUpTo }),
+    timeoutMs: 120_000,
+    shield: false,
+  });
+  const seq = zipfSequence(CALLS + size * 20, 1000, 1.1, 1);
+  let next = 0;
+  const batch = () =>
+    Promise.all(
+      Array.from({ length: size }, () => {
+        const i = next++;
+        const p = seq[i]!;
+        return gate.admit({ callId: `c${i}`, peer: peerName(p), account: accountName(p) });
+      }),
+    );
+  for (let w = 0; w < 20; w++) await batch(); // every script on the connection before the count
+  callgrindControl('zero', server.child.pid ?? -1);
+  await redis.config('RESETSTAT');
+  const first = next;
+  while (next - first < CALLS) await batch();
+  const calls = next - first;
+  const info = await redis.info('commandstats');
+  // stopped here, so that closing the gate is not counted (stopCounted dumps at the exit)
+  callgrindControl('dump', server.child.pid ?? -1);
+  await gate.close();
+  redis.disconnect();
+  const scripts = [...info.matchAll(/cmdstat_eval(?:sha)?:calls=(\d+)/g)].reduce((a, m) => a + Number(m[1]), 0);
+  return { scripts: scripts / calls, calls };
+}
+
+/**
  * The holds keeper's sync: SYNC_CALLS calls admitted (64 at a time) with holds of an hour, then
  * SYNC_WAIT_MS of syncs alone, one every SYNC_MS (a pass of many calls takes longer under
  * valgrind: the passes are counted from the script calls, one per 256 calls on a single Redis).
@@ -230,14 +283,35 @@ function commandList(stats: Map<string, number>): string {
 const dir = mkdtempSync(join(tmpdir(), 'callgate-instr-'));
 try {
   process.stdout.write(
-    `Redis instructions per decision inside scripts (callgrind), ${CALLS.toLocaleString('en-US')} calls, three levels\n`,
+    `Redis instructions per decision inside scripts unless a row says whole server (callgrind), ${CALLS.toLocaleString('en-US')} calls, three levels\n`,
   );
   process.stdout.write(
     `case                         listpack   instructions   script calls  calls/s   commands per decision${PACE > 0 ? ` (paced at ${PACE}/s)` : ''}\n`,
   );
   for (const kase of CASES) {
-    if (kase !== 'batch' && kase !== 'lone' && kase !== 'leased' && kase !== 'sync')
-      throw new Error(`--cases: batch, lone, leased or sync, not ${kase}`);
+    if (kase !== 'batch' && kase !== 'lone' && kase !== 'leased' && kase !== 'sync' && kase !== 'sizes')
+      throw new Error(`--cases: batch, lone, leased, sync or sizes, not ${kase}`);
+    if (kase === 'sizes') {
+      for (const size of SIZES)
+        for (const loneUpTo of [1, size]) {
+          const server = await startCounted(LISTPACK[0]!, dir, true);
+          let run: { scripts: number; calls: number };
+          try {
+            run = await fixedBatches(server, size, loneUpTo);
+          } finally {
+            await stopCounted(server);
+          }
+          const name = `${size} calls, ${loneUpTo === 1 ? 'admit.lua' : 'lone scripts'}`;
+          process.stdout.write(
+            `${name.padEnd(28)} ${String(LISTPACK[0]).padStart(8)} ${Math.round(
+              countedInstructions(`${server.out}.1`) / run.calls,
+            )
+              .toLocaleString('en-US')
+              .padStart(14)} ${run.scripts.toFixed(3).padStart(14)} ${'-'.padStart(8)}   (whole server)\n`,
+          );
+        }
+      continue;
+    }
     if (kase === 'sync') {
       for (const listpack of LISTPACK) {
         const server = await startCounted(listpack, dir);
