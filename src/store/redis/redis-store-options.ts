@@ -57,11 +57,11 @@ export interface RedisStoreOptions {
    */
   readonly maxBatch?: number;
   /**
-   * A batch of at most this many admissions, each of which a lone script can decide (sliding-log
-   * limits, with or without channel limits), goes as that many lone script calls written at once
-   * instead of one batch script call (default 2; 1: only a batch of one). Redis runs them in the
-   * order written, so the decisions are the same; a batch script's setup costs Redis more than
-   * it shares among a few calls.
+   * On a single Redis, a batch of at most this many admissions that one lone script can each
+   * decide (sliding-log limits only, all with channel limits or all without) goes as that many
+   * calls of it written together instead of one batch script call (default 2; 1: only a batch
+   * of one). Redis runs them in the order issued, each at its own Redis time, as when sent one
+   * by one; a batch script's setup costs Redis more than it shares among a few calls.
    */
   readonly loneUpTo?: number;
   /**

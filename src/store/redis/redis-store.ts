@@ -12,8 +12,8 @@
  * batches grow with the load; the script decides them one after the other in the order issued, and buckets and
  * carriers many calls share are read and written once per batch instead of once per call. A
  * batch of one call whose buckets have sliding-log limits only goes to admit-lone.lua (plain
- * logs) or admit-lone-held.lua (with channel limits), scripts that cost Redis less; so does each
- * call of a batch of up to `loneUpTo` (default 2) such calls, written together (loneRun).
+ * logs) or admit-lone-held.lua (with channel limits), scripts that cost Redis less; on a single
+ * Redis so does each call of a batch of up to `loneUpTo` (default 2) such calls (loneRun).
  */
 import { randomBytes } from 'node:crypto';
 import { Redis, type Cluster } from 'ioredis';
@@ -646,27 +646,35 @@ export class RedisStore implements Store, OperableStore {
   }
 
   /**
-   * A small batch of calls that each fit a lone script, sent as that many lone script calls in
-   * one write (undefined when one does not fit: the batch goes to admit.lua). Redis runs them
-   * in the order written, so each decision is the one the batch would have made; admit.lua's
-   * setup costs more than it shares in small batches (DEFAULT_LONE_UP_TO).
+   * A small batch of calls that each fit the same lone script, sent as that many calls of it,
+   * written together in issue order (undefined when they do not: the batch goes to admit.lua).
+   * Redis runs them in that order, each at its own Redis time: the decisions of the calls sent
+   * one by one, as a batch promises. admit.lua's setup costs more than it shares in small
+   * batches (DEFAULT_LONE_UP_TO). Only on a single Redis, and one script per run, so that no
+   * call is run again after a later one: on a Cluster a slot being moved answers TRYAGAIN to a
+   * call whose record is new there while a later call runs, and after SCRIPT FLUSH another
+   * process may have loaded one of the two lone scripts again but not the other.
    */
   private loneRun(items: PendingAdmit[], clock: string): Promise<void> | undefined {
+    if (isCluster(this.redis)) return undefined;
     const argvs: string[][] = [];
-    const names: ScriptName[] = [];
+    let name: ScriptName | undefined;
     for (const item of items) {
       const lone = loneAdmitArgv(item, clock, this.admitEnv);
       const argv = lone ?? heldAdmitArgv(item, clock, this.admitEnv);
-      if (argv === undefined) return undefined;
+      const kind: ScriptName = lone !== undefined ? 'admit-lone' : 'admit-lone-held';
+      if (argv === undefined || (name !== undefined && kind !== name)) return undefined;
+      name = kind;
       argvs.push(argv);
-      names.push(lone !== undefined ? 'admit-lone' : 'admit-lone-held');
     }
-    const sent = items.map((item, i) =>
-      this.writeBatch(names[i]!, argvs[i]!, [item], (reply) =>
-        settleAdmissions([item], reply, clock, this.offset, this.known),
+    const sent = this.conn.writeAll(scripts()[name!].command, argvs);
+    // settled as writeBatch settles a batch: a call settled already stays settled
+    const settled = items.map((item, i) =>
+      sent[i]!.then((reply) => settleAdmissions([item], reply, clock, this.offset, this.known)).catch((err: unknown) =>
+        item.reject(err),
       ),
     );
-    return Promise.all(sent).then(() => undefined);
+    return Promise.all(settled).then(() => undefined);
   }
 
   async record(request: RecordRequest): Promise<RecordResult> {
