@@ -37,6 +37,12 @@ export class RedisConnection {
   /** A connection error since it was last ready: Redis is known to be out of reach. */
   private down = false;
   private closing = false;
+  /**
+   * Set while the server behind the connection is older than Redis 7.0, whose `PEXPIRE … GT` the
+   * scripts use: such a server would refuse a decision with channels midway, after some of its
+   * writes. Every call fails with it instead (the policy decides), and the store says why once.
+   */
+  private tooOld: StoreUnavailableError | undefined;
   private readyWait?: Promise<void>;
   /** Commands written into the current cork (see corked()), and the socket corked. */
   private inChunk = 0;
@@ -79,6 +85,7 @@ export class RedisConnection {
   };
   private readonly onReady = () => {
     this.lost = this.down = false;
+    this.checkVersion();
     this.opts.ready?.();
   };
   /** 'node error' (err, 'host:port') or '-node' (the node's client). */
@@ -110,6 +117,26 @@ export class RedisConnection {
     // on a Cluster, one node's connection lost (its failover) is a 'node error' or '-node'
     redis.on('node error', this.onNodeLost);
     redis.on('-node', this.onNodeLost);
+    if (redis.status === 'ready') this.checkVersion();
+  }
+
+  /** Read the server's version (INFO server, in the store's minimal ACL) at each connection. */
+  private checkVersion(): void {
+    this.redis.info('server').then(
+      (info) => {
+        const version = /^redis_version:(\S+)/m.exec(info)?.[1];
+        const major = Number(version?.split('.')[0]);
+        if (version === undefined || !(major < 7)) {
+          this.tooOld = undefined;
+          return;
+        }
+        this.tooOld = new StoreUnavailableError(
+          `callgate needs Redis 7.0 or later (its scripts use PEXPIRE ... GT); this server is Redis ${version}`,
+        );
+        this.opts.events.safeEmit('error', this.tooOld);
+      },
+      () => undefined, // a failed read leaves the connection's other checks to find trouble
+    );
   }
 
   /** The loss of the connection, once per outage (the first error or close after it was last ready). */
@@ -202,6 +229,7 @@ export class RedisConnection {
    */
   async write(command: string, argv: (string | number)[], batch: boolean): Promise<unknown> {
     try {
+      if (this.tooOld !== undefined) throw this.tooOld;
       const corked = !batch && this.opts.writeChunk > 1 && !this.cluster;
       try {
         return await this.track(corked ? this.corked(command, argv) : this.call(command, argv));
