@@ -1698,5 +1698,20 @@ describe('RedisStore: batched admissions and reservations', function () {
     });
 
     sharedTests(b, true);
+
+    it('no lone runs on a Cluster: two admits of one tag in one tick are one admit.lua call', async () => {
+      const cluster = b.client() as Cluster;
+      const store = b.store({ holds: NO_SYNC });
+      const mem = reference();
+      const plain = list(bucket('p', SL(3, S)));
+      const two = [admit('t', plain, T0), admit('t', plain, T0)];
+      await runTick(store, mem, two, 'warm-up: admit.lua loaded');
+      const masters = cluster.nodes('master');
+      for (const m of masters) await m.config('RESETSTAT');
+      await runTick(store, mem, [admit('t', plain, T0 + S), admit('t', plain, T0 + S)], 'two in one tick');
+      let calls = 0;
+      for (const m of masters) calls += await scriptCalls(m);
+      expect(calls).to.equal(1);
+    });
   });
 });

@@ -147,8 +147,10 @@ const DEFAULT_MAX_IN_FLIGHT = 2;
 const MAX_IN_FLIGHT_LIMIT = 64;
 /**
  * RedisStoreOptions.loneUpTo's default. Measured by Redis instructions per decision (callgrind,
- * every command's whole handling, three levels): admit.lua's batches of 2 / 4 / 8 / 12 / 16
- * calls cost 327k / 239k / 188k / 171k / 158k, lone script calls 177k whatever their number.
+ * the whole server, three levels; `npm run bench:instructions -- --cases sizes`): admit.lua's
+ * batches of 2 / 3 / 4 / 8 / 16 calls cost 326k / 269k / 238k / 188k / 159k, lone script calls
+ * 177k–179k whatever their number; from 4 calls on, lone calls cost the process more
+ * (docs/performance.md).
  */
 const DEFAULT_LONE_UP_TO = 2;
 /** Call ids whose outbound records' carriers this process remembers, at most (carrier-lanes.ts). */
