@@ -12,7 +12,7 @@ import { CallGate } from '../src/gate.js';
 import type { CallGateConfigInput } from '../src/config/types.js';
 import { StoreUnavailableError } from '../src/errors/index.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { startRedisServer, type RedisHandle } from './helpers/redis.js';
+import { redisRig } from './helpers/redis.js';
 
 const config: CallGateConfigInput = {
   inbound: { global: [{ limit: 100, window: 'PT1S' }], peers: { p: [{ limit: 10, window: 'PT1S' }, { channels: 5 }] } },
@@ -53,13 +53,7 @@ async function until(cond: () => boolean, ms: number): Promise<void> {
 
 describe('RedisStore: a Redis older than 7.0', function () {
   this.timeout(20_000);
-  let server: RedisHandle;
-  before(async () => {
-    server = await startRedisServer();
-  });
-  after(async () => {
-    await server.stop();
-  });
+  const rig = redisRig();
 
   for (const [to, old] of [
     ['6', true],
@@ -70,9 +64,8 @@ describe('RedisStore: a Redis older than 7.0', function () {
         ? 'Redis 6: every call fails with a clear error, said once, the policy decides, and nothing is written'
         : 'Redis 7 through the same proxy: no such error, decisions go through',
       async () => {
-        const proxy = await versionProxy(server.port, to);
+        const proxy = await versionProxy(rig.server.port, to);
         const client = new Redis(proxy.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
-        const direct = new Redis(server.port, '127.0.0.1');
         const gate = await CallGate.create({
           config,
           store: new RedisStore({ redis: client, prefix: `v${to}:`, holds: { syncMs: 0 } }),
@@ -92,7 +85,7 @@ describe('RedisStore: a Redis older than 7.0', function () {
             expect(refusals).to.have.length(1);
             expect(refusals[0]).to.be.instanceOf(StoreUnavailableError);
             expect(refusals[0]!.message).to.match(/this server is Redis 6\.\d+\.\d+$/);
-            expect(await direct.keys(`v${to}:*`), 'nothing written').to.deep.equal([]);
+            expect(await rig.raw.keys(`v${to}:*`), 'nothing written').to.deep.equal([]);
           } else {
             expect(decisions.map((d) => d.admitted)).to.deep.equal([true, true, true]);
             expect(decisions.every((d) => d.degraded === undefined)).to.equal(true);
@@ -101,7 +94,6 @@ describe('RedisStore: a Redis older than 7.0', function () {
         } finally {
           await gate.close();
           client.disconnect();
-          direct.disconnect();
           await proxy.close();
         }
       },

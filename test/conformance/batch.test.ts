@@ -735,6 +735,21 @@ async function channelEquivalence(store: RedisStore, seed: number, rounds: numbe
 /** The holds keeper's checks are script calls too: off where a test counts them. */
 const NO_SYNC = { syncMs: 0 };
 
+/** A redis-server of the test's own: a plain client for its stats, and a ready one for stores. */
+async function onOwnServer(run: (raw: Redis, client: Redis) => Promise<void>): Promise<void> {
+  const server = await startRedisServer();
+  const raw = newRedisClient(server);
+  const client = newRedisClient(server);
+  try {
+    await ready(client);
+    await run(raw, client);
+  } finally {
+    raw.disconnect();
+    client.disconnect();
+    await server.stop();
+  }
+}
+
 /** INFO commandstats: calls of the given commands, summed. */
 async function commandCalls(raw: Redis, ...cmds: string[]): Promise<number> {
   const info = await raw.info('commandstats');
@@ -1323,11 +1338,7 @@ describe('RedisStore: batched admissions and reservations', function () {
     });
 
     it('a batch of up to loneUpTo calls (default 2) goes as one lone script call per call; a larger one as one', async () => {
-      const server = await startRedisServer();
-      const raw = newRedisClient(server);
-      const client = newRedisClient(server);
-      try {
-        await ready(client);
+      await onOwnServer(async (raw, client) => {
         const plain = list(bucket('p', SL(3, S)), bucket('q', SL(5, S), SL(8, 10 * S)));
         const held = list(withCh(bucket('h', SL(3, S)), 2));
         // [loneUpTo, calls in one tick, lists, script calls expected]
@@ -1366,19 +1377,11 @@ describe('RedisStore: batched admissions and reservations', function () {
           expect(await scriptCalls(raw), what).to.equal(calls);
           await store.clear();
         }
-      } finally {
-        raw.disconnect();
-        client.disconnect();
-        await server.stop();
-      }
+      });
     });
 
     it('lone script calls on Redis TIME: two calls for one place, the first issued takes it', async () => {
-      const server = await startRedisServer();
-      const raw = newRedisClient(server);
-      const client = newRedisClient(server);
-      try {
-        await ready(client);
+      await onOwnServer(async (raw, client) => {
         const store = new RedisStore({ redis: client, prefix: freshPrefix(), holds: NO_SYNC });
         const one = list(bucket('one', SL(1, 10 * S)));
         const other = list(bucket('other', SL(5, 10 * S)));
@@ -1395,11 +1398,7 @@ describe('RedisStore: batched admissions and reservations', function () {
         }
         expect(await scriptCalls(raw), 'two lone script calls a round').to.equal(40);
         await store.close();
-      } finally {
-        raw.disconnect();
-        client.disconnect();
-        await server.stop();
-      }
+      });
     });
 
     it('seeded random equivalence with MemoryStore: batches of up to 8 as lone script calls (loneUpTo 8)', async function () {
@@ -1417,11 +1416,7 @@ describe('RedisStore: batched admissions and reservations', function () {
     });
 
     it('batching happens: 100 concurrent admits are 4 script calls with maxBatch 32, 100 with maxBatch 1', async () => {
-      const server = await startRedisServer();
-      const raw = newRedisClient(server);
-      const client = newRedisClient(server);
-      try {
-        await ready(client);
+      await onOwnServer(async (raw, client) => {
         const bucketList = list(bucket('burst', SL(40, S), FW(60, 10 * S)));
         // maxBatch 32: batches of 32, 32, 32 (each sent once full) and 4 (at the end of the
         // tick); the default must batch too (at most as many calls as with 32)
@@ -1445,11 +1440,7 @@ describe('RedisStore: batched admissions and reservations', function () {
           expect(n, what).to.be.at.most(high);
           await store.clear();
         }
-      } finally {
-        raw.disconnect();
-        client.disconnect();
-        await server.stop();
-      }
+      });
     });
     it('group commit (maxInFlight 1): calls arriving while a batch is in flight wait for it and leave together; a waiting call that aborts never leaves', async () => {
       const server = await startRedisServer();
@@ -1585,11 +1576,7 @@ describe('RedisStore: batched admissions and reservations', function () {
     });
 
     it('batching happens: 100 concurrent reserves are 2 script calls with maxBatch 64 (64 + 36), 100 with maxBatch 1', async () => {
-      const server = await startRedisServer();
-      const raw = newRedisClient(server);
-      const client = newRedisClient(server);
-      try {
-        await ready(client);
+      await onOwnServer(async (raw, client) => {
         // a route of two carriers; at one time, 21 calls fit on the first, the rest go to the second
         const route = [carrier('carrier:b1', 250, 5_000), carrier('carrier:b2', I7, 1_000 * S)];
         // maxBatch 64: one batch sent once full, the other 36 at the end of the tick; the
@@ -1634,11 +1621,7 @@ describe('RedisStore: batched admissions and reservations', function () {
           }
           await store.clear();
         }
-      } finally {
-        raw.disconnect();
-        client.disconnect();
-        await server.stop();
-      }
+      });
     });
 
     it('reservations: seeded random equivalence with MemoryStore, maxBatch 5', async function () {
