@@ -679,7 +679,7 @@ export function batchesName(b: StoreBatches): string {
 
 /**
  * Batch settings side by side: callgate three levels (shield off) with each setting of a lane's
- * batches (RedisStore maxInFlight and maxBatch), and the driver alone, in interleaved rounds;
+ * batches (RedisStore maxInFlight, maxBatch, loneUpTo), and the driver alone, in interleaved rounds;
  * `ratios` per setting after the first and per rate: its p99 / the first's, paired.
  */
 export async function batchingSection(

@@ -59,10 +59,10 @@ export interface RedisStoreOptions {
   /**
    * On a single Redis, a batch of at most this many admissions that the same lone script can
    * each decide (sliding-log limits only, or none; admit-lone.lua, or admit-lone-held.lua when
-   * a call counts channels) goes as that many
-   * calls of it written together instead of one batch script call (default 2; 1: only a batch
-   * of one). Redis runs them in the order issued, each at its own Redis time, as when sent one
-   * by one; a batch script's setup costs Redis more than it shares among a few calls.
+   * a call counts channels) goes as that many calls of it written together instead of one
+   * batch script call (default 2; 1: only a batch of one). Redis runs them in the order
+   * issued, each at its own Redis time, as when sent one by one; a batch script's setup costs
+   * Redis more than it shares among a few calls.
    */
   readonly loneUpTo?: number;
   /**
