@@ -43,6 +43,8 @@ export class RedisConnection {
    * writes. Every call fails with it instead (the policy decides), and the store says why once.
    */
   private tooOld: StoreUnavailableError | undefined;
+  /** INFO server of the server behind the connection, read once while connected (serverInfo). */
+  private info: Promise<string> | undefined;
   private readyWait?: Promise<void>;
   /** Commands written into the current cork (see corked()), and the socket corked. */
   private inChunk = 0;
@@ -75,16 +77,19 @@ export class RedisConnection {
    */
   private readonly onError = (err: Error) => {
     this.down = true;
+    this.info = undefined;
     this.opts.lost();
     this.report(err.message, err);
   };
   private readonly onClose = () => {
+    this.info = undefined;
     this.opts.lost();
     if (!this.closing) this.report('connection closed');
     this.dropInFlight();
   };
   private readonly onReady = () => {
     this.lost = this.down = false;
+    this.info = undefined;
     this.checkVersion();
     this.opts.ready?.();
   };
@@ -120,9 +125,24 @@ export class RedisConnection {
     if (redis.status === 'ready') this.checkVersion();
   }
 
-  /** Read the server's version (INFO server, in the store's minimal ACL) at each connection. */
+  /**
+   * INFO server (in the store's minimal ACL) of the server behind the connection: read once per
+   * connection, for the version check and the holds keeper's instance id (a server found
+   * behind the connection after a failover); a failed read is made again at the next call.
+   */
+  serverInfo(): Promise<string> {
+    if (this.info !== undefined) return this.info;
+    const info = this.track(this.redis.info('server'));
+    this.info = info;
+    info.catch(() => {
+      if (this.info === info) this.info = undefined;
+    });
+    return info;
+  }
+
+  /** Refuse a server older than Redis 7.0 (tooOld), read at each connection. */
   private checkVersion(): void {
-    this.redis.info('server').then(
+    this.serverInfo().then(
       (info) => {
         const version = /^redis_version:(\S+)/m.exec(info)?.[1];
         const major = Number(version?.split('.')[0]);

@@ -349,7 +349,7 @@ export class RedisStore implements Store, OperableStore {
       instance: () =>
         isCluster(this.redis)
           ? Promise.resolve('')
-          : this.conn.track(this.redis.info('server')).then((info) => /run_id:(\w+)/.exec(info)?.[1] ?? ''),
+          : this.conn.serverInfo().then((info) => /run_id:(\w+)/.exec(info)?.[1] ?? ''),
       syncMs: holds.syncMs ?? 5_000,
       graceMs: holds.graceMs ?? 2_000,
       recentMs: holds.recentMs ?? 30_000,
@@ -627,10 +627,8 @@ export class RedisStore implements Store, OperableStore {
     const clock = this.offset.askClock();
     const settle = (reply: unknown) => settleAdmissions(items, reply, clock, this.offset, this.known);
     if (items.length === 1) {
-      const lone = loneAdmitArgv(items[0]!, clock, this.admitEnv);
-      if (lone !== undefined) return this.writeBatch('admit-lone', lone, items, settle);
-      const held = heldAdmitArgv(items[0]!, clock, this.admitEnv);
-      if (held !== undefined) return this.writeBatch('admit-lone-held', held, items, settle);
+      const lone = this.loneCall(items[0]!, clock);
+      if (lone !== undefined) return this.writeBatch(lone.name, lone.argv, items, settle);
     } else if (items.length <= this.loneUpTo) {
       const run = this.loneRun(items, clock);
       if (run !== undefined) return run;
@@ -647,6 +645,14 @@ export class RedisStore implements Store, OperableStore {
     return Promise.all([before, this.sendAdmissions(items.slice(argv))]).then(() => undefined);
   }
 
+  /** The lone script that decides `item` alone, with its arguments (admit-args.ts); undefined: admit.lua's call. */
+  private loneCall(item: PendingAdmit, clock: string): { name: ScriptName; argv: string[] } | undefined {
+    const lone = loneAdmitArgv(item, clock, this.admitEnv);
+    if (lone !== undefined) return { name: 'admit-lone', argv: lone };
+    const held = heldAdmitArgv(item, clock, this.admitEnv);
+    return held === undefined ? undefined : { name: 'admit-lone-held', argv: held };
+  }
+
   /**
    * A small batch of calls that each fit the same lone script, sent as that many calls of it,
    * written together in issue order (undefined when they do not: the batch goes to admit.lua).
@@ -658,16 +664,14 @@ export class RedisStore implements Store, OperableStore {
    * process may have loaded one of the two lone scripts again but not the other.
    */
   private loneRun(items: PendingAdmit[], clock: string): Promise<void> | undefined {
-    if (isCluster(this.redis)) return undefined;
+    if (this.conn.cluster) return undefined;
     const argvs: string[][] = [];
     let name: ScriptName | undefined;
     for (const item of items) {
-      const lone = loneAdmitArgv(item, clock, this.admitEnv);
-      const argv = lone ?? heldAdmitArgv(item, clock, this.admitEnv);
-      const kind: ScriptName = lone !== undefined ? 'admit-lone' : 'admit-lone-held';
-      if (argv === undefined || (name !== undefined && kind !== name)) return undefined;
-      name = kind;
-      argvs.push(argv);
+      const lone = this.loneCall(item, clock);
+      if (lone === undefined || (name !== undefined && lone.name !== name)) return undefined;
+      name = lone.name;
+      argvs.push(lone.argv);
     }
     const sent = this.conn.writeAll(scripts()[name!].command, argvs);
     // settled as writeBatch settles a batch: a call settled already stays settled
