@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { laneOf, laneTag } from '../src/lease/lanes.js';
+import { scripts } from '../src/store/redis/scripts.js';
 import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 import { runNode } from './helpers/run.js';
 import { leaseGauges, startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
@@ -222,6 +223,77 @@ describe('callgate serve (the command, on Redis)', function () {
           env: { CALLGATE_TOKEN: '' },
           timeoutMs: 20_000,
         },
+      );
+      expect(r.code, r.stderr).to.equal(2);
+      expect(r.stderr).to.match(message);
+      expect(r.stderr.trim().split('\n')).to.have.length(1);
+    }
+  });
+
+  it('--max-batch, --max-in-flight, --lone-up-to: the script calls of a burst that waited, the limit exact', async () => {
+    // Redis paused for scripts (CLIENT PAUSE WRITE): the first calls go out and wait there (one
+    // per batch in flight), the other calls wait in the sidecar and leave together once the
+    // first batch is back, split by --max-batch; a last batch of up to --lone-up-to plain
+    // admissions goes as that many lone script calls
+    // the admission script calls Redis ran, read from its slowlog (every command logged: the
+    // holds keeper's scripts, on a timer of their own, are told apart by their source)
+    const admits = Object.values(scripts()).filter((x) => /^callgate_admit/.test(x.command));
+    const admitScripts = async () => {
+      const log = (await rawCommand(redis.port, ['SLOWLOG', 'GET', '-1'])) as [unknown, unknown, unknown, string[]][];
+      return log.filter(([, , , [cmd, head]]) =>
+        admits.some((x) =>
+          cmd?.toLowerCase() === 'evalsha'
+            ? head === x.sha
+            : cmd?.toLowerCase() === 'eval' && x.lua.startsWith(head!.slice(0, 100)),
+        ),
+      ).length;
+    };
+    await rawCommand(redis.port, ['CONFIG', 'SET', 'slowlog-log-slower-than', '0', 'slowlog-max-len', '10000']);
+    // p2 for a first decision, which connects the sidecar to Redis (its holds keeper's
+    // scripts at the connection are not counted)
+    const config = file(
+      'batching.json',
+      JSON.stringify({
+        inbound: { peers: { p1: [{ limit: 5, window: 'PT10S' }], p2: [{ limit: 5, window: 'PT10S' }] } },
+      }),
+    );
+    for (const [flags, expected] of [
+      [[], 3], // 1 and 1 in flight, then 10
+      [['--max-in-flight', '1'], 2], // 1, then 11
+      [['--max-batch', '1'], 12],
+      [['--max-batch', '4'], 6], // 1, 1, then 4, 4 and 2 lone calls
+      [['--max-batch', '4', '--lone-up-to', '1'], 5], // 1, 1, then 4, 4, 2
+    ] as const) {
+      const s = await start(config, [...flags]);
+      expect((await call(`${s.url}/v1/admit`, { call_id: 'first', peer: 'p2' })).json.outcome).to.equal('admitted');
+      await rawCommand(redis.port, ['SLOWLOG', 'RESET']);
+      await rawCommand(redis.port, ['CLIENT', 'PAUSE', '1500', 'WRITE']);
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => call(`${s.url}/v1/admit`, { call_id: `b${i}`, peer: 'p1' })),
+      );
+      expect(
+        answers.filter((a) => a.json.outcome === 'admitted'),
+        flags.join(' '),
+      ).to.have.length(5);
+      expect(await admitScripts(), flags.join(' ')).to.equal(expected);
+      await s.stop('SIGKILL');
+    }
+    await rawCommand(redis.port, ['CONFIG', 'SET', 'slowlog-log-slower-than', '10000']);
+  });
+
+  it('--max-batch, --max-in-flight, --lone-up-to: out of range or without --store redis, exit 2, one line', async () => {
+    const config = file('batch-bad.json', limits(5));
+    const onRedis = ['--store', 'redis', '--redis-url', redis.url];
+    for (const [extra, message] of [
+      [[...onRedis, '--max-batch', '0'], /--max-batch: expected an integer from 1 to 1000, got 0/],
+      [[...onRedis, '--max-batch', '1001'], /--max-batch: expected an integer from 1 to 1000, got 1001/],
+      [[...onRedis, '--max-in-flight', '65'], /--max-in-flight: expected an integer from 1 to 64, got 65/],
+      [[...onRedis, '--lone-up-to', 'two'], /--lone-up-to: expected an integer from 1 to 1000, got NaN/],
+      [['--lone-up-to', '2'], /--lone-up-to needs --store redis/],
+    ] as const) {
+      const r = await runNode(
+        [join(ROOT, 'bin/callgate.js'), 'serve', '--config', config, '--listen', '127.0.0.1:0', ...extra],
+        { cwd: ROOT, env: { CALLGATE_TOKEN: '' }, timeoutMs: 20_000 },
       );
       expect(r.code, r.stderr).to.equal(2);
       expect(r.stderr).to.match(message);

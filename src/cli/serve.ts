@@ -30,6 +30,7 @@ import { buildApp } from '../server/app.js';
 import { checkExposure, DEFAULT_LISTEN, parseListen } from '../server/listen.js';
 import { MemoryStore } from '../store/memory-store.js';
 import { RedisStore } from '../store/redis/redis-store.js';
+import { MAX_BATCH_LIMIT, MAX_IN_FLIGHT_LIMIT } from '../store/redis/redis-store-options.js';
 import { DEFAULT_TIMEOUT_MS } from '../store/timeout.js';
 import type { Store } from '../store/types.js';
 import {
@@ -57,6 +58,10 @@ export interface ServeArgs extends RedisConnectionArgs, LeaseArgs {
   metricsPerBucket: boolean;
   /** SIP status for a refusal by a channel limit (default 503). */
   channelsStatus?: number;
+  /** The store's batching (RedisStoreOptions.maxBatch, maxInFlight, loneUpTo); unset: its defaults. */
+  maxBatch?: number;
+  maxInFlight?: number;
+  loneUpTo?: number;
   /** Replicas a shrink must reach before what it freed is granted (LeaseLanes.waitReplicas). */
   leaseWaitReplicas?: number;
   /** Carriers leased across regions (RedisStoreOptions.leasedCarriers), comma-separated ids. */
@@ -98,6 +103,15 @@ function checkArgs(args: ServeArgs): void {
     !(Number.isSafeInteger(args.channelsStatus) && args.channelsStatus >= 400 && args.channelsStatus <= 699)
   ) {
     bad(`--channels-status: expected a SIP final response status from 400 to 699, got ${String(args.channelsStatus)}`);
+  }
+  for (const [flag, v, max] of [
+    ['--max-batch', args.maxBatch, MAX_BATCH_LIMIT],
+    ['--max-in-flight', args.maxInFlight, MAX_IN_FLIGHT_LIMIT],
+    ['--lone-up-to', args.loneUpTo, MAX_BATCH_LIMIT],
+  ] as const) {
+    if (v === undefined) continue;
+    if (args.store !== 'redis') bad(`${flag} needs --store redis: it sets how decisions go to Redis`);
+    positiveInt(flag, v, max);
   }
   if (args.leaseLanes !== undefined) {
     if (args.store !== 'redis') bad('--lease-lanes needs --store redis: lanes are hash tags of a Redis (Cluster)');
@@ -166,6 +180,9 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     store = new RedisStore({
       redis,
       prefix: args.prefix,
+      ...(args.maxBatch !== undefined && { maxBatch: args.maxBatch }),
+      ...(args.maxInFlight !== undefined && { maxInFlight: args.maxInFlight }),
+      ...(args.loneUpTo !== undefined && { loneUpTo: args.loneUpTo }),
       ...leasedStoreOptions(args),
       ...(leasedCarriers && { leasedCarriers }),
     });
@@ -378,6 +395,9 @@ export function serveCommand(program: Command): void {
       'SIP status for a refusal by a channel limit (default 503; 486 and 480 are common)',
       int,
     )
+    .option('--max-batch <n>', `decisions in one script call, at most (1 to ${MAX_BATCH_LIMIT}; default 64)`, int)
+    .option('--max-in-flight <n>', `batches in flight at once (1 to ${MAX_IN_FLIGHT_LIMIT}; default 2)`, int)
+    .option('--lone-up-to <n>', `batches of up to n plain admissions go as lone script calls (default 2)`, int)
     .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
     .option('--no-watch', 'do not reload when the configuration file changes')
     .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind');

@@ -5,6 +5,11 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { LanePins } from '../../lease/lanes.js';
 
+/** maxBatch and loneUpTo, at most: a batch's calls are limited by Lua's stack too (unpack of one ZADD per log). */
+export const MAX_BATCH_LIMIT = 1000;
+/** maxInFlight, at most. */
+export const MAX_IN_FLIGHT_LIMIT = 64;
+
 export interface RedisStoreOptions {
   /** An ioredis client or Cluster. The store does not close it unless it created it. */
   readonly redis: Redis | Cluster;

@@ -110,7 +110,13 @@ import { inspectedBuckets, inspectedCarriers } from './inspect-reply.js';
 import { KnownLogs } from './known-logs.js';
 import { RedisKeys } from './redis-keys.js';
 import { slotOf } from './slot.js';
-import { RECOMMENDED_REDIS_OPTIONS, type RedisConnectOptions, type RedisStoreOptions } from './redis-store-options.js';
+import {
+  MAX_BATCH_LIMIT,
+  MAX_IN_FLIGHT_LIMIT,
+  RECOMMENDED_REDIS_OPTIONS,
+  type RedisConnectOptions,
+  type RedisStoreOptions,
+} from './redis-store-options.js';
 import { reserveArgv, type PendingReserve, type ReserveEnv } from './reserve-args.js';
 import { settleReservations } from './reserve-reply.js';
 import { scripts, type ScriptName } from './scripts.js';
@@ -135,8 +141,6 @@ export {
 } from './redis-store-options.js';
 
 const DAY_MS = 86_400_000;
-/** A batch's calls are limited by Lua's stack too (unpack of one ZADD per log). */
-const MAX_BATCH_LIMIT = 1000;
 /**
  * Batches of one lane in flight at once (RedisStoreOptions.maxInFlight). 2: in the open-loop
  * bench (batching section, docs/performance.md) group commit fell behind at 30,000 calls/s where
@@ -144,7 +148,6 @@ const MAX_BATCH_LIMIT = 1000;
  * no better than 2 anywhere.
  */
 const DEFAULT_MAX_IN_FLIGHT = 2;
-const MAX_IN_FLIGHT_LIMIT = 64;
 /**
  * RedisStoreOptions.loneUpTo's default. Measured by Redis instructions per decision (callgrind,
  * the whole server, three levels; `npm run bench:instructions -- --cases sizes`): admit.lua's
