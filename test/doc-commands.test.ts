@@ -42,10 +42,11 @@ function script(block: DocBlock, ctx: { redisUrl: string; tmp: string; port: num
     `export CG_TMP=${JSON.stringify(ctx.tmp)}`,
     `npx() { if [ "$1" = callgate ]; then shift; node ${JSON.stringify(join(ROOT, 'bin/callgate.js'))} "$@"; else command npx "$@"; fi; }`,
     'CG_SERVE=',
+    // cg_wait: up to 45 s for /healthz (a loaded machine once took over 20 s to start one)
     // `npx callgate serve … &` runs the function above in a subshell: its node child must be
     // stopped too, or it outlives the block (stray sidecars after a test run)
     'cg_stop() { if [ -n "$CG_SERVE" ]; then pkill -TERM -P "$CG_SERVE" 2>/dev/null || true; kill "$CG_SERVE" 2>/dev/null || true; wait "$CG_SERVE" 2>/dev/null || true; CG_SERVE=; fi; }',
-    `cg_wait() { for _ in $(seq 100); do curl -sf 127.0.0.1:${ctx.port}/healthz >/dev/null && return 0; sleep 0.2; done; echo "the sidecar did not start: $(cat "$CG_TMP/serve.log")" >&2; return 1; }`,
+    `cg_wait() { for _ in $(seq 225); do curl -sf 127.0.0.1:${ctx.port}/healthz >/dev/null && return 0; sleep 0.2; done; echo "the sidecar did not start: $(cat "$CG_TMP/serve.log")" >&2; return 1; }`,
     'trap cg_stop EXIT',
     ...lines,
   ].join('\n');
