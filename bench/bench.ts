@@ -179,7 +179,7 @@ const CPU_PER_TICK = opt('cpu-per-tick', QUICK ? '10' : '2,10,40')
   .map(Number);
 const CPU_CALLS = Number(opt('cpu-calls', QUICK ? '2000' : '20000'));
 const CPU_ROUNDS = Number(opt('cpu-rounds', QUICK ? '1' : '3'));
-/** CPU section: three levels again with each of these RedisStore loneUpTo values (beside the default). */
+/** CPU section: three levels, without and with channels, again with each of these RedisStore loneUpTo values (beside the default). */
 const CPU_LONE = argv.includes('--cpu-lone') ? opt('cpu-lone', '').split(',').map(Number) : [];
 const FLOOD_NORMAL = Number(opt('flood-normal', '10000'));
 const FLOOD_LIMIT = Number(opt('flood-limit', '1000'));
@@ -1113,13 +1113,22 @@ async function main(): Promise<void> {
           { name: 'callgate 1 level', config: CONFIG_1, accounts: false, release: false },
           { name: 'callgate 3 levels', config: CONFIG_3, accounts: true, release: false },
           { name: 'callgate 3 levels + channels, 1/2 released', config: CONFIG_3CH, accounts: true, release: true },
-          ...CPU_LONE.map((loneUpTo) => ({
-            name: `callgate 3 levels, loneUpTo ${loneUpTo}`,
-            config: CONFIG_3,
-            accounts: true,
-            release: false,
-            loneUpTo,
-          })),
+          ...CPU_LONE.flatMap((loneUpTo) => [
+            {
+              name: `callgate 3 levels, loneUpTo ${loneUpTo}`,
+              config: CONFIG_3,
+              accounts: true,
+              release: false,
+              loneUpTo,
+            },
+            {
+              name: `callgate 3 levels + ch, loneUpTo ${loneUpTo}`,
+              config: CONFIG_3CH,
+              accounts: true,
+              release: true,
+              loneUpTo,
+            },
+          ]),
         ];
         log(
           `${pad('system', 44)} ${lpad('N', 3)} ${lpad('calls/s', 8)} ${lpad('Node user', 10)} ${lpad('sys', 6)} ${lpad('Redis', 7)} ${lpad('Node ÷ RLF', 18)} ${lpad('Redis ÷ RLF', 18)}  check`,

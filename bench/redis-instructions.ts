@@ -18,9 +18,9 @@
  * keeper's sync instead (lua/reassert.lua), per call in progress and pass: SYNC_CALLS calls of
  * the three levels with channels admitted with holds of an hour, then only the syncs counted,
  * every SYNC_MS for SYNC_WAIT_MS. `sizes` (not by default): batches of exactly each of `--sizes`
- * calls, each as one admit.lua call and as that many lone script calls (RedisStore loneUpTo),
- * counting everything the server does (each command's reading and reply too, which lone calls
- * pay once each), not only inside scripts; on the first --listpack. --pace N issues N calls per second
+ * calls, each as one admit.lua call and as one admit-lone-run.lua call (RedisStore loneUpTo),
+ * of the three levels without and with channels (`+ch`, calls holding 2 s), counting everything the server does (each command's reading and reply too), not only inside
+ * scripts; on the first --listpack. --pace N issues N calls per second
  * (default: as fast as Redis answers; each row shows the rate reached): a log's size, and so the
  * cost of adding to it, follows the calls per window, so cases compared must run at the same
  * pace. Needs valgrind (Debian: valgrind); about 40 s per case unpaced, calls ÷ pace paced.
@@ -47,7 +47,7 @@ const CALLS = Number(opt('calls', '6000'));
 const LISTPACK = opt('listpack', '128').split(',').map(Number);
 const CASES = opt('cases', 'batch,lone').split(',');
 const PACE = Number(opt('pace', '0'));
-/** `sizes`: the batch sizes, each as one admit.lua call and as lone script calls. */
+/** `sizes`: the batch sizes, each as one admit.lua call and as one admit-lone-run.lua call. */
 const SIZES = opt('sizes', '2,4,8,16').split(',').map(Number);
 const SYNC_CALLS = 1_000;
 const SYNC_MS = 1_000;
@@ -183,17 +183,18 @@ async function decide(
 /**
  * CALLS calls of the three levels in batches of exactly `size` (issued in one tick, awaited,
  * again: maxBatch `size`, one batch in flight), with the store's `loneUpTo` as given (1: every
- * batch one admit.lua call; `size`: one lone script call per call). Returns the script calls
+ * batch one admit.lua call; `size`: one admit-lone-run.lua call). Returns the script calls
  * per decision and the calls counted (whole batches: CALLS or a few more).
  */
 async function fixedBatches(
   server: Server,
   size: number,
   loneUpTo: number,
+  channels: boolean,
 ): Promise<{ scripts: number; calls: number }> {
   const redis = new Redis({ port: server.port, host: '127.0.0.1' });
   const gate = await CallGate.create({
-    config: CONFIG_3,
+    config: channels ? CONFIG_3CH : CONFIG_3,
     store: new RedisStore({ redis, prefix: 'i:', holds: { syncMs: 0 }, maxBatch: size, maxInFlight: 1, loneUpTo }),
     timeoutMs: 120_000,
     shield: false,
@@ -292,24 +293,25 @@ try {
     if (kase !== 'batch' && kase !== 'lone' && kase !== 'leased' && kase !== 'sync' && kase !== 'sizes')
       throw new Error(`--cases: batch, lone, leased, sync or sizes, not ${kase}`);
     if (kase === 'sizes') {
-      for (const size of SIZES)
-        for (const loneUpTo of [1, size]) {
-          const server = await startCounted(LISTPACK[0]!, dir, true);
-          let run: { scripts: number; calls: number };
-          try {
-            run = await fixedBatches(server, size, loneUpTo);
-          } finally {
-            await stopCounted(server);
+      for (const channels of [false, true])
+        for (const size of SIZES)
+          for (const loneUpTo of [1, size]) {
+            const server = await startCounted(LISTPACK[0]!, dir, true);
+            let run: { scripts: number; calls: number };
+            try {
+              run = await fixedBatches(server, size, loneUpTo, channels);
+            } finally {
+              await stopCounted(server);
+            }
+            const name = `${size} calls${channels ? ' +ch' : ''}, ${loneUpTo === 1 ? 'admit.lua' : 'run'}`;
+            process.stdout.write(
+              `${name.padEnd(28)} ${String(LISTPACK[0]).padStart(8)} ${Math.round(
+                countedInstructions(`${server.out}.1`) / run.calls,
+              )
+                .toLocaleString('en-US')
+                .padStart(14)} ${run.scripts.toFixed(3).padStart(14)} ${'-'.padStart(8)}   (whole server)\n`,
+            );
           }
-          const name = `${size} calls, ${loneUpTo === 1 ? 'admit.lua' : 'lone scripts'}`;
-          process.stdout.write(
-            `${name.padEnd(28)} ${String(LISTPACK[0]).padStart(8)} ${Math.round(
-              countedInstructions(`${server.out}.1`) / run.calls,
-            )
-              .toLocaleString('en-US')
-              .padStart(14)} ${run.scripts.toFixed(3).padStart(14)} ${'-'.padStart(8)}   (whole server)\n`,
-          );
-        }
       continue;
     }
     if (kase === 'sync') {

@@ -2,10 +2,12 @@
   admit-lone: decide one call whose buckets are plain sliding logs (sliding-log limits only, no
   channel limit): a batch of one such call, the common case under light load. The rule and the
   reply are admit.lua's for that batch; the layout is shorter, and the script defines only the
-  four functions of includes/log.lua and loneTime. Redis runs a script's whole body on every call, making
-  each function it defines anew: admit.lua's batch machinery (its closures, and the garbage they
-  leave) would cost more than this decision, and including common.lua as well made a lone
-  decision cost 15% more Redis instructions (callgrind), so this script reads Redis TIME itself.
+  functions of includes/log.lua, loneTime and those of includes/lease-lone.lua; its decision is
+  includes/lone-decide.lua, which admit-lone-run.lua runs for each such call of a run. Redis
+  runs a script's whole body on every call, making each function it defines anew: admit.lua's
+  batch machinery (its closures, and the garbage they leave) would cost more than this
+  decision, and including common.lua as well made a lone decision cost 15% more Redis
+  instructions (callgrind), so this script reads Redis TIME itself.
 
   KEYS[q]       the log of the call's q-th bucket, in check order (all distinct; members =
                 event ids, scores = µs); with 'S' in ARGV[3], last the share hash of a leased
@@ -47,64 +49,12 @@
 --- @include "log"
 --- @include "lone-time"
 --- @include "lease-lone"
-
--- globals as locals: each lookup is a table access per use
-local call, argv = redis.call, ARGV
-local live, clock, t, floorMs, expired = loneTime()
-local flags = argv[3]
-local share
-local n = #KEYS
-if flags == 'S' or flags == '1S' then
-  share, n = KEYS[n], n - 1
-end
-
-local reply
-if expired then
-  reply = { 0, 0, t, 4 } -- decided nowhere
-else
-  local ts = string.format('%d', t)
-  local limitedBy, retry = 0, 0
-  local shareRefused = false
-  -- past a refusal by the share alone, every later limit is counted (none skipped for the wait
-  -- found so far): `later`, one of them lacked room too
-  local later = false
-  -- per bucket q: [q] its retention r (the widest window), [-q] the size of its log (0: new);
-  -- widest[q]: that window's limit L
-  local logs, widest = {}, {}
-  local a = 7 + n
-  for q = 1, n do
-    local key = KEYS[q]
-    local last = a + 2 * argv[a]
-    -- the log's size (O(1) to read) bounds every window's count (logLimits)
-    local wider = call('ZCARD', key)
-    logs[q], logs[-q], widest[q] = argv[a + 2] + 0, wider, argv[a + 1] + 0
-    local refused
-    if q == 1 and share ~= nil then
-      local c = laneShare(share, t)
-      refused, retry, shareRefused = leasedLog(key, t, ts, argv[a + 1] + 0, argv[a + 2] + 0, wider, c)
-    elseif shareRefused then
-      refused, retry = logLimitsPastShare(key, t, ts, a + 1, last, wider, retry)
-      later = later or refused
-    else
-      refused, retry = logLimits(key, t, ts, a + 1, last, wider, retry)
-    end
-    if refused and limitedBy == 0 then
-      limitedBy = q
-    end
-    a = last + 1
-  end
-  if limitedBy == 0 then
-    local member, refresh = argv[2], flags == '1' or flags == '1S'
-    for q = 1, n do
-      local r = logs[q]
-      logWrite(KEYS[q], t, r, widest[q], live, argv[6 + q], refresh or logs[-q] == 0, floorMs, ts, member)
-    end
-  elseif shareRefused then
-    call('HINCRBY', share, 'rc', 1)
-  end
-  reply = { limitedBy, retry, t, (shareRefused and not later) and 16 or 0 }
-end
-if argv[4] == '1' then
+-- the call's keys and arguments (includes/lone-decide.lua reads them, and sets reply and clock)
+local ko, n, ao = 0, #KEYS, 0
+local reply, clock
+local runClock, runBound, runR -- none: a call alone
+--- @include "lone-decide"
+if ARGV[4] == '1' then
   reply[5] = clock
 end
 return reply

@@ -59,9 +59,10 @@
 
   A lone call (the batch holds one call, the common case under light load) whose buckets have
   sliding-log limits only goes to a script of its own instead, which decides and writes what
-  this one would: admit-lone.lua without channel limits, admit-lone-held.lua with them. Any other lone call takes the
-  same decide() as a batch but keeps no group state: it reads and writes Redis directly, in the
-  same commands.
+  this one would: admit-lone.lua without channel limits, admit-lone-held.lua with them; a
+  small batch of such calls goes to admit-lone-run.lua, which runs their lone decisions one
+  after the other. Any other lone call takes the same decide() as a batch but keeps no group
+  state: it reads and writes Redis directly, in the same commands.
 ]]
 --- @include "common"
 --- @include "log"

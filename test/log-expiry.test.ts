@@ -193,8 +193,8 @@ describe('RedisStore: a sliding log on Redis TIME keeps every event for its rete
       { name: peer, limits: Object.freeze([{ limit: 10, windowUs: 1_000 * MS, algorithm: 'sliding-log' as const }]) },
     ];
     const plans = [planOf('peer:x'), planOf('peer:y')];
-    // loneUpTo 1: the batch of two below goes to admit.lua (two lone calls would each set the
-    // expiries of the logs they name, at times of their own)
+    // loneUpTo 1: the batch of two below goes to admit.lua, whose writes this test checks (it
+    // would otherwise go to admit-lone-run.lua)
     const store = new RedisStore({ redis: client, prefix: 'exp9:', holds: NO_SYNC, loneUpTo: 1 });
     const monitor = await raw.monitor();
     const trims: string[] = [];

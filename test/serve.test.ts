@@ -9,9 +9,9 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { laneOf, laneTag } from '../src/lease/lanes.js';
-import { scripts } from '../src/store/redis/scripts.js';
 import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 import { runNode } from './helpers/run.js';
+import { logScripts, scriptsRun, type Send, stopLoggingScripts } from './helpers/script-log.js';
 import { leaseGauges, startSidecarProcess, type SidecarProcess } from './helpers/sidecar.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -233,22 +233,11 @@ describe('callgate serve (the command, on Redis)', function () {
   it('--max-batch, --max-in-flight, --lone-up-to: the script calls of a burst that waited, the limit exact', async () => {
     // Redis paused for scripts (CLIENT PAUSE WRITE): the first calls go out and wait there (one
     // per batch in flight), the other calls wait in the sidecar and leave together once the
-    // first batch is back, split by --max-batch; a last batch of up to --lone-up-to plain
-    // admissions goes as that many lone script calls
-    // the admission script calls Redis ran, read from its slowlog (every command logged: the
-    // holds keeper's scripts, on a timer of their own, are told apart by their source)
-    const admits = Object.values(scripts()).filter((x) => /^callgate_admit/.test(x.command));
-    const admitScripts = async () => {
-      const log = (await rawCommand(redis.port, ['SLOWLOG', 'GET', '-1'])) as [unknown, unknown, unknown, string[]][];
-      return log.filter(([, , , [cmd, head]]) =>
-        admits.some((x) =>
-          cmd?.toLowerCase() === 'evalsha'
-            ? head === x.sha
-            : cmd?.toLowerCase() === 'eval' && x.lua.startsWith(head!.slice(0, 100)),
-        ),
-      ).length;
-    };
-    await rawCommand(redis.port, ['CONFIG', 'SET', 'slowlog-log-slower-than', '0', 'slowlog-max-len', '10000']);
+    // first batch is back, split by --max-batch; a batch of up to --lone-up-to plain admissions
+    // goes as one admit-lone-run call. The admission scripts Redis ran are read in order (the
+    // holds keeper's, on a timer of their own, left out).
+    const send: Send = (args) => rawCommand(redis.port, args);
+    const admits = async () => (await scriptsRun(send)).filter((name) => name.startsWith('admit'));
     // p2 for a first decision, which connects the sidecar to Redis (its holds keeper's
     // scripts at the connection are not counted)
     const config = file(
@@ -257,28 +246,47 @@ describe('callgate serve (the command, on Redis)', function () {
         inbound: { peers: { p1: [{ limit: 5, window: 'PT10S' }], p2: [{ limit: 5, window: 'PT10S' }] } },
       }),
     );
+    const lone = (n: number) => Array<string>(n).fill('admit-lone');
+    const run = (n: number) => Array<string>(n).fill('admit-lone-run');
     for (const [flags, expected] of [
-      [[], 3], // 1 and 1 in flight, then 10
-      [['--max-in-flight', '1'], 2], // 1, then 11
-      [['--max-batch', '1'], 12],
-      [['--max-batch', '4'], 6], // 1, 1, then 4, 4 and 2 lone calls
-      [['--max-batch', '4', '--lone-up-to', '1'], 5], // 1, 1, then 4, 4, 2
+      [[], [...lone(2), 'admit']], // 1 and 1 in flight, then 10
+      [
+        ['--max-in-flight', '1'],
+        [...lone(1), 'admit'],
+      ], // 1, then 11
+      [['--max-batch', '1'], lone(12)],
+      [
+        ['--max-batch', '4'],
+        [...lone(2), ...run(3)],
+      ], // 1, 1, then 4, 4, 2
+      [
+        ['--max-batch', '4', '--lone-up-to', '3'],
+        [...lone(2), 'admit', 'admit', ...run(1)],
+      ],
+      [
+        ['--max-batch', '4', '--lone-up-to', '1'],
+        [...lone(2), 'admit', 'admit', 'admit'],
+      ],
     ] as const) {
       const s = await start(config, [...flags]);
       expect((await call(`${s.url}/v1/admit`, { call_id: 'first', peer: 'p2' })).json.outcome).to.equal('admitted');
-      await rawCommand(redis.port, ['SLOWLOG', 'RESET']);
+      await logScripts(send);
       await rawCommand(redis.port, ['CLIENT', 'PAUSE', '1500', 'WRITE']);
-      const answers = await Promise.all(
-        Array.from({ length: 12 }, (_, i) => call(`${s.url}/v1/admit`, { call_id: `b${i}`, peer: 'p1' })),
-      );
+      // the first two alone (each in a batch of its own, waiting on Redis), then ten at once
+      const admitB = (i: number) => call(`${s.url}/v1/admit`, { call_id: `b${i}`, peer: 'p1' });
+      const first = [admitB(0)];
+      await new Promise((r) => setTimeout(r, 150));
+      first.push(admitB(1));
+      await new Promise((r) => setTimeout(r, 150));
+      const answers = [...(await Promise.all([...first, ...Array.from({ length: 10 }, (_, i) => admitB(i + 2))]))];
       expect(
         answers.filter((a) => a.json.outcome === 'admitted'),
         flags.join(' '),
       ).to.have.length(5);
-      expect(await admitScripts(), flags.join(' ')).to.equal(expected);
+      expect(await admits(), flags.join(' ')).to.deep.equal(expected);
       await s.stop('SIGKILL');
     }
-    await rawCommand(redis.port, ['CONFIG', 'SET', 'slowlog-log-slower-than', '10000']);
+    await stopLoggingScripts(send);
   });
 
   it('--max-batch, --max-in-flight, --lone-up-to: out of range or without --store redis, exit 2, one line', async () => {

@@ -80,7 +80,7 @@ end
 -- the event it adds at t. The expiry counts Q, not E, so that this holds between writers whose
 -- steps differ (processes with other limits for the bucket, or from before E was sized by L).
 -- (After a reload widens a window, the caller asks once per process for each bucket's new
--- limits.)
+-- limits.) Returns the trim's bound, what the next write at t may pass as `known`.
 local function logWrite(key, t, r, L, rounded, known, expire, floorMs, ...)
   local q = math.floor(r / 4) + 1
   local e = math.floor(r * 256 / L) + 1 -- (L = 0: inf)
@@ -104,4 +104,5 @@ local function logWrite(key, t, r, L, rounded, known, expire, floorMs, ...)
     end
     redis.call('PEXPIRE', key, string.format('%d', ms))
   end
+  return bound
 end

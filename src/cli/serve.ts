@@ -397,7 +397,11 @@ export function serveCommand(program: Command): void {
     )
     .option('--max-batch <n>', `decisions in one script call, at most (1 to ${MAX_BATCH_LIMIT}; default 64)`, int)
     .option('--max-in-flight <n>', `batches in flight at once (1 to ${MAX_IN_FLIGHT_LIMIT}; default 2)`, int)
-    .option('--lone-up-to <n>', `batches of up to n plain admissions go as lone script calls (default 2)`, int)
+    .option(
+      '--lone-up-to <n>',
+      'batches of up to n sliding-log admissions go as one run of lone decisions (default 8)',
+      int,
+    )
     .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
     .option('--no-watch', 'do not reload when the configuration file changes')
     .option('--metrics-per-bucket', 'label refusals with the configured account and peer ids, not only the level kind');

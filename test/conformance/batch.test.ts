@@ -33,6 +33,7 @@ import type {
   WaitResult,
 } from '../../src/store/types.js';
 import { OUTBOUND_TAG } from '../../src/store/keys.js';
+import { logScripts, scriptsRun, type Send, stopLoggingScripts } from '../helpers/script-log.js';
 import {
   getRedis,
   newClusterClient,
@@ -1337,71 +1338,75 @@ describe('RedisStore: batched admissions and reservations', function () {
       }
     });
 
-    it('a batch of up to loneUpTo calls (default 2) goes as one lone script call per call; a larger one as one', async () => {
+    it('a batch of up to loneUpTo calls that fit lone scripts: one admit-lone-run call; a larger one, or another call, admit.lua', async () => {
       await onOwnServer(async (raw, client) => {
+        const send: Send = (args) => raw.call(args[0]!, ...args.slice(1));
         const plain = list(bucket('p', SL(3, S)), bucket('q', SL(5, S), SL(8, 10 * S)));
         const held = list(withCh(bucket('h', SL(3, S)), 2));
-        // [loneUpTo, calls in one tick, lists, script calls expected]
-        for (const [loneUpTo, n, lists, calls] of [
-          [undefined, 2, [plain, plain], 2],
-          [undefined, 2, [held, held], 2],
-          [undefined, 3, [plain, plain, plain], 1],
-          [1, 2, [plain, plain], 1],
-          [8, 6, [plain, plain, plain, plain, plain, plain], 6],
-          // two lone scripts in one run: admit.lua (no call may be run again after a later one)
-          [8, 2, [held, plain], 1],
+        // [loneUpTo, lists of the calls issued in one tick, the scripts expected]
+        for (const [loneUpTo, lists, expected] of [
+          [undefined, [plain, plain], ['admit-lone-run']],
+          [undefined, [held, held], ['admit-lone-run']],
+          [undefined, Array(8).fill(plain), ['admit-lone-run']],
+          [undefined, Array(9).fill(plain), ['admit']],
+          [1, [plain, plain], ['admit']],
+          [8, [plain, plain, plain, plain, plain, plain], ['admit-lone-run']],
+          // calls of both lone scripts in one run
+          [8, [held, plain, held], ['admit-lone-run']],
           // a fixed window fits no lone script: the batch goes to admit.lua
-          [8, 2, [plain, list(bucket('f', FW(3, S)))], 1],
+          [8, [plain, list(bucket('f', FW(3, S)))], ['admit']],
         ] as const) {
-          const what = `${n} calls, loneUpTo ${loneUpTo ?? 'default'}`;
+          const what = `${lists.length} calls, loneUpTo ${loneUpTo ?? 'default'}`;
           const store = new RedisStore({ redis: client, prefix: freshPrefix(), loneUpTo, holds: NO_SYNC });
-          // warm-up: every script loaded (EVALSHA, NOSCRIPT, EVAL) before the stats are reset
-          await store.admit({ tag: 't', buckets: plain, now: T0 });
-          await store.admit({ tag: 't', buckets: held, now: T0, hold: { id: 'w', forUs: S } });
-          await Promise.all([
-            store.admit({ tag: 't', buckets: plain, now: T0 }),
-            store.admit({ tag: 't', buckets: plain, now: T0 }),
-            store.admit({ tag: 't', buckets: plain, now: T0 }),
-          ]);
-          await raw.config('RESETSTAT');
           const mem = reference();
-          await mem.admit({ tag: 't', buckets: plain, now: T0 });
-          await mem.admit({ tag: 't', buckets: held, now: T0, hold: { id: 'w', forUs: S } });
-          for (let i = 0; i < 3; i++) await mem.admit({ tag: 't', buckets: plain, now: T0 });
+          await runTick(store, mem, [admit('t', plain, T0)], `${what}: warm-up`);
+          await logScripts(send);
           const ops = lists.map((l, i) =>
             l === held
               ? ({ kind: 'admit', tag: 't', buckets: l, now: T0 + S, hold: { id: `c${i}`, forUs: S } } as const)
               : admit('t', l, T0 + S),
           );
           await runTick(store, mem, ops, what);
-          expect(await scriptCalls(raw), what).to.equal(calls);
+          expect(await scriptsRun(send), what).to.deep.equal(expected);
           await store.clear();
         }
+        await stopLoggingScripts(send);
       });
     });
 
-    it('lone script calls on Redis TIME: two calls for one place, the first issued takes it', async () => {
+    it('runs on Redis TIME: two calls for one place at one time, the first issued takes it (a rate, a channel)', async () => {
       await onOwnServer(async (raw, client) => {
+        const send: Send = (args) => raw.call(args[0]!, ...args.slice(1));
         const store = new RedisStore({ redis: client, prefix: freshPrefix(), holds: NO_SYNC });
         const one = list(bucket('one', SL(1, 10 * S)));
-        const other = list(bucket('other', SL(5, 10 * S)));
-        await store.admit({ tag: 't', buckets: other }); // the script loaded, Redis' clock known
-        await raw.config('RESETSTAT');
-        for (let round = 0; round < 20; round++) {
-          await store.clear();
-          const [a, b] = await Promise.all([
-            store.admit({ tag: 't', buckets: one }),
-            store.admit({ tag: 't', buckets: one }),
-          ]);
-          expect([a!.admitted, b!.admitted], `round ${round}`).to.deep.equal([true, false]);
-          expect(b!.now, 'each at its own Redis time, in order').to.be.at.least(a!.now);
+        const channel = list(withCh(bucket('ch', SL(5, 10 * S)), 1));
+        await store.admit({ tag: 't', buckets: list(bucket('other', SL(5, 10 * S))) }); // Redis' clock known
+        await logScripts(send);
+        let id = 0;
+        for (const [buckets, script] of [
+          [one, 'rate'],
+          [channel, 'channel'],
+        ] as const) {
+          const runs: string[] = [];
+          for (let round = 0; round < 20; round++) {
+            await store.clear();
+            const hold = buckets === channel ? () => ({ hold: { id: `h${id++}`, forUs: 10 * S } }) : () => ({});
+            const [a, b] = await Promise.all([
+              store.admit({ tag: 't', buckets, ...hold() }),
+              store.admit({ tag: 't', buckets, ...hold() }),
+            ]);
+            expect([a!.admitted, b!.admitted], `${script}, round ${round}`).to.deep.equal([true, false]);
+            expect(b!.now, 'a run decides at one Redis time, as a batch does').to.equal(a!.now);
+            runs.push(...(await scriptsRun(send)).filter((n) => n.startsWith('admit')));
+          }
+          expect(runs, script).to.deep.equal(Array(20).fill('admit-lone-run'));
         }
-        expect(await scriptCalls(raw), 'two lone script calls a round').to.equal(40);
+        await stopLoggingScripts(send);
         await store.close();
       });
     });
 
-    it('seeded random equivalence with MemoryStore: batches of up to 8 as lone script calls (loneUpTo 8)', async function () {
+    it('seeded random equivalence with MemoryStore: batches of up to 8 as runs of lone decisions (loneUpTo 8)', async function () {
       this.timeout(60_000);
       await randomEquivalence(b.store({ maxBatch: 8, loneUpTo: 8 }), {
         seed: 0x10ae01,
@@ -1410,7 +1415,7 @@ describe('RedisStore: batched admissions and reservations', function () {
       });
     });
 
-    it('channels: seeded random equivalence with MemoryStore, batches of up to 8 as lone script calls', async function () {
+    it('channels: seeded random equivalence with MemoryStore, batches of up to 8 as runs of lone decisions', async function () {
       this.timeout(90_000);
       await channelEquivalence(b.store({ maxBatch: 8, loneUpTo: 8 }), 0x10ae02, 200, false);
     });
@@ -1682,19 +1687,26 @@ describe('RedisStore: batched admissions and reservations', function () {
 
     sharedTests(b, true);
 
-    it('no lone runs on a Cluster: two admits of one tag in one tick are one admit.lua call', async () => {
+    it('runs on a Cluster: two admits of one tag in one tick, plain or held, are one admit-lone-run call', async () => {
       const cluster = b.client() as Cluster;
       const store = b.store({ holds: NO_SYNC });
       const mem = reference();
       const plain = list(bucket('p', SL(3, S)));
-      const two = [admit('t', plain, T0), admit('t', plain, T0)];
-      await runTick(store, mem, two, 'warm-up: admit.lua loaded');
+      const held = list(withCh(bucket('h', SL(3, S)), 2));
+      const heldAdmit = (id: string, now: number) =>
+        ({ kind: 'admit', tag: 't', buckets: held, now, hold: { id, forUs: S } }) as const;
+      // warm-up: each script loaded on the master (ioredis' first EVALSHA of it is a NOSCRIPT)
+      await runTick(store, mem, [admit('t', plain, T0), admit('t', plain, T0)], 'warm-up');
+      await runTick(store, mem, [heldAdmit('w1', T0), heldAdmit('w2', T0)], 'warm-up, held');
       const masters = cluster.nodes('master');
-      for (const m of masters) await m.config('RESETSTAT');
-      await runTick(store, mem, [admit('t', plain, T0 + S), admit('t', plain, T0 + S)], 'two in one tick');
-      let calls = 0;
-      for (const m of masters) calls += await scriptCalls(m);
-      expect(calls).to.equal(1);
+      const sends: Send[] = masters.map((m) => (args) => m.call(args[0]!, ...args.slice(1)));
+      for (const send of sends) await logScripts(send);
+      const run = async () => (await Promise.all(sends.map((send) => scriptsRun(send)))).flat();
+      await runTick(store, mem, [admit('t', plain, T0 + S), admit('t', plain, T0 + S)], 'two plain in one tick');
+      expect(await run()).to.deep.equal(['admit-lone-run']);
+      await runTick(store, mem, [heldAdmit('h1', T0 + S), heldAdmit('h2', T0 + S)], 'two held in one tick');
+      expect(await run()).to.deep.equal(['admit-lone-run']);
+      for (const send of sends) await stopLoggingScripts(send);
     });
   });
 });

@@ -123,6 +123,53 @@ export function loneAdmitArgv(item: PendingAdmit, clock: string, env: AdmitEnv):
 }
 
 /**
+ * A lone script's arguments for `item` (admit-lone.lua's layout, else admit-lone-held.lua's;
+ * see loneAdmitArgv, heldAdmitArgv), and which: 'l' or 'h'. Undefined: admit.lua's call.
+ */
+export function loneArgv(
+  item: PendingAdmit,
+  clock: string,
+  env: AdmitEnv,
+): { kind: 'l' | 'h'; argv: string[] } | undefined {
+  const lone = loneAdmitArgv(item, clock, env);
+  if (lone !== undefined) return { kind: 'l', argv: lone };
+  const held = heldAdmitArgv(item, clock, env);
+  return held === undefined ? undefined : { kind: 'h', argv: held };
+}
+
+/**
+ * A run of calls in admit-lone-run.lua's layout: the keys of each call, then per call its
+ * script ('l' or 'h', loneArgv), key count, argument count and arguments in that script's
+ * layout; undefined when a call fits no lone script. `clock` asks for Redis TIME once, at the
+ * end of the run.
+ */
+export function loneRunArgv(items: readonly PendingAdmit[], clock: string, env: AdmitEnv): string[] | undefined {
+  const each: { kind: 'l' | 'h'; argv: string[] }[] = new Array(items.length);
+  let keys = 0;
+  let size = 2;
+  for (let i = 0; i < items.length; i++) {
+    const lone = loneArgv(items[i]!, '', env);
+    if (lone === undefined) return undefined;
+    keys += Number(lone.argv[0]);
+    size += lone.argv.length + 2;
+    each[i] = lone;
+  }
+  const out: string[] = new Array(size);
+  out[0] = num(keys);
+  let k = 1;
+  for (const { argv } of each) for (let j = 1, n = Number(argv[0]); j <= n; j++) out[k++] = argv[j]!;
+  out[k++] = clock;
+  for (const { kind, argv } of each) {
+    const n = Number(argv[0]);
+    out[k++] = kind;
+    out[k++] = argv[0]!;
+    out[k++] = num(argv.length - 1 - n);
+    for (let j = n + 1; j < argv.length; j++) out[k++] = argv[j]!;
+  }
+  return out;
+}
+
+/**
  * A lone call in admit-lone-held.lua's layout, when every bucket of it has sliding-log limits
  * only or none (with or without a channel limit, no ban) and no two of its keys are the same;
  * else undefined (admit.lua's layout). Meant for the calls loneAdmitArgv leaves: one with an id

@@ -266,20 +266,6 @@ export class RedisConnection {
   }
 
   /**
-   * Write several calls of one script (as write(…, true) each) with one system call on a single
-   * Redis: corked while they are written in order, sent together at once.
-   */
-  writeAll(command: string, argvs: readonly (string | number)[][]): Promise<unknown>[] {
-    const stream = this.cluster ? undefined : (this.redis as Redis).stream;
-    stream?.cork();
-    try {
-      return argvs.map((argv) => this.write(command, argv, true));
-    } finally {
-      stream?.uncork();
-    }
-  }
-
-  /**
    * Write one script call: as prepared bytes where it can (see prepared; a script's first call on
    * each socket sends its source, so a fresh connection's first decision stays one command, on a
    * Redis that holds the script or one that restarted empty), else through ioredis' script command.

@@ -62,11 +62,12 @@ export interface RedisStoreOptions {
    */
   readonly maxBatch?: number;
   /**
-   * On a single Redis, a batch of at most this many admissions that the same lone script can
-   * each decide (sliding-log limits only, or none; admit-lone.lua, or admit-lone-held.lua when
-   * a call counts channels) goes as that many calls of it written together instead of one
-   * batch script call (default 2; 1: only a batch of one). Redis runs them in the order
-   * issued, each at its own Redis time, as when sent one by one; a batch script's setup costs
+   * A batch of at most this many admissions that lone scripts can each decide (sliding-log
+   * limits only, or none, with or without channel limits: admit-lone.lua, admit-lone-held.lua)
+   * goes as one admit-lone-run.lua call instead of one admit.lua call (default 8; 1: only a
+   * batch of one, which goes to its lone script). The run decides them in the order issued,
+   * each as its own lone script call would, the calls on Redis TIME at one time (as a batch's);
+   * admit.lua's setup costs
    * Redis more than it shares among a few calls.
    */
   readonly loneUpTo?: number;

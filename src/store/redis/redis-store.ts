@@ -12,8 +12,9 @@
  * batches grow with the load; the script decides them one after the other in the order issued, and buckets and
  * carriers many calls share are read and written once per batch instead of once per call. A
  * batch of one call whose buckets have sliding-log limits only goes to admit-lone.lua (plain
- * logs) or admit-lone-held.lua (with channel limits), scripts that cost Redis less; on a single
- * Redis so does each call of a batch of up to `loneUpTo` (default 2) such calls (loneRun).
+ * logs) or admit-lone-held.lua (with channel limits), scripts that cost Redis less; a batch of
+ * up to `loneUpTo` (default 8) such calls goes to admit-lone-run.lua, which runs their lone
+ * decisions one after the other (loneRun).
  */
 import { randomBytes } from 'node:crypto';
 import { Redis, type Cluster } from 'ioredis';
@@ -92,8 +93,8 @@ import { reassertArgv, reassertResult } from './reassert-args.js';
 import {
   AdmitCall,
   admitArgv,
-  heldAdmitArgv,
-  loneAdmitArgv,
+  loneArgv,
+  loneRunArgv,
   type AdmitEnv,
   type NoteIn,
   type PendingAdmit,
@@ -150,12 +151,12 @@ const DAY_MS = 86_400_000;
 const DEFAULT_MAX_IN_FLIGHT = 2;
 /**
  * RedisStoreOptions.loneUpTo's default. Measured by Redis instructions per decision (callgrind,
- * the whole server, three levels; `npm run bench:instructions -- --cases sizes`): admit.lua's
- * batches of 2 / 3 / 4 / 8 / 16 calls cost 326k / 269k / 238k / 188k / 159k, lone script calls
- * 177k–179k whatever their number; from 4 calls on, lone calls cost the process more
- * (docs/performance.md).
+ * the whole server, three levels; `npm run bench:instructions -- --cases sizes`), batches of
+ * 2 / 4 / 8 / 12 / 16 calls as one admit.lua call and as one admit-lone-run.lua call: see
+ * docs/performance.md (2026-12-06, fifth); the run costs Redis less up to 8 calls, and the
+ * process about as much, within its rounds' spread (the CPU section, `--cpu-lone`).
  */
-const DEFAULT_LONE_UP_TO = 2;
+const DEFAULT_LONE_UP_TO = 8;
 /** Call ids whose outbound records' carriers this process remembers, at most (carrier-lanes.ts). */
 const MAX_OUT_TAGS = 100_000;
 /**
@@ -206,7 +207,7 @@ export class RedisStore implements Store, OperableStore {
   private readonly laneTags = new WeakMap<readonly Bucket[], string>();
   private readonly virtualTtlMs: number;
   private readonly instance = randomBytes(6).toString('base64url');
-  /** Admission batches of at most this many calls go as lone script calls (loneRun). */
+  /** Admission batches of at most this many calls that fit lone scripts go as one run (loneRun). */
   private readonly loneUpTo: number;
   private seq = 0;
   private ownsConnection = false;
@@ -630,8 +631,9 @@ export class RedisStore implements Store, OperableStore {
     const clock = this.offset.askClock();
     const settle = (reply: unknown) => settleAdmissions(items, reply, clock, this.offset, this.known);
     if (items.length === 1) {
-      const lone = this.loneCall(items[0]!, clock);
-      if (lone !== undefined) return this.writeBatch(lone.name, lone.argv, items, settle);
+      const lone = loneArgv(items[0]!, clock, this.admitEnv);
+      if (lone !== undefined)
+        return this.writeBatch(lone.kind === 'l' ? 'admit-lone' : 'admit-lone-held', lone.argv, items, settle);
     } else if (items.length <= this.loneUpTo) {
       const run = this.loneRun(items, clock);
       if (run !== undefined) return run;
@@ -648,42 +650,19 @@ export class RedisStore implements Store, OperableStore {
     return Promise.all([before, this.sendAdmissions(items.slice(argv))]).then(() => undefined);
   }
 
-  /** The lone script that decides `item` alone, with its arguments (admit-args.ts); undefined: admit.lua's call. */
-  private loneCall(item: PendingAdmit, clock: string): { name: ScriptName; argv: string[] } | undefined {
-    const lone = loneAdmitArgv(item, clock, this.admitEnv);
-    if (lone !== undefined) return { name: 'admit-lone', argv: lone };
-    const held = heldAdmitArgv(item, clock, this.admitEnv);
-    return held === undefined ? undefined : { name: 'admit-lone-held', argv: held };
-  }
-
   /**
-   * A small batch of calls that each fit the same lone script, sent as that many calls of it,
-   * written together in issue order (undefined when they do not: the batch goes to admit.lua).
-   * Redis runs them in that order, each at its own Redis time: the decisions of the calls sent
-   * one by one, as a batch promises. admit.lua's setup costs more than it shares in small
-   * batches (DEFAULT_LONE_UP_TO). Only on a single Redis, and one script per run, so that no
-   * call is run again after a later one: on a Cluster a slot being moved answers TRYAGAIN to a
-   * call whose record is new there while a later call runs, and after SCRIPT FLUSH another
-   * process may have loaded one of the two lone scripts again but not the other.
+   * A small batch of calls that each fit a lone script (admit-lone.lua, admit-lone-held.lua),
+   * sent as one admit-lone-run.lua call (undefined when one does not: the batch goes to
+   * admit.lua). The run decides them in the order issued, each as its own lone script call
+   * would, at one Redis time (as a batch): admit.lua's setup costs more than it shares in small
+   * batches (DEFAULT_LONE_UP_TO), and one script call costs this process less than one per call.
    */
   private loneRun(items: PendingAdmit[], clock: string): Promise<void> | undefined {
-    if (this.conn.cluster) return undefined;
-    const argvs: string[][] = [];
-    let name: ScriptName | undefined;
-    for (const item of items) {
-      const lone = this.loneCall(item, clock);
-      if (lone === undefined || (name !== undefined && lone.name !== name)) return undefined;
-      name = lone.name;
-      argvs.push(lone.argv);
-    }
-    const sent = this.conn.writeAll(scripts()[name!].command, argvs);
-    // settled as writeBatch settles a batch: a call settled already stays settled
-    const settled = items.map((item, i) =>
-      sent[i]!.then((reply) => settleAdmissions([item], reply, clock, this.offset, this.known)).catch((err: unknown) =>
-        item.reject(err),
-      ),
+    const run = loneRunArgv(items, clock, this.admitEnv);
+    if (run === undefined) return undefined;
+    return this.writeBatch('admit-lone-run', run, items, (reply) =>
+      settleAdmissions(items, reply, clock, this.offset, this.known),
     );
-    return Promise.all(settled).then(() => undefined);
   }
 
   async record(request: RecordRequest): Promise<RecordResult> {

@@ -13,6 +13,7 @@ export type ScriptName =
   | 'admit'
   | 'admit-lone'
   | 'admit-lone-held'
+  | 'admit-lone-run'
   | 'record'
   | 'count'
   | 'reserve'
@@ -57,6 +58,7 @@ export function scripts(): Readonly<Record<ScriptName, Script>> {
     admit: load(dir, 'admit'),
     'admit-lone': load(dir, 'admit-lone'),
     'admit-lone-held': load(dir, 'admit-lone-held'),
+    'admit-lone-run': load(dir, 'admit-lone-run'),
     record: load(dir, 'record'),
     count: load(dir, 'count'),
     reserve: load(dir, 'reserve'),
