@@ -1406,6 +1406,38 @@ describe('RedisStore: batched admissions and reservations', function () {
       });
     });
 
+    it('a run with one held call id twice, a refusal by channels and a plain call: each as the memory store decides', async () => {
+      await onOwnServer(async (raw, client) => {
+        const send: Send = (args) => raw.call(args[0]!, ...args.slice(1));
+        const store = new RedisStore({ redis: client, prefix: freshPrefix(), holds: NO_SYNC });
+        const mem = reference();
+        const held = list(withCh(bucket('h', SL(5, S)), 2));
+        const plain = list(bucket('p', SL(1, S)));
+        const hold = (id: string, now: number) =>
+          ({ kind: 'admit', tag: 't', buckets: held, now, hold: { id, forUs: 10 * S } }) as const;
+        await logScripts(send);
+        // x admitted, x again (still holding: counted nowhere), y admitted, z refused by the
+        // channel limit of 2; the plain log's second call refused
+        const rs = await runTick(
+          store,
+          mem,
+          [hold('x', T0), hold('x', T0), admit('t', plain, T0), hold('y', T0), hold('z', T0), admit('t', plain, T0)],
+          'one run',
+        );
+        expect(rs.map((r) => (r as { admitted?: boolean }).admitted)).to.deep.equal([
+          true,
+          true,
+          true,
+          true,
+          false,
+          false,
+        ]);
+        expect(await scriptsRun(send)).to.deep.equal(['admit-lone-run']);
+        await stopLoggingScripts(send);
+        await store.close();
+      });
+    });
+
     it('seeded random equivalence with MemoryStore: batches of up to 8 as runs of lone decisions (loneUpTo 8)', async function () {
       this.timeout(60_000);
       await randomEquivalence(b.store({ maxBatch: 8, loneUpTo: 8 }), {
