@@ -399,7 +399,7 @@ export function serveCommand(program: Command): void {
     .option('--max-in-flight <n>', `batches in flight at once (1 to ${MAX_IN_FLIGHT_LIMIT}; default 2)`, int)
     .option(
       '--lone-up-to <n>',
-      'batches of up to n sliding-log admissions go as one run of lone decisions (default 8)',
+      'batches of up to n sliding-log admissions go as one run of lone decisions (default 4)',
       int,
     )
     .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')

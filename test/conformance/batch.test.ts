@@ -1347,8 +1347,8 @@ describe('RedisStore: batched admissions and reservations', function () {
         for (const [loneUpTo, lists, expected] of [
           [undefined, [plain, plain], ['admit-lone-run']],
           [undefined, [held, held], ['admit-lone-run']],
-          [undefined, Array(8).fill(plain), ['admit-lone-run']],
-          [undefined, Array(9).fill(plain), ['admit']],
+          [undefined, Array(4).fill(plain), ['admit-lone-run']],
+          [undefined, Array(5).fill(plain), ['admit']],
           [1, [plain, plain], ['admit']],
           [8, [plain, plain, plain, plain, plain, plain], ['admit-lone-run']],
           // calls of both lone scripts in one run
@@ -1409,7 +1409,7 @@ describe('RedisStore: batched admissions and reservations', function () {
     it('a run with one held call id twice, a refusal by channels and a plain call: each as the memory store decides', async () => {
       await onOwnServer(async (raw, client) => {
         const send: Send = (args) => raw.call(args[0]!, ...args.slice(1));
-        const store = new RedisStore({ redis: client, prefix: freshPrefix(), holds: NO_SYNC });
+        const store = new RedisStore({ redis: client, prefix: freshPrefix(), holds: NO_SYNC, loneUpTo: 8 });
         const mem = reference();
         const held = list(withCh(bucket('h', SL(5, S)), 2));
         const plain = list(bucket('p', SL(1, S)));

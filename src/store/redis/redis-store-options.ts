@@ -64,7 +64,7 @@ export interface RedisStoreOptions {
   /**
    * A batch of at most this many admissions that lone scripts can each decide (sliding-log
    * limits only, or none, with or without channel limits: admit-lone.lua, admit-lone-held.lua)
-   * goes as one admit-lone-run.lua call instead of one admit.lua call (default 8; 1: only a
+   * goes as one admit-lone-run.lua call instead of one admit.lua call (default 4; 1: only a
    * batch of one, which goes to its lone script). The run decides them in the order issued,
    * each as its own lone script call would, the calls on Redis TIME at one time (as a batch's);
    * admit.lua's setup costs

@@ -13,7 +13,7 @@
  * carriers many calls share are read and written once per batch instead of once per call. A
  * batch of one call whose buckets have sliding-log limits only goes to admit-lone.lua (plain
  * logs) or admit-lone-held.lua (with channel limits), scripts that cost Redis less; a batch of
- * up to `loneUpTo` (default 8) such calls goes to admit-lone-run.lua, which runs their lone
+ * up to `loneUpTo` (default 4) such calls goes to admit-lone-run.lua, which runs their lone
  * decisions one after the other (loneRun).
  */
 import { randomBytes } from 'node:crypto';
@@ -153,10 +153,11 @@ const DEFAULT_MAX_IN_FLIGHT = 2;
  * RedisStoreOptions.loneUpTo's default. Measured by Redis instructions per decision (callgrind,
  * the whole server, three levels; `npm run bench:instructions -- --cases sizes`), batches of
  * 2 / 4 / 8 / 12 / 16 calls as one admit.lua call and as one admit-lone-run.lua call: see
- * docs/performance.md (2026-12-06, fifth); the run costs Redis less up to 8 calls, and the
- * process about as much, within its rounds' spread (the CPU section, `--cpu-lone`).
+ * docs/performance.md (2026-12-06, fifth). The run costs Redis less up to 8-12 calls; at 2 to 4
+ * the process' CPU is the same or less (the CPU section, `--cpu-lone`), at 8 it was higher in two
+ * of three runs by more than Redis saved: 4 takes the gain that both measures show.
  */
-const DEFAULT_LONE_UP_TO = 8;
+const DEFAULT_LONE_UP_TO = 4;
 /** Call ids whose outbound records' carriers this process remembers, at most (carrier-lanes.ts). */
 const MAX_OUT_TAGS = 100_000;
 /**
