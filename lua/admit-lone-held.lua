@@ -6,11 +6,12 @@
   the rule, the keys written and the reply are admit.lua's for that batch; the layout is
   shorter, and the script defines only the four functions of includes/log.lua, loneTime, the
   three of includes/lease-lone.lua and one for its holds sets; its decision is
-  includes/lone-held-decide.lua, which admit-lone-run.lua runs for each such call of a run. Redis runs a script's whole body
-  on every call, making each function it defines anew: admit.lua's batch machinery (its
-  closures, and the garbage they leave) cost more than twice this decision (callgrind, three
-  levels with channels), so this script reads Redis TIME itself and writes the holds and the
-  call record in line (what includes/channels.lua does for admit.lua).
+  includes/lone-held-decide.lua, which admit-lone-run.lua runs for each such call of a run.
+  Redis runs a script's whole body on every call, making each function it defines anew:
+  admit.lua's batch machinery (its closures, and the garbage they leave) cost more than twice
+  this decision (callgrind, three levels with channels), so this script reads Redis TIME itself
+  and writes the holds and the call record in line (what includes/channels.lua does for
+  admit.lua).
 
   KEYS          per bucket q, in check order: its log when it has sliding-log limits (members =
                 event ids, scores = µs), then its holds when it has a channel limit (members =
@@ -65,7 +66,7 @@
 -- the call's keys and arguments (includes/lone-held-decide.lua reads them, and sets reply and clock)
 local ko, n, ao = 0, #KEYS, 0
 local reply, clock
-local runClock, runBound, runR -- none: a call alone
+local runClock -- none: a call alone
 --- @include "lone-held-decide"
 if ARGV[4] == '1' then
   reply[5] = clock

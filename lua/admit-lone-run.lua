@@ -23,9 +23,18 @@
 --- @include "lone-time"
 --- @include "lease-lone"
 
--- runClock: Redis TIME once read (every call of the run decides at it, as a batch's calls do);
--- runBound, runR: per log key, the bound and retention of the run's last write to it
-local runClock, runBound, runR = nil, {}, {}
+-- Redis TIME once read: every call of the run decides at it, as a batch's calls do
+local runClock
+-- The blocks' log write (includes/lone-time.lua), remembering per log key the bound and
+-- retention of the run's last write to it: a log the run wrote already for the same limits is
+-- not trimmed again at that bound nor given its expiry again (as admit.lua writes a batch's).
+local runBound, runR = {}, {}
+local function loneLogWrite(key, t, r, L, live, known, expire, floorMs, ts, member)
+  if runR[key] == r then
+    known, expire = runBound[key], false
+  end
+  runBound[key], runR[key] = fmt('%d', logWrite(key, t, r, L, live, known, expire, floorMs, ts, member)), r
+end
 local out, keyAt, argAt, argEnd = {}, 0, 2, #ARGV
 while argAt < argEnd do
   -- the call's keys and arguments (includes/lone-decide.lua and lone-held-decide.lua read them,

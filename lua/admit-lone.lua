@@ -52,7 +52,7 @@
 -- the call's keys and arguments (includes/lone-decide.lua reads them, and sets reply and clock)
 local ko, n, ao = 0, #KEYS, 0
 local reply, clock
-local runClock, runBound, runR -- none: a call alone
+local runClock -- none: a call alone
 --- @include "lone-decide"
 if ARGV[4] == '1' then
   reply[5] = clock

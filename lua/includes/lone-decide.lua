@@ -3,11 +3,10 @@
 -- upvalues, cost a lone decision 4 % more Redis instructions): it reads the includer's locals
 -- ko, n and ao (the call's keys are KEYS[ko + 1 .. ko + n], its arguments ARGV[ao + 1 ..] in
 -- admit-lone.lua's layout, see its header) and sets its locals reply (the four integers) and
--- clock (Redis TIME, µs, if it was read). In a run, the includer's locals runClock (Redis TIME
--- read by an earlier call of the run) and runBound, runR (per log key, the bound and retention
--- of the run's last write to it) make the run's calls decide at one time and write each log as
--- a batch does: trimmed and given its expiry once per bound (nil outside a run). After
--- includes/log.lua, lone-time.lua and lease-lone.lua.
+-- clock (Redis TIME, µs, if it was read). In a run, the includer's local runClock (Redis TIME
+-- read by an earlier call of the run; nil outside a run) makes the run's calls decide at one
+-- time, and its loneLogWrite (includes/lone-time.lua) writes each log once per bound, as a
+-- batch does. After includes/log.lua, lone-time.lua and lease-lone.lua.
 do
   local live, t, floorMs, expired
   live, clock, t, floorMs, expired = loneTime(ao, runClock)
@@ -54,15 +53,8 @@ do
     if limitedBy == 0 then
       local member, refresh = argv[ao + 2], flags == '1' or flags == '1S'
       for q = 1, nb do
-        local key, r = keys[ko + q], logs[q]
-        local known, expire = argv[ao + 6 + q], refresh or logs[-q] == 0
-        if runR ~= nil and runR[key] == r then
-          known, expire = runBound[key], false -- written by this run, for these limits
-        end
-        local bound = logWrite(key, t, r, widest[q], live, known, expire, floorMs, ts, member)
-        if runR ~= nil then
-          runBound[key], runR[key] = string.format('%d', bound), r
-        end
+        local expire = refresh or logs[-q] == 0
+        loneLogWrite(keys[ko + q], t, logs[q], widest[q], live, argv[ao + 6 + q], expire, floorMs, ts, member)
       end
     elseif shareRefused then
       call('HINCRBY', share, 'rc', 1)

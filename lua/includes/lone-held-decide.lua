@@ -2,8 +2,8 @@
 -- such call of a run), included as a block of code, as includes/lone-decide.lua is: it reads
 -- the includer's locals ko, n and ao (the call's keys are KEYS[ko + 1 .. ko + n], its arguments
 -- ARGV[ao + 1 ..] in admit-lone-held.lua's layout, see its header) and sets its locals reply
--- (the four integers) and clock (Redis TIME, µs, if it was read); in a run, with runClock,
--- runBound and runR as includes/lone-decide.lua says. After includes/log.lua, lone-time.lua and
+-- (the four integers) and clock (Redis TIME, µs, if it was read); in a run, with runClock and
+-- loneLogWrite as includes/lone-decide.lua says. After includes/log.lua, lone-time.lua and
 -- lease-lone.lua.
 do
   local id = argv[ao + 7]
@@ -133,15 +133,8 @@ do
         for q = 1, argv[ao + 9] + 0 do
           local lk = at[q]
           if lk ~= nil then
-            local key, r = keys[ko + lk], logs[lk]
-            local kn, expire = known[lk], refresh or logs[-lk] == 0
-            if runR ~= nil and runR[key] == r then
-              kn, expire = runBound[key], false -- written by this run, for these limits
-            end
-            local bound = logWrite(key, t, r, widest[lk], live, kn, expire, floorMs, ts, member)
-            if runR ~= nil then
-              runBound[key], runR[key] = fmt('%d', bound), r
-            end
+            local expire = refresh or logs[-lk] == 0
+            loneLogWrite(keys[ko + lk], t, logs[lk], widest[lk], live, known[lk], expire, floorMs, ts, member)
           end
           local hk = at[-q]
           if hk ~= nil and h > 0 then

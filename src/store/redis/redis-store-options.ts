@@ -67,8 +67,7 @@ export interface RedisStoreOptions {
    * goes as one admit-lone-run.lua call instead of one admit.lua call (default 4; 1: only a
    * batch of one, which goes to its lone script). The run decides them in the order issued,
    * each as its own lone script call would, the calls on Redis TIME at one time (as a batch's);
-   * admit.lua's setup costs
-   * Redis more than it shares among a few calls.
+   * admit.lua's setup costs Redis more than it shares among a few calls.
    */
   readonly loneUpTo?: number;
   /**

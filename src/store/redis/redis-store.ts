@@ -636,7 +636,7 @@ export class RedisStore implements Store, OperableStore {
       if (lone !== undefined)
         return this.writeBatch(lone.kind === 'l' ? 'admit-lone' : 'admit-lone-held', lone.argv, items, settle);
     } else if (items.length <= this.loneUpTo) {
-      const run = this.loneRun(items, clock);
+      const run = this.loneRun(items, clock, settle);
       if (run !== undefined) return run;
     }
     const argv = admitArgv(items, clock, this.admitEnv);
@@ -658,12 +658,9 @@ export class RedisStore implements Store, OperableStore {
    * would, at one Redis time (as a batch): admit.lua's setup costs more than it shares in small
    * batches (DEFAULT_LONE_UP_TO), and one script call costs this process less than one per call.
    */
-  private loneRun(items: PendingAdmit[], clock: string): Promise<void> | undefined {
+  private loneRun(items: PendingAdmit[], clock: string, settle: (reply: unknown) => void): Promise<void> | undefined {
     const run = loneRunArgv(items, clock, this.admitEnv);
-    if (run === undefined) return undefined;
-    return this.writeBatch('admit-lone-run', run, items, (reply) =>
-      settleAdmissions(items, reply, clock, this.offset, this.known),
-    );
+    return run === undefined ? undefined : this.writeBatch('admit-lone-run', run, items, settle);
   }
 
   async record(request: RecordRequest): Promise<RecordResult> {
