@@ -7,15 +7,20 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
+import { planFor } from '../src/admission/plan.js';
 import { parseConfig } from '../src/config/index.js';
+import type { CallGateConfig } from '../src/config/types.js';
 import { CallGate } from '../src/gate.js';
 import {
   type AdmitTemplate,
   cfgString,
   type KamailioCommands,
+  type KamailioKeyLayout,
   kamailioCommands,
   kamailioInclude,
+  recordsPattern,
 } from '../src/kamailio/redis-commands.js';
+import { laneOf, laneTag } from '../src/lease/lanes.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 
@@ -38,6 +43,13 @@ function hiredisArgs(template: string, values: readonly string[], deadline = Dat
 }
 
 const hex = (s: string) => Buffer.from(s).toString('hex');
+
+/** The buckets a call of `peer` and `account` is decided on (a plan's). */
+function planBuckets(config: CallGateConfig, peer: string, account: string) {
+  const plan = planFor(config, peer, account);
+  if (plan === 'unknown-peer') throw new Error(`no peer ${peer}`);
+  return plan.buckets;
+}
 
 /** The three values kamailio-redis.cfg passes a template (AdmitTemplate.values). */
 const valuesOf = (t: AdmitTemplate, callId: string) =>
@@ -96,22 +108,39 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     ['K', id('c9')], // peer rate
   ];
 
-  /** Runs the steps for `peer` with prefix `prefix`; `mixed`: K steps through the templates, else the library. */
-  async function run(prefix: string, mixed: boolean, peer = 'p1'): Promise<string[]> {
-    const cmds = kamailioCommands(config, prefix);
+  /**
+   * Runs `steps` for `peer` with prefix `prefix`; `mixed`: K steps through the templates, else the
+   * library. `layout`: keys with hash tags, or a leased global level (the store alike), with
+   * every lane's share set by `share` before the first step.
+   */
+  async function run(
+    prefix: string,
+    mixed: boolean,
+    peer = 'p1',
+    opts: { limits?: CallGateConfig; layout?: KamailioKeyLayout; share?: () => Promise<void>; steps?: Step[] } = {},
+  ): Promise<string[]> {
+    const limits = opts.limits ?? config;
+    const layout = opts.layout ?? {};
+    const cmds = kamailioCommands(limits, prefix, 1, layout);
     await loadAll(redis, cmds);
+    await opts.share?.();
     const template = cmds.templates.find((t) => t.peer === peer && t.account === 'acct')!;
     const client = new Redis(server.url);
-    const store = new RedisStore({ redis: client, prefix });
-    const gate = await CallGate.create({ config, store, policy: 'error' });
+    const store = new RedisStore({
+      redis: client,
+      prefix,
+      ...(layout.hashTags && { hashTags: true }),
+      ...(layout.lease && { lease: layout.lease, hashTags: true }),
+    });
+    const gate = await CallGate.create({ config: limits, store, policy: 'error' });
     const out: string[] = [];
     try {
-      for (const step of steps) {
+      for (const step of opts.steps ?? steps) {
         if (step[0] === 'release') {
           const [, who, callId] = step;
           if (mixed && who === 'K') {
             const r = (await redis.call(
-              ...(hiredisArgs(cmds.release.command, [callId, '', callId]) as [string]),
+              ...(hiredisArgs(cmds.release.command, [template.record + callId, '', callId]) as [string]),
             )) as number[];
             out.push(`release ${r[0]}`);
           } else out.push(`release ${(await gate.release(callId)) === 'released' ? 1 : 0}`);
@@ -161,6 +190,180 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
       expect(mixed).to.deep.equal(alone);
     });
   }
+
+  it('with hash tags: the keys a Cluster store names, each call’s record on its tag, deciding as the library', async () => {
+    const cmds = kamailioCommands(config, 'cgk:', 1, { hashTags: true });
+    const of = (peer: string, account = 'acct') =>
+      cmds.templates.find((t) => t.peer === peer && t.account === account)!;
+    // a global level: every inbound key on {in}
+    expect(hiredisArgs(of('p1').command, valuesOf(of('p1'), 'id1'))).to.include('cgk:{in}:peer:p1:log');
+    expect(of('p1').record).to.equal('cgk:{in}:call:in:');
+    expect(cmds.release.command).to.equal(`EVALSHA ${cmds.release.sha} 1 %s %s %s`);
+    // and the same decisions as the library on a store with hash tags, sharing its keys
+    const layout = { hashTags: true };
+    const alone = await run(`cgk-tags-alone-${Date.now()}:`, false, 'p1', { layout });
+    const mixed = await run(`cgk-tags-mixed-${Date.now()}:`, true, 'p1', { layout });
+    expect(mixed).to.deep.equal(alone);
+    expect(alone).to.include('release 1');
+  });
+
+  it('with hash tags and no global level: each call on its account’s tag, else its peer’s; its release finds it', async () => {
+    const apart = parseConfig({
+      maxCallDuration: 'PT60S',
+      inbound: {
+        accounts: { acct: [{ limit: 50, window: 'PT1H' }, { channels: 4 }] },
+        peers: {
+          p1: [{ limit: 5, window: 'PT1H' }, { channels: 3 }],
+          q2: [{ limit: 5, window: 'PT1H' }, { channels: 1 }],
+        },
+      },
+    });
+    const prefix = `cgk-apart-${Date.now()}:`;
+    const spread = kamailioCommands(apart, prefix, 1, { hashTags: true });
+    const named = Object.fromEntries(spread.templates.map((t) => [`${t.account}:${t.peer}`, t.record]));
+    expect(named).to.deep.equal({
+      ':p1': `${prefix}{p:p1}:call:in:`,
+      'acct:p1': `${prefix}{a:acct}:call:in:`,
+      ':q2': `${prefix}{p:q2}:call:in:`,
+      'acct:q2': `${prefix}{a:acct}:call:in:`,
+    });
+    const include = kamailioInclude(spread, 'limits.json');
+    expect(include).to.include(`$var(cg_key) = ${cfgString('rec:acct:q2')};`);
+    expect(include).to.include(`$sht(callgate=>$var(cg_key)) = ${cfgString(`${prefix}{a:acct}:call:in:`)};`);
+    // decided by the template, released by the release on the record the template names: the
+    // peer's one channel back (a record named on another tag would leave it held)
+    await loadAll(redis, spread);
+    const t = spread.templates.find((x) => x.peer === 'q2' && x.account === '')!;
+    const admit = (callId: string) =>
+      redis.call(...(hiredisArgs(t.command, valuesOf(t, callId)) as [string])) as Promise<number[]>;
+    const release = (record: string, callId: string) =>
+      redis.call(...(hiredisArgs(spread.release.command, [record + callId, '', callId]) as [string])) as Promise<
+        number[]
+      >;
+    expect((await admit('k1'))[0]).to.equal(0);
+    expect((await admit('k2'))[0], 'the peer’s one channel').to.equal(1);
+    expect((await release(spread.templates[0]!.record, 'k1'))[0], 'another tag’s record: nothing').to.equal(0);
+    expect((await admit('k3'))[0]).to.equal(1);
+    expect((await release(t.record, 'k1'))[0]).to.equal(1);
+    expect((await admit('k4'))[0]).to.equal(0);
+    expect(await redis.exists(`${prefix}{p:q2}:peer:q2:ch`, `${prefix}{p:q2}:call:in:k4`)).to.equal(2);
+  });
+
+  it('the records pattern matches a record key prefix of its prefix, and nothing else', () => {
+    const re = new RegExp(recordsPattern('cg.x:').replace('[:space:]', '\\s'));
+    for (const ok of ['cg.x:call:in:', 'cg.x:{in:2.1}:call:in:', 'cg.x:{p:odd%0020peer}:call:in:'])
+      expect(re.test(ok), ok).to.equal(true);
+    for (const bad of [
+      'cgAx:call:in:',
+      'other:call:in:',
+      'cg.x:{in}:peer:p1:log',
+      'cg.x:{in}:call:in:x',
+      'cg.x:{}:call:in:',
+      'cg.x:{a}{b}:call:in:',
+      '',
+    ])
+      expect(re.test(bad), bad).to.equal(false);
+  });
+
+  describe('a leased global level: the templates decide on the lanes, as a leased RedisStore', () => {
+    const LANES = 4;
+    const leased = parseConfig({
+      maxCallDuration: 'PT60S',
+      inbound: {
+        // an hour long, as p2's window above: a sequence never straddles the share's window
+        global: [{ limit: 1000, window: 'PT1H' }, { channels: 100 }],
+        accounts: { acct: [{ limit: 50, window: 'PT1H' }, { channels: 40 }], other: [] },
+        peers: {
+          p1: [{ limit: 20, window: 'PT1H' }, { channels: 10 }],
+          // a fixed window: its template is admit.lua's
+          p2: [{ limit: 20, window: 'PT1H', algorithm: 'fixed-window' }, { channels: 10 }],
+          p9: [{ limit: 20, window: 'PT1S' }],
+        },
+      },
+    });
+    /** Every lane's share of the level: 5 calls a window and 3 channels, for an hour. */
+    const shareOf = (prefix: string) => async () => {
+      const [s, us] = (await redis.time()) as unknown as [string, string];
+      const end = String((Number(s) + 3600) * 1_000_000 + Number(us));
+      for (let k = 0; k < LANES; k++)
+        await redis.hset(`${prefix}{${laneTag(k, LANES)}}:global:share`, 'c', '5', 'h', '3', 'e', end);
+    };
+    // the share refuses: its 3 channels, then its 5 calls in the window (the peer's own limits are wider)
+    const shareSteps: Step[] = [
+      ['K', id('c1')],
+      ['L', id('c2')],
+      ['K', id('c3')],
+      ['L', id('c4')], // the lane's channels (3)
+      ['K', id('c5')], // the lane's channels
+      ['release', 'K', id('c1')],
+      ['L', id('c6')],
+      ['release', 'L', id('c2')],
+      ['K', id('c7')], // the fifth call in the window: the share's last
+      ['L', id('c8')], // the share's calls
+      ['K', id('c9')], // the share's calls
+    ];
+
+    it('on its lane’s tag, with the share’s key; an account’s peers share its lane', () => {
+      const layout = { lease: { lanes: LANES } };
+      const cmds = kamailioCommands(leased, 'cgk:', 1, layout);
+      const of = (peer: string, account: string) =>
+        cmds.templates.find((t) => t.peer === peer && t.account === account)!;
+      const lane = laneTag(laneOf(planBuckets(leased, 'p1', 'acct'), LANES), LANES);
+      const args = hiredisArgs(of('p1', 'acct').command, valuesOf(of('p1', 'acct'), 'id1'));
+      expect(args).to.include(`cgk:{${lane}}:peer:p1:log`);
+      expect(args).to.include(`cgk:{${lane}}:global:share`);
+      expect(hiredisArgs(of('p9', 'acct').command, valuesOf(of('p9', 'acct'), 'id1'))).to.include(
+        `cgk:{${lane}}:global:share`,
+      );
+      expect(of('p1', 'acct').record).to.equal(`cgk:{${lane}}:call:in:`);
+      // a pin moves an account's calls, with their release
+      const pinned = kamailioCommands(leased, 'cgk:', 1, { lease: { lanes: LANES, pin: { accounts: { acct: 2 } } } });
+      const p = pinned.templates.find((t) => t.peer === 'p1' && t.account === 'acct')!;
+      expect(hiredisArgs(p.command, valuesOf(p, 'id1'))).to.include(`cgk:{${laneTag(2, LANES)}}:global:share`);
+      expect(p.record).to.equal(`cgk:{${laneTag(2, LANES)}}:call:in:`);
+      // what cannot be leased is refused as the store refuses it
+      const two = parseConfig({
+        inbound: {
+          global: [
+            { limit: 9, window: 'PT1S' },
+            { limit: 90, window: 'PT10S' },
+          ],
+          peers: { p: [] },
+        },
+      });
+      expect(() => kamailioCommands(two, 'cgk:', 1, layout)).to.throw(/exactly one sliding-log limit/);
+    });
+
+    for (const peer of ['p1', 'p2'])
+      it(`a sequence mixing template and library calls decides as the library alone: the lane’s share refuses (${peer})`, async () => {
+        const layout = { lease: { lanes: LANES } };
+        const a = `cgk-lease-alone-${Date.now()}:`;
+        const m = `cgk-lease-mixed-${Date.now()}:`;
+        const alone = await run(a, false, peer, { limits: leased, layout, share: shareOf(a), steps: shareSteps });
+        const mixed = await run(m, true, peer, { limits: leased, layout, share: shareOf(m), steps: shareSteps });
+        expect(alone).to.deep.equal([
+          'A',
+          'A',
+          'A',
+          'global:channels',
+          'global:channels',
+          'release 1',
+          'A',
+          'release 1',
+          'A',
+          'global:rate',
+          'global:rate',
+        ]);
+        expect(mixed).to.deep.equal(alone);
+        // the calls not released (c3, c6, c7) hold the level's channels on the lane, whoever decided them
+        const lane = laneTag(laneOf(planBuckets(leased, peer, 'acct'), LANES), LANES);
+        expect(await redis.zrange(`${m}{${lane}}:global:ch`, '0', '-1')).to.have.members([
+          id('c3'),
+          id('c6'),
+          id('c7'),
+        ]);
+      });
+  });
 
   it('a call a RedisStore sends alone to a lone script gets that script as its template', () => {
     const cmds = kamailioCommands(config, 'cgk:');

@@ -3,9 +3,18 @@ import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/index.js';
 import { kamailioCommands, kamailioInclude } from '../kamailio/redis-commands.js';
+import { checkLeasable, type LeaseArgs, leaseLanesOption } from './lease-lanes.js';
+
+interface KamailioArgs extends LeaseArgs {
+  config: string;
+  prefix: string;
+  localShare: string;
+  hashTags?: boolean;
+  out?: string;
+}
 
 export function kamailioCommand(program: Command): void {
-  program
+  const cmd = program
     .command('kamailio')
     .summary('write the ndb_redis include for Kamailio')
     .description(
@@ -14,11 +23,29 @@ export function kamailioCommand(program: Command): void {
     )
     .requiredOption('--config <file>', 'the limit configuration (JSON or YAML)')
     .option('--prefix <prefix>', 'the key prefix, as the Node processes on the same Redis use it', 'callgate:')
-    .option('--local-share <share>', "policy local: the share of each level's rate Kamailio allows alone", '1')
+    .option(
+      '--hash-tags',
+      'keys with hash tags, as the Node processes name them on a Redis Cluster (or with hashTags: true)',
+    )
+    .option('--local-share <share>', "policy local: the share of each level's rate Kamailio allows alone", '1');
+  leaseLanesOption(cmd, 'the Node processes lease the global level over N lanes: decide on the lanes (hash tags)')
     .option('--out <file>', 'where to write it (default: standard output)')
-    .action(async (opts: { config: string; prefix: string; localShare: string; out?: string }) => {
+    .action(async (opts: KamailioArgs) => {
       const config = await loadConfigFile(opts.config);
-      const text = kamailioInclude(kamailioCommands(config, opts.prefix, Number(opts.localShare)), opts.config);
+      checkLeasable(opts, config);
+      if (opts.leaseOverflow === true)
+        process.stderr.write(
+          "callgate kamailio: Kamailio's calls do not spill to the overflow lane: a call its lane's share refuses is refused (docs/kamailio.md)\n",
+        );
+      const lease =
+        opts.leaseLanes === undefined
+          ? undefined
+          : { lanes: opts.leaseLanes, ...(opts.leasePin !== undefined && { pin: opts.leasePin }) };
+      const cmds = kamailioCommands(config, opts.prefix, Number(opts.localShare), {
+        hashTags: opts.hashTags === true,
+        ...(lease && { lease }),
+      });
+      const text = kamailioInclude(cmds, opts.config);
       if (opts.out === undefined) process.stdout.write(text);
       else writeFileSync(opts.out, text);
     });

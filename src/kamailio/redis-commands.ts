@@ -18,6 +18,8 @@
 import { planFor } from '../admission/plan.js';
 import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
+import { type LanePins, laneOf, lanePlan, laneTag, leasedLevel } from '../lease/lanes.js';
+import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
 import {
   type AdmitEnv,
   admitArgv,
@@ -59,6 +61,13 @@ export interface AdmitTemplate {
   /** The hiredis format of the EVALSHA, with DEADLINE_MARK where the call's deadline goes. */
   readonly command: string;
   /**
+   * Its calls' record keys up to the call's id (`<prefix>call:in:`, with hash tags
+   * `<prefix>{<tag>}:call:in:`): the release takes the record key whole, and Kamailio carries
+   * this part in the call's Record-Route, so that a BYE from either side, under any generation
+   * of the include, finds the record.
+   */
+  readonly record: string;
+  /**
    * The three values Kamailio passes to it: `iii` the call's id three times (a lone script's
    * template), `ini` the id, Redis TIME ('') and the id (admit.lua's).
    */
@@ -75,8 +84,21 @@ export interface KamailioCommands {
   readonly admit: ScriptText;
   /** Every admit script a template may name (admit.lua, admit-lone.lua, admit-lone-held.lua). */
   readonly admitScripts: readonly ScriptText[];
+  /** release.lua, and its call: it takes the call's record key, Redis TIME ('') and the call's id. */
   readonly release: { readonly sha: string; readonly lua: string; readonly command: string };
+  /** The key prefix: every record key a release may name starts with it (Kamailio checks). */
+  readonly prefix: string;
   readonly templates: readonly AdmitTemplate[];
+}
+
+/**
+ * How the Node processes on the same Redis name their keys (RedisStoreOptions): with hash tags
+ * (a Cluster, or `hashTags: true`), and with the global level leased over lanes
+ * (`lease: { lanes, pin }`, docs/leasing.md; hash tags then always).
+ */
+export interface KamailioKeyLayout {
+  readonly hashTags?: boolean;
+  readonly lease?: { readonly lanes: number; readonly pin?: LanePins };
 }
 
 /** One argument of a hiredis format: a literal (no space, not empty, `%` doubled) or a value. */
@@ -97,16 +119,25 @@ function formatArg(arg: string): string {
 /**
  * The admit templates of `config`: every configured peer alone and with every configured
  * account. A defaultPeer has none (its keys name the peer: list the peers). Keys as a RedisStore
- * with `prefix` on a single Redis (no hash tags) names them.
+ * with `prefix` and `layout` names them: on a leased global level, a call's keys and its share
+ * of the level are on its lane's tag, as a RedisStore puts them (src/lease/lanes.ts).
  */
-export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', localShare = 1): KamailioCommands {
+export function kamailioCommands(
+  config: CallGateConfig,
+  prefix = 'callgate:',
+  localShare = 1,
+  layout: KamailioKeyLayout = {},
+): KamailioCommands {
   if (!(localShare > 0 && localShare <= 1))
     throw new InvalidArgumentError(`localShare must be > 0 and <= 1, got ${String(localShare)}`);
   if (/[{}\s%|]/.test(prefix))
     throw new InvalidArgumentError(
       `prefix must not contain '{', '}', '%', '|' or spaces, got ${JSON.stringify(prefix)}`,
     );
-  const keys = new RedisKeys(prefix, false);
+  const lanes = layout.lease === undefined ? undefined : lanePlan(layout.lease.lanes, layout.lease.pin);
+  // a clear error when the global level cannot be leased
+  if (lanes !== undefined) leasedLevel(config);
+  const keys = new RedisKeys(prefix, lanes !== undefined || layout.hashTags === true);
   const all = scripts();
   const text = ({ sha, lua }: Script): ScriptText => ({ sha, lua });
   const admit = text(all.admit);
@@ -122,6 +153,8 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', l
     member: () => `~k${ID}`,
     deadline: () => DEADLINE_MARK,
     recordPrefix: (tag) => keys.inboundRecord(tag, ''),
+    // the record is not among the keys, as on a single Redis: the id in a key would take a
+    // fourth value; on a Cluster its key is on the call's slot all the same
     declareRecords: false,
   };
   const templates: AdmitTemplate[] = [];
@@ -130,7 +163,12 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', l
     for (const account of accounts) {
       const plan = planFor(config, peer, account === '' ? undefined : account);
       if (plan === 'unknown-peer') continue;
-      const buckets = plan.buckets.map((b) => bucketArgsOf(plan.tag, keys.base(plan.tag, b.name), b));
+      // as RedisStore.onLane: a call of the global level leased goes to its lane's tag
+      const leased = lanes !== undefined && plan.tag === GLOBAL_TAG;
+      const tag = leased ? laneTag(laneOf(plan.buckets, lanes), lanes.lanes) : plan.tag;
+      const buckets = plan.buckets.map((b) =>
+        bucketArgsOf(tag, keys.base(tag, b.name), b, leased && b.name === GLOBAL_BUCKET),
+      );
       const holds = plan.buckets.some((b) => (b.channels ?? 0) > 0);
       const item: PendingAdmit = {
         buckets,
@@ -157,15 +195,24 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', l
         const rate = Math.min(...b.limits.map((l) => (l.limit * 1e6) / l.windowUs));
         local.push([plan.labels[i]!, Math.max(1, Math.floor(rate * localShare))]);
       });
-      templates.push({ peer, account, labels: plan.labels, holds, command, local, values: alone ? 'iii' : 'ini' });
+      templates.push({
+        peer,
+        account,
+        labels: plan.labels,
+        holds,
+        command,
+        local,
+        values: alone ? 'iii' : 'ini',
+        record: keys.inboundRecord(tag, ''),
+      });
     }
   }
-  const { sha: releaseSha, lua: releaseLua } = all.release;
-  const record = formatArg(keys.inboundRecord('', ID));
+  const { sha, lua } = all.release;
   return {
     admit,
     admitScripts: [admit, lone, held],
-    release: { sha: releaseSha, lua: releaseLua, command: `EVALSHA ${releaseSha} 1 ${record} %s %s` },
+    release: { sha, lua, command: `EVALSHA ${sha} 1 %s %s %s` },
+    prefix,
     templates,
   };
 }
@@ -173,7 +220,7 @@ export function kamailioCommands(config: CallGateConfig, prefix = 'callgate:', l
 /**
  * A lone script's arguments for a template (or undefined when the call is admit.lua's), in the
  * lone layouts a RedisStore sends, with what hiredis cannot write made non-empty: now is '-'
- * (Redis TIME), the refresh flag '1' (Kamailio knows nothing of the logs' expiries, so every
+ * (Redis TIME), the refresh flag '1' beside a leased lane's 'S' (Kamailio knows nothing of the logs' expiries, so every
  * write sets them, as admit.lua does for a lone call), and the trim bound of a bucket without a
  * log, which the script does not read, '0' (no other argument of these layouts is empty).
  */
@@ -184,9 +231,20 @@ function loneTemplate(item: PendingAdmit, env: AdmitEnv): { argv: string[]; held
   // without limits) would take its id from ARGV[7] = '', which a template cannot write
   const argv = lone ?? (item.id === undefined ? undefined : heldAdmitArgv(literal, '0', env));
   if (argv === undefined) return undefined;
-  // argv: the number of keys, the keys, then ARGV[1..]: ARGV[3] is the refresh flag
-  argv[Number(argv[0]) + 3] = '1';
+  // argv: the number of keys, the keys, then ARGV[1..]: ARGV[3] holds the flags, '1' (refresh)
+  // added to what is there ('S': a leased level's lane)
+  const flags = Number(argv[0]) + 3;
+  argv[flags] = `1${argv[flags]!.replace('1', '')}`;
   return { argv: argv.map((a) => (a === '' ? '0' : a)), held: lone === undefined };
+}
+
+/**
+ * A POSIX extended regular expression that the record key prefixes under `prefix` match, and no
+ * other text: `<prefix>call:in:` or `<prefix>{<tag>}:call:in:`, the tag without braces or spaces
+ * (a Route header's `cgr` parameter is checked against it before its release runs).
+ */
+export function recordsPattern(prefix: string): string {
+  return `^${prefix.replace(/[.*+?^$()|[\]\\]/g, '\\$&')}(\\{[^{}[:space:]]+\\}:)?call:in:$`;
 }
 
 /** A Kamailio string literal: `"`, `\` and line ends escaped. */
@@ -200,7 +258,9 @@ export function cfgString(s: string): string {
  * NOSCRIPT: a restarted Redis has none). Keys of the table: `admit:<account>:<peer>`,
  * `values:<account>:<peer>` (`iii` or `ini`: AdmitTemplate.values), `labels:<account>:<peer>`
  * (the levels, comma-separated), `local:<account>:<peer>` (policy local: `label=calls per
- * second`, comma-separated), `release`.
+ * second`, comma-separated), `rec:<account>:<peer>` (its calls' record keys up to the id:
+ * AdmitTemplate.record), `release` (its values: the record key, now, the id), `records` (a
+ * regular expression every record key prefix matches: what a Route header may name).
  */
 export function kamailioInclude(cmds: KamailioCommands, source: string): string {
   const lines = [
@@ -220,8 +280,11 @@ export function kamailioInclude(cmds: KamailioCommands, source: string): string 
     lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.labels.join(','))};`);
     lines.push(`\t$var(cg_key) = ${cfgString(`local:${key}`)};`);
     lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.local.map(([l, r]) => `${l}=${r}`).join(','))};`);
+    lines.push(`\t$var(cg_key) = ${cfgString(`rec:${key}`)};`);
+    lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.record)};`);
   }
   lines.push(`\t$sht(callgate=>release) = ${cfgString(cmds.release.command)};`);
+  lines.push(`\t$sht(callgate=>records) = ${cfgString(recordsPattern(cmds.prefix))};`);
   lines.push('}', '');
   lines.push('# the scripts, as Redis names them: SCRIPT LOAD answers these SHA-1s');
   lines.push(`#!define CALLGATE_ADMIT_SHA "${cmds.admit.sha}"`);

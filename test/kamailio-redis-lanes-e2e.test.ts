@@ -1,0 +1,253 @@
+/**
+ * A real Kamailio (Debian's 5.6, examples/kamailio/kamailio-redis.cfg) deciding through
+ * ndb_redis on a leased global level (docs/leasing.md), beside a Node process whose leased
+ * RedisStore shares it, with a lease coordinator moving the lanes' shares: Kamailio's calls from
+ * two peers pinned on two lanes, the Node process's from a third. Offered over the level's calls
+ * and channels. From Kamailio's decision log, sipp's records and the Node decisions, all on
+ * Redis time:
+ *
+ * - the level held across Kamailio and Node: no window over its calls, never more calls holding
+ *   at once than its channels;
+ * - Kamailio refused by the level (`global rate` or `global channels`), and admitted on both lanes;
+ * - every call's release found its record on its own lane: each BYE carried the call's record key
+ *   in its route set (the Record-Route parameter `cgr`), so no channel is held at the end;
+ * - every call ended, and Kamailio exits cleanly.
+ */
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import { parseConfig } from '../src/config/index.js';
+import { CallGate } from '../src/gate.js';
+import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
+import { LeaseCoordinator } from '../src/lease/coordinator.js';
+import { laneTag } from '../src/lease/lanes.js';
+import { RedisStore } from '../src/store/redis/redis-store.js';
+import { kamailioAvailable, startKamailio } from './helpers/kamailio.js';
+import { startRedisServer, type RedisServer } from './helpers/redis.js';
+import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
+import { sippAvailable, SIPP_INSTALL_HINT, startSipp, type SippReport, warning } from './helpers/sipp.js';
+
+const CONFIG = path.resolve('examples/kamailio/kamailio-redis.cfg');
+const KAMAILIO_HINT =
+  'kamailio not found: install it (Debian: apt-get install kamailio kamailio-redis-modules); .ci/run does so when it is missing';
+const LANES = 4;
+const CALLS = 40;
+const CHANNELS = 10;
+/** Each caller's offered calls per second (Kamailio's two peers and the Node process), and for how long. */
+const RATE = 25;
+const SECONDS = 6;
+const HOLD_MS = 300;
+const PREFIX = 'klanes:';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const limits = parseConfig({
+  maxCallDuration: 'PT60S',
+  inbound: {
+    global: [{ limit: CALLS, window: 'PT1S' }, { channels: CHANNELS }],
+    peers: Object.fromEntries(['p1', 'p2', 'p3'].map((p) => [p, [{ limit: 100, window: 'PT1S' }]])),
+  },
+});
+const lease = { lanes: LANES, pin: { peers: { p1: 0, p2: 1, p3: 2 } } };
+
+/** The most intervals [a, b) that overlap at one instant. */
+function mostAtOnce(intervals: readonly (readonly [number, number])[]): number {
+  const edges = intervals.flatMap(([a, b]) => [
+    [a, 1],
+    [b, -1],
+  ]);
+  // an end before a start at the same instant: a hold ending at t is not in use at t
+  edges.sort((x, y) => x[0]! - y[0]! || x[1]! - y[1]!);
+  let now = 0;
+  let most = 0;
+  for (const [, d] of edges) most = Math.max(most, (now += d!));
+  return most;
+}
+
+/** The most of `times` (µs) in any window of `windowUs`, (t - W, t]. */
+function mostInWindow(times: readonly number[], windowUs: number): number {
+  const s = [...times].sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < s.length; i++) {
+    while (s[j]! <= s[i]! - windowUs) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamailio --lease-lanes): lanes shared with Node', function () {
+  this.timeout(90_000);
+  let redis: RedisServer | undefined;
+  let dir: string;
+
+  before(async () => {
+    if (!sippAvailable()) throw new Error(SIPP_INSTALL_HINT);
+    if (!kamailioAvailable('ndb_redis.so')) throw new Error(KAMAILIO_HINT);
+    redis = await startRedisServer();
+    dir = mkdtempSync(path.join(os.tmpdir(), 'callgate-kamailio-lanes-'));
+  });
+  after(async () => {
+    await redis?.stop();
+    if (process.env.SIP_E2E_KEEP) console.log(`      traces kept in ${dir}`);
+    else if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the level holds across Kamailio and Node; each release finds its lane by the route set', async () => {
+    const stops: (() => Promise<unknown>)[] = [];
+    const url = `redis://127.0.0.1:${redis!.port}`;
+    try {
+      const cmds = kamailioCommands(limits, PREFIX, 1, { lease });
+      // the two Kamailio peers' call records are on two lanes
+      const recordOf = (peer: string) => cmds.templates.find((t) => t.peer === peer && t.account === '')!.record;
+      expect(recordOf('p1')).to.equal(`${PREFIX}{${laneTag(0, LANES)}}:call:in:`);
+      expect(recordOf('p2')).to.equal(`${PREFIX}{${laneTag(1, LANES)}}:call:in:`);
+      writeFileSync(path.join(dir, 'callgate-redis.cfg'), kamailioInclude(cmds, 'test'));
+      copyFileSync(CONFIG, path.join(dir, 'kamailio-redis.cfg'));
+
+      const gateRedis = new Redis(url);
+      const coordinatorRedis = new Redis(url);
+      const gate = await CallGate.create({
+        config: limits,
+        store: new RedisStore({ redis: gateRedis, prefix: PREFIX, lease, hashTags: true }),
+        shield: false,
+        policy: 'error',
+      });
+      stops.push(async () => {
+        await gate.close();
+        gateRedis.disconnect();
+      });
+      const coordinator = LeaseCoordinator.forGate(gate, {
+        deployments: [{ redis: coordinatorRedis, lanes: LANES, prefix: PREFIX }],
+      }).start();
+      stops.push(async () => {
+        await coordinator.stop();
+        coordinatorRedis.disconnect();
+      });
+      await sleep(600); // the first shares
+
+      const carrier = await startSipp({
+        name: 'carrier',
+        scenario: path.resolve('bench/sip/uas.xml'),
+        dir,
+        timeoutS: 60,
+        trace: 'short',
+      });
+      stops.push(() => carrier.stop());
+      const kamailio = await startKamailio({
+        cfg: path.join(dir, 'kamailio-redis.cfg'),
+        dir,
+        defines: {
+          REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"`,
+          DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
+          LOG_DECISIONS: '1',
+          // a loaded machine must not turn decisions into the policy's (store-unavailable)
+          REDIS_TIMEOUT_MS: '1000',
+          CHILDREN: '4',
+        },
+        pkgMb: 16,
+      });
+      stops.push(() => kamailio.stop());
+
+      const t0 = Date.now() * 1000;
+      const callers = ['p1', 'p2'].map((peer) =>
+        startSipp({
+          name: `caller-${peer}`,
+          scenario: path.join(SCENARIOS, 'caller.xml'),
+          dir,
+          remote: `127.0.0.1:${kamailio.port}`,
+          rate: RATE,
+          calls: RATE * SECONDS,
+          pauseMs: HOLD_MS,
+          service: '1000',
+          keys: { caller: peer },
+          timeoutS: 45,
+        }),
+      );
+      // the Node process's calls: p3, each released HOLD_MS after its admission
+      const node: { at: number; admitted: boolean; id: string }[] = [];
+      const nodeReleased = new Map<string, number>();
+      const releases: string[] = [];
+      gate.on('released', (e: { callId: string; at?: number }) => {
+        if (e.at !== undefined) nodeReleased.set(e.callId, e.at);
+      });
+      const pending: Promise<unknown>[] = [];
+      const start = performance.now();
+      for (let n = 0; n < RATE * SECONDS; n++) {
+        const wait = start + (n * 1000) / RATE - performance.now();
+        if (wait > 0) await sleep(wait);
+        const id = `node-${n}`;
+        pending.push(
+          gate.admit({ callId: id, peer: 'p3' }).then(async (d) => {
+            node.push({ at: d.at, admitted: d.admitted, id });
+            if (!d.admitted) return;
+            await sleep(HOLD_MS);
+            releases.push(await gate.release(id));
+          }),
+        );
+      }
+      await Promise.all(pending);
+      expect(new Set(releases), 'the Node calls’ releases').to.deep.equal(new Set(['released']));
+      const reports = (await Promise.all((await Promise.all(callers)).map((c) => c.done(45_000)))) as SippReport[];
+      await sleep(1_500); // releases Kamailio could not send at once go again every second
+
+      for (const r of reports) {
+        expect(r.code, `${r.name}: exit; output:\n${r.output.slice(-1500)}`).to.equal(0);
+        expect(r.stats['FailedCall(C)'], `${r.name} failed calls`).to.equal('0');
+        expect(r.stats.CurrentCall, `${r.name} calls left`).to.equal('0');
+      }
+      // Kamailio's decisions at Redis time (µs modulo 2^32 in its log; this host's clock is Redis')
+      const unwrap = (t: number) => {
+        const base = t0 - (t0 % 2 ** 32);
+        const full = base + t;
+        return full < t0 - 2 ** 31 ? full + 2 ** 32 : full;
+      };
+      const log = kamailio.log();
+      const admittedAt = new Map<string, number>();
+      const releasedAt = new Map<string, number>();
+      for (const m of log.matchAll(/callgate: (admitted|released) (\w+) at (-?\d+)/g)) {
+        const t = unwrap((Number(m[3]) + 2 ** 32) % 2 ** 32);
+        if (m[1] === 'admitted') admittedAt.set(m[2]!, t);
+        else if (!releasedAt.has(m[2]!)) releasedAt.set(m[2]!, t);
+      }
+      const sipCalls = reports.flatMap((r) => [...callsOf(r).entries()].map(([id, c]) => ({ id, peer: r.name, c })));
+      const ok = sipCalls.filter((x) => x.c.final?.status === 200);
+      const refused = sipCalls.filter((x) => x.c.final?.status === 503);
+      expect(ok.length + refused.length, 'every call answered 200 or 503').to.equal(sipCalls.length);
+      expect(admittedAt.size, 'Kamailio logged each admission').to.equal(ok.length);
+      for (const who of ['caller-p1', 'caller-p2'])
+        expect(ok.filter((x) => x.peer === who).length, `${who}: admitted on its lane`).to.be.above(0);
+      const reasons = new Set(refused.map((x) => warning(x.c.final!)));
+      expect(
+        [...reasons].every((w) => /callgate "global (rate|channels)"/.test(w)),
+        [...reasons].join(' | '),
+      ).to.equal(true);
+      expect(refused.length, 'Kamailio refused by the level').to.be.above(0);
+      expect(node.filter((x) => !x.admitted).length, 'Node refused by the level').to.be.above(0);
+
+      // the level across both: calls in any second, calls holding at once
+      const admitted = [...admittedAt.values(), ...node.filter((x) => x.admitted).map((x) => x.at)];
+      expect(mostInWindow(admitted, 1_000_000), 'admitted in any second, Kamailio and Node').to.be.at.most(CALLS);
+      const holds: [number, number][] = [
+        ...[...admittedAt].map(([id, a]): [number, number] => [a, releasedAt.get(id) ?? Number.POSITIVE_INFINITY]),
+        ...node.filter((x) => x.admitted).map((x): [number, number] => [x.at, nodeReleased.get(x.id)!]),
+      ];
+      expect(mostAtOnce(holds), 'calls holding at once, Kamailio and Node').to.be.at.most(CHANNELS);
+      expect(releasedAt.size, 'Kamailio released each call it admitted').to.equal(admittedAt.size);
+
+      // every release found its record on its own lane: nothing holds, no record is left
+      const raw = new Redis(url);
+      try {
+        for (let k = 0; k < LANES; k++)
+          expect(await raw.zcard(`${PREFIX}{${laneTag(k, LANES)}}:global:ch`), `lane ${k}: holds left`).to.equal(0);
+        expect(await raw.keys(`${PREFIX}*call:in:*`), 'call records left').to.deep.equal([]);
+      } finally {
+        raw.disconnect();
+      }
+      expect(await kamailio.stop(), `Kamailio's exit; its log:\n${log.slice(-3000)}`).to.equal(0);
+    } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  });
+});
