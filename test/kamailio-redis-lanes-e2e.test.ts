@@ -24,10 +24,12 @@ import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-command
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { laneTag } from '../src/lease/lanes.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
+import { maxOpen } from './helpers/carrier-lease.js';
 import { kamailioAvailable, startKamailio } from './helpers/kamailio.js';
 import { startRedisServer, type RedisServer } from './helpers/redis.js';
 import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
 import { sippAvailable, SIPP_INSTALL_HINT, startSipp, type SippReport, warning } from './helpers/sipp.js';
+import { maxInWindow } from './helpers/window.js';
 
 const CONFIG = path.resolve('examples/kamailio/kamailio-redis.cfg');
 const KAMAILIO_HINT =
@@ -51,31 +53,6 @@ const limits = parseConfig({
   },
 });
 const lease = { lanes: LANES, pin: { peers: { p1: 0, p2: 1, p3: 2 } } };
-
-/** The most intervals [a, b) that overlap at one instant. */
-function mostAtOnce(intervals: readonly (readonly [number, number])[]): number {
-  const edges = intervals.flatMap(([a, b]) => [
-    [a, 1],
-    [b, -1],
-  ]);
-  // an end before a start at the same instant: a hold ending at t is not in use at t
-  edges.sort((x, y) => x[0]! - y[0]! || x[1]! - y[1]!);
-  let now = 0;
-  let most = 0;
-  for (const [, d] of edges) most = Math.max(most, (now += d!));
-  return most;
-}
-
-/** The most of `times` (µs) in any window of `windowUs`, (t - W, t]. */
-function mostInWindow(times: readonly number[], windowUs: number): number {
-  const s = [...times].sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < s.length; i++) {
-    while (s[j]! <= s[i]! - windowUs) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
-}
 
 describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamailio --lease-lanes): lanes shared with Node', function () {
   this.timeout(90_000);
@@ -228,12 +205,12 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
 
       // the level across both: calls in any second, calls holding at once
       const admitted = [...admittedAt.values(), ...node.filter((x) => x.admitted).map((x) => x.at)];
-      expect(mostInWindow(admitted, 1_000_000), 'admitted in any second, Kamailio and Node').to.be.at.most(CALLS);
+      expect(maxInWindow(admitted, 1_000_000), 'admitted in any second, Kamailio and Node').to.be.at.most(CALLS);
       const holds: [number, number][] = [
         ...[...admittedAt].map(([id, a]): [number, number] => [a, releasedAt.get(id) ?? Number.POSITIVE_INFINITY]),
         ...node.filter((x) => x.admitted).map((x): [number, number] => [x.at, nodeReleased.get(x.id)!]),
       ];
-      expect(mostAtOnce(holds), 'calls holding at once, Kamailio and Node').to.be.at.most(CHANNELS);
+      expect(maxOpen(holds), 'calls holding at once, Kamailio and Node').to.be.at.most(CHANNELS);
       expect(releasedAt.size, 'Kamailio released each call it admitted').to.equal(admittedAt.size);
 
       // every release found its record on its own lane: nothing holds, no record is left
