@@ -3,8 +3,10 @@
  * ndb_redis on a leased global level (docs/leasing.md), beside a Node process whose leased
  * RedisStore shares it, with a lease coordinator moving the lanes' shares: Kamailio's calls from
  * two peers pinned on two lanes, the Node process's from a third. Offered over the level's calls
- * and channels. From Kamailio's decision log, sipp's records and the Node decisions, all on
- * Redis time:
+ * and channels. Once on a single Redis (4 lanes, hash tags), once on a Redis Cluster of 3
+ * masters (3 lanes, one a master; Kamailio with REDIS_CLUSTER, pointed at the first master,
+ * its second peer's calls MOVED to the second, no script loaded anywhere beforehand). From
+ * Kamailio's decision log, sipp's records and the Node decisions, all on Redis time:
  *
  * - the level held across Kamailio and Node: no window over its calls, never more calls holding
  *   at once than its channels;
@@ -17,7 +19,7 @@ import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { parseConfig } from '../src/config/index.js';
 import { CallGate } from '../src/gate.js';
 import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
@@ -26,7 +28,15 @@ import { laneTag } from '../src/lease/lanes.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { maxOpen } from './helpers/carrier-lease.js';
 import { kamailioAvailable, startKamailio } from './helpers/kamailio.js';
-import { startRedisServer, type RedisServer } from './helpers/redis.js';
+import {
+  masterOfSlot,
+  newClusterClient,
+  type RedisClusterHandle,
+  type RedisServer,
+  rawCommand,
+  startCluster,
+  startRedisServer,
+} from './helpers/redis.js';
 import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
 import { sippAvailable, SIPP_INSTALL_HINT, startSipp, type SippReport, warning } from './helpers/sipp.js';
 import { maxInWindow } from './helpers/window.js';
@@ -34,7 +44,6 @@ import { maxInWindow } from './helpers/window.js';
 const CONFIG = path.resolve('examples/kamailio/kamailio-redis.cfg');
 const KAMAILIO_HINT =
   'kamailio not found: install it (Debian: apt-get install kamailio kamailio-redis-modules); .ci/run does so when it is missing';
-const LANES = 4;
 const CALLS = 40;
 const CHANNELS = 10;
 /** Each caller's offered calls per second (Kamailio's two peers and the Node process), and for how long. */
@@ -52,7 +61,17 @@ const limits = parseConfig({
     peers: Object.fromEntries(['p1', 'p2', 'p3'].map((p) => [p, [{ limit: 100, window: 'PT1S' }]])),
   },
 });
-const lease = { lanes: LANES, pin: { peers: { p1: 0, p2: 1, p3: 2 } } };
+const leaseOf = (lanes: number) => ({ lanes, pin: { peers: { p1: 0, p2: 1, p3: 2 } } });
+
+/** Where the run goes: a single Redis or a Cluster, its clients, and Kamailio's defines for it. */
+interface Deployment {
+  readonly lanes: number;
+  client(): Redis | Cluster;
+  /** Kamailio's REDIS (and REDIS_CLUSTER) defines. */
+  readonly defines: Record<string, string>;
+  /** Every master's port, for the records left. */
+  readonly ports: readonly number[];
+}
 
 describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamailio --lease-lanes): lanes shared with Node', function () {
   this.timeout(90_000);
@@ -71,9 +90,10 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
     else if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('the level holds across Kamailio and Node; each release finds its lane by the route set', async () => {
+  async function run(at: Deployment): Promise<void> {
+    const LANES = at.lanes;
+    const lease = leaseOf(LANES);
     const stops: (() => Promise<unknown>)[] = [];
-    const url = `redis://127.0.0.1:${redis!.port}`;
     try {
       const cmds = kamailioCommands(limits, PREFIX, 1, { lease });
       // the two Kamailio peers' call records are on two lanes
@@ -83,25 +103,23 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       writeFileSync(path.join(dir, 'callgate-redis.cfg'), kamailioInclude(cmds, 'test'));
       copyFileSync(CONFIG, path.join(dir, 'kamailio-redis.cfg'));
 
-      const gateRedis = new Redis(url);
-      const coordinatorRedis = new Redis(url);
+      const gateRedis = at.client();
+      const coordinatorRedis = at.client();
+      stops.push(async () => {
+        gateRedis.disconnect();
+        coordinatorRedis.disconnect();
+      });
       const gate = await CallGate.create({
         config: limits,
         store: new RedisStore({ redis: gateRedis, prefix: PREFIX, lease, hashTags: true }),
         shield: false,
         policy: 'error',
       });
-      stops.push(async () => {
-        await gate.close();
-        gateRedis.disconnect();
-      });
+      stops.push(() => gate.close());
       const coordinator = LeaseCoordinator.forGate(gate, {
         deployments: [{ redis: coordinatorRedis, lanes: LANES, prefix: PREFIX }],
       }).start();
-      stops.push(async () => {
-        await coordinator.stop();
-        coordinatorRedis.disconnect();
-      });
+      stops.push(() => coordinator.stop());
       await sleep(600); // the first shares
 
       const carrier = await startSipp({
@@ -116,7 +134,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
         cfg: path.join(dir, 'kamailio-redis.cfg'),
         dir,
         defines: {
-          REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"`,
+          ...at.defines,
           DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
           LOG_DECISIONS: '1',
           // a loaded machine must not turn decisions into the policy's (store-unavailable)
@@ -214,17 +232,56 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       expect(releasedAt.size, 'Kamailio released each call it admitted').to.equal(admittedAt.size);
 
       // every release found its record on its own lane: nothing holds, no record is left
-      const raw = new Redis(url);
+      const raw = at.client();
       try {
         for (let k = 0; k < LANES; k++)
           expect(await raw.zcard(`${PREFIX}{${laneTag(k, LANES)}}:global:ch`), `lane ${k}: holds left`).to.equal(0);
-        expect(await raw.keys(`${PREFIX}*call:in:*`), 'call records left').to.deep.equal([]);
       } finally {
         raw.disconnect();
       }
+      for (const port of at.ports)
+        expect(await rawCommand(port, ['KEYS', `${PREFIX}*call:in:*`]), `call records left on ${port}`).to.deep.equal(
+          [],
+        );
       expect(await kamailio.stop(), `Kamailio's exit; its log:\n${log.slice(-3000)}`).to.equal(0);
     } finally {
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  }
+
+  it('on a single Redis: the level holds across Kamailio and Node; each release finds its lane by the route set', async () => {
+    await run({
+      lanes: 4,
+      client: () => new Redis(redis!.port, '127.0.0.1'),
+      defines: { REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"` },
+      ports: [redis!.port],
+    });
+  });
+
+  it('on a Redis Cluster of 3 masters: the same, Kamailio following MOVED and loading the scripts on each master', async () => {
+    const cluster: RedisClusterHandle = await startCluster(3);
+    try {
+      const [first] = cluster.nodes;
+      await run({
+        lanes: 3,
+        client: () => newClusterClient(cluster),
+        defines: { REDIS: `"name=callgate;addr=127.0.0.1;port=${first!.port}"`, REDIS_CLUSTER: '1' },
+        ports: cluster.nodes.map((n) => n.port),
+      });
+      // p2's lane is on the second master, where Kamailio (pointed at the first) was MOVED, and
+      // found no script until its NOSCRIPT loaded them there
+      const client = newClusterClient(cluster);
+      try {
+        const slot = Number(await client.call('CLUSTER', 'KEYSLOT', `{${laneTag(1, 3)}}`));
+        expect(await masterOfSlot(client, slot)).to.equal(cluster.nodes[1]!.port);
+      } finally {
+        client.disconnect();
+      }
+      const p2 = kamailioCommands(limits, PREFIX, 1, { lease: leaseOf(3) }).templates.find((t) => t.peer === 'p2')!;
+      const sha = p2.command.split(' ')[1]!;
+      expect(await rawCommand(cluster.nodes[1]!.port, ['SCRIPT', 'EXISTS', sha])).to.deep.equal([1]);
+    } finally {
+      await cluster.stop();
     }
   });
 });

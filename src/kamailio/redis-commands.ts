@@ -253,9 +253,43 @@ export function cfgString(s: string): string {
 }
 
 /**
+ * route[CALLGATE_LOAD]: the scripts loaded on the `callgate` server (route[CALLGATE_LOAD_ON]) and,
+ * with REDIS_CLUSTER defined (ndb_redis in its cluster mode, following MOVED), on every master
+ * CLUSTER NODES lists: each runs the scripts of its own slots, and a NOSCRIPT may come from any.
+ * A master ndb_redis has not been MOVED to yet is not known by its `ip:port` name: its load
+ * fails, and it gets the scripts at its own first NOSCRIPT, once a call was MOVED there.
+ */
+const LOAD_ROUTE = [
+  'route[CALLGATE_LOAD] {',
+  '\t$var(cg_srv) = "callgate";',
+  '\troute(CALLGATE_LOAD_ON);',
+  '#!ifdef REDIS_CLUSTER',
+  '\tredis_cmd("callgate", "CLUSTER NODES", "cgnodes");',
+  '\tif ($redis(cgnodes=>type) == 1) {',
+  '\t\t$var(cg_nodes) = $redis(cgnodes=>value);',
+  '\t\t$var(cg_ln) = $(var(cg_nodes){line.count});',
+  '\t\t$var(cg_li) = 0;',
+  '\t\twhile ($var(cg_li) < $var(cg_ln)) {',
+  '\t\t\t# "<id> <ip:port@bus> <flags> ...": the masters not failing',
+  '\t\t\t$var(cg_line) = $(var(cg_nodes){line.at,$var(cg_li)});',
+  '\t\t\t$var(cg_flags) = $(var(cg_line){s.select,2, });',
+  '\t\t\tif ($var(cg_flags) =~ "master" && !($var(cg_flags) =~ "fail")) {',
+  '\t\t\t\t$var(cg_srv) = $(var(cg_line){s.select,1, }{s.select,0,@});',
+  '\t\t\t\troute(CALLGATE_LOAD_ON);',
+  '\t\t\t}',
+  '\t\t\t$var(cg_li) = $var(cg_li) + 1;',
+  '\t\t}',
+  '\t}',
+  '\tredis_free("cgnodes");',
+  '#!endif',
+  '}',
+  '',
+];
+
+/**
  * The Kamailio include: route[CALLGATE_TABLES] fills htable `callgate` (call it from
- * event_route[htable:mod-init]); route[CALLGATE_LOAD] loads both scripts into Redis (after a
- * NOSCRIPT: a restarted Redis has none). Keys of the table: `admit:<account>:<peer>`,
+ * event_route[htable:mod-init]); route[CALLGATE_LOAD] loads the scripts into Redis (after a
+ * NOSCRIPT: a restarted Redis has none; on a Cluster, every master: LOAD_ROUTE). Keys of the table: `admit:<account>:<peer>`,
  * `values:<account>:<peer>` (`iii` or `ini`: AdmitTemplate.values), `labels:<account>:<peer>`
  * (the levels, comma-separated), `local:<account>:<peer>` (policy local: `label=calls per
  * second`, comma-separated), `rec:<account>:<peer>` (its calls' record keys up to the id:
@@ -289,10 +323,11 @@ export function kamailioInclude(cmds: KamailioCommands, source: string): string 
   lines.push('# the scripts, as Redis names them: SCRIPT LOAD answers these SHA-1s');
   lines.push(`#!define CALLGATE_ADMIT_SHA "${cmds.admit.sha}"`);
   lines.push(`#!define CALLGATE_RELEASE_SHA "${cmds.release.sha}"`);
-  lines.push('route[CALLGATE_LOAD] {');
+  lines.push(...LOAD_ROUTE);
+  lines.push('route[CALLGATE_LOAD_ON] {');
   for (const script of [...cmds.admitScripts, cmds.release]) {
     lines.push(`\t$var(cg_lua) = ${cfgString(script.lua)};`);
-    lines.push('\tredis_cmd("callgate", "SCRIPT LOAD %s", "$var(cg_lua)", "cgload");');
+    lines.push('\tredis_cmd("$var(cg_srv)", "SCRIPT LOAD %s", "$var(cg_lua)", "cgload");');
     // each reply freed before the next command takes its name
     lines.push('\tredis_free("cgload");');
   }
