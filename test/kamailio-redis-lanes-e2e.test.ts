@@ -12,7 +12,9 @@
  *   at once than its channels;
  * - Kamailio refused by the level (`global rate` or `global channels`), and admitted on both lanes;
  * - every call's release found its record on its own lane: each BYE carried the call's record key
- *   in its route set (the Record-Route parameter `cgr`), so no channel is held at the end;
+ *   in its route set (the Record-Route parameter `cgr`), so no channel is held at the end; on the
+ *   single Redis the callee hangs up (test/sipp/callee-hangs-up.xml), so its BYE's From user
+ *   names no peer and only the route set can place the call;
  * - every call ended, and Kamailio exits cleanly.
  */
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -71,6 +73,11 @@ interface Deployment {
   readonly defines: Record<string, string>;
   /** Every master's port, for the records left. */
   readonly ports: readonly number[];
+  /**
+   * Who ends the answered calls: the caller (its BYE's From user is the peer, which also names
+   * the call's record) or the callee (test/sipp: only the Route header's record key can).
+   */
+  readonly hangsUp: 'caller' | 'callee';
 }
 
 describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamailio --lease-lanes): lanes shared with Node', function () {
@@ -124,7 +131,9 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
 
       const carrier = await startSipp({
         name: 'carrier',
-        scenario: path.resolve('bench/sip/uas.xml'),
+        scenario:
+          at.hangsUp === 'caller' ? path.resolve('bench/sip/uas.xml') : path.resolve('test/sipp/callee-hangs-up.xml'),
+        ...(at.hangsUp === 'callee' && { pauseMs: HOLD_MS }),
         dir,
         timeoutS: 60,
         trace: 'short',
@@ -149,7 +158,8 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       const callers = ['p1', 'p2'].map((peer) =>
         startSipp({
           name: `caller-${peer}`,
-          scenario: path.join(SCENARIOS, 'caller.xml'),
+          scenario:
+            at.hangsUp === 'caller' ? path.join(SCENARIOS, 'caller.xml') : path.resolve('test/sipp/caller-hung-up.xml'),
           dir,
           remote: `127.0.0.1:${kamailio.port}`,
           rate: RATE,
@@ -249,12 +259,13 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
     }
   }
 
-  it('on a single Redis: the level holds across Kamailio and Node; each release finds its lane by the route set', async () => {
+  it('on a single Redis, the callee hanging up: the level holds across Kamailio and Node; each release finds its lane by the route set', async () => {
     await run({
       lanes: 4,
       client: () => new Redis(redis!.port, '127.0.0.1'),
       defines: { REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"` },
       ports: [redis!.port],
+      hangsUp: 'callee',
     });
   });
 
@@ -267,6 +278,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
         client: () => newClusterClient(cluster),
         defines: { REDIS: `"name=callgate;addr=127.0.0.1;port=${first!.port}"`, REDIS_CLUSTER: '1' },
         ports: cluster.nodes.map((n) => n.port),
+        hangsUp: 'caller',
       });
       // p2's lane is on the second master, where Kamailio (pointed at the first) was MOVED, and
       // found no script until its NOSCRIPT loaded them there
