@@ -11,6 +11,7 @@ import {
   admitArgv,
   heldAdmitArgv,
   loneAdmitArgv,
+  loneRunArgv,
   type AdmitEnv,
   type PendingAdmit,
 } from '../src/store/redis/admit-args.js';
@@ -34,6 +35,9 @@ const HELD: Bucket[] = [
   { name: 'peer:p', limits: [SL(5, S)], channels: 3 },
 ];
 
+/** The stop signal of a call past its deadline (setup's env gives it one long past). */
+const LATE = { aborted: false };
+
 describe('a leased level: admit-lone.lua decides a lone call as admit.lua does', function () {
   this.timeout(30_000);
   const rig = redisRig();
@@ -46,17 +50,19 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
     const env: AdmitEnv = {
       virtualTtlMs: 60_000,
       known: new KnownLogs(),
-      member: () => `m${seq++}`,
-      deadline: () => '',
+      // plain and held setups on one prefix must not share event ids
+      member: () => `m${buckets === HELD ? 'h' : ''}${seq++}`,
+      // a call marked LATE carries a deadline long past in Redis time: skipped
+      deadline: (signal) => (signal === LATE ? '1' : ''),
       recordPrefix: (t) => keys.inboundRecord(t, ''),
       declareRecords: keys.hashTags,
     };
-    const item = (now: string, id?: string): PendingAdmit => ({
+    const item = (now: string, id?: string, late = false): PendingAdmit => ({
       buckets: list,
       now,
       id,
       forUs: id === undefined ? 0 : 700_000,
-      signal: undefined,
+      signal: late ? LATE : undefined,
       resolve: () => {},
       reject: () => {},
     });
@@ -75,7 +81,7 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
     else await rig.raw.hset(share, 'c', String(c), 'h', String(h), 'e', String(T0 + endUs));
   }
 
-  const run = (name: 'admit' | 'admit-lone' | 'admit-lone-held', argv: string[]) =>
+  const run = (name: 'admit' | 'admit-lone' | 'admit-lone-held' | 'admit-lone-run', argv: string[]) =>
     rig.raw.call('EVAL', scripts()[name].lua, ...argv) as Promise<number[]>;
 
   it('the same replies, logs and share counts, through every state of the share', async () => {
@@ -161,5 +167,60 @@ describe('a leased level: admit-lone.lua decides a lone call as admit.lua does',
     expect(await records('HL:'))
       .to.deep.equal(await records('HB:'))
       .and.to.have.length.greaterThan(0);
+  });
+  it('admit-lone-run.lua: runs of leased calls, plain and held, one past its deadline, decide as their lone scripts one by one', async () => {
+    // plain and held calls on one prefix: the same level's log and share, other limits
+    const one = { plain: setup('R1:'), held: setup('R1:', HELD) };
+    const many = { plain: setup('RN:'), held: setup('RN:', HELD) };
+    // [calls from, share calls c, share channels h, lease end e (µs after T0)], as above
+    const phases: [number, number, number, number][] = [
+      [0, ABSENT, 0, 0],
+      [6, 6, 4, 10 * S],
+      [18, 6, 1, 10 * S],
+      [30, 2, 4, 10 * S],
+      [42, 6, 4, 3 * S],
+      [54, FIELDLESS, 0, 0],
+    ];
+    const outcomes = new Set<string>();
+    for (let r = 0; r < 20; r++) {
+      const phase = phases.filter((p) => p[0] <= 3 * r).at(-1)!;
+      for (const s of [one.held.share, many.held.share]) await setShare(s, phase[1], phase[3], phase[2]);
+      // a run of three at one time: a held call, a plain one, a held one (past its deadline in
+      // every third run)
+      const now = String(T0 + r * 250_000);
+      const late = r % 3 === 2;
+      const calls = (x: typeof one) => [x.held.item(now, `a${r}`), x.plain.item(now), x.held.item(now, `b${r}`, late)];
+      const alone: number[][] = [];
+      for (const [i, c] of calls(one).entries()) {
+        const held = i !== 1;
+        const env = held ? one.held.env : one.plain.env;
+        const argv = held ? heldAdmitArgv(c, '', env)! : loneAdmitArgv(c, '', env)!;
+        alone.push(await run(held ? 'admit-lone-held' : 'admit-lone', argv));
+      }
+      const items = calls(many);
+      // each call's layout from its own setup (the plain and held lists differ), one run
+      const parts = [
+        loneRunArgv([items[0]!], '', many.held.env)!,
+        loneRunArgv([items[1]!], '', many.plain.env)!,
+        loneRunArgv([items[2]!], '', many.held.env)!,
+      ];
+      // one run of the three: every call's keys, the clock flag, then every call's part
+      const keys = parts.flatMap((p) => p.slice(1, 1 + Number(p[0])));
+      const rest = parts.flatMap((p) => p.slice(2 + Number(p[0])));
+      const together = await run('admit-lone-run', [String(keys.length), ...keys, '', ...rest]);
+      expect(together, `run ${r}`).to.deep.equal(alone.flat());
+      for (const [i, x] of alone.entries())
+        outcomes.add(x[3] === 4 ? `skipped (${i})` : x[0] === 0 ? 'admitted' : `refused, flags ${x[3]}`);
+    }
+    expect([...outcomes]).to.include.members(['admitted', 'skipped (2)', 'refused, flags 16', 'refused, flags 1']);
+    for (const [a, b] of [['R1:', 'RN:']] as const) {
+      expect(await rig.raw.hmget(`${a}{in:3}:global:share`, 'rc', 'rh')).to.deep.equal(
+        await rig.raw.hmget(`${b}{in:3}:global:share`, 'rc', 'rh'),
+      );
+      for (const name of ['global:log', 'peer:p:log', 'global:ch', 'peer:p:ch'])
+        expect(await rig.raw.zrange(`${b}{in:3}:${name}`, '0', '-1', 'WITHSCORES'), `${b} ${name}`).to.deep.equal(
+          await rig.raw.zrange(`${a}{in:3}:${name}`, '0', '-1', 'WITHSCORES'),
+        );
+    }
   });
 });
