@@ -130,7 +130,7 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
       redis: client,
       prefix,
       ...(layout.hashTags && { hashTags: true }),
-      ...(layout.lease && { lease: layout.lease, hashTags: true }),
+      ...(layout.lease && { lease: { ...layout.lease, overflow: layout.lease.overflow === true }, hashTags: true }),
     });
     const gate = await CallGate.create({ config: limits, store, policy: 'error' });
     const out: string[] = [];
@@ -148,14 +148,26 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
         }
         const [who, callId] = step;
         if (mixed && who === 'K') {
-          const r = (await redis.call(
-            ...(hiredisArgs(template.command, valuesOf(template, callId)) as [string]),
-          )) as number[];
-          const [limitedBy, retryUs, , flags] = r as [number, number, number, number];
+          const call = async (command: string, values: 'iii' | 'ini') =>
+            (await redis.call(
+              ...(hiredisArgs(command, valuesOf({ values } as AdmitTemplate, callId)) as [string]),
+            )) as [number, number, number, number];
+          let r = await call(template.command, template.values);
+          let labels = template.labels;
+          // kamailio-redis.cfg's route[SPILL]: refused for lack of calls share alone, with an overflow lane
+          if (r[0] !== 0 && r[3] === 16 && template.spill !== undefined) {
+            const spilled = await call(template.spill.overflow, 'iii');
+            if (spilled[0] === 0 && template.spill.again === undefined) r = spilled;
+            else if (spilled[0] === 0 && template.spill.again !== undefined) {
+              r = await call(template.spill.again.command, template.spill.again.values);
+              labels = template.spill.again.labels;
+            }
+          }
+          const [limitedBy, retryUs, , flags] = r;
           if (limitedBy === 0) out.push(flags === 2 ? 'dup' : 'A');
           else {
             expect(flags === 1 || retryUs > 0, 'a rate refusal has a wait').to.equal(true);
-            out.push(`${template.labels[limitedBy - 1]}:${flags === 1 ? 'channels' : 'rate'}`);
+            out.push(`${labels[limitedBy - 1]}:${flags === 1 ? 'channels' : 'rate'}`);
           }
         } else {
           const d = await gate.admit({ callId, peer, account: 'acct' });
@@ -363,6 +375,84 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
           id('c7'),
         ]);
       });
+  });
+
+  describe('with an overflow lane: a call its lane’s share refuses spills to it, as a RedisStore spills it', () => {
+    const LANES = 4;
+    const spilling = parseConfig({
+      maxCallDuration: 'PT60S',
+      inbound: {
+        global: [{ limit: 1000, window: 'PT1H' }, { channels: 100 }],
+        accounts: { acct: [{ limit: 50, window: 'PT1H' }, { channels: 40 }] },
+        peers: {
+          p1: [{ limit: 20, window: 'PT1H' }, { channels: 10 }],
+          // no limit of its own, the account named by no call: the global level alone
+          p0: [],
+        },
+      },
+    });
+    const end = async () => {
+      const [s, us] = (await redis.time()) as unknown as [string, string];
+      return String((Number(s) + 3600) * 1_000_000 + Number(us));
+    };
+    /** Every lane: 3 calls and 10 channels; the overflow lane: 2 calls. */
+    const shares = (prefix: string) => async () => {
+      const e = await end();
+      for (let k = 0; k < LANES; k++)
+        await redis.hset(`${prefix}{${laneTag(k, LANES)}}:global:share`, 'c', '3', 'h', '10', 'e', e);
+      await redis.hset(`${prefix}{in:overflow}:global:share`, 'c', '2', 'h', '0', 'e', e);
+    };
+    const spillSteps: Step[] = [
+      ['K', id('s1')],
+      ['L', id('s2')],
+      ['K', id('s3')], // the lane's share used up
+      ['L', id('s4')], // spilled: the overflow lane's first
+      ['K', id('s5')], // spilled: its second
+      ['L', id('s6')], // the overflow lane refuses too: the lane's refusal
+      ['K', id('s7')],
+      // Kamailio ends the library's call and its own (with hash tags the library finds a call
+      // by a locator its own admissions write: not Kamailio's, docs/kamailio.md)
+      ['release', 'K', id('s4')],
+      ['release', 'K', id('s5')],
+    ];
+    const layout = { lease: { lanes: LANES, overflow: true } };
+
+    it('the templates: the overflow lane’s step, then the rest on the lane', () => {
+      const cmds = kamailioCommands(spilling, 'cgk:', 1, layout);
+      const t = cmds.templates.find((x) => x.peer === 'p1' && x.account === 'acct')!;
+      expect(hiredisArgs(t.spill!.overflow, ['id1', 'id1', 'id1'])).to.include('cgk:{in:overflow}:global:share');
+      // on the lane again: the level's channels (against the lane's share), no log of the level
+      const again = hiredisArgs(t.spill!.again!.command, valuesOf(t.spill!.again as AdmitTemplate, 'id1'));
+      const lane = laneTag(laneOf(planBuckets(spilling, 'p1', 'acct'), LANES), LANES);
+      expect(again).to.include(`cgk:{${lane}}:global:ch`).and.not.include(`cgk:{${lane}}:global:log`);
+      expect(t.spill!.again!.labels).to.deep.equal(t.labels);
+      // a peer without limits of its own: on the lane again, the level's channels alone
+      expect(cmds.templates.find((x) => x.peer === 'p0' && x.account === '')!.spill!.again!.labels).to.deep.equal([
+        'global',
+        'peer:p0',
+      ]);
+      // without an overflow lane, nothing to spill to
+      expect(kamailioCommands(spilling, 'cgk:', 1, { lease: { lanes: LANES } }).templates[0]!.spill).to.equal(
+        undefined,
+      );
+      const include = kamailioInclude(cmds, 'x');
+      expect(include).to.include(`$var(cg_key) = ${cfgString('spill:acct:p1')};`);
+      expect(include).to.include(`$var(cg_key) = ${cfgString('againlabels:acct:p1')};`);
+    });
+
+    it('a sequence mixing template and library calls decides as the library alone', async () => {
+      const a = `cgk-spill-alone-${Date.now()}:`;
+      const m = `cgk-spill-mixed-${Date.now()}:`;
+      const opts = { limits: spilling, layout, steps: spillSteps };
+      const alone = await run(a, false, 'p1', { ...opts, share: shares(a) });
+      const mixed = await run(m, true, 'p1', { ...opts, share: shares(m) });
+      expect(alone).to.deep.equal(['A', 'A', 'A', 'A', 'A', 'global:rate', 'global:rate', 'release 1', 'release 1']);
+      expect(mixed).to.deep.equal(alone);
+      // the level counted the spilled calls on the overflow lane, their channels on their lane
+      expect(await redis.zcard(`${m}{in:overflow}:global:log`)).to.equal(2);
+      const lane = laneTag(laneOf(planBuckets(spilling, 'p1', 'acct'), LANES), LANES);
+      expect(await redis.zrange(`${m}{${lane}}:global:ch`, '0', '-1')).to.have.members([id('s1'), id('s2'), id('s3')]);
+    });
   });
 
   it('a call a RedisStore sends alone to a lone script gets that script as its template', () => {

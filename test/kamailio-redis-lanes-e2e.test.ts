@@ -17,7 +17,7 @@
  *   names no peer and only the route set can place the call;
  * - every call ended, and Kamailio exits cleanly.
  */
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
@@ -78,6 +78,8 @@ interface Deployment {
    * the call's record) or the callee (test/sipp: only the Route header's record key can).
    */
   readonly hangsUp: 'caller' | 'callee';
+  /** The level has an overflow lane (docs/leasing.md): Kamailio's refused calls spill to it too. */
+  readonly overflow: boolean;
 }
 
 describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamailio --lease-lanes): lanes shared with Node', function () {
@@ -99,7 +101,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
 
   async function run(at: Deployment): Promise<void> {
     const LANES = at.lanes;
-    const lease = leaseOf(LANES);
+    const lease = { ...leaseOf(LANES), overflow: at.overflow };
     const stops: (() => Promise<unknown>)[] = [];
     try {
       const cmds = kamailioCommands(limits, PREFIX, 1, { lease });
@@ -124,7 +126,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       });
       stops.push(() => gate.close());
       const coordinator = LeaseCoordinator.forGate(gate, {
-        deployments: [{ redis: coordinatorRedis, lanes: LANES, prefix: PREFIX }],
+        deployments: [{ redis: coordinatorRedis, lanes: LANES, prefix: PREFIX, overflow: at.overflow }],
       }).start();
       stops.push(() => coordinator.stop());
       await sleep(600); // the first shares
@@ -211,6 +213,8 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       const log = kamailio.log();
       const admittedAt = new Map<string, number>();
       const releasedAt = new Map<string, number>();
+      const spilled = [...log.matchAll(/callgate: admitted \w+ at -?\d+ \(overflow lane\)/g)].length;
+      console.log(`      Kamailio: ${spilled} calls admitted through the overflow lane`);
       for (const m of log.matchAll(/callgate: (admitted|released) (\w+) at (-?\d+)/g)) {
         const t = unwrap((Number(m[3]) + 2 ** 32) % 2 ** 32);
         if (m[1] === 'admitted') admittedAt.set(m[2]!, t);
@@ -266,6 +270,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       defines: { REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"` },
       ports: [redis!.port],
       hangsUp: 'callee',
+      overflow: true,
     });
   });
 
@@ -279,6 +284,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
         defines: { REDIS: `"name=callgate;addr=127.0.0.1;port=${first!.port}"`, REDIS_CLUSTER: '1' },
         ports: cluster.nodes.map((n) => n.port),
         hangsUp: 'caller',
+        overflow: false,
       });
       // p2's lane is on the second master, where Kamailio (pointed at the first) was MOVED, and
       // found no script until its NOSCRIPT loaded them there
@@ -294,6 +300,85 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       expect(await rawCommand(cluster.nodes[1]!.port, ['SCRIPT', 'EXISTS', sha])).to.deep.equal([1]);
     } finally {
       await cluster.stop();
+    }
+  });
+
+  it('the overflow lane: a call its lane’s share refuses spills to it, in Kamailio as in a RedisStore', async () => {
+    // shares set by hand (no coordinator), an hour-long window: p1's lane takes 2 calls, the
+    // overflow lane 3; calls one after the other
+    const prefix = 'kspill:';
+    const hour = parseConfig({
+      maxCallDuration: 'PT60S',
+      inbound: {
+        global: [{ limit: 100, window: 'PT1H' }, { channels: 10 }],
+        peers: { p1: [{ limit: 100, window: 'PT1H' }, { channels: 10 }] },
+      },
+    });
+    const lease = { lanes: 4, pin: { peers: { p1: 0 } }, overflow: true };
+    const sub = path.join(dir, 'spill');
+    mkdirSync(sub, { recursive: true });
+    writeFileSync(
+      path.join(sub, 'callgate-redis.cfg'),
+      kamailioInclude(kamailioCommands(hour, prefix, 1, { lease }), 'test'),
+    );
+    copyFileSync(CONFIG, path.join(sub, 'kamailio-redis.cfg'));
+    const raw = new Redis(redis!.port, '127.0.0.1');
+    const stops: (() => Promise<unknown>)[] = [async () => raw.disconnect()];
+    try {
+      const [sec] = (await raw.time()) as unknown as [string];
+      const end = String((Number(sec) + 3600) * 1_000_000);
+      await raw.hset(`${prefix}{${laneTag(0, 4)}}:global:share`, 'c', '2', 'h', '10', 'e', end);
+      await raw.hset(`${prefix}{in:overflow}:global:share`, 'c', '3', 'h', '0', 'e', end);
+      const carrier = await startSipp({
+        name: 'spill-carrier',
+        scenario: path.resolve('bench/sip/uas.xml'),
+        dir: sub,
+        timeoutS: 30,
+        trace: 'short',
+      });
+      stops.push(() => carrier.stop());
+      const kamailio = await startKamailio({
+        cfg: path.join(sub, 'kamailio-redis.cfg'),
+        dir: sub,
+        defines: {
+          REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"`,
+          DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
+          LOG_DECISIONS: '1',
+          REDIS_TIMEOUT_MS: '1000',
+          CHILDREN: '2',
+        },
+        pkgMb: 16,
+      });
+      stops.push(() => kamailio.stop());
+      const caller = await startSipp({
+        name: 'spill-caller',
+        scenario: path.join(SCENARIOS, 'caller.xml'),
+        dir: sub,
+        remote: `127.0.0.1:${kamailio.port}`,
+        rate: 4,
+        calls: 6,
+        pauseMs: 2_000,
+        service: '1000',
+        keys: { caller: 'p1' },
+        timeoutS: 25,
+      });
+      const report = await caller.done(30_000);
+      expect(report.stats['FailedCall(C)'], 'failed calls').to.equal('0');
+      const finals = [...callsOf(report).values()].sort((a, b) => a.invite! - b.invite!).map((c) => c.final!);
+      // two on the lane, three spilled to the overflow lane, then both shares used up
+      expect(finals.map((f) => f.status)).to.deep.equal([200, 200, 200, 200, 200, 503]);
+      expect(warning(finals[5]!)).to.include('callgate "global rate"');
+      const log = kamailio.log();
+      expect([...log.matchAll(/callgate: admitted \w+ at -?\d+ \(overflow lane\)/g)]).to.have.length(3);
+      // counted once in the level: 2 on the lane's log, 3 on the overflow lane's; each call's
+      // channel on its own lane, given back at its end
+      expect(await raw.zcard(`${prefix}{${laneTag(0, 4)}}:global:log`)).to.equal(2);
+      expect(await raw.zcard(`${prefix}{in:overflow}:global:log`)).to.equal(3);
+      expect(await raw.zcard(`${prefix}{${laneTag(0, 4)}}:peer:p1:log`)).to.equal(5);
+      expect(await raw.zcard(`${prefix}{${laneTag(0, 4)}}:global:ch`)).to.equal(0);
+      expect(await kamailio.stop(), `Kamailio's exit; its log:\n${log.slice(-3000)}`).to.equal(0);
+    } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
     }
   });
 });

@@ -33,14 +33,14 @@ export function kamailioCommand(program: Command): void {
     .action(async (opts: KamailioArgs) => {
       const config = await loadConfigFile(opts.config);
       checkLeasable(opts, config);
-      if (opts.leaseOverflow === true)
-        process.stderr.write(
-          "callgate kamailio: Kamailio's calls do not spill to the overflow lane: a call its lane's share refuses is refused (docs/kamailio.md)\n",
-        );
       const lease =
         opts.leaseLanes === undefined
           ? undefined
-          : { lanes: opts.leaseLanes, ...(opts.leasePin !== undefined && { pin: opts.leasePin }) };
+          : {
+              lanes: opts.leaseLanes,
+              overflow: opts.leaseOverflow === true,
+              ...(opts.leasePin !== undefined && { pin: opts.leasePin }),
+            };
       const cmds = kamailioCommands(config, opts.prefix, Number(opts.localShare), {
         hashTags: opts.hashTags === true,
         ...(lease && { lease }),

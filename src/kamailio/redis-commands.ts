@@ -18,7 +18,7 @@
 import { planFor } from '../admission/plan.js';
 import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import { type LanePins, laneOf, lanePlan, laneTag, leasedLevel } from '../lease/lanes.js';
+import { type LanePins, laneOf, lanePlan, laneTag, leasedLevel, OVERFLOW_TAG, spillParts } from '../lease/lanes.js';
 import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
 import {
   type AdmitEnv,
@@ -31,6 +31,7 @@ import { bucketArgsOf } from '../store/redis/bucket-args.js';
 import type { KnownLogs } from '../store/redis/known-logs.js';
 import { RedisKeys } from '../store/redis/redis-keys.js';
 import { type Script, scripts } from '../store/redis/scripts.js';
+import type { Bucket } from '../store/types.js';
 
 /**
  * Where the call's deadline goes: Kamailio splits the template there and puts its own time plus
@@ -60,6 +61,17 @@ export interface AdmitTemplate {
   readonly local: readonly (readonly [label: string, perSecond: number])[];
   /** The hiredis format of the EVALSHA, with DEADLINE_MARK where the call's deadline goes. */
   readonly command: string;
+  /**
+   * With a leased level's overflow lane (docs/leasing.md): the steps of a call its lane refused
+   * for lack of calls share alone (flags 16), as a RedisStore takes them. `overflow` decides its
+   * global level on the overflow lane (the call's id as each value); once admitted there, `again`
+   * decides the rest on its lane (none when the call has the global level alone), whose
+   * refusals name `labels` (its buckets: the global level's only when it has a channel limit).
+   */
+  readonly spill?: {
+    readonly overflow: string;
+    readonly again?: { readonly command: string; readonly values: 'iii' | 'ini'; readonly labels: readonly string[] };
+  };
   /**
    * Its calls' record keys up to the call's id (`<prefix>call:in:`, with hash tags
    * `<prefix>{<tag>}:call:in:`): the release takes the record key whole, and Kamailio carries
@@ -98,7 +110,8 @@ export interface KamailioCommands {
  */
 export interface KamailioKeyLayout {
   readonly hashTags?: boolean;
-  readonly lease?: { readonly lanes: number; readonly pin?: LanePins };
+  /** `overflow`: the level has an overflow lane, which refused calls spill to (AdmitTemplate.spill). */
+  readonly lease?: { readonly lanes: number; readonly pin?: LanePins; readonly overflow?: boolean };
 }
 
 /** One argument of a hiredis format: a literal (no space, not empty, `%` doubled) or a value. */
@@ -157,6 +170,37 @@ export function kamailioCommands(
     // fourth value; on a Cluster its key is on the call's slot all the same
     declareRecords: false,
   };
+  /** The script call of `list` on `tag` (its global level leased when on a lane), with a hold or not. */
+  const scriptCall = (
+    tag: string,
+    list: readonly Bucket[],
+    what: string,
+  ): { command: string; values: 'iii' | 'ini' } => {
+    const leasedLane = lanes !== undefined && tag !== GLOBAL_TAG && tag.startsWith(`${GLOBAL_TAG}:`);
+    const buckets = list.map((b) =>
+      bucketArgsOf(tag, keys.base(tag, b.name), b, leasedLane && b.name === GLOBAL_BUCKET),
+    );
+    const holds = list.some((b) => (b.channels ?? 0) > 0);
+    const item: PendingAdmit = {
+      buckets,
+      now: NOW,
+      id: holds ? ID : undefined,
+      forUs: holds ? config.maxCallDurationUs : 0,
+      signal: undefined,
+      resolve: () => {},
+      reject: () => {},
+    };
+    // '0': no Redis TIME at the end of the reply (ARGV[4] is '1' or not)
+    const alone = loneTemplate(item, env);
+    if (alone !== undefined)
+      return {
+        command: ['EVALSHA', alone.held ? held.sha : lone.sha, ...alone.argv.map(formatArg)].join(' '),
+        values: 'iii',
+      };
+    const argv = admitArgv([item], '0', env);
+    if (typeof argv === 'number') throw new InvalidArgumentError(`the buckets of ${what} share a Redis key`);
+    return { command: ['EVALSHA', admit.sha, ...argv.map(formatArg)].join(' '), values: 'ini' };
+  };
   const templates: AdmitTemplate[] = [];
   const accounts = ['', ...config.inbound.accounts.keys()];
   for (const peer of config.inbound.peers.keys()) {
@@ -166,28 +210,18 @@ export function kamailioCommands(
       // as RedisStore.onLane: a call of the global level leased goes to its lane's tag
       const leased = lanes !== undefined && plan.tag === GLOBAL_TAG;
       const tag = leased ? laneTag(laneOf(plan.buckets, lanes), lanes.lanes) : plan.tag;
-      const buckets = plan.buckets.map((b) =>
-        bucketArgsOf(tag, keys.base(tag, b.name), b, leased && b.name === GLOBAL_BUCKET),
-      );
       const holds = plan.buckets.some((b) => (b.channels ?? 0) > 0);
-      const item: PendingAdmit = {
-        buckets,
-        now: NOW,
-        id: holds ? ID : undefined,
-        forUs: holds ? config.maxCallDurationUs : 0,
-        signal: undefined,
-        resolve: () => {},
-        reject: () => {},
-      };
-      // '0': no Redis TIME at the end of the reply (ARGV[4] is '1' or not)
-      const alone = loneTemplate(item, env);
-      let command: string;
-      if (alone !== undefined) {
-        command = ['EVALSHA', alone.held ? held.sha : lone.sha, ...alone.argv.map(formatArg)].join(' ');
-      } else {
-        const argv = admitArgv([item], '0', env);
-        if (typeof argv === 'number') throw new InvalidArgumentError(`the buckets of peer ${peer} share a Redis key`);
-        command = ['EVALSHA', admit.sha, ...argv.map(formatArg)].join(' ');
+      const { command, values } = scriptCall(tag, plan.buckets, `peer ${peer}`);
+      let spill: AdmitTemplate['spill'];
+      if (leased && layout.lease?.overflow === true) {
+        // RedisStore.overflow's steps: the global level's limit on the overflow lane, then the rest on the lane
+        const parts = spillParts(plan.buckets, GLOBAL_BUCKET);
+        const overflow = scriptCall(OVERFLOW_TAG, parts.overflow, `peer ${peer}`).command;
+        const own = parts.lane[0]?.name === GLOBAL_BUCKET ? plan.labels : plan.labels.slice(1);
+        spill =
+          parts.lane.length === 0
+            ? { overflow }
+            : { overflow, again: { ...scriptCall(tag, parts.lane, `peer ${peer}`), labels: own } };
       }
       const local: [string, number][] = [];
       plan.buckets.forEach((b, i) => {
@@ -202,8 +236,9 @@ export function kamailioCommands(
         holds,
         command,
         local,
-        values: alone ? 'iii' : 'ini',
+        values,
         record: keys.inboundRecord(tag, ''),
+        ...(spill && { spill }),
       });
     }
   }
@@ -294,7 +329,9 @@ const LOAD_ROUTE = [
  * (the levels, comma-separated), `local:<account>:<peer>` (policy local: `label=calls per
  * second`, comma-separated), `rec:<account>:<peer>` (its calls' record keys up to the id:
  * AdmitTemplate.record), `release` (its values: the record key, now, the id), `records` (a
- * regular expression every record key prefix matches: what a Route header may name).
+ * regular expression every record key prefix matches: what a Route header may name); with an
+ * overflow lane, `spill:`, `again:`, `againvalues:` and `againlabels:<account>:<peer>`
+ * (AdmitTemplate.spill).
  */
 export function kamailioInclude(cmds: KamailioCommands, source: string): string {
   const lines = [
@@ -316,6 +353,18 @@ export function kamailioInclude(cmds: KamailioCommands, source: string): string 
     lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.local.map(([l, r]) => `${l}=${r}`).join(','))};`);
     lines.push(`\t$var(cg_key) = ${cfgString(`rec:${key}`)};`);
     lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(t.record)};`);
+    const entries: [string, string][] = [];
+    if (t.spill !== undefined) entries.push([`spill:${key}`, t.spill.overflow]);
+    if (t.spill?.again !== undefined)
+      entries.push(
+        [`again:${key}`, t.spill.again.command],
+        [`againvalues:${key}`, t.spill.again.values],
+        [`againlabels:${key}`, t.spill.again.labels.join(',')],
+      );
+    for (const [name, value] of entries) {
+      lines.push(`\t$var(cg_key) = ${cfgString(name)};`);
+      lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(value)};`);
+    }
   }
   lines.push(`\t$sht(callgate=>release) = ${cfgString(cmds.release.command)};`);
   lines.push(`\t$sht(callgate=>records) = ${cfgString(recordsPattern(cmds.prefix))};`);
