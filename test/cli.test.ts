@@ -20,6 +20,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { laneTag } from '../src/lease/lanes.js';
 import { writeTrace } from '../scripts/gen-trace.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 import { runNode, type Run } from './helpers/run.js';
@@ -599,6 +600,34 @@ describe('callgate (the program)', function () {
     expect(bad.code).to.equal(2);
     expect(bad.stderr.trim().split('\n')).to.have.length(1);
     expect(bad.stderr).to.match(/^error: prefix must not contain/);
+  });
+
+  it('kamailio on lanes: --hash-tags, --lease-lanes, --lease-pin, --lease-overflow; what cannot be leased: exit 2, one line', async () => {
+    const leased = 'examples/limits/leased.json';
+    const tags = await run(['kamailio', '--config', leased, '--hash-tags']);
+    expect(tags.code, tags.stderr).to.equal(0);
+    expect(tags.stdout).to.include('callgate:{in}:call:in:').and.not.include('global:share');
+    const lanes = await run(['kamailio', '--config', leased, '--lease-lanes', '4', '--lease-pin', 'peer:p1=2']);
+    expect(lanes.code, lanes.stderr).to.equal(0);
+    expect(lanes.stdout)
+      .to.include(`callgate:{${laneTag(2, 4)}}:global:share`)
+      .and.not.include('spill:');
+    const overflow = await run(['kamailio', '--config', leased, '--lease-lanes', '4', '--lease-overflow']);
+    expect(overflow.code, overflow.stderr).to.equal(0);
+    expect(overflow.stdout).to.include('callgate:{in:overflow}:global:share').and.include('"spill::p1"');
+    for (const [args, message] of [
+      [['--config', leased, '--lease-lanes', '0'], /^error: --lease-lanes: expected an integer from 1/],
+      [['--config', leased, '--lease-pin', 'peer:p1=0'], /^error: --lease-pin needs --lease-lanes/],
+      [
+        ['--config', 'examples/kamailio/limits.json', '--lease-lanes', '4'],
+        /^error: a leased global level must be configured/,
+      ],
+    ] as const) {
+      const bad = await run(['kamailio', ...args]);
+      expect(bad.code, args.join(' ')).to.equal(2);
+      expect(bad.stderr.trim().split('\n')).to.have.length(1);
+      expect(bad.stderr).to.match(message);
+    }
   });
 
   it('no --help shows the password of $REDIS_URL', async () => {
