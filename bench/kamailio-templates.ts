@@ -1,17 +1,20 @@
 /**
- * npx tsx bench/kamailio-templates.ts [--calls 3000] [--rounds 3]
+ * npx tsx bench/kamailio-templates.ts [--calls 3000] [--rounds 3] [--lanes 4]
  *
  * Redis time per INVITE of Kamailio's ndb_redis path (src/kamailio/redis-commands.ts): the
  * template of a lone script (admit-lone-held.lua here: three levels with channels, what
  * `callgate kamailio` writes for such a peer) against the same call through admit.lua (what it
- * wrote before 2026-11-28), each filled as kamailio-redis.cfg and hiredis fill it and run on a
- * redis-server of its own, interleaved rounds; EVALSHA µs per call from INFO commandstats.
+ * wrote before 2026-11-28), and the lone template on a leased global level (`--lease-lanes`:
+ * the call on its lane, checked against the lane's share, granted whole here), each filled as
+ * kamailio-redis.cfg and hiredis fill it and run on a redis-server of its own, interleaved
+ * rounds; EVALSHA µs per call from INFO commandstats.
  */
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { planFor } from '../src/admission/plan.js';
 import { parseConfig } from '../src/config/index.js';
 import { kamailioCommands } from '../src/kamailio/redis-commands.js';
+import { laneTag } from '../src/lease/lanes.js';
 import { type AdmitEnv, admitArgv } from '../src/store/redis/admit-args.js';
 import { bucketArgsOf } from '../src/store/redis/bucket-args.js';
 import type { KnownLogs } from '../src/store/redis/known-logs.js';
@@ -19,10 +22,17 @@ import { RedisKeys } from '../src/store/redis/redis-keys.js';
 import { startRedisServer } from '../test/helpers/redis.js';
 
 const { values } = parseArgs({
-  options: { calls: { type: 'string', default: '3000' }, rounds: { type: 'string', default: '3' } },
+  options: {
+    calls: { type: 'string', default: '3000' },
+    rounds: { type: 'string', default: '3' },
+    lanes: { type: 'string', default: '4' },
+  },
 });
 const CALLS = Number(values.calls);
 const ROUNDS = Number(values.rounds);
+const LANES = Number(values.lanes);
+type Via = 'admit.lua' | 'lone' | 'leased';
+const VIAS: readonly Via[] = ['admit.lua', 'lone', 'leased'];
 
 // limits high enough that every call is admitted and written: the cost of a full decision
 const config = parseConfig({
@@ -41,11 +51,11 @@ function fill(template: string, vals: readonly string[]): string[] {
   return format.split(' ').map((t) => t.replace(/%[s%]/g, (m) => (m === '%%' ? '%' : vals[n++]!)));
 }
 
-/** The template of peer p1 with account acct: the generated one, or admit.lua's for the same call. */
-function templateOf(prefix: string, via: 'lone' | 'admit.lua'): { command: string; values: 'iii' | 'ini' } {
-  const cmds = kamailioCommands(config, prefix);
+/** The template of peer p1 with account acct: the generated one (leased or not), or admit.lua's for the same call. */
+function templateOf(prefix: string, via: Via): { command: string; values: 'iii' | 'ini' } {
+  const cmds = kamailioCommands(config, prefix, 1, via === 'leased' ? { lease: { lanes: LANES } } : {});
   const t = cmds.templates.find((x) => x.peer === 'p1' && x.account === 'acct')!;
-  if (via === 'lone') return t;
+  if (via !== 'admit.lua') return t;
   // as redis-commands.ts packed every template before: admit.lua's layout for a batch of one
   const keys = new RedisKeys(prefix, false);
   const plan = planFor(config, 'p1', 'acct');
@@ -73,11 +83,23 @@ const redis = new Redis({ host: server.host, port: server.port });
 try {
   const cmds = kamailioCommands(config, 'k:');
   for (const s of [...cmds.admitScripts, cmds.release]) await redis.script('LOAD', s.lua);
-  const us: Record<'lone' | 'admit.lua', number[]> = { lone: [], 'admit.lua': [] };
+  const us: Record<Via, number[]> = { lone: [], 'admit.lua': [], leased: [] };
+  const [sec] = (await redis.time()) as unknown as [string];
   for (let r = 0; r < ROUNDS; r++) {
-    for (const via of ['admit.lua', 'lone'] as const) {
-      const prefix = `k${r}${via === 'lone' ? 'l' : 'a'}:`;
+    for (const via of VIAS) {
+      const prefix = `k${r}${via[0]}:`;
       const t = templateOf(prefix, via);
+      // a leased lane's share: the whole level, for an hour (what the coordinator grants a lone lane)
+      for (let k = 0; via === 'leased' && k < LANES; k++)
+        await redis.hset(
+          `${prefix}{${laneTag(k, LANES)}}:global:share`,
+          'c',
+          '100000',
+          'h',
+          '100000',
+          'e',
+          String((Number(sec) + 3600) * 1e6),
+        );
       await redis.config('RESETSTAT');
       for (let i = 0; i < CALLS; i++) {
         const id = `${i}`;
@@ -92,11 +114,12 @@ try {
   }
   const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
   console.log(`Redis µs per INVITE (EVALSHA, ${CALLS} calls per round, ${ROUNDS} interleaved rounds):`);
-  for (const via of ['admit.lua', 'lone'] as const)
+  for (const via of VIAS)
     console.log(
       `  ${via.padEnd(10)} ${us[via].map((x) => x.toFixed(1)).join(' / ')}  median ${median(us[via]).toFixed(1)}`,
     );
   console.log(`  lone ÷ admit.lua: ${(median(us.lone) / median(us['admit.lua'])).toFixed(2)}`);
+  console.log(`  leased (${LANES} lanes) ÷ lone: ${(median(us.leased) / median(us.lone)).toFixed(2)}`);
 } finally {
   redis.disconnect();
   await server.stop();
