@@ -216,7 +216,10 @@ export function kamailioCommands(
       if (leased && layout.lease?.overflow === true) {
         // RedisStore.overflow's steps: the global level's limit on the overflow lane, then the rest on the lane
         const parts = spillParts(plan.buckets, GLOBAL_BUCKET);
-        const overflow = scriptCall(OVERFLOW_TAG, parts.overflow, `peer ${peer}`).command;
+        const step = scriptCall(OVERFLOW_TAG, parts.overflow, `peer ${peer}`);
+        // route[SPILL] passes the call's id as each value: a lone script's template
+        if (step.values !== 'iii') throw new Error(`the overflow lane's step of peer ${peer} is not a lone script's`);
+        const overflow = step.command;
         const own = parts.lane[0]?.name === GLOBAL_BUCKET ? plan.labels : plan.labels.slice(1);
         spill =
           parts.lane.length === 0
