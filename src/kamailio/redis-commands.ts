@@ -258,9 +258,10 @@ export function kamailioCommands(
 /**
  * A lone script's arguments for a template (or undefined when the call is admit.lua's), in the
  * lone layouts a RedisStore sends, with what hiredis cannot write made non-empty: now is '-'
- * (Redis TIME), the refresh flag '1' beside a leased lane's 'S' (Kamailio knows nothing of the logs' expiries, so every
- * write sets them, as admit.lua does for a lone call), and the trim bound of a bucket without a
- * log, which the script does not read, '0' (no other argument of these layouts is empty).
+ * (Redis TIME), the refresh flag '1' beside a leased lane's 'S' (Kamailio knows nothing of the
+ * logs' expiries, so every write sets them, as admit.lua does for a lone call), and the trim
+ * bound of a bucket without a log, which the script does not read, '0' (no other argument of
+ * these layouts is empty).
  */
 function loneTemplate(item: PendingAdmit, env: AdmitEnv): { argv: string[]; held: boolean } | undefined {
   const literal = { ...item, now: '-' };
