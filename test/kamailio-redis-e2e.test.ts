@@ -18,27 +18,22 @@
  * - releases Redis did not take were sent again: no channel is held at the end.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { copyFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { parseConfig } from '../src/config/index.js';
 import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
-import { type Kamailio, kamailioAvailable, startKamailio } from './helpers/kamailio.js';
-import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
-import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
 import {
-  provenInOneSecond,
-  sippAvailable,
-  SIPP_INSTALL_HINT,
-  startSipp,
-  type SippReport,
-  warning,
-} from './helpers/sipp.js';
+  type Kamailio,
+  KAMAILIO_REDIS_CFG,
+  startKamailio,
+  kamailioRedisSetup,
+  kamailioRedisTeardown,
+} from './helpers/kamailio.js';
+import { rawCommand, type RedisServer } from './helpers/redis.js';
+import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
+import { provenInOneSecond, startSipp, type SippReport, warning } from './helpers/sipp.js';
 
-const CONFIG = path.resolve('examples/kamailio/kamailio-redis.cfg');
-const KAMAILIO_HINT =
-  'kamailio not found: install it (Debian: apt-get install kamailio kamailio-redis-modules); .ci/run does so when it is missing';
 const PEER_LIMIT = 10;
 const OFFERED_CPS = 30;
 const SECONDS = 13;
@@ -58,7 +53,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Kamailio in `dir` on a copy of the configuration (its generated include sits beside it there). */
 function startRedisKamailio(dir: string, defines: Record<string, string>): Promise<Kamailio> {
   const cfg = path.join(dir, 'kamailio-redis.cfg');
-  copyFileSync(CONFIG, cfg);
+  copyFileSync(KAMAILIO_REDIS_CFG, cfg);
   return startKamailio({ cfg, dir, defines, pkgMb: 16 });
 }
 
@@ -75,16 +70,9 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
   let dir: string;
 
   before(async () => {
-    if (!sippAvailable()) throw new Error(SIPP_INSTALL_HINT);
-    if (!kamailioAvailable('ndb_redis.so')) throw new Error(KAMAILIO_HINT);
-    redis = await startRedisServer();
-    dir = mkdtempSync(path.join(os.tmpdir(), 'callgate-kamailio-redis-'));
+    ({ redis, dir } = await kamailioRedisSetup('callgate-kamailio-redis-'));
   });
-  after(async () => {
-    await redis?.stop();
-    if (process.env.SIP_E2E_KEEP) console.log(`      traces kept in ${dir}`);
-    else if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => kamailioRedisTeardown(redis, dir));
 
   it('every call ends within the decision timeout, by the policy while Redis is away; limits held; no worker stuck', async () => {
     const stops: (() => Promise<unknown>)[] = [];

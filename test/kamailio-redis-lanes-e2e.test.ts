@@ -17,8 +17,7 @@
  *   names no peer and only the route set can place the call;
  * - every call ended, and Kamailio exits cleanly.
  */
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { type Cluster, Redis } from 'ioredis';
@@ -29,7 +28,7 @@ import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { laneTag } from '../src/lease/lanes.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { maxOpen } from './helpers/carrier-lease.js';
-import { kamailioAvailable, startKamailio } from './helpers/kamailio.js';
+import { KAMAILIO_REDIS_CFG, startKamailio, kamailioRedisSetup, kamailioRedisTeardown } from './helpers/kamailio.js';
 import {
   masterOfSlot,
   newClusterClient,
@@ -37,15 +36,11 @@ import {
   type RedisServer,
   rawCommand,
   startCluster,
-  startRedisServer,
 } from './helpers/redis.js';
 import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
-import { sippAvailable, SIPP_INSTALL_HINT, startSipp, type SippReport, warning } from './helpers/sipp.js';
+import { startSipp, type SippReport, warning } from './helpers/sipp.js';
 import { maxInWindow } from './helpers/window.js';
 
-const CONFIG = path.resolve('examples/kamailio/kamailio-redis.cfg');
-const KAMAILIO_HINT =
-  'kamailio not found: install it (Debian: apt-get install kamailio kamailio-redis-modules); .ci/run does so when it is missing';
 const CALLS = 40;
 const CHANNELS = 10;
 /** Each caller's offered calls per second (Kamailio's two peers and the Node process), and for how long. */
@@ -88,16 +83,9 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
   let dir: string;
 
   before(async () => {
-    if (!sippAvailable()) throw new Error(SIPP_INSTALL_HINT);
-    if (!kamailioAvailable('ndb_redis.so')) throw new Error(KAMAILIO_HINT);
-    redis = await startRedisServer();
-    dir = mkdtempSync(path.join(os.tmpdir(), 'callgate-kamailio-lanes-'));
+    ({ redis, dir } = await kamailioRedisSetup('callgate-kamailio-lanes-'));
   });
-  after(async () => {
-    await redis?.stop();
-    if (process.env.SIP_E2E_KEEP) console.log(`      traces kept in ${dir}`);
-    else if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => kamailioRedisTeardown(redis, dir));
 
   async function run(at: Deployment): Promise<void> {
     const LANES = at.lanes;
@@ -110,7 +98,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       expect(recordOf('p1')).to.equal(`${PREFIX}{${laneTag(0, LANES)}}:call:in:`);
       expect(recordOf('p2')).to.equal(`${PREFIX}{${laneTag(1, LANES)}}:call:in:`);
       writeFileSync(path.join(dir, 'callgate-redis.cfg'), kamailioInclude(cmds, 'test'));
-      copyFileSync(CONFIG, path.join(dir, 'kamailio-redis.cfg'));
+      copyFileSync(KAMAILIO_REDIS_CFG, path.join(dir, 'kamailio-redis.cfg'));
 
       const gateRedis = at.client();
       const coordinatorRedis = at.client();
@@ -321,7 +309,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       path.join(sub, 'callgate-redis.cfg'),
       kamailioInclude(kamailioCommands(hour, prefix, 1, { lease }), 'test'),
     );
-    copyFileSync(CONFIG, path.join(sub, 'kamailio-redis.cfg'));
+    copyFileSync(KAMAILIO_REDIS_CFG, path.join(sub, 'kamailio-redis.cfg'));
     const raw = new Redis(redis!.port, '127.0.0.1');
     const stops: (() => Promise<unknown>)[] = [async () => raw.disconnect()];
     try {

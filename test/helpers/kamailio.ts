@@ -4,9 +4,34 @@
  * its directory when it is stopped.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path, { join } from 'node:path';
-import { freeUdpPort } from './sipp.js';
+import { type RedisServer, startRedisServer } from './redis.js';
+import { freeUdpPort, SIPP_INSTALL_HINT, sippAvailable } from './sipp.js';
+
+/** examples/kamailio/kamailio-redis.cfg, the configuration of Kamailio on callgate's Redis. */
+export const KAMAILIO_REDIS_CFG = path.resolve('examples/kamailio/kamailio-redis.cfg');
+/** Why a test of kamailio-redis.cfg cannot run, and what installs it. */
+export const KAMAILIO_REDIS_HINT =
+  'kamailio not found: install it (Debian: apt-get install kamailio kamailio-redis-modules); .ci/run does so when it is missing';
+
+/**
+ * A test of kamailio-redis.cfg's `before`: sipp and Kamailio with ndb_redis there (else a clear
+ * error), a Redis server of its own and a directory for the traces (named `name…`).
+ */
+export async function kamailioRedisSetup(name: string): Promise<{ redis: RedisServer; dir: string }> {
+  if (!sippAvailable()) throw new Error(SIPP_INSTALL_HINT);
+  if (!kamailioAvailable('ndb_redis.so')) throw new Error(KAMAILIO_REDIS_HINT);
+  return { redis: await startRedisServer(), dir: mkdtempSync(path.join(os.tmpdir(), name)) };
+}
+
+/** Its `after`: the server stopped, the traces removed (kept, and said where, with SIP_E2E_KEEP set). */
+export async function kamailioRedisTeardown(redis: RedisServer | undefined, dir: string | undefined): Promise<void> {
+  await redis?.stop();
+  if (process.env.SIP_E2E_KEEP) console.log(`      traces kept in ${dir}`);
+  else if (dir) rmSync(dir, { recursive: true, force: true });
+}
 
 /** Whether `kamailio` runs, and, when `module` is given, whether that module (e.g. ndb_redis.so) is installed. */
 export function kamailioAvailable(module?: string): boolean {
