@@ -9,6 +9,9 @@
  *   callgate  examples/kamailio/kamailio-redis.cfg: callgate's admit script on Redis through
  *             ndb_redis on every INVITE (global, account and peer levels, each with a channel
  *             limit), its release script on BYE
+ *   leased    callgate as above, its global level leased over 4 lanes (`callgate kamailio
+ *             --lease-lanes 4`: each call on its lane, checked against the lane's share, the
+ *             shares granted for an hour by hand: no coordinator runs)
  *   edge      the Node SIP edge (examples/sip-edge) embedding the library on the same Redis
  *
  * Per variant: capacity = the highest offered rate with no failed call, no refusal and INVITE ->
@@ -31,6 +34,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config/index.js';
 import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
+import { laneTag } from '../src/lease/lanes.js';
 import { rawCommand, startRedisServer } from '../test/helpers/redis.js';
 import {
   freeUdpPort,
@@ -76,8 +80,10 @@ const BENCH = path.join(ROOT, 'bench/sip');
 const TICK_S = 1 / 100; // /proc/<pid>/stat times are in clock ticks (USER_HZ, 100 on Linux)
 const HUGE = 1_000_000_000;
 
-type VariantName = 'relay' | 'pipelimit' | 'callgate' | 'edge';
-const ALL: readonly VariantName[] = ['relay', 'pipelimit', 'callgate', 'edge'];
+type VariantName = 'relay' | 'pipelimit' | 'callgate' | 'leased' | 'edge';
+const ALL: readonly VariantName[] = ['relay', 'pipelimit', 'callgate', 'leased', 'edge'];
+/** The leased variant's lanes. */
+const LANES = 4;
 const chosen = values.variants.split(',').map((v) => v.trim()) as VariantName[];
 for (const v of chosen) if (!ALL.includes(v)) throw new Error(`--variants: unknown ${v} (of ${ALL.join(', ')})`);
 
@@ -207,18 +213,41 @@ function limitsOf(real?: { cps: number; channels: number }) {
   };
 }
 
-async function startCallgate(redisPort: number, uasPort: number, real?: { cps: number; channels: number }) {
-  const run = path.join(dir, real ? 'callgate-limits' : 'callgate');
+async function startCallgate(
+  redisPort: number,
+  uasPort: number,
+  real?: { cps: number; channels: number },
+  leased = false,
+) {
+  const name = real ? 'callgate-limits' : leased ? 'leased' : 'callgate';
+  const run = path.join(dir, name);
   spawnSync('mkdir', ['-p', run]);
   const cfg = path.join(run, 'kamailio-redis.cfg');
   copyFileSync(path.join(ROOT, 'examples/kamailio/kamailio-redis.cfg'), cfg);
   const config = await loadConfig(limitsOf(real) as never);
+  const prefix = real ? 'cgl:' : leased ? 'cgs:' : 'callgate:';
   writeFileSync(
     path.join(run, 'callgate-redis.cfg'),
-    kamailioInclude(kamailioCommands(config, real ? 'cgl:' : 'callgate:'), 'bench'),
+    kamailioInclude(kamailioCommands(config, prefix, 1, leased ? { lease: { lanes: LANES } } : {}), 'bench'),
   );
+  if (leased) {
+    // every lane's share: the whole level, for an hour (what a coordinator grants a lane alone)
+    const [sec] = (await rawCommand(redisPort, ['TIME'])) as [string];
+    const end = String((Number(sec) + 3600) * 1_000_000);
+    for (let k = 0; k < LANES; k++)
+      await rawCommand(redisPort, [
+        'HSET',
+        `${prefix}{${laneTag(k, LANES)}}:global:share`,
+        'c',
+        String(HUGE),
+        'h',
+        String(HUGE),
+        'e',
+        end,
+      ]);
+  }
   return startKamailio(
-    'callgate',
+    leased ? 'leased' : 'callgate',
     cfg,
     [
       `REDIS="name=callgate;addr=127.0.0.1;port=${redisPort}"`,
@@ -228,7 +257,7 @@ async function startCallgate(redisPort: number, uasPort: number, real?: { cps: n
       ...(real ? ['LOG_DECISIONS'] : []),
     ],
     uasPort,
-    real ? 'callgate-limits' : 'callgate',
+    name,
   );
 }
 
@@ -439,8 +468,8 @@ try {
     if (name === 'relay') v = await startKamailio('relay', path.join(BENCH, 'kamailio-anchor.cfg'), [], uas.port);
     else if (name === 'pipelimit')
       v = await startKamailio('pipelimit', path.join(BENCH, 'kamailio-anchor.cfg'), ['WITH_LIMITS'], uas.port);
-    else if (name === 'callgate') {
-      const k = await startCallgate(redis.port, uas.port);
+    else if (name === 'callgate' || name === 'leased') {
+      const k = await startCallgate(redis.port, uas.port, undefined, name === 'leased');
       v = { ...k, processes: { ...k.processes, redis: [redisPid] } };
     } else v = await startEdge(redis.url, redisPid, uas.port);
     variants.set(name, v);
