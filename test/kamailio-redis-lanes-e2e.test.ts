@@ -291,10 +291,14 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
     }
   });
 
-  it('the overflow lane: a call its lane’s share refuses spills to it, in Kamailio as in a RedisStore', async () => {
-    // shares set by hand (no coordinator), an hour-long window: p1's lane takes 2 calls, the
-    // overflow lane 3; calls one after the other
+  /**
+   * The overflow lane with shares set by hand (no coordinator), an hour-long window: p1's lane
+   * (`lane` of 4) takes 2 calls, the overflow lane 3; calls one after the other, through a
+   * Kamailio with `defines`.
+   */
+  async function spill(at: { name: string; lane: number; client(): Redis | Cluster; defines: Record<string, string> }) {
     const prefix = 'kspill:';
+    const LANE = laneTag(at.lane, 4);
     const hour = parseConfig({
       maxCallDuration: 'PT60S',
       inbound: {
@@ -302,23 +306,23 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
         peers: { p1: [{ limit: 100, window: 'PT1H' }, { channels: 10 }] },
       },
     });
-    const lease = { lanes: 4, pin: { peers: { p1: 0 } }, overflow: true };
-    const sub = path.join(dir, 'spill');
+    const lease = { lanes: 4, pin: { peers: { p1: at.lane } }, overflow: true };
+    const sub = path.join(dir, at.name);
     mkdirSync(sub, { recursive: true });
     writeFileSync(
       path.join(sub, 'callgate-redis.cfg'),
       kamailioInclude(kamailioCommands(hour, prefix, 1, { lease }), 'test'),
     );
     copyFileSync(KAMAILIO_REDIS_CFG, path.join(sub, 'kamailio-redis.cfg'));
-    const raw = new Redis(redis!.port, '127.0.0.1');
+    const raw = at.client();
     const stops: (() => Promise<unknown>)[] = [async () => raw.disconnect()];
     try {
       const [sec] = (await raw.time()) as unknown as [string];
       const end = String((Number(sec) + 3600) * 1_000_000);
-      await raw.hset(`${prefix}{${laneTag(0, 4)}}:global:share`, 'c', '2', 'h', '10', 'e', end);
+      await raw.hset(`${prefix}{${LANE}}:global:share`, 'c', '2', 'h', '10', 'e', end);
       await raw.hset(`${prefix}{in:overflow}:global:share`, 'c', '3', 'h', '0', 'e', end);
       const carrier = await startSipp({
-        name: 'spill-carrier',
+        name: `${at.name}-carrier`,
         scenario: path.resolve('bench/sip/uas.xml'),
         dir: sub,
         timeoutS: 30,
@@ -329,7 +333,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
         cfg: path.join(sub, 'kamailio-redis.cfg'),
         dir: sub,
         defines: {
-          REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"`,
+          ...at.defines,
           DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
           LOG_DECISIONS: '1',
           REDIS_TIMEOUT_MS: '1000',
@@ -339,7 +343,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       });
       stops.push(() => kamailio.stop());
       const caller = await startSipp({
-        name: 'spill-caller',
+        name: `${at.name}-caller`,
         scenario: path.join(SCENARIOS, 'caller.xml'),
         dir: sub,
         remote: `127.0.0.1:${kamailio.port}`,
@@ -360,13 +364,47 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       expect([...log.matchAll(/callgate: admitted \w+ at -?\d+ \(overflow lane\)/g)]).to.have.length(3);
       // counted once in the level: 2 on the lane's log, 3 on the overflow lane's; each call's
       // channel on its own lane, given back at its end
-      expect(await raw.zcard(`${prefix}{${laneTag(0, 4)}}:global:log`)).to.equal(2);
+      expect(await raw.zcard(`${prefix}{${LANE}}:global:log`)).to.equal(2);
       expect(await raw.zcard(`${prefix}{in:overflow}:global:log`)).to.equal(3);
-      expect(await raw.zcard(`${prefix}{${laneTag(0, 4)}}:peer:p1:log`)).to.equal(5);
-      expect(await raw.zcard(`${prefix}{${laneTag(0, 4)}}:global:ch`)).to.equal(0);
+      expect(await raw.zcard(`${prefix}{${LANE}}:peer:p1:log`)).to.equal(5);
+      expect(await raw.zcard(`${prefix}{${LANE}}:global:ch`)).to.equal(0);
       expect(await kamailio.stop(), `Kamailio's exit; its log:\n${log.slice(-3000)}`).to.equal(0);
     } finally {
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  }
+
+  it('the overflow lane: a call its lane’s share refuses spills to it, in Kamailio as in a RedisStore', async () => {
+    await spill({
+      name: 'spill',
+      lane: 0,
+      client: () => new Redis(redis!.port, '127.0.0.1'),
+      defines: { REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"` },
+    });
+  });
+
+  it('the overflow lane on a Redis Cluster: both steps MOVED, to two other masters', async () => {
+    const cluster: RedisClusterHandle = await startCluster(3);
+    try {
+      // Kamailio on the second master; the call's lane (the fourth of 4) on the third, the
+      // overflow lane on the first
+      const client = newClusterClient(cluster);
+      try {
+        const masterOf = async (tag: string) =>
+          masterOfSlot(client, Number(await client.call('CLUSTER', 'KEYSLOT', `{${tag}}`)));
+        expect(await masterOf(laneTag(3, 4))).to.equal(cluster.nodes[2]!.port);
+        expect(await masterOf('in:overflow')).to.equal(cluster.nodes[0]!.port);
+      } finally {
+        client.disconnect();
+      }
+      await spill({
+        name: 'spill-cluster',
+        lane: 3,
+        client: () => newClusterClient(cluster),
+        defines: { REDIS: `"name=callgate;addr=127.0.0.1;port=${cluster.nodes[1]!.port}"`, REDIS_CLUSTER: '1' },
+      });
+    } finally {
+      await cluster.stop();
     }
   });
 });
