@@ -18,15 +18,18 @@
 import { planFor } from '../admission/plan.js';
 import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import { type LanePins, laneOf, lanePlan, laneTag, leasedLevel, OVERFLOW_TAG, spillParts } from '../lease/lanes.js';
-import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
 import {
-  type AdmitEnv,
-  admitArgv,
-  heldAdmitArgv,
-  loneAdmitArgv,
-  type PendingAdmit,
-} from '../store/redis/admit-args.js';
+  isLaneTag,
+  type LanePins,
+  laneOf,
+  lanePlan,
+  laneTag,
+  leasedLevel,
+  OVERFLOW_TAG,
+  spillParts,
+} from '../lease/lanes.js';
+import { GLOBAL_BUCKET, GLOBAL_TAG } from '../store/keys.js';
+import { type AdmitEnv, admitArgv, loneArgv, type PendingAdmit } from '../store/redis/admit-args.js';
 import { bucketArgsOf } from '../store/redis/bucket-args.js';
 import type { KnownLogs } from '../store/redis/known-logs.js';
 import { RedisKeys } from '../store/redis/redis-keys.js';
@@ -176,7 +179,7 @@ export function kamailioCommands(
     list: readonly Bucket[],
     what: string,
   ): { command: string; values: 'iii' | 'ini' } => {
-    const leasedLane = lanes !== undefined && tag !== GLOBAL_TAG && tag.startsWith(`${GLOBAL_TAG}:`);
+    const leasedLane = lanes !== undefined && isLaneTag(tag);
     const buckets = list.map((b) =>
       bucketArgsOf(tag, keys.base(tag, b.name), b, leasedLane && b.name === GLOBAL_BUCKET),
     );
@@ -264,17 +267,17 @@ export function kamailioCommands(
  * these layouts is empty).
  */
 function loneTemplate(item: PendingAdmit, env: AdmitEnv): { argv: string[]; held: boolean } | undefined {
-  const literal = { ...item, now: '-' };
-  const lone = loneAdmitArgv(literal, '0', env);
+  // the store's choice of lone script (admit-args.ts, loneArgv)
+  const lone = loneArgv({ ...item, now: '-' }, '0', env);
   // admit-lone-held.lua without an id (no channel limit, yet not a plain-log call: a level
   // without limits) would take its id from ARGV[7] = '', which a template cannot write
-  const argv = lone ?? (item.id === undefined ? undefined : heldAdmitArgv(literal, '0', env));
-  if (argv === undefined) return undefined;
+  if (lone === undefined || (lone.kind === 'h' && item.id === undefined)) return undefined;
+  const { argv } = lone;
   // argv: the number of keys, the keys, then ARGV[1..]: ARGV[3] holds the flags, '1' (refresh)
   // added to what is there ('S': a leased level's lane)
   const flags = Number(argv[0]) + 3;
   argv[flags] = `1${argv[flags]!.replace('1', '')}`;
-  return { argv: argv.map((a) => (a === '' ? '0' : a)), held: lone === undefined };
+  return { argv: argv.map((a) => (a === '' ? '0' : a)), held: lone.kind === 'h' };
 }
 
 /**
