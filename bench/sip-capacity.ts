@@ -12,6 +12,10 @@
  *   leased    callgate as above, its global level leased over 4 lanes (`callgate kamailio
  *             --lease-lanes 4`: each call on its lane, checked against the lane's share, the
  *             shares granted for an hour by hand: no coordinator runs)
+ *   cluster   leased as above on a Redis Cluster of 3 masters (`-A REDIS_CLUSTER`), Kamailio
+ *             pointed at the master that holds the call's lane: no MOVED
+ *   moved     the same Cluster, Kamailio pointed at another master: every admission and release
+ *             answered MOVED, then sent again to the lane's master (two round trips)
  *   edge      the Node SIP edge (examples/sip-edge) embedding the library on the same Redis
  *
  * Per variant: capacity = the highest offered rate with no failed call, no refusal and INVITE ->
@@ -35,7 +39,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config/index.js';
 import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
 import { laneTag } from '../src/lease/lanes.js';
-import { rawCommand, startRedisServer } from '../test/helpers/redis.js';
+import { type RedisClusterHandle, rawCommand, startCluster, startRedisServer } from '../test/helpers/redis.js';
 import {
   freeUdpPort,
   leftAfter,
@@ -80,9 +84,9 @@ const BENCH = path.join(ROOT, 'bench/sip');
 const TICK_S = 1 / 100; // /proc/<pid>/stat times are in clock ticks (USER_HZ, 100 on Linux)
 const HUGE = 1_000_000_000;
 
-type VariantName = 'relay' | 'pipelimit' | 'callgate' | 'leased' | 'edge';
-const ALL: readonly VariantName[] = ['relay', 'pipelimit', 'callgate', 'leased', 'edge'];
-/** The leased variant's lanes. */
+type VariantName = 'relay' | 'pipelimit' | 'callgate' | 'leased' | 'cluster' | 'moved' | 'edge';
+const ALL: readonly VariantName[] = ['relay', 'pipelimit', 'callgate', 'leased', 'cluster', 'moved', 'edge'];
+/** The leased variants' lanes. */
 const LANES = 4;
 const chosen = values.variants.split(',').map((v) => v.trim()) as VariantName[];
 for (const v of chosen) if (!ALL.includes(v)) throw new Error(`--variants: unknown ${v} (of ${ALL.join(', ')})`);
@@ -213,51 +217,81 @@ function limitsOf(real?: { cps: number; channels: number }) {
   };
 }
 
+/**
+ * Where a callgate variant's Kamailio finds Redis: one server (`port`), or a Cluster and the
+ * master it is pointed at, the one holding the call's lane or (`moved`) another.
+ */
+type CallgateRedis = { readonly port: number } | { readonly cluster: RedisClusterHandle; readonly moved: boolean };
+
+/** The Cluster node each Cluster variant's Kamailio is pointed at (its port). */
+const pointedAt = new Map<VariantName, number>();
+
+/** The MOVED answers a node has given since it started (INFO errorstats). */
+async function movedAnswers(port: number): Promise<number> {
+  const info = String(await rawCommand(port, ['INFO', 'errorstats']));
+  return Number(/errorstat_MOVED:count=(\d+)/.exec(info)?.[1] ?? 0);
+}
+
+/** The master of `key`'s slot on a Cluster (its port), from CLUSTER KEYSLOT and SLOTS. */
+async function masterOfKey(cluster: RedisClusterHandle, key: string): Promise<number> {
+  const at = cluster.nodes[0]!.port;
+  const slot = Number(await rawCommand(at, ['CLUSTER', 'KEYSLOT', key]));
+  const ranges = (await rawCommand(at, ['CLUSTER', 'SLOTS'])) as [number, number, [string, number]][];
+  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+  if (range === undefined) throw new Error(`slot ${slot} of ${key} is not served`);
+  return Number(range[2][1]);
+}
+
 async function startCallgate(
-  redisPort: number,
+  where: CallgateRedis,
   uasPort: number,
-  real?: { cps: number; channels: number },
-  leased = false,
+  opts: { real?: { cps: number; channels: number }; name?: VariantName } = {},
 ) {
-  const name = real ? 'callgate-limits' : leased ? 'leased' : 'callgate';
-  const run = path.join(dir, name);
+  const { real } = opts;
+  const variant: VariantName = opts.name ?? 'callgate';
+  const leased = variant !== 'callgate';
+  const runName = real ? 'callgate-limits' : variant;
+  const run = path.join(dir, runName);
   spawnSync('mkdir', ['-p', run]);
   const cfg = path.join(run, 'kamailio-redis.cfg');
   copyFileSync(path.join(ROOT, 'examples/kamailio/kamailio-redis.cfg'), cfg);
   const config = await loadConfig(limitsOf(real) as never);
-  const prefix = real ? 'cgl:' : leased ? 'cgs:' : 'callgate:';
-  writeFileSync(
-    path.join(run, 'callgate-redis.cfg'),
-    kamailioInclude(kamailioCommands(config, prefix, 1, leased ? { lease: { lanes: LANES } } : {}), 'bench'),
-  );
+  // each variant its own keys: they share one Redis
+  const prefix = real ? 'cgl:' : leased ? `cg-${variant}:` : 'callgate:';
+  const commands = kamailioCommands(config, prefix, 1, leased ? { lease: { lanes: LANES } } : {});
+  writeFileSync(path.join(run, 'callgate-redis.cfg'), kamailioInclude(commands, 'bench'));
+  const portOf = async (key: string) => ('port' in where ? where.port : masterOfKey(where.cluster, key));
   if (leased) {
     // every lane's share: the whole level, for an hour (what a coordinator grants a lane alone)
-    const [sec] = (await rawCommand(redisPort, ['TIME'])) as [string];
+    const [sec] = (await rawCommand(await portOf('{in}'), ['TIME'])) as [string];
     const end = String((Number(sec) + 3600) * 1_000_000);
-    for (let k = 0; k < LANES; k++)
-      await rawCommand(redisPort, [
-        'HSET',
-        `${prefix}{${laneTag(k, LANES)}}:global:share`,
-        'c',
-        String(HUGE),
-        'h',
-        String(HUGE),
-        'e',
-        end,
-      ]);
+    for (let k = 0; k < LANES; k++) {
+      const key = `${prefix}{${laneTag(k, LANES)}}:global:share`;
+      await rawCommand(await portOf(key), ['HSET', key, 'c', String(HUGE), 'h', String(HUGE), 'e', end]);
+    }
+  }
+  let port: number;
+  if ('port' in where) port = where.port;
+  else {
+    // the call's lane (by its account, ACCOUNT below): its record key carries the lane's tag
+    const record = commands.templates.find((t) => t.peer === 'p1' && t.account === 'acct')!.record;
+    const owner = await masterOfKey(where.cluster, record);
+    port = where.moved ? where.cluster.nodes.find((n) => n.port !== owner)!.port : owner;
+    pointedAt.set(variant, port);
   }
   return startKamailio(
-    leased ? 'leased' : 'callgate',
+    variant,
     cfg,
     [
-      `REDIS="name=callgate;addr=127.0.0.1;port=${redisPort}"`,
+      `REDIS="name=callgate;addr=127.0.0.1;port=${port}"`,
+      ...('cluster' in where ? ['REDIS_CLUSTER'] : []),
       'ACCOUNT="acct"',
       'CALLGATE_POLICY="fail-closed"',
       // with real limits: each admission and release logged with its Redis time (the check below)
       ...(real ? ['LOG_DECISIONS'] : []),
     ],
     uasPort,
-    name,
+    runName,
   );
 }
 
@@ -458,6 +492,8 @@ const info = await rawCommand(redis.port, ['INFO', 'server']);
 const redisPid = Number(/process_id:(\d+)/.exec(String(info))?.[1]);
 const variants = new Map<VariantName, Variant>();
 const stops: (() => unknown)[] = [];
+/** The cluster and moved variants' Redis Cluster, started with the first of them. */
+let cluster: RedisClusterHandle | undefined;
 try {
   // relay only is always there: the base of CPU per call
   for (const name of ['relay', ...chosen] as VariantName[]) {
@@ -469,8 +505,15 @@ try {
     else if (name === 'pipelimit')
       v = await startKamailio('pipelimit', path.join(BENCH, 'kamailio-anchor.cfg'), ['WITH_LIMITS'], uas.port);
     else if (name === 'callgate' || name === 'leased') {
-      const k = await startCallgate(redis.port, uas.port, undefined, name === 'leased');
+      const k = await startCallgate({ port: redis.port }, uas.port, { name });
       v = { ...k, processes: { ...k.processes, redis: [redisPid] } };
+    } else if (name === 'cluster' || name === 'moved') {
+      if (cluster === undefined) {
+        cluster = await startCluster(3);
+        stops.push(() => cluster?.stop());
+      }
+      const k = await startCallgate({ cluster, moved: name === 'moved' }, uas.port, { name });
+      v = { ...k, processes: { ...k.processes, redis: [...cluster.pids] } };
     } else v = await startEdge(redis.url, redisPid, uas.port);
     variants.set(name, v);
     stops.push(() => v.stop());
@@ -559,7 +602,7 @@ try {
     const real = { cps: 50, channels: 30 };
     const uas = await startUas('limits');
     stops.push(() => killGroup(uas.child, 'SIGKILL'));
-    const k = await startCallgate(redis.port, uas.port, real);
+    const k = await startCallgate({ port: redis.port }, uas.port, { real });
     stops.push(() => k.stop());
     const check = async (callMs: number) => {
       const logFrom = k.log!().length;
@@ -648,7 +691,11 @@ try {
       own: o.map((r) => ({ rate: r.rate, p50Ms: r.p50Ms, p99Ms: r.p99Ms, failed: r.failed, refused: r.refused })),
     };
   });
-  if (values.json) console.log(JSON.stringify({ seconds: SECONDS, callMs: CALL_MS, summary, rungs, limitsCheck }));
+  // what the Cluster variants' Kamailio was answered MOVED, at the node it is pointed at
+  const moved: Record<string, number> = {};
+  for (const [name, port] of pointedAt) moved[name] = await movedAnswers(port);
+  if (values.json)
+    console.log(JSON.stringify({ seconds: SECONDS, callMs: CALL_MS, summary, rungs, limitsCheck, moved }));
   else {
     const relay = commonRungs.get('relay')!;
     console.log(
@@ -665,6 +712,12 @@ try {
         `| ${s.variant} | ${s.capacity} | ${fmt(s.capacityVsAnchor)} | ${fmt(s.cpuPer1000, 3)} (${cpuText(s.common.cpu)}) | ${fmt(s.cpuAddedOverRelay, 3)}, ${fmt(s.cpuAddedVsAnchor)} x | ${fmt(s.common.p50Ms)} / ${fmt(s.common.p99Ms)} | ${fmt(s.p50AddedMs)} / ${fmt(s.p99AddedMs)} | ${at.join(', ')} | ${over ? `${over.failed} of ${over.rate * SECONDS}, ${over.refused}` : '-'} |`,
       );
     }
+    if (pointedAt.size > 0)
+      console.log(
+        `MOVED answers at the node each Kamailio is pointed at, over the whole run: ${Object.entries(moved)
+          .map(([name, n]) => `${name} ${n}`)
+          .join(', ')}`,
+      );
     if (limitsCheck)
       console.log(
         `limits held (callgate, peer ${limitsCheck.rateLimit}/s and ${limitsCheck.channelLimit} channels, offered 3 x): ${limitsCheck.held ? 'yes' : 'NO'} (${JSON.stringify(limitsCheck)})`,
