@@ -16,6 +16,9 @@
  *   single Redis the callee hangs up (test/sipp/callee-hangs-up.xml), so its BYE's From user
  *   names no peer and only the route set can place the call;
  * - every call ended, and Kamailio exits cleanly.
+ *
+ * Then the overflow lane (shares set by hand): calls spill to it, on one Redis and on a Cluster
+ * (both steps MOVED), and after its refusal every worker leaves it alone for 50 ms.
  */
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -291,13 +294,37 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
     }
   });
 
+  /** Where a spill run goes: the Kamailio and Redis it uses, and p1's lane (of 4). */
+  interface SpillAt {
+    readonly name: string;
+    readonly lane: number;
+    client(): Redis | Cluster;
+    readonly defines: Record<string, string>;
+  }
+
+  /** A spill run's parts, for its checks: its Kamailio, a client, p1's lane's tag, the prefix. */
+  interface SpillRun {
+    readonly kamailio: Awaited<ReturnType<typeof startKamailio>>;
+    readonly raw: Redis | Cluster;
+    readonly lane: string;
+    readonly prefix: string;
+    /** sipp calls from p1 to Kamailio, each held 2 s: its report. */
+    call(o: { name: string; calls: number; rate: number }): Promise<SippReport>;
+  }
+
   /**
    * The overflow lane with shares set by hand (no coordinator), an hour-long window: p1's lane
-   * (`lane` of 4) takes 2 calls, the overflow lane 3; calls one after the other, through a
-   * Kamailio with `defines`.
+   * (`lane` of 4) gets `shares.lane` calls, the overflow lane `shares.overflow`; then `check`
+   * with a Kamailio with `defines` (a carrier answering every call behind it), which must exit
+   * cleanly.
    */
-  async function spill(at: { name: string; lane: number; client(): Redis | Cluster; defines: Record<string, string> }) {
-    const prefix = 'kspill:';
+  async function withSpill(
+    at: SpillAt,
+    shares: { lane: number; overflow: number },
+    check: (r: SpillRun) => Promise<void>,
+  ): Promise<void> {
+    // each run its own keys (the single Redis's runs share it)
+    const prefix = `kspill-${at.name}:`;
     const LANE = laneTag(at.lane, 4);
     const hour = parseConfig({
       maxCallDuration: 'PT60S',
@@ -319,8 +346,8 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
     try {
       const [sec] = (await raw.time()) as unknown as [string];
       const end = String((Number(sec) + 3600) * 1_000_000);
-      await raw.hset(`${prefix}{${LANE}}:global:share`, 'c', '2', 'h', '10', 'e', end);
-      await raw.hset(`${prefix}{in:overflow}:global:share`, 'c', '3', 'h', '0', 'e', end);
+      await raw.hset(`${prefix}{${LANE}}:global:share`, 'c', String(shares.lane), 'h', '10', 'e', end);
+      await raw.hset(`${prefix}{in:overflow}:global:share`, 'c', String(shares.overflow), 'h', '0', 'e', end);
       const carrier = await startSipp({
         name: `${at.name}-carrier`,
         scenario: path.resolve('bench/sip/uas.xml'),
@@ -342,36 +369,49 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
         pkgMb: 16,
       });
       stops.push(() => kamailio.stop());
-      const caller = await startSipp({
-        name: `${at.name}-caller`,
-        scenario: path.join(SCENARIOS, 'caller.xml'),
-        dir: sub,
-        remote: `127.0.0.1:${kamailio.port}`,
-        rate: 4,
-        calls: 6,
-        pauseMs: 2_000,
-        service: '1000',
-        keys: { caller: 'p1' },
-        timeoutS: 25,
-      });
-      const report = await caller.done(30_000);
+      const call = async (o: { name: string; calls: number; rate: number }) => {
+        const caller = await startSipp({
+          name: `${at.name}-${o.name}`,
+          scenario: path.join(SCENARIOS, 'caller.xml'),
+          dir: sub,
+          remote: `127.0.0.1:${kamailio.port}`,
+          rate: o.rate,
+          calls: o.calls,
+          pauseMs: 2_000,
+          service: '1000',
+          keys: { caller: 'p1' },
+          timeoutS: 25,
+        });
+        return caller.done(30_000);
+      };
+      await check({ kamailio, raw, lane: LANE, prefix, call });
+      const log = kamailio.log();
+      expect(await kamailio.stop(), `Kamailio's exit; its log:\n${log.slice(-3000)}`).to.equal(0);
+    } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  }
+
+  /**
+   * p1's lane takes 2 calls, the overflow lane 3; of six calls one after the other, two are
+   * admitted on the lane, three through the overflow lane, and the sixth refused.
+   */
+  function spill(at: SpillAt): Promise<void> {
+    return withSpill(at, { lane: 2, overflow: 3 }, async ({ kamailio, raw, lane, prefix, call }) => {
+      const report = await call({ name: 'caller', calls: 6, rate: 4 });
       expect(report.stats['FailedCall(C)'], 'failed calls').to.equal('0');
       const finals = [...callsOf(report).values()].sort((a, b) => a.invite! - b.invite!).map((c) => c.final!);
       // two on the lane, three spilled to the overflow lane, then both shares used up
       expect(finals.map((f) => f.status)).to.deep.equal([200, 200, 200, 200, 200, 503]);
       expect(warning(finals[5]!)).to.include('callgate "global rate"');
-      const log = kamailio.log();
-      expect([...log.matchAll(/callgate: admitted \w+ at -?\d+ \(overflow lane\)/g)]).to.have.length(3);
+      expect([...kamailio.log().matchAll(/callgate: admitted \w+ at -?\d+ \(overflow lane\)/g)]).to.have.length(3);
       // counted once in the level: 2 on the lane's log, 3 on the overflow lane's; each call's
       // channel on its own lane, given back at its end
-      expect(await raw.zcard(`${prefix}{${LANE}}:global:log`)).to.equal(2);
+      expect(await raw.zcard(`${prefix}{${lane}}:global:log`)).to.equal(2);
       expect(await raw.zcard(`${prefix}{in:overflow}:global:log`)).to.equal(3);
-      expect(await raw.zcard(`${prefix}{${LANE}}:peer:p1:log`)).to.equal(5);
-      expect(await raw.zcard(`${prefix}{${LANE}}:global:ch`)).to.equal(0);
-      expect(await kamailio.stop(), `Kamailio's exit; its log:\n${log.slice(-3000)}`).to.equal(0);
-    } finally {
-      for (const stop of stops.reverse()) await stop().catch(() => undefined);
-    }
+      expect(await raw.zcard(`${prefix}{${lane}}:peer:p1:log`)).to.equal(5);
+      expect(await raw.zcard(`${prefix}{${lane}}:global:ch`)).to.equal(0);
+    });
   }
 
   it('the overflow lane: a call its lane’s share refuses spills to it, in Kamailio as in a RedisStore', async () => {
@@ -381,6 +421,37 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       client: () => new Redis(redis!.port, '127.0.0.1'),
       defines: { REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"` },
     });
+  });
+
+  it('the overflow lane refused: every Kamailio worker leaves it alone for 50 ms, then asks again', async () => {
+    // no share anywhere: each call is refused by its lane for lack of calls share, and would
+    // spill; the overflow lane refuses it too, with the wait of a lane without share (a window,
+    // capped at 50 ms by route[SPILL]). Two bursts of ten calls, about 45 ms each, 300 ms apart
+    await withSpill(
+      {
+        name: 'spill-pause',
+        lane: 0,
+        client: () => new Redis(redis!.port, '127.0.0.1'),
+        defines: { REDIS: `"name=callgate;addr=127.0.0.1;port=${redis!.port}"` },
+      },
+      { lane: 0, overflow: 0 },
+      async ({ raw, lane, prefix, call }) => {
+        for (const name of ['burst-1', 'burst-2']) {
+          const report = await call({ name, calls: 10, rate: 200 });
+          expect(report.stats['FailedCall(C)'], 'failed calls').to.equal('0');
+          const finals = [...callsOf(report).values()].map((c) => c.final!);
+          expect(finals.map((f) => f.status)).to.deep.equal(new Array(10).fill(503));
+          for (const f of finals) expect(warning(f)).to.include('callgate "global rate"');
+          await sleep(300);
+        }
+        // the refusals for lack of share each lane counted
+        const refused = async (tag: string) => Number(await raw.hget(`${prefix}{${tag}}:global:share`, 'rc'));
+        expect(await refused(lane)).to.equal(20);
+        // the overflow lane was asked once or twice a burst (two workers may both ask before
+        // either pauses), not twenty times, and again after the pause
+        expect(await refused('in:overflow')).to.be.within(2, 6);
+      },
+    );
   });
 
   it('the overflow lane on a Redis Cluster: both steps MOVED, to two other masters', async () => {
