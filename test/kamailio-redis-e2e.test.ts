@@ -16,6 +16,9 @@
  *   every second while Redis answered), and after the stall calls were decided at once (no
  *   worker stuck);
  * - releases Redis did not take were sent again: no channel is held at the end.
+ *
+ * Then a release Redis answers `BUSY` (a long script running): kept and sent again once Redis
+ * takes it (an error it would answer again, a script error, is dropped instead).
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
@@ -226,6 +229,64 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         const exit = await kamailios[policy].stop();
         expect(exit, `${policy}: Kamailio's exit; its log:\n${kamailios[policy].log().slice(-3000)}`).to.equal(0);
       }
+    } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  });
+
+  it('a release answered BUSY (a long script running) is sent again until Redis takes it', async () => {
+    const stops: (() => Promise<unknown>)[] = [];
+    const port = redis!.port;
+    await rawCommand(port, ['CONFIG', 'SET', 'busy-reply-threshold', '100']);
+    stops.push(() => rawCommand(port, ['CONFIG', 'SET', 'busy-reply-threshold', '5000']));
+    try {
+      const sub = path.join(dir, 'busy');
+      spawnSync('mkdir', ['-p', sub]);
+      writeFileSync(path.join(sub, 'callgate-redis.cfg'), kamailioInclude(kamailioCommands(limits, 'kbusy:'), 'test'));
+      const carrier = await startSipp({
+        name: 'busy-carrier',
+        scenario: path.resolve('bench/sip/uas.xml'),
+        dir: sub,
+        timeoutS: 30,
+      });
+      stops.push(() => carrier.stop());
+      const kamailio = await startRedisKamailio(sub, {
+        REDIS: `"name=callgate;addr=127.0.0.1;port=${port}"`,
+        DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
+        CHILDREN: '2',
+      });
+      stops.push(() => kamailio.stop());
+      // one call of 1 s; once it is admitted, a script keeps Redis busy for 2 s, so the BYE's
+      // release is answered BUSY (past the 100 ms threshold)
+      const caller = await startSipp({
+        name: 'busy-caller',
+        scenario: path.join(SCENARIOS, 'caller.xml'),
+        dir: sub,
+        remote: `127.0.0.1:${kamailio.port}`,
+        rate: 1,
+        calls: 1,
+        pauseMs: 1_000,
+        service: '1000',
+        keys: { caller: 'p1' },
+        timeoutS: 20,
+      });
+      const held = async () => Number(await rawCommand(port, ['ZCARD', 'kbusy:peer:p1:ch']));
+      const admittedBy = Date.now() + 5_000;
+      while (Date.now() < admittedBy && (await held()) === 0) await sleep(20);
+      expect(await held(), 'the call holds its channel').to.equal(1);
+      const busy =
+        'local t = redis.call("TIME") local e = t[1] * 1000000 + t[2] + 2000000 ' +
+        'repeat t = redis.call("TIME") until t[1] * 1000000 + t[2] >= e return 1';
+      await rawCommand(port, ['EVAL', busy, '0'], 5_000);
+      const report = await caller.done(20_000);
+      expect(report.stats['SuccessfulCall(C)'], 'the call').to.equal('1');
+      // the retry (every second) released it once the script was done
+      const until = Date.now() + 5_000;
+      while (Date.now() < until && (await held()) !== 0) await sleep(200);
+      expect(await held(), 'channels held').to.equal(0);
+      expect(kamailio.log()).to.match(/Redis cannot take the release of \S+ yet: BUSY/);
+      expect(await rawCommand(port, ['KEYS', 'kbusy:call:in:*']), 'call records left').to.deep.equal([]);
+      expect(await kamailio.stop(), `Kamailio's exit; its log:\n${kamailio.log().slice(-3000)}`).to.equal(0);
     } finally {
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
     }
