@@ -360,11 +360,11 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
         cfg: path.join(sub, 'kamailio-redis.cfg'),
         dir: sub,
         defines: {
-          ...at.defines,
           DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
           LOG_DECISIONS: '1',
           REDIS_TIMEOUT_MS: '1000',
           CHILDREN: '2',
+          ...at.defines,
         },
         pkgMb: 16,
       });
@@ -426,7 +426,7 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
   it('the overflow lane refused: every Kamailio worker leaves it alone for 50 ms, then asks again', async () => {
     // no share anywhere: each call is refused by its lane for lack of calls share, and would
     // spill; the overflow lane refuses it too, with the wait of a lane without share (a window,
-    // capped at 50 ms by route[SPILL]). Two bursts of ten calls, about 45 ms each, 300 ms apart
+    // capped at 50 ms by route[SPILL])
     await withSpill(
       {
         name: 'spill-pause',
@@ -436,22 +436,76 @@ describe('Kamailio on a leased global level (kamailio-redis.cfg, callgate kamail
       },
       { lane: 0, overflow: 0 },
       async ({ raw, lane, prefix, call }) => {
-        for (const name of ['burst-1', 'burst-2']) {
-          const report = await call({ name, calls: 10, rate: 200 });
-          expect(report.stats['FailedCall(C)'], 'failed calls').to.equal('0');
-          const finals = [...callsOf(report).values()].map((c) => c.final!);
-          expect(finals.map((f) => f.status)).to.deep.equal(new Array(10).fill(503));
-          for (const f of finals) expect(warning(f)).to.include('callgate "global rate"');
-          await sleep(300);
-        }
         // the refusals for lack of share each lane counted
         const refused = async (tag: string) => Number(await raw.hget(`${prefix}{${tag}}:global:share`, 'rc'));
-        expect(await refused(lane)).to.equal(20);
-        // the overflow lane was asked once or twice a burst (two workers may both ask before
-        // either pauses), not twenty times, and again after the pause
-        expect(await refused('in:overflow')).to.be.within(2, 6);
+        const burst = async (name: string, calls: number, rate: number) => {
+          const asked = await refused('in:overflow');
+          const report = await call({ name, calls, rate });
+          expect(report.stats['FailedCall(C)'], 'failed calls').to.equal('0');
+          const finals = [...callsOf(report).values()].map((c) => c.final!);
+          expect(finals.map((f) => f.status)).to.deep.equal(new Array(calls).fill(503));
+          for (const f of finals) expect(warning(f)).to.include('callgate "global rate"');
+          return (await refused('in:overflow')) - asked;
+        };
+        // ten calls in about 45 ms: the overflow lane asked once (twice when both workers ask
+        // before either pauses, three times when sipp spreads them past 50 ms), not ten times
+        expect(await burst('burst', 10, 200)).to.be.within(1, 3);
+        await sleep(100);
+        // twenty calls in about 380 ms: asked again each time a pause has ended, about every
+        // 50 ms (a pause of a second would ask once or twice)
+        expect(await burst('spread', 20, 50)).to.be.within(4, 12);
+        expect(await refused(lane)).to.equal(30);
       },
     );
+  });
+
+  it('the overflow lane’s master stalled: the first calls wait out their timeout, then every worker leaves it alone for 1 s', async () => {
+    const cluster: RedisClusterHandle = await startCluster(3);
+    const TIMEOUT_MS = 300;
+    try {
+      // Kamailio on the second master, p1's lane (the fourth of 4) on the third, the overflow
+      // lane on the first (the Cluster test below checks the placement); no calls share on
+      // the lane, so every call asks the overflow lane, which then stops (SIGSTOP)
+      await withSpill(
+        {
+          name: 'spill-stalled',
+          lane: 3,
+          client: () => newClusterClient(cluster),
+          defines: {
+            REDIS: `"name=callgate;addr=127.0.0.1;port=${cluster.nodes[1]!.port}"`,
+            REDIS_CLUSTER: '1',
+            REDIS_TIMEOUT_MS: String(TIMEOUT_MS),
+          },
+        },
+        { lane: 0, overflow: 0 },
+        async ({ call }) => {
+          // one call first, every master up: the scripts loaded on each, the overflow lane asked
+          const warm = await call({ name: 'warm', calls: 1, rate: 10 });
+          expect([...callsOf(warm).values()].map((c) => c.final!.status)).to.deep.equal([503]);
+          await sleep(200);
+          process.kill(cluster.pids[0]!, 'SIGSTOP');
+          try {
+            const report = await call({ name: 'stalled', calls: 20, rate: 40 });
+            expect(report.stats['FailedCall(C)'], 'failed calls').to.equal('0');
+            const calls = [...callsOf(report).values()];
+            expect(calls.map((c) => c.final!.status)).to.deep.equal(new Array(20).fill(503));
+            for (const c of calls) expect(warning(c.final!)).to.include('callgate "global rate"');
+            // two workers: each of the first two calls waits out its timeouts (the command and
+            // a reconnection, at most 2 x 300 ms), the rest are refused without asking. Asking
+            // every call would take twenty timeouts over two workers: 3 s at least
+            const first = Math.min(...calls.map((c) => c.invite!));
+            const last = Math.max(...calls.map((c) => c.final!.t));
+            expect((last - first) / 1000, 'ms from the first INVITE to the last answer').to.be.below(
+              4 * 2 * TIMEOUT_MS,
+            );
+          } finally {
+            process.kill(cluster.pids[0]!, 'SIGCONT');
+          }
+        },
+      );
+    } finally {
+      await cluster.stop();
+    }
   });
 
   it('the overflow lane on a Redis Cluster: both steps MOVED, to two other masters', async () => {
