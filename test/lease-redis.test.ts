@@ -163,10 +163,11 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
       const after = decided.filter((x) => x.d.at > reloadedAt + 1_100_000);
       expect(after.length).to.be.greaterThan(200);
       expectWithinLimits(after, LIMIT / 2, 1_000_000, CHANNELS, HOLD_US);
-      // and admits up to it: three quarters of the old limit offered, over the new one. The hot
-      // peers move at 4 s, in this last second, and lanes refuse for lack of share until their
-      // shares follow: 84 of 100 once under CI's load (Node 22), so at least 80 %
+      // and admits up to it: three quarters of the old limit offered, over the new one. Not all
+      // of it: 86-89 of 100 in quiet runs, whether the hot peers move in this second or not,
+      // and 84 once under CI's load (the lanes' shares lag their demand, with no overflow lane)
       const lastSecond = after.filter((x) => x.d.at > decided.at(-1)!.d.at - 1_000_000 && x.d.admitted).length;
+      console.log(`      the last second: ${lastSecond} of ${LIMIT / 2} admitted`);
       expect(lastSecond).to.be.at.least(0.8 * (LIMIT / 2));
     } finally {
       await coordinator.stop();
