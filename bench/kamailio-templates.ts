@@ -87,7 +87,8 @@ try {
   const [sec] = (await redis.time()) as unknown as [string];
   for (let r = 0; r < ROUNDS; r++) {
     for (const via of VIAS) {
-      const prefix = `k${r}${via[0]}:`;
+      // each round and way its own keys ('lone' and 'leased' share their first letter)
+      const prefix = `k${r}${via}:`;
       const t = templateOf(prefix, via);
       // a leased lane's share: the whole level, for an hour (what the coordinator grants a lone lane)
       for (let k = 0; via === 'leased' && k < LANES; k++)
