@@ -165,7 +165,8 @@ describe('a leased global level on a Redis Cluster (3 masters)', function () {
       expectWithinLimits(after, LIMIT / 2, 1_000_000, CHANNELS, HOLD_US);
       // and admits up to it: three quarters of the old limit offered, over the new one. Not all
       // of it: 86-89 of 100 in quiet runs, whether the hot peers move in this second or not,
-      // and 84 once under CI's load (the lanes' shares lag their demand, with no overflow lane)
+      // and 84 once under CI's load (the limit is split over 8 lanes, each share filled and
+      // emptied by its own calls alone; without a reload the same load admits 88-97)
       const lastSecond = after.filter((x) => x.d.at > decided.at(-1)!.d.at - 1_000_000 && x.d.admitted).length;
       console.log(`      the last second: ${lastSecond} of ${LIMIT / 2} admitted`);
       expect(lastSecond).to.be.at.least(0.8 * (LIMIT / 2));
