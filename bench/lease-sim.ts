@@ -118,7 +118,7 @@ for (const headroom of [1, 3]) row(16, 0.95, 50, true, { headroom });
 for (const tick of [25, 10]) row(16, 0.95, tick);
 console.log('-- sizing: the limit over the lanes (calls per lane per window) at 90 and 95 %, 50 ms ticks;');
 console.log('   the limit in the last column (the rows above: 1,000)');
-for (const limit of [500, 2000, 4000])
+for (const limit of [100, 500, 2000, 4000])
   for (const lanes of [8, 16, 32]) for (const load of [0.9, 0.95]) row(lanes, load, 50, true, { limit });
 console.log('-- with an overflow lane (spill%: calls counted there), limits of 500 and 1,000, 50 ms ticks');
 for (const limit of [500, 1000])
