@@ -513,11 +513,11 @@ export class RedisStore implements Store, OperableStore {
       );
     } catch {
       // the overflow lane out of reach: not asked for a while; the caller gone: its own matter
-      if (!gone()) this.overflowPausedUntil = performance.now() + OVERFLOW_AWAY_MS;
+      if (!gone()) this.pauseOverflow(OVERFLOW_AWAY_MS);
       return first;
     }
     if (!spilled.admitted) {
-      this.overflowPausedUntil = performance.now() + Math.min(OVERFLOW_PAUSE_MS, spilled.retryAfterUs / 1000);
+      this.pauseOverflow(Math.min(OVERFLOW_PAUSE_MS, spilled.retryAfterUs / 1000));
       return first;
     }
     // the global level alone (a peer without limits): decided; in the ledger with its buckets,
@@ -530,6 +530,15 @@ export class RedisStore implements Store, OperableStore {
     const again = await this.admitChecked({ ...req, buckets: parts.lane }, req.buckets);
     if (again.admitted) return again.duplicate ? again : { ...again, spilledAt: spilled.now };
     return onOwnBuckets(parts, req.buckets, again);
+  }
+
+  /**
+   * Leave the overflow lane alone for `ms` from now, unless a longer pause runs already: a
+   * refusal's pause, answered to a call sent before another found the overflow lane out of
+   * reach, must not cut that one's second short.
+   */
+  private pauseOverflow(ms: number): void {
+    this.overflowPausedUntil = Math.max(this.overflowPausedUntil, performance.now() + ms);
   }
 
   /** A leased call's buckets on the overflow lane (the global level's limit) and on its lane (the rest). */
