@@ -21,9 +21,8 @@ import { InvalidArgumentError } from '../errors/index.js';
 import {
   isLaneTag,
   type LanePins,
-  laneOf,
   lanePlan,
-  laneTag,
+  laneTagOf,
   leasedLevel,
   OVERFLOW_TAG,
   spillParts,
@@ -212,7 +211,7 @@ export function kamailioCommands(
       if (plan === 'unknown-peer') continue;
       // as RedisStore.onLane: a call of the global level leased goes to its lane's tag
       const leased = lanes !== undefined && plan.tag === GLOBAL_TAG;
-      const tag = leased ? laneTag(laneOf(plan.buckets, lanes), lanes.lanes) : plan.tag;
+      const tag = leased ? laneTagOf(plan.buckets, lanes) : plan.tag;
       const holds = plan.buckets.some((b) => (b.channels ?? 0) > 0);
       const { command, values } = scriptCall(tag, plan.buckets, `peer ${peer}`);
       let spill: AdmitTemplate['spill'];

@@ -122,6 +122,14 @@ export function laneOf(buckets: readonly Bucket[], lanes: number | LanePlan): nu
   return owner === undefined ? 0 : ownerLane(owner.name, lanePlan(lanes));
 }
 
+/**
+ * The hash tag a call's keys sit on when the global level is leased: its lane's (laneOf). The
+ * RedisStore places calls by it, and Kamailio's templates (src/kamailio) name the same keys.
+ */
+export function laneTagOf(buckets: readonly Bucket[], lanes: LanePlan): string {
+  return laneTag(laneOf(buckets, lanes), lanes.lanes);
+}
+
 /** What the library and the CLI take: lanes per account id and per peer id. */
 export interface LanePins {
   readonly accounts?: Readonly<Record<string, number>>;

@@ -35,9 +35,8 @@ import {
 import {
   isLaneTag,
   type LanePlan,
-  laneOf,
   lanePlan,
-  laneTag,
+  laneTagOf,
   onOwnBuckets,
   OVERFLOW_TAG,
   spillParts,
@@ -450,7 +449,7 @@ export class RedisStore implements Store, OperableStore {
       throw new InvalidArgumentError('a leased global level decides on Redis TIME only: no `now` (or `at`)');
     let tag = this.laneTags.get(req.buckets);
     if (tag === undefined) {
-      tag = laneTag(laneOf(req.buckets, this.lanes), this.lanes.lanes);
+      tag = laneTagOf(req.buckets, this.lanes);
       this.laneTags.set(req.buckets, tag);
     }
     return { ...req, tag };
