@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/index.js';
 import { kamailioCommands, kamailioInclude } from '../kamailio/redis-commands.js';
-import { checkLeasable, type LeaseArgs, leaseLanesOption } from './lease-lanes.js';
+import { checkLeasable, type LeaseArgs, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
 
 interface KamailioArgs extends LeaseArgs {
   config: string;
@@ -33,14 +33,8 @@ export function kamailioCommand(program: Command): void {
     .action(async (opts: KamailioArgs) => {
       const config = await loadConfigFile(opts.config);
       checkLeasable(opts, config);
-      const lease =
-        opts.leaseLanes === undefined
-          ? undefined
-          : {
-              lanes: opts.leaseLanes,
-              overflow: opts.leaseOverflow === true,
-              ...(opts.leasePin !== undefined && { pin: opts.leasePin }),
-            };
+      // the lanes as the Node processes' stores take them
+      const { lease } = leasedStoreOptions(opts);
       const cmds = kamailioCommands(config, opts.prefix, Number(opts.localShare), {
         hashTags: opts.hashTags === true,
         ...(lease && { lease }),
