@@ -18,7 +18,9 @@
  * - releases Redis did not take were sent again: no channel is held at the end.
  *
  * Then a release Redis answers `BUSY` (a long script running): kept and sent again once Redis
- * takes it (an error it would answer again, a script error, is dropped instead).
+ * takes it (an error it would answer again, a script error, is dropped instead). And on a
+ * Cluster, releases one master keeps answering `BUSY` do not hold back those of another master:
+ * the retries go round the table, a round at a time.
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
@@ -33,7 +35,7 @@ import {
   kamailioRedisSetup,
   kamailioRedisTeardown,
 } from './helpers/kamailio.js';
-import { rawCommand, type RedisServer } from './helpers/redis.js';
+import { rawCommand, type RedisServer, startCluster } from './helpers/redis.js';
 import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
 import { provenInOneSecond, startSipp, type SippReport, warning } from './helpers/sipp.js';
 
@@ -284,8 +286,148 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
       const until = Date.now() + 5_000;
       while (Date.now() < until && (await held()) !== 0) await sleep(200);
       expect(await held(), 'channels held').to.equal(0);
-      expect(kamailio.log()).to.match(/Redis cannot take the release of \S+ yet: BUSY/);
       expect(await rawCommand(port, ['KEYS', 'kbusy:call:in:*']), 'call records left').to.deep.equal([]);
+      expect(await kamailio.stop(), `Kamailio's exit; its log:\n${kamailio.log().slice(-3000)}`).to.equal(0);
+    } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  });
+
+  it('on a Cluster, releases a busy master cannot take do not hold back another master’s: the retries go round the table', async () => {
+    // 30 calls whose records are on master A, 4 on master B, each held 2 s; A and B busy with
+    // long scripts (BUSY) when they hang up, so every release lands in the retry table; then B
+    // answers again while A stays busy. Eight releases a round: the 4 of B must come
+    // within the rounds it takes to go round the 34 (five), not wait for A. Retrying the table's
+    // first eight each round, as before, releases all 4 of B only if they all sort among them.
+    const ROUND = 8;
+    const A_CALLS = 30;
+    const B_CALLS = 4;
+    const BUSY_S = 14;
+    const B_BUSY_S = 3;
+    const cluster = await startCluster(3);
+    const stops: (() => Promise<unknown>)[] = [() => cluster.stop()];
+    try {
+      // neither the busy master nor the stopped one may be marked failed meanwhile
+      for (const node of cluster.nodes) {
+        await rawCommand(node.port, ['CONFIG', 'SET', 'cluster-node-timeout', '60000']);
+        await rawCommand(node.port, ['CONFIG', 'SET', 'cluster-require-full-coverage', 'no']);
+        await rawCommand(node.port, ['CONFIG', 'SET', 'busy-reply-threshold', '100']);
+      }
+      const peers = Array.from({ length: 40 }, (_, i) => `q${i}`);
+      const config = parseConfig({
+        inbound: {
+          peers: Object.fromEntries(peers.map((p) => [p, [{ limit: 100, window: 'PT1S' }, { channels: 50 }]])),
+        },
+      });
+      const prefix = 'kround:';
+      const cmds = kamailioCommands(config, prefix, 1, { hashTags: true });
+      const first = cluster.nodes[0]!.port;
+      const slots = (await rawCommand(first, ['CLUSTER', 'SLOTS'])) as [number, number, [string, number]][];
+      const masterOf = async (key: string) => {
+        const slot = Number(await rawCommand(first, ['CLUSTER', 'KEYSLOT', key]));
+        return slots.find(([from, to]) => slot >= from && slot <= to)![2][1];
+      };
+      const recordOf = (peer: string) => cmds.templates.find((t) => t.peer === peer && t.account === '')!.record;
+      const on = new Map<number, string>();
+      for (const p of peers) {
+        const port = await masterOf(recordOf(p));
+        if (!on.has(port)) on.set(port, p);
+      }
+      const [portA, portB, portK] = cluster.nodes.map((n) => n.port);
+      const peerA = on.get(portA!)!;
+      const peerB = on.get(portB!)!;
+      expect(peerA && peerB, 'a peer on each of the first two masters').to.be.a('string');
+      const held = async (port: number, peer: string) => {
+        const keys = (await rawCommand(port, ['KEYS', `${prefix}*peer:${peer}:ch`])) as string[];
+        return keys.length === 0 ? 0 : Number(await rawCommand(port, ['ZCARD', keys[0]!]));
+      };
+
+      const sub = path.join(dir, 'round');
+      spawnSync('mkdir', ['-p', sub]);
+      writeFileSync(path.join(sub, 'callgate-redis.cfg'), kamailioInclude(cmds, 'test'));
+      const carrier = await startSipp({
+        name: 'round-carrier',
+        scenario: path.resolve('bench/sip/uas.xml'),
+        dir: sub,
+        timeoutS: 60,
+      });
+      stops.push(() => carrier.stop());
+      // Kamailio on the third master: every call is MOVED to A or B
+      const kamailio = await startRedisKamailio(sub, {
+        REDIS: `"name=callgate;addr=127.0.0.1;port=${portK}"`,
+        REDIS_CLUSTER: '1',
+        DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
+        RELEASE_ROUND: String(ROUND),
+        CHILDREN: '4',
+      });
+      stops.push(() => kamailio.stop());
+      const caller = (peer: string, calls: number) =>
+        startSipp({
+          name: `round-${peer}`,
+          scenario: path.join(SCENARIOS, 'caller.xml'),
+          dir: sub,
+          remote: `127.0.0.1:${kamailio.port}`,
+          rate: 50,
+          calls,
+          pauseMs: 2_000,
+          service: '1000',
+          keys: { caller: peer },
+          timeoutS: 40,
+        });
+      const callers = await Promise.all([caller(peerA, A_CALLS), caller(peerB, B_CALLS)]);
+      const admittedBy = Date.now() + 5_000;
+      while (
+        Date.now() < admittedBy &&
+        ((await held(portA!, peerA)) < A_CALLS || (await held(portB!, peerB)) < B_CALLS)
+      )
+        await sleep(50);
+      expect([await held(portA!, peerA), await held(portB!, peerB)], 'calls holding on A and B').to.deep.equal([
+        A_CALLS,
+        B_CALLS,
+      ]);
+      // A and B busy (scripts of BUSY_S and B_BUSY_S seconds, answered BUSY past 100 ms) while
+      // the calls hang up: every release goes to the retry table. (A stopped master would not
+      // do: the releases sent to it wait in its socket and run when it resumes.)
+      const busy = (s: number) =>
+        'local t = redis.call("TIME") local e = t[1] * 1000000 + t[2] + ' +
+        `${s * 1_000_000} repeat t = redis.call("TIME") until t[1] * 1000000 + t[2] >= e return 1`;
+      const busyUntil = Date.now() + BUSY_S * 1_000;
+      const aDone = rawCommand(portA!, ['EVAL', busy(BUSY_S), '0'], (BUSY_S + 5) * 1_000).catch(() => undefined);
+      const bDone = rawCommand(portB!, ['EVAL', busy(B_BUSY_S), '0'], (B_BUSY_S + 5) * 1_000).catch(() => undefined);
+      stops.push(async () => {
+        for (const port of [portA!, portB!]) await rawCommand(port, ['SCRIPT', 'KILL']).catch(() => undefined);
+        await Promise.all([aDone, bDone]);
+      });
+      const reports = await Promise.all(callers.map((c) => c.done(30_000)));
+      for (const r of reports)
+        expect(r.stats['SuccessfulCall(C)'], `${r.name}: calls`).to.equal(
+          String(r.name === `round-${peerA}` ? A_CALLS : B_CALLS),
+        );
+      await bDone;
+      // every hang-up's release was answered BUSY (logged once, at the hang-up)
+      expect(
+        [...kamailio.log().matchAll(/Redis cannot take the release of \S+ yet: BUSY/g)].length,
+        'releases answered BUSY',
+      ).to.equal(A_CALLS + B_CALLS);
+      const resumed = Date.now();
+      // B's releases within the rounds it takes to go round the table
+      const bBy = resumed + (Math.ceil((A_CALLS + B_CALLS) / ROUND) + 2) * 1_000;
+      while (Date.now() < bBy && (await held(portB!, peerB)) > 0) await sleep(100);
+      const bLeft = await held(portB!, peerB);
+      console.log(
+        `      B's releases: ${B_CALLS - bLeft} of ${B_CALLS} in ${((Date.now() - resumed) / 1000).toFixed(1)} s, A still busy`,
+      );
+      expect(Date.now(), 'A was busy all the while').to.be.below(busyUntil);
+      expect(bLeft, 'channels still held on B').to.equal(0);
+      // then A's, once its script has run out
+      await aDone;
+      const aBy = Date.now() + (Math.ceil(A_CALLS / ROUND) + 3) * 1_000;
+      while (Date.now() < aBy && (await held(portA!, peerA)) > 0) await sleep(200);
+      expect(await held(portA!, peerA), 'channels still held on A').to.equal(0);
+      for (const port of [portA!, portB!])
+        expect(await rawCommand(port, ['KEYS', `${prefix}*call:in:*`]), `call records left on ${port}`).to.deep.equal(
+          [],
+        );
       expect(await kamailio.stop(), `Kamailio's exit; its log:\n${kamailio.log().slice(-3000)}`).to.equal(0);
     } finally {
       for (const stop of stops.reverse()) await stop().catch(() => undefined);
