@@ -56,7 +56,8 @@ function parseIso(input: string): DurationParse {
   if (!input.startsWith('P')) return { ok: false };
   // Negative durations are never valid here; luxon would accept `-PT1S` and `PT-1S`.
   if (input.includes('-')) return { ok: false };
-  const d = Duration.fromISO(input);
+  // ISO 8601 allows a decimal comma on any component; luxon takes one on seconds only
+  const d = Duration.fromISO(input.replaceAll(',', '.'));
   if (!d.isValid) return { ok: false };
   const parts = d.toObject();
   if (Object.keys(parts).length === 0) return { ok: false }; // bare `P` / `PT`
