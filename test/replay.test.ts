@@ -14,7 +14,11 @@ import type { Store } from '../src/store/types.js';
 import { StoreUnavailableError } from '../src/errors/index.js';
 import { TraceError } from '../src/errors/trace-error.js';
 import { getRedis, startRedisServer, type RedisHandle } from './helpers/redis.js';
-import { modelFixture, type Decision } from './reference/model.js';
+import { loadTraceForModel, modelFixture, runModel, type Decision } from './reference/model.js';
+import { parseConfig } from '../src/config/index.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 
 const FIXTURES = new URL('../fixtures/', import.meta.url).pathname;
 const names = readdirSync(FIXTURES)
@@ -100,6 +104,91 @@ describe('replay matches the reference model on every fixture', function () {
     const boundary = expected.get('boundary')!;
     expect(readFileSync(`${FIXTURES}boundary.trace.csv`, 'utf8')).to.match(/\.999/);
     expect(boundary.filter((d) => d.outcome === 'rejected').length).to.be.greaterThan(0);
+  });
+});
+
+describe('replay: an outbound call id that comes again while its earlier call waits for its slot', function () {
+  this.timeout(30_000);
+  // the live dispatcher refuses such a repeat (one call in flight per id); a trace that holds
+  // one is valid, so the replay decides it as the store does, as the reference model does
+  const config = {
+    maxCallDuration: 'PT30S',
+    outbound: { carriers: { A: { cps: 1, maxWait: 'PT5S', channels: 2 }, B: { cps: 1 } } },
+  };
+  const trace = [
+    'time,call_id,direction,route,duration',
+    '1709640000.000000,o1,out,A|B,10',
+    '1709640000.000000,o2,out,A|B,10',
+    // o2 again while it waits for its slot on A (1 s): A's two channels hold o1 and o2 (an
+    // id's earlier hold counts until its new call gets a carrier), so B takes it, at once, and
+    // o2's hold on A is given up
+    '1709640000.100000,o2,out,A|B,10',
+    // A holds o1 alone: o3 gets its next slot, 2 s
+    '1709640000.200000,o3,out,A|B,10',
+    // A full (o1, o3), B's next slot past its maxWait (0): refused; then o2 a third time, the
+    // same; o5 on A alone, refused
+    '1709640000.300000,o4,out,A|B,10',
+    '1709640000.400000,o2,out,A|B,10',
+    '1709640000.500000,o5,out,A,10',
+  ].join('\n');
+  let dir: string;
+  let handle: RedisHandle;
+  let redis: Redis;
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'callgate-repeat-out-'));
+    writeFileSync(path.join(dir, 'trace.csv'), `${trace}\n`);
+    handle = await getRedis();
+    redis = new Redis(handle.url);
+  });
+  after(async () => {
+    redis?.disconnect();
+    await handle?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const decide = async (store: Store) => {
+    const out: DecisionLine[] = [];
+    const r = await replay({
+      config: parseConfig(config),
+      tracePath: path.join(dir, 'trace.csv'),
+      store,
+      onDecision: (d) => {
+        out.push(d);
+      },
+    });
+    return { out, r };
+  };
+  const expected = () => runModel(config, loadTraceForModel(path.join(dir, 'trace.csv')));
+
+  it('on the memory store: every call decided, as the reference model; each dispatched call sent at its slot', async () => {
+    const { out, r } = await decide(new MemoryStore());
+    compare(out, expected());
+    expect(out.map((d) => (d.direction === 'out' ? `${d.call_id} ${d.carrier} ${d.delay_ms}` : ''))).to.deep.equal([
+      'o1 A 0',
+      'o2 A 1000',
+      'o2 B 0',
+      'o3 A 1800',
+      'o4 null null',
+      'o2 null null',
+      'o5 null null',
+    ]);
+    expect(r.outbound).to.deep.include({ offered: 7, dispatched: 4, rejected: 3 });
+    // every dispatched call was sent at its slot, the repeat too: A at 0, 1 and 2 s, B at 0.1 s
+    const t0 = 1_709_640_000_000_000;
+    expect([r.carriers.get('A')!.lastSent, r.carriers.get('A')!.minSentSpacingUs]).to.deep.equal([
+      t0 + 2_000_000,
+      1_000_000,
+    ]);
+    expect(r.carriers.get('B')!.lastSent).to.equal(t0 + 100_000);
+  });
+
+  it('on Redis: the same decisions', async () => {
+    const store = new RedisStore({ redis, prefix: `t:replay:repeat-out:${Date.now()}:` });
+    try {
+      compare((await decide(store)).out, expected());
+    } finally {
+      await store.clear();
+    }
   });
 });
 

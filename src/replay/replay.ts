@@ -65,18 +65,40 @@ export interface ReplayResult {
 
 /**
  * Dispatch one call held on the virtual clock: its decision is known as soon as the store
- * answers; its send happens later, when the clock passes its slot.
+ * answers; its send happens later, when the clock passes its slot. `waiting`: the ids of the
+ * calls held so far, each with how many of its calls still wait for their slot.
+ *
+ * A call whose id comes again while an earlier call of that id still waits for its slot is
+ * decided by the store as any reservation (the id's earlier hold then follows the store's rule,
+ * docs/semantics.md), and its send is seen at its slot: the live dispatcher refuses such a
+ * repeat as a caller's mistake (one call in flight per id), but a trace that holds one was
+ * valid, and a replay decides every call of it.
  */
-function dispatchHeld(
+async function dispatchHeld(
   gate: CallGate,
   call: TraceCall,
   sent: (carrier: string, at: number) => void,
+  waiting: Map<string, number>,
 ): Promise<Reservation> {
+  const input = { callId: call.callId, route: call.route!, at: call.time, durationUs: call.durationUs };
+  const n = waiting.get(call.callId) ?? 0;
+  if (n > 0) {
+    const r = await gate.reserve(input);
+    if (r.outcome === 'dispatched') {
+      waiting.set(call.callId, waiting.get(call.callId)! + 1);
+      gate.clock.setTimer(r.slotAt!, () => {
+        sent(r.carrier!, gate.clock.now()!);
+        endWait(waiting, call.callId);
+      });
+    }
+    return r;
+  }
+  waiting.set(call.callId, 1);
   return new Promise<Reservation>((resolve, reject) => {
     let reserved = false;
     gate
       .dispatch(
-        { callId: call.callId, route: call.route!, at: call.time, durationUs: call.durationUs },
+        input,
         (carrier) => sent(carrier, gate.clock.now()!),
         {
           onReserved: (r) => {
@@ -86,6 +108,7 @@ function dispatchHeld(
         },
       )
       .then((result) => {
+        endWait(waiting, call.callId);
         if (!reserved)
           reject(
             result.error ??
@@ -93,6 +116,13 @@ function dispatchHeld(
           );
       }, reject);
   });
+}
+
+/** One call of `id` no longer waits for its slot (sent, refused or ended). */
+function endWait(waiting: Map<string, number>, id: string): void {
+  const n = (waiting.get(id) ?? 1) - 1;
+  if (n > 0) waiting.set(id, n);
+  else waiting.delete(id);
 }
 
 /**
@@ -227,6 +257,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     s.lastSent = at;
   };
 
+  const waiting = new Map<string, number>();
   const calls: AsyncIterable<TraceCall> | Iterable<TraceCall> = check.sorted
     ? readTrace(opts.tracePath, { signal })
     : await loadTraceSorted(opts.tracePath, { signal });
@@ -252,7 +283,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
         const wait = opts.onDecision?.(inboundLine(d, call.time));
         if (wait) await wait;
       } else {
-        const r = await dispatchHeld(gate, call, sent);
+        const r = await dispatchHeld(gate, call, sent, waiting);
         onOutbound(call, r);
         const wait = opts.onDecision?.(outboundLine(r, call.time));
         if (wait) await wait;
