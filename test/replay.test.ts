@@ -180,6 +180,38 @@ describe('replay: an outbound call id that comes again while its earlier call wa
       1_000_000,
     ]);
     expect(r.carriers.get('B')!.lastSent).to.equal(t0 + 100_000);
+    // the report's channels of A, as the store held them: o2's first hold went when B took it
+    expect(r.carriers.get('A')!.channels!.peak).to.equal(2);
+    expect(r.carriers.get('A')!.channels!.held).to.equal(true);
+  });
+
+  it('a repeat sent while its next repeat is decided, then another: every call decided', async () => {
+    // x waits for its slot (1 s); x again at 1.0 s (x's first call is sent as the clock gets
+    // there), again at 1.5 s and 2.5 s while the one before waits: a count of the calls of x
+    // still waiting that lost track here sent the last through the live dispatcher, which
+    // refused it as in progress
+    const f = path.join(dir, 'waits.csv');
+    writeFileSync(
+      f,
+      [
+        'time,call_id,direction,route',
+        '1709640000.000000,y,out,C',
+        '1709640000.000000,x,out,C',
+        '1709640001.000000,x,out,C',
+        '1709640001.500000,x,out,C',
+        '1709640002.500000,x,out,C',
+      ].join('\n'),
+    );
+    const cfg = { outbound: { carriers: { C: { cps: 1, maxWait: 'PT10S' } } } };
+    const out: DecisionLine[] = [];
+    await replay({
+      config: parseConfig(cfg),
+      tracePath: f,
+      store: new MemoryStore(),
+      onDecision: (d) => void out.push(d),
+    });
+    compare(out, runModel(cfg, loadTraceForModel(f)));
+    expect(out.map((d) => (d.direction === 'out' ? d.delay_ms : -1))).to.deep.equal([0, 1000, 1000, 1500, 1500]);
   });
 
   it('on Redis: the same decisions', async () => {

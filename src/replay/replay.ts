@@ -85,7 +85,8 @@ async function dispatchHeld(
   if (n > 0) {
     const r = await gate.reserve(input);
     if (r.outcome === 'dispatched') {
-      waiting.set(call.callId, waiting.get(call.callId)! + 1);
+      // (the earlier call may have been sent while this one was decided: its count is gone)
+      waiting.set(call.callId, (waiting.get(call.callId) ?? 0) + 1);
       gate.clock.setTimer(r.slotAt!, () => {
         sent(r.carrier!, gate.clock.now()!);
         endWait(waiting, call.callId);
@@ -97,16 +98,12 @@ async function dispatchHeld(
   return new Promise<Reservation>((resolve, reject) => {
     let reserved = false;
     gate
-      .dispatch(
-        input,
-        (carrier) => sent(carrier, gate.clock.now()!),
-        {
-          onReserved: (r) => {
-            reserved = true;
-            resolve(r);
-          },
+      .dispatch(input, (carrier) => sent(carrier, gate.clock.now()!), {
+        onReserved: (r) => {
+          reserved = true;
+          resolve(r);
         },
-      )
+      })
       .then((result) => {
         endWait(waiting, call.callId);
         if (!reserved)
@@ -231,8 +228,12 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     }
   };
 
+  // per outbound call id, the channel its last dispatched call holds (carrier, end): a call of
+  // that id dispatched again gives it up, as the store does (docs/semantics.md)
+  const outHolds = new Map<string, { carrier: string; end: number }>();
   const onOutbound = (call: TraceCall, r: Reservation): void => {
     outbound.offered++;
+    if (outHolds.size >= 65_536) for (const [id, h] of outHolds) if (h.end <= r.at) outHolds.delete(id);
     series?.outboundCall(r.at, r);
     for (const id of r.reroutedFrom) carrier(id).reroutedAway++;
     if (r.reroutedFrom.length > 0) outbound.rerouted++;
@@ -243,7 +244,18 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       s.delays.recordValue(Math.round((r.delayMs ?? 0) * 1000));
       if (!Number.isNaN(s.lastSlot)) s.minSpacingUs = Math.min(s.minSpacingUs, r.slotAt! - s.lastSlot);
       s.lastSlot = r.slotAt!;
-      s.channels?.add(r.at, r.slotAt! + holdUs(call), series && ((at, n) => series.carrierChannel(r.carrier!, at, n)));
+      const earlier = outHolds.get(call.callId);
+      if (earlier !== undefined) {
+        outHolds.delete(call.callId);
+        carrier(earlier.carrier).channels?.giveUp(
+          r.at,
+          earlier.end,
+          series && ((at, n) => series.carrierChannel(earlier.carrier, at, n)),
+        );
+      }
+      const end = r.slotAt! + holdUs(call);
+      s.channels?.add(r.at, end, series && ((at, n) => series.carrierChannel(r.carrier!, at, n)));
+      if (s.channels !== undefined && end > r.at) outHolds.set(call.callId, { carrier: r.carrier!, end });
     } else {
       outbound.rejected++;
       for (const id of r.reroutedFrom) carrier(id).rejected++;

@@ -93,13 +93,41 @@ export class ChannelPeak {
    */
   add(t: number, end: number, onCount?: (at: number, inUse: number) => void): void {
     const h = this.ends;
+    this.endBy(t, onCount);
+    if (end > t) this.push(end);
+    if (h.length > this.peak) this.peak = h.length;
+    onCount?.(t, h.length);
+  }
+
+  /**
+   * A call that held until `end` gives its channel up at t (an outbound call id reserved again:
+   * its earlier hold goes as the new one is taken), if it still held then.
+   */
+  giveUp(t: number, end: number, onCount?: (at: number, inUse: number) => void): void {
+    if (end <= t || !this.ends.includes(end)) return;
+    this.endBy(t, onCount); // (only ends at or before t: this one stays until removed)
+    this.remove(this.ends.indexOf(end), t, onCount);
+  }
+
+  /** The calls that ended by t leave, each heard at its end. */
+  private endBy(t: number, onCount?: (at: number, inUse: number) => void): void {
+    const h = this.ends;
     while (h.length > 0 && h[0]! <= t) {
       const e = h[0]!;
       this.pop();
       onCount?.(e, h.length);
     }
-    if (end > t) this.push(end);
-    if (h.length > this.peak) this.peak = h.length;
+  }
+
+  /** The hold at heap position i leaves at t. */
+  private remove(i: number, t: number, onCount?: (at: number, inUse: number) => void): void {
+    const h = this.ends;
+    const last = h.pop()!;
+    if (i < h.length) {
+      h[i] = last;
+      this.siftDown(i);
+      this.siftUp(i);
+    }
     onCount?.(t, h.length);
   }
 
@@ -117,8 +145,21 @@ export class ChannelPeak {
   }
 
   private push(x: number): void {
+    this.siftUp(this.ends.push(x) - 1);
+  }
+
+  private pop(): void {
     const h = this.ends;
-    let i = h.push(x) - 1;
+    const last = h.pop()!;
+    if (h.length === 0) return;
+    h[0] = last;
+    this.siftDown(0);
+  }
+
+  /** The heap order restored above position i (its value may be smaller than its parent's). */
+  private siftUp(i: number): void {
+    const h = this.ends;
+    const x = h[i]!;
     while (i > 0) {
       const parent = (i - 1) >> 1;
       if (h[parent]! <= x) break;
@@ -128,20 +169,19 @@ export class ChannelPeak {
     h[i] = x;
   }
 
-  private pop(): void {
+  /** The heap order restored below position i (its value may be larger than its children's). */
+  private siftDown(i: number): void {
     const h = this.ends;
-    const last = h.pop()!;
-    if (h.length === 0) return;
-    let i = 0;
+    const x = h[i]!;
     for (;;) {
       const l = 2 * i + 1;
       if (l >= h.length) break;
       const c = l + 1 < h.length && h[l + 1]! < h[l]! ? l + 1 : l;
-      if (h[c]! >= last) break;
+      if (h[c]! >= x) break;
       h[i] = h[c]!;
       i = c;
     }
-    h[i] = last;
+    h[i] = x;
   }
 }
 

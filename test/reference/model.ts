@@ -93,13 +93,19 @@ export function durationUs(text: string): number {
     const unit = { ms: 1e3, s: 1e6, m: 60e6, h: 3600e6 }[short[2] as 'ms' | 's' | 'm' | 'h'];
     return Math.round(Number(short[1]) * unit);
   }
-  const iso = /^P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$/.exec(
-    text,
-  );
+  // ISO 8601: a decimal comma or dot on any component; weeks of 7 days
+  const iso =
+    /^P(?:(\d+(?:\.\d+)?)W)?(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$/.exec(
+      text.replaceAll(',', '.'),
+    );
   if (iso && text !== 'P' && text !== 'PT') {
-    const [, d, h, m, s] = iso;
+    const [, w, d, h, m, s] = iso;
     return Math.round(
-      Number(d ?? 0) * 86400e6 + Number(h ?? 0) * 3600e6 + Number(m ?? 0) * 60e6 + Number(s ?? 0) * 1e6,
+      Number(w ?? 0) * 7 * 86400e6 +
+        Number(d ?? 0) * 86400e6 +
+        Number(h ?? 0) * 3600e6 +
+        Number(m ?? 0) * 60e6 +
+        Number(s ?? 0) * 1e6,
     );
   }
   throw new Error(`model: bad duration ${JSON.stringify(text)}`);
