@@ -286,6 +286,7 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
       const until = Date.now() + 5_000;
       while (Date.now() < until && (await held()) !== 0) await sleep(200);
       expect(await held(), 'channels held').to.equal(0);
+      expect(kamailio.log()).to.match(/Redis cannot take the release of \S+ yet: BUSY/);
       expect(await rawCommand(port, ['KEYS', 'kbusy:call:in:*']), 'call records left').to.deep.equal([]);
       expect(await kamailio.stop(), `Kamailio's exit; its log:\n${kamailio.log().slice(-3000)}`).to.equal(0);
     } finally {
@@ -294,7 +295,7 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
   });
 
   it('on a Cluster, releases a busy master cannot take do not hold back another master’s: the retries go round the table', async () => {
-    // 30 calls whose records are on master A, 4 on master B, each held 2 s; A and B busy with
+    // 30 calls whose records are on master A, 4 on master B, each held 3 s; A and B busy with
     // long scripts (BUSY) when they hang up, so every release lands in the retry table; then B
     // answers again while A stays busy. Eight releases a round: the 4 of B must come
     // within the rounds it takes to go round the 34 (five), not wait for A. Retrying the table's
@@ -302,8 +303,8 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
     const ROUND = 8;
     const A_CALLS = 30;
     const B_CALLS = 4;
-    const BUSY_S = 14;
-    const B_BUSY_S = 3;
+    const BUSY_S = 15;
+    const B_BUSY_S = 4;
     const cluster = await startCluster(3);
     const stops: (() => Promise<unknown>)[] = [() => cluster.stop()];
     try {
@@ -369,7 +370,7 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
           remote: `127.0.0.1:${kamailio.port}`,
           rate: 50,
           calls,
-          pauseMs: 2_000,
+          pauseMs: 3_000,
           service: '1000',
           keys: { caller: peer },
           timeoutS: 40,
@@ -411,7 +412,7 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
       ).to.equal(A_CALLS + B_CALLS);
       const resumed = Date.now();
       // B's releases within the rounds it takes to go round the table
-      const bBy = resumed + (Math.ceil((A_CALLS + B_CALLS) / ROUND) + 2) * 1_000;
+      const bBy = resumed + (Math.ceil((A_CALLS + B_CALLS) / ROUND) + 3) * 1_000;
       while (Date.now() < bBy && (await held(portB!, peerB)) > 0) await sleep(100);
       const bLeft = await held(portB!, peerB);
       console.log(
@@ -421,6 +422,13 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
       expect(bLeft, 'channels still held on B').to.equal(0);
       // then A's, once its script has run out
       await aDone;
+      // a round sends ROUND releases at most: A answered BUSY to its 30 hang-ups, then to at
+      // most ROUND a second (every release of the table, each second, would be 30 a second)
+      const busyAnswers = Number(
+        /errorstat_BUSY:count=(\d+)/.exec(String(await rawCommand(portA!, ['INFO', 'errorstats'])))?.[1] ?? 0,
+      );
+      console.log(`      A answered BUSY ${busyAnswers} times in ${BUSY_S} s`);
+      expect(busyAnswers, 'BUSY answers on A').to.be.within(A_CALLS + ROUND, A_CALLS + ROUND * (BUSY_S + 1));
       const aBy = Date.now() + (Math.ceil(A_CALLS / ROUND) + 3) * 1_000;
       while (Date.now() < aBy && (await held(portA!, peerA)) > 0) await sleep(200);
       expect(await held(portA!, peerA), 'channels still held on A').to.equal(0);
