@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -624,6 +625,38 @@ describe('config', () => {
         expect([...c.inbound.peers.keys()]).to.deep.equal(['__proto__']);
         expect(c.inbound.peers.get('__proto__')).to.deep.equal({ limits: [sec(1)] });
       }
+    });
+
+    it('reads a named pipe without blocking: one nobody writes to is empty, a writer’s is read to its end', async () => {
+      const fifo = join(dir, 'pipe.json');
+      execFileSync('mkfifo', [fifo]);
+      // no writer: refused at once as empty JSON (a blocked open kept the process from exiting)
+      const started = Date.now();
+      expect(await problemsOfAsync(loadConfigFile(fifo))).to.deep.equal([
+        `${fifo}: invalid JSON at line 1, column 1: Unexpected end of JSON input`,
+      ]);
+      expect(Date.now() - started, 'ms').to.be.below(1_000);
+      // a writer that opens it first and writes a little later, in two parts (a shell's <(…))
+      const writer = spawn('sh', [
+        '-c',
+        `exec 3>"$1"; sleep 0.2; printf '{"inbound":' >&3; sleep 0.1; printf '{}}' >&3`,
+        'sh',
+        fifo,
+      ]);
+      await new Promise((r) => setTimeout(r, 100));
+      const c = await loadConfigFile(fifo);
+      expect(c.inbound.peers.size).to.equal(0);
+      await new Promise((r) => writer.once('exit', r));
+    });
+
+    it('a JSON file nested thousands deep: one line naming where, not a stack overflow', async () => {
+      const path = await file('deep.json', `{"inbound":${'['.repeat(5000)}${']'.repeat(5000)}}`);
+      expect(await problemsOfAsync(loadConfigFile(path))).to.deep.equal([
+        `${path}: invalid JSON at line 1, column 75: nested deeper than 64 levels`,
+      ]);
+      // brackets inside strings do not count
+      const fine = await file('brackets.json', `{"inbound":{"peers":{"${'['.repeat(100)}":[]}}}`);
+      expect([...(await loadConfigFile(fine)).inbound.peers.keys()]).to.deep.equal(['['.repeat(100)]);
     });
 
     it('loadConfig also takes an object', async () => {

@@ -311,6 +311,15 @@ describe('sidecar HTTP API (in process)', () => {
         ['body.call_id: expected a non-empty string of at most 256 characters, got 300 characters'],
       ],
       ['/v1/release', { call_id: '' }, ['body.call_id: expected a non-empty string of at most 256 characters, got ""']],
+      // 256 characters are UTF-16 code units, as everywhere (129 emoji are 258 of them)
+      [
+        '/v1/admit',
+        { call_id: '😀'.repeat(129), peer: 'p1', account: '😀'.repeat(129) },
+        [
+          'body.call_id: expected a non-empty string of at most 256 characters, got 258 characters',
+          'body.account: expected a string of at most 256 characters, got 258 characters',
+        ],
+      ],
     ];
     for (const [url, body, problems] of cases) {
       const r = await post(s.app, url, JSON.stringify(body));
@@ -318,6 +327,12 @@ describe('sidecar HTTP API (in process)', () => {
       expect(r.json.problems, JSON.stringify(body)).to.deep.equal(problems);
       expect(r.json.message).to.equal(problems[0]);
     }
+    // a body nested thousands deep: refused before it is walked (it overflowed the stack: a 500)
+    const deep = await post(s.app, '/v1/admit', `{"call_id":${'['.repeat(2000)}${']'.repeat(2000)},"peer":"p1"}`);
+    expect([deep.status, deep.json.problems]).to.deep.equal([400, ['body: nested deeper than 64 levels']]);
+    expect((await post(s.app, '/v1/admit', JSON.stringify({ call_id: '😀'.repeat(128), peer: 'p1' }))).status).to.equal(
+      200,
+    );
     const q = await get(s.app, '/v1/admit?call_id=c&peer=a&peer=b&extra=1');
     expect(q.json.problems).to.deep.equal(['query.peer: expected one value, got 2']);
     const q2 = await get(s.app, '/v1/reserve?call_id=c&extra=1');

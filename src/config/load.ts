@@ -2,10 +2,11 @@
  * Loading the limit configuration: from an object, a JSON file or a YAML file. Every failure is
  * a ConfigError listing all problems found, each naming its path (and the file, if any).
  */
-import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import type { z } from 'zod';
+import { MAX_JSON_DEPTH, tooDeepAt } from '../json-depth.js';
 import { osReason } from '../os-reason.js';
+import { readText } from '../read-text.js';
 import { ConfigError } from '../errors/config-error.js';
 import { jsonDuplicateKeys } from './duplicate-keys.js';
 import { formatPath } from './path.js';
@@ -97,6 +98,13 @@ function parseJsonText(text: string, source: string): unknown {
       .replace(/^(Unexpected token '.*?'), .*$/s, '$1');
     throw new ConfigError([`${source}: invalid JSON at line ${line}, column ${column}: ${reason}`], { cause: e });
   }
+  const deep = tooDeepAt(text);
+  if (deep >= 0) {
+    const { line, column } = lineColumn(text, deep);
+    throw new ConfigError([
+      `${source}: invalid JSON at line ${line}, column ${column}: nested deeper than ${MAX_JSON_DEPTH} levels`,
+    ]);
+  }
   // JSON.parse keeps the last of repeated keys; they are refused, as in YAML
   const duplicates = jsonDuplicateKeys(text, source);
   if (duplicates.length > 0) throw new ConfigError(duplicates);
@@ -116,7 +124,7 @@ export function isYamlPath(path: string): boolean {
 export async function loadConfigFile(path: string): Promise<CallGateConfig> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    text = await readText(path);
   } catch (e) {
     throw new ConfigError([`${path}: cannot read file: ${osReason(e)}`], { cause: e });
   }

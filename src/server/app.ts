@@ -319,6 +319,10 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (err instanceof BadRequest) {
       return reply.code(400).send({ error: 'bad-request', message: err.problems[0], problems: err.problems });
     }
+    // the library refused what the client sent (a check the request schema missed): still the
+    // client's, never a 500
+    if (err instanceof InvalidArgumentError)
+      return reply.code(400).send({ error: 'bad-request', message: err.message, problems: [err.message] });
     if (err instanceof DispatcherClosedError)
       return reply.code(503).send({ error: 'closing', message: 'the sidecar is shutting down' });
     const status = err.statusCode ?? 500;

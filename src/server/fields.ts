@@ -11,6 +11,8 @@
  * - `__proto__`, `constructor` and `prototype` are refused as field names in every form, at every
  *   depth; fields are kept in Maps or null-prototype objects, never merged into a plain object.
  */
+import { MAX_JSON_DEPTH, tooDeepAt } from '../json-depth.js';
+
 /** A located problem: `where` (body, query, form) + path, and what was expected. */
 export class BadRequest extends Error {
   constructor(readonly problems: readonly string[]) {
@@ -119,6 +121,7 @@ export function parseJsonBody(bytes: Uint8Array): unknown {
   } catch {
     throw new BadRequest(invalidUtf8Fields(bytes));
   }
+  if (tooDeepAt(text) >= 0) throw new BadRequest([`body: nested deeper than ${MAX_JSON_DEPTH} levels`]);
   const problems: string[] = [];
   const value: unknown = JSON.parse(text, function (this: unknown, key: string, v: unknown) {
     if (FORBIDDEN_FIELDS.has(key) && !Array.isArray(this)) problems.push(`body.${key}: field name not allowed`);

@@ -28,16 +28,20 @@ function expected(what: string) {
 }
 
 const idWhat = `a non-empty string of at most ${MAX_ID_LENGTH} characters`;
-const id = z
-  .string({ error: expected(idWhat) })
-  .min(1, { error: expected(idWhat) })
-  .max(MAX_ID_LENGTH, { error: (iss) => `expected ${idWhat}, got ${String((iss.input as string).length)} characters` });
+/**
+ * At most MAX_ID_LENGTH UTF-16 code units, as the library counts them (src/ids.ts): zod's max()
+ * counts code points, so 129 emoji (258 units) passed here and were refused by the library as a 500.
+ */
+const atMostIdLength = (what: string) => (s: z.ZodString) =>
+  s.refine((v) => v.length <= MAX_ID_LENGTH, {
+    error: (iss) => `expected ${what}, got ${String((iss.input as string).length)} characters`,
+  });
+
+const id = atMostIdLength(idWhat)(z.string({ error: expected(idWhat) }).min(1, { error: expected(idWhat) }));
 
 /** An account may be empty ('' counts as none, as in a trace). */
 const accountWhat = `a string of at most ${MAX_ID_LENGTH} characters`;
-const account = z.string({ error: expected(accountWhat) }).max(MAX_ID_LENGTH, {
-  error: (iss) => `expected ${accountWhat}, got ${String((iss.input as string).length)} characters`,
-});
+const account = atMostIdLength(accountWhat)(z.string({ error: expected(accountWhat) }));
 
 const routeWhat = `an array of 1 to ${MAX_ROUTE} carrier ids`;
 const route = z
