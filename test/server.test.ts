@@ -333,6 +333,21 @@ describe('sidecar HTTP API (in process)', () => {
     expect((await post(s.app, '/v1/admit', JSON.stringify({ call_id: '😀'.repeat(128), peer: 'p1' }))).status).to.equal(
       200,
     );
+    // a key given twice in a JSON body (JSON.parse keeps the last): refused, nested too
+    const twice = await post(s.app, '/v1/admit', '{"call_id":"dk2","call_id":"dk3","peer":"p1"}');
+    expect([twice.status, twice.json.problems]).to.deep.equal([400, ['body.call_id: given twice']]);
+    const twiceEscaped = await post(
+      s.app,
+      '/v1/admit',
+      '{"call_id":"dk2","peer":"p1","attributes":{"caller":"1","\\u0063aller":"2"}}',
+    );
+    expect(twiceEscaped.json.problems).to.deep.equal(['body.attributes.caller: given twice']);
+    // fields in the query beside a body: refused, not ignored
+    const both = await post(s.app, '/v1/admit?bogus=1&call_id=zzz', JSON.stringify({ call_id: 'c9', peer: 'p1' }));
+    expect([both.status, both.json.message]).to.deep.equal([
+      400,
+      'query: a request with a body takes its fields from the body alone (or send them all in the query, without a body)',
+    ]);
     const q = await get(s.app, '/v1/admit?call_id=c&peer=a&peer=b&extra=1');
     expect(q.json.problems).to.deep.equal(['query.peer: expected one value, got 2']);
     const q2 = await get(s.app, '/v1/reserve?call_id=c&extra=1');

@@ -4,7 +4,7 @@
  */
 import { extname } from 'node:path';
 import type { z } from 'zod';
-import { MAX_JSON_DEPTH, tooDeepAt } from '../json-depth.js';
+import { MAX_JSON_DEPTH, tooDeepAt } from '../json-shape.js';
 import { osReason } from '../os-reason.js';
 import { readText } from '../read-text.js';
 import { ConfigError } from '../errors/config-error.js';

@@ -29,7 +29,7 @@ import type { CallGate } from '../gate.js';
 import { listHolds, resetBucket, resetLine } from '../observe/operate.js';
 import { packageVersion } from '../package-root.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
-import { parseJsonBody, parseUrlEncoded } from './fields.js';
+import { parseJsonBody, parseUrlEncoded, type UrlEncoded } from './fields.js';
 import { openApiDocument } from './openapi.js';
 import { liftBan, listBans } from '../observe/bans.js';
 import type { AdmitInput } from '../admission/admission.js';
@@ -158,6 +158,12 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   const read = <T extends z.ZodType>(schema: T, req: FastifyRequest): z.output<T> => {
     const body = req.body as { form?: unknown } | undefined;
     if (req.method === 'GET' || body === undefined) return parseRequest(schema, req.query, 'query');
+    // fields in the query beside a body would be ignored: the client meant something else
+    const query = req.query as unknown as UrlEncoded;
+    if (query.fields.size > 0 || query.problems.length > 0)
+      throw new BadRequest([
+        'query: a request with a body takes its fields from the body alone (or send them all in the query, without a body)',
+      ]);
     if (
       typeof body === 'object' &&
       body !== null &&

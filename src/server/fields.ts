@@ -11,7 +11,7 @@
  * - `__proto__`, `constructor` and `prototype` are refused as field names in every form, at every
  *   depth; fields are kept in Maps or null-prototype objects, never merged into a plain object.
  */
-import { MAX_JSON_DEPTH, tooDeepAt } from '../json-depth.js';
+import { firstRepeatedKey, MAX_JSON_DEPTH, tooDeepAt } from '../json-shape.js';
 
 /** A located problem: `where` (body, query, form) + path, and what was expected. */
 export class BadRequest extends Error {
@@ -127,6 +127,8 @@ export function parseJsonBody(bytes: Uint8Array): unknown {
     if (FORBIDDEN_FIELDS.has(key) && !Array.isArray(this)) problems.push(`body.${key}: field name not allowed`);
     return v;
   });
+  const repeated = firstRepeatedKey(text);
+  if (repeated !== undefined) problems.push(`body.${repeated.join('.')}: given twice`);
   problems.push(...illFormed(value, 'body'));
   if (problems.length > 0) throw new BadRequest([...new Set(problems)]);
   return value;
