@@ -602,6 +602,31 @@ describe('callgate (the program)', function () {
     expect(bad.stderr).to.match(/^error: prefix must not contain/);
   });
 
+  it('kamailio --out: written whole; a directory, a missing directory or a full device: exit 2, one line', async function () {
+    const cfg = 'examples/kamailio/limits.json';
+    const dir = mkdtempSync(join(tmpdir(), 'callgate-kamailio-out-'));
+    try {
+      const full = device(this, dir, 'full');
+      const out = join(dir, 'callgate-redis.cfg');
+      const ok = await run(['kamailio', '--config', cfg, '--out', out]);
+      expect([ok.code, ok.stdout, ok.stderr]).to.deep.equal([0, '', '']);
+      expect(readFileSync(out, 'utf8')).to.include('route[CALLGATE_TABLES]');
+      for (const [target, reason] of [
+        [dir, 'it is a directory'],
+        [join(dir, 'none', 'x.cfg'), 'no such file or directory (ENOENT)'],
+        [full, 'no space left on device, write (ENOSPC)'],
+      ] as const) {
+        const bad = await run(['kamailio', '--config', cfg, '--out', target]);
+        expect([bad.code, bad.stderr], target).to.deep.equal([
+          2,
+          `error: cannot write the include ${target}: ${reason}\n`,
+        ]);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('kamailio on lanes: --hash-tags, --lease-lanes, --lease-pin, --lease-overflow; what cannot be leased: exit 2, one line', async () => {
     const leased = 'examples/limits/leased.json';
     const tags = await run(['kamailio', '--config', leased, '--hash-tags']);

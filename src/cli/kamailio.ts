@@ -1,8 +1,8 @@
 /** `callgate kamailio`: the Kamailio include that decides on callgate's Redis (src/kamailio/redis-commands.ts). */
-import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/index.js';
 import { kamailioCommands, kamailioInclude } from '../kamailio/redis-commands.js';
+import { OutputFile } from '../output-file.js';
 import { checkLeasable, type LeaseArgs, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
 
 interface KamailioArgs extends LeaseArgs {
@@ -40,7 +40,19 @@ export function kamailioCommand(program: Command): void {
         ...(lease && { lease }),
       });
       const text = kamailioInclude(cmds, opts.config);
-      if (opts.out === undefined) process.stdout.write(text);
-      else writeFileSync(opts.out, text);
+      if (opts.out === undefined) {
+        process.stdout.write(text);
+        return;
+      }
+      // as replay's outputs: a one-line error naming the file (a directory, no such directory,
+      // a full device), and a file replaced whole or not at all
+      const out = await OutputFile.open(opts.out, (name) => `the include ${name}`, { dash: true });
+      try {
+        await out.write(text);
+        await out.commit();
+      } catch (err) {
+        out.abort();
+        throw err;
+      }
     });
 }
