@@ -254,6 +254,42 @@ describe('trace reader', () => {
       }
     });
 
+    it('bytes that are not UTF-8 in a column it reads: a problem on that line, whatever the chunking', async () => {
+      const rows = [
+        Buffer.from('time,call_id,direction,peer,note\n'),
+        Buffer.from([...Buffer.from('1709640000,c'), 0xff, ...Buffer.from(',in,p1,ok\n')]),
+        // a lossy reading made this id the one above
+        Buffer.from([...Buffer.from('1709640001,c'), 0xfe, ...Buffer.from(',in,p1,\n')]),
+        // a note column may hold any bytes (Latin-1 here); a real U+FFFD is UTF-8
+        Buffer.from([...Buffer.from('1709640002,c3,in,p1,caf'), 0xe9, 0x0a]),
+        Buffer.from('1709640003,c\uFFFD,in,p\u00fc,\n'),
+        // a quoted peer over two lines, the bad byte on its second
+        Buffer.from([...Buffer.from('1709640004,c5,in,"p\n'), 0xc3, 0x28, ...Buffer.from('",\n')]),
+        Buffer.from('1709640005,c6,in,p1,\n'),
+      ];
+      const bytes = Buffer.concat(rows);
+      for (const size of [1, 2, 3, 7, 1000]) {
+        const buffers: Buffer[] = [];
+        for (let i = 0; i < bytes.length; i += size) buffers.push(bytes.subarray(i, i + size));
+        const calls: TraceCall[] = [];
+        const problems: string[] = [];
+        for await (const c of readTraceFrom(Readable.from(buffers), 'u.csv', {
+          onProblem: (p) => problems.push(formatProblem(p)),
+        }))
+          calls.push(c);
+        const why = 'not UTF-8 (a trace is UTF-8 text: ids are kept exactly as written)';
+        expect(problems, `chunks of ${size}`).to.deep.equal([
+          `u.csv:2: column "call_id": ${why}`,
+          `u.csv:3: column "call_id": ${why}`,
+          `u.csv:6: column "peer": ${why}`,
+        ]);
+        expect(
+          calls.map((c) => `${c.callId} ${c.peer}`),
+          `chunks of ${size}`,
+        ).to.deep.equal(['c3 p1', 'c\uFFFD p\u00fc', 'c6 p1']);
+      }
+    });
+
     it('reads every fixture like the reference model’s own loader', async () => {
       for (const name of [
         'boundary',

@@ -18,6 +18,7 @@
  * loadTraceSorted, which must hold every row to sort them.
  */
 import { idProblem } from '../ids.js';
+import { isUtf8 } from 'node:buffer';
 import { createReadStream } from 'node:fs';
 import { Readable, Transform, addAbortSignal, pipeline, type TransformCallback } from 'node:stream';
 import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
@@ -197,6 +198,50 @@ function countNewlines(s: string): number {
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
 /**
+ * Passes the bytes on as they are and notes the lines (1-based) that are not UTF-8. The CSV
+ * reader decodes lossily: `c\xff` and `c\xfe` would both read `c\ufffd`, two call ids made one.
+ * A chunk is checked up to its last '\n' (never inside a UTF-8 sequence), the rest with the next
+ * one; natively (isUtf8), and line by line only in a part that fails.
+ */
+class Utf8Lines extends Transform {
+  readonly badLines = new Set<number>();
+  /** Lines before `rest`. */
+  private line = 1;
+  private rest: Buffer | undefined;
+
+  override _transform(chunk: Buffer | string, _enc: BufferEncoding, cb: TransformCallback): void {
+    const buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    const nl = buf.lastIndexOf(10);
+    if (nl === -1) this.rest = this.rest ? Buffer.concat([this.rest, buf]) : buf;
+    else {
+      this.check(this.rest ? Buffer.concat([this.rest, buf.subarray(0, nl + 1)]) : buf.subarray(0, nl + 1));
+      this.rest = nl + 1 < buf.length ? buf.subarray(nl + 1) : undefined;
+    }
+    cb(null, buf);
+  }
+
+  override _flush(cb: TransformCallback): void {
+    if (this.rest) this.check(this.rest);
+    cb();
+  }
+
+  /** Whole lines (the last one may lack its '\n' at the end of the input). */
+  private check(part: Buffer): void {
+    if (isUtf8(part)) {
+      for (let i = part.indexOf(10); i !== -1; i = part.indexOf(10, i + 1)) this.line++;
+      return;
+    }
+    for (let from = 0; from < part.length; ) {
+      const nl = part.indexOf(10, from);
+      const end = nl === -1 ? part.length : nl + 1;
+      if (!isUtf8(part.subarray(from, end))) this.badLines.add(this.line);
+      if (nl !== -1) this.line++;
+      from = end;
+    }
+  }
+}
+
+/**
  * Blanks out comment lines before csv-parse sees them: a line whose first byte is `#` (outside
  * a quoted cell; after a BOM on the first line) loses everything up to its `\n`, which stays.
  * csv-parse then gives one record per physical line (an empty one for blank and comment lines),
@@ -349,8 +394,9 @@ async function* decodeStream(
   };
   parser = parse(options);
   if (signal) addAbortSignal(signal, input); // an abort also ends a read that waits (a FIFO)
+  const utf8 = new Utf8Lines();
   // pipeline forwards an error of any stage (ENOENT, EISDIR…) to the parser, failing the loop.
-  pipeline(input, new CommentBlanker(), parser, () => undefined);
+  pipeline(input, utf8, new CommentBlanker(), parser, () => undefined);
 
   let cols: Partial<Record<Known, number>> | undefined;
   let width = 0;
@@ -375,7 +421,7 @@ async function* decodeStream(
         width = cells.length;
         continue;
       }
-      const call = decodeRow(row, cols, width, file, rep);
+      const call = decodeRow(row, cols, width, file, rep, utf8.badLines);
       if (call !== undefined) yield call;
     }
   } catch (err) {
@@ -418,6 +464,7 @@ function decodeRow(
   width: number,
   file: string,
   report: (p: TraceProblem) => void,
+  badLines: ReadonlySet<number>,
 ): TraceCall | undefined {
   const { cells, line } = row;
   if (cells.length !== width) {
@@ -433,6 +480,18 @@ function decodeRow(
     ok = false;
     report({ file, line, column, message });
   };
+
+  // bytes that are not UTF-8, in a column read here (a note column may hold any bytes)
+  if (badLines.size > 0) {
+    let last = line;
+    for (const c of cells) last += countNewlines(c);
+    let notUtf8 = false;
+    for (let l = line; l <= last && !notUtf8; l++) notUtf8 = badLines.has(l);
+    if (notUtf8)
+      for (const name of KNOWN_COLUMNS)
+        if (cell(name)?.includes('\ufffd'))
+          bad(name, 'not UTF-8 (a trace is UTF-8 text: ids are kept exactly as written)');
+  }
 
   const timeText = cell('time')!.trim();
   const time = parseTime(timeText);
