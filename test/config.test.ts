@@ -659,6 +659,26 @@ describe('config', () => {
       expect([...(await loadConfigFile(fine)).inbound.peers.keys()]).to.deep.equal(['['.repeat(100)]);
     });
 
+    it('ids no call can name are refused (a lone surrogate, over 256 characters); a file that is not UTF-8 too', async () => {
+      expect(problemsOf(() => parseConfig({ inbound: { peers: { '\ud800x': [] } } }))).to.deep.equal([
+        'inbound.peers["\\ud800x"]: peer id must be well-formed Unicode (it holds a lone surrogate)',
+      ]);
+      expect(
+        problemsOf(() => parseConfig({ outbound: { carriers: { ['c'.repeat(257)]: { cps: 1 } } } })),
+      ).to.deep.equal([`outbound.carriers.${'c'.repeat(257)}: carrier id must be at most 256 characters, got 257`]);
+      expect([
+        ...parseConfig({ inbound: { accounts: { ['😀'.repeat(128)]: [] } } }).inbound.accounts.keys(),
+      ]).to.have.length(1);
+      const latin1 = join(dir, 'latin1.json');
+      await writeFile(
+        latin1,
+        Buffer.concat([Buffer.from('{"inbound":{\n"peers":{"caf'), Buffer.from([0xe9]), Buffer.from('":[]}}}')]),
+      );
+      expect(await problemsOfAsync(loadConfigFile(latin1))).to.deep.equal([
+        `${latin1}: line 2: not UTF-8 (a configuration is UTF-8 text)`,
+      ]);
+    });
+
     it('loadConfig also takes an object', async () => {
       expect(await loadConfig(CONTRACT_EXAMPLE)).to.deep.equal(EXPECTED);
     });

@@ -2,11 +2,12 @@
  * Loading the limit configuration: from an object, a JSON file or a YAML file. Every failure is
  * a ConfigError listing all problems found, each naming its path (and the file, if any).
  */
+import { isUtf8 } from 'node:buffer';
 import { extname } from 'node:path';
 import type { z } from 'zod';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../json-shape.js';
 import { osReason } from '../os-reason.js';
-import { readText } from '../read-text.js';
+import { readBytes } from '../read-user-file.js';
 import { ConfigError } from '../errors/config-error.js';
 import { jsonDuplicateKeys } from './duplicate-keys.js';
 import { formatPath } from './path.js';
@@ -122,12 +123,23 @@ export function isYamlPath(path: string): boolean {
  * leading BOM is ignored). Problems are prefixed with `path` as given.
  */
 export async function loadConfigFile(path: string): Promise<CallGateConfig> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await readText(path);
+    bytes = await readBytes(path);
   } catch (e) {
     throw new ConfigError([`${path}: cannot read file: ${osReason(e)}`], { cause: e });
   }
+  // UTF-8 only: a lossy reading would give two ids with different bytes one name
+  if (!isUtf8(bytes)) {
+    let line = 1;
+    for (let from = 0; ; line++) {
+      const nl = bytes.indexOf(10, from);
+      if (!isUtf8(bytes.subarray(from, nl === -1 ? bytes.length : nl))) break;
+      from = nl + 1;
+    }
+    throw new ConfigError([`${path}: line ${line}: not UTF-8 (a configuration is UTF-8 text)`]);
+  }
+  let text = bytes.toString('utf8');
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   const raw = isYamlPath(path) ? parseYamlText(text, path) : parseJsonText(text, path);
   return parseConfig(raw, path);

@@ -10,6 +10,7 @@
 import { z } from 'zod';
 import type { Algorithm, Limit } from '../store/types.js';
 import { parseDuration } from './duration.js';
+import { idProblem } from '../ids.js';
 import { describeValue } from './path.js';
 import type { AttributeLevelConfig, BucketConfig, CallGateConfig, CarrierConfig } from './types.js';
 
@@ -151,7 +152,13 @@ function idMapSchema<T extends z.ZodType>(kind: string, valueSchema: T, valueWha
   return z.preprocess(
     toMap,
     z.map(
-      z.string({ error: expected(`a non-empty ${kind} id`) }).min(1, { error: `expected a non-empty ${kind} id` }),
+      z
+        .string({ error: expected(`a non-empty ${kind} id`) })
+        .min(1, { error: `expected a non-empty ${kind} id` })
+        // as the calls' ids are bound (src/ids.ts): an id no call can name would never match
+        .refine((id) => id === '' || idProblem(id) === undefined, {
+          error: (iss) => `${kind} id ${idProblem(iss.input)}`,
+        }),
       valueSchema,
       {
         error: expected(`an object mapping ${kind} ids to ${valueWhat}`),

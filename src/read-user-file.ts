@@ -1,6 +1,6 @@
 /**
- * A user's text file, read whole as UTF-8, where the file may be a named pipe: a FIFO (`mkfifo`,
- * or a shell's `<(…)`) is opened without blocking. A thread of Node's pool stuck opening a FIFO
+ * A file a user names (a configuration), read whole, where the file may be a named pipe: a
+ * FIFO (`mkfifo`, or a shell's `<(…)`) is opened without blocking. A thread of Node's pool stuck opening a FIFO
  * that nobody writes to keeps the process from exiting, even on a signal (process.exit waits for
  * it), and a sidecar's reloads would each take one more thread. Opened non-blocking, a FIFO with
  * no writer reads as empty; one with a writer (the shell's `<(…)`) reads until the writer closes.
@@ -9,8 +9,8 @@ import { closeSync, constants, openSync, readSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { Socket } from 'node:net';
 
-export async function readText(path: string): Promise<string> {
-  if (!(await stat(path)).isFIFO()) return readFile(path, 'utf8');
+export async function readBytes(path: string): Promise<Buffer> {
+  if (!(await stat(path)).isFIFO()) return readFile(path);
   const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   const chunks: Buffer[] = [];
   // what is there now; 0 bytes is the end (no writer: epoll would never say so, hence no
@@ -21,7 +21,7 @@ export async function readText(path: string): Promise<string> {
       const n = readSync(fd, buf);
       if (n === 0) {
         closeSync(fd);
-        return Buffer.concat(chunks).toString('utf8');
+        return Buffer.concat(chunks);
       }
       chunks.push(buf.subarray(0, n));
     }
@@ -32,13 +32,13 @@ export async function readText(path: string): Promise<string> {
     }
   }
   // the rest as the writer writes it: the fd as a pipe of the event loop, as process.stdin is
-  return new Promise<string>((resolve, reject) => {
+  return new Promise<Buffer>((resolve, reject) => {
     const pipe = new Socket({ fd, readable: true, writable: false });
     pipe.on('data', (c: Buffer) => chunks.push(c));
     pipe.on('error', reject);
     pipe.on('end', () => {
       pipe.destroy();
-      resolve(Buffer.concat(chunks).toString('utf8'));
+      resolve(Buffer.concat(chunks));
     });
   });
 }
