@@ -602,6 +602,17 @@ describe('callgate (the program)', function () {
     expect(bad.stderr).to.match(/^error: prefix must not contain/);
   });
 
+  it('release --call-id and inspect --peer: ids bound as everywhere (empty, over 256): exit 2, one line', async () => {
+    for (const [args, line] of [
+      [['release', '--call-id', 'x'.repeat(257)], 'error: --call-id must be at most 256 characters, got 257'],
+      [['release', '--call-id', ''], 'error: --call-id must not be empty'],
+      [['inspect', '--config', 'examples/limits/complete.json', '--peer', ''], 'error: --peer must not be empty'],
+    ] as const) {
+      const r = await run([...args]);
+      expect([r.code, r.stderr], args.join(' ').slice(0, 60)).to.deep.equal([2, `${line}\n`]);
+    }
+  });
+
   it('kamailio --out: written whole; a directory, a missing directory or a full device: exit 2, one line', async function () {
     const cfg = 'examples/kamailio/limits.json';
     const dir = mkdtempSync(join(tmpdir(), 'callgate-kamailio-out-'));

@@ -159,6 +159,7 @@ describe('config', () => {
       'T1S',
       'PT0.0000015S',
       'PT1,,5S',
+      'P1DT',
       'PT,5M',
       'PT1,5.5M',
       '0.0005ms',

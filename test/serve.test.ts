@@ -193,7 +193,7 @@ describe('callgate serve (the command, on Redis)', function () {
     expect(carriers).to.deep.equal(['x', 'x', 'y']);
   });
 
-  it('--lease-lanes without --store redis, or out of range: exit 2, one line', async () => {
+  it('--lease-lanes without --store redis, or out of range; a number option not a whole number: exit 2, one line', async () => {
     const config = file('lease-bad.json', limits(5));
     for (const [extra, message] of [
       [['--lease-lanes', '4'], /--lease-lanes needs --store redis/],
@@ -214,6 +214,13 @@ describe('callgate serve (the command, on Redis)', function () {
       [
         ['--store', 'redis', '--redis-url', redis.url, '--leased-carriers', 'nope'],
         /a leased carrier must be configured/,
+      ],
+      // what was typed, quoted, not NaN
+      [['--channels-status', '486.5'], /--channels-status: expected .* got "486\.5"/],
+      [['--timeout-ms', '1e3'], /--timeout-ms: expected an integer from 1 to 60000, got "1e3"/],
+      [
+        ['--store', 'redis', '--redis-url', redis.url, '--lease-lanes', '4', '--lease-wait-replicas', '-1'],
+        /--lease-wait-replicas: expected an integer from 0 to 16, got "-1"/,
       ],
     ] as const) {
       const r = await runNode(

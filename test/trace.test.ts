@@ -326,6 +326,7 @@ describe('trace reader', () => {
         ['PT4H', 4 * 3600 * 1_000_000],
         ['P1DT1S', 86_401_000_000],
         ['PT0S', 0],
+        ['P1DT', undefined],
         ['-5', undefined],
         ['+5', undefined],
         ['1e3', undefined],

@@ -3,6 +3,7 @@
  * processes or sidecars share, read-only, as a table or as JSON.
  */
 import type { Command } from 'commander';
+import { checkIdArgument } from '../ids.js';
 import { loadConfigFile } from '../config/load.js';
 import { inspectState, stateText } from '../observe/inspect.js';
 import { RedisStore } from '../store/redis/redis-store.js';
@@ -26,6 +27,7 @@ export interface InspectArgs extends RedisConnectionArgs, LeaseArgs {
 }
 
 export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
+  for (const peer of args.peer) checkIdArgument('--peer', peer);
   const config = await loadConfigFile(args.config);
   checkLeasable(args, config);
   const leasedCarriers = leasedCarrierIds(args.leasedCarriers, config);

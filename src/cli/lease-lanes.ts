@@ -3,6 +3,7 @@
  * `serve` runs one, `inspect`, `holds` and `reset` read its lanes, `replay` simulates one.
  */
 import type { Command } from 'commander';
+import { intOption, shownOption } from './int-option.js';
 import type { CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { leasedCarrier } from '../lease/carriers.js';
@@ -14,7 +15,7 @@ import { type LanePins, lanePlan, leasedLevel, MAX_LANES } from '../lease/lanes.
  */
 export function leaseLanesOption(cmd: Command, description: string): Command {
   return cmd
-    .option('--lease-lanes <n>', description, (v: string) => (/^\d+$/.test(v) ? Number(v) : v))
+    .option('--lease-lanes <n>', description, intOption)
     .option('--lease-overflow', 'the leased level has an overflow lane (docs/leasing.md)')
     .option(
       '--lease-pin <owner=lane>',
@@ -61,7 +62,7 @@ export function checkLeaseLanes({ leaseLanes: lanes, leaseOverflow: overflow, le
   if (pin !== undefined && lanes === undefined) throw new InvalidArgumentError('--lease-pin needs --lease-lanes');
   if (lanes !== undefined && !(Number.isSafeInteger(lanes) && (lanes as number) >= 1 && (lanes as number) <= MAX_LANES))
     throw new InvalidArgumentError(
-      `--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${typeof lanes === 'string' ? JSON.stringify(lanes) : String(lanes)}`,
+      `--lease-lanes: expected an integer from 1 to ${MAX_LANES}, got ${shownOption(lanes)}`,
     );
   // each pin's lane within the lanes
   for (const [field, kind] of [

@@ -9,6 +9,8 @@
  * unless given --yes. Its report names what was removed, on stderr (a log line) and stdout.
  */
 import { createInterface } from 'node:readline/promises';
+import { checkIdArgument } from '../ids.js';
+import { intOption, shownOption } from './int-option.js';
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
@@ -62,7 +64,7 @@ export async function runHolds(args: HoldsArgs, out: NodeJS.WritableStream = pro
   if ((args.bucket === undefined) === (args.carrier === undefined))
     throw new InvalidArgumentError('give one of --bucket global|account:<id>|peer:<id> or --carrier <id>');
   if (!(Number.isSafeInteger(args.max) && args.max >= 1 && args.max <= 10_000))
-    throw new InvalidArgumentError(`--max: expected an integer from 1 to 10000, got ${String(args.max)}`);
+    throw new InvalidArgumentError(`--max: expected an integer from 1 to 10000, got ${shownOption(args.max)}`);
   const config = await loadConfigFile(args.config);
   if (args.bucket !== undefined) checkLeasable(args, config); // a carrier's holds do not depend on leasing
   const target = args.bucket !== undefined ? { bucket: args.bucket } : { carrier: args.carrier! };
@@ -71,7 +73,7 @@ export async function runHolds(args: HoldsArgs, out: NodeJS.WritableStream = pro
 }
 
 export async function runRelease(args: ReleaseArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
-  if (args.callId === '') throw new InvalidArgumentError('--call-id must not be empty');
+  checkIdArgument('--call-id', args.callId);
   const r = await onRedis(args, (store) => store.release({ id: args.callId }));
   const outcome = r.released > 0 ? 'released' : 'not-held';
   if (args.json) out.write(`${JSON.stringify({ call_id: args.callId, released: r.released > 0, outcome })}\n`);
@@ -112,8 +114,6 @@ export async function runReset(args: ResetArgs, out: NodeJS.WritableStream = pro
   if (args.json) out.write(`${JSON.stringify(r)}\n`);
 }
 
-const int = (v: string) => (/^\d+$/.test(v) ? Number(v) : NaN);
-
 export function operateCommands(program: Command): void {
   const holds = program
     .command('holds')
@@ -127,7 +127,7 @@ export function operateCommands(program: Command): void {
     'their global level is leased over N lanes: read the lanes',
   )
     .option('--prefix <prefix>', 'their key prefix', 'callgate:')
-    .option('--max <n>', 'list at most this many calls (the total is always shown)', int, 1000)
+    .option('--max <n>', 'list at most this many calls (the total is always shown)', intOption, 1000)
     .option('--json', 'one JSON object (as GET /v1/holds)')
     .action(async (opts: HoldsArgs) => runHolds(opts));
 

@@ -7,6 +7,7 @@
  * and holds lapse after maxCallDuration otherwise).
  */
 import { type Command, Option } from 'commander';
+import { intOption, shownOption } from './int-option.js';
 import type { Cluster, Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { StorePolicy } from '../admission/admission.js';
@@ -87,7 +88,7 @@ function bad(message: string): never {
 
 function positiveInt(name: string, value: number, max: number): void {
   if (!(Number.isSafeInteger(value) && value > 0 && value <= max))
-    bad(`${name}: expected an integer from 1 to ${max}, got ${String(value)}`);
+    bad(`${name}: expected an integer from 1 to ${max}, got ${shownOption(value)}`);
 }
 
 /** Check everything a user typed before anything starts. */
@@ -95,14 +96,16 @@ function checkArgs(args: ServeArgs): void {
   positiveInt('--timeout-ms', args.timeoutMs, 60_000);
   positiveInt('--body-limit', args.bodyLimit, 1024 * 1024);
   if (!(Number.isSafeInteger(args.retryJitter) && args.retryJitter >= 0 && args.retryJitter <= 3600)) {
-    bad(`--retry-jitter: expected whole seconds from 0 to 3600, got ${String(args.retryJitter)}`);
+    bad(`--retry-jitter: expected whole seconds from 0 to 3600, got ${shownOption(args.retryJitter)}`);
   }
   if (args.store === 'redis') checkRedisUrl(args.redisUrl);
   if (
     args.channelsStatus !== undefined &&
     !(Number.isSafeInteger(args.channelsStatus) && args.channelsStatus >= 400 && args.channelsStatus <= 699)
   ) {
-    bad(`--channels-status: expected a SIP final response status from 400 to 699, got ${String(args.channelsStatus)}`);
+    bad(
+      `--channels-status: expected a SIP final response status from 400 to 699, got ${shownOption(args.channelsStatus)}`,
+    );
   }
   for (const [flag, v, max] of [
     ['--max-batch', args.maxBatch, MAX_BATCH_LIMIT],
@@ -119,7 +122,7 @@ function checkArgs(args: ServeArgs): void {
   checkLeaseLanes(args);
   if (args.leaseWaitReplicas !== undefined) {
     if (!(Number.isSafeInteger(args.leaseWaitReplicas) && args.leaseWaitReplicas >= 0 && args.leaseWaitReplicas <= 16))
-      bad(`--lease-wait-replicas: expected an integer from 0 to 16, got ${String(args.leaseWaitReplicas)}`);
+      bad(`--lease-wait-replicas: expected an integer from 0 to 16, got ${shownOption(args.leaseWaitReplicas)}`);
   }
   if (args.leasedCarriers !== undefined && args.store !== 'redis')
     bad('--leased-carriers needs --store redis: a carrier is leased across Redis deployments');
@@ -367,8 +370,6 @@ export async function runServe(args: ServeArgs): Promise<void> {
   await sidecar.stopped;
 }
 
-const int = (v: string) => (/^\d+$/.test(v) ? Number(v) : NaN);
-
 export function serveCommand(program: Command): void {
   const cmd = program
     .command('serve')
@@ -387,20 +388,20 @@ export function serveCommand(program: Command): void {
         .choices(['fail-closed', 'fail-open', 'local'])
         .default('fail-closed'),
     )
-    .option('--timeout-ms <ms>', "bound on one decision's store call", int, DEFAULT_TIMEOUT_MS)
-    .option('--body-limit <bytes>', 'largest request body', int, 16384)
-    .option('--retry-jitter <s>', 'add up to this many seconds to Retry-After', int, 0)
+    .option('--timeout-ms <ms>', "bound on one decision's store call", intOption, DEFAULT_TIMEOUT_MS)
+    .option('--body-limit <bytes>', 'largest request body', intOption, 16384)
+    .option('--retry-jitter <s>', 'add up to this many seconds to Retry-After', intOption, 0)
     .option(
       '--channels-status <code>',
       'SIP status for a refusal by a channel limit (default 503; 486 and 480 are common)',
-      int,
+      intOption,
     )
-    .option('--max-batch <n>', `decisions in one script call, at most (1 to ${MAX_BATCH_LIMIT}; default 64)`, int)
-    .option('--max-in-flight <n>', `batches in flight at once (1 to ${MAX_IN_FLIGHT_LIMIT}; default 2)`, int)
+    .option('--max-batch <n>', `decisions in one script call, at most (1 to ${MAX_BATCH_LIMIT}; default 64)`, intOption)
+    .option('--max-in-flight <n>', `batches in flight at once (1 to ${MAX_IN_FLIGHT_LIMIT}; default 2)`, intOption)
     .option(
       '--lone-up-to <n>',
       'batches of up to n sliding-log admissions go as one run of lone decisions (default 4)',
-      int,
+      intOption,
     )
     .option('--log-level <level>', 'fatal, error, warn, info, debug or silent', 'info')
     .option('--no-watch', 'do not reload when the configuration file changes')
@@ -409,7 +410,7 @@ export function serveCommand(program: Command): void {
     .option(
       '--lease-wait-replicas <n>',
       'replicas a lane shrink must reach before its capacity moves (with replicas: 1)',
-      int,
+      intOption,
     )
     .option(
       '--leased-carriers <ids>',
@@ -419,7 +420,7 @@ export function serveCommand(program: Command): void {
       '--lease-regions <urls>',
       "every region's Redis, comma-separated, the same order in every region (cluster:URL for a Cluster): the coordinator candidates reach them all, one per leased carrier too",
     )
-    .option('--lease-tick-ms <ms>', "the coordinators' tick (default 50)", int)
-    .option('--lease-reply-timeout-ms <ms>', 'how long a coordinator waits for a lane (default 250)', int)
+    .option('--lease-tick-ms <ms>', "the coordinators' tick (default 50)", intOption)
+    .option('--lease-reply-timeout-ms <ms>', 'how long a coordinator waits for a lane (default 250)', intOption)
     .action(async (opts: ServeArgs) => runServe(opts));
 }

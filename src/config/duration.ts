@@ -54,8 +54,9 @@ function parseShort(input: string): DurationParse | undefined {
 
 function parseIso(input: string): DurationParse {
   if (!input.startsWith('P')) return { ok: false };
-  // Negative durations are never valid here; luxon would accept `-PT1S` and `PT-1S`.
-  if (input.includes('-')) return { ok: false };
+  // Negative durations are never valid here; luxon would accept `-PT1S` and `PT-1S`. Nor is a
+  // time part with nothing in it (`P1DT`), which ISO 8601 does not allow and luxon does.
+  if (input.includes('-') || input.endsWith('T')) return { ok: false };
   // ISO 8601 allows a decimal comma on any component; luxon takes one on seconds only
   const d = Duration.fromISO(input.replaceAll(',', '.'));
   if (!d.isValid) return { ok: false };
