@@ -189,6 +189,41 @@ describe('attribute levels', () => {
       expect(labels({ peer: 'p' })).to.deep.equal(['global', 'peer']);
     });
 
+    it('levels that land at one place (no global, no account bucket) keep the order of their order values', () => {
+      const none = parseConfig({
+        inbound: {
+          defaultPeer: [{ limit: 5, window: '1s' }],
+          attributes: [
+            { name: 'a1', key: 'callee', order: 'after-account', limits: [] },
+            { name: 'l1', key: 'caller', limits: [] },
+            { name: 'g1', key: 'caller', order: 'after-global', limits: [] },
+            { name: 'f1', key: 'caller', order: 'first', limits: [] },
+            { name: 'a2', key: 'caller', order: 'after-account', limits: [] },
+          ],
+        },
+      });
+      const p = new PlanCache(none).forCall({ peer: 'p', caller: 'x', callee: 'y' });
+      expect(typeof p === 'string' ? [] : p.labels.map((l) => l.replace(/:.*/, ''))).to.deep.equal([
+        'f1',
+        'g1',
+        'a1',
+        'a2',
+        'peer',
+        'l1',
+      ]);
+      // with a global bucket and no account: after-global before after-account, both after global
+      expect(labels({ peer: 'p', caller: 'x', callee: 'y' })).to.deep.equal([
+        'f1',
+        'f2',
+        'global',
+        'g1',
+        'c1',
+        'a1',
+        'peer',
+        'l1',
+      ]);
+    });
+
     it('every inbound call shares one tag when attribute levels exist (a caller spans peers)', () => {
       const cfg = parseConfig({
         inbound: { defaultPeer: [{ limit: 5, window: '1s' }], attributes: [{ name: 'c', key: 'caller', limits: [] }] },

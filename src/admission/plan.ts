@@ -84,35 +84,45 @@ function insertAt(level: AttributeLevelConfig, labels: readonly string[]): numbe
   }
 }
 
+/** The order of the `order` values where several levels land at one point (no global bucket, say). */
+const RANK: Readonly<Record<string, number>> = { first: 0, 'after-global': 1, 'after-account': 2, last: 3 };
+
 /**
  * `base` (a call's global / account / peer plan) with the attribute levels that apply to the
- * call inserted where their `order` says, in configuration order among equals; `base` itself
- * when none applies. `values`: each level's value for the call (undefined: it does not apply).
+ * call inserted where their `order` says; `base` itself when none applies. `values`: each
+ * level's value for the call (undefined: it does not apply). Levels that land at one point keep
+ * the order of their `order` values (a `first` level before an `after-account` one when the call
+ * has neither a global nor an account bucket), then their configuration order.
  */
 export function withAttributes(
   base: AdmissionPlan,
   levels: readonly AttributeLevelConfig[],
   values: readonly (string | undefined)[],
 ): AdmissionPlan {
-  let buckets: Bucket[] | undefined;
-  let labels: string[] | undefined;
   const baseLabels = base.labels;
-  // later insertions at the same point go after earlier ones: track how many went before each point
-  const shift = new Array<number>(baseLabels.length + 1).fill(0);
+  const inserted: { at: number; rank: number; i: number }[] = [];
   for (let i = 0; i < levels.length; i++) {
-    const value = values[i];
-    if (value === undefined) continue;
+    if (values[i] === undefined) continue;
     const level = levels[i]!;
-    buckets ??= [...base.buckets];
-    labels ??= [...baseLabels];
-    const at = insertAt(level, baseLabels);
-    let pos = at;
-    for (let k = 0; k <= at; k++) pos += shift[k]!;
-    buckets.splice(pos, 0, attributeBucket(level, value));
-    labels.splice(pos, 0, `${level.name}:${value}`);
-    shift[at]!++;
+    inserted.push({ at: insertAt(level, baseLabels), rank: RANK[level.order ?? 'last'] ?? 3, i });
   }
-  return buckets === undefined ? base : { tag: base.tag, buckets, labels: labels! };
+  if (inserted.length === 0) return base;
+  inserted.sort((a, b) => a.at - b.at || a.rank - b.rank || a.i - b.i);
+  const buckets: Bucket[] = [];
+  const labels: string[] = [];
+  let k = 0;
+  for (let p = 0; p <= baseLabels.length; p++) {
+    for (; k < inserted.length && inserted[k]!.at === p; k++) {
+      const { i } = inserted[k]!;
+      buckets.push(attributeBucket(levels[i]!, values[i]!));
+      labels.push(`${levels[i]!.name}:${values[i]!}`);
+    }
+    if (p < baseLabels.length) {
+      buckets.push(base.buckets[p]!);
+      labels.push(baseLabels[p]!);
+    }
+  }
+  return { tag: base.tag, buckets, labels };
 }
 
 /**

@@ -355,8 +355,10 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
         ends: listOf(peerEnds, peer),
       });
 
-      // attribute levels, each inserted where its order says (equals in configuration order)
+      // attribute levels, each inserted where its order says; levels at one place in the order
+      // of their order values (first, after-global, after-account), then configuration order
       const baseNames = checks.map((c) => c.name);
+      const rank = new Map<Check, number>();
       const inserted = baseNames.map(() => [] as Check[]);
       const atEnd: Check[] = [];
       const before: Check[] = [];
@@ -382,6 +384,7 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
           };
         }
         const order = level.order ?? 'last';
+        rank.set(check, ['first', 'after-global', 'after-account', 'last'].indexOf(order));
         const iGlobal = baseNames.indexOf('global');
         const iPeer = baseNames.findIndex((n) => n.startsWith('peer:'));
         if (order === 'first') before.push(check);
@@ -389,6 +392,9 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
         else if (order === 'after-account') (iPeer > 0 ? inserted[iPeer - 1]! : before).push(check);
         else atEnd.push(check);
       }
+      const byRank = (a: Check, b: Check) => rank.get(a)! - rank.get(b)!; // (a stable sort)
+      before.sort(byRank);
+      for (const list of inserted) list.sort(byRank);
       const base = checks.splice(0);
       checks.push(...before);
       base.forEach((c, i) => {
