@@ -418,7 +418,8 @@ local function bannedUntil(first, ban)
 end
 
 -- A call the bucket's rate limits lacked room for: a strike in its span [k span, (k + 1) span);
--- the strike that reaches the threshold bans it until t + length.
+-- the strike that reaches the threshold bans it until t + length, and the count starts afresh
+-- (once the ban ends, the value needs as many strikes again).
 local function strike(first, ban)
   local span = ban[2]
   local key = KEYS[first + ban[3]]
@@ -428,11 +429,12 @@ local function strike(first, ban)
   if s[1] and tonumber(s[1]) == k then
     c = tonumber(s[2]) + 1
   end
-  redis.call('HSET', key, 'k', fmtInt(k), 'c', fmtInt(c))
-  redis.call('PEXPIRE', key, fmtInt(ttlMs((k + 1) * span - t, floorMs)))
   if c >= ban[1] then
     redis.call('SET', KEYS[first + ban[5]], fmtInt(t + ban[4]), 'PX', fmtInt(ttlMs(ban[4], floorMs)))
+    c = 0
   end
+  redis.call('HSET', key, 'k', fmtInt(k), 'c', fmtInt(c))
+  redis.call('PEXPIRE', key, fmtInt(ttlMs((k + 1) * span - t, floorMs)))
 end
 
 -- Leased levels (src/lease/, lua/lease-*.lua). A lane's share hash {c, h, e, ...}: the calls per

@@ -500,7 +500,11 @@ export class MemoryStore implements Store, OperableStore {
       st = { k, c: 0, spanUs: ban.spanUs };
       this.strikes.set(bucket.name, st);
     }
-    if (++st.c >= ban.threshold) this.banEnds.set(bucket.name, t + ban.forUs);
+    if (++st.c >= ban.threshold) {
+      // once the ban ends the value starts afresh: its strikes from 0 (docs/attributes.md)
+      this.banEnds.set(bucket.name, t + ban.forUs);
+      st.c = 0;
+    }
   }
 
   /** Lift a bucket's ban (and forget its strikes): whether it was banned at t. */

@@ -726,6 +726,31 @@ const bans: Case[] = [
       ],
     };
   })(),
+  (() => {
+    // a ban starts the strikes afresh: once it ends (within the same span), the value is banned
+    // again only by as many strikes again. Threshold 2, one 10 s span, bans of 500 ms
+    const MS = 1_000;
+    const caller: Bucket = {
+      ...bucket('attr:caller:z', SL(1, S)),
+      ban: { threshold: 2, spanUs: 10 * S, forUs: 500 * MS },
+    };
+    const b = on(GLOBAL_TAG, [caller]);
+    return {
+      name: 'bans: a ban starts the strikes afresh; once it ends, the threshold again bans',
+      ops: [
+        b.admit(T0, ok),
+        b.admit(T0 + 100 * MS, no(0, 900 * MS)),
+        // strike 2: banned until T0 + 700 ms
+        b.admit(T0 + 200 * MS, no(0, 800 * MS)),
+        b.admit(T0 + 300 * MS, { ...no(0, 400 * MS), reason: 'banned' }),
+        // the ban over: strike 1 again, refused by the rate alone (not banned again)
+        b.admit(T0 + 800 * MS, no(0, 200 * MS)),
+        // strike 2 again: banned until T0 + 1.4 s
+        b.admit(T0 + 900 * MS, no(0, 100 * MS)),
+        b.admit(T0 + 1_000 * MS, { ...no(0, 400 * MS), reason: 'banned' }),
+      ],
+    };
+  })(),
 ];
 
 export const CASES: Case[] = [...slidingLog, ...buckets, ...windows, ...records, ...leaky, ...channels, ...bans];

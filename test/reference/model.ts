@@ -439,7 +439,11 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
           ban.state.strikes = 0;
         }
         ban.state.strikes++;
-        if (ban.state.strikes >= ban.threshold) ban.state.until = t + ban.forUs;
+        if (ban.state.strikes >= ban.threshold) {
+          // banned; once the ban ends the value starts afresh (its strikes from 0)
+          ban.state.until = t + ban.forUs;
+          ban.state.strikes = 0;
+        }
       }
       if (refusal !== undefined) {
         out.push({ call_id: call.callId, direction: 'in', outcome: 'rejected', ...refusal });
