@@ -107,6 +107,11 @@ describe('attribute levels', () => {
     it('subnets of IPv4, IPv6 and IPv4-mapped addresses; other sources as given', () => {
       expect(subnetOf('203.0.113.77', 24, 64)).to.equal('203.0.113.0/24');
       expect(subnetOf('::ffff:203.0.113.77', 16, 64)).to.equal('203.0.0.0/16');
+      // an IPv4-mapped address in any spelling is its IPv4 network (10.1.2.3 = a01:203)
+      for (const a of ['::ffff:a01:203', '::FFFF:A01:203', '0:0:0:0:0:ffff:a01:203', '::ffff:10.1.2.3', '10.1.2.3'])
+        expect(subnetOf(a, 24, 48), a).to.equal('10.1.2.0/24');
+      // not mapped (::a01:203 is IPv4-compatible, deprecated, and stays IPv6)
+      expect(subnetOf('::a01:203', 24, 48)).to.equal('0:0:0:0:0:0:0:0/48');
       expect(subnetOf('2001:db8:1:2:3:4:5:6', 24, 64)).to.equal('2001:db8:1:2:0:0:0:0/64');
       expect(subnetOf('2001:db8::1', 24, 48)).to.equal('2001:db8:0:0:0:0:0:0/48');
       expect(subnetOf('2001:db8:ffff::1', 24, 36)).to.equal('2001:db8:f000:0:0:0:0:0/36');

@@ -57,20 +57,29 @@ function ipv6Groups(text: string): number[] | undefined {
   return groups.length === 8 && groups.every((g) => g >= 0 && g <= 0xffff) ? groups : undefined;
 }
 
-/** The network of an address with `bits` kept: `203.0.113.0/24`, `2001:db8:0:0:0:0:0:0/64`. */
+/** An IPv4 network of `bits` bits, from the address as a number. */
+function v4Network(n: number, bits: number): string {
+  const size = 2 ** (32 - bits);
+  const net = n - (n % size);
+  return `${[24, 16, 8, 0].map((s) => Math.floor(net / 2 ** s) % 256).join('.')}/${bits}`;
+}
+
+/**
+ * The network of an address with `bits` kept: `203.0.113.0/24`, `2001:db8:0:0:0:0:0:0/64`. An
+ * IPv4-mapped IPv6 address is its IPv4 address, however it is written (`::ffff:10.1.2.3`,
+ * `::ffff:a01:203`, `0:0:0:0:0:ffff:a01:203`): one network, one spelling.
+ */
 export function subnetOf(address: string, v4: number, v6: number): string | undefined {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  const a = mapped ? mapped[1]! : address;
-  const kind = isIP(a);
-  if (kind === 4) {
-    const n = a.split('.').reduce((acc, b) => acc * 256 + Number(b), 0);
-    const size = 2 ** (32 - v4);
-    const net = n - (n % size);
-    return `${[24, 16, 8, 0].map((s) => Math.floor(net / 2 ** s) % 256).join('.')}/${v4}`;
-  }
+  const kind = isIP(address);
+  if (kind === 4)
+    return v4Network(
+      address.split('.').reduce((acc, b) => acc * 256 + Number(b), 0),
+      v4,
+    );
   if (kind === 6) {
-    const g = ipv6Groups(a);
+    const g = ipv6Groups(address);
     if (g === undefined) return undefined;
+    if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return v4Network(g[6]! * 65_536 + g[7]!, v4);
     const masked = g.map((x, i) => {
       const keep = Math.max(0, Math.min(16, v6 - 16 * i));
       return keep === 0 ? 0 : x & (0xffff << (16 - keep)) & 0xffff;
