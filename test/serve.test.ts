@@ -303,7 +303,7 @@ describe('callgate serve (the command, on Redis)', function () {
       [[...onRedis, '--max-batch', '0'], /--max-batch: expected an integer from 1 to 1000, got 0/],
       [[...onRedis, '--max-batch', '1001'], /--max-batch: expected an integer from 1 to 1000, got 1001/],
       [[...onRedis, '--max-in-flight', '65'], /--max-in-flight: expected an integer from 1 to 64, got 65/],
-      [[...onRedis, '--lone-up-to', 'two'], /--lone-up-to: expected an integer from 1 to 1000, got NaN/],
+      [[...onRedis, '--lone-up-to', 'two'], /--lone-up-to: expected an integer from 1 to 1000, got "two"/],
       [['--lone-up-to', '2'], /--lone-up-to needs --store redis/],
     ] as const) {
       const r = await runNode(

@@ -333,6 +333,14 @@ describe('sidecar HTTP API (in process)', () => {
     expect((await post(s.app, '/v1/admit', JSON.stringify({ call_id: '😀'.repeat(128), peer: 'p1' }))).status).to.equal(
       200,
     );
+    // a path that does not decode: the API's shape (fastify's own before)
+    const badPath = await s.app.inject({ method: 'DELETE', url: '/v1/bans/%ff/%' });
+    expect([badPath.statusCode, (badPath.json() as Json).error]).to.deep.equal([400, 'bad-request']);
+    // a body the sidecar does not read (text/plain too, which fastify reads by default): 415
+    for (const type of ['text/plain', 'application/xml']) {
+      const r = await post(s.app, '/v1/admit', 'call_id=c&peer=p1', { 'content-type': type });
+      expect([r.status, r.json.error], type).to.deep.equal([415, 'unsupported-media-type']);
+    }
     // a key given twice in a JSON body (JSON.parse keeps the last): refused, nested too
     const twice = await post(s.app, '/v1/admit', '{"call_id":"dk2","call_id":"dk3","peer":"p1"}');
     expect([twice.status, twice.json.problems]).to.deep.equal([400, ['body.call_id: given twice']]);

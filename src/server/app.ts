@@ -97,6 +97,11 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     return503OnClosing: true,
     // a client that never finishes its request does not hold a socket forever
     requestTimeout: 30_000,
+    // a path fastify cannot decode (`/v1/bans/%ff/%`): the API's error shape, not fastify's
+    frameworkErrors: (err, _req, reply) => {
+      const message = `path: ${err.message}`;
+      void (reply as unknown as FastifyReply).code(400).send({ error: 'bad-request', message, problems: [message] });
+    },
     // the query read as form bodies are (fields.ts): exact UTF-8 or refused, decoded once
     routerOptions: {
       querystringParser: (query: string) => parseUrlEncoded(query) as unknown as Record<string, string>,
@@ -127,6 +132,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
 
   // JSON and form bodies are read from their bytes (fields.ts): exact UTF-8 or refused by field,
   // no prototype field names. An empty JSON body is no body (curl -X POST -H 'content-type: application/json').
+  // fastify reads text/plain by default: a body of any other type than these two is a 415
+  app.removeContentTypeParser('text/plain');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
     try {
       done(null, parseJsonBody(body as Buffer));
