@@ -730,6 +730,12 @@ describe('config', () => {
       expect(await problemsOfAsync(loadConfigFile(dup))).to.deep.equal([
         `${dup}: inbound.global: duplicate key at line 3, column 3 (first at line 2, column 3)`,
       ]);
+      // a map or a list as a key: it would be named by its text, an id nobody meant
+      const complex = await file('complex.yaml', 'inbound:\n  peers:\n    ? {a: 1}\n    : []\n    ? [x]\n    : []\n');
+      expect(await problemsOfAsync(loadConfigFile(complex))).to.deep.equal([
+        `${complex}: inbound.peers["{\\"a\\":1}"]: a key must be a plain value, not a map or a list (at line 3, column 7)`,
+        `${complex}: inbound.peers["[\\"x\\"]"]: a key must be a plain value, not a map or a list (at line 5, column 7)`,
+      ]);
     });
 
     it('refuses every repeated key of a YAML file with its path, keys compared as JavaScript names them', async () => {

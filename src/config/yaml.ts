@@ -114,6 +114,12 @@ function resolveAliases(root: unknown, source: string, place: (node: YamlNode) =
         const k = visit(keyNode);
         pair.key = k.node;
         const name = isScalar(k.node) ? String(k.node.value) : String(k.node);
+        // a map or a list as a key (`? {a: 1}`) would be named by its text ("{ a: 1 }"): an id
+        // nobody meant
+        if (k.node !== null && !isScalar(k.node))
+          problems.push(
+            `${source}: ${formatPath([...path, name])}: a key must be a plain value, not a map or a list (at ${at(keyNode)})`,
+          );
         const first = keys.get(name);
         if (first) problems.push(duplicateKeyProblem(source, [...path, name], place(keyNode), place(first)));
         else keys.set(name, keyNode);
