@@ -30,17 +30,19 @@ export function tooDeepAt(text: string, max = MAX_JSON_DEPTH): number {
 
 /**
  * The path of the first key given twice in one object of a JSON text (JSON.parse keeps the last
- * and says nothing), or undefined. One pass, for the sidecar's small bodies (jsonc-parser's
- * visitor, which the configuration's files use for their line numbers, costs ten times
- * JSON.parse on a body). Keys compare decoded ("a" and "\u0061" are one key). The text must be
- * valid JSON.
+ * and says nothing), keys and array indexes, or undefined. One pass, for the sidecar's small
+ * bodies (jsonc-parser's visitor, which the configuration's files use for their line numbers,
+ * costs ten times JSON.parse on a body). Keys compare decoded ("a" and "\u0061" are one key).
+ * The text must be valid JSON.
  */
-export function firstRepeatedKey(text: string): string[] | undefined {
-  // per open container: its keys (an object) or null (an array), and the key it was found under
-  const open: { keys: Set<string> | null; under: string | number }[] = [];
-  let pendingKey: string | number = '';
+export function firstRepeatedKey(text: string): (string | number)[] | undefined {
+  // per open container: its keys (an object) or null (an array, with the index of its element),
+  // and where it sits in its parent (a key, an index; the top one: nowhere)
+  const open: { keys: Set<string> | null; index: number; at: string | number | undefined }[] = [];
+  let lastKey: string | undefined;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
+    const top = open[open.length - 1];
     if (c === 0x22) {
       const start = i;
       let escaped = false;
@@ -51,19 +53,19 @@ export function firstRepeatedKey(text: string): string[] | undefined {
           i++;
         } else if (d === 0x22) break;
       }
-      const top = open[open.length - 1];
       if (top?.keys == null) continue; // a value in an array, or the text is a string
       let j = i + 1;
       while (j < text.length && (text[j] === ' ' || text[j] === '\t' || text[j] === '\n' || text[j] === '\r')) j++;
       if (text[j] !== ':') continue; // a value
-      const raw = text.slice(start + 1, i);
-      const key = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : raw;
-      if (top.keys.has(key)) return [...open.slice(1).map((o) => String(o.under)), key];
+      const key = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : text.slice(start + 1, i);
+      if (top.keys.has(key)) return [...open.slice(1).map((o) => o.at!), key];
       top.keys.add(key);
-      pendingKey = key;
+      lastKey = key;
     } else if (c === 0x7b || c === 0x5b) {
-      open.push({ keys: c === 0x7b ? new Set() : null, under: pendingKey });
+      const at = top === undefined ? undefined : top.keys === null ? top.index : lastKey;
+      open.push({ keys: c === 0x7b ? new Set() : null, index: 0, at });
     } else if (c === 0x7d || c === 0x5d) open.pop();
+    else if (c === 0x2c && top !== undefined && top.keys === null) top.index++;
   }
   return undefined;
 }

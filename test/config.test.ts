@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { execFileSync, spawn } from 'node:child_process';
+import { PIPE_WAIT_MS } from '../src/read-user-file.js';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -648,6 +649,22 @@ describe('config', () => {
       const c = await loadConfigFile(fifo);
       expect(c.inbound.peers.size).to.equal(0);
       await new Promise((r) => writer.once('exit', r));
+    });
+
+    it('a named pipe whose writer never closes it: refused after PIPE_WAIT_MS, nothing left open', async function () {
+      this.timeout(PIPE_WAIT_MS + 10_000);
+      const fifo = join(dir, 'stuck.json');
+      execFileSync('mkfifo', [fifo]);
+      // writes a little, then holds the pipe open
+      const writer = spawn('sh', ['-c', `exec 3>"$1"; printf '{' >&3; exec sleep 60`, 'sh', fifo]);
+      try {
+        await new Promise((r) => setTimeout(r, 100));
+        expect(await problemsOfAsync(loadConfigFile(fifo))).to.deep.equal([
+          `${fifo}: cannot read file: its writer did not close it within ${PIPE_WAIT_MS / 1000} s`,
+        ]);
+      } finally {
+        writer.kill('SIGKILL');
+      }
     });
 
     it('a JSON file nested thousands deep: one line naming where, not a stack overflow', async () => {

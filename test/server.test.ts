@@ -5,6 +5,7 @@
  * message, never a 500.
  */
 import { expect } from 'chai';
+import { InvalidArgumentError } from '../src/errors/index.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -253,6 +254,28 @@ describe('sidecar HTTP API (in process)', () => {
       `${s.configPath}: inbound.peers.p1[0].limit: expected a positive integer, got 0`,
     ]);
     expect(s.gate.config.inbound.peers.get('p1')!.limits[0]!.limit).to.equal(1);
+    // a file the gate refuses though it parses (a leased store's level it cannot lease): 422 too
+    const refusing = buildApp({
+      gate: s.gate,
+      ready: async () => {},
+      reload: async () => {
+        throw new InvalidArgumentError('the global level cannot be leased: it has no limit');
+      },
+      state: (peers) => inspectGate(s!.gate, { peers }),
+    });
+    try {
+      const r2 = await refusing.inject({ method: 'POST', url: '/v1/reload' });
+      expect([r2.statusCode, r2.json()]).to.deep.equal([
+        422,
+        {
+          error: 'invalid-configuration',
+          message: 'the configuration in force is unchanged',
+          problems: ['the global level cannot be leased: it has no limit'],
+        },
+      ]);
+    } finally {
+      await refusing.close();
+    }
   });
 
   it('a token: every route but the probes needs it; a wrong one is a 401', async () => {
@@ -350,6 +373,9 @@ describe('sidecar HTTP API (in process)', () => {
       '{"call_id":"dk2","peer":"p1","attributes":{"caller":"1","\\u0063aller":"2"}}',
     );
     expect(twiceEscaped.json.problems).to.deep.equal(['body.attributes.caller: given twice']);
+    // inside an array, named by its index
+    const inArray = await post(s.app, '/v1/reserve', '{"call_id":"c","route":["A"],"x":[{"a":1},{"b":1,"b":2}]}');
+    expect(inArray.json.problems).to.include('body.x[1].b: given twice');
     // fields in the query beside a body: refused, not ignored
     const both = await post(s.app, '/v1/admit?bogus=1&call_id=zzz', JSON.stringify({ call_id: 'c9', peer: 'p1' }));
     expect([both.status, both.json.message]).to.deep.equal([

@@ -207,22 +207,42 @@ class Utf8Lines extends Transform {
   readonly badLines = new Set<number>();
   /** Lines before `rest`. */
   private line = 1;
-  private rest: Buffer | undefined;
+  /** The bytes of the line under way (no '\n' yet), in chunks. */
+  private rest: Buffer[] = [];
+  private restBytes = 0;
 
   override _transform(chunk: Buffer | string, _enc: BufferEncoding, cb: TransformCallback): void {
     const buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
     const nl = buf.lastIndexOf(10);
-    if (nl === -1) this.rest = this.rest ? Buffer.concat([this.rest, buf]) : buf;
-    else {
-      this.check(this.rest ? Buffer.concat([this.rest, buf.subarray(0, nl + 1)]) : buf.subarray(0, nl + 1));
-      this.rest = nl + 1 < buf.length ? buf.subarray(nl + 1) : undefined;
+    if (nl === -1) {
+      this.rest.push(buf);
+      this.restBytes += buf.length;
+      // a line with no end in sight (CR line endings: one line; the reader refuses its record
+      // past MAX_ROW_CHARS): checked as it grows, not gathered whole
+      if (this.restBytes > 4 * MAX_ROW_CHARS) this.checkLongLine();
+    } else {
+      this.rest.push(buf.subarray(0, nl + 1));
+      this.check(this.rest.length === 1 ? this.rest[0]! : Buffer.concat(this.rest));
+      this.rest = nl + 1 < buf.length ? [buf.subarray(nl + 1)] : [];
+      this.restBytes = buf.length - nl - 1;
     }
     cb(null, buf);
   }
 
   override _flush(cb: TransformCallback): void {
-    if (this.rest) this.check(this.rest);
+    if (this.rest.length > 0) this.check(Buffer.concat(this.rest));
     cb();
+  }
+
+  /** The line under way, but for its last UTF-8 sequence (it may go on in the next chunk). */
+  private checkLongLine(): void {
+    const all = Buffer.concat(this.rest);
+    let cut = all.length;
+    while (cut > 0 && cut > all.length - 4 && (all[cut - 1]! & 0xc0) === 0x80) cut--;
+    if (cut > 0 && all[cut - 1]! >= 0xc0) cut--; // the lead byte of that sequence
+    if (!isUtf8(all.subarray(0, cut))) this.badLines.add(this.line);
+    this.rest = [all.subarray(cut)];
+    this.restBytes = all.length - cut;
   }
 
   /** Whole lines (the last one may lack its '\n' at the end of the input). */

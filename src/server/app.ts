@@ -239,11 +239,13 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       const changes = await opts.reload();
       return { reloaded: true, changes: changes.map((c) => ({ path: c.path, kind: c.kind })) };
     } catch (err) {
-      if (err instanceof ConfigError)
+      // a file the gate cannot take (a leased level it cannot lease: InvalidArgumentError) is
+      // as bad a file as one that does not parse
+      if (err instanceof ConfigError || err instanceof InvalidArgumentError)
         return reply.code(422).send({
           error: 'invalid-configuration',
           message: 'the configuration in force is unchanged',
-          problems: err.problems,
+          problems: err instanceof ConfigError ? err.problems : [err.message],
         });
       throw err;
     }

@@ -11,6 +11,7 @@
  * - `__proto__`, `constructor` and `prototype` are refused as field names in every form, at every
  *   depth; fields are kept in Maps or null-prototype objects, never merged into a plain object.
  */
+import { formatPath } from '../config/path.js';
 import { firstRepeatedKey, MAX_JSON_DEPTH, tooDeepAt } from '../json-shape.js';
 
 /** A located problem: `where` (body, query, form) + path, and what was expected. */
@@ -128,7 +129,7 @@ export function parseJsonBody(bytes: Uint8Array): unknown {
     return v;
   });
   const repeated = firstRepeatedKey(text);
-  if (repeated !== undefined) problems.push(`body.${repeated.join('.')}: given twice`);
+  if (repeated !== undefined) problems.push(`${formatPath(['body', ...repeated])}: given twice`);
   problems.push(...illFormed(value, 'body'));
   if (problems.length > 0) throw new BadRequest([...new Set(problems)]);
   return value;

@@ -98,7 +98,7 @@ export function durationUs(text: string): number {
     /^P(?:(\d+(?:\.\d+)?)W)?(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$/.exec(
       text.replaceAll(',', '.'),
     );
-  if (iso && text !== 'P' && text !== 'PT') {
+  if (iso && text !== 'P' && !text.endsWith('T')) {
     const [, w, d, h, m, s] = iso;
     return Math.round(
       Number(w ?? 0) * 7 * 86400e6 +
@@ -205,15 +205,17 @@ function ipv6Bits(text: string): bigint | undefined {
 }
 
 function modelSubnet(addr: string, v4: number, v6: number): string | undefined {
-  const plain = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(addr)?.[1] ?? addr;
-  const a4 = ipv4Bits(plain);
-  if (a4 !== undefined) {
+  const v4Net = (a4: number) => {
     const net = Math.floor(a4 / 2 ** (32 - v4)) * 2 ** (32 - v4);
     const parts = [3, 2, 1, 0].map((i) => Math.floor(net / 256 ** i) % 256);
     return `${parts.join('.')}/${v4}`;
-  }
+  };
+  const a4 = ipv4Bits(addr);
+  if (a4 !== undefined) return v4Net(a4);
   const a6 = ipv6Bits(addr);
   if (a6 === undefined) return undefined;
+  // IPv4-mapped (::ffff:0:0/96), however it is written: its IPv4 address
+  if (a6 >> 32n === 0xffffn) return v4Net(Number(a6 & 0xffffffffn));
   const net = (a6 >> BigInt(128 - v6)) << BigInt(128 - v6);
   const groups: string[] = [];
   for (let i = 7; i >= 0; i--) groups.push(((net >> BigInt(16 * i)) & 0xffffn).toString(16));
