@@ -29,13 +29,16 @@ function expected(what: string) {
 
 const idWhat = `a non-empty string of at most ${MAX_ID_LENGTH} characters`;
 /**
- * At most MAX_ID_LENGTH UTF-16 code units, as the library counts them (src/ids.ts): zod's max()
- * counts code points, so 129 emoji (258 units) passed here and were refused by the library as a 500.
+ * At most MAX_ID_LENGTH UTF-16 code units, as the library counts them (src/ids.ts). zod's max()
+ * counts code points, so 129 emoji (258 units) passed it and were refused by the library as a
+ * 500: the refine counts units. max() stays for the OpenAPI document's maxLength (JSON Schema
+ * counts code points too), and stops the checks where it fails, so a field gets one problem.
  */
-const atMostIdLength = (what: string) => (s: z.ZodString) =>
-  s.refine((v) => v.length <= MAX_ID_LENGTH, {
-    error: (iss) => `expected ${what}, got ${String((iss.input as string).length)} characters`,
-  });
+const atMostIdLength = (what: string) => (s: z.ZodString) => {
+  const error = (iss: { input?: unknown }) =>
+    `expected ${what}, got ${String((iss.input as string).length)} characters`;
+  return s.max(MAX_ID_LENGTH, { error, abort: true }).refine((v) => v.length <= MAX_ID_LENGTH, { error });
+};
 
 const id = atMostIdLength(idWhat)(z.string({ error: expected(idWhat) }).min(1, { error: expected(idWhat) }));
 
