@@ -231,9 +231,15 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   // per outbound call id, the channel its last dispatched call holds (carrier, end): a call of
   // that id dispatched again gives it up, as the store does (docs/semantics.md)
   const outHolds = new Map<string, { carrier: string; end: number }>();
+  // the ended holds are dropped once the map has doubled since the last time (amortized: with
+  // long holds most entries stay, and a sweep per call would be quadratic)
+  let sweepAt = 65_536;
   const onOutbound = (call: TraceCall, r: Reservation): void => {
     outbound.offered++;
-    if (outHolds.size >= 65_536) for (const [id, h] of outHolds) if (h.end <= r.at) outHolds.delete(id);
+    if (outHolds.size >= sweepAt) {
+      for (const [id, h] of outHolds) if (h.end <= r.at) outHolds.delete(id);
+      sweepAt = Math.max(65_536, 2 * outHolds.size);
+    }
     series?.outboundCall(r.at, r);
     for (const id of r.reroutedFrom) carrier(id).reroutedAway++;
     if (r.reroutedFrom.length > 0) outbound.rerouted++;
