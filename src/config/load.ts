@@ -8,6 +8,7 @@ import type { z } from 'zod';
 import { MAX_JSON_DEPTH, tooDeepAt } from '../json-shape.js';
 import { osReason } from '../os-reason.js';
 import { readBytes } from '../read-user-file.js';
+import { nonUtf8Lines } from '../utf8-lines.js';
 import { ConfigError } from '../errors/config-error.js';
 import { jsonDuplicateKeys } from './duplicate-keys.js';
 import { formatPath } from './path.js';
@@ -131,12 +132,7 @@ export async function loadConfigFile(path: string): Promise<CallGateConfig> {
   }
   // UTF-8 only: a lossy reading would give two ids with different bytes one name
   if (!isUtf8(bytes)) {
-    let line = 1;
-    for (let from = 0; ; line++) {
-      const nl = bytes.indexOf(10, from);
-      if (!isUtf8(bytes.subarray(from, nl === -1 ? bytes.length : nl))) break;
-      from = nl + 1;
-    }
+    const line = nonUtf8Lines(bytes).bad[0]! + 1;
     throw new ConfigError([`${path}: line ${line}: not UTF-8 (a configuration is UTF-8 text)`]);
   }
   let text = bytes.toString('utf8');

@@ -20,6 +20,7 @@
 import { idProblem } from '../ids.js';
 import { isUtf8 } from 'node:buffer';
 import { createReadStream } from 'node:fs';
+import { nonUtf8Lines } from '../utf8-lines.js';
 import { Readable, Transform, addAbortSignal, pipeline, type TransformCallback } from 'node:stream';
 import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
 import { DateTime, FixedOffsetZone } from 'luxon';
@@ -201,7 +202,7 @@ const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
  * Passes the bytes on as they are and notes the lines (1-based) that are not UTF-8. The CSV
  * reader decodes lossily: `c\xff` and `c\xfe` would both read `c\ufffd`, two call ids made one.
  * A chunk is checked up to its last '\n' (never inside a UTF-8 sequence), the rest with the next
- * one; natively (isUtf8), and line by line only in a part that fails.
+ * one (src/utf8-lines.ts).
  */
 class Utf8Lines extends Transform {
   readonly badLines = new Set<number>();
@@ -247,17 +248,9 @@ class Utf8Lines extends Transform {
 
   /** Whole lines (the last one may lack its '\n' at the end of the input). */
   private check(part: Buffer): void {
-    if (isUtf8(part)) {
-      for (let i = part.indexOf(10); i !== -1; i = part.indexOf(10, i + 1)) this.line++;
-      return;
-    }
-    for (let from = 0; from < part.length; ) {
-      const nl = part.indexOf(10, from);
-      const end = nl === -1 ? part.length : nl + 1;
-      if (!isUtf8(part.subarray(from, end))) this.badLines.add(this.line);
-      if (nl !== -1) this.line++;
-      from = end;
-    }
+    const { bad, breaks } = nonUtf8Lines(part);
+    for (const i of bad) this.badLines.add(this.line + i);
+    this.line += breaks;
   }
 }
 
