@@ -1,7 +1,7 @@
 /**
  * An integer option of the command line, as commander parses it: a number when the text is
- * whole digits (and a safe integer), else the text itself, typed as a number (every check fails on it, and the
- * message quotes what the user typed, not NaN).
+ * whole digits (and a safe integer), else the text itself, typed as a number (every check fails
+ * on it, and the message quotes what the user typed, not NaN).
  */
 export const intOption = (v: string): number =>
   /^\d+$/.test(v) && Number.isSafeInteger(Number(v)) ? Number(v) : (v as unknown as number);

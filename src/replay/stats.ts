@@ -104,9 +104,11 @@ export class ChannelPeak {
    * its earlier hold goes as the new one is taken), if it still held then.
    */
   giveUp(t: number, end: number, onCount?: (at: number, inUse: number) => void): void {
-    if (end <= t || !this.ends.includes(end)) return;
-    this.endBy(t, onCount); // (only ends at or before t: this one stays until removed)
-    this.remove(this.ends.indexOf(end), t, onCount);
+    if (end <= t) return;
+    // the calls that ended by t first, as the next add() would drop them (this one ends later)
+    this.endBy(t, onCount);
+    const i = this.ends.indexOf(end);
+    if (i >= 0) this.remove(i, t, onCount);
   }
 
   /** The calls that ended by t leave, each heard at its end. */
