@@ -5,7 +5,7 @@
 import { isUtf8 } from 'node:buffer';
 import { extname } from 'node:path';
 import type { z } from 'zod';
-import { MAX_JSON_DEPTH, tooDeepAt } from '../json-shape.js';
+import { jsonShape, MAX_JSON_DEPTH } from '../json-shape.js';
 import { osReason } from '../os-reason.js';
 import { readBytes } from '../read-user-file.js';
 import { nonUtf8Lines } from '../utf8-lines.js';
@@ -100,7 +100,7 @@ function parseJsonText(text: string, source: string): unknown {
       .replace(/^(Unexpected token '.*?'), .*$/s, '$1');
     throw new ConfigError([`${source}: invalid JSON at line ${line}, column ${column}: ${reason}`], { cause: e });
   }
-  const deep = tooDeepAt(text);
+  const deep = jsonShape(text).deepAt;
   if (deep >= 0) {
     const { line, column } = lineColumn(text, deep);
     throw new ConfigError([

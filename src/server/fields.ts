@@ -12,7 +12,7 @@
  *   depth; fields are kept in Maps or null-prototype objects, never merged into a plain object.
  */
 import { formatPath } from '../config/path.js';
-import { firstRepeatedKey, MAX_JSON_DEPTH, tooDeepAt } from '../json-shape.js';
+import { jsonShape, MAX_JSON_DEPTH } from '../json-shape.js';
 
 /** A located problem: `where` (body, query, form) + path, and what was expected. */
 export class BadRequest extends Error {
@@ -122,14 +122,15 @@ export function parseJsonBody(bytes: Uint8Array): unknown {
   } catch {
     throw new BadRequest(invalidUtf8Fields(bytes));
   }
-  if (tooDeepAt(text) >= 0) throw new BadRequest([`body: nested deeper than ${MAX_JSON_DEPTH} levels`]);
+  // (what it says of invalid JSON is dropped: JSON.parse throws first)
+  const shape = jsonShape(text, { keys: true });
+  if (shape.deepAt >= 0) throw new BadRequest([`body: nested deeper than ${MAX_JSON_DEPTH} levels`]);
   const problems: string[] = [];
   const value: unknown = JSON.parse(text, function (this: unknown, key: string, v: unknown) {
     if (FORBIDDEN_FIELDS.has(key) && !Array.isArray(this)) problems.push(`body.${key}: field name not allowed`);
     return v;
   });
-  const repeated = firstRepeatedKey(text);
-  if (repeated !== undefined) problems.push(`${formatPath(['body', ...repeated])}: given twice`);
+  if (shape.repeated !== undefined) problems.push(`${formatPath(['body', ...shape.repeated])}: given twice`);
   problems.push(...illFormed(value, 'body'));
   if (problems.length > 0) throw new BadRequest([...new Set(problems)]);
   return value;
