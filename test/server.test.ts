@@ -7,6 +7,7 @@
 import { expect } from 'chai';
 import { InvalidArgumentError } from '../src/errors/index.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -298,6 +299,42 @@ describe('sidecar HTTP API (in process)', () => {
     const r = await post(s.app, '/v1/admit', JSON.stringify({ call_id: 'c', peer: 'p1', pad: 'x'.repeat(2000) }));
     expect(r.status).to.equal(413);
     expect(r.json.error).to.equal('too-large');
+  });
+
+  it("requests Node's HTTP parser refuses get the API's error shape (431, 400), on a real socket", async () => {
+    s = await setup();
+    const address = await s.app.listen({ host: '127.0.0.1', port: 0 });
+    const port = Number(new URL(address).port);
+    // the raw answer to `request`, read until the sidecar closes the connection
+    const exchange = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = createConnection({ host: '127.0.0.1', port }, () => socket.end(request));
+        let answer = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (d: string) => (answer += d));
+        socket.on('error', reject);
+        socket.on('close', () => resolve(answer));
+      });
+    const parse = (answer: string) => {
+      const [head, body] = answer.split('\r\n\r\n');
+      return { status: Number(head!.split(' ')[1]), json: JSON.parse(body!) as Json };
+    };
+    // headers past Node's 16 KiB
+    const big = parse(await exchange(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: ${'a'.repeat(20_000)}\r\n\r\n`));
+    expect(big).to.deep.equal({
+      status: 431,
+      json: {
+        error: 'headers-too-large',
+        message: 'request headers too large',
+        problems: ['request headers too large'],
+      },
+    });
+    const garbage = parse(await exchange('NOT HTTP AT ALL\r\n\r\n'));
+    expect([garbage.status, garbage.json.error]).to.deep.equal([400, 'bad-request']);
+    expect(garbage.json.message).to.match(/^request: not valid HTTP \(HPE_/);
+    // and the server still answers
+    const ok = await exchange('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    expect(ok.split(' ')[1]).to.equal('200');
   });
 
   it('bad requests: 400 naming the field and what was expected', async () => {

@@ -12,6 +12,8 @@
  * `Authorization: Bearer <token>`.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, {
   LogController,
   type FastifyError,
@@ -87,6 +89,29 @@ function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
 }
 
+/**
+ * The answer to a request Node's HTTP parser refused (the server's 'clientError'), written on the
+ * socket itself, as fastify's own handler does, but in the API's error shape: 431 `headers-too-large`,
+ * 408 `timeout`, else 400 `bad-request` naming the parser's error code.
+ */
+function writeClientError(err: Error & { code?: string }, socket: Duplex): void {
+  // a reset connection has nothing to answer to
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, error, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'headers-too-large', 'request headers too large']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'timeout', 'request not received in time']
+        : [400, 'bad-request', `request: not valid HTTP (${err.code ?? err.message})`];
+  const body = JSON.stringify({ error, message, problems: [message] });
+  if (socket.writable)
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  socket.destroy(err);
+}
+
 export function buildApp(opts: AppOptions): FastifyInstance {
   const { gate } = opts;
   const sip = opts.sip ?? {};
@@ -102,6 +127,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       const message = `path: ${err.message}`;
       void (reply as unknown as FastifyReply).code(400).send({ error: 'bad-request', message, problems: [message] });
     },
+    // requests Node's HTTP parser refuses (headers too large, bad framing, a client too slow)
+    // never reach a route: their answer in the API's error shape too
+    clientErrorHandler: writeClientError,
     // the query read as form bodies are (fields.ts): exact UTF-8 or refused, decoded once
     routerOptions: {
       querystringParser: (query: string) => parseUrlEncoded(query) as unknown as Record<string, string>,
