@@ -203,6 +203,84 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     });
   }
 
+  it('the write-back after Redis lost its state: the include’s reassert call brings a call’s holds back as the library holds them', async () => {
+    const limits = parseConfig({
+      maxCallDuration: 'PT60S',
+      inbound: {
+        accounts: { acct: [{ channels: 4 }] },
+        peers: { 'odd%peer': [{ limit: 5, window: 'PT1S' }, { channels: 3 }] },
+      },
+    });
+    const prefix = `cgk-back-${Date.now()}:`;
+    const cmds = kamailioCommands(limits, prefix);
+    // the include's table as route[CALLGATE_TABLES] fills it: `$var(cg_key) = "k"` then its value,
+    // or `$sht(callgate=>k) = ...` (a string, or a number)
+    const table = new Map<string, string>();
+    let name = '';
+    const unquote = (v: string) => (v.startsWith('"') ? (JSON.parse(v) as string) : v);
+    for (const line of kamailioInclude(cmds, 'test').split('\n')) {
+      const m = /^\t\$(var\(cg_key\)|sht\(callgate=>(\$var\(cg_key\)|[^)]*)\)) = (.*);$/.exec(line);
+      if (m === null) continue;
+      if (m[1] === 'var(cg_key)') name = unquote(m[3]!);
+      else table.set(m[2] === '$var(cg_key)' ? name : m[2]!, unquote(m[3]!));
+    }
+    const template = cmds.templates.find((t) => t.peer === 'odd%peer' && t.account === 'acct')!;
+    const hold = table.get('hold:acct:odd%peer')!;
+    expect(hold, 'the holds sets in a format (its % doubled)').to.equal(
+      `2 ${prefix}account:acct:ch ${prefix}peer:odd%%0025peer:ch`,
+    );
+    await loadAll(redis, cmds);
+    expect(await redis.script('LOAD', cmds.reassert!.lua)).to.equal(cmds.reassert!.sha);
+    const callId = id('held');
+    const admitted = (await redis.call(
+      ...(hiredisArgs(template.command, valuesOf(template, callId)) as [string]),
+    )) as number[];
+    expect(admitted[0], 'admitted').to.equal(0);
+    const sets = template.holdKeys;
+    const snapshot = async () => ({
+      ends: await Promise.all(sets.map((k) => redis.zscore(k, callId))),
+      record: await redis.get(`${template.record}${callId}`),
+    });
+    const before = await snapshot();
+    expect(before.ends.every((e) => e !== null)).to.equal(true);
+    // Redis loses it all (scripts stay: FLUSHDB)
+    for (const k of [...sets, `${template.record}${callId}`]) await redis.del(k);
+    // route[CALLGATE_HOLD_NOTE]'s entry and route[CALLGATE_HOLDS_BACK]'s call, with the end it noted
+    const end = before.ends[0]!;
+    const [n, ...keys] = hold.split(' ');
+    const format = [
+      table.get('reassert'),
+      String(1 + 2 + Number(n)),
+      table.get('marker'),
+      `${table.get('recf')}${callId}`,
+      `${table.get('tombf')}${callId}`,
+      ...keys,
+      '%s 0 lost none tok1 2000000 86400000 kamailio 15000000 0',
+      callId,
+      end,
+      n,
+    ].join(' ');
+    const reply = (await redis.call(...(hiredisArgs(format, ['']) as [string]))) as unknown[];
+    expect(reply.slice(2), 'marker missing, no other process, the call written').to.deep.equal([1, 0, 2]);
+    expect(await snapshot(), 'its holds and record as before').to.deep.equal(before);
+    // and the library releases it
+    const client = new Redis(server.url);
+    const store = new RedisStore({ redis: client, prefix });
+    const gate = await CallGate.create({ config: limits, store, policy: 'error' });
+    try {
+      expect(await gate.release(callId)).to.equal('released');
+      expect(await Promise.all(sets.map((k) => redis.exists(k)))).to.deep.equal([0, 0]);
+    } finally {
+      await gate.close({ mode: 'cancel' });
+      await store.close();
+      client.disconnect();
+    }
+    // with hash tags (a marker per tag) there is no write-back in the include
+    const tagged = kamailioCommands(limits, prefix, 1, { hashTags: true });
+    expect(tagged.reassert).to.equal(undefined);
+    expect(kamailioInclude(tagged, 'test')).to.not.match(/hold:|callgate=>reassert/);
+  });
+
   it('with hash tags: the keys a Cluster store names, each call’s record on its tag, deciding as the library', async () => {
     const cmds = kamailioCommands(config, 'cgk:', 1, { hashTags: true });
     const of = (peer: string, account = 'acct') =>

@@ -20,7 +20,8 @@
  * Then a release Redis answers `BUSY` (a long script running): kept and sent again once Redis
  * takes it (an error it would answer again, a script error, is dropped instead). And on a
  * Cluster, releases one master keeps answering `BUSY` do not hold back those of another master:
- * the retries go round the table, a round at a time.
+ * the retries go round the table, a round at a time. And when Redis restarts empty, Kamailio
+ * writes the holds of its calls in progress back: they count, and their hang-ups release them.
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
@@ -288,6 +289,89 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
       expect(await held(), 'channels held').to.equal(0);
       expect(kamailio.log()).to.match(/Redis cannot take the release of \S+ yet: BUSY/);
       expect(await rawCommand(port, ['KEYS', 'kbusy:call:in:*']), 'call records left').to.deep.equal([]);
+      expect(await kamailio.stop(), `Kamailio's exit; its log:\n${kamailio.log().slice(-3000)}`).to.equal(0);
+    } finally {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    }
+  });
+
+  it('Redis restarted empty: Kamailio writes its calls’ holds back; they count and are released as before', async () => {
+    const stops: (() => Promise<unknown>)[] = [];
+    const port = redis!.port;
+    const held = (key: string) => rawCommand(port, ['ZRANGE', key, '0', '-1', 'WITHSCORES']) as Promise<string[]>;
+    const until = async (what: () => Promise<boolean>, ms: number) => {
+      const by = Date.now() + ms;
+      while (Date.now() < by && !(await what())) await sleep(100);
+    };
+    try {
+      const sub = path.join(dir, 'holdback');
+      spawnSync('mkdir', ['-p', sub]);
+      const three = parseConfig({
+        maxCallDuration: 'PT1M',
+        inbound: { peers: { p1: [{ limit: 20, window: 'PT1S' }, { channels: 3 }] } },
+      });
+      writeFileSync(path.join(sub, 'callgate-redis.cfg'), kamailioInclude(kamailioCommands(three, 'khb:'), 'test'));
+      const carrier = await startSipp({
+        name: 'hb-carrier',
+        scenario: path.resolve('bench/sip/uas.xml'),
+        dir: sub,
+        timeoutS: 60,
+      });
+      stops.push(() => carrier.stop());
+      const kamailio = await startRedisKamailio(sub, {
+        REDIS: `"name=callgate;addr=127.0.0.1;port=${port}"`,
+        DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
+        CHILDREN: '2',
+      });
+      stops.push(() => kamailio.stop());
+      const call = (name: string, calls: number, pauseMs: number) =>
+        startSipp({
+          name,
+          scenario: path.join(SCENARIOS, 'caller.xml'),
+          dir: sub,
+          remote: `127.0.0.1:${kamailio.port}`,
+          rate: 5,
+          calls,
+          pauseMs,
+          service: '1000',
+          keys: { caller: 'p1' },
+          timeoutS: 40,
+        });
+      // three calls of 12 s hold the peer's three channels
+      const long = await call('hb-long', 3, 12_000);
+      stops.push(() => long.stop());
+      await until(async () => (await held('khb:peer:p1:ch')).length === 6, 5_000);
+      const before = await held('khb:peer:p1:ch');
+      expect(before.length / 2, 'calls holding before the restart').to.equal(3);
+      // Redis restarts empty: no holds, no records, no marker, no scripts
+      await redis!.kill();
+      await redis!.restart();
+      expect(await rawCommand(port, ['DBSIZE'])).to.equal(0);
+      // within a few seconds (a sync a second, the scripts loaded first) the holds are back, each
+      // with its end (this host's clock plus maxCallDuration: within a second of the first)
+      await until(async () => (await held('khb:peer:p1:ch')).length === 6, 8_000);
+      const after = await held('khb:peer:p1:ch');
+      expect(after.filter((_, i) => i % 2 === 0).sort(), 'the same calls hold again').to.deep.equal(
+        before.filter((_, i) => i % 2 === 0).sort(),
+      );
+      for (let i = 0; i < after.length; i += 2) {
+        const was = Number(before[before.indexOf(after[i]!) + 1]);
+        expect(Math.abs(Number(after[i + 1]) - was), 'its end, µs').to.be.below(1_000_000);
+        expect(await rawCommand(port, ['GET', `khb:call:in:${after[i]}`]), 'its record').to.match(/^\d+ peer:p1:ch$/);
+      }
+      expect(kamailio.log()).to.match(/Redis lost its state \(marker \S+\): 3 calls in progress written back/);
+      // so the fourth call finds the channels taken
+      const fourth = await call('hb-fourth', 1, 100);
+      const refused = [...callsOf(await fourth.done(20_000)).values()][0]!.final!;
+      expect([refused.status, warning(refused)]).to.deep.equal([503, '399 callgate "peer:p1 channels"']);
+      // the long calls hang up: their releases find the records written back, and free them
+      const report = await long.done(40_000);
+      expect(report.stats['SuccessfulCall(C)'], 'the long calls').to.equal('3');
+      await until(async () => (await held('khb:peer:p1:ch')).length === 0, 5_000);
+      expect(await held('khb:peer:p1:ch'), 'channels held after the hang-ups').to.deep.equal([]);
+      expect(await rawCommand(port, ['KEYS', 'khb:call:in:*']), 'call records left').to.deep.equal([]);
+      const fifth = await call('hb-fifth', 1, 100);
+      expect([...callsOf(await fifth.done(20_000)).values()][0]!.final!.status, 'a call after them').to.equal(200);
       expect(await kamailio.stop(), `Kamailio's exit; its log:\n${kamailio.log().slice(-3000)}`).to.equal(0);
     } finally {
       for (const stop of stops.reverse()) await stop().catch(() => undefined);

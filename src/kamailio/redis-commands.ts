@@ -56,6 +56,12 @@ export interface AdmitTemplate {
   /** Whether a bucket of it has a channel limit (the call then holds until released). */
   readonly holds: boolean;
   /**
+   * The holds sets its calls hold a channel in (a bucket with a channel limit each), as
+   * lua/reassert.lua names them: what Kamailio writes back after Redis lost them. Empty without
+   * a channel limit, and with hash tags (KamailioCommands.reassert).
+   */
+  readonly holdKeys: readonly string[];
+  /**
    * Policy `local` (Kamailio's pipelimit, per second): per level with rate limits, its label and
    * the calls per second of its tightest limit (L per W as a rate), times the local share,
    * rounded down (at least 1).
@@ -103,6 +109,21 @@ export interface KamailioCommands {
   /** The key prefix: every record key a release may name starts with it (Kamailio checks). */
   readonly prefix: string;
   readonly templates: readonly AdmitTemplate[];
+  /**
+   * reassert.lua, and what Kamailio writes its calls' holds back with after Redis lost them (a
+   * restart without persistence, a failover to a replica that missed them): the generation
+   * marker a RedisStore keeps (one for all on a single Redis), the record and tombstone key
+   * prefixes (up to the call's id), and maxCallDuration. Only without hash tags: on a Cluster
+   * each tag has a marker of its own (not written back there yet; docs/kamailio.md).
+   */
+  readonly reassert?: {
+    readonly sha: string;
+    readonly lua: string;
+    readonly marker: string;
+    readonly record: string;
+    readonly tombstone: string;
+    readonly holdUs: number;
+  };
 }
 
 /**
@@ -213,6 +234,10 @@ export function kamailioCommands(
       const leased = lanes !== undefined && plan.tag === GLOBAL_TAG;
       const tag = leased ? laneTagOf(plan.buckets, lanes) : plan.tag;
       const holds = plan.buckets.some((b) => (b.channels ?? 0) > 0);
+      // as bucket-args.ts names a bucket's holds set
+      const holdKeys = keys.hashTags
+        ? []
+        : plan.buckets.filter((b) => (b.channels ?? 0) > 0).map((b) => `${keys.base(tag, b.name)}:ch`);
       const { command, values } = scriptCall(tag, plan.buckets, `peer ${peer}`);
       let spill: AdmitTemplate['spill'];
       if (leased && layout.lease?.overflow === true) {
@@ -239,6 +264,7 @@ export function kamailioCommands(
         account,
         labels: plan.labels,
         holds,
+        holdKeys,
         command,
         local,
         values,
@@ -248,12 +274,23 @@ export function kamailioCommands(
     }
   }
   const { sha, lua } = all.release;
+  const record = keys.inboundRecord('', '');
   return {
     admit,
     admitScripts: [admit, lone, held],
     release: { sha, lua, command: `EVALSHA ${sha} 1 %s %s %s` },
     prefix,
     templates,
+    ...(!keys.hashTags && {
+      reassert: {
+        sha: all.reassert.sha,
+        lua: all.reassert.lua,
+        marker: keys.marker(''),
+        record,
+        tombstone: keys.tombstone(record),
+        holdUs: config.maxCallDurationUs,
+      },
+    }),
   };
 }
 
@@ -337,7 +374,10 @@ const LOAD_ROUTE = [
  * AdmitTemplate.record), `release` (its values: the record key, now, the id), `records` (a
  * regular expression every record key prefix matches: what a Route header may name); with an
  * overflow lane, `spill:`, `again:`, `againvalues:` and `againlabels:<account>:<peer>`
- * (AdmitTemplate.spill).
+ * (AdmitTemplate.spill); without hash tags, for the write-back after Redis lost its state
+ * (KamailioCommands.reassert), `hold:<account>:<peer>` ("<n> <holds set> ...", in a format's
+ * text), `reassert` (EVALSHA and its SHA-1), `marker`, `recf` and `tombf` (in a format's text),
+ * `rec` (a value) and `hold_s` / `hold_u` (maxCallDuration: whole seconds, and µs past them).
  */
 export function kamailioInclude(cmds: KamailioCommands, source: string): string {
   const lines = [
@@ -367,6 +407,9 @@ export function kamailioInclude(cmds: KamailioCommands, source: string): string 
         [`againvalues:${key}`, t.spill.again.values],
         [`againlabels:${key}`, t.spill.again.labels.join(',')],
       );
+    // "<n> <holds set> ...", each in a hiredis format's text (its '%' doubled)
+    if (cmds.reassert !== undefined && t.holdKeys.length > 0)
+      entries.push([`hold:${key}`, [String(t.holdKeys.length), ...t.holdKeys.map(formatArg)].join(' ')]);
     for (const [name, value] of entries) {
       lines.push(`\t$var(cg_key) = ${cfgString(name)};`);
       lines.push(`\t$sht(callgate=>$var(cg_key)) = ${cfgString(value)};`);
@@ -374,13 +417,26 @@ export function kamailioInclude(cmds: KamailioCommands, source: string): string 
   }
   lines.push(`\t$sht(callgate=>release) = ${cfgString(cmds.release.command)};`);
   lines.push(`\t$sht(callgate=>records) = ${cfgString(recordsPattern(cmds.prefix))};`);
+  const back = cmds.reassert;
+  if (back !== undefined) {
+    // route[CALLGATE_HOLDS_CHECK]'s script call, and the keys it names, in a hiredis format's text
+    lines.push(`\t$sht(callgate=>reassert) = ${cfgString(`EVALSHA ${back.sha}`)};`);
+    lines.push(`\t$sht(callgate=>marker) = ${cfgString(formatArg(back.marker))};`);
+    lines.push(`\t$sht(callgate=>recf) = ${cfgString(formatArg(back.record))};`);
+    lines.push(`\t$sht(callgate=>tombf) = ${cfgString(formatArg(back.tombstone))};`);
+    // the record prefix as a value (a release's), not in a format
+    lines.push(`\t$sht(callgate=>rec) = ${cfgString(back.record)};`);
+    // maxCallDuration in seconds and µs (Kamailio's integers are 32 bits)
+    lines.push(`\t$sht(callgate=>hold_s) = ${Math.floor(back.holdUs / 1e6)};`);
+    lines.push(`\t$sht(callgate=>hold_u) = ${back.holdUs % 1e6};`);
+  }
   lines.push('}', '');
   lines.push('# the scripts, as Redis names them: SCRIPT LOAD answers these SHA-1s');
   lines.push(`#!define CALLGATE_ADMIT_SHA "${cmds.admit.sha}"`);
   lines.push(`#!define CALLGATE_RELEASE_SHA "${cmds.release.sha}"`);
   lines.push(...LOAD_ROUTE);
   lines.push('route[CALLGATE_LOAD_ON] {');
-  for (const script of [...cmds.admitScripts, cmds.release]) {
+  for (const script of [...cmds.admitScripts, cmds.release, ...(back ? [back] : [])]) {
     lines.push(`\t$var(cg_lua) = ${cfgString(script.lua)};`);
     lines.push('\tredis_cmd("$var(cg_srv)", "SCRIPT LOAD %s", "$var(cg_lua)", "cgload");');
     // each reply freed before the next command takes its name
