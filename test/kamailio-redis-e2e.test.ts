@@ -28,7 +28,7 @@ import { copyFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { parseConfig } from '../src/config/index.js';
-import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
+import { type KamailioCommands, kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
 import {
   type Kamailio,
   KAMAILIO_REDIS_CFG,
@@ -61,6 +61,45 @@ function startRedisKamailio(dir: string, defines: Record<string, string>): Promi
   const cfg = path.join(dir, 'kamailio-redis.cfg');
   copyFileSync(KAMAILIO_REDIS_CFG, cfg);
   return startKamailio({ cfg, dir, defines, pkgMb: 16 });
+}
+
+/**
+ * A case of its own in `dir`/`name`: the include of `cmds`, a carrier (sipp UAS), a Kamailio
+ * relaying to it with `defines`, and callers of `caller.xml` from peer `peer` (their own sipp
+ * each); everything started is stopped by `stops`, last first.
+ */
+async function kamailioCase(
+  dir: string,
+  name: string,
+  cmds: KamailioCommands,
+  defines: Record<string, string>,
+  stops: (() => Promise<unknown>)[],
+  carrierTimeoutS = 60,
+) {
+  const sub = path.join(dir, name);
+  spawnSync('mkdir', ['-p', sub]);
+  writeFileSync(path.join(sub, 'callgate-redis.cfg'), kamailioInclude(cmds, 'test'));
+  const carrier = await startSipp({
+    name: `${name}-carrier`,
+    scenario: path.resolve('bench/sip/uas.xml'),
+    dir: sub,
+    timeoutS: carrierTimeoutS,
+  });
+  stops.push(() => carrier.stop());
+  const kamailio = await startRedisKamailio(sub, { ...defines, DESTINATION: `"sip:127.0.0.1:${carrier.port}"` });
+  stops.push(() => kamailio.stop());
+  const call = (caller: string, peer: string, o: { rate: number; calls: number; pauseMs: number }) =>
+    startSipp({
+      name: `${name}-${caller}`,
+      scenario: path.join(SCENARIOS, 'caller.xml'),
+      dir: sub,
+      remote: `127.0.0.1:${kamailio.port}`,
+      ...o,
+      service: '1000',
+      keys: { caller: peer },
+      timeoutS: 40,
+    });
+  return { kamailio, call };
 }
 
 type Policy = 'closed' | 'open' | 'local';
@@ -243,36 +282,17 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
     await rawCommand(port, ['CONFIG', 'SET', 'busy-reply-threshold', '100']);
     stops.push(() => rawCommand(port, ['CONFIG', 'SET', 'busy-reply-threshold', '5000']));
     try {
-      const sub = path.join(dir, 'busy');
-      spawnSync('mkdir', ['-p', sub]);
-      writeFileSync(path.join(sub, 'callgate-redis.cfg'), kamailioInclude(kamailioCommands(limits, 'kbusy:'), 'test'));
-      const carrier = await startSipp({
-        name: 'busy-carrier',
-        scenario: path.resolve('bench/sip/uas.xml'),
-        dir: sub,
-        timeoutS: 30,
-      });
-      stops.push(() => carrier.stop());
-      const kamailio = await startRedisKamailio(sub, {
-        REDIS: `"name=callgate;addr=127.0.0.1;port=${port}"`,
-        DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
-        CHILDREN: '2',
-      });
-      stops.push(() => kamailio.stop());
+      const { kamailio, call } = await kamailioCase(
+        dir,
+        'busy',
+        kamailioCommands(limits, 'kbusy:'),
+        { REDIS: `"name=callgate;addr=127.0.0.1;port=${port}"`, CHILDREN: '2' },
+        stops,
+        30,
+      );
       // one call of 1 s; once it is admitted, a script keeps Redis busy for 2 s, so the BYE's
       // release is answered BUSY (past the 100 ms threshold)
-      const caller = await startSipp({
-        name: 'busy-caller',
-        scenario: path.join(SCENARIOS, 'caller.xml'),
-        dir: sub,
-        remote: `127.0.0.1:${kamailio.port}`,
-        rate: 1,
-        calls: 1,
-        pauseMs: 1_000,
-        service: '1000',
-        keys: { caller: 'p1' },
-        timeoutS: 20,
-      });
+      const caller = await call('caller', 'p1', { rate: 1, calls: 1, pauseMs: 1_000 });
       const held = async () => Number(await rawCommand(port, ['ZCARD', 'kbusy:peer:p1:ch']));
       const admittedBy = Date.now() + 5_000;
       while (Date.now() < admittedBy && (await held()) === 0) await sleep(20);
@@ -304,39 +324,18 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
       while (Date.now() < by && !(await what())) await sleep(100);
     };
     try {
-      const sub = path.join(dir, 'holdback');
-      spawnSync('mkdir', ['-p', sub]);
       const three = parseConfig({
         maxCallDuration: 'PT1M',
         inbound: { peers: { p1: [{ limit: 20, window: 'PT1S' }, { channels: 3 }] } },
       });
-      writeFileSync(path.join(sub, 'callgate-redis.cfg'), kamailioInclude(kamailioCommands(three, 'khb:'), 'test'));
-      const carrier = await startSipp({
-        name: 'hb-carrier',
-        scenario: path.resolve('bench/sip/uas.xml'),
-        dir: sub,
-        timeoutS: 60,
-      });
-      stops.push(() => carrier.stop());
-      const kamailio = await startRedisKamailio(sub, {
-        REDIS: `"name=callgate;addr=127.0.0.1;port=${port}"`,
-        DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
-        CHILDREN: '2',
-      });
-      stops.push(() => kamailio.stop());
-      const call = (name: string, calls: number, pauseMs: number) =>
-        startSipp({
-          name,
-          scenario: path.join(SCENARIOS, 'caller.xml'),
-          dir: sub,
-          remote: `127.0.0.1:${kamailio.port}`,
-          rate: 5,
-          calls,
-          pauseMs,
-          service: '1000',
-          keys: { caller: 'p1' },
-          timeoutS: 40,
-        });
+      const { kamailio, call: caller } = await kamailioCase(
+        dir,
+        'holdback',
+        kamailioCommands(three, 'khb:'),
+        { REDIS: `"name=callgate;addr=127.0.0.1;port=${port}"`, CHILDREN: '2' },
+        stops,
+      );
+      const call = (name: string, calls: number, pauseMs: number) => caller(name, 'p1', { rate: 5, calls, pauseMs });
       // three calls of 20 s hold the peer's three channels
       const long = await call('hb-long', 3, 20_000);
       stops.push(() => long.stop());
@@ -433,38 +432,20 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         return keys.length === 0 ? 0 : Number(await rawCommand(port, ['ZCARD', keys[0]!]));
       };
 
-      const sub = path.join(dir, 'round');
-      spawnSync('mkdir', ['-p', sub]);
-      writeFileSync(path.join(sub, 'callgate-redis.cfg'), kamailioInclude(cmds, 'test'));
-      const carrier = await startSipp({
-        name: 'round-carrier',
-        scenario: path.resolve('bench/sip/uas.xml'),
-        dir: sub,
-        timeoutS: 60,
-      });
-      stops.push(() => carrier.stop());
       // Kamailio on the third master: every call is MOVED to A or B
-      const kamailio = await startRedisKamailio(sub, {
-        REDIS: `"name=callgate;addr=127.0.0.1;port=${portK}"`,
-        REDIS_CLUSTER: '1',
-        DESTINATION: `"sip:127.0.0.1:${carrier.port}"`,
-        RELEASE_ROUND: String(ROUND),
-        CHILDREN: '4',
-      });
-      stops.push(() => kamailio.stop());
-      const caller = (peer: string, calls: number) =>
-        startSipp({
-          name: `round-${peer}`,
-          scenario: path.join(SCENARIOS, 'caller.xml'),
-          dir: sub,
-          remote: `127.0.0.1:${kamailio.port}`,
-          rate: 50,
-          calls,
-          pauseMs: 3_000,
-          service: '1000',
-          keys: { caller: peer },
-          timeoutS: 40,
-        });
+      const { kamailio, call } = await kamailioCase(
+        dir,
+        'round',
+        cmds,
+        {
+          REDIS: `"name=callgate;addr=127.0.0.1;port=${portK}"`,
+          REDIS_CLUSTER: '1',
+          RELEASE_ROUND: String(ROUND),
+          CHILDREN: '4',
+        },
+        stops,
+      );
+      const caller = (peer: string, calls: number) => call(peer, peer, { rate: 50, calls, pauseMs: 3_000 });
       const callers = await Promise.all([caller(peerA, A_CALLS), caller(peerB, B_CALLS)]);
       const admittedBy = Date.now() + 5_000;
       while (
