@@ -39,7 +39,13 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config/index.js';
 import { kamailioCommands, kamailioInclude } from '../src/kamailio/redis-commands.js';
 import { laneTag } from '../src/lease/lanes.js';
-import { type RedisClusterHandle, rawCommand, startCluster, startRedisServer } from '../test/helpers/redis.js';
+import {
+  masterOfKey,
+  type RedisClusterHandle,
+  rawCommand,
+  startCluster,
+  startRedisServer,
+} from '../test/helpers/redis.js';
 import {
   freeUdpPort,
   leftAfter,
@@ -232,16 +238,6 @@ async function movedAnswers(port: number): Promise<number> {
   return Number(/errorstat_MOVED:count=(\d+)/.exec(info)?.[1] ?? 0);
 }
 
-/** The master of `key`'s slot on a Cluster (its port), from CLUSTER KEYSLOT and SLOTS. */
-async function masterOfKey(cluster: RedisClusterHandle, key: string): Promise<number> {
-  const at = cluster.nodes[0]!.port;
-  const slot = Number(await rawCommand(at, ['CLUSTER', 'KEYSLOT', key]));
-  const ranges = (await rawCommand(at, ['CLUSTER', 'SLOTS'])) as [number, number, [string, number]][];
-  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
-  if (range === undefined) throw new Error(`slot ${slot} of ${key} is not served`);
-  return Number(range[2][1]);
-}
-
 async function startCallgate(
   where: CallgateRedis,
   uasPort: number,
@@ -260,7 +256,7 @@ async function startCallgate(
   const prefix = real ? 'cgl:' : leased ? `cg-${variant}:` : 'callgate:';
   const commands = kamailioCommands(config, prefix, 1, leased ? { lease: { lanes: LANES } } : {});
   writeFileSync(path.join(run, 'callgate-redis.cfg'), kamailioInclude(commands, 'bench'));
-  const portOf = async (key: string) => ('port' in where ? where.port : masterOfKey(where.cluster, key));
+  const portOf = async (key: string) => ('port' in where ? where.port : masterOfKey(where.cluster.nodes[0]!.port, key));
   if (leased) {
     // every lane's share: the whole level, for an hour (what a coordinator grants a lane alone)
     const [sec] = (await rawCommand(await portOf('{in}'), ['TIME'])) as [string];
@@ -275,7 +271,7 @@ async function startCallgate(
   else {
     // the call's lane (by its account, ACCOUNT below): its record key carries the lane's tag
     const record = commands.templates.find((t) => t.peer === 'p1' && t.account === 'acct')!.record;
-    const owner = await masterOfKey(where.cluster, record);
+    const owner = await masterOfKey(where.cluster.nodes[0]!.port, record);
     port = where.moved ? where.cluster.nodes.find((n) => n.port !== owner)!.port : owner;
     pointedAt.set(variant, port);
   }

@@ -36,7 +36,7 @@ import {
   kamailioRedisSetup,
   kamailioRedisTeardown,
 } from './helpers/kamailio.js';
-import { rawCommand, type RedisServer, startCluster } from './helpers/redis.js';
+import { masterOfKey, rawCommand, type RedisServer, startCluster } from './helpers/redis.js';
 import { callsOf, SCENARIOS } from './helpers/sip-edge.js';
 import { provenInOneSecond, startSipp, type SippReport, warning } from './helpers/sipp.js';
 
@@ -411,12 +411,7 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
       });
       const prefix = 'kround:';
       const cmds = kamailioCommands(config, prefix, 1, { hashTags: true });
-      const first = cluster.nodes[0]!.port;
-      const slots = (await rawCommand(first, ['CLUSTER', 'SLOTS'])) as [number, number, [string, number]][];
-      const masterOf = async (key: string) => {
-        const slot = Number(await rawCommand(first, ['CLUSTER', 'KEYSLOT', key]));
-        return slots.find(([from, to]) => slot >= from && slot <= to)![2][1];
-      };
+      const masterOf = (key: string) => masterOfKey(cluster.nodes[0]!.port, key);
       const recordOf = (peer: string) => cmds.templates.find((t) => t.peer === peer && t.account === '')!.record;
       const on = new Map<number, string>();
       for (const p of peers) {

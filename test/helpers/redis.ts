@@ -580,6 +580,18 @@ export async function masterOfSlot(client: Cluster, slot: number): Promise<numbe
   return range[2][1];
 }
 
+/**
+ * The master (its port) serving `key`'s slot on a Cluster, asked of the node at `port` with
+ * CLUSTER KEYSLOT and SLOTS (no client: bench and tests that hold only a handle's ports).
+ */
+export async function masterOfKey(port: number, key: string): Promise<number> {
+  const slot = Number(await rawCommand(port, ['CLUSTER', 'KEYSLOT', key]));
+  const ranges = (await rawCommand(port, ['CLUSTER', 'SLOTS'])) as [number, number, [string, number]][];
+  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+  if (range === undefined) throw new Error(`slot ${slot} of ${key} is not served`);
+  return Number(range[2][1]);
+}
+
 /** An ioredis Cluster client for a handle from startCluster() (ready check on). */
 export function newClusterClient(handle: RedisClusterHandle): Cluster {
   return new Cluster(handle.nodes, {
