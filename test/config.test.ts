@@ -777,6 +777,42 @@ describe('config', () => {
       ]);
     });
 
+    it('names a YAML key by its text as written, where YAML would read a number, a boolean or null', async () => {
+      const path = await file(
+        'ids.yaml',
+        [
+          'inbound:',
+          '  accounts:',
+          '    007: [{ limit: 3, window: 1s }]',
+          '  peers:',
+          '    00123: [{ limit: 1, window: 1s }]',
+          '    1.10: [{ limit: 2, window: 1s }]',
+          '    0x1F: []',
+          '    true: []',
+          '    ~: []',
+          '    1: []',
+          '  attributes:',
+          '    - { name: caller, key: caller, limits: [{ limit: 1, window: 1h }],',
+          '        overrides: { +18005550100: [{ limit: 50, window: 1s }] } }',
+          'outbound: { carriers: { 1e3: { cps: 2 } } }',
+        ].join('\n'),
+      );
+      const c = await loadConfigFile(path);
+      // (sorted: a JavaScript object puts an integer-like key such as '1' first)
+      expect([...c.inbound.peers.keys()].sort()).to.deep.equal(['00123', '0x1F', '1', '1.10', 'true', '~']);
+      expect([...c.inbound.accounts.keys()]).to.deep.equal(['007']);
+      expect([...c.outbound.carriers.keys()]).to.deep.equal(['1e3']);
+      expect([...c.inbound.attributes![0]!.overrides!.keys()]).to.deep.equal(['+18005550100']);
+      // and the same text, quoted or not, is one key; 1 and 1.0 are two
+      const dup = await file(
+        'ids-dup.yaml',
+        'inbound:\n  peers:\n    00123: []\n    "00123": []\n    1: []\n    1.0: []\n',
+      );
+      expect(await problemsOfAsync(loadConfigFile(dup))).to.deep.equal([
+        `${dup}: inbound.peers["00123"]: duplicate key at line 4, column 5 (first at line 3, column 5)`,
+      ]);
+    });
+
     it('refuses repeated keys in JSON with their path, where JSON.parse would keep the last one', async () => {
       const limit = await file(
         'dup-limit.json',

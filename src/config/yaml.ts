@@ -7,7 +7,9 @@
  * - bounds what aliases expand to (MAX_ALIAS_NODES), which refuses alias bombs with their place;
  * - puts each alias's anchored node in its place, so that toJS meets no alias (yaml resolves
  *   each alias by scanning every node before it: 100,000 aliases took minutes too);
- * - refuses an alias inside its own anchor (a recursive structure is no configuration).
+ * - refuses an alias inside its own anchor (a recursive structure is no configuration);
+ * - names a key by its text as written: YAML reads a plain `00123:` as the number 123 and `+1800:`
+ *   as 1800, and JavaScript would name them "123" and "1800", another peer than the file's.
  *
  * yaml's own alias guard (maxAliasCount, default 100) counts alias uses times nesting, not
  * sizes: by default it refuses 101 peers sharing one anchor, and at any setting that admits
@@ -113,6 +115,9 @@ function resolveAliases(root: unknown, source: string, place: (node: YamlNode) =
         const keyNode = pair.key as YamlNode;
         const k = visit(keyNode);
         pair.key = k.node;
+        // a plain key YAML read as a number, a boolean or null: its text as written is the id
+        if (isScalar(k.node) && typeof k.node.value !== 'string' && typeof k.node.source === 'string')
+          k.node.value = k.node.source;
         const name = isScalar(k.node) ? String(k.node.value) : String(k.node);
         // a map or a list as a key (`? {a: 1}`) would be named by its text ("{ a: 1 }"): an id
         // nobody meant
