@@ -421,6 +421,17 @@ describe('trace reader', () => {
       ]);
     });
 
+    it('lines ending in CR alone are refused at the header (they read as one row, no call)', async () => {
+      const cr = 'time,call_id,direction,peer,account,route,duration\r2018-08-28T12:20:25Z,c1,in,peer45,,,\r';
+      expect(await problemsOf(cr)).to.deep.equal([
+        't.csv:1: the header row holds a carriage return: lines must end in LF or CRLF, not CR alone (convert the file)',
+      ]);
+      // time last: before, a misleading `column "time": missing from the header`
+      expect(await problemsOf('call_id,direction,peer,time\rc1,in,p,1\r')).to.have.length(1);
+      // CRLF is fine
+      expect((await read('time,call_id,direction,peer\r\n1,c1,in,p\r\n')).calls).to.have.length(1);
+    });
+
     it('an empty file, or only comments: no header row', async () => {
       expect(await problemsOf('')).to.deep.equal(['t.csv:1: no header row (the trace is empty)']);
       expect(await problemsOf('# only\n\n')).to.deep.equal(['t.csv:1: no header row (the trace is empty)']);

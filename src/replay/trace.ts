@@ -454,6 +454,19 @@ async function* decodeStream(
 function readHeader(row: Row, file: string): { cols: Partial<Record<Known, number>> } | { problems: TraceProblem[] } {
   const cols: Partial<Record<Known, number>> = {};
   const problems: TraceProblem[] = [];
+  // a carriage return in the header row: lines that end in CR alone (an old Mac export), which
+  // would read as one header row and no call at all
+  if (row.cells.some((c) => c.includes('\r')))
+    return {
+      problems: [
+        {
+          file,
+          line: row.line,
+          message:
+            'the header row holds a carriage return: lines must end in LF or CRLF, not CR alone (convert the file)',
+        },
+      ],
+    };
   row.cells.forEach((cell, i) => {
     const name = cell.trim();
     if (!(KNOWN_COLUMNS as readonly string[]).includes(name)) return;
