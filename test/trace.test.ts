@@ -28,7 +28,10 @@ import { loadTraceForModel } from './reference/model.js';
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
 const BASE = 1535458825374375; // 2018-08-28T12:20:25.374375Z
 
-async function read(text: string | string[], file = 't.csv'): Promise<{ calls: TraceCall[]; problems: string[] }> {
+async function read(
+  text: string | string[] | Buffer,
+  file = 't.csv',
+): Promise<{ calls: TraceCall[]; problems: string[] }> {
   const calls: TraceCall[] = [];
   const problems: string[] = [];
   const chunks = Array.isArray(text) ? text : [text];
@@ -37,7 +40,7 @@ async function read(text: string | string[], file = 't.csv'): Promise<{ calls: T
   return { calls, problems };
 }
 
-async function problemsOf(text: string): Promise<string[]> {
+async function problemsOf(text: string | Buffer): Promise<string[]> {
   return (await read(text)).problems;
 }
 
@@ -430,6 +433,17 @@ describe('trace reader', () => {
       expect(await problemsOf('call_id,direction,peer,time\rc1,in,p,1\r')).to.have.length(1);
       // CRLF is fine
       expect((await read('time,call_id,direction,peer\r\n1,c1,in,p\r\n')).calls).to.have.length(1);
+    });
+
+    it('a UTF-16 file is refused, with what to do', async () => {
+      const text = '# c\ntime,call_id,direction,peer\n1,c1,in,p\n';
+      for (const bytes of [
+        Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')]),
+        Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from(text, 'utf16le').swap16()]),
+      ])
+        expect(await problemsOf(bytes)).to.deep.equal([
+          't.csv: cannot read the trace: it is UTF-16 (a UTF-16 byte-order mark starts it): save it as UTF-8',
+        ]);
     });
 
     it('an empty file, or only comments: no header row', async () => {

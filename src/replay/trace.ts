@@ -212,8 +212,19 @@ class Utf8Lines extends Transform {
   private rest: Buffer[] = [];
   private restBytes = 0;
 
+  /** Whether the file's first bytes were looked at (a UTF-16 byte-order mark). */
+  private started = false;
+
   override _transform(chunk: Buffer | string, _enc: BufferEncoding, cb: TransformCallback): void {
     const buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    if (!this.started && buf.length >= 2) {
+      this.started = true;
+      // csv-parse would decode UTF-16 LE behind its mark, but not its comment lines, nor BE
+      if ((buf[0] === 0xff && buf[1] === 0xfe) || (buf[0] === 0xfe && buf[1] === 0xff)) {
+        cb(new Error('it is UTF-16 (a UTF-16 byte-order mark starts it): save it as UTF-8'));
+        return;
+      }
+    }
     const nl = buf.lastIndexOf(10);
     if (nl === -1) {
       this.rest.push(buf);
