@@ -687,6 +687,16 @@ describe('config', () => {
       expect([
         ...parseConfig({ inbound: { accounts: { ['😀'.repeat(128)]: [] } } }).inbound.accounts.keys(),
       ]).to.have.length(1);
+      // a carrier id a trace's route cannot name (split on '|', trimmed); a peer's spaces are its own
+      expect(
+        problemsOf(() =>
+          parseConfig({ outbound: { carriers: { ' A ': { cps: 1 }, 'A|B': { cps: 1 }, 'A B': { cps: 1 } } } }),
+        ),
+      ).to.deep.equal([
+        `outbound.carriers[" A "]: carrier id " A " has spaces around it: a trace's route could never name it (its ids are split on '|' and trimmed)`,
+        `outbound.carriers["A|B"]: carrier id "A|B" holds '|': a trace's route could never name it (its ids are split on '|' and trimmed)`,
+      ]);
+      expect([...parseConfig({ inbound: { peers: { ' p ': [] } } }).inbound.peers.keys()]).to.deep.equal([' p ']);
       const latin1 = join(dir, 'latin1.json');
       await writeFile(
         latin1,

@@ -148,7 +148,12 @@ function toMap(value: unknown): unknown {
   return new Map(Object.entries(value));
 }
 
-function idMapSchema<T extends z.ZodType>(kind: string, valueSchema: T, valueWhat: string) {
+/**
+ * A map of `kind` ids to values. `routed`: the ids are carriers, which a trace names in its
+ * `route` column, split on '|' and trimmed: an id with '|' or spaces around it could never be
+ * named there.
+ */
+function idMapSchema<T extends z.ZodType>(kind: string, valueSchema: T, valueWhat: string, routed = false) {
   return z.preprocess(
     toMap,
     z.map(
@@ -158,6 +163,10 @@ function idMapSchema<T extends z.ZodType>(kind: string, valueSchema: T, valueWha
         // as the calls' ids are bound (src/ids.ts): an id no call can name would never match
         .refine((id) => id === '' || idProblem(id) === undefined, {
           error: (iss) => `${kind} id ${idProblem(iss.input)}`,
+        })
+        .refine((id) => !routed || (id.trim() === id && !id.includes('|')), {
+          error: (iss) =>
+            `${kind} id ${JSON.stringify(iss.input)} ${String(iss.input).includes('|') ? "holds '|'" : 'has spaces around it'}: a trace's route could never name it (its ids are split on '|' and trimmed)`,
         }),
       valueSchema,
       {
@@ -294,7 +303,7 @@ const inboundSchema = z.strictObject(
 );
 
 const outboundSchema = z.strictObject(
-  { carriers: idMapSchema('carrier', carrierSchema, 'carriers').optional() },
+  { carriers: idMapSchema('carrier', carrierSchema, 'carriers', true).optional() },
   { error: objectError },
 );
 
