@@ -404,8 +404,20 @@ describe('trace reader', () => {
         't.csv:11: column "time": missing time',
         't.csv:12: column "call_id": missing call id',
         't.csv:13: column "direction": missing direction',
-        't.csv:14: column "time": bad time "2018-08-28T12:20:25"',
+        't.csv:14: column "time": bad time "2018-08-28T12:20:25" (no zone: add Z or an offset such as +02:00)',
         't.csv:14: column "direction": unknown direction "IN" (expected "in" or "out")',
+      ]);
+    });
+
+    it('a bad time says why when a common mistake explains it', async () => {
+      const { problems } = await read(
+        'time,call_id,direction,peer\n1535458825374,c1,in,p\n1969-12-31T23:59:59Z,c2,in,p\n"1,5",c3,in,p\n2018-13-01T00:00:00Z,c4,in,p\n',
+      );
+      expect(problems).to.deep.equal([
+        't.csv:2: column "time": bad time "1535458825374" (epoch milliseconds or finer? a time in epoch form is seconds, with a fraction: 1535458825.374375)',
+        't.csv:3: column "time": bad time "1969-12-31T23:59:59Z" (before 1970)',
+        't.csv:4: column "time": bad time "1,5" (a decimal comma: write seconds with a point)',
+        't.csv:5: column "time": bad time "2018-13-01T00:00:00Z"',
       ]);
     });
 
@@ -421,6 +433,10 @@ describe('trace reader', () => {
       ]);
       expect(await problemsOf('time,call_id,direction,peer,time\n1,c,in,p,2\n')).to.deep.equal([
         't.csv:1: column "time": duplicate column in the header',
+      ]);
+      expect(await problemsOf('Time,Call_ID,direction,peer\n1,c,in,p\n')).to.deep.equal([
+        't.csv:1: column "time": missing from the header (found "Time": column names are lower case)',
+        't.csv:1: column "call_id": missing from the header (found "Call_ID": column names are lower case)',
       ]);
     });
 

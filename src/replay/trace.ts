@@ -105,6 +105,21 @@ export function parseTime(text: string): number | undefined {
   return us;
 }
 
+/**
+ * Why a time that parseTime refused is not one, where a common mistake explains it (with a space
+ * before it), else ''.
+ */
+function timeHint(text: string): string {
+  if (/^\d{11,}(\.\d*)?$/.test(text))
+    return ' (epoch milliseconds or finer? a time in epoch form is seconds, with a fraction: 1535458825.374375)';
+  if (/^\d+,\d+$/.test(text)) return ' (a decimal comma: write seconds with a point)';
+  const iso = /^(\d{4})-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}([.,]\d+)?)?(.*)$/.exec(text);
+  if (iso === null) return '';
+  if (iso[4] === '') return ' (no zone: add Z or an offset such as +02:00)';
+  if (Number(iso[1]) < 1970) return ' (before 1970)';
+  return '';
+}
+
 const SECONDS_RE = /^(\d+)(?:\.(\d{1,9}))?$/;
 
 /**
@@ -489,7 +504,10 @@ function readHeader(row: Row, file: string): { cols: Partial<Record<Known, numbe
   });
   for (const name of REQUIRED_COLUMNS) {
     if (cols[name] === undefined) {
-      problems.push({ file, line: row.line, column: name, message: 'missing from the header' });
+      // a header written in another case (`Time`, `CALL_ID`): say what was there
+      const near = row.cells.find((c) => c.trim().toLowerCase() === name);
+      const hint = near === undefined ? '' : ` (found ${JSON.stringify(near.trim())}: column names are lower case)`;
+      problems.push({ file, line: row.line, column: name, message: `missing from the header${hint}` });
     }
   }
   return problems.length > 0 ? { problems } : { cols };
@@ -533,7 +551,7 @@ function decodeRow(
   const timeText = cell('time')!.trim();
   const time = parseTime(timeText);
   if (timeText === '') bad('time', 'missing time');
-  else if (time === undefined) bad('time', `bad time ${show(timeText)}`);
+  else if (time === undefined) bad('time', `bad time ${show(timeText)}${timeHint(timeText)}`);
 
   const callId = cell('call_id')!;
   if (callId.trim() === '') bad('call_id', 'missing call id');
