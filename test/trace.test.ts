@@ -409,6 +409,17 @@ describe('trace reader', () => {
       ]);
     });
 
+    it('rows of empty cells (a spreadsheet export) are skipped as blank lines', async () => {
+      const { calls, problems } = await read(
+        ',,,\ntime,call_id,direction,peer\n1,c1,in,p\n,,,\n , ,\t,\n2,c2,in,p\n,,,',
+      );
+      expect(problems).to.deep.equal([]);
+      expect(calls.map((c) => [c.callId, c.line])).to.deep.equal([
+        ['c1', 3],
+        ['c2', 6],
+      ]);
+    });
+
     it('a bad time says why when a common mistake explains it', async () => {
       const { problems } = await read(
         'time,call_id,direction,peer\n1535458825374,c1,in,p\n1969-12-31T23:59:59Z,c2,in,p\n"1,5",c3,in,p\n2018-13-01T00:00:00Z,c4,in,p\n',

@@ -449,7 +449,9 @@ async function* decodeStream(
       const row: Row = { cells, line };
       for (const c of cells) line += countNewlines(c);
       line++;
-      if (cells.length === 1 && cells[0]!.trim() === '') continue; // blank, whitespace or comment line
+      // a blank, whitespace or comment line, or a row of empty cells (`,,,`: a spreadsheet's
+      // export of rows it once held)
+      if (cells.every((c) => c.trim() === '')) continue;
       if (cols === undefined) {
         const header = readHeader(row, file);
         if ('problems' in header) {
