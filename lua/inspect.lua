@@ -3,11 +3,12 @@
   operator's view during an incident: OpenSIPS' rl_list, Kamailio's pl.stats).
 
   KEYS        the structures of the buckets (as admit.lua: sliding-log sorted sets and window
-              hashes {w, c, p}), then the carriers' last slots, each named once
+              hashes {w, c, p}), then the carriers' pacing states (includes/slots.lua), each
+              named once
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2..]   the profiles and buckets (includes/buckets.lua)
-  then NC     the number of carriers, then per carrier: its key (1-based index in KEYS), I (µs,
-              may be fractional), its holds' key (index in KEYS; 0: no channel limit), and for a
+  then NC     the number of carriers, then per carrier: its key (1-based index in KEYS), its cps
+              (I = 1e6 / cps µs), its holds' key (index in KEYS; 0: no channel limit), and for a
               carrier leased across regions (docs/leasing.md) its share hash and its slot log
               (indices in KEYS; 0 and 0: not leased) and W, its share's window (µs)
   Reply: now, then per bucket, per limit in profile order (sliding-log limits widest window
@@ -25,6 +26,7 @@
 --- @include "log"
 --- @include "buckets"
 --- @include "lease"
+--- @include "slots"
 
 local t = readNow(ARGV[1])
 local ts = fmtInt(t)
@@ -68,16 +70,9 @@ end
 
 for i = 1, tonumber(ARGV[a]) do
   local at = a + 6 * (i - 1)
-  local k, I, h = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+  local k, cps, h = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
   local share, slots, W = tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
-  local last = redis.call('GET', KEYS[k])
-  local wait = 0
-  if last then
-    wait = tonumber(last) + I - t
-    if wait < 0 then
-      wait = 0
-    end
-  end
+  local _, _, wait = nextSlot(slotState(redis.call('GET', KEYS[k])), cps, t)
   out[#out + 1] = fmt(wait)
   out[#out + 1] = inProgress(h)
   if share > 0 then

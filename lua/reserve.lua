@@ -7,7 +7,8 @@
   after t, takes the call (last(c) = slot). Carriers passed over keep their state: nothing is
   reserved on a refusal.
 
-  KEYS        every carrier of the batch, once: its last slot (a string, µs), and the holds
+  KEYS        every carrier of the batch, once: its pacing state (a string: its latest slot as
+              a base and the intervals since, includes/slots.lua), and the holds
               sorted set of each carrier with a channel limit (includes/channels.lua); then, on
               a Cluster, the record key of every call with an id (named again from ARGV[3];
               declared so that a Cluster checks it before the script runs, as in admit.lua)
@@ -18,7 +19,7 @@
               shares the carriers' hash tag; on a Cluster, also declared at the end of KEYS)
   ARGV[4]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
   ARGV[5]     NR, the number of routes, then per route: n, then per carrier in route order:
-              its key (1-based index in KEYS), I (µs, may be fractional), maxWait (µs), N (its
+              its key (1-based index in KEYS), its cps (I = 1e6 / cps µs), maxWait (µs), N (its
               channel limit, 0: none), its holds key (index in KEYS; 0 when N is 0)
   then NL, the number of leased carriers (docs/leasing.md, "Carriers across regions"), then
   per leased carrier: its key (index in KEYS), its share hash (index in KEYS; fields as
@@ -36,7 +37,8 @@
   when the wait is too long, and counted in the share hash (rc, rh) for the coordinator.
   A call with an id that gets a carrier first drops the id's previous outbound record and its
   hold (one outbound hold per call id); then, on a carrier with a channel limit, it holds a
-  channel from now until slot + its hold time, recorded under its id.
+  channel from now until slot + its hold time (rounded up to a whole µs: includes/slots.lua),
+  recorded under its id.
   Reply: per call, m (the number of carriers tried; -1: skipped, past its deadline, and nothing
          else follows but the four fields below) and then: index (1-based carrier that took
          the call; 0 = none), waitUs, slotUs (0 when none), now, and per carrier tried, in
@@ -53,6 +55,7 @@
 --- @include "common"
 --- @include "runs"
 --- @include "channels"
+--- @include "slots"
 
 local floorMs = tonumber(ARGV[1])
 local liveFloorMs = tonumber(ARGV[2])
@@ -63,13 +66,13 @@ local routes = {}
 local a = 6
 for r = 1, tonumber(ARGV[5]) do
   local n = tonumber(ARGV[a])
-  local keys, Is, maxWaits, Ns, holdKeys = {}, {}, {}, {}, {}
+  local keys, cpss, maxWaits, Ns, holdKeys = {}, {}, {}, {}, {}
   for i = 1, n do
     local j = a + 5 * i - 4
-    keys[i], Is[i], maxWaits[i] = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
+    keys[i], cpss[i], maxWaits[i] = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
     Ns[i], holdKeys[i] = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
   end
-  routes[r] = { keys, Is, maxWaits, Ns, holdKeys }
+  routes[r] = { keys, cpss, maxWaits, Ns, holdKeys }
   a = a + 1 + 5 * n
 end
 local leases = {} -- per carrier key index: { share key index, slot log key index, W, L }
@@ -80,7 +83,7 @@ end
 a = a + 1 + 5 * tonumber(ARGV[a])
 
 local t, ts -- the group's time (number, string)
-local last, loaded, lastI, dirty -- per carrier key index
+local state, loaded, dirty -- per carrier key index: its pacing state { base, k, cps } (includes/slots.lua)
 local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
 local records -- outbound call records this group writes: { id, end, key, dead }
 local group = 0
@@ -88,7 +91,7 @@ local pending = {} -- per call id, its record written by this batch: { group, ho
 
 local function newGroup(now)
   t, ts = now, fmtInt(now)
-  last, loaded, lastI, dirty = {}, {}, {}, {}
+  state, loaded, dirty = {}, {}, {}
   holdsStored, holdsAdded, nHolds, records = {}, {}, {}, {}
   group = group + 1
 end
@@ -99,7 +102,9 @@ local function writeGroup(floor)
   end
   for k in pairs(dirty) do
     -- last(c) matters until slot + I: after that every call gets slot = t anyway
-    redis.call('SET', KEYS[k], fmt(last[k]), 'PX', fmtInt(ttlMs(last[k] + lastI[k] - t, floor)))
+    local s = state[k]
+    local nextFree = s[1] + slotOffset(s[2] + 1, s[3])
+    redis.call('SET', KEYS[k], slotText(s[1], s[2], s[3]), 'PX', fmtInt(ttlMs(nextFree - t, floor)))
     local lease = leases[k]
     if lease ~= nil then
       -- a slot counts in the windows (s - W, s]: every later slot, a reroute's late attempt's
@@ -107,7 +112,7 @@ local function writeGroup(floor)
       -- before t - W never counts again
       local slots = KEYS[lease[2]]
       redis.call('ZREMRANGEBYSCORE', slots, '-inf', fmtInt(t - lease[3]))
-      keepUntil(slots, last[k] + lease[3], t, floor)
+      keepUntil(slots, lastSlot(s) + lease[3], t, floor)
     end
   end
   for k, ends in pairs(holdsAdded) do
@@ -179,7 +184,7 @@ local out = {}
 eachCall(a, floorMs, newGroup, function(x)
   local route = routes[tonumber(ARGV[x])]
   local id, forUs = ARGV[x + 2], tonumber(ARGV[x + 3])
-  local keys, Is, maxWaits, Ns, holdKeys = route[1], route[2], route[3], route[4], route[5]
+  local keys, cpss, maxWaits, Ns, holdKeys = route[1], route[2], route[3], route[4], route[5]
   local head = #out
   out[head + 1] = 0 -- m, set below
   out[head + 2], out[head + 3], out[head + 4], out[head + 5] = 0, '0', '0', ts
@@ -189,33 +194,29 @@ eachCall(a, floorMs, newGroup, function(x)
   end
   local m = 0
   for i = 1, #keys do
-    local k, I = keys[i], Is[i]
+    local k, cps = keys[i], cpss[i]
     if not loaded[k] then
-      local v = redis.call('GET', KEYS[k])
-      last[k] = v and tonumber(v)
+      state[k] = slotState(redis.call('GET', KEYS[k]))
       loaded[k] = true
     end
-    local slot = t
-    if last[k] then
-      local nextFree = last[k] + I
-      if nextFree > t then
-        slot = nextFree
-      end
-    end
-    local fits = slot - t <= maxWaits[i]
+    -- slot = max(t, last(c) + I), as base + n intervals, and its exact wait
+    local base, n, wait = nextSlot(state[k], cps, t)
+    local slot = base + slotOffset(n, cps)
+    local fits = wait <= maxWaits[i]
     local flag = 0 -- why a carrier was passed over (see Reply)
     local lease = leases[k]
     if lease ~= nil then
       local later = fits and shareSlot(k, slot)
       if later and later - t <= maxWaits[i] then
-        slot = later
+        if later ~= slot then
+          slot, base, n, wait = later, later, 0, later - t
+        end
       elseif fits or shareOf(k)[1] < lease[4] then
         -- no slot within maxWait for lack of share; below the carrier's CPS, a wait too long
         -- counts so too (slots its share pushed ahead made it): the coordinator sees the demand
         flag = 2
       end
     end
-    local wait = slot - t
     local waitText = fmt(wait)
     if flag == 0 and fits and Ns[i] > 0 then
       local held = holdCount(holdKeys[i])
@@ -232,7 +233,7 @@ eachCall(a, floorMs, newGroup, function(x)
       s[flag + 2] = s[flag + 2] + 1 -- rc (2), rh (3)
     end
     if fits and flag == 0 then
-      last[k], lastI[k], dirty[k] = slot, I, true
+      state[k], dirty[k] = { base, n, cps }, true
       if lease ~= nil then
         local st = fmt(slot)
         redis.call('ZADD', KEYS[lease[2]], st, st)
@@ -240,7 +241,7 @@ eachCall(a, floorMs, newGroup, function(x)
       out[head + 2], out[head + 3], out[head + 4] = i, waitText, fmt(slot)
       if id ~= '' then
         dropPrevious(id)
-        local e = slot + forUs
+        local e = slotHoldEnd(base, slotOffset(n, cps), forUs)
         local h = holdKeys[i]
         if h > 0 and e > t then
           local ends = holdsAdded[h]

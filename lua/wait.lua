@@ -1,20 +1,15 @@
 --[[
   wait: the current queue wait of one carrier, max(0, last(c) + I - now).
 
-  KEYS[1]  the carrier's last slot (string, µs)
+  KEYS[1]  the carrier's pacing state (a string: its latest slot as a base and the intervals
+           since, includes/slots.lua)
   ARGV[1]  now: µs since the epoch (integer); empty = read Redis TIME
-  ARGV[2]  I: the carrier's interval, µs (may be fractional)
+  ARGV[2]  the carrier's cps (I = 1e6 / cps µs)
   Reply: { waitUs (string), now (string) }
 ]]
 --- @include "common"
+--- @include "slots"
 
 local t = readNow(ARGV[1])
-local last = redis.call('GET', KEYS[1])
-local wait = 0
-if last then
-  wait = tonumber(last) + tonumber(ARGV[2]) - t
-  if wait < 0 then
-    wait = 0
-  end
-end
+local _, _, wait = nextSlot(slotState(redis.call('GET', KEYS[1])), tonumber(ARGV[2]), t)
 return { fmt(wait), fmt(t) }

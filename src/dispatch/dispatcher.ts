@@ -389,7 +389,7 @@ export class Dispatcher {
       }
       ids.push(id);
       this.routed.add(id);
-      const carrier = { name: carrierName(id), intervalUs: cfg.intervalUs, maxWaitUs: cfg.maxWaitUs };
+      const carrier = { name: carrierName(id), intervalUs: cfg.intervalUs, cps: cfg.cps, maxWaitUs: cfg.maxWaitUs };
       carriers.push(cfg.channels === undefined ? carrier : { ...carrier, channels: cfg.channels });
     }
     return skipped ? { ids, carriers, skipped } : { ids, carriers };

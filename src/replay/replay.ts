@@ -259,7 +259,9 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
           series && ((at, n) => series.carrierChannel(earlier.carrier, at, n)),
         );
       }
-      const end = r.slotAt! + holdUs(call);
+      // as the stores end a hold: rounded up to a whole µs (src/store/slots.ts; the slot here is
+      // one number of µs, within a quarter-µs of the stores' exact one)
+      const end = Math.ceil(r.slotAt! + holdUs(call));
       s.channels?.add(r.at, end, series && ((at, n) => series.carrierChannel(r.carrier!, at, n)));
       if (s.channels !== undefined && end > r.at) outHolds.set(call.callId, { carrier: r.carrier!, end });
     } else {

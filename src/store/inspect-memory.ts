@@ -3,6 +3,7 @@
  * its admitSync and as lua/inspect.lua, reading and never changing the store's structures.
  */
 import { InvalidArgumentError } from '../errors/index.js';
+import { cpsOf, nextSlot, type SlotState } from './slots.js';
 import type { Bucket, InspectRequest, InspectResult } from './types.js';
 import { checkAdmit, checkNow, checkWait } from './validate.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
@@ -13,8 +14,8 @@ export interface MemoryState {
   log(bucket: string): { readonly times: readonly number[]; readonly head: number } | undefined;
   /** A (bucket, W) window's counts: w the latest window, c its count, p the count of w - 1. */
   window(key: string): { readonly w: number; readonly c: number; readonly p: number } | undefined;
-  /** A carrier's last slot. */
-  slot(carrier: string): number | undefined;
+  /** A carrier's pacing state (slots.ts). */
+  slot(carrier: string): SlotState | undefined;
   /** Calls in progress at t in a bucket, or on a carrier. */
   holds(bucket: string, t: number): number;
   carrierHolds(carrier: string, t: number): number;
@@ -84,9 +85,7 @@ export function inspectMemory(state: MemoryState, req: InspectRequest, t: number
   return {
     buckets: req.buckets.map((b) => inspectBucket(state, b.bucket, t)),
     carriers: req.carriers.map((c) => {
-      const last = state.slot(c.name);
-      const wait = last === undefined ? 0 : last + c.intervalUs - t;
-      const waitUs = Math.max(wait, 0);
+      const waitUs = nextSlot(state.slot(c.name), cpsOf(c), t).wait;
       return c.channels === undefined ? { waitUs } : { waitUs, channels: state.carrierHolds(c.name, t) };
     }),
     now: t,

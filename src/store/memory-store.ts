@@ -45,6 +45,7 @@ import {
   logRetention,
 } from './validate.js';
 import { checkInspect, inspectMemory } from './inspect-memory.js';
+import { cpsOf, lastSlot, nextSlot, type SlotState, slotHoldEnd, slotOffset } from './slots.js';
 import type { BansRequest, BansResult, InspectRequest, InspectResult, UnbanRequest, UnbanResult } from './types.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
 import {
@@ -194,11 +195,6 @@ interface WindowCounts {
   windowUs: number;
 }
 
-interface Slot {
-  last: number;
-  intervalUs: number;
-}
-
 /** What a bucket list needs per call, derived once per list (lists are readonly, see validate.ts). */
 interface ListPlan {
   /** Per bucket: its log retention (0: no sliding-log limit). */
@@ -263,7 +259,7 @@ export class MemoryStore implements Store, OperableStore {
   private readonly clock: () => number;
   private logs = new Map<string, Log>();
   private windows = new Map<string, WindowCounts>();
-  private slots = new Map<string, Slot>();
+  private slots = new Map<string, SlotState>();
   /** Holds per bucket name and per carrier name (two maps: a bucket may share a carrier's name). */
   private bucketHolds = new Map<string, HoldSet>();
   private carrierHolds = new Map<string, HoldSet>();
@@ -310,7 +306,7 @@ export class MemoryStore implements Store, OperableStore {
       if (log.size === 0) this.logs.delete(key);
     }
     for (const [key, win] of this.windows) if ((win.w + 2) * win.windowUs <= t) this.windows.delete(key);
-    for (const [key, slot] of this.slots) if (slot.last + slot.intervalUs <= t) this.slots.delete(key);
+    for (const [key, slot] of this.slots) if (slot.base + slotOffset(slot.k + 1, slot.cps) <= t) this.slots.delete(key);
     for (const sets of [this.bucketHolds, this.carrierHolds]) {
       for (const [key, set] of sets) {
         set.trim(t);
@@ -595,26 +591,20 @@ export class MemoryStore implements Store, OperableStore {
     const waits: number[] = [];
     const full: boolean[] = [];
     for (let i = 0; i < req.route.length; i++) {
-      const { name, intervalUs, maxWaitUs, channels } = req.route[i]!;
-      const state = this.slots.get(name);
-      let slot = t;
-      if (state) {
-        const nextFree = state.last + intervalUs;
-        if (nextFree > t) slot = nextFree;
-      }
-      const wait = slot - t;
+      const c = req.route[i]!;
+      const { name, maxWaitUs, channels } = c;
+      // slot = max(t, last + I), as a base and k intervals (slots.ts), and its exact wait
+      const { wait, ...next } = nextSlot(this.slots.get(name), cpsOf(c), t);
+      const slot = lastSlot(next);
       const fits = wait <= maxWaitUs;
       // channels are counted only where the wait fits: `full` says why a carrier was passed over
       const isFull = fits && channels !== undefined && (this.carrierHolds.get(name)?.count(t) ?? 0) >= channels;
       waits.push(wait);
       full.push(isFull);
       if (fits && !isFull) {
-        if (state) {
-          state.last = slot;
-          state.intervalUs = intervalUs;
-        } else this.slots.set(name, { last: slot, intervalUs });
+        this.slots.set(name, next);
         if (req.hold !== undefined)
-          this.holdOut(req.hold.id, channels === undefined ? 0 : slot + req.hold.forUs, name, t);
+          this.holdOut(req.hold.id, channels === undefined ? 0 : slotHoldEnd(next, req.hold.forUs), name, t);
         return { index: i, waitUs: wait, slotUs: slot, waits, full, now: t };
       }
     }
@@ -673,9 +663,7 @@ export class MemoryStore implements Store, OperableStore {
   waitSync(req: WaitRequest): WaitResult {
     checkWait(req);
     const t = this.time(req.now);
-    const state = this.slots.get(req.carrier.name);
-    const wait = state ? state.last + req.carrier.intervalUs - t : 0;
-    return { waitUs: Math.max(wait, 0), now: t };
+    return { waitUs: nextSlot(this.slots.get(req.carrier.name), cpsOf(req.carrier), t).wait, now: t };
   }
 
   // The Store interface: the same, as promises (a validation error rejects the promise).
@@ -717,7 +705,7 @@ export class MemoryStore implements Store, OperableStore {
     const state = {
       log: (name: string) => this.logs.get(name),
       window: (key: string) => this.windows.get(key),
-      slot: (name: string) => this.slots.get(name)?.last,
+      slot: (name: string) => this.slots.get(name),
       holds: (name: string, t: number) => this.bucketHolds.get(name)?.count(t) ?? 0,
       carrierHolds: (name: string, t: number) => this.carrierHolds.get(name)?.count(t) ?? 0,
     };

@@ -204,6 +204,12 @@ export interface Carrier {
   /** Key-safe carrier name (see store/keys.ts: carrierName()). */
   readonly name: string;
   readonly intervalUs: number;
+  /**
+   * Its calls per second, when known (the configuration's): slots are counted in intervals of
+   * 1e6 / cps µs, k of them computed as k * 1e6 / cps, exact where the result is a whole number
+   * of µs (a wait of exactly maxWait). Absent: 1e6 / intervalUs.
+   */
+  readonly cps?: number;
   readonly maxWaitUs: number;
   readonly channels?: number;
 }

@@ -123,6 +123,8 @@ function checkCarrier(at: string, c: Carrier): void {
   checkName(`${at}.name`, c?.name);
   if (!(Number.isFinite(c.intervalUs) && c.intervalUs > 0))
     fail(`${at}.intervalUs must be a positive finite number, got ${String(c.intervalUs)}`);
+  if (c.cps !== undefined && !(Number.isFinite(c.cps) && c.cps > 0))
+    fail(`${at}.cps must be a positive finite number, got ${String(c.cps)}`);
   if (!(Number.isFinite(c.maxWaitUs) && c.maxWaitUs >= 0))
     fail(`${at}.maxWaitUs must be a finite number >= 0, got ${String(c.maxWaitUs)}`);
   checkChannels(`${at}.channels`, c.channels);

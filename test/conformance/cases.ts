@@ -482,7 +482,37 @@ const E = carrier('E', 100_000, 0);
 const F = carrier('F', 100_000, 0);
 const t = T0 + 100_000;
 
+/** 7 cps, maxWait 1 s: a burst's 8th call waits 7 intervals, exactly 1 s; its cps given, and not. */
+const G7 = { ...carrier('G7', 1e6 / 7, S), cps: 7 };
+const G7i = carrier('G7i', 1e6 / 7, S);
+/** 9 cps, one channel: slots 111,111.11 µs apart. */
+const H9 = { ...carrierCh('H9', 1e6 / 9, 2 * S, 1), cps: 9 };
+
 const leaky: Case[] = [
+  {
+    // a slot as one number of µs at this date steps in quarter-µs: each queued call rounded it,
+    // and the 8th call's wait read as 1,000,000.25 µs > maxWait
+    name: 'leaky bucket: exact slots at a real date: a burst at 7 cps, the 8th waits exactly maxWait and is taken',
+    ops: [
+      ...[G7, G7i].flatMap((c) => Array.from({ length: 8 }, (_, k) => reserve([c], T0, 0, (k * S) / 7, [(k * S) / 7]))),
+      reserve([G7], T0, -1, 0, [(8 * S) / 7]),
+      wait(G7, T0, (8 * S) / 7),
+      wait(G7, T0 + S, S / 7),
+    ],
+  },
+  {
+    // h2's slot is T0 + 111,111.11 µs and its hold ends 1,000 µs later: T0 + 112,111.11, which
+    // counts at T0 + 112,111 (the slot rounded to a quarter-µs made it end there, freed)
+    name: 'leaky bucket: an outbound hold ends at its exact slot plus its hold, rounded up to a whole µs',
+    ops: [
+      reserveCall([H9], T0, 'h1', 1, 0, 0, [0], [false]),
+      reserveCall([H9], T0 + 1, 'h2', 1_000, 0, S / 9 - 1, [S / 9 - 1], [false]),
+      carrierHolds(H9, T0 + 112_111, 1),
+      reserveCall([H9], T0 + 112_111, 'h3', 1_000, -1, 0, [(2 * S) / 9 - 112_111], [true]),
+      carrierHolds(H9, T0 + 112_112, 0),
+      reserveCall([H9], T0 + 112_112, 'h3', 1_000, 0, (2 * S) / 9 - 112_112, [(2 * S) / 9 - 112_112], [false]),
+    ],
+  },
   {
     name: 'leaky bucket: 2.5 cps -> 400000 µs slots; wait == maxWait is taken, wait > maxWait is refused',
     ops: [

@@ -23,9 +23,12 @@ export interface StoreHandle {
   ioCount?(): number;
 }
 
-/** Fractional waits: within 1e-6 relative (doubles near 1.7e15 µs have an ulp of 0.25). */
-const close = (actual: number, expected: number) =>
-  Math.abs(actual - expected) <= Math.max(1e-6 * Math.abs(expected), 1e-6);
+/**
+ * Fractional waits: within a millionth of a µs. Slots are exact (src/store/slots.ts: a base and k
+ * intervals); a wait is one division and a subtraction from them, where a slot written as one
+ * number of µs since 1970 stepped in quarter-µs and drifted by one at every queued call.
+ */
+const close = (actual: number, expected: number) => Math.abs(actual - expected) <= 1e-6;
 
 function describeOp(op: Op): string {
   const { op: kind, now } = op;

@@ -137,6 +137,21 @@ function channelsOf(list: EntryJson[]): number | undefined {
 }
 
 /** Calls in progress at t: holds whose end is after t. */
+/**
+ * A carrier's cps as an exact fraction p / q, from the decimal the configuration wrote (the
+ * shortest text of the number: 6.4 is 64 / 10, not the binary double's value).
+ */
+function cpsFraction(cps: number): [bigint, bigint] {
+  const m = /^(\d+)(?:\.(\d+))?(?:e([+-]?\d+))?$/.exec(String(cps));
+  if (m === null) throw new Error(`cps ${cps}: not a positive decimal`);
+  let p = BigInt(m[1]! + (m[2] ?? ''));
+  let q = 10n ** BigInt((m[2] ?? '').length);
+  const e = Number(m[3] ?? 0);
+  if (e > 0) p *= 10n ** BigInt(e);
+  else q *= 10n ** BigInt(-e);
+  return [p, q];
+}
+
 function inProgress(ends: number[], t: number): number {
   let n = 0;
   for (const e of ends) if (e > t) n++;
@@ -286,8 +301,9 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
   const peerEnds = new Map<string, number[]>();
   // Per call id, the end of its inbound holds (only calls that hold somewhere).
   const inboundEnd = new Map<string, number>();
-  // Latest slot given and hold ends, per carrier.
-  const lastSlot = new Map<string, number>();
+  // Latest slot given, exactly (µs = n / p, p the numerator of the carrier's cps as a fraction
+  // p / q, whose interval is 1e6 q / p µs), and hold ends, per carrier.
+  const lastSlot = new Map<string, bigint>();
   const carrierEnds = new Map<string, number[]>();
   // Per call id, its outbound hold: the carrier's list and the end in it.
   const outboundHold = new Map<string, { ends: number[]; end: number }>();
@@ -467,28 +483,36 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
       for (const id of call.route ?? []) {
         const carrier = own(carriers, id);
         if (carrier === undefined) continue; // not configured: skipped, not listed
-        const interval = 1e6 / carrier.cps;
+        // slot = max(t, last + I) and wait = slot - t, in exact fractions of a µs (n / p)
+        const [p, q] = cpsFraction(carrier.cps);
         const maxWait = carrier.maxWait === undefined ? 0 : durationUs(carrier.maxWait);
         const last = lastSlot.get(id);
-        const slot = last === undefined ? t : Math.max(t, last + interval);
-        const wait = slot - t;
+        const tp = BigInt(t) * p;
+        const next = last === undefined ? tp : last + 1_000_000n * q;
+        const slot = next > tp ? next : tp;
+        const wait = slot - tp; // µs times p
         const ends = listOf(carrierEnds, id);
         const full = carrier.channels !== undefined && inProgress(ends, t) >= carrier.channels;
-        if (wait <= maxWait && !full) {
+        if (wait <= BigInt(maxWait) * p && !full) {
           lastSlot.set(id, slot);
+          // its end, slot + its hold, rounded up to a whole µs: compared with whole-µs times
+          // (an end after t), that is exact
+          const hold = BigInt(call.durationUs ?? maxCallUs) * p;
+          const endUs = Number((slot + hold + p - 1n) / p);
           const old = outboundHold.get(call.callId);
           if (old !== undefined) old.ends.splice(old.ends.indexOf(old.end), 1);
           outboundHold.delete(call.callId);
-          if (carrier.channels !== undefined && end(slot) > t) {
-            ends.push(end(slot));
-            outboundHold.set(call.callId, { ends, end: end(slot) });
+          if (carrier.channels !== undefined && endUs > t) {
+            ends.push(endUs);
+            outboundHold.set(call.callId, { ends, end: endUs });
           }
           decision = {
             call_id: call.callId,
             direction: 'out',
             outcome: 'dispatched',
             carrier: id,
-            delay_ms: Math.round(wait) / 1000,
+            // the wait to the nearest µs, halves up, in ms
+            delay_ms: Number((2n * wait + p) / (2n * p)) / 1000,
             rerouted_from: tried.slice(),
           };
           break;
