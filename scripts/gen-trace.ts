@@ -10,8 +10,8 @@
  * generateTrace(opts) yields the CSV text line by line (header first), in constant memory;
  * generateConfig(opts) gives the matching configuration (JSON form of the contract): rate and
  * channel limits at every level and on carriers. Calls last ~2 s on average (seconds with a
- * fraction, some ISO-8601, some never reported), and now and then an inbound call is offered
- * again 50 ms later under the same id (an INVITE retransmission).
+ * fraction, some ISO-8601, some never reported), and now and then an inbound call's id is given
+ * again 50 ms later (an INVITE recorded twice: a replay decides it as a call of its own).
  */
 import { createWriteStream, writeFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
@@ -150,7 +150,7 @@ export async function* generateTrace(opts: GenerateOptions): AsyncGenerator<stri
       }
       line = csvLine([time, `g${n}`, 'out', '', '', route.join('|'), durationCell(rand)]);
     } else if (lastIn !== undefined && n % 97 === 0) {
-      // the same call again, 50 ms after the last inbound one (an INVITE retransmission)
+      // the last inbound call's id again, 50 ms later (an INVITE recorded twice)
       t += 50_000;
       line = csvLine([formatUs(t, style), lastIn.id, 'in', lastIn.peer, lastIn.account, '', lastIn.duration]);
     } else {

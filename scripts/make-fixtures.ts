@@ -488,7 +488,7 @@ function trunks(): Fixture {
   sorted.forEach((r, i) => {
     r.callId = `${r.direction === 'out' ? 'o' : 'i'}-${String(i + 1).padStart(4, '0')}`;
   });
-  // an INVITE retransmitted 200 ms later is the same call: admitted again, counted once
+  // a call id given twice, 200 ms apart (an INVITE recorded again): two calls, each counted
   const first = sorted.find((r) => r.peer === 'pbx-acme-1' && r.time > start + 30 * S)!;
   const again: Row = { ...first, time: first.time + 200_000 };
   const all = byTime([...sorted, again]);
@@ -534,7 +534,7 @@ function trunks(): Fixture {
       csv,
     calls: all.length,
     story:
-      'channel refusals at peer, account and global level, a channel freed exactly at its end, full carriers passed over, a retransmission counted once',
+      'channel refusals at peer, account and global level, a channel freed exactly at its end, full carriers passed over, a call id given twice decided as two calls',
   };
 }
 

@@ -230,6 +230,21 @@ describe('recording live decisions as a trace', function () {
     );
   });
 
+  it('a repeated admit of a call still holding (an INVITE sent again) is no row: a replay decides rows as calls', async () => {
+    const clock = new VirtualClock(1_700_000_000_000_000);
+    const gate = new CallGate({ config: await loadConfig(CONFIG), clock, recordTrace: { dir } });
+    const first = await gate.admit({ callId: 'x', peer: 'trunk {7}: a' });
+    clock.advance(1_700_000_000_200_000);
+    const again = await gate.admit({ callId: 'x', peer: 'trunk {7}: a' });
+    expect([first.admitted, again.duplicate]).to.deep.equal([true, true]);
+    clock.advance(1_700_000_001_000_000);
+    await gate.release('x');
+    await gate.close();
+    expect(readFileSync(gate.recorder!.files[0]!, 'utf8')).to.equal(
+      `${TRACE_HEADER}\n1700000000.000000,x,in,trunk {7}: a,,,1.000000\n`,
+    );
+  });
+
   it('mergeTraces: equal times keep the order of the inputs; a bad input leaves no output', async () => {
     const a = join(dir, 'a.csv');
     const b = join(dir, 'b.csv');

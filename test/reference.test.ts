@@ -316,9 +316,7 @@ describe('reference model: channels', () => {
     ds.map((d) =>
       d.direction === 'in'
         ? d.outcome === 'admitted'
-          ? d.duplicate
-            ? 'dup'
-            : 'A'
+          ? 'A'
           : `R:${d.limited_by}:${d.reason ?? '-'}`
         : d.outcome === 'dispatched'
           ? `${d.carrier}+${d.delay_ms}`
@@ -389,7 +387,7 @@ describe('reference model: channels', () => {
     expect(reasons(runModel(config, calls))).to.deep.equal(['A', 'A', 'R:account:acme:channels', 'A']);
   });
 
-  it('a repeated admit of a call still holding is admitted and counted nowhere', () => {
+  it('a call id given again is a call of its own: each counts and each holds', () => {
     const config = { inbound: { peers: { p: [{ limit: 2, window: 'PT1S' }, { channels: 5 }] } } };
     const calls = [
       inD(T, 'p', 3 * S, undefined, 'x'),
@@ -398,11 +396,11 @@ describe('reference model: channels', () => {
       inD(T + 300, 'p', 3 * S),
       inD(T + 3 * S, 'p', S, undefined, 'x'),
     ];
-    // the retransmission takes no rate slot: the third call is admitted, the fourth refused; x again after its end is a new call
-    expect(reasons(runModel(config, calls))).to.deep.equal(['A', 'dup', 'A', 'R:peer:p:rate', 'A']);
-    // without a channel limit on its path nothing holds: the same id is just another call
-    const plain = { inbound: { peers: { p: [{ limit: 2, window: 'PT1S' }] } } };
-    expect(reasons(runModel(plain, calls.slice(0, 3)))).to.deep.equal(['A', 'A', 'R:peer:p:rate']);
+    // x twice takes two rate slots: the third and fourth calls are refused
+    expect(reasons(runModel(config, calls))).to.deep.equal(['A', 'A', 'R:peer:p:rate', 'R:peer:p:rate', 'A']);
+    // and two channels: with one channel, x's second call is refused while its first holds
+    const one = { inbound: { peers: { p: [{ channels: 1 }] } } };
+    expect(reasons(runModel(one, calls.slice(0, 2)))).to.deep.equal(['A', 'R:peer:p:channels']);
   });
 
   it('outbound: a full carrier is passed over like a long wait; a call holds from its decision to slot + duration', () => {
@@ -545,7 +543,8 @@ describe('fixture stories under the reference model', () => {
       expect(ins.filter((d) => d.limited_by === level && d.reason === 'channels').length, level).to.be.above(3);
     }
     expect(ins.some((d) => d.reason === 'rate')).to.equal(true);
-    expect(ins.filter((d) => d.duplicate).length).to.equal(1);
+    // a call id given twice (an INVITE recorded again, 200 ms later): two calls, each counted
+    expect(ins.filter((d) => d.call_id === 'i-0197').map((d) => d.outcome)).to.deep.equal(['admitted', 'admitted']);
     // small-9: admitted, admitted, refused 1 µs before the first ends, admitted as it ends
     const nine = calls.map((c, i) => [c, decisions[i]!] as const).filter(([c]) => c.peer === 'small-9');
     expect(nine.map(([, d]) => (d.outcome === 'admitted' ? 'A' : (d as InDecision).reason))).to.deep.equal([
@@ -564,9 +563,7 @@ describe('fixture stories under the reference model', () => {
       start: (c: ModelCall, d: Decision) => number,
     ): number => {
       const spans = calls.flatMap((c, i) =>
-        pick(c, decisions[i]!) && !(decisions[i] as InDecision).duplicate
-          ? [[c.time, start(c, decisions[i]!) + (c.durationUs ?? maxCallUs)] as const]
-          : [],
+        pick(c, decisions[i]!) ? [[c.time, start(c, decisions[i]!) + (c.durationUs ?? maxCallUs)] as const] : [],
       );
       let peak = 0;
       for (const [t] of spans) peak = Math.max(peak, spans.filter(([s, e]) => s <= t && e > t).length);

@@ -1,13 +1,13 @@
 /**
  * The replay report's count of calls in progress (src/replay/stats.ts, ChannelPeak) against a
- * plain list on seeded random decisions: holds added at rising times, some given up early (an
- * outbound call id dispatched again), the peak and every count heard the same.
+ * plain list on seeded random decisions: holds added at rising times, the peak and every count
+ * heard the same.
  */
 import { expect } from 'chai';
 import { ChannelPeak } from '../src/replay/stats.js';
 
 describe('replay stats: calls in progress (ChannelPeak)', () => {
-  it('adds, ends and early give-ups count as a plain list does, on 5,000 seeded decisions', () => {
+  it('adds and ends count as a plain list does, on 5,000 seeded decisions', () => {
     let seed = 11;
     const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const peak = new ChannelPeak(10);
@@ -15,27 +15,9 @@ describe('replay stats: calls in progress (ChannelPeak)', () => {
     const listHeard: [number, number][] = [];
     const list: number[] = [];
     let listPeak = 0;
-    const open: number[] = [];
     let t = 0;
     for (let i = 0; i < 5_000; i++) {
       t += Math.floor(rnd() * 50);
-      if (open.length > 0 && rnd() < 0.2) {
-        // an earlier hold given up at t (it may have ended already: then nothing changes)
-        const end = open.splice(Math.floor(rnd() * open.length), 1)[0]!;
-        peak.giveUp(t, end, (at, n) => heard.push([at, n]));
-        const k = list.indexOf(end);
-        if (end > t && k >= 0) {
-          // the holds ended by t leave first, each heard at its end
-          for (const e of [...list].sort((a, b) => a - b)) {
-            if (e > t) break;
-            list.splice(list.indexOf(e), 1);
-            listHeard.push([e, list.length]);
-          }
-          list.splice(list.indexOf(end), 1);
-          listHeard.push([t, list.length]);
-        }
-        continue;
-      }
       const end = t + Math.floor(rnd() * 400);
       peak.add(t, end, (at, n) => heard.push([at, n]));
       for (const e of [...list].sort((a, b) => a - b)) {
@@ -43,16 +25,13 @@ describe('replay stats: calls in progress (ChannelPeak)', () => {
         list.splice(list.indexOf(e), 1);
         listHeard.push([e, list.length]);
       }
-      if (end > t) {
-        list.push(end);
-        open.push(end);
-      }
+      if (end > t) list.push(end);
       listPeak = Math.max(listPeak, list.length);
       listHeard.push([t, list.length]);
     }
     expect(peak.peak).to.equal(listPeak);
     expect(peak.peak).to.be.above(5);
-    // every count heard: at each decision, each end and each give-up
+    // every count heard: at each decision and each end
     expect(heard.length).to.be.above(5_000);
     expect(heard).to.deep.equal(listHeard);
   });

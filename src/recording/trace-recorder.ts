@@ -162,8 +162,10 @@ export class TraceRecorder {
       source: input.source,
     };
     const a = this.attributes;
-    if (!d.admitted || d.duplicate || input.durationUs !== undefined)
-      this.decided(row.time, traceRow(row, input.durationUs, a));
+    // a repeat of a call still holding (an INVITE sent again) is no call: a replay decides every
+    // row as a call of its own
+    if (d.duplicate) return d;
+    if (!d.admitted || input.durationUs !== undefined) this.decided(row.time, traceRow(row, input.durationUs, a));
     else this.wait(row.time, input.callId, 'in', traceRow(row, undefined, a).slice(0, -1), d.at);
     return d;
   }

@@ -17,6 +17,7 @@ import type { Store } from '../store/types.js';
 import type { ReplaySeries } from './series.js';
 import { newCarrier, newLevel, type CarrierStats, type LevelStats } from './stats.js';
 import { TraceError } from '../errors/trace-error.js';
+import { inboundHolds, RowIds } from './row-ids.js';
 import { TopValues } from './top-values.js';
 import { loadTraceSorted, readTrace, validateTrace, type TraceCall } from './trace.js';
 
@@ -47,8 +48,6 @@ export interface ReplayResult {
     byReason: Map<string, number>;
     /** Rejections by a level, by kind of limit. */
     byKind: { rate: number; channels: number; banned: number };
-    /** Repeated admits of calls still holding (counted in admitted, nowhere else). */
-    duplicates: number;
   };
   readonly outbound: { offered: number; dispatched: number; rejected: number; rerouted: number };
   /** Keys: `global`, `account:<id>`, `peer:<id>` (as in limited_by). */
@@ -64,37 +63,16 @@ export interface ReplayResult {
 }
 
 /**
- * Dispatch one call held on the virtual clock: its decision is known as soon as the store
- * answers; its send happens later, when the clock passes its slot. `waiting`: the ids of the
- * calls held so far, each with how many of its calls still wait for their slot.
- *
- * A call whose id comes again while an earlier call of that id still waits for its slot is
- * decided by the store as any reservation (the id's earlier hold then follows the store's rule,
- * docs/semantics.md), and its send is seen at its slot: the live dispatcher refuses such a
- * repeat as a caller's mistake (one call in flight per id), but a trace that holds one was
- * valid, and a replay decides every call of it.
+ * Dispatch one call held on the virtual clock under id `callId`: its decision is known as soon as
+ * the store answers; its send happens later, when the clock passes its slot.
  */
-async function dispatchHeld(
+function dispatchHeld(
   gate: CallGate,
   call: TraceCall,
+  callId: string,
   sent: (carrier: string, at: number) => void,
-  waiting: Map<string, number>,
 ): Promise<Reservation> {
-  const input = { callId: call.callId, route: call.route!, at: call.time, durationUs: call.durationUs };
-  const n = waiting.get(call.callId) ?? 0;
-  if (n > 0) {
-    const r = await gate.reserve(input);
-    if (r.outcome === 'dispatched') {
-      // (the earlier call may have been sent while this one was decided: its count is gone)
-      waiting.set(call.callId, (waiting.get(call.callId) ?? 0) + 1);
-      gate.clock.setTimer(r.slotAt!, () => {
-        sent(r.carrier!, gate.clock.now()!);
-        endWait(waiting, call.callId);
-      });
-    }
-    return r;
-  }
-  waiting.set(call.callId, 1);
+  const input = { callId, route: call.route!, at: call.time, durationUs: call.durationUs };
   return new Promise<Reservation>((resolve, reject) => {
     let reserved = false;
     gate
@@ -105,21 +83,12 @@ async function dispatchHeld(
         },
       })
       .then((result) => {
-        endWait(waiting, call.callId);
         if (!reserved)
           reject(
-            result.error ??
-              new Error(`call ${call.callId} ended ${result.outcome} (${result.reason}) before a decision`),
+            result.error ?? new Error(`call ${callId} ended ${result.outcome} (${result.reason}) before a decision`),
           );
       }, reject);
   });
-}
-
-/** One call of `id` no longer waits for its slot (sent, refused or ended). */
-function endWait(waiting: Map<string, number>, id: string): void {
-  const n = (waiting.get(id) ?? 1) - 1;
-  if (n > 0) waiting.set(id, n);
-  else waiting.delete(id);
 }
 
 /**
@@ -159,7 +128,6 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     rejected: 0,
     byReason: new Map<string, number>(),
     byKind: { rate: 0, channels: 0, banned: 0 },
-    duplicates: 0,
   };
   const outbound = { offered: 0, dispatched: 0, rejected: 0, rerouted: 0 };
   const attributes = new TopValues();
@@ -197,24 +165,15 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     for (const [key, s] of touched) {
       s.offered++;
       let counts: number[] | undefined;
-      if (d.duplicate) s.duplicates++;
-      else if (d.admitted) {
+      if (d.admitted) {
         s.admitted++;
         counts = s.peaks.map((peak) => peak.add(d.at));
         s.channels?.add(d.at, d.at + holdUs(call), series && ((at, n) => series.levelChannel(key, at, n)));
       } else s.rejected++;
-      series?.levelCall(
-        key,
-        s.peaks.length,
-        d.at,
-        d.duplicate ? 'duplicate' : d.admitted ? 'admitted' : 'rejected',
-        counts,
-      );
+      series?.levelCall(key, s.peaks.length, d.at, d.admitted ? 'admitted' : 'rejected', counts);
     }
-    if (d.admitted) {
-      inbound.admitted++;
-      if (d.duplicate) inbound.duplicates++;
-    } else {
+    if (d.admitted) inbound.admitted++;
+    else {
       inbound.rejected++;
       // an attribute level's refusals count under its name (its values: unbounded), each value in `attributes`
       let by = d.limitedBy!;
@@ -228,18 +187,8 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     }
   };
 
-  // per outbound call id, the channel its last dispatched call holds (carrier, end): a call of
-  // that id dispatched again gives it up, as the store does (docs/semantics.md)
-  const outHolds = new Map<string, { carrier: string; end: number }>();
-  // the ended holds are dropped once the map has doubled since the last time (amortized: with
-  // long holds most entries stay, and a sweep per call would be quadratic)
-  let sweepAt = 65_536;
   const onOutbound = (call: TraceCall, r: Reservation): void => {
     outbound.offered++;
-    if (outHolds.size >= sweepAt) {
-      for (const [id, h] of outHolds) if (h.end <= r.at) outHolds.delete(id);
-      sweepAt = Math.max(65_536, 2 * outHolds.size);
-    }
     series?.outboundCall(r.at, r);
     for (const id of r.reroutedFrom) carrier(id).reroutedAway++;
     if (r.reroutedFrom.length > 0) outbound.rerouted++;
@@ -250,20 +199,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       s.delays.recordValue(Math.round((r.delayMs ?? 0) * 1000));
       if (!Number.isNaN(s.lastSlot)) s.minSpacingUs = Math.min(s.minSpacingUs, r.slotAt! - s.lastSlot);
       s.lastSlot = r.slotAt!;
-      const earlier = outHolds.get(call.callId);
-      if (earlier !== undefined) {
-        outHolds.delete(call.callId);
-        carrier(earlier.carrier).channels?.giveUp(
-          r.at,
-          earlier.end,
-          series && ((at, n) => series.carrierChannel(earlier.carrier, at, n)),
-        );
-      }
-      // as the stores end a hold: rounded up to a whole µs (src/store/slots.ts; the slot here is
-      // one number of µs, within a quarter-µs of the stores' exact one)
-      const end = Math.ceil(r.slotAt! + holdUs(call));
-      s.channels?.add(r.at, end, series && ((at, n) => series.carrierChannel(r.carrier!, at, n)));
-      if (s.channels !== undefined && end > r.at) outHolds.set(call.callId, { carrier: r.carrier!, end });
+      s.channels?.add(r.at, outEnd(call, r), series && ((at, n) => series.carrierChannel(r.carrier!, at, n)));
     } else {
       outbound.rejected++;
       for (const id of r.reroutedFrom) carrier(id).rejected++;
@@ -277,7 +213,12 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     s.lastSent = at;
   };
 
-  const waiting = new Map<string, number>();
+  // each row a call of its own (row-ids.ts)
+  const ids = new RowIds();
+  const inHolds = inboundHolds(opts.config);
+  // a dispatched call's hold ends as the stores end it: rounded up to a whole µs (src/store/
+  // slots.ts; the slot here is one number of µs, within a quarter-µs of the stores' exact one)
+  const outEnd = (call: TraceCall, r: Reservation): number => Math.ceil(r.slotAt! + holdUs(call));
   const calls: AsyncIterable<TraceCall> | Iterable<TraceCall> = check.sorted
     ? readTrace(opts.tracePath, { signal })
     : await loadTraceSorted(opts.tracePath, { signal });
@@ -289,8 +230,9 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       signal?.throwIfAborted(); // a sorted array (unsorted trace) has no reader to check it
       clock.advance(call.time);
       if (call.direction === 'in') {
+        const callId = ids.idFor('in', call.callId, call.time);
         const d = await gate.admit({
-          callId: call.callId,
+          callId,
           peer: call.peer!,
           account: call.account,
           at: call.time,
@@ -299,13 +241,22 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
           callee: call.callee,
           source: call.source,
         });
+        if (d.admitted && inHolds) ids.held('in', callId, d.at + holdUs(call), d.at);
         onInbound(call, d);
-        const wait = opts.onDecision?.(inboundLine(d, call.time));
+        const wait = opts.onDecision?.({ ...inboundLine(d, call.time), call_id: call.callId });
         if (wait) await wait;
       } else {
-        const r = await dispatchHeld(gate, call, sent, waiting);
+        const callId = ids.idFor('out', call.callId, call.time);
+        const r = await dispatchHeld(gate, call, callId, sent);
+        // held until past its send at its slot (the live dispatcher's one call in flight per id,
+        // which a row at the slot's very µs still meets), or as long as it holds a channel
+        if (r.outcome === 'dispatched') {
+          const sentBy = Math.ceil(r.slotAt!) + 1;
+          const holds = cfgOut.carriers.get(r.carrier!)?.channels !== undefined;
+          ids.held('out', callId, holds ? Math.max(sentBy, outEnd(call, r)) : sentBy, r.at);
+        }
         onOutbound(call, r);
-        const wait = opts.onDecision?.(outboundLine(r, call.time));
+        const wait = opts.onDecision?.({ ...outboundLine(r, call.time), call_id: call.callId });
         if (wait) await wait;
       }
       if (++done % every === 0) opts.onProgress?.(done, check.calls);

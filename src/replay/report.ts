@@ -22,7 +22,6 @@ export interface ReportJson {
     rejected: number;
     rejected_by: Record<string, number>;
     rejected_for: { rate: number; channels: number; banned: number };
-    duplicates: number;
   };
   /** Per attribute level that refused calls: its refusals and the values it refused most. */
   attributes?: AttributeJson[];
@@ -137,7 +136,6 @@ export function reportJson(r: ReplayResult): ReportJson {
       rejected: r.inbound.rejected,
       rejected_by: Object.fromEntries([...r.inbound.byReason.entries()].sort(([a], [b]) => levelOrder(a, b))),
       rejected_for: { ...r.inbound.byKind },
-      duplicates: r.inbound.duplicates,
     },
     ...(r.attributes.levels.size > 0 && {
       attributes: r.attributes
@@ -283,10 +281,8 @@ export function reportText(r: ReplayResult): string {
     j.inbound.rejected_for.channels > 0 || j.inbound.rejected_for.banned > 0
       ? `; for rate ${j.inbound.rejected_for.rate}, for channels ${j.inbound.rejected_for.channels}${j.inbound.rejected_for.banned > 0 ? `, banned ${j.inbound.rejected_for.banned}` : ''}`
       : '';
-  const dups =
-    j.inbound.duplicates > 0 ? `, ${j.inbound.duplicates} repeated admits of calls still holding (counted once)` : '';
   out.push(
-    `inbound: ${j.inbound.offered} offered, ${j.inbound.admitted} admitted, ${j.inbound.rejected} rejected${rej ? ` (${rej}${kinds})` : ''}${dups}`,
+    `inbound: ${j.inbound.offered} offered, ${j.inbound.admitted} admitted, ${j.inbound.rejected} rejected${rej ? ` (${rej}${kinds})` : ''}`,
   );
   out.push(
     `outbound: ${j.outbound.offered} offered, ${j.outbound.dispatched} dispatched, ${j.outbound.rejected} rejected, ${j.outbound.rerouted} rerouted`,

@@ -115,12 +115,11 @@ export class ReplaySeries {
     key: string,
     limits: number,
     atUs: number,
-    outcome: 'admitted' | 'rejected' | 'duplicate',
+    outcome: 'admitted' | 'rejected',
     windowCounts?: readonly number[],
   ): void {
     let bins = this.levels.get(key);
     if (!bins) this.levels.set(key, (bins = new Bins(['sum', 'sum', 'sum', ...Array<Agg>(limits).fill('max')])));
-    // a duplicate (a call admitted again while it holds) is offered, counted nowhere else
     const row: (number | undefined)[] = [1, outcome === 'admitted' ? 1 : 0, outcome === 'rejected' ? 1 : 0];
     for (let i = 0; i < limits; i++) row.push(windowCounts?.[i]);
     bins.add(secondOf(atUs), row);

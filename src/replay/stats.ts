@@ -99,18 +99,6 @@ export class ChannelPeak {
     onCount?.(t, h.length);
   }
 
-  /**
-   * A call that held until `end` gives its channel up at t (an outbound call id reserved again:
-   * its earlier hold goes as the new one is taken), if it still held then.
-   */
-  giveUp(t: number, end: number, onCount?: (at: number, inUse: number) => void): void {
-    if (end <= t) return;
-    // the calls that ended by t first, as the next add() would drop them (this one ends later)
-    this.endBy(t, onCount);
-    const i = this.ends.indexOf(end);
-    if (i >= 0) this.remove(i, t, onCount);
-  }
-
   /** The calls that ended by t leave, each heard at its end. */
   private endBy(t: number, onCount?: (at: number, inUse: number) => void): void {
     const h = this.ends;
@@ -119,18 +107,6 @@ export class ChannelPeak {
       this.pop();
       onCount?.(e, h.length);
     }
-  }
-
-  /** The hold at heap position i leaves at t. */
-  private remove(i: number, t: number, onCount?: (at: number, inUse: number) => void): void {
-    const h = this.ends;
-    const last = h.pop()!;
-    if (i < h.length) {
-      h[i] = last;
-      this.siftDown(i);
-      this.siftUp(i);
-    }
-    onCount?.(t, h.length);
   }
 
   /** After the last decision: every call still holding ends, in end order (for onCount). */
@@ -191,8 +167,6 @@ export interface LevelStats {
   offered: number;
   admitted: number;
   rejected: number;
-  /** Repeated admits of calls still holding (admitted again, counted nowhere). */
-  duplicates: number;
   peaks: WindowPeak[];
   channels?: ChannelPeak;
 }
@@ -202,7 +176,6 @@ export function newLevel(bucket: BucketConfig = { limits: [] }): LevelStats {
     offered: 0,
     admitted: 0,
     rejected: 0,
-    duplicates: 0,
     peaks: bucket.limits.map((l) => new WindowPeak(l)),
   };
   if (bucket.channels !== undefined) s.channels = new ChannelPeak(bucket.channels);

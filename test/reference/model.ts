@@ -278,13 +278,9 @@ function fnv1a(text: string): number {
 }
 
 /**
- * Decisions for `calls` (in processing order) under `config` (the contract's JSON form).
- *
- * Beyond the contract's text, as callgate decides (one call record per call id and direction):
- * - a repeated admit of a call id whose earlier admission still holds a channel (it held one in
- *   a bucket with a channel limit and its end is after t), on a path that has a channel limit, is
- *   admitted again and counted nowhere (`duplicate`);
- * - an outbound call that gets a carrier drops the hold of an earlier outbound call of its id.
+ * Decisions for `calls` (in processing order) under `config` (the contract's JSON form). Every
+ * call is a call of its own, whatever its id (the contract knows no call ids beyond naming them):
+ * two calls of one id each count and each hold, as a replay decides them (src/replay/row-ids.ts).
  */
 export function runModel(config: unknown, calls: readonly ModelCall[]): Decision[] {
   const cfg = (config ?? {}) as ConfigJson;
@@ -299,14 +295,10 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
   const globalEnds: number[] = [];
   const accountEnds = new Map<string, number[]>();
   const peerEnds = new Map<string, number[]>();
-  // Per call id, the end of its inbound holds (only calls that hold somewhere).
-  const inboundEnd = new Map<string, number>();
   // Latest slot given, exactly (µs = n / p, p the numerator of the carrier's cps as a fraction
   // p / q, whose interval is 1e6 q / p µs), and hold ends, per carrier.
   const lastSlot = new Map<string, bigint>();
   const carrierEnds = new Map<string, number[]>();
-  // Per call id, its outbound hold: the carrier's list and the end in it.
-  const outboundHold = new Map<string, { ends: number[]; end: number }>();
   // Attribute levels: per bucket (level and value, or level and shared slot) its log, hold
   // ends and ban state.
   const attributes = inbound.attributes ?? [];
@@ -420,11 +412,6 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
       });
       checks.push(...atEnd);
 
-      const previous = inboundEnd.get(call.callId);
-      if (checks.some((c) => c.channels !== undefined) && previous !== undefined && previous > t) {
-        out.push({ call_id: call.callId, direction: 'in', outcome: 'admitted', duplicate: true });
-        continue;
-      }
       const banned = checks.find((c) => c.ban !== undefined && c.ban.state.until > t);
       if (banned !== undefined) {
         out.push({
@@ -466,15 +453,10 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
       if (refusal !== undefined) {
         out.push({ call_id: call.callId, direction: 'in', outcome: 'rejected', ...refusal });
       } else {
-        let holds = false;
         for (const check of checks) {
           check.log.push(t);
-          if (check.channels !== undefined) {
-            check.ends.push(end(t));
-            holds = true;
-          }
+          if (check.channels !== undefined) check.ends.push(end(t));
         }
-        if (holds && end(t) > t) inboundEnd.set(call.callId, end(t));
         out.push({ call_id: call.callId, direction: 'in', outcome: 'admitted' });
       }
     } else {
@@ -499,13 +481,7 @@ export function runModel(config: unknown, calls: readonly ModelCall[]): Decision
           // (an end after t), that is exact
           const hold = BigInt(call.durationUs ?? maxCallUs) * p;
           const endUs = Number((slot + hold + p - 1n) / p);
-          const old = outboundHold.get(call.callId);
-          if (old !== undefined) old.ends.splice(old.ends.indexOf(old.end), 1);
-          outboundHold.delete(call.callId);
-          if (carrier.channels !== undefined && endUs > t) {
-            ends.push(endUs);
-            outboundHold.set(call.callId, { ends, end: endUs });
-          }
+          if (carrier.channels !== undefined && endUs > t) ends.push(endUs);
           decision = {
             call_id: call.callId,
             direction: 'out',
