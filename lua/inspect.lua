@@ -7,8 +7,8 @@
               named once
   ARGV[1]     now: µs since the epoch (integer); empty = read Redis TIME
   ARGV[2..]   the profiles and buckets (includes/buckets.lua)
-  then NC     the number of carriers, then per carrier: its key (1-based index in KEYS), its cps
-              (I = 1e6 / cps µs), its holds' key (index in KEYS; 0: no channel limit), and for a
+  then NC     the number of carriers, then per carrier: its key (1-based index in KEYS), its rate
+              "p/q" (cps = p / q; I = 1e6 q / p µs), its holds' key (index in KEYS; 0: no channel limit), and for a
               carrier leased across regions (docs/leasing.md) its share hash and its slot log
               (indices in KEYS; 0 and 0: not leased) and W, its share's window (µs)
   Reply: now, then per bucket, per limit in profile order (sliding-log limits widest window
@@ -70,9 +70,9 @@ end
 
 for i = 1, tonumber(ARGV[a]) do
   local at = a + 6 * (i - 1)
-  local k, cps, h = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+  local k, rate, h = tonumber(ARGV[at + 1]), rateOf(ARGV[at + 2]), tonumber(ARGV[at + 3])
   local share, slots, W = tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
-  local _, _, wait = nextSlot(slotState(redis.call('GET', KEYS[k])), cps, t)
+  local _, _, wait = nextSlot(slotState(redis.call('GET', KEYS[k])), rate, t)
   out[#out + 1] = fmt(wait)
   out[#out + 1] = inProgress(h)
   if share > 0 then

@@ -19,7 +19,8 @@
               shares the carriers' hash tag; on a Cluster, also declared at the end of KEYS)
   ARGV[4]     '1': end the reply with Redis TIME (the caller measures Redis' clock), else ''
   ARGV[5]     NR, the number of routes, then per route: n, then per carrier in route order:
-              its key (1-based index in KEYS), its cps (I = 1e6 / cps µs), maxWait (µs), N (its
+              its key (1-based index in KEYS), its rate "p/q" (cps = p / q, exactly the
+              configuration's decimal; I = 1e6 q / p µs), maxWait (µs), N (its
               channel limit, 0: none), its holds key (index in KEYS; 0 when N is 0)
   then NL, the number of leased carriers (docs/leasing.md, "Carriers across regions"), then
   per leased carrier: its key (index in KEYS), its share hash (index in KEYS; fields as
@@ -69,7 +70,7 @@ for r = 1, tonumber(ARGV[5]) do
   local keys, cpss, maxWaits, Ns, holdKeys = {}, {}, {}, {}, {}
   for i = 1, n do
     local j = a + 5 * i - 4
-    keys[i], cpss[i], maxWaits[i] = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
+    keys[i], cpss[i], maxWaits[i] = tonumber(ARGV[j]), rateOf(ARGV[j + 1]), tonumber(ARGV[j + 2])
     Ns[i], holdKeys[i] = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
   end
   routes[r] = { keys, cpss, maxWaits, Ns, holdKeys }
@@ -83,7 +84,7 @@ end
 a = a + 1 + 5 * tonumber(ARGV[a])
 
 local t, ts -- the group's time (number, string)
-local state, loaded, dirty -- per carrier key index: its pacing state { base, k, cps } (includes/slots.lua)
+local state, loaded, dirty -- per carrier key index: its pacing state { base, k, rate } (includes/slots.lua)
 local holdsStored, holdsAdded, nHolds -- per holds key index: ZCOUNT above t, call id -> end, count
 local records -- outbound call records this group writes: { id, end, key, dead }
 local group = 0
@@ -194,14 +195,14 @@ eachCall(a, floorMs, newGroup, function(x)
   end
   local m = 0
   for i = 1, #keys do
-    local k, cps = keys[i], cpss[i]
+    local k, rate = keys[i], cpss[i]
     if not loaded[k] then
       state[k] = slotState(redis.call('GET', KEYS[k]))
       loaded[k] = true
     end
     -- slot = max(t, last(c) + I), as base + n intervals, and its exact wait
-    local base, n, wait = nextSlot(state[k], cps, t)
-    local slot = base + slotOffset(n, cps)
+    local base, n, wait = nextSlot(state[k], rate, t)
+    local slot = base + slotOffset(n, rate)
     local fits = wait <= maxWaits[i]
     local flag = 0 -- why a carrier was passed over (see Reply)
     local lease = leases[k]
@@ -233,7 +234,7 @@ eachCall(a, floorMs, newGroup, function(x)
       s[flag + 2] = s[flag + 2] + 1 -- rc (2), rh (3)
     end
     if fits and flag == 0 then
-      state[k], dirty[k] = { base, n, cps }, true
+      state[k], dirty[k] = { base, n, rate }, true
       if lease ~= nil then
         local st = fmt(slot)
         redis.call('ZADD', KEYS[lease[2]], st, st)
@@ -241,7 +242,7 @@ eachCall(a, floorMs, newGroup, function(x)
       out[head + 2], out[head + 3], out[head + 4] = i, waitText, fmt(slot)
       if id ~= '' then
         dropPrevious(id)
-        local e = slotHoldEnd(base, slotOffset(n, cps), forUs)
+        local e = slotHoldEnd(base, n, rate, forUs)
         local h = holdKeys[i]
         if h > 0 and e > t then
           local ends = holdsAdded[h]

@@ -1,29 +1,57 @@
 -- A carrier's pacing state (reserve.lua, wait.lua, inspect.lua; src/store/slots.ts is the memory
--- store's): its latest slot kept exactly, as a base (µs) and the k intervals of 1e6 / cps µs given
--- since, the string "<base> <k> <cps>", or "<base>" when k is 0 (the latest slot alone, as it
--- was written before). A slot as one number of µs since 1970 steps in quarter-µs at today's
--- dates, and each call queued behind the last rounded it again: a backlog drifted, and a wait
--- of exactly maxWait could read as longer. k intervals from the base are one division,
--- k * 1e6 / cps, exact whenever the true offset is a whole number of µs. After common.lua.
+-- store's, computing alike): its latest slot kept exactly, as a base (µs) and the k intervals
+-- given since, the string "<base> <k> <p/q>", or "<base>" when k is 0 (the latest slot alone, as
+-- it was written before). The interval is 1e6 / cps µs with cps the decimal the configuration
+-- wrote, p / q (the caller sends "p/q"). A slot as one number of µs since 1970 steps in
+-- quarter-µs at today's dates, and each call queued behind the last rounded it again. With A =
+-- floor(1e6 q / p) and r = 1e6 q - A p, k intervals are k A + floor(k r / p) whole µs and a
+-- fraction (k r mod p) / p, integers computed exactly (math.fmod), so a whole offset is exactly
+-- whole. After common.lua.
 
--- The state read from its string, { base, k, cps }, or nil.
+-- The rate of its text "p/q": { text, p, A, r }.
+local rateCache = {}
+local function rateOf(text)
+  local rate = rateCache[text]
+  if rate == nil then
+    local p, q = string.match(text, '^(%d+)/(%d+)$')
+    p, q = tonumber(p), tonumber(q)
+    local whole = 1000000 * q
+    local r = math.fmod(whole, p)
+    rate = { text, p, (whole - r) / p, r }
+    rateCache[text] = rate
+  end
+  return rate
+end
+
+-- The state read from its string, { base, k, rate }, or nil.
 local function slotState(v)
   if not v then
     return nil
   end
   local b, k, c = string.match(v, '^(%S+) (%d+) (%S+)$')
   if b then
-    return { tonumber(b), tonumber(k), tonumber(c) }
+    return { tonumber(b), tonumber(k), rateOf(c) }
   end
-  return { tonumber(v), 0, 0 }
+  return { tonumber(v), 0, nil }
 end
 
--- k intervals at `cps`, µs.
-local function slotOffset(k, cps)
+-- k intervals at `rate`: whole µs, and the fraction's numerator over p.
+local function offsetParts(k, rate)
   if k == 0 then
-    return 0
+    return 0, 0
   end
-  return (k * 1000000) / cps
+  local kr = k * rate[4]
+  local rest = math.fmod(kr, rate[2])
+  return k * rate[3] + (kr - rest) / rate[2], rest
+end
+
+-- k intervals at `rate`, µs.
+local function slotOffset(k, rate)
+  local whole, rest = offsetParts(k, rate)
+  if rest == 0 then
+    return whole
+  end
+  return whole + rest / rate[2]
 end
 
 -- The latest slot given (µs; for expiries and displays, not for pacing).
@@ -31,37 +59,39 @@ local function lastSlot(s)
   return s[1] + slotOffset(s[2], s[3])
 end
 
--- The next slot after state `s` (nil: none) for a call at t on the carrier at `cps`: its base,
--- its k and its wait (0: the slot is t itself, a base of its own). A state counted at another
--- cps (a reload changed it) is based again at its latest slot first.
-local function nextSlot(s, cps, t)
+-- The next slot after state `s` (nil: none) for a call at t at `rate`: its base, its k and its
+-- wait (0: the slot is t itself, a base of its own; else its whole µs exact). A state counted
+-- at another rate (a reload changed it) is based again at its latest slot first.
+local function nextSlot(s, rate, t)
   if s == nil then
     return t, 0, 0
   end
   local base, k = s[1], s[2]
-  if k > 0 and s[3] ~= cps then
+  if k > 0 and s[3][1] ~= rate[1] then
     base, k = base + slotOffset(k, s[3]), 0
   end
-  local off = slotOffset(k + 1, cps)
-  local since = t - base
-  if off > since then
-    return base, k + 1, off - since
+  local whole, rest = offsetParts(k + 1, rate)
+  -- since the base, whole µs first: exact while the base is a whole µs (a call's own time)
+  local ahead = whole - (t - base)
+  if ahead > 0 or (ahead == 0 and rest > 0) then
+    return base, k + 1, ahead + rest / rate[2]
   end
   return t, 0, 0
 end
 
 -- The state's string.
-local function slotText(base, k, cps)
+local function slotText(base, k, rate)
   if k == 0 then
     return fmt(base)
   end
-  return fmt(base) .. ' ' .. fmtInt(k) .. ' ' .. fmt(cps)
+  return fmt(base) .. ' ' .. fmtInt(k) .. ' ' .. rate[1]
 end
 
--- The end of a hold of `forUs` (whole µs) from the slot base + off, rounded up to a whole µs:
--- holds are compared with whole-µs times (an end after t), which rounding up keeps exact, where
--- the slot as one number of µs would be rounded to a quarter-µs.
-local function slotHoldEnd(base, off, forUs)
-  local whole = math.floor(base)
-  return whole + forUs + math.ceil(off + (base - whole))
+-- The end of a hold of `forUs` (whole µs) from the slot base + k intervals, rounded up to a whole
+-- µs: holds are compared with whole-µs times (an end after t), which rounding up keeps exact,
+-- where the slot as one number of µs would be rounded to a quarter-µs.
+local function slotHoldEnd(base, k, rate, forUs)
+  local whole, rest = offsetParts(k, rate)
+  local baseWhole = math.floor(base)
+  return baseWhole + forUs + whole + math.ceil(base - baseWhole + rest / rate[2])
 end

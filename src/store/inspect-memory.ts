@@ -3,7 +3,7 @@
  * its admitSync and as lua/inspect.lua, reading and never changing the store's structures.
  */
 import { InvalidArgumentError } from '../errors/index.js';
-import { cpsOf, nextSlot, type SlotState } from './slots.js';
+import { carrierRate, nextSlot, type SlotState } from './slots.js';
 import type { Bucket, InspectRequest, InspectResult } from './types.js';
 import { checkAdmit, checkNow, checkWait } from './validate.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
@@ -85,7 +85,7 @@ export function inspectMemory(state: MemoryState, req: InspectRequest, t: number
   return {
     buckets: req.buckets.map((b) => inspectBucket(state, b.bucket, t)),
     carriers: req.carriers.map((c) => {
-      const waitUs = nextSlot(state.slot(c.name), cpsOf(c), t).wait;
+      const waitUs = nextSlot(state.slot(c.name), carrierRate(c), t).wait;
       return c.channels === undefined ? { waitUs } : { waitUs, channels: state.carrierHolds(c.name, t) };
     }),
     now: t,

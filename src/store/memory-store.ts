@@ -45,7 +45,7 @@ import {
   logRetention,
 } from './validate.js';
 import { checkInspect, inspectMemory } from './inspect-memory.js';
-import { cpsOf, lastSlot, nextSlot, type SlotState, slotHoldEnd, slotOffset } from './slots.js';
+import { carrierRate, lastSlot, nextSlot, type SlotState, slotHoldEnd, slotOffset } from './slots.js';
 import type { BansRequest, BansResult, InspectRequest, InspectResult, UnbanRequest, UnbanResult } from './types.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
 import {
@@ -306,7 +306,8 @@ export class MemoryStore implements Store, OperableStore {
       if (log.size === 0) this.logs.delete(key);
     }
     for (const [key, win] of this.windows) if ((win.w + 2) * win.windowUs <= t) this.windows.delete(key);
-    for (const [key, slot] of this.slots) if (slot.base + slotOffset(slot.k + 1, slot.cps) <= t) this.slots.delete(key);
+    for (const [key, slot] of this.slots)
+      if (slot.base + slotOffset(slot.k + 1, slot.rate) <= t) this.slots.delete(key);
     for (const sets of [this.bucketHolds, this.carrierHolds]) {
       for (const [key, set] of sets) {
         set.trim(t);
@@ -594,7 +595,7 @@ export class MemoryStore implements Store, OperableStore {
       const c = req.route[i]!;
       const { name, maxWaitUs, channels } = c;
       // slot = max(t, last + I), as a base and k intervals (slots.ts), and its exact wait
-      const { wait, ...next } = nextSlot(this.slots.get(name), cpsOf(c), t);
+      const { wait, ...next } = nextSlot(this.slots.get(name), carrierRate(c), t);
       const slot = lastSlot(next);
       const fits = wait <= maxWaitUs;
       // channels are counted only where the wait fits: `full` says why a carrier was passed over
@@ -663,7 +664,7 @@ export class MemoryStore implements Store, OperableStore {
   waitSync(req: WaitRequest): WaitResult {
     checkWait(req);
     const t = this.time(req.now);
-    return { waitUs: nextSlot(this.slots.get(req.carrier.name), cpsOf(req.carrier), t).wait, now: t };
+    return { waitUs: nextSlot(this.slots.get(req.carrier.name), carrierRate(req.carrier), t).wait, now: t };
   }
 
   // The Store interface: the same, as promises (a validation error rejects the promise).

@@ -1,53 +1,111 @@
 /**
  * A carrier's pacing state, exact (the memory store's; lua/includes/slots.lua is Redis'): its
- * latest slot as a base (µs) and the k intervals of 1e6 / cps µs given since. A slot as one
- * number of µs since 1970 steps in quarter-µs at today's dates, and each call queued behind the
- * last rounded it again: a backlog drifted, and a wait of exactly maxWait could read as longer.
- * k intervals from the base are one division, k * 1e6 / cps, exact whenever the true offset is
- * a whole number of µs. Both stores compute alike, so their decisions are identical.
+ * latest slot as a base (µs) and the k intervals given since. A slot as one number of µs since
+ * 1970 steps in quarter-µs at today's dates, and each call queued behind the last rounded it
+ * again: a backlog drifted, and a wait of exactly maxWait could read as longer.
+ *
+ * The interval is 1e6 / cps µs with cps the decimal the configuration wrote, p / q (0.7 is 7 /
+ * 10: the double 0.7 is not, and k * 1e6 / 0.7 gave 30,000,000.000000004 µs for k = 21). With
+ * A = floor(1e6 q / p) and r = 1e6 q - A p, k intervals are k A + floor(k r / p) whole µs and a
+ * fraction (k r mod p) / p: integers computed exactly, so a whole offset is exactly whole. Both
+ * stores compute alike, so their decisions are identical.
  */
 import type { Carrier } from './types.js';
+
+/** A cps as the exact fraction p / q of its decimal spelling, and its interval's parts. */
+export interface Rate {
+  /** `p/q`: how a state names the rate it was counted at. */
+  readonly text: string;
+  readonly p: number;
+  /** 1e6 q / p = A + r / p. */
+  readonly A: number;
+  readonly r: number;
+}
 
 export interface SlotState {
   /** Where the queue last started (µs): a slot given at once, at its call's time. */
   base: number;
   /** Intervals given since the base. */
   k: number;
-  /** The cps they were given at (0 when k is 0). */
-  cps: number;
+  /** The rate they were given at (unused when k is 0). */
+  rate: Rate;
 }
 
-/**
- * The carrier's cps: given, else from its interval, to 15 significant digits (1e6 / (1e6 / 7) is
- * 6.999999999999999: the digits a double's round trip adds are not the configuration's).
- */
-export const cpsOf = (c: Carrier): number => c.cps ?? Number((1e6 / c.intervalUs).toPrecision(15));
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
 
-/** k intervals at `cps`, µs. */
-export function slotOffset(k: number, cps: number): number {
-  return k === 0 ? 0 : (k * 1e6) / cps;
+const rates = new Map<number, Rate>();
+
+/** The rate of `cps`, p / q from its shortest decimal spelling (reduced), as slots count it. */
+export function rateOf(cps: number): Rate {
+  let rate = rates.get(cps);
+  if (rate !== undefined) return rate;
+  const m = /^(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(String(cps));
+  let p: number;
+  let q: number;
+  const digits = m === null ? undefined : (m[1]! + (m[2] ?? '')).replace(/^0+(?=\d)/, '');
+  const exp = m === null ? 0 : Number(m[3] ?? 0) - (m[2] ?? '').length;
+  if (digits !== undefined && digits.length <= 15 && exp >= -9 && exp <= 0) {
+    p = Number(digits);
+    q = 10 ** -exp;
+  } else {
+    // past what whole doubles carry exactly: the cps to a billionth
+    p = Math.round(cps * 1e9);
+    q = 1e9;
+  }
+  const g = gcd(p, q);
+  p /= g;
+  q /= g;
+  const whole = 1e6 * q;
+  const r = whole % p; // (exact, where Math.floor(whole / p) could round up to the next integer)
+  rate = { text: `${p}/${q}`, p, A: (whole - r) / p, r };
+  if (rates.size > 1024) rates.clear();
+  rates.set(cps, rate);
+  return rate;
+}
+
+/** The carrier's rate: its cps when given, else from its interval, to 15 significant digits. */
+export const carrierRate = (c: Carrier): Rate => rateOf(c.cps ?? Number((1e6 / c.intervalUs).toPrecision(15)));
+
+/** The text a script takes for a carrier's rate (lua/includes/slots.lua): `p/q`. */
+export const rateText = (c: Carrier): string => carrierRate(c).text;
+
+/** k intervals at `rate`: whole µs, and the fraction's numerator over p. */
+function offsetParts(k: number, rate: Rate): [whole: number, rest: number] {
+  if (k === 0) return [0, 0];
+  const kr = k * rate.r;
+  const rest = kr % rate.p;
+  return [k * rate.A + (kr - rest) / rate.p, rest];
+}
+
+/** k intervals at `rate`, µs. */
+export function slotOffset(k: number, rate: Rate): number {
+  const [whole, rest] = offsetParts(k, rate);
+  return whole + rest / rate.p;
 }
 
 /** The latest slot given (µs; for expiries and displays, not for pacing). */
 export function lastSlot(s: SlotState): number {
-  return s.base + slotOffset(s.k, s.cps);
+  return s.base + slotOffset(s.k, s.rate);
 }
 
 /**
- * The next slot after `s` (undefined: none) for a call at t at `cps`: slot = max(t, last + I), as
- * a base and k, with its exact wait (0: the slot is t, a base of its own). A state counted at
- * another cps (a reload changed it) is based again at its latest slot first.
+ * The next slot after `s` (undefined: none) for a call at t at `rate`: slot = max(t, last + I),
+ * as a base and k, with its wait (0: the slot is t, a base of its own; else its whole µs exact).
+ * A state counted at another rate (a reload changed it) is based again at its latest slot first.
  */
-export function nextSlot(s: SlotState | undefined, cps: number, t: number): SlotState & { wait: number } {
-  if (s === undefined) return { base: t, k: 0, cps, wait: 0 };
+export function nextSlot(s: SlotState | undefined, rate: Rate, t: number): SlotState & { wait: number } {
+  if (s === undefined) return { base: t, k: 0, rate, wait: 0 };
   let { base, k } = s;
-  if (k > 0 && s.cps !== cps) {
-    base += slotOffset(k, s.cps);
+  if (k > 0 && s.rate.text !== rate.text) {
+    base += slotOffset(k, s.rate);
     k = 0;
   }
-  const off = slotOffset(k + 1, cps);
-  const since = t - base;
-  return off > since ? { base, k: k + 1, cps, wait: off - since } : { base: t, k: 0, cps, wait: 0 };
+  const [whole, rest] = offsetParts(k + 1, rate);
+  // since the base, whole µs first: exact while the base is a whole µs (a call's own time)
+  const ahead = whole - (t - base);
+  return ahead > 0 || (ahead === 0 && rest > 0)
+    ? { base, k: k + 1, rate, wait: ahead + rest / rate.p }
+    : { base: t, k: 0, rate, wait: 0 };
 }
 
 /**
@@ -56,6 +114,7 @@ export function nextSlot(s: SlotState | undefined, cps: number, t: number): Slot
  * where the slot as one number of µs would be rounded to a quarter-µs.
  */
 export function slotHoldEnd(s: SlotState, forUs: number): number {
-  const whole = Math.floor(s.base);
-  return whole + forUs + Math.ceil(slotOffset(s.k, s.cps) + (s.base - whole));
+  const [whole, rest] = offsetParts(s.k, s.rate);
+  const baseWhole = Math.floor(s.base);
+  return baseWhole + forUs + whole + Math.ceil(s.base - baseWhole + rest / s.rate.p);
 }

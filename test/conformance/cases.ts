@@ -485,6 +485,8 @@ const t = T0 + 100_000;
 /** 7 cps, maxWait 1 s: a burst's 8th call waits 7 intervals, exactly 1 s; its cps given, and not. */
 const G7 = { ...carrier('G7', 1e6 / 7, S), cps: 7 };
 const G7i = carrier('G7i', 1e6 / 7, S);
+/** 0.7 cps (a decimal no double holds: k * 1e6 / 0.7 is 30,000,000.000000004 µs for k = 21), maxWait 30 s. */
+const G07 = { ...carrier('G07', 1e6 / 0.7, 30 * S), cps: 0.7 };
 /** 9 cps, one channel: slots 111,111.11 µs apart. */
 const H9 = { ...carrierCh('H9', 1e6 / 9, 2 * S, 1), cps: 9 };
 
@@ -496,6 +498,9 @@ const leaky: Case[] = [
     ops: [
       ...[G7, G7i].flatMap((c) => Array.from({ length: 8 }, (_, k) => reserve([c], T0, 0, (k * S) / 7, [(k * S) / 7]))),
       reserve([G7], T0, -1, 0, [(8 * S) / 7]),
+      // the 22nd call at 0.7 cps waits 21 intervals, exactly 30 s
+      ...Array.from({ length: 22 }, (_, k) => reserve([G07], T0, 0, (k * 10 * S) / 7, [(k * 10 * S) / 7])),
+      reserve([G07], T0, -1, 0, [(22 * 10 * S) / 7]),
       wait(G7, T0, (8 * S) / 7),
       wait(G7, T0 + S, S / 7),
     ],

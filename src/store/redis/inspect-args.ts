@@ -6,7 +6,7 @@
 import { InvalidArgumentError } from '../../errors/index.js';
 import { CARRIER_LEASE_WINDOW_US } from '../../lease/carriers.js';
 import { carrierTag } from '../keys.js';
-import { cpsOf } from '../slots.js';
+import { rateText } from '../slots.js';
 import type { Carrier, InspectRequest, Limit } from '../types.js';
 import { ArgsBuilder, bucketArgsOf } from './bucket-args.js';
 import type { RedisKeys } from './redis-keys.js';
@@ -97,7 +97,7 @@ export function carrierInspectArgv(
     return String(i + 1);
   };
   const entries: string[] = [];
-  for (const c of carriers) entries.push(keyOf(keys.carrier(c)), String(cpsOf(c)), '', '0', '0', '0');
+  for (const c of carriers) entries.push(keyOf(keys.carrier(c)), rateText(c), '', '0', '0', '0');
   carriers.forEach((c, i) => {
     entries[6 * i + 2] = (c.channels ?? 0) > 0 ? keyOf(`${keys.carrier(c)}:ch`) : '0';
   });

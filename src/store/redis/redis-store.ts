@@ -85,7 +85,7 @@ import {
   hasChannels,
   logRetention,
 } from '../validate.js';
-import { cpsOf } from '../slots.js';
+import { rateText } from '../slots.js';
 import { HoldLedger } from '../../holds/ledger.js';
 import { checkReassert } from '../reassert.js';
 import { HoldsKeeper, type ReleaseTicket } from './holds-keeper.js';
@@ -928,7 +928,7 @@ export class RedisStore implements Store, OperableStore {
 
   async wait(req: WaitRequest): Promise<WaitResult> {
     checkWait(req);
-    const args = [req.now ?? '', String(cpsOf(req.carrier))];
+    const args = [req.now ?? '', rateText(req.carrier)];
     const r = (await this.onCarrier(carrierTag(req.carrier.name), () =>
       this.run('wait', [this.keys.carrier(req.carrier)], args, req.signal),
     )) as (string | number)[];

@@ -4,7 +4,7 @@ import { CARRIER_LEASE_WINDOW_US } from '../../lease/carriers.js';
 import type { Pending } from './batcher.js';
 import { num } from './bucket-args.js';
 import { runsOf } from './call-runs.js';
-import { cpsOf } from '../slots.js';
+import { rateText } from '../slots.js';
 import type { RedisKeys } from './redis-keys.js';
 
 /** A reservation waiting for its batch. */
@@ -89,7 +89,7 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
       }
       entry.push(
         keyOf(key),
-        String(cpsOf(c)),
+        rateText(c),
         String(c.maxWaitUs),
         String(channels),
         channels > 0 ? keyOf(`${key}:ch`) : '0',
