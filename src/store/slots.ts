@@ -33,38 +33,65 @@ export interface SlotState {
 
 const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
 
-const rates = new Map<number, Rate>();
+const rates = new Map<string, Rate>();
 
-/** The rate of `cps`, p / q from its shortest decimal spelling (reduced), as slots count it. */
-export function rateOf(cps: number): Rate {
-  let rate = rates.get(cps);
-  if (rate !== undefined) return rate;
-  const m = /^(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(String(cps));
-  let p: number;
-  let q: number;
-  const digits = m === null ? undefined : (m[1]! + (m[2] ?? '')).replace(/^0+(?=\d)/, '');
-  const exp = m === null ? 0 : Number(m[3] ?? 0) - (m[2] ?? '').length;
-  if (digits !== undefined && digits.length <= 15 && exp >= -9 && exp <= 0) {
-    p = Number(digits);
-    q = 10 ** -exp;
-  } else {
-    // past what whole doubles carry exactly: the cps to a billionth
-    p = Math.round(cps * 1e9);
-    q = 1e9;
-  }
+/** A positive number's shortest decimal spelling as an exact fraction a / b (b a power of 10), or undefined past 15 digits or 9 decimals. */
+function decimal(x: number): [a: number, b: number] | undefined {
+  const m = /^(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(String(x));
+  if (m === null) return undefined;
+  const digits = (m[1]! + (m[2] ?? '')).replace(/^0+(?=\d)/, '');
+  const exp = Number(m[3] ?? 0) - (m[2] ?? '').length;
+  if (digits.length > 15 || exp < -9) return undefined;
+  return exp > 0 ? [Number(digits) * 10 ** exp, 1] : [Number(digits), 10 ** -exp];
+}
+
+/** The rate of calls per second p / q (whole numbers), reduced, with its interval's parts. */
+function rateOfFraction(p: number, q: number): Rate {
   const g = gcd(p, q);
   p /= g;
   q /= g;
   const whole = 1e6 * q;
   const r = whole % p; // (exact, where Math.floor(whole / p) could round up to the next integer)
-  rate = { text: `${p}/${q}`, p, A: (whole - r) / p, r };
-  if (rates.size > 1024) rates.clear();
-  rates.set(cps, rate);
+  return { text: `${p}/${q}`, p, A: (whole - r) / p, r };
+}
+
+/** The rate of `cps`, p / q from its shortest decimal spelling, as slots count it. */
+export function rateOf(cps: number): Rate {
+  const key = `c${cps}`;
+  let rate = rates.get(key);
+  if (rate === undefined) {
+    const f = decimal(cps);
+    // past what whole doubles carry exactly: the cps to a billionth
+    rate = f === undefined ? rateOfFraction(Math.round(cps * 1e9), 1e9) : rateOfFraction(f[0], f[1]);
+    if (rates.size > 1024) rates.clear();
+    rates.set(key, rate);
+  }
   return rate;
 }
 
-/** The carrier's rate: its cps when given, else from its interval, to 15 significant digits. */
-export const carrierRate = (c: Carrier): Rate => rateOf(c.cps ?? Number((1e6 / c.intervalUs).toPrecision(15)));
+/**
+ * The rate of a carrier given by its interval alone: its cps when 1e6 / I reads as a short
+ * decimal (1e6 / (1e6 / 7) is 6.999999999999999: 7 to 15 digits), else the interval's own
+ * decimal a / b (1000.5 µs is 2001 / 2: cps 2e6 / 2001).
+ */
+function rateOfInterval(intervalUs: number): Rate {
+  const key = `i${intervalUs}`;
+  let rate = rates.get(key);
+  if (rate === undefined) {
+    const cps = Number((1e6 / intervalUs).toPrecision(15));
+    const f = decimal(cps);
+    const i = decimal(intervalUs);
+    if (f !== undefined && f[1] <= 1e6) rate = rateOfFraction(f[0], f[1]);
+    else if (i !== undefined && i[1] * 1e6 <= Number.MAX_SAFE_INTEGER) rate = rateOfFraction(i[1] * 1e6, i[0]);
+    else rate = rateOf(cps);
+    if (rates.size > 1024) rates.clear();
+    rates.set(key, rate);
+  }
+  return rate;
+}
+
+/** The carrier's rate: its cps when given, else from its interval. */
+export const carrierRate = (c: Carrier): Rate => (c.cps !== undefined ? rateOf(c.cps) : rateOfInterval(c.intervalUs));
 
 /** The text a script takes for a carrier's rate (lua/includes/slots.lua): `p/q`. */
 export const rateText = (c: Carrier): string => carrierRate(c).text;
