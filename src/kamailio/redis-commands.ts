@@ -234,10 +234,9 @@ export function kamailioCommands(
       const leased = lanes !== undefined && plan.tag === GLOBAL_TAG;
       const tag = leased ? laneTagOf(plan.buckets, lanes) : plan.tag;
       const holds = plan.buckets.some((b) => (b.channels ?? 0) > 0);
-      // as bucket-args.ts names a bucket's holds set
       const holdKeys = keys.hashTags
         ? []
-        : plan.buckets.filter((b) => (b.channels ?? 0) > 0).map((b) => `${keys.base(tag, b.name)}:ch`);
+        : plan.buckets.filter((b) => (b.channels ?? 0) > 0).map((b) => keys.holds(tag, b.name));
       const { command, values } = scriptCall(tag, plan.buckets, `peer ${peer}`);
       let spill: AdmitTemplate['spill'];
       if (leased && layout.lease?.overflow === true) {

@@ -29,7 +29,7 @@ export function reassertArgv(req: ReassertRequest, keys: RedisKeys, floorMs: num
     // outbound calls are re-asserted on the tag of their carrier (carrierTag), inbound on theirs
     const record = c.direction === 'in' ? keys.inboundRecord(req.tag, id) : keys.outboundRecord(req.tag, id);
     k.push(record, keys.tombstone(record));
-    for (const name of c.names) k.push(`${keys.base(req.tag, name)}:ch`);
+    for (const name of c.names) k.push(keys.holds(req.tag, name));
     a.push(id, String(c.end), String(c.names.length));
   }
   return [String(k.length), ...k, ...a];

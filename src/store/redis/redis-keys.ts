@@ -25,6 +25,11 @@ export class RedisKeys {
     return this.hashTags ? `${this.prefix}{${tag}}:${name}` : `${this.prefix}${name}`;
   }
 
+  /** A bucket's holds set (its calls in progress): `<base>:ch`. */
+  holds(tag: string, name: string): string {
+    return `${this.base(tag, name)}:ch`;
+  }
+
   /** A carrier's last slot; its holds are this key with `:ch`. */
   carrier(c: Pick<Carrier, 'name'>): string {
     return this.base(carrierTag(c.name), c.name);

@@ -1041,7 +1041,7 @@ export class RedisStore implements Store, OperableStore {
   async holds(req: HoldsRequest): Promise<HoldsResult> {
     checkHolds(req);
     const tag = this.tagOf(req.tag, req.name);
-    const key = `${this.keys.base(tag, req.name)}:ch`;
+    const key = this.keys.holds(tag, req.name);
     const r = (await this.onCarrier(tag, () => this.run('holds', [key], [req.now ?? ''], req.signal))) as number[];
     return { holds: r[0]!, now: r[1]! };
   }
@@ -1193,7 +1193,7 @@ export class RedisStore implements Store, OperableStore {
   async listHolds(req: ListHoldsRequest): Promise<ListHoldsResult> {
     const max = checkListHolds(req);
     const tag = this.tagOf(req.tag, req.name);
-    const key = `${this.keys.base(tag, req.name)}:ch`;
+    const key = this.keys.holds(tag, req.name);
     const r = (await this.onCarrier(tag, () => this.run('hold-list', [key], [req.now ?? '', max], req.signal))) as (
       | string
       | number
