@@ -187,7 +187,8 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
     }
   };
 
-  const onOutbound = (call: TraceCall, r: Reservation): void => {
+  /** `end`: a dispatched call's hold end (outEnd), unused otherwise. */
+  const onOutbound = (r: Reservation, end: number): void => {
     outbound.offered++;
     series?.outboundCall(r.at, r);
     for (const id of r.reroutedFrom) carrier(id).reroutedAway++;
@@ -199,7 +200,7 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
       s.delays.recordValue(Math.round((r.delayMs ?? 0) * 1000));
       if (!Number.isNaN(s.lastSlot)) s.minSpacingUs = Math.min(s.minSpacingUs, r.slotAt! - s.lastSlot);
       s.lastSlot = r.slotAt!;
-      s.channels?.add(r.at, outEnd(call, r), series && ((at, n) => series.carrierChannel(r.carrier!, at, n)));
+      s.channels?.add(r.at, end, series && ((at, n) => series.carrierChannel(r.carrier!, at, n)));
     } else {
       outbound.rejected++;
       for (const id of r.reroutedFrom) carrier(id).rejected++;
@@ -250,12 +251,13 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
         const r = await dispatchHeld(gate, call, callId, sent);
         // held until past its send at its slot (the live dispatcher's one call in flight per id,
         // which a row at the slot's very µs still meets), or as long as it holds a channel
+        const end = r.outcome === 'dispatched' ? outEnd(call, r) : 0;
         if (r.outcome === 'dispatched') {
           const sentBy = Math.ceil(r.slotAt!) + 1;
           const holds = cfgOut.carriers.get(r.carrier!)?.channels !== undefined;
-          ids.held('out', callId, holds ? Math.max(sentBy, outEnd(call, r)) : sentBy, r.at);
+          ids.held('out', callId, holds ? Math.max(sentBy, end) : sentBy, r.at);
         }
-        onOutbound(call, r);
+        onOutbound(r, end);
         const wait = opts.onDecision?.({ ...outboundLine(r, call.time), call_id: call.callId });
         if (wait) await wait;
       }
