@@ -35,6 +35,17 @@ const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
 
 const rates = new Map<string, Rate>();
 
+/** The rate under `key` (`c<cps>`, `i<interval>`), made once: carriers are few, their rates asked per call. */
+function cached(key: string, make: () => Rate): Rate {
+  let rate = rates.get(key);
+  if (rate === undefined) {
+    rate = make();
+    if (rates.size > 1024) rates.clear();
+    rates.set(key, rate);
+  }
+  return rate;
+}
+
 /** A positive number's shortest decimal spelling as an exact fraction a / b (b a power of 10), or undefined past 15 digits or 9 decimals. */
 function decimal(x: number): [a: number, b: number] | undefined {
   const m = /^(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(String(x));
@@ -57,16 +68,11 @@ function rateOfFraction(p: number, q: number): Rate {
 
 /** The rate of `cps`, p / q from its shortest decimal spelling, as slots count it. */
 export function rateOf(cps: number): Rate {
-  const key = `c${cps}`;
-  let rate = rates.get(key);
-  if (rate === undefined) {
+  return cached(`c${cps}`, () => {
     const f = decimal(cps);
     // past what whole doubles carry exactly: the cps to a billionth
-    rate = f === undefined ? rateOfFraction(Math.round(cps * 1e9), 1e9) : rateOfFraction(f[0], f[1]);
-    if (rates.size > 1024) rates.clear();
-    rates.set(key, rate);
-  }
-  return rate;
+    return f === undefined ? rateOfFraction(Math.round(cps * 1e9), 1e9) : rateOfFraction(f[0], f[1]);
+  });
 }
 
 /**
@@ -75,19 +81,14 @@ export function rateOf(cps: number): Rate {
  * decimal a / b (1000.5 µs is 2001 / 2: cps 2e6 / 2001).
  */
 function rateOfInterval(intervalUs: number): Rate {
-  const key = `i${intervalUs}`;
-  let rate = rates.get(key);
-  if (rate === undefined) {
+  return cached(`i${intervalUs}`, () => {
     const cps = Number((1e6 / intervalUs).toPrecision(15));
     const f = decimal(cps);
     const i = decimal(intervalUs);
-    if (f !== undefined && f[1] <= 1e6) rate = rateOfFraction(f[0], f[1]);
-    else if (i !== undefined && i[1] * 1e6 <= Number.MAX_SAFE_INTEGER) rate = rateOfFraction(i[1] * 1e6, i[0]);
-    else rate = rateOf(cps);
-    if (rates.size > 1024) rates.clear();
-    rates.set(key, rate);
-  }
-  return rate;
+    if (f !== undefined && f[1] <= 1e6) return rateOfFraction(f[0], f[1]);
+    if (i !== undefined && i[1] * 1e6 <= Number.MAX_SAFE_INTEGER) return rateOfFraction(i[1] * 1e6, i[0]);
+    return rateOf(cps);
+  });
 }
 
 /** The carrier's rate: its cps when given, else from its interval. */
