@@ -297,7 +297,10 @@ describe('config', () => {
           { limit: 1, window: 1000 },
           'inbound.peers.p[0].window: expected a positive duration, got 1000 (durations are strings such as "PT1S" or "500ms", not numbers)',
         ],
-        [{ limit: 1, window: null }, 'inbound.peers.p[0].window: expected a positive duration, got null'],
+        [
+          { limit: 1, window: null },
+          'inbound.peers.p[0].window: expected a positive duration, got null (an empty value: in YAML, a key with nothing after it)',
+        ],
         [
           { limit: 1, window: 'P1M' },
           'inbound.peers.p[0].window: expected a positive duration, got "P1M" (years and months have no fixed length)',
@@ -358,7 +361,10 @@ describe('config', () => {
         [[], ['top level: expected an object, got an array']],
         [null, ['top level: expected an object, got null']],
         ['{}', ['top level: expected an object, got "{}"']],
-        [{ inbound: null }, ['inbound: expected an object, got null']],
+        [
+          { inbound: null },
+          ['inbound: expected an object, got null (an empty value: in YAML, a key with nothing after it)'],
+        ],
         [{ outbound: [] }, ['outbound: expected an object, got an array']],
         [{ inbound: { global: {} } }, ['inbound.global: expected an array of limits, got an object']],
         [{ inbound: { defaultPeer: 5 } }, ['inbound.defaultPeer: expected an array of limits, got 5']],
@@ -549,7 +555,9 @@ describe('config', () => {
         ],
         [
           { outbound: { carriers: { A: { cps: 1, channels: null } } } },
-          ['outbound.carriers.A.channels: expected a positive integer, got null'],
+          [
+            'outbound.carriers.A.channels: expected a positive integer, got null (an empty value: in YAML, a key with nothing after it)',
+          ],
         ],
         [{ maxCallDuration: 'PT0S' }, ['maxCallDuration: expected a positive duration, got "PT0S"']],
         [
@@ -635,7 +643,7 @@ describe('config', () => {
       // no writer: refused at once as empty JSON (a blocked open kept the process from exiting)
       const started = Date.now();
       expect(await problemsOfAsync(loadConfigFile(fifo))).to.deep.equal([
-        `${fifo}: invalid JSON at line 1, column 1: Unexpected end of JSON input`,
+        `${fifo}: the file holds no configuration (it is empty): the smallest one is {} (every part is optional)`,
       ]);
       expect(Date.now() - started, 'ms').to.be.below(1_000);
       // a writer that opens it first and writes a little later, in two parts (a shell's <(…))
@@ -736,7 +744,6 @@ describe('config', () => {
         ['{\n "inbound": {}\n "outbound": {}\n}', "line 3, column 2: Expected ',' or '}' after property value"],
         ['{"inbound": {', "line 1, column 14: Expected property name or '}'"],
         ['{"inbound": {"peers": [', 'line 1, column 24: Unexpected end of JSON input'],
-        ['', 'line 1, column 1: Unexpected end of JSON input'],
         ['{}\n}', 'line 2, column 1: Unexpected non-whitespace character after JSON'],
       ];
       for (const [text, where] of cases) {
@@ -904,10 +911,28 @@ describe('config', () => {
       ]);
     });
 
-    it('an empty YAML file is not a configuration', async () => {
-      const path = await file('empty.yaml', '');
+    it('a file of nothing, blanks or comments holds no configuration, and says so', async () => {
+      for (const [name, text, empty] of [
+        ['empty.yaml', '', true],
+        ['empty.json', '', true],
+        ['comments.yaml', '# limits to come\n\n  # later\n', false],
+        ['blank.json', ' \n\t\n', false],
+      ] as const) {
+        const path = await file(name, text);
+        expect(await problemsOfAsync(loadConfigFile(path)), name).to.deep.equal([
+          `${path}: the file holds no configuration${empty ? ' (it is empty)' : ''}: the smallest one is {} (every part is optional)`,
+        ]);
+      }
+      // a comment is not a comment in JSON: the parser says where it stands
+      const json = await file('comment.json', '# x\n');
+      expect((await problemsOfAsync(loadConfigFile(json)))[0]).to.match(/invalid JSON at line 1, column 1/);
+    });
+
+    it('a YAML key with nothing after it is named as such', async () => {
+      const path = await file('bare.yaml', 'inbound:\noutbound:\n  carriers:\n');
       expect(await problemsOfAsync(loadConfigFile(path))).to.deep.equal([
-        `${path}: top level: expected an object, got null`,
+        `${path}: inbound: expected an object, got null (an empty value: in YAML, a key with nothing after it)`,
+        `${path}: outbound.carriers: expected an object mapping carrier ids to carriers, got null (an empty value: in YAML, a key with nothing after it)`,
       ]);
     });
 

@@ -137,7 +137,13 @@ export async function loadConfigFile(path: string): Promise<CallGateConfig> {
   }
   let text = bytes.toString('utf8');
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-  const raw = isYamlPath(path) ? parseYamlText(text, path) : parseJsonText(text, path);
+  const yaml = isYamlPath(path);
+  // YAML reads a file of blanks and comments as null; JSON.parse would say only "Unexpected end"
+  if (/^\s*$/.test(yaml ? text.replace(/^\s*#.*$/gm, '') : text))
+    throw new ConfigError([
+      `${path}: the file holds no configuration${text.length === 0 ? ' (it is empty)' : ''}: the smallest one is {} (every part is optional)`,
+    ]);
+  const raw = yaml ? parseYamlText(text, path) : parseJsonText(text, path);
   return parseConfig(raw, path);
 }
 

@@ -23,11 +23,13 @@ interface RawIssue {
 }
 
 /** Error text "expected <what>, got <value>", or "missing (expected <what>)" for an absent field. */
-function expected(what: string, note?: (input: unknown) => string | undefined) {
+function expected(what: string, note?: (input: unknown) => string | undefined, topLevel = false) {
   return (iss: RawIssue): string | undefined => {
     if (iss.code === 'unrecognized_keys') return undefined; // expanded per key by the formatter
     if (iss.input === undefined) return `missing (expected ${what})`;
-    const extra = note?.(iss.input);
+    // below the top, null is mostly a YAML key with nothing after it (`inbound:` alone)
+    const extra =
+      iss.input === null && !topLevel ? 'an empty value: in YAML, a key with nothing after it' : note?.(iss.input);
     return `expected ${what}, got ${describeValue(iss.input)}${extra ? ` (${extra})` : ''}`;
   };
 }
@@ -320,7 +322,7 @@ export const configSchema = z
       inbound: inboundSchema.optional(),
       outbound: outboundSchema.optional(),
     },
-    { error: objectError },
+    { error: expected('an object', undefined, true) },
   )
   .transform((c): CallGateConfig => {
     const inbound: CallGateConfig['inbound'] = {
