@@ -5,7 +5,7 @@
  *   npx tsx scripts/gen-trace.ts --calls 100000 --seed 1 --out .tmp/big.trace.csv
  *     [--config FILE]   (default: FILE with .trace.csv → .config.json, else FILE.config.json)
  *     [--rate 500]      (mean calls per second)
- *     [--unsorted]      (swap neighbouring rows now and then: exercises loadTraceSorted)
+ *     [--unsorted]      (swap neighbouring rows now and then: the replay then sorts)
  *
  * generateTrace(opts) yields the CSV text line by line (header first), in constant memory;
  * generateConfig(opts) gives the matching configuration (JSON form of the contract): rate and

@@ -3,7 +3,7 @@
  * exact lines, sorted detection and stable sorting, streaming over large generated traces.
  */
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -12,7 +12,6 @@ import { createWriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import {
   formatTime,
-  loadTraceSorted,
   parseCallDuration,
   parseTime,
   readTrace,
@@ -24,6 +23,7 @@ import {
 import { TraceError, formatProblem, type TraceProblem } from '../src/errors/trace-error.js';
 import { generateTrace } from '../scripts/gen-trace.js';
 import { loadTraceForModel } from './reference/model.js';
+import { inTimeOrder } from '../src/replay/time-order.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
 const BASE = 1535458825374375; // 2018-08-28T12:20:25.374375Z
@@ -45,6 +45,13 @@ async function problemsOf(text: string | Buffer): Promise<string[]> {
 }
 
 const H = 'time,call_id,direction,peer,account,route\n';
+
+/** Every call of a trace file in processing order, as the replay takes an unsorted one. */
+async function sortedCalls(path: string, chunkRows?: number): Promise<TraceCall[]> {
+  const calls: TraceCall[] = [];
+  for await (const c of inTimeOrder(readTrace(path), (x) => x.time, { chunkRows })) calls.push(c);
+  return calls;
+}
 
 describe('trace reader', () => {
   describe('parseTime', () => {
@@ -306,7 +313,7 @@ describe('trace reader', () => {
         const path = join(FIXTURES, `${name}.trace.csv`);
         const check = await validateTrace(path);
         expect(check.problems, name).to.deep.equal([]);
-        const ours = (await loadTraceSorted(path)).map(({ line: _line, ...rest }) => rest);
+        const ours = (await sortedCalls(path)).map(({ line: _line, ...rest }) => rest);
         const theirs = loadTraceForModel(path);
         expect(ours, name).to.deep.equal(theirs);
         expect(check.calls, name).to.equal(theirs.length);
@@ -564,7 +571,7 @@ describe('trace reader', () => {
       expect((await validateTrace(unsorted)).sorted).to.equal(false);
     });
 
-    it('loadTraceSorted sorts stably: equal times keep file order', async () => {
+    it('an unsorted trace is sorted stably, in runs spilled to disk or not: equal times keep file order', async () => {
       const path = join(dir, 'stable.csv');
       writeFileSync(
         path,
@@ -576,25 +583,41 @@ describe('trace reader', () => {
           '2,e,in,p,,\n' +
           '1970-01-01T00:00:01.0000009Z,f,in,p,,\n', // = 1 (truncated)
       );
-      const calls = await loadTraceSorted(path);
-      expect(calls.map((c) => c.callId)).to.deep.equal(['b', 'd', 'f', 'e', 'a', 'c']);
-      expect(calls.map((c) => c.line)).to.deep.equal([3, 5, 7, 6, 2, 4]);
-    });
-
-    it('loadTraceSorted throws a TraceError listing every problem', async () => {
-      const path = join(dir, 'bad.csv');
-      writeFileSync(path, `${H}x,a,in,p,,\n1,b,in,,,\n2,c,in,p,,\n`);
-      let error: unknown;
-      try {
-        await loadTraceSorted(path);
-      } catch (err) {
-        error = err;
+      for (const chunkRows of [undefined, 1, 2, 4]) {
+        const calls = await sortedCalls(path, chunkRows);
+        expect(calls.map((c) => c.callId)).to.deep.equal(['b', 'd', 'f', 'e', 'a', 'c']);
+        expect(calls.map((c) => c.line)).to.deep.equal([3, 5, 7, 6, 2, 4]);
       }
-      expect(error).to.be.instanceOf(TraceError);
-      expect((error as TraceError).problems.map((p) => p.line)).to.deep.equal([2, 3]);
     });
 
-    it('streams a large generated trace in file order; unsorted ones are sorted by loadTraceSorted', async () => {
+    it('a sort in runs leaves no temporary file, read to its end or left early', async () => {
+      const tmp = join(dir, 'tmp');
+      mkdirSync(tmp);
+      const saved = process.env.TMPDIR;
+      process.env.TMPDIR = tmp; // os.tmpdir() reads it at each call
+      try {
+        const path = join(dir, 'runs.csv');
+        writeFileSync(path, H + Array.from({ length: 50 }, (_, i) => `${50 - i},c${i},in,p,,\n`).join(''));
+        let spilled = 0;
+        let n = 0;
+        for await (const c of inTimeOrder(readTrace(path), (x) => x.time, { chunkRows: 8, onSpill: () => spilled++ })) {
+          expect(c.callId).to.equal(`c${49 - n}`);
+          if (++n === 10) {
+            expect(readdirSync(tmp)).to.have.length(1); // the runs, while they are read
+            break;
+          }
+        }
+        expect(spilled).to.equal(6);
+        expect(readdirSync(tmp)).to.deep.equal([]);
+        expect(await sortedCalls(path, 8)).to.have.length(50);
+        expect(readdirSync(tmp)).to.deep.equal([]);
+      } finally {
+        if (saved === undefined) delete process.env.TMPDIR;
+        else process.env.TMPDIR = saved;
+      }
+    });
+
+    it('streams a large generated trace in file order; unsorted ones are sorted in runs', async () => {
       const path = join(dir, 'big.csv');
       await pipeline(Readable.from(generateTrace({ calls: 100_000, seed: 7 })), createWriteStream(path));
       const v = await validateTrace(path);
@@ -619,7 +642,7 @@ describe('trace reader', () => {
       const uv = await validateTrace(upath);
       expect(uv.calls).to.equal(20_000);
       expect(uv.sorted).to.equal(false);
-      const calls = await loadTraceSorted(upath);
+      const calls = await sortedCalls(upath, 3_000);
       expect(calls).to.have.length(20_000);
       for (let i = 1; i < calls.length; i++) {
         expect(calls[i]!.time >= calls[i - 1]!.time).to.equal(true);

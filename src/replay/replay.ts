@@ -4,7 +4,8 @@
  * (time order; equal times keep file order), exactly as the contract's "Decisions" says.
  *
  * The trace is validated in a first streaming pass: a bad trace stops the replay before any
- * decision is made. A sorted trace then streams (flat memory); an unsorted one is sorted in memory.
+ * decision is made. A sorted trace then streams (flat memory); an unsorted one is sorted in runs
+ * spilled to temporary files and merged (time-order.ts: bounded memory too).
  */
 import { statSync, type Stats } from 'node:fs';
 import type { AdmissionDecision } from '../admission/admission.js';
@@ -19,7 +20,8 @@ import { newCarrier, newLevel, type CarrierStats, type LevelStats } from './stat
 import { TraceError } from '../errors/trace-error.js';
 import { inboundHolds, RowIds } from './row-ids.js';
 import { TopValues } from './top-values.js';
-import { loadTraceSorted, readTrace, validateTrace, type TraceCall } from './trace.js';
+import { readTrace, validateTrace, type TraceCall } from './trace.js';
+import { inTimeOrder } from './time-order.js';
 
 export type { DecisionLine };
 
@@ -36,6 +38,8 @@ export interface ReplayOptions {
   readonly signal?: AbortSignal;
   /** Fed with every decision when given: the time series of the HTML report. */
   readonly series?: ReplaySeries;
+  /** An unsorted trace is sorted in runs of this many rows (default DEFAULT_RUN_ITEMS, time-order.ts). */
+  readonly sortRunRows?: number;
 }
 
 export interface ReplayResult {
@@ -220,15 +224,14 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   // a dispatched call's hold ends as the stores end it: rounded up to a whole µs (src/store/
   // slots.ts; the slot here is one number of µs, within a quarter-µs of the stores' exact one)
   const outEnd = (call: TraceCall, r: Reservation): number => Math.ceil(r.slotAt! + holdUs(call));
-  const calls: AsyncIterable<TraceCall> | Iterable<TraceCall> = check.sorted
-    ? readTrace(opts.tracePath, { signal })
-    : await loadTraceSorted(opts.tracePath, { signal });
+  const read = readTrace(opts.tracePath, { signal });
+  const calls = check.sorted ? read : inTimeOrder(read, (c) => c.time, { chunkRows: opts.sortRunRows });
   const every = opts.progressEvery ?? 10_000;
   let done = 0;
   let closed = false;
   try {
     for await (const call of calls) {
-      signal?.throwIfAborted(); // a sorted array (unsorted trace) has no reader to check it
+      signal?.throwIfAborted(); // a sort reads its whole input before the first call
       clock.advance(call.time);
       if (call.direction === 'in') {
         const callId = ids.idFor('in', call.callId, call.time);

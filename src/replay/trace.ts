@@ -14,8 +14,8 @@
  *   whitespace only counts as missing.
  * - Line numbers are physical lines of the file (1-based), of the line where the row starts.
  *
- * Memory stays flat: csv-parse parses with backpressure and nothing is kept per row except in
- * loadTraceSorted, which must hold every row to sort them.
+ * Memory stays flat: csv-parse parses with backpressure and nothing is kept per row (an unsorted
+ * trace is sorted in bounded runs: time-order.ts).
  */
 import { idProblem } from '../ids.js';
 import { isUtf8 } from 'node:buffer';
@@ -630,7 +630,7 @@ function reporter(opts: ReadTraceOptions | undefined): (p: TraceProblem) => void
 }
 
 /**
- * Streams the rows of a trace in file order (not sorted: see validateTrace / loadTraceSorted).
+ * Streams the rows of a trace in file order (not sorted: see validateTrace, and time-order.ts for the sort).
  * Without `onProblem`, the first problem throws a TraceError.
  */
 export function readTrace(path: string, opts?: ReadTraceOptions): AsyncGenerator<TraceCall> {
@@ -709,23 +709,4 @@ async function validateCalls(
     result.last = last!;
   }
   return result;
-}
-
-/**
- * Every row of the trace, stably sorted by time (equal times keep file order): the contract's
- * processing order, for files that are not sorted. Holds the whole trace in memory.
- * Any problem throws a TraceError listing them all (unless `onProblem` is given).
- */
-export async function loadTraceSorted(path: string, opts?: ReadTraceOptions): Promise<TraceCall[]> {
-  const problems: TraceProblem[] = [];
-  const onProblem = opts?.onProblem ?? ((p: TraceProblem) => void problems.push(p));
-  const calls: TraceCall[] = [];
-  let sorted = true;
-  for await (const call of readTrace(path, { onProblem, signal: opts?.signal })) {
-    if (calls.length > 0 && call.time < calls[calls.length - 1]!.time) sorted = false;
-    calls.push(call);
-  }
-  if (problems.length > 0) throw new TraceError(problems);
-  if (!sorted) calls.sort((a, b) => a.time - b.time); // Array.prototype.sort is stable
-  return calls;
 }
