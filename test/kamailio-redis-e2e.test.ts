@@ -348,8 +348,15 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         await redis!.kill();
         await redis!.restart();
         expect(await rawCommand(port, ['DBSIZE'])).to.equal(0);
-        // within a few seconds (a sync a second, the scripts loaded first) the holds are back, each
-        // with its end (this host's clock plus maxCallDuration: within a second of the first)
+        // calls at once, before the rtimer's next check: the first to meet the restart (NOSCRIPT)
+        // writes the holds back before any call is decided again, so the channels stay taken
+        const gap = await call(`hb-gap${restart}`, 3, 100);
+        const gapFinals = [...callsOf(await gap.done(20_000)).values()].map((c) => [c.final!.status, warning(c.final!)]);
+        expect(gapFinals, `calls right after restart ${restart}`).to.deep.equal(
+          Array(3).fill([503, '399 callgate "peer:p1 channels"']),
+        );
+        // the holds are back, each with its end (this host's clock plus maxCallDuration: within a
+        // second of the first)
         await until(async () => (await held('khb:peer:p1:ch')).length === 6, 8_000);
         const after = await held('khb:peer:p1:ch');
         expect(after.filter((_, i) => i % 2 === 0).sort(), `the same calls hold again (${restart})`).to.deep.equal(

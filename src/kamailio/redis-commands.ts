@@ -366,7 +366,9 @@ const LOAD_ROUTE = [
 /**
  * The Kamailio include: route[CALLGATE_TABLES] fills htable `callgate` (call it from
  * event_route[htable:mod-init]); route[CALLGATE_LOAD] loads the scripts into Redis (after a
- * NOSCRIPT: a restarted Redis has none; on a Cluster, every master: LOAD_ROUTE). Keys of the table: `admit:<account>:<peer>`,
+ * NOSCRIPT: a restarted Redis has none; on a Cluster, every master: LOAD_ROUTE), and
+ * route[CALLGATE_LOAD_BACK] those of the write-back alone (reassert and release; empty with hash
+ * tags), which route[CALLGATE_RESTARTED] runs before the admission scripts are back. Keys of the table: `admit:<account>:<peer>`,
  * `values:<account>:<peer>` (`iii` or `ini`: AdmitTemplate.values), `labels:<account>:<peer>`
  * (the levels, comma-separated), `local:<account>:<peer>` (policy local: `label=calls per
  * second`, comma-separated), `rec:<account>:<peer>` (its calls' record keys up to the id:
@@ -442,6 +444,18 @@ export function kamailioInclude(cmds: KamailioCommands, source: string): string 
     lines.push('\tredis_free("cgload");');
   }
   lines.push('\t$var(cg_lua) = "";');
+  lines.push('}', '');
+  // what a write-back needs, loaded before the admission scripts (route[CALLGATE_RESTARTED])
+  lines.push('route[CALLGATE_LOAD_BACK] {');
+  if (back !== undefined) {
+    lines.push('\t$var(cg_srv) = "callgate";');
+    for (const script of [back, cmds.release]) {
+      lines.push(`\t$var(cg_lua) = ${cfgString(script.lua)};`);
+      lines.push('\tredis_cmd("$var(cg_srv)", "SCRIPT LOAD %s", "$var(cg_lua)", "cgload");');
+      lines.push('\tredis_free("cgload");');
+    }
+    lines.push('\t$var(cg_lua) = "";');
+  } else lines.push('\treturn;'); // no write-back with hash tags (a route may not be empty)
   lines.push('}', '');
   return lines.join('\n');
 }
