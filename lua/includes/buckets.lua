@@ -105,6 +105,20 @@ end
 -- A fixed-window ('f') or sliding-window ('s') limit (L, W) at t in window kw with counts c and
 -- p: the value compared with L (c, or the estimate c + p(1 - f)) and the wait until room (0:
 -- room), by the formulas of src/store/types.ts (AdmitResult.retryAfterUs).
+-- The first offset r (µs, at most W) into a window with counts c and p at which the decision's
+-- own test, c + p * (1 - r / W) < L, passes: from the exact bound, moved by the step or two its
+-- rounding may have cost (src/store/window.ts, firstRoom).
+local function firstRoom(L, W, c, p)
+  local r = math.min(W, math.floor(W * (1 - (L - c) / p)) + 1)
+  while r < W and not (c + p * (1 - r / W) < L) do
+    r = r + 1
+  end
+  while r > 1 and c + p * (1 - (r - 1) / W) < L do
+    r = r - 1
+  end
+  return r
+end
+
 local function windowLimit(algo, L, W, t, kw, c, p)
   if algo == 'f' then
     if c >= L then
@@ -118,9 +132,10 @@ local function windowLimit(algo, L, W, t, kw, c, p)
   end
   local wait
   if c >= L then
-    wait = (kw + 1) * W + math.floor(W * (1 - L / c)) + 1 - t
+    -- full: room only in the next window, where this one's count is the previous
+    wait = (kw + 1) * W + firstRoom(L, W, 0, c) - t
   else
-    wait = kw * W + math.floor(W * (1 - (L - c) / p)) + 1 - t
+    wait = kw * W + firstRoom(L, W, c, p) - t
   end
   if wait < 1 then
     wait = 1

@@ -147,8 +147,10 @@ export interface AdmitResult {
    * 0 when admitted, and 0 when only channel limits lacked room (a call's end is not known).
    * - sliding-log (n >= L): the (n - L + 1)-th oldest event s in (t - W, t] leaves at s + W: s + W - t.
    * - fixed-window: (k + 1) * W - t.
-   * - sliding-window: if c >= L: (k + 1) * W + r - t with r = floor(W * (1 - L / c)) + 1;
-   *   else: k * W + r - t with r = floor(W * (1 - (L - c) / p)) + 1; at least 1.
+   * - sliding-window: if c >= L: (k + 1) * W + r - t with r the first offset into window k + 1
+   *   at which 0 + c * (1 - r / W) < L; else: k * W + r - t with r the first offset into window k
+   *   at which c + p * (1 - r / W) < L (each as the decision computes it, in doubles: about
+   *   floor(W * (1 - (L - c) / p)) + 1); at least 1.
    */
   readonly retryAfterUs: number;
   /** The time the decision was taken at (the given `now`, or the store's clock). */

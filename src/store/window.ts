@@ -54,7 +54,22 @@ export function windowLimit(
   if (algorithm === 'fixed-window') return { value: c, wait: c >= L ? (k + 1) * W - t : 0 };
   const value = c + p * (1 - (t - k * W) / W);
   if (value < L) return { value, wait: 0 };
-  const wait =
-    c >= L ? (k + 1) * W + Math.floor(W * (1 - L / c)) + 1 - t : k * W + Math.floor(W * (1 - (L - c) / p)) + 1 - t;
+  // full: room only in the next window, where this one's count is the previous
+  const wait = c >= L ? (k + 1) * W + firstRoom(L, W, 0, c) - t : k * W + firstRoom(L, W, c, p) - t;
   return { value, wait: Math.max(wait, 1) };
+}
+
+/**
+ * The first offset r (µs, at most W) into a window with counts c and p at which the decision's
+ * own test, c + p * (1 - r / W) < L in doubles, passes: from the exact bound
+ * floor(W * (1 - (L - c) / p)) + 1, moved by the step or two its rounding may have cost (the
+ * test falls monotonically with r), so that a call retried after the wait is admitted, and not a
+ * µs later (1 - 0.9 is 0.09999999999999998 in doubles). lua/includes/buckets.lua does the same.
+ */
+function firstRoom(L: number, W: number, c: number, p: number): number {
+  const room = (r: number) => c + p * (1 - r / W) < L;
+  let r = Math.min(W, Math.floor(W * (1 - (L - c) / p)) + 1);
+  while (r < W && !room(r)) r++;
+  while (r > 1 && room(r - 1)) r--;
+  return r;
 }

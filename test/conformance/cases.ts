@@ -413,6 +413,23 @@ const windows: Case[] = [
     ],
   },
   (() => {
+    // windows of 10 s from T0 (T0 is a whole 10 s); 10 calls at 0.5 s, then c = 1 in the next
+    const b = on(peerTag('sw10'), [bucket(peerBucket('sw10'), SW(10, 10 * S))]);
+    return {
+      name: 'sliding window: the wait is where the test itself admits, though 1 - 0.9 rounds below 0.1',
+      ops: [
+        b.admit(T0 + 500_000, ok, 10),
+        // f = 0.05: 10 * 0.95 = 9.5 < 10
+        b.admit(T0 + 10_500_000, ok),
+        // 1 + 10 (1 - f) < 10 iff f > 0.1, the first µs past T0 + 11 s; floor(1e7 (1 - 9/10)) + 1
+        // in doubles is 1e6, where the test gives 1 + 10 * 0.9 = 10, not < 10
+        b.admit(T0 + 10_600_000, no(0, 400_001)),
+        b.admit(T0 + 11_000_000, no(0, 1)),
+        b.admit(T0 + 11_000_001, ok),
+      ],
+    };
+  })(),
+  (() => {
     const b = on(peerTag('sw2'), [bucket(peerBucket('sw2'), SW(2, S))]);
     return {
       name: 'sliding window: p is window k-1 only (an empty window in between resets the estimate)',
