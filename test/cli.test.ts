@@ -600,6 +600,23 @@ describe('callgate (the program)', function () {
     expect(bad.code).to.equal(2);
     expect(bad.stderr.trim().split('\n')).to.have.length(1);
     expect(bad.stderr).to.match(/^error: prefix must not contain/);
+    const share = await run(['kamailio', '--config', cfg, '--local-share', 'abc']);
+    expect([share.code, share.stderr]).to.deep.equal([
+      2,
+      'error: --local-share: expected a number > 0 and <= 1, got "abc"\n',
+    ]);
+    // a reader that went away (| head -1): one line, as the replay's outputs, not a stack trace
+    const closed = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [BIN, 'kamailio', '--config', cfg], { cwd: ROOT });
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (b: Buffer) => (stderr += b));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    expect([closed.code, closed.stderr]).to.deep.equal([
+      2,
+      'error: cannot write the include to standard output: its reader closed it (EPIPE)\n',
+    ]);
   });
 
   it('release --call-id and inspect --peer: ids bound as everywhere (empty, over 256): exit 2, one line', async () => {
@@ -630,7 +647,7 @@ describe('callgate (the program)', function () {
         const bad = await run(['kamailio', '--config', cfg, '--out', target]);
         expect([bad.code, bad.stderr], target).to.deep.equal([
           2,
-          `error: cannot write the include ${target}: ${reason}\n`,
+          `error: cannot write the include to ${target}: ${reason}\n`,
         ]);
       }
     } finally {

@@ -2,7 +2,9 @@
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/index.js';
 import { kamailioCommands, kamailioInclude } from '../kamailio/redis-commands.js';
+import { InvalidArgumentError } from '../errors/index.js';
 import { OutputFile } from '../output-file.js';
+import { shownOption } from './int-option.js';
 import { checkLeasable, type LeaseArgs, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
 
 interface KamailioArgs extends LeaseArgs {
@@ -31,22 +33,22 @@ export function kamailioCommand(program: Command): void {
   leaseLanesOption(cmd, 'the Node processes lease the global level over N lanes: decide on the lanes (hash tags)')
     .option('--out <file>', 'where to write it (default: standard output)')
     .action(async (opts: KamailioArgs) => {
+      // a decimal as typed (Number('') is 0, Number(' 1') is 1: neither was meant)
+      const share = /^\s*$/.test(opts.localShare) ? Number.NaN : Number(opts.localShare);
+      if (!(share > 0 && share <= 1))
+        throw new InvalidArgumentError(`--local-share: expected a number > 0 and <= 1, got ${shownOption(opts.localShare)}`);
       const config = await loadConfigFile(opts.config);
       checkLeasable(opts, config);
       // the lanes as the Node processes' stores take them
       const { lease } = leasedStoreOptions(opts);
-      const cmds = kamailioCommands(config, opts.prefix, Number(opts.localShare), {
+      const cmds = kamailioCommands(config, opts.prefix, share, {
         hashTags: opts.hashTags === true,
         ...(lease && { lease }),
       });
       const text = kamailioInclude(cmds, opts.config);
-      if (opts.out === undefined) {
-        process.stdout.write(text);
-        return;
-      }
       // as replay's outputs: a one-line error naming the file (a directory, no such directory,
-      // a full device), and a file replaced whole or not at all
-      const out = await OutputFile.open(opts.out, (name) => `the include ${name}`, { dash: true });
+      // a full device, a reader that went away), and a file replaced whole or not at all
+      const out = await OutputFile.open(opts.out ?? '-', (name) => `the include to ${name}`, { dash: true });
       try {
         await out.write(text);
         await out.commit();
