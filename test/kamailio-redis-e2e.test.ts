@@ -351,7 +351,10 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
         // calls at once, before the rtimer's next check: the first to meet the restart (NOSCRIPT)
         // writes the holds back before any call is decided again, so the channels stay taken
         const gap = await call(`hb-gap${restart}`, 3, 100);
-        const gapFinals = [...callsOf(await gap.done(20_000)).values()].map((c) => [c.final!.status, warning(c.final!)]);
+        const gapFinals = [...callsOf(await gap.done(20_000)).values()].map((c) => [
+          c.final!.status,
+          warning(c.final!),
+        ]);
         expect(gapFinals, `calls right after restart ${restart}`).to.deep.equal(
           Array(3).fill([503, '399 callgate "peer:p1 channels"']),
         );

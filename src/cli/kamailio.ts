@@ -36,7 +36,9 @@ export function kamailioCommand(program: Command): void {
       // a decimal as typed (Number('') is 0, Number(' 1') is 1: neither was meant)
       const share = /^\s*$/.test(opts.localShare) ? Number.NaN : Number(opts.localShare);
       if (!(share > 0 && share <= 1))
-        throw new InvalidArgumentError(`--local-share: expected a number > 0 and <= 1, got ${shownOption(opts.localShare)}`);
+        throw new InvalidArgumentError(
+          `--local-share: expected a number > 0 and <= 1, got ${shownOption(opts.localShare)}`,
+        );
       const config = await loadConfigFile(opts.config);
       checkLeasable(opts, config);
       // the lanes as the Node processes' stores take them
