@@ -89,6 +89,7 @@ describe('JSON Schema of the configuration (schema/limits.schema.json)', () => {
     ['a bucket that is not a list', { inbound: { global: { limit: 1, window: 'PT1S' } } }],
     ['an empty peer id', { inbound: { peers: { '': [] } } }],
     ['cps 0', carrier({ cps: 0 })],
+    ['a cps below a billionth', carrier({ cps: 2e-10 })],
     ['cps as a string', carrier({ cps: '5' })],
     ['a misspelt carrier field', carrier({ cps: 1, maxwait: '1s' })],
     ['maxWait as a number', carrier({ cps: 1, maxWait: 100 })],
@@ -106,7 +107,6 @@ describe('JSON Schema of the configuration (schema/limits.schema.json)', () => {
       { inbound: { global: [{ limit: 1, window: 'PT0.0000015S' }] } }, // not a whole number of µs
       { inbound: { global: [{ limit: 1, window: '0s' }] } }, // a window of zero
       { maxCallDuration: 'PT0S' },
-      carrier({ cps: 1e-320 }), // 1/cps overflows
     ];
     for (const doc of loaderOnly) {
       expect(await loads(doc), JSON.stringify(doc)).to.equal(false);

@@ -55,7 +55,10 @@ const ids = <T extends z.ZodType>(what: string, value: T) =>
 
 const carrier = doc(
   z.strictObject({
-    cps: doc(z.number().positive(), 'Calls per second sent to the carrier at most (1/cps apart); a fraction works.'),
+    cps: doc(
+      z.number().min(1e-9),
+      'Calls per second sent to the carrier at most (1/cps apart); a fraction works, counted to 9 decimals (at least 1e-9).',
+    ),
     maxWait: duration(
       'The longest a call may wait for its slot before the next carrier of its route is tried (default 0)',
     ).optional(),

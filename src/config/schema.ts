@@ -125,14 +125,19 @@ const bucketSchema = z
   });
 
 const cpsError = expected('a positive finite number');
+/** The least cps: slots count a cps in billionths (src/store/slots.ts). */
+export const MIN_CPS = 1e-9;
 
 const carrierSchema = z
   .strictObject(
     {
-      // One check, so that a bad cps gives one problem. A cps so small that 1e6 / cps overflows
-      // (the interval between calls would be infinite) is refused as "too small".
-      cps: z.number({ error: cpsError }).refine((cps) => cps > 0 && Number.isFinite(1e6 / cps), {
-        error: expected('a positive finite number', (cps) => ((cps as number) > 0 ? 'too small' : undefined)),
+      // One check, so that a bad cps gives one problem. Slots count the cps in billionths
+      // (src/store/slots.ts): one below a billionth, a call every 31.7 years, is refused as
+      // "too small", as one whose interval 1e6 / cps overflows would be.
+      cps: z.number({ error: cpsError }).refine((cps) => cps >= MIN_CPS && Number.isFinite(cps), {
+        error: expected('a positive finite number', (cps) =>
+          (cps as number) > 0 ? `too small: at least ${MIN_CPS}, a call every 31.7 years` : undefined,
+        ),
       }),
       maxWait: durationSchema(false).optional(),
       channels: z.int({ error: positiveInteger }).positive({ error: positiveInteger }).optional(),

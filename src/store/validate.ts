@@ -123,8 +123,11 @@ function checkCarrier(at: string, c: Carrier): void {
   checkName(`${at}.name`, c?.name);
   if (!(Number.isFinite(c.intervalUs) && c.intervalUs > 0))
     fail(`${at}.intervalUs must be a positive finite number, got ${String(c.intervalUs)}`);
-  if (c.cps !== undefined && !(Number.isFinite(c.cps) && c.cps > 0))
-    fail(`${at}.cps must be a positive finite number, got ${String(c.cps)}`);
+  if (c.cps !== undefined && !(Number.isFinite(c.cps) && c.cps >= 1e-9))
+    fail(`${at}.cps must be a finite number >= 1e-9 (slots count it in billionths), got ${String(c.cps)}`);
+  // an interval alone is counted as a cps when it reads as one, in billionths too
+  if (c.cps === undefined && !(c.intervalUs <= 1e15))
+    fail(`${at}.intervalUs must be at most 1e15 (a cps of 1e-9), got ${String(c.intervalUs)}`);
   if (!(Number.isFinite(c.maxWaitUs) && c.maxWaitUs >= 0))
     fail(`${at}.maxWaitUs must be a finite number >= 0, got ${String(c.maxWaitUs)}`);
   checkChannels(`${at}.channels`, c.channels);

@@ -847,6 +847,15 @@ export const INVALID: InvalidCase[] = [
   { name: 'reserve: negative maxWait', call: (s) => s.reserve({ route: [okC, carrier('bad', 100_000, -1)], now: T0 }) },
   { name: 'reserve: interval 0', call: (s) => s.reserve({ route: [okC, carrier('bad', 0, 0)], now: T0 }) },
   { name: 'reserve: interval -5', call: (s) => s.reserve({ route: [okC, carrier('bad', -5, 0)], now: T0 }) },
+  // slots count a rate in billionths: below one it counted as 0 (memory spun, Redis failed)
+  {
+    name: 'reserve: cps 2e-10',
+    call: (s) => s.reserve({ route: [okC, { ...carrier('bad', 5e15, 0), cps: 2e-10 }], now: T0 }),
+  },
+  {
+    name: 'reserve: interval 2e15 µs alone',
+    call: (s) => s.reserve({ route: [okC, carrier('bad', 2e15, 0)], now: T0 }),
+  },
   { name: 'reserve: now NaN', call: (s) => s.reserve({ route: [okC], now: NaN }) },
   { name: 'reserve: now Infinity', call: (s) => s.reserve({ route: [okC], now: Infinity }) },
   { name: 'wait: interval 0', call: (s) => s.wait({ carrier: carrier('bad', 0, 0), now: T0 }) },
