@@ -105,15 +105,44 @@ end
 -- A fixed-window ('f') or sliding-window ('s') limit (L, W) at t in window kw with counts c and
 -- p: the value compared with L (c, or the estimate c + p(1 - f)) and the wait until room (0:
 -- room), by the formulas of src/store/types.ts (AdmitResult.retryAfterUs).
--- The first offset r (µs, at most W) into a window with counts c and p at which the decision's
--- own test, c + p * (1 - r / W) < L, passes: from the exact bound, moved by the step or two its
--- rounding may have cost (src/store/window.ts, firstRoom).
+-- a / b < c / d, exactly, for whole numbers below 2^53 (b, d > 0): Euclid's steps, whose whole
+-- parts and remainders (math.fmod is exact) never round (src/store/window.ts, fractionBelow)
+local function fractionBelow(a, b, c, d)
+  while true do
+    local ra, rc = math.fmod(a, b), math.fmod(c, d)
+    local qa, qc = (a - ra) / b, (c - rc) / d
+    if qa ~= qc then
+      return qa < qc
+    end
+    if ra == 0 then
+      return rc > 0
+    end
+    if rc == 0 then
+      return false
+    end
+    -- ra / b < rc / d iff d / rc < b / ra
+    a, b, c, d = d, rc, b, ra
+  end
+end
+
+-- The sliding window's test at offset r into window k, counts c and p: c + p (1 - r / W) < L,
+-- exactly, as p (W - r) / W < L - c (src/store/window.ts, estimateBelow)
+local function estimateBelow(L, W, c, p, r)
+  if c >= L then
+    return false
+  end
+  return p == 0 or fractionBelow(W - r, W, L - c, p)
+end
+
+-- The first offset r (µs, at most W) into a window with counts c and p at which the test passes:
+-- from the bound in doubles, moved by the step or two its rounding may have cost
+-- (src/store/window.ts, firstRoom).
 local function firstRoom(L, W, c, p)
   local r = math.min(W, math.floor(W * (1 - (L - c) / p)) + 1)
-  while r < W and not (c + p * (1 - r / W) < L) do
+  while r < W and not estimateBelow(L, W, c, p, r) do
     r = r + 1
   end
-  while r > 1 and c + p * (1 - (r - 1) / W) < L do
+  while r > 1 and estimateBelow(L, W, c, p, r - 1) do
     r = r - 1
   end
   return r
@@ -127,7 +156,7 @@ local function windowLimit(algo, L, W, t, kw, c, p)
     return c, 0
   end
   local value = c + p * (1 - (t - kw * W) / W)
-  if value < L then
+  if estimateBelow(L, W, c, p, t - kw * W) then
     return value, 0
   end
   local wait

@@ -97,7 +97,7 @@ export interface Hold {
  * - sliding-log: n = events of the bucket with t - W < s <= t; room iff n < L.
  * - fixed-window: k = floor(t / W); c = events of the bucket recorded in window k; room iff c < L.
  * - sliding-window: c as above, p = events in window k - 1, f = (t - kW) / W;
- *   room iff c + p * (1 - f) < L (plain double arithmetic, in that order).
+ *   room iff c + p * (1 - f) < L, exactly (as p (W - r) / W < L - c in whole numbers, r = t - kW).
  * Admitted iff every limit of every bucket has room; then the event is recorded in every bucket
  * (log and window counters alike). A refusal records nothing anywhere.
  *
@@ -148,8 +148,8 @@ export interface AdmitResult {
    * - sliding-log (n >= L): the (n - L + 1)-th oldest event s in (t - W, t] leaves at s + W: s + W - t.
    * - fixed-window: (k + 1) * W - t.
    * - sliding-window: if c >= L: (k + 1) * W + r - t with r the first offset into window k + 1
-   *   at which 0 + c * (1 - r / W) < L; else: k * W + r - t with r the first offset into window k
-   *   at which c + p * (1 - r / W) < L (each as the decision computes it, in doubles: about
+   *   at which c * (1 - r / W) < L; else: k * W + r - t with r the first offset into window k
+   *   at which c + p * (1 - r / W) < L (each exactly, as the decision tests it: about
    *   floor(W * (1 - (L - c) / p)) + 1); at least 1.
    */
   readonly retryAfterUs: number;

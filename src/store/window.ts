@@ -53,23 +53,50 @@ export function windowLimit(
 ): { value: number; wait: number } {
   if (algorithm === 'fixed-window') return { value: c, wait: c >= L ? (k + 1) * W - t : 0 };
   const value = c + p * (1 - (t - k * W) / W);
-  if (value < L) return { value, wait: 0 };
+  if (estimateBelow(L, W, c, p, t - k * W)) return { value, wait: 0 };
   // full: room only in the next window, where this one's count is the previous
   const wait = c >= L ? (k + 1) * W + firstRoom(L, W, 0, c) - t : k * W + firstRoom(L, W, c, p) - t;
   return { value, wait: Math.max(wait, 1) };
 }
 
 /**
- * The first offset r (µs, at most W) into a window with counts c and p at which the decision's
- * own test, c + p * (1 - r / W) < L in doubles, passes: from the exact bound
- * floor(W * (1 - (L - c) / p)) + 1, moved by the step or two its rounding may have cost (the
- * test falls monotonically with r), so that a call retried after the wait is admitted, and not a
- * µs later (1 - 0.9 is 0.09999999999999998 in doubles). lua/includes/buckets.lua does the same.
+ * a / b < c / d, exactly, for whole numbers below 2^53 (b, d > 0): Euclid's steps on the two
+ * fractions, whose whole parts and remainders (% is exact on doubles) never round, where a
+ * product such as a * d could pass 2^53.
+ */
+export function fractionBelow(a: number, b: number, c: number, d: number): boolean {
+  for (;;) {
+    const ra = a % b;
+    const rc = c % d;
+    const qa = (a - ra) / b;
+    const qc = (c - rc) / d;
+    if (qa !== qc) return qa < qc;
+    if (ra === 0) return rc > 0;
+    if (rc === 0) return false;
+    // ra / b < rc / d iff d / rc < b / ra
+    [a, b, c, d] = [d, rc, b, ra];
+  }
+}
+
+/**
+ * The sliding window's test at offset r (µs) into window k, counts c and p: c + p (1 - r / W) < L,
+ * exactly (in doubles an estimate of exactly L can round below it: 17 + 50 * (1 - 0.34) is
+ * 49.99999999999999). As p (W - r) / W < L - c.
+ */
+function estimateBelow(L: number, W: number, c: number, p: number, r: number): boolean {
+  if (c >= L) return false;
+  return p === 0 || fractionBelow(W - r, W, L - c, p);
+}
+
+/**
+ * The first offset r (µs, at most W) into a window with counts c and p at which the test passes:
+ * from the bound floor(W * (1 - (L - c) / p)) + 1 in doubles, moved by the step or two its
+ * rounding may have cost (the test falls monotonically with r), so that a call retried after
+ * the wait is admitted, and not a µs later. lua/includes/buckets.lua does the same.
  */
 function firstRoom(L: number, W: number, c: number, p: number): number {
-  const room = (r: number) => c + p * (1 - r / W) < L;
   let r = Math.min(W, Math.floor(W * (1 - (L - c) / p)) + 1);
-  while (r < W && !room(r)) r++;
-  while (r > 1 && room(r - 1)) r--;
+  while (r < W && !estimateBelow(L, W, c, p, r)) r++;
+  while (r > 1 && estimateBelow(L, W, c, p, r - 1)) r--;
   return r;
 }

@@ -413,6 +413,20 @@ const windows: Case[] = [
     ],
   },
   (() => {
+    const b = on(peerTag('sw50'), [bucket(peerBucket('sw50'), SW(50, S))]);
+    return {
+      name: 'sliding window: an estimate of exactly L has no room, where doubles round it below L',
+      ops: [
+        b.admit(T0, ok, 50),
+        // f = 0.34: 16 + 50 * 0.66 = 49 < 50: 17 admitted
+        b.admit(T0 + S + 340_000, ok, 17),
+        // 17 + 50 * 0.66 = 50 exactly (49.99999999999999 in doubles): refused until f > 0.34
+        b.admit(T0 + S + 340_000, no(0, 1)),
+        b.admit(T0 + S + 340_001, ok),
+      ],
+    };
+  })(),
+  (() => {
     // windows of 10 s from T0 (T0 is a whole 10 s); 10 calls at 0.5 s, then c = 1 in the next
     const b = on(peerTag('sw10'), [bucket(peerBucket('sw10'), SW(10, 10 * S))]);
     return {

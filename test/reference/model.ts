@@ -178,8 +178,9 @@ function hasRoom(log: number[], lim: ModelLimit, t: number): boolean {
     if (Math.floor(s / W) === k - 1) p++;
   }
   if (lim.algorithm === 'fixed-window') return c < lim.limit;
-  const f = (t % W) / W;
-  return c + p * (1 - f) < lim.limit;
+  // c + p (1 - f) < L with f = (t mod W) / W, in exact integers: c W + p (W - t mod W) < L W
+  const w = BigInt(W);
+  return BigInt(c) * w + BigInt(p) * (w - BigInt(t % W)) < BigInt(lim.limit) * w;
 }
 
 // ------------------------------------------------------------------ attribute levels
