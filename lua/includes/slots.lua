@@ -35,14 +35,42 @@ local function slotState(v)
   return { tonumber(v), 0, nil }
 end
 
+-- floor(k r / p) and k r mod p, exactly: at once while k r is a whole double, else over k's bits
+-- with the remainder kept below p (src/store/slots.ts, mulDivMod)
+local function mulDivMod(k, r, p)
+  local kr = k * r
+  if kr <= 9007199254740991 then
+    local rest = math.fmod(kr, p)
+    return (kr - rest) / p, rest
+  end
+  local bit = 1
+  while bit * 2 <= k do
+    bit = bit * 2
+  end
+  local q, rest = 0, 0
+  while bit >= 1 do
+    q, rest = q * 2, rest * 2
+    if rest >= p then
+      rest, q = rest - p, q + 1
+    end
+    if k >= bit then
+      k, rest = k - bit, rest + r
+      if rest >= p then
+        rest, q = rest - p, q + 1
+      end
+    end
+    bit = bit / 2
+  end
+  return q, rest
+end
+
 -- k intervals at `rate`: whole µs, and the fraction's numerator over p.
 local function offsetParts(k, rate)
   if k == 0 then
     return 0, 0
   end
-  local kr = k * rate[4]
-  local rest = math.fmod(kr, rate[2])
-  return k * rate[3] + (kr - rest) / rate[2], rest
+  local q, rest = mulDivMod(k, rate[4], rate[2])
+  return k * rate[3] + q, rest
 end
 
 -- k intervals at `rate`, µs.
