@@ -10,7 +10,7 @@ import { parseConfig } from '../src/config/load.js';
 import { CallGate } from '../src/gate.js';
 import { VirtualClock } from '../src/clock.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { getRedis, newClusterClient, startCluster, type RedisHandle } from './helpers/redis.js';
+import { getRedis, newClusterClient, redisForSuite, startCluster, type RedisHandle } from './helpers/redis.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,16 +26,7 @@ const S = 1_000_000;
 describe('attribute levels', () => {
   describe('bounded: a scanner cycling through 100,000 caller numbers', function () {
     this.timeout(120_000);
-    let handle: RedisHandle;
-    let redis: Redis;
-    before(async () => {
-      handle = await getRedis();
-      redis = new Redis(handle.url);
-    });
-    after(async () => {
-      redis?.disconnect();
-      await handle?.stop();
-    });
+    const suite = redisForSuite();
 
     it('with maxValues 1,000 and a 1 h window, Redis holds at most 1,000 caller buckets', async () => {
       const config = parseConfig({
@@ -53,7 +44,7 @@ describe('attribute levels', () => {
         },
       });
       const prefix = `t:bound:${Date.now()}:`;
-      const store = new RedisStore({ redis, prefix });
+      const store = new RedisStore({ redis: suite.redis, prefix });
       const gate = new CallGate({
         config,
         store,
@@ -74,7 +65,7 @@ describe('attribute levels', () => {
             );
           for (const d of await Promise.all(batch)) if (d.admitted) admitted++;
         }
-        const keys = await redis.keys(`${prefix}*`);
+        const keys = await suite.redis.keys(`${prefix}*`);
         const callerKeys = keys.filter((k) => k.includes('attr:caller:'));
         // each shared bucket: its log, and at most its strikes and ban; the rest: the peer's log
         expect(new Set(callerKeys.map((k) => k.replace(/:(log|strikes|ban)$/, ''))).size).to.be.at.most(1000);

@@ -20,7 +20,7 @@ import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Store } from '../src/store/types.js';
 import { ABUSE_START_US, ATTACKS, abuseConfig, abuseCsv, abuseRows } from '../scripts/gen-abuse-trace.js';
-import { getRedis, type RedisHandle } from './helpers/redis.js';
+import { getRedis, redisForSuite, type RedisHandle } from './helpers/redis.js';
 import { Writable } from 'node:stream';
 import { readFileSync } from 'node:fs';
 import { VirtualClock } from '../src/clock.js';
@@ -374,16 +374,7 @@ describe('attribute levels', () => {
 
   describe('operators: bans on Redis through the sidecar and the CLI', function () {
     this.timeout(30_000);
-    let handle: RedisHandle;
-    let redis: Redis;
-    before(async () => {
-      handle = await getRedis();
-      redis = new Redis(handle.url);
-    });
-    after(async () => {
-      redis?.disconnect();
-      await handle?.stop();
-    });
+    const suite = redisForSuite();
     const raw: CallGateConfigInput = {
       inbound: {
         defaultPeer: [{ limit: 100, window: '1s' }],
@@ -403,7 +394,7 @@ describe('attribute levels', () => {
     for (const hashTags of [false, true]) {
       it(`admit with source and caller over HTTP, list the ban, lift it (HTTP and CLI)${hashTags ? ', hash tags' : ''}`, async () => {
         const prefix = `t:ban:${hashTags}:${Date.now()}:`;
-        const store = new RedisStore({ redis, prefix, hashTags });
+        const store = new RedisStore({ redis: suite.redis, prefix, hashTags });
         const gate = await CallGate.create({ config: raw, store });
         const app = buildApp({
           gate,
@@ -482,7 +473,7 @@ describe('attribute levels', () => {
                   prefix,
                   level: 'src',
                   value: '203.0.113.0/24',
-                  redisUrl: handle.url,
+                  redisUrl: suite.handle.url,
                 } as UnbanArgs,
                 sink,
               );

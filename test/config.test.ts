@@ -336,9 +336,15 @@ describe('config', () => {
         [{ cps: '4' }, 'outbound.carriers.A.cps: expected a positive finite number, got "4"'],
         [{ cps: Infinity }, 'outbound.carriers.A.cps: expected a positive finite number, got Infinity'],
         [{ cps: NaN }, 'outbound.carriers.A.cps: expected a positive finite number, got NaN'],
-        [{ cps: 1e-320 }, 'outbound.carriers.A.cps: expected a positive finite number, got 1e-320 (too small: at least 1e-9, a call every 31.7 years)'],
+        [
+          { cps: 1e-320 },
+          'outbound.carriers.A.cps: expected a positive finite number, got 1e-320 (too small: at least 1e-9, a call every 31.7 years)',
+        ],
         // slots count a cps in billionths: below one it counted as 0 (a memory replay spun, Redis failed)
-        [{ cps: 2e-10 }, 'outbound.carriers.A.cps: expected a positive finite number, got 2e-10 (too small: at least 1e-9, a call every 31.7 years)'],
+        [
+          { cps: 2e-10 },
+          'outbound.carriers.A.cps: expected a positive finite number, got 2e-10 (too small: at least 1e-9, a call every 31.7 years)',
+        ],
         [{ maxWait: '1s' }, 'outbound.carriers.A.cps: missing (expected a positive finite number)'],
         [{ cps: 1, maxWait: 'soon' }, 'outbound.carriers.A.maxWait: expected a duration >= 0, got "soon"'],
         [{ cps: 1, maxWait: '-1s' }, 'outbound.carriers.A.maxWait: expected a duration >= 0, got "-1s"'],

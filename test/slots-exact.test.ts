@@ -4,13 +4,12 @@
  * whose backlog passes 2^53 at 731 intervals, on the memory store and on Redis alike.
  */
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { mulDivMod } from '../src/store/slots.js';
 import type { Store } from '../src/store/types.js';
 import { prng } from '../scripts/make-fixtures.js';
-import { getRedis, type RedisHandle } from './helpers/redis.js';
+import { redisForSuite } from './helpers/redis.js';
 
 const T0 = 1_700_000_000_000_000;
 
@@ -28,16 +27,7 @@ describe('slots: k intervals exact past 2^53', () => {
   });
 
   describe('a burst of 800 calls at cps 123456.789012345', () => {
-    let handle: RedisHandle;
-    let redis: Redis;
-    before(async () => {
-      handle = await getRedis();
-      redis = new Redis(handle.url);
-    });
-    after(async () => {
-      redis?.disconnect();
-      await handle?.stop();
-    });
+    const suite = redisForSuite();
 
     // interval 1e6 q / p with p / q = 123456789012345 / 1e9: k intervals, exactly, as µs
     const exactWait = (k: number): number => {
@@ -59,7 +49,7 @@ describe('slots: k intervals exact past 2^53', () => {
 
     it('waits k intervals exactly, the same on memory and Redis', async () => {
       const mem = await waits(new MemoryStore());
-      const store = new RedisStore({ redis, prefix: `t:slots-exact:${Date.now()}:` });
+      const store = new RedisStore({ redis: suite.redis, prefix: `t:slots-exact:${Date.now()}:` });
       const red = await waits(store);
       await store.clear();
       expect(red).to.deep.equal(mem);

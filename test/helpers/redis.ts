@@ -437,6 +437,23 @@ export async function getRedis(): Promise<RedisHandle> {
   return { url: server.url, host: server.host, port: server.port, stop: () => server.stop() };
 }
 
+/**
+ * A Redis of its own (getRedis) and a client on it for the mocha suite this is called in: its
+ * before hook starts them, its after hook stops them; read `redis` and `handle` in the tests.
+ */
+export function redisForSuite(): { readonly redis: Redis; readonly handle: RedisHandle } {
+  const s = {} as { redis: Redis; handle: RedisHandle };
+  before(async () => {
+    s.handle = await getRedis();
+    s.redis = new Redis(s.handle.url);
+  });
+  after(async () => {
+    s.redis?.disconnect();
+    await s.handle?.stop();
+  });
+  return s;
+}
+
 // ---------------------------------------------------------------------------
 // Cluster
 
