@@ -21,6 +21,7 @@ import {
   type TraceCall,
 } from '../src/replay/trace.js';
 import { TraceError, formatProblem, type TraceProblem } from '../src/errors/trace-error.js';
+import { OutputError } from '../src/errors/index.js';
 import { generateTrace } from '../scripts/gen-trace.js';
 import { loadTraceForModel } from './reference/model.js';
 import { inTimeOrder } from '../src/replay/time-order.js';
@@ -611,6 +612,13 @@ describe('trace reader', () => {
         expect(readdirSync(tmp)).to.deep.equal([]);
         expect(await sortedCalls(path, 8)).to.have.length(50);
         expect(readdirSync(tmp)).to.deep.equal([]);
+        // a $TMPDIR that cannot hold them: one line naming it, as any output that cannot be written
+        process.env.TMPDIR = path;
+        const err = await sortedCalls(path, 8).catch((e: unknown) => e);
+        expect(err).to.be.instanceOf(OutputError);
+        expect((err as Error).message).to.equal(
+          `cannot write the sort's temporary runs under ${path}: not a directory (ENOTDIR)`,
+        );
       } finally {
         if (saved === undefined) delete process.env.TMPDIR;
         else process.env.TMPDIR = saved;

@@ -102,9 +102,6 @@ local function windowCounts(w, c, p, k)
   return 0, 0
 end
 
--- A fixed-window ('f') or sliding-window ('s') limit (L, W) at t in window kw with counts c and
--- p: the value compared with L (c, or the estimate c + p(1 - f)) and the wait until room (0:
--- room), by the formulas of src/store/types.ts (AdmitResult.retryAfterUs).
 -- a / b < c / d, exactly, for whole numbers below 2^53 (b, d > 0): Euclid's steps, whose whole
 -- parts and remainders (math.fmod is exact) never round (src/store/window.ts, fractionBelow)
 local function fractionBelow(a, b, c, d)
@@ -148,6 +145,9 @@ local function firstRoom(L, W, c, p)
   return r
 end
 
+-- A fixed-window ('f') or sliding-window ('s') limit (L, W) at t in window kw with counts c and
+-- p: the value compared with L (c, or the estimate c + p(1 - f)) and the wait until room (0:
+-- room), by the formulas of src/store/types.ts (AdmitResult.retryAfterUs).
 local function windowLimit(algo, L, W, t, kw, c, p)
   if algo == 'f' then
     if c >= L then

@@ -10,6 +10,8 @@ import { createReadStream, createWriteStream, mkdtempSync, rmSync, type WriteStr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { OutputError } from '../errors/index.js';
+import { osReason } from '../os-reason.js';
 
 /** An item and its place: time, then arrival. */
 type Placed<T> = [time: number, seq: number, item: T];
@@ -26,9 +28,10 @@ async function writeAll(out: WriteStream, failed: Promise<never>, text: string):
 
 async function spillRun<T>(run: Placed<T>[], path: string): Promise<void> {
   const out = createWriteStream(path);
+  // a full disk or a missing $TMPDIR is one line, as any output's (exit 2), not a bug's stack
   const failed = new Promise<never>((_, reject) =>
     out.on('error', (err) =>
-      reject(new Error(`cannot write a temporary run of the sort (${path}): ${err.message}`, { cause: err })),
+      reject(new OutputError(`a temporary run of the sort (${path})`, osReason(err), { cause: err })),
     ),
   );
   failed.catch(() => undefined);
@@ -42,6 +45,14 @@ async function spillRun<T>(run: Placed<T>[], path: string): Promise<void> {
   }
   await writeAll(out, failed, text);
   await Promise.race([new Promise<void>((resolve) => out.end(resolve)), failed]);
+}
+
+function tempDir(): string {
+  try {
+    return mkdtempSync(join(tmpdir(), 'callgate-sort-'));
+  } catch (err) {
+    throw new OutputError(`the sort's temporary runs under ${tmpdir()}`, osReason(err), { cause: err });
+  }
 }
 
 /** The items of a spilled run, in order. */
@@ -76,7 +87,7 @@ export async function* inTimeOrder<T>(
       chunk.push([timeOf(item), seq++, item]);
       if (chunk.length >= chunkRows) {
         chunk.sort(byPlace);
-        spill ??= mkdtempSync(join(tmpdir(), 'callgate-sort-'));
+        spill ??= tempDir();
         const path = join(spill, `run-${runs.length}.jsonl`);
         await spillRun(chunk, path);
         runs.push(readRun<T>(path));
