@@ -211,6 +211,35 @@ describe('replay: a call id given again is a call of its own', function () {
     expect(out.map((d) => (d.direction === 'out' ? d.delay_ms : -1))).to.deep.equal([0, 1000, 1000, 1500, 1500]);
   });
 
+  it('an id given again on the next row, a µs past its earlier call’s slot: decided, not refused', async () => {
+    // the earlier x is sent at its slot (0.1 s) as the clock gets to the next row; its dispatch
+    // ends a few microtasks later, and the next x must not find it still in progress
+    const f = path.join(dir, 'next.csv');
+    writeFileSync(
+      f,
+      [
+        'time,call_id,direction,route',
+        '1000000000.0,y,out,A',
+        '1000000000.0,x,out,A',
+        '1000000000.100001,x,out,A',
+        '1000000000.100001,x,out,A',
+      ].join('\n'),
+    );
+    const cfg = { outbound: { carriers: { A: { cps: 10, maxWait: '1s' } } } };
+    for (const store of [new MemoryStore(), new RedisStore({ redis, prefix: `t:replay:next:${Date.now()}:` })]) {
+      const out: DecisionLine[] = [];
+      await replay({ config: parseConfig(cfg), tracePath: f, store, onDecision: (d) => void out.push(d) });
+      compare(out, runModel(cfg, loadTraceForModel(f)));
+      expect(out.map((d) => (d.direction === 'out' ? `${d.call_id} ${d.delay_ms}` : ''))).to.deep.equal([
+        'y 0',
+        'x 100',
+        'x 99.999',
+        'x 199.999',
+      ]);
+      if (store instanceof RedisStore) await store.clear();
+    }
+  });
+
   it('on Redis: the same decisions', async () => {
     const store = new RedisStore({ redis, prefix: `t:replay:repeat-out:${Date.now()}:` });
     try {

@@ -75,24 +75,26 @@ function dispatchHeld(
   call: TraceCall,
   callId: string,
   sent: (carrier: string, at: number) => void,
-): Promise<Reservation> {
+): { reserved: Promise<Reservation>; ended: Promise<unknown> } {
   const input = { callId, route: call.route!, at: call.time, durationUs: call.durationUs };
-  return new Promise<Reservation>((resolve, reject) => {
-    let reserved = false;
-    gate
+  let ended: Promise<unknown> = Promise.resolve();
+  const reserved = new Promise<Reservation>((resolve, reject) => {
+    let reservedYet = false;
+    ended = gate
       .dispatch(input, (carrier) => sent(carrier, gate.clock.now()!), {
         onReserved: (r) => {
-          reserved = true;
+          reservedYet = true;
           resolve(r);
         },
       })
       .then((result) => {
-        if (!reserved)
+        if (!reservedYet)
           reject(
             result.error ?? new Error(`call ${callId} ended ${result.outcome} (${result.reason}) before a decision`),
           );
       }, reject);
   });
+  return { reserved, ended };
 }
 
 /**
@@ -220,6 +222,8 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
 
   // each row a call of its own (row-ids.ts)
   const ids = new RowIds();
+  /** Per outbound id, its dispatch until it has ended (sent): the dispatcher's id until then. */
+  const ending = new Map<string, Promise<unknown>>();
   const inHolds = inboundHolds(opts.config);
   // a dispatched call's hold ends as the stores end it: rounded up to a whole µs (src/store/
   // slots.ts; the slot here is one number of µs, within a quarter-µs of the stores' exact one)
@@ -251,7 +255,15 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
         if (wait) await wait;
       } else {
         const callId = ids.idFor('out', call.callId, call.time);
-        const r = await dispatchHeld(gate, call, callId, sent);
+        // an earlier row of this id was sent at its slot, before t (else idFor gave another id):
+        // the clock fired its send, and its dispatch ends a few microtasks later
+        const before = ending.get(callId);
+        if (before !== undefined) await before;
+        const { reserved, ended } = dispatchHeld(gate, call, callId, sent);
+        ending.set(callId, ended);
+        const drop = () => ending.get(callId) === ended && ending.delete(callId);
+        void ended.then(drop, drop);
+        const r = await reserved;
         // held until past its send at its slot (the live dispatcher's one call in flight per id,
         // which a row at the slot's very µs still meets), or as long as it holds a channel
         const end = r.outcome === 'dispatched' ? outEnd(call, r) : 0;
