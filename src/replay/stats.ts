@@ -7,7 +7,7 @@
 import * as hdr from 'hdr-histogram-js';
 import type { BucketConfig } from '../config/types.js';
 import type { Algorithm, Limit } from '../store/types.js';
-import { windowIndex } from '../store/window.js';
+import { estimateBelow, windowIndex } from '../store/window.js';
 
 /** The most admitted calls in any window of one limit, measured as its algorithm counts. */
 export class WindowPeak {
@@ -19,6 +19,8 @@ export class WindowPeak {
   private c = 0;
   private p = 0;
   peak = 0;
+  /** Sliding window: a call admitted while its estimate was not below L (compared exactly). */
+  private over = false;
   /** The call time at which the peak was first reached (NaN before any call). */
   peakAt = Number.NaN;
 
@@ -51,8 +53,11 @@ export class WindowPeak {
       this.c = 0;
       this.k = k;
     }
-    // sliding-window: the estimate c + p(1 - f) this call was admitted under (must stay < L)
-    const value = algorithm === 'fixed-window' ? this.c + 1 : this.c + this.p * (1 - (t - k * W) / W);
+    // sliding-window: the estimate c + p(1 - f) this call was admitted under (must stay < L; the
+    // value shown is a double, which may round to L where the estimate is below it: held is exact)
+    if (algorithm === 'fixed-window') return ++this.c;
+    if (!estimateBelow(this.limit.limit, W, this.c, this.p, t - k * W)) this.over = true;
+    const value = this.c + this.p * (1 - (t - k * W) / W);
     this.c++;
     return value;
   }
@@ -71,7 +76,7 @@ export class WindowPeak {
 
   /** The limit held: never more than L calls in a window; for the estimate, always below L. */
   get held(): boolean {
-    return this.limit.algorithm === 'sliding-window' ? this.peak < this.limit.limit : this.peak <= this.limit.limit;
+    return this.limit.algorithm === 'sliding-window' ? !this.over : this.peak <= this.limit.limit;
   }
 }
 

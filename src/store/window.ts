@@ -83,7 +83,7 @@ export function fractionBelow(a: number, b: number, c: number, d: number): boole
  * exactly (in doubles an estimate of exactly L can round below it: 17 + 50 * (1 - 0.34) is
  * 49.99999999999999). As p (W - r) / W < L - c.
  */
-function estimateBelow(L: number, W: number, c: number, p: number, r: number): boolean {
+export function estimateBelow(L: number, W: number, c: number, p: number, r: number): boolean {
   if (c >= L) return false;
   return p === 0 || fractionBelow(W - r, W, L - c, p);
 }
