@@ -33,7 +33,7 @@ export function kamailioCommand(program: Command): void {
   leaseLanesOption(cmd, 'the Node processes lease the global level over N lanes: decide on the lanes (hash tags)')
     .option('--out <file>', 'where to write it (default: standard output)')
     .action(async (opts: KamailioArgs) => {
-      // a decimal as typed (Number('') is 0, Number(' 1') is 1: neither was meant)
+      // a number as typed (Number('') and Number(' ') are 0, which was not meant)
       const share = /^\s*$/.test(opts.localShare) ? Number.NaN : Number(opts.localShare);
       if (!(share > 0 && share <= 1))
         throw new InvalidArgumentError(

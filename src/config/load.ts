@@ -139,7 +139,8 @@ export async function loadConfigFile(path: string): Promise<CallGateConfig> {
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   const yaml = isYamlPath(path);
   // YAML reads a file of blanks and comments as null; JSON.parse would say only "Unexpected end"
-  if (/^\s*$/.test(yaml ? text.replace(/^\s*#.*$/gm, '') : text))
+  // ([ \t]*, not \s*: with the m flag \s* also takes line ends and backtracks over blank runs)
+  if (/^\s*$/.test(yaml ? text.replace(/^[ \t]*#.*$/gm, '') : text))
     throw new ConfigError([
       `${path}: the file holds no configuration${text.length === 0 ? ' (it is empty)' : ''}: the smallest one is {} (every part is optional)`,
     ]);

@@ -115,6 +115,10 @@ export async function* inTimeOrder<T>(
     }
   } finally {
     for (const r of runs) await r.return(undefined);
-    if (spill) rmSync(spill, { recursive: true, force: true });
+    // a directory that cannot be removed is left (under $TMPDIR): it must not replace the error
+    // that ended the sort, nor fail a sort that is done
+    try {
+      if (spill) rmSync(spill, { recursive: true, force: true });
+    } catch {}
   }
 }

@@ -70,8 +70,12 @@ function rateOfFraction(p: number, q: number): Rate {
 export function rateOf(cps: number): Rate {
   return cached(`c${cps}`, () => {
     const f = decimal(cps);
-    // past what whole doubles carry exactly: the cps to a billionth
-    return f === undefined ? rateOfFraction(Math.round(cps * 1e9), 1e9) : rateOfFraction(f[0], f[1]);
+    if (f !== undefined) return rateOfFraction(f[0], f[1]);
+    // past what whole doubles carry exactly: the cps to a billionth, or to as many decimals as
+    // keep p below 1e15 (mulDivMod's sums stay exact below 2^53; 8123456.987654321 to 8)
+    let q = 1e9;
+    while (q > 1 && cps * q >= 1e15) q /= 10;
+    return rateOfFraction(Math.round(cps * q), q);
   });
 }
 
