@@ -15,7 +15,7 @@ import { StoreUnavailableError } from '../src/errors/index.js';
 import { TraceError } from '../src/errors/trace-error.js';
 import { getRedis, startRedisServer, type RedisHandle } from './helpers/redis.js';
 import { loadTraceForModel, modelFixture, runModel, type Decision } from './reference/model.js';
-import { parseConfig } from '../src/config/index.js';
+import { parseConfig, type CallGateConfigInput } from '../src/config/index.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -184,58 +184,39 @@ describe('replay: a call id given again is a call of its own', function () {
     expect(r.carriers.get('A')!.channels!.held).to.equal(true);
   });
 
+  /** Outbound rows (time, id, route) replayed on `store` under `cfg`, checked against the model. */
+  const replayRows = async (name: string, rows: string[], cfg: CallGateConfigInput, store: Store) => {
+    const f = path.join(dir, name);
+    writeFileSync(f, ['time,call_id,direction,route', ...rows].join('\n'));
+    const out: DecisionLine[] = [];
+    await replay({ config: parseConfig(cfg), tracePath: f, store, onDecision: (d) => void out.push(d) });
+    compare(out, runModel(cfg, loadTraceForModel(f)));
+    return out.map((d) => (d.direction === 'out' ? `${d.call_id} ${d.delay_ms}` : ''));
+  };
+
   it('an id given again while its calls wait for their slots: each call paced as any', async () => {
     // x waits for its slot (1 s); x again at 1.0 s (x's first call is sent as the clock gets
     // there), again at 1.5 s and 2.5 s while the one before waits
-    const f = path.join(dir, 'waits.csv');
-    writeFileSync(
-      f,
-      [
-        'time,call_id,direction,route',
-        '1709640000.000000,y,out,C',
-        '1709640000.000000,x,out,C',
-        '1709640001.000000,x,out,C',
-        '1709640001.500000,x,out,C',
-        '1709640002.500000,x,out,C',
-      ].join('\n'),
-    );
+    const rows = ['y', 'x', 'x', 'x', 'x'].map((id, i) => `${1709640000 + [0, 0, 1, 1.5, 2.5][i]!},${id},out,C`);
     const cfg = { outbound: { carriers: { C: { cps: 1, maxWait: 'PT10S' } } } };
-    const out: DecisionLine[] = [];
-    await replay({
-      config: parseConfig(cfg),
-      tracePath: f,
-      store: new MemoryStore(),
-      onDecision: (d) => void out.push(d),
-    });
-    compare(out, runModel(cfg, loadTraceForModel(f)));
-    expect(out.map((d) => (d.direction === 'out' ? d.delay_ms : -1))).to.deep.equal([0, 1000, 1000, 1500, 1500]);
+    expect(await replayRows('waits.csv', rows, cfg, new MemoryStore())).to.deep.equal([
+      'y 0',
+      'x 1000',
+      'x 1000',
+      'x 1500',
+      'x 1500',
+    ]);
   });
 
   it('an id given again on the next row, a µs past its earlier call’s slot: decided, not refused', async () => {
     // the earlier x is sent at its slot (0.1 s) as the clock gets to the next row; its dispatch
     // ends a few microtasks later, and the next x must not find it still in progress
-    const f = path.join(dir, 'next.csv');
-    writeFileSync(
-      f,
-      [
-        'time,call_id,direction,route',
-        '1000000000.0,y,out,A',
-        '1000000000.0,x,out,A',
-        '1000000000.100001,x,out,A',
-        '1000000000.100001,x,out,A',
-      ].join('\n'),
+    const rows = ['1000000000.0,y', '1000000000.0,x', '1000000000.100001,x', '1000000000.100001,x'].map(
+      (r) => `${r},out,A`,
     );
     const cfg = { outbound: { carriers: { A: { cps: 10, maxWait: '1s' } } } };
     for (const store of [new MemoryStore(), new RedisStore({ redis, prefix: `t:replay:next:${Date.now()}:` })]) {
-      const out: DecisionLine[] = [];
-      await replay({ config: parseConfig(cfg), tracePath: f, store, onDecision: (d) => void out.push(d) });
-      compare(out, runModel(cfg, loadTraceForModel(f)));
-      expect(out.map((d) => (d.direction === 'out' ? `${d.call_id} ${d.delay_ms}` : ''))).to.deep.equal([
-        'y 0',
-        'x 100',
-        'x 99.999',
-        'x 199.999',
-      ]);
+      expect(await replayRows('next.csv', rows, cfg, store)).to.deep.equal(['y 0', 'x 100', 'x 99.999', 'x 199.999']);
       if (store instanceof RedisStore) await store.clear();
     }
   });
