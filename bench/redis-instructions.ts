@@ -32,6 +32,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
 import { LeaseCoordinator } from '../src/lease/coordinator.js';
+import { SYNC_BATCH_CALLS } from '../src/store/reassert.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { freePort, serverArgs } from '../test/helpers/redis.js';
 import { accountName, CONFIG_3, CONFIG_3CH, GLOBAL_3, limitInput, peerName } from './limits.js';
@@ -227,7 +228,8 @@ async function fixedBatches(
 /**
  * The holds keeper's sync: SYNC_CALLS calls admitted (64 at a time) with holds of an hour, then
  * SYNC_WAIT_MS of syncs alone, one every SYNC_MS (a pass of many calls takes longer under
- * valgrind: the passes are counted from the script calls, one per 256 calls on a single Redis).
+ * valgrind: the passes are counted from the script calls, one per SYNC_BATCH_CALLS calls on a single
+ * Redis).
  * Returns the commands per call in progress and pass, the calls held and the passes.
  */
 async function syncs(server: Server): Promise<{ stats: Map<string, number>; held: number; passes: number }> {
@@ -256,7 +258,7 @@ async function syncs(server: Server): Promise<{ stats: Map<string, number>; held
   const counts = new Map<string, number>();
   for (const m of (await redis.info('commandstats')).matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g))
     if (m[1] !== 'info' && m[1] !== 'ping' && !m[1]!.startsWith('config')) counts.set(m[1]!, Number(m[2]));
-  const passes = ((counts.get('evalsha') ?? 0) + (counts.get('eval') ?? 0)) / Math.ceil(held / 256);
+  const passes = ((counts.get('evalsha') ?? 0) + (counts.get('eval') ?? 0)) / Math.ceil(held / SYNC_BATCH_CALLS);
   const stats = new Map([...counts].map(([c, n]) => [c, n / (held * passes)]));
   await gate.close();
   redis.disconnect();

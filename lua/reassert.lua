@@ -30,10 +30,12 @@
   ARGV[11..]  per call: id (key-safe), end of its holds (µs), n_c
   Reply: { now, "<token> <grace end>", 1 when the marker was missing (else 0), the other processes
            seen lately, then per call its
-           status: 0 ended (end <= now), 1 present (every hold there already), 2 written (its
+           status: 0 ended (end <= now), 1 present (every hold there already; in sync mode
+           under an unchanged marker, its record there and each set it names), 2 written (its
            record or a hold was missing and is back), 3 gone (released: a tombstone, or missing
-           under an unchanged marker in sync mode), 4 unknown (sync mode, missing, no token
-           known yet: left alone) }
+           under an unchanged marker in sync mode; in sync mode a tombstone counts only where
+           the record is missing), 4 unknown (sync mode, missing, no token known yet: left
+           alone) }
 ]]
 --- @include "common"
 --- @include "channels"
@@ -92,21 +94,32 @@ end
 -- lost for sure only when the caller knew a marker: a process that never read one cannot tell a
 -- store that lost its state from one nobody marked yet
 local fresh = expected ~= '' and token ~= expected
+-- a check (sync) under an unchanged marker: the steady state, every call in progress every syncMs
+local checking = mode == 'sync' and not fresh
 -- per holds set checked under an unchanged marker: the latest end of its holds in this script call
 local latestOf = {}
+-- per holds set named by a trusted record: whether it was there when first seen in this script call
+local setThere = {}
 local reply = { t, marker, missing, others }
 local k, a = 2, 11
 while a <= #ARGV do
   local id, e, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local record, tomb = KEYS[k], KEYS[k + 1]
   local status
+  local old, keys
+  if e > t and checking then
+    -- the record first: a tombstone is only ever left where the record is missing (release.lua)
+    old, keys = readRecord(record)
+  end
   if e <= t then
     status = 0
-  elseif redis.call('GET', tomb) then -- (GET, not EXISTS: the minimal ACL user's commands, docs/redis.md)
+  elseif old == nil and redis.call('GET', tomb) then -- (GET, not EXISTS: the minimal ACL user's commands, docs/redis.md)
     status = 3
   else
-    local old, keys = readRecord(record)
-    if old == nil and not fresh and mode == 'sync' then
+    if not checking then
+      old, keys = readRecord(record)
+    end
+    if old == nil and checking then
       status = expected == '' and 4 or 3
     else
       local have = {}
@@ -121,15 +134,21 @@ while a <= #ARGV do
       local added = old == nil
       -- a check (sync) under an unchanged marker trusts the record: a hold it no longer names was
       -- removed on purpose (callgate reset), and only those it names come back (an evicted set)
-      local trusted = old ~= nil and not fresh and mode == 'sync'
+      local trusted = old ~= nil and checking
       for j = k + 2, k + 1 + n do
         local key = KEYS[j]
         if trusted and have[key] then
-          -- the steady state, every call in progress every syncMs: a hold still there is left as
-          -- it is, one command where a ZADD and a PTTL took two; a hold missing (its set
-          -- evicted) comes back. Each set's expiry is checked once per script call, against the
-          -- latest of its holds here (below): lengthened if it falls short of one
-          if redis.call('ZADD', key, 'NX', fmtInt(e), id) > 0 then
+          -- the steady state: a set still there holds every hold a record names (a script writes
+          -- a record and its holds together, and a release or a reset removes both), so it is
+          -- read once per script call, not once per call; a set that was gone (evicted, or
+          -- expired) gets back every hold named. Each set's expiry is checked once per script
+          -- call, against the latest of its holds here (below): lengthened if it falls short
+          local there = setThere[key]
+          if there == nil then
+            there = redis.call('ZCARD', key) > 0
+            setThere[key] = there
+          end
+          if not there and redis.call('ZADD', key, 'NX', fmtInt(e), id) > 0 then
             added = true
           end
           local latest = latestOf[key]

@@ -235,6 +235,26 @@ describe('holds keeper: releases elsewhere, sync, a loss without reconnect', fun
     expect(await held(a)).to.equal(2);
   });
 
+  it('a sync pass reads each call once, each holds set once per script call, 64 calls per script call', async () => {
+    // a sync runs every syncMs for every call in progress, whatever the traffic: what each call
+    // costs it is what channels cost Redis for calls of minutes
+    const [a] = pair(uniquePrefix('keeper-cost'), 0);
+    const other = { name: peerBucket('k3'), limits: [], channels: 1000 };
+    const wide = { ...bucket, channels: 1000 };
+    for (let i = 0; i < 100; i++) await a.admit({ tag, buckets: [wide, other], hold: hold(`c${i}`) });
+    await a.writeLedger(); // the first pass learns the marker
+    const raw = clients[0]!;
+    await raw.config('RESETSTAT');
+    await a.writeLedger();
+    const stats = await raw.info('commandstats');
+    const calls = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+    expect(calls('evalsha') + calls('eval'), 'script calls: 64 + 36 calls').to.equal(2);
+    expect(calls('get'), "each call's record, and the marker per script call").to.equal(100 + 2);
+    expect(calls('zadd'), 'no hold written: every set is there').to.equal(0);
+    expect(calls('zcard'), 'each set once per script call').to.equal(2 * 2);
+    expect(await held(a)).to.equal(100);
+  });
+
   it('keys lost without a reconnect (FLUSHALL): the sync sees the marker changed and the holds come back', async () => {
     const [a] = pair(uniquePrefix('keeper-flush'), 200);
     for (const id of ['f1', 'f2']) await a.admit({ tag, buckets: [bucket], hold: hold(id) });

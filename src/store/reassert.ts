@@ -11,6 +11,12 @@ import { checkName, checkNow } from './validate.js';
 
 /** Calls in one reassert request, at most (a batch: Lua's stack and one script's run time bound it). */
 export const MAX_REASSERT_CALLS = 256;
+/**
+ * Calls per script call of a periodic sync, at most (a re-assertion after a loss takes
+ * MAX_REASSERT_CALLS): a sync runs whatever the traffic, and each of its script calls holds
+ * Redis while decisions queue behind it, so its calls go in small groups, one at a time.
+ */
+export const SYNC_BATCH_CALLS = 64;
 
 export function checkReassert(req: ReassertRequest): void {
   checkName('tag', req.tag);

@@ -42,7 +42,7 @@
 import { randomBytes } from 'node:crypto';
 import type { SafeEmitter } from '../../events.js';
 import { holdNames, type HoldLedger, type LedgerCall } from '../../holds/ledger.js';
-import { MAX_REASSERT_CALLS } from '../reassert.js';
+import { MAX_REASSERT_CALLS, SYNC_BATCH_CALLS } from '../reassert.js';
 import type { ReassertCall, ReassertRequest, ReassertResult, StoreEvents } from '../types.js';
 
 export interface HoldsKeeperOptions {
@@ -326,9 +326,10 @@ export class HoldsKeeper {
       [mode === 'lost', calls.filter((c) => c.hold.unwritten !== true)],
     ];
     const batches: [boolean, typeof calls][] = [];
-    for (const [lost, list] of groups)
-      for (let i = 0; i < list.length; i += MAX_REASSERT_CALLS)
-        batches.push([lost, list.slice(i, i + MAX_REASSERT_CALLS)]);
+    for (const [lost, list] of groups) {
+      const size = lost ? MAX_REASSERT_CALLS : SYNC_BATCH_CALLS;
+      for (let i = 0; i < list.length; i += size) batches.push([lost, list.slice(i, i + size)]);
+    }
     if (batches.length === 0) batches.push([mode === 'lost', []]); // the marker alone
     for (const [i, [lost, batch]] of batches.entries()) {
       const req: ReassertRequest = {
