@@ -106,7 +106,7 @@ describe('replay time series', () => {
           c.carrier,
         ).to.deep.equal([c.dispatched, c.rerouted_away, c.rejected]);
         expect(sum(column(b.slots, 0)), c.carrier).to.equal(c.dispatched);
-        if (c.dispatched > 0) expect(max(column(b.decisions, 4)), c.carrier).to.be.closeTo(c.delay_ms.max, 0.002);
+        if (c.dispatched > 0) expect(max(column(b.decisions, 4)), c.carrier).to.be.closeTo(c.delay_ms.max!, 0.002);
       }
     });
   }

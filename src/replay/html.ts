@@ -21,6 +21,7 @@ import {
   carrierTable,
   channelTable,
   LEVEL_REJECTED_NOTE,
+  PEAK_NOTE,
   levelTable,
   reportJson,
   reportText,
@@ -149,14 +150,14 @@ function summaryTables(j: ReportJson): string {
   if (j.levels.length > 0) {
     const t = levelTable(j, true);
     out.push(
-      `<h3>Inbound levels</h3><p class="note">${esc(LEVEL_REJECTED_NOTE)}; peak = most calls admitted in any window of the limit, as its algorithm counts; busiest = that window</p>`,
+      `<h3>Inbound levels</h3><p class="note">${esc(LEVEL_REJECTED_NOTE)}; ${esc(PEAK_NOTE)}; busiest = that window</p>`,
     );
     out.push(table('levels-table', t.header, t.rows));
   }
   if (j.carriers.length > 0) {
     const t = carrierTable(j);
     out.push(
-      `<h3>Carriers</h3><p class="note">${esc(CARRIER_NOTE)}; delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps</p>`,
+      `<h3>Carriers</h3><p class="note">${esc(CARRIER_NOTE)}; delays given in ms, p50 / p99 by nearest rank; spacing = tightest gap between two slots / two sends, vs 1/cps</p>`,
     );
     out.push(table('carriers-table', t.header, t.rows));
   }

@@ -16,7 +16,7 @@ import { type DecisionLine, inboundLine, outboundLine } from '../decision-line.j
 import { CallGate } from '../gate.js';
 import type { Store } from '../store/types.js';
 import type { ReplaySeries } from './series.js';
-import { newCarrier, newLevel, type CarrierStats, type LevelStats } from './stats.js';
+import { carriersPassed, newCarrier, newLevel, type CarrierStats, type LevelStats } from './stats.js';
 import { TraceError } from '../errors/trace-error.js';
 import { inboundHolds, RowIds } from './row-ids.js';
 import { TopValues } from './top-values.js';
@@ -197,19 +197,20 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   const onOutbound = (r: Reservation, end: number): void => {
     outbound.offered++;
     series?.outboundCall(r.at, r);
-    for (const id of r.reroutedFrom) carrier(id).reroutedAway++;
+    const passed = carriersPassed(r.reroutedFrom);
+    for (const id of passed) carrier(id).reroutedAway++;
     if (r.reroutedFrom.length > 0) outbound.rerouted++;
     if (r.outcome === 'dispatched') {
       outbound.dispatched++;
       const s = carrier(r.carrier!);
       s.dispatched++;
-      s.delays.recordValue(Math.round((r.delayMs ?? 0) * 1000));
+      s.delays.add(Math.round((r.delayMs ?? 0) * 1000));
       if (!Number.isNaN(s.lastSlot)) s.minSpacingUs = Math.min(s.minSpacingUs, r.slotAt! - s.lastSlot);
       s.lastSlot = r.slotAt!;
       s.channels?.add(r.at, end, series && ((at, n) => series.carrierChannel(r.carrier!, at, n)));
     } else {
       outbound.rejected++;
-      for (const id of r.reroutedFrom) carrier(id).rejected++;
+      for (const id of passed) carrier(id).rejected++;
     }
   };
 

@@ -48,7 +48,7 @@ export interface ReportJson {
     dispatched: number;
     rerouted_away: number;
     rejected: number;
-    delay_ms: { p50: number; p99: number; max: number };
+    delay_ms: { p50: number | null; p99: number | null; max: number | null };
     interval_ms: number;
     min_slot_spacing_ms: number | null;
     min_send_spacing_ms: number | null;
@@ -102,11 +102,11 @@ export function reportJson(r: ReplayResult): ReportJson {
     dispatched: c.dispatched,
     rerouted_away: c.reroutedAway,
     rejected: c.rejected,
+    // delays given (nearest rank: each a delay some call got); none when the carrier took no call
     delay_ms: {
-      // a histogram percentile is its bucket's top: never above the exact maximum
-      p50: c.dispatched ? ms(Math.min(c.delays.getValueAtPercentile(50), c.delays.maxValue)) : 0,
-      p99: c.dispatched ? ms(Math.min(c.delays.getValueAtPercentile(99), c.delays.maxValue)) : 0,
-      max: c.dispatched ? ms(c.delays.maxValue) : 0,
+      p50: c.dispatched ? ms(c.delays.percentile(50)) : null,
+      p99: c.dispatched ? ms(c.delays.percentile(99)) : null,
+      max: c.dispatched ? ms(c.delays.max) : null,
     },
     interval_ms: ms(c.intervalUs),
     min_slot_spacing_ms: finite(c.minSpacingUs),
@@ -205,9 +205,9 @@ export function carrierTable(j: ReportJson): ReportTable {
       c.dispatched,
       c.rerouted_away,
       c.rejected,
-      c.delay_ms.p50,
-      c.delay_ms.p99,
-      c.delay_ms.max,
+      c.delay_ms.p50 ?? '-',
+      c.delay_ms.p99 ?? '-',
+      c.delay_ms.max ?? '-',
       c.interval_ms,
       c.min_slot_spacing_ms ?? '-',
       c.min_send_spacing_ms ?? '-',
@@ -263,6 +263,9 @@ export function rejectedBy(by: Record<string, number>, shown = REJECTED_BY_SHOWN
 }
 
 /** Why a level's "rejected" exceeds the summary's count for it: said next to the table. */
+/** What a level's peak is (the text table, the HTML). */
+export const PEAK_NOTE =
+  'peak = most calls admitted in any window of the limit (a sliding window: the highest estimate a call was admitted under, counted before it)';
 export const LEVEL_REJECTED_NOTE =
   'rejected = calls of the level refused by any of their levels, so one refusal counts at each level of the call; the summary line counts it once, under the level that refused';
 
@@ -288,17 +291,14 @@ export function reportText(r: ReplayResult): string {
     `outbound: ${j.outbound.offered} offered, ${j.outbound.dispatched} dispatched, ${j.outbound.rejected} rejected, ${j.outbound.rerouted} rerouted`,
   );
   if (j.levels.length > 0) {
-    out.push(
-      '',
-      `Inbound levels (${LEVEL_REJECTED_NOTE}; peak = most calls admitted in any window of the limit, as its algorithm counts)`,
-    );
+    out.push('', `Inbound levels (${LEVEL_REJECTED_NOTE}; ${PEAK_NOTE})`);
     const t = levelTable(j);
     out.push(table(t.header, t.rows));
   }
   if (j.carriers.length > 0) {
     out.push(
       '',
-      `Carriers (${CARRIER_NOTE}; delay in ms; spacing = tightest gap between two slots / two sends, vs 1/cps)`,
+      `Carriers (${CARRIER_NOTE}; delays given in ms, p50 / p99 by nearest rank; spacing = tightest gap between two slots / two sends, vs 1/cps)`,
     );
     const t = carrierTable(j);
     out.push(table(t.header, t.rows));

@@ -9,6 +9,7 @@
  * peaks stay exact however coarse the view; only buckets with traffic are listed.
  */
 import type { Reservation } from '../dispatch/dispatcher.js';
+import { carriersPassed } from './stats.js';
 
 /** How a column merges the values of one second: added up, the largest kept, or the latest. */
 type Agg = 'sum' | 'max' | 'last';
@@ -148,7 +149,7 @@ export class ReplaySeries {
     const sec = secondOf(atUs);
     const dispatched = r.outcome === 'dispatched';
     this.outbound.add(sec, [1, dispatched ? 1 : 0, dispatched ? 0 : 1, r.reroutedFrom.length > 0 ? 1 : 0]);
-    for (const id of r.reroutedFrom) {
+    for (const id of carriersPassed(r.reroutedFrom)) {
       const row = [0, 1, dispatched ? 0 : 1];
       this.carrier(id).decisions.add(sec, row);
     }

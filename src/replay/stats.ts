@@ -2,14 +2,17 @@
  * Replay statistics, gathered from the decisions alone (not from the store), so the report is
  * an independent proof that every limit held: for each configured limit, the most calls
  * admitted in any window of that limit, measured the way the limit's algorithm counts.
- * Memory is flat in the number of calls: per limit, only the calls inside one window are kept.
+ * Per limit only the calls inside one window are kept; per carrier, every delay it gave (8
+ * bytes a dispatched call), so that its percentiles are delays some call was given.
  */
-import * as hdr from 'hdr-histogram-js';
 import type { BucketConfig } from '../config/types.js';
 import type { Algorithm, Limit } from '../store/types.js';
 import { estimateBelow, windowIndex } from '../store/window.js';
 
-/** The most admitted calls in any window of one limit, measured as its algorithm counts. */
+/**
+ * The most admitted calls in any window of one limit, measured as its algorithm counts (a sliding
+ * window: the highest estimate c + p(1 - f) a call was admitted under, counted before it).
+ */
 export class WindowPeak {
   /** Rolling (sliding-log): times inside (t - W, t]. */
   private times: number[] = [];
@@ -26,7 +29,7 @@ export class WindowPeak {
 
   constructor(readonly limit: Limit) {}
 
-  /** Count an admitted call at `t` (times in order); returns its window's count (or estimate) with it. */
+  /** Count an admitted call at `t` (times in order); returns its window's count with it (a sliding window: the estimate it was admitted under). */
   add(t: number): number {
     const value = this.valueWith(t);
     if (value > this.peak) {
@@ -187,12 +190,60 @@ export function newLevel(bucket: BucketConfig = { limits: [] }): LevelStats {
   return s;
 }
 
+/**
+ * The delays given on a carrier, µs, every one kept: a percentile is the nearest rank, the
+ * smallest delay with at least p % of the delays at or below it, so always a delay that some
+ * call was given (a histogram's bucket top was up to 0.1 % above any).
+ */
+export class DelayList {
+  private values = new Float64Array(64);
+  private n = 0;
+  private sorted = true;
+  max = 0;
+
+  get count(): number {
+    return this.n;
+  }
+
+  add(us: number): void {
+    if (this.n === this.values.length) {
+      const grown = new Float64Array(this.n * 2);
+      grown.set(this.values);
+      this.values = grown;
+    }
+    if (this.n > 0 && us < this.values[this.n - 1]!) this.sorted = false;
+    this.values[this.n++] = us;
+    if (us > this.max) this.max = us;
+  }
+
+  /** The p-th percentile (p an integer from 1 to 100) by nearest rank; NaN when there is none. */
+  percentile(p: number): number {
+    if (this.n === 0) return Number.NaN;
+    if (!this.sorted) {
+      this.values.subarray(0, this.n).sort();
+      this.sorted = true;
+    }
+    // p n is an integer: its quotient by 100 is exact when whole, so the rank never rounds up wrongly
+    return this.values[Math.max(1, Math.ceil((p * this.n) / 100)) - 1]!;
+  }
+}
+
+/**
+ * The carriers a call passed over, each once: a route may name a carrier twice (`A|A|B`), and
+ * `rerouted_from` then lists it at each try, but the call passed it over once. The list itself
+ * when nothing repeats (the rule: routes are short, and this runs per outbound call).
+ */
+export function carriersPassed(rerouted: readonly string[]): readonly string[] {
+  for (let i = 1; i < rerouted.length; i++)
+    if (rerouted.lastIndexOf(rerouted[i]!, i - 1) >= 0) return [...new Set(rerouted)];
+  return rerouted;
+}
+
 export interface CarrierStats {
   dispatched: number;
   reroutedAway: number;
   rejected: number;
-  /** Delays in µs. */
-  delays: hdr.Histogram;
+  delays: DelayList;
   /** Smallest spacing between two consecutive slots given on the carrier, µs. */
   minSpacingUs: number;
   lastSlot: number;
@@ -208,11 +259,7 @@ export function newCarrier(intervalUs: number, channels?: number): CarrierStats 
     dispatched: 0,
     reroutedAway: 0,
     rejected: 0,
-    delays: hdr.build({
-      lowestDiscernibleValue: 1,
-      highestTrackableValue: 3_600_000_000,
-      numberOfSignificantValueDigits: 3,
-    }),
+    delays: new DelayList(),
     minSpacingUs: Number.POSITIVE_INFINITY,
     lastSlot: Number.NaN,
     minSentSpacingUs: Number.POSITIVE_INFINITY,
