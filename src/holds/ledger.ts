@@ -125,22 +125,65 @@ export class HoldLedger {
    */
   byTag(now: number, holding = true, releasing = true): Map<string, LedgerCall[]> {
     const tags = new Map<string, LedgerCall[]>();
-    for (const [id, entry] of this.calls) {
-      if (!releasing && entry.releasing) continue;
-      for (const direction of ['in', 'out'] as const) {
-        const hold = entry[direction];
-        if (hold === undefined) continue;
-        if (hold.end <= now) {
-          delete entry[direction];
-          continue;
-        }
-        if (holding && holdNames(hold).length === 0) continue;
-        let list = tags.get(hold.tag);
-        if (list === undefined) tags.set(hold.tag, (list = []));
-        list.push({ id, direction, hold, entry });
-      }
-      if (entry.in === undefined && entry.out === undefined) this.calls.delete(id);
-    }
+    for (const [id, entry] of this.calls) this.collect(id, entry, now, holding, releasing, tags);
     return tags;
+  }
+
+  /**
+   * byTag read in steps of `step` entries, the event loop turning between them: a ledger of
+   * calls in progress can hold hundreds of thousands, and read at once (40,000 calls: 13-16 ms
+   * on a 2-core sandbox) it stopped every decision of the process meanwhile. `read` hears each
+   * step's calls as soon as they are read, before the loop turns (a release sent from then on
+   * sees what `read` marked); entries added or dropped meanwhile are seen or not, as a Map's
+   * iteration goes.
+   */
+  async byTagInSteps(
+    now: number,
+    holding: boolean,
+    releasing: boolean,
+    read: (calls: readonly LedgerCall[]) => void,
+    step = 4096,
+  ): Promise<Map<string, LedgerCall[]>> {
+    const tags = new Map<string, LedgerCall[]>();
+    let chunk: LedgerCall[] = [];
+    let seen = 0;
+    for (const [id, entry] of this.calls) {
+      this.collect(id, entry, now, holding, releasing, tags, chunk);
+      if (++seen % step === 0) {
+        read(chunk);
+        chunk = [];
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    }
+    read(chunk);
+    return tags;
+  }
+
+  /** One ledger entry into `tags` (and `out`), ended sides forgotten (byTag). */
+  private collect(
+    id: string,
+    entry: LedgerEntry,
+    now: number,
+    holding: boolean,
+    releasing: boolean,
+    tags: Map<string, LedgerCall[]>,
+    out?: LedgerCall[],
+  ): void {
+    if (!releasing && entry.releasing) return;
+    for (const direction of ['in', 'out'] as const) {
+      const hold = entry[direction];
+      if (hold === undefined) continue;
+      if (hold.end <= now) {
+        delete entry[direction];
+        continue;
+      }
+      if (holding && holdNames(hold).length === 0) continue;
+      let list = tags.get(hold.tag);
+      if (list === undefined) tags.set(hold.tag, (list = []));
+      const call = { id, direction, hold, entry };
+      list.push(call);
+      out?.push(call);
+    }
+    if (entry.in === undefined && entry.out === undefined) this.calls.delete(id);
   }
 }

@@ -263,9 +263,11 @@ export class HoldsKeeper {
     } else if (mode === 'lost') this.moved = false;
     if (mode === 'lost') await this.resendRecent();
     // a sync leaves the calls being released alone; after a loss their releases wait for this run
-    const tags = this.opts.ledger.byTag(this.opts.now(), true, mode === 'lost');
-    // read: until its write is answered, a release sent of one of these calls may land first
-    for (const calls of tags.values()) this.opts.ledger.assertingAll(calls, true);
+    // read in steps, each marked as read: until its write is answered, a release sent of one of
+    // these calls may land first
+    const tags = await this.opts.ledger.byTagInSteps(this.opts.now(), true, mode === 'lost', (calls) =>
+      this.opts.ledger.assertingAll(calls, true),
+    );
     // on a single Redis one marker serves every tag: read it even when the ledger is empty
     if (!this.opts.hashTags && tags.size === 0) tags.set('in', []);
     let failed: unknown;
