@@ -18,7 +18,8 @@ const LONE_SURROGATE = /\p{Cs}/u;
 export function idProblem(id: unknown, opts: { empty?: boolean } = {}): string | undefined {
   if (typeof id !== 'string') return `must be a string, got ${show(id)}`;
   if (id === '' && !opts.empty) return 'must not be empty';
-  if (id.length > MAX_ID_LENGTH) return `must be at most ${MAX_ID_LENGTH} characters, got ${id.length}`;
+  if (id.length > MAX_ID_LENGTH)
+    return `must be at most ${MAX_ID_LENGTH} characters (UTF-16 code units), got ${id.length}`;
   if (LONE_SURROGATE.test(id)) return 'must be well-formed Unicode (it holds a lone surrogate)';
   return undefined;
 }

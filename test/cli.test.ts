@@ -621,7 +621,10 @@ describe('callgate (the program)', function () {
 
   it('release --call-id and inspect --peer: ids bound as everywhere (empty, over 256): exit 2, one line', async () => {
     for (const [args, line] of [
-      [['release', '--call-id', 'x'.repeat(257)], 'error: --call-id must be at most 256 characters, got 257'],
+      [
+        ['release', '--call-id', 'x'.repeat(257)],
+        'error: --call-id must be at most 256 characters (UTF-16 code units), got 257',
+      ],
       [['release', '--call-id', ''], 'error: --call-id must not be empty'],
       [['inspect', '--config', 'examples/limits/complete.json', '--peer', ''], 'error: --peer must not be empty'],
     ] as const) {

@@ -699,7 +699,9 @@ describe('config', () => {
       ]);
       expect(
         problemsOf(() => parseConfig({ outbound: { carriers: { ['c'.repeat(257)]: { cps: 1 } } } })),
-      ).to.deep.equal([`outbound.carriers.${'c'.repeat(257)}: carrier id must be at most 256 characters, got 257`]);
+      ).to.deep.equal([
+        `outbound.carriers.${'c'.repeat(257)}: carrier id must be at most 256 characters (UTF-16 code units), got 257`,
+      ]);
       expect([
         ...parseConfig({ inbound: { accounts: { ['😀'.repeat(128)]: [] } } }).inbound.accounts.keys(),
       ]).to.have.length(1);
@@ -713,6 +715,13 @@ describe('config', () => {
         `outbound.carriers["A|B"]: carrier id "A|B" holds '|': a trace's route could never name it (its ids are split on '|' and trimmed)`,
       ]);
       expect([...parseConfig({ inbound: { peers: { ' p ': [] } } }).inbound.peers.keys()]).to.deep.equal([' p ']);
+      // but a peer or account of spaces only: a trace's such peer is missing, and such an account none
+      expect(problemsOf(() => parseConfig({ inbound: { peers: { ' ': [] }, accounts: { '\t ': [] } } }))).to.deep.equal(
+        [
+          'inbound.accounts["\\t "]: account id "\\t " is only spaces: a trace could never name it',
+          'inbound.peers[" "]: peer id " " is only spaces: a trace could never name it',
+        ],
+      );
       const latin1 = join(dir, 'latin1.json');
       await writeFile(
         latin1,
@@ -768,6 +777,11 @@ describe('config', () => {
       expect(line).to.match(
         new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: invalid YAML at line \\d+, column \\d+: \\S`),
       );
+      // two documents: said in the file author's words, not the library's advice to its callers
+      const two = await file('two.yaml', 'inbound:\n  global: []\n---\ninbound: {}\n');
+      expect(await problemsOfAsync(loadConfigFile(two))).to.deep.equal([
+        `${two}: invalid YAML at line 3, column 1: a second document ('---'): a configuration is one YAML document`,
+      ]);
       const dup = await file('dup.yaml', 'inbound:\n  global: []\n  global: []\n');
       expect(await problemsOfAsync(loadConfigFile(dup))).to.deep.equal([
         `${dup}: inbound.global: duplicate key at line 3, column 3 (first at line 2, column 3)`,

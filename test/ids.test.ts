@@ -189,9 +189,13 @@ describe('ids: exact bytes or refused', () => {
     const v = await validateTraceFrom([csv], 'inline');
     expect(v.calls).to.equal(1);
     expect(v.problems.map((p) => [p.line, p.column, p.message])).to.deep.equal([
-      [2, 'call_id', 'id must be at most 256 characters, got 257'],
-      [3, 'peer', 'id must be at most 256 characters, got 257'],
-      [4, 'route', 'carrier "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" must be at most 256 characters, got 257'],
+      [2, 'call_id', 'id must be at most 256 characters (UTF-16 code units), got 257'],
+      [3, 'peer', 'id must be at most 256 characters (UTF-16 code units), got 257'],
+      [
+        4,
+        'route',
+        'carrier "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" must be at most 256 characters (UTF-16 code units), got 257',
+      ],
     ]);
   });
 });

@@ -482,8 +482,12 @@ describe('trace reader', () => {
     });
 
     it('an empty file, or only comments: no header row', async () => {
-      expect(await problemsOf('')).to.deep.equal(['t.csv:1: no header row (the trace is empty)']);
-      expect(await problemsOf('# only\n\n')).to.deep.equal(['t.csv:1: no header row (the trace is empty)']);
+      expect(await problemsOf('')).to.deep.equal([
+        't.csv:1: no header row (the trace is empty, or only blank and comment lines)',
+      ]);
+      expect(await problemsOf('# only\n\n')).to.deep.equal([
+        't.csv:1: no header row (the trace is empty, or only blank and comment lines)',
+      ]);
       expect(await read(H)).to.deep.equal({ calls: [], problems: [] });
     });
 
@@ -493,9 +497,32 @@ describe('trace reader', () => {
       expect(unclosed.problems).to.deep.equal(['t.csv:4: malformed CSV: a quoted cell is never closed']);
       const closing = await read(`${H}1,c1,in,p,,\n1,"c"2,in,p,,\n3,c3,in,p,,\n`);
       expect(closing.calls.map((c) => c.callId)).to.deep.equal(['c1']);
-      expect(closing.problems).to.deep.equal(['t.csv:3: malformed CSV: characters after the closing quote of a cell']);
+      expect(closing.problems).to.deep.equal([
+        't.csv:3: malformed CSV in column "call_id": characters after the closing quote of a cell',
+      ]);
       const multi = await read(`${H}1,"a\r\nb",in,p,,\n\n1,"c"x,in,p,,\n`);
-      expect(multi.problems).to.deep.equal(['t.csv:5: malformed CSV: characters after the closing quote of a cell']);
+      expect(multi.problems).to.deep.equal([
+        't.csv:5: malformed CSV in column "call_id": characters after the closing quote of a cell',
+      ]);
+    });
+
+    it('malformed CSV names the column by its header name', async () => {
+      const quote =
+        ' (quote the whole cell and double the quotes in it, as in "Acme ""East""", with no space before the opening quote)';
+      // a quote inside an unquoted cell, and a space before an opening quote
+      expect(await problemsOf(`${H}1,c1,in,Acme "East",,\n`)).to.deep.equal([
+        `t.csv:2: malformed CSV in column "peer": a quote inside a cell that does not begin with one${quote}`,
+      ]);
+      expect(await problemsOf(`${H}1, "c1",in,p,,\n`)).to.deep.equal([
+        `t.csv:2: malformed CSV in column "call_id": a quote inside a cell that does not begin with one${quote}`,
+      ]);
+      expect(await problemsOf(`${H}1,"c1" ,in,p,,\n`)).to.deep.equal([
+        't.csv:2: malformed CSV in column "call_id": characters after the closing quote of a cell',
+      ]);
+      // in the header itself: its place
+      expect(await problemsOf('time,"call_id"x,direction,peer\n')).to.deep.equal([
+        't.csv:1: malformed CSV in cell 2 of the row: characters after the closing quote of a cell',
+      ]);
     });
 
     it('an unreadable file is a problem on line 0', async () => {

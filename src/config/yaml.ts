@@ -44,7 +44,11 @@ export function parseYamlText(text: string, source: string): unknown {
   if (doc.errors.length > 0) {
     const lines = doc.errors.map((err) => {
       const pos = err.linePos?.[0];
-      const reason = (err.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+      // the library's advice to its callers (parseAllDocuments) means nothing to the file's author
+      const reason =
+        err.code === 'MULTIPLE_DOCS'
+          ? "a second document ('---'): a configuration is one YAML document"
+          : (err.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
       return pos
         ? `${source}: invalid YAML at line ${pos.line}, column ${pos.col}: ${reason}`
         : `${source}: invalid YAML: ${reason}`;

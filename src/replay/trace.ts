@@ -380,13 +380,25 @@ interface Row {
   line: number;
 }
 
-function describeCsvError(err: Error): string {
-  const code = (err as CsvError).code;
+/**
+ * csv-parse's error in the trace's words: the column by its header name (csv-parse counts fields
+ * from 0, and names none without its `columns` option), or its place from 1 before the header.
+ */
+function describeCsvError(err: Error, names?: readonly string[]): string {
+  const { code, column } = err as CsvError & { column?: unknown };
+  const where =
+    typeof column !== 'number'
+      ? ''
+      : names?.[column] !== undefined
+        ? ` in column ${JSON.stringify(names[column])}`
+        : ` in cell ${column + 1} of the row`;
   switch (code) {
     case 'CSV_QUOTE_NOT_CLOSED':
       return 'malformed CSV: a quoted cell is never closed';
     case 'CSV_INVALID_CLOSING_QUOTE':
-      return 'malformed CSV: characters after the closing quote of a cell';
+      return `malformed CSV${where}: characters after the closing quote of a cell`;
+    case 'INVALID_OPENING_QUOTE':
+      return `malformed CSV${where}: a quote inside a cell that does not begin with one (quote the whole cell and double the quotes in it, as in "Acme ""East""", with no space before the opening quote)`;
     case 'CSV_MAX_RECORD_SIZE':
       return 'malformed CSV: row too long (an unclosed quote?)';
     default:
@@ -438,6 +450,7 @@ async function* decodeStream(
   pipeline(input, utf8, new CommentBlanker(), parser, () => undefined);
 
   let cols: Partial<Record<Known, number>> | undefined;
+  let names: string[] | undefined;
   let width = 0;
   let line = 1; // line where the next record starts
   let consumed = 0;
@@ -459,6 +472,7 @@ async function* decodeStream(
           return;
         }
         cols = header.cols;
+        names = cells.map((c) => c.trim());
         width = cells.length;
         continue;
       }
@@ -475,8 +489,9 @@ async function* decodeStream(
     parser.destroy();
     input.destroy();
   }
-  if (fatal !== undefined) rep({ file, line, message: describeCsvError(fatal.err) });
-  else if (cols === undefined) rep({ file, line: 1, message: 'no header row (the trace is empty)' });
+  if (fatal !== undefined) rep({ file, line, message: describeCsvError(fatal.err, names) });
+  else if (cols === undefined)
+    rep({ file, line: 1, message: 'no header row (the trace is empty, or only blank and comment lines)' });
 }
 
 function readHeader(row: Row, file: string): { cols: Partial<Record<Known, number>> } | { problems: TraceProblem[] } {
