@@ -440,6 +440,32 @@ describe('trace reader', () => {
       ]);
     });
 
+    it('a well-formed time out of range says which bound it passed', async () => {
+      const { calls, problems } = await read(
+        'time,call_id,direction,peer\n' +
+          '9007199254.740991,last,in,p\n' + // the latest time counted to the µs: taken
+          '9007199254.740992,c1,in,p\n' +
+          '2255-06-05T23:47:34.740992Z,c2,in,p\n' +
+          '1709640000.4999999999,c3,in,p\n' +
+          '2024-01-01T24:00:00Z,c4,in,p\n' +
+          '2024-01-01T23:59:60Z,c5,in,p\n' +
+          '2024-01-01T00:00:00+24:00,c6,in,p\n' +
+          '2024-01-01T00:00:00-0960,c7,in,p\n',
+      );
+      expect(calls.map((c) => [c.callId, c.time])).to.deep.equal([['last', Number.MAX_SAFE_INTEGER]]);
+      const latest = '(after 2255-06-05T23:47:34.740991Z, the latest time counted to the µs)';
+      const clock = '(no 24:00 and no leap second: a time of day is 00:00:00 to 23:59:59.999999)';
+      expect(problems).to.deep.equal([
+        `t.csv:3: column "time": bad time "9007199254.740992" ${latest}`,
+        `t.csv:4: column "time": bad time "2255-06-05T23:47:34.740992Z" ${latest}`,
+        't.csv:5: column "time": bad time "1709640000.4999999999" (at most 9 digits after the point)',
+        `t.csv:6: column "time": bad time "2024-01-01T24:00:00Z" ${clock}`,
+        `t.csv:7: column "time": bad time "2024-01-01T23:59:60Z" ${clock}`,
+        't.csv:8: column "time": bad time "2024-01-01T00:00:00+24:00" (an offset is at most ±23:59)',
+        't.csv:9: column "time": bad time "2024-01-01T00:00:00-0960" (an offset is at most ±23:59)',
+      ]);
+    });
+
     it('lines count comments, blank lines and line breaks inside quoted cells', async () => {
       const problems = await problemsOf(`${H}# c\n\n1,"a\nb\r\nc",in,p,,\n\nx,c,in,p,,\n`);
       expect(problems).to.deep.equal(['t.csv:8: column "time": bad time "x"']);

@@ -113,12 +113,24 @@ function timeHint(text: string): string {
   if (/^\d{11,}(\.\d*)?$/.test(text))
     return ' (epoch milliseconds or finer? a time in epoch form is seconds, with a fraction: 1535458825.374375)';
   if (/^\d+,\d+$/.test(text)) return ' (a decimal comma: write seconds with a point)';
-  const iso = /^(\d{4})-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}([.,]\d+)?)?(.*)$/.exec(text);
+  if (/^\d+\.\d{10,}$/.test(text)) return ' (at most 9 digits after the point)';
+  // well formed, refused for its range alone
+  if (EPOCH_RE.test(text)) return LATEST_HINT;
+  const iso = /^(\d{4})-\d{2}-\d{2}[Tt ](\d{2}):(\d{2})(:(\d{2})([.,]\d+)?)?(.*)$/.exec(text);
   if (iso === null) return '';
-  if (iso[4] === '') return ' (no zone: add Z or an offset such as +02:00)';
+  if (iso[7] === '') return ' (no zone: add Z or an offset such as +02:00)';
   if (Number(iso[1]) < 1970) return ' (before 1970)';
+  if (Number(iso[2]) > 23 || Number(iso[3]) > 59 || Number(iso[5] ?? 0) > 59)
+    return ' (no 24:00 and no leap second: a time of day is 00:00:00 to 23:59:59.999999)';
+  const offset = /^[+-](\d{2})(?::?(\d{2}))?$/.exec(iso[7]!);
+  if (offset !== null && (Number(offset[1]) > 23 || Number(offset[2] ?? 0) > 59))
+    return ' (an offset is at most ±23:59)';
+  if (ISO_RE.test(text) && Number(iso[1]) >= 2255) return LATEST_HINT;
   return '';
 }
+
+/** The latest time parseTime takes: Number.MAX_SAFE_INTEGER µs, in words. */
+const LATEST_HINT = ' (after 2255-06-05T23:47:34.740991Z, the latest time counted to the µs)';
 
 const SECONDS_RE = /^(\d+)(?:\.(\d{1,9}))?$/;
 
