@@ -171,10 +171,6 @@ function idMapSchema<T extends z.ZodType>(kind: string, valueSchema: T, valueWha
         .refine((id) => id === '' || idProblem(id) === undefined, {
           error: (iss) => `${kind} id ${idProblem(iss.input)}`,
         })
-        // a trace's empty or whitespace-only peer is missing, and such an account none
-        .refine((id) => routed || id === '' || id.trim() !== '', {
-          error: (iss) => `${kind} id ${JSON.stringify(iss.input)} is only spaces: a trace could never name it`,
-        })
         .refine((id) => !routed || (id.trim() === id && !id.includes('|')), {
           error: (iss) =>
             `${kind} id ${JSON.stringify(iss.input)} ${String(iss.input).includes('|') ? "holds '|'" : 'has spaces around it'}: a trace's route could never name it (its ids are split on '|' and trimmed)`,
