@@ -308,6 +308,12 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   async release(callId: string): Promise<ReleaseOutcome> {
     checkCallId(callId);
     this.dispatcher.cancel(callId);
+    // an admission of this id still being decided here goes first: sent at once, the release
+    // could land before it (a decision waiting out a recovery's grace, the first call of a new
+    // gate) and find nothing, leaving the call held until maxCallDuration (a CANCEL right
+    // after its INVITE)
+    const deciding = this.admission.inFlight(callId);
+    if (deciding !== undefined) await deciding.catch(() => undefined);
     try {
       const r = await this.releaseInStore(callId);
       const outcome = r.released ? 'released' : 'not-held';

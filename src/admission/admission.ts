@@ -219,6 +219,11 @@ export class Admission {
     }
   }
 
+  /** The store's decision of `callId` still being taken here, if any (a release of the call waits for it). */
+  inFlight(callId: string): Promise<AdmissionDecision> | undefined {
+    return this.deciding.get(callId);
+  }
+
   /** A decision taken here at once (unknown peer, flood shield), else the store's, shared by a repeat meanwhile. */
   private admitNow(input: AdmitInput): Promise<AdmissionDecision> {
     checkInput(input);
