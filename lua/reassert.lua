@@ -30,8 +30,7 @@
   ARGV[11..]  per call: id (key-safe), end of its holds (µs), n_c
   Reply: { now, "<token> <grace end>", 1 when the marker was missing (else 0), the other processes
            seen lately, then per call its
-           status: 0 ended (end <= now), 1 present (every hold there already; in sync mode
-           under an unchanged marker, its record there and each set it names), 2 written (its
+           status: 0 ended (end <= now), 1 present (every hold there already), 2 written (its
            record or a hold was missing and is back), 3 gone (released: a tombstone, or missing
            under an unchanged marker in sync mode; in sync mode a tombstone counts only where
            the record is missing), 4 unknown (sync mode, missing, no token known yet: left
@@ -98,8 +97,6 @@ local fresh = expected ~= '' and token ~= expected
 local checking = mode == 'sync' and not fresh
 -- per holds set checked under an unchanged marker: the latest end of its holds in this script call
 local latestOf = {}
--- per holds set named by a trusted record: whether it was there when first seen in this script call
-local setThere = {}
 local reply = { t, marker, missing, others }
 local k, a = 2, 11
 while a <= #ARGV do
@@ -138,17 +135,12 @@ while a <= #ARGV do
       for j = k + 2, k + 1 + n do
         local key = KEYS[j]
         if trusted and have[key] then
-          -- the steady state: a set still there holds every hold a record names (a script writes
-          -- a record and its holds together, and a release or a reset removes both), so it is
-          -- read once per script call, not once per call; a set that was gone (evicted, or
-          -- expired) gets back every hold named. Each set's expiry is checked once per script
-          -- call, against the latest of its holds here (below): lengthened if it falls short
-          local there = setThere[key]
-          if there == nil then
-            there = redis.call('ZCARD', key) > 0
-            setThere[key] = there
-          end
-          if not there and redis.call('ZADD', key, 'NX', fmtInt(e), id) > 0 then
+          -- the steady state, every call in progress every syncMs: a hold still there is left as
+          -- it is, one command; a hold missing comes back (its set evicted, then made again by a
+          -- later write with other holds only: a set there says nothing of its members). Each
+          -- set's expiry is checked once per script call, against the latest of its holds here
+          -- (below): lengthened if it falls short of one
+          if redis.call('ZADD', key, 'NX', fmtInt(e), id) > 0 then
             added = true
           end
           local latest = latestOf[key]
