@@ -358,7 +358,8 @@ export class Admission {
         degraded = this.policy;
         this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error: err as Error });
         if (this.policy === 'local') now = this.localStore().recordSync(req).now;
-        if (this.policy !== 'fail-closed') noteUnwritten(this.store, input.callId, known, at, req.hold);
+        // counted whatever the policy (it went through): its holds are written once Redis answers
+        noteUnwritten(this.store, input.callId, known, at, req.hold);
       }
     }
     return this.emit({
