@@ -122,6 +122,18 @@ describe('sidecar HTTP API (in process)', () => {
     });
   });
 
+  it('HEAD decides nothing: 404, as every method the API does not name', async () => {
+    s = await setup();
+    for (const url of ['/v1/admit?call_id=h1&peer=p1', '/v1/release?call_id=h1', '/healthz']) {
+      const head = await s.app.inject({ method: 'HEAD', url });
+      expect(head.statusCode, url).to.equal(404);
+    }
+    // the HEAD took no channel and counted no call: h1 is a new call, not a duplicate
+    const a = await get(s.app, '/v1/admit?call_id=h1&peer=p1');
+    expect(a.json).to.include({ outcome: 'admitted' });
+    expect(a.json).to.not.have.property('duplicate');
+  });
+
   it('admit with an account: the account level refuses first; ids with any character work', async () => {
     s = await setup();
     for (let i = 0; i < 3; i++)

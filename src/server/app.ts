@@ -120,6 +120,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     logger: opts.logger ?? false,
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
+    // no HEAD twin of each GET route: a HEAD of /v1/admit would take a channel unseen (a
+    // prefetcher, a monitor's probe); the API's routes are GET and POST only
+    exposeHeadRoutes: false,
     // a client that never finishes its request does not hold a socket forever
     requestTimeout: 30_000,
     // a path fastify cannot decode (`/v1/bans/%ff/%`): the API's error shape, not fastify's
