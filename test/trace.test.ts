@@ -464,6 +464,10 @@ describe('trace reader', () => {
         't.csv:8: column "time": bad time "2024-01-01T00:00:00+24:00" (an offset is at most ±23:59)',
         't.csv:9: column "time": bad time "2024-01-01T00:00:00-0960" (an offset is at most ±23:59)',
       ]);
+      // no such date, past the bound or not: no bound named
+      expect(await problemsOf('time,call_id,direction,peer\n2255-02-30T00:00:00Z,c,in,p\n')).to.deep.equal([
+        't.csv:2: column "time": bad time "2255-02-30T00:00:00Z"',
+      ]);
     });
 
     it('lines count comments, blank lines and line breaks inside quoted cells', async () => {
@@ -545,7 +549,10 @@ describe('trace reader', () => {
       expect(await problemsOf(`${H}1,"c1" ,in,p,,\n`)).to.deep.equal([
         't.csv:2: malformed CSV in column "call_id": characters after the closing quote of a cell',
       ]);
-      // in the header itself: its place
+      // a column the header leaves unnamed, and the header itself: its place
+      expect(await problemsOf('time,call_id,direction,peer,\n1,c1,in,p,"a"b\n')).to.deep.equal([
+        't.csv:2: malformed CSV in cell 5 of the row: characters after the closing quote of a cell',
+      ]);
       expect(await problemsOf('time,"call_id"x,direction,peer\n')).to.deep.equal([
         't.csv:1: malformed CSV in cell 2 of the row: characters after the closing quote of a cell',
       ]);

@@ -2,8 +2,9 @@
  * Replay statistics, gathered from the decisions alone (not from the store), so the report is
  * an independent proof that every limit held: for each configured limit, the most calls
  * admitted in any window of that limit, measured the way the limit's algorithm counts.
- * Per limit only the calls inside one window are kept; per carrier, every delay it gave (8
- * bytes a dispatched call), so that its percentiles are delays some call was given.
+ * Per limit only the calls inside one window are kept; per carrier, every delay it gave (8 to
+ * 16 bytes a dispatched call: an array that doubles), so that its percentiles are delays some
+ * call was given.
  */
 import type { BucketConfig } from '../config/types.js';
 import type { Algorithm, Limit } from '../store/types.js';

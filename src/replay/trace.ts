@@ -125,7 +125,14 @@ function timeHint(text: string): string {
   const offset = /^[+-](\d{2})(?::?(\d{2}))?$/.exec(iso[7]!);
   if (offset !== null && (Number(offset[1]) > 23 || Number(offset[2] ?? 0) > 59))
     return ' (an offset is at most ±23:59)';
-  if (ISO_RE.test(text) && Number(iso[1]) >= 2255) return LATEST_HINT;
+  // a valid calendar date past the bound (2255-02-30 is no date: no hint)
+  const m = ISO_RE.exec(text);
+  if (
+    m !== null &&
+    Number(m[1]) >= 2255 &&
+    dayStartMs(m[1]!, m[2]!, m[3]!, m[8] === undefined ? m[9]! : '', m[10], m[11]) !== undefined
+  )
+    return LATEST_HINT;
   return '';
 }
 
@@ -401,7 +408,7 @@ function describeCsvError(err: Error, names?: readonly string[]): string {
   const where =
     typeof column !== 'number'
       ? ''
-      : names?.[column] !== undefined
+      : names?.[column]
         ? ` in column ${JSON.stringify(names[column])}`
         : ` in cell ${column + 1} of the row`;
   switch (code) {
