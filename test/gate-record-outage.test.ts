@@ -1,7 +1,10 @@
 /**
- * An emergency call counted by record() while Redis is away goes through whatever the policy,
- * and holds its channels like an admitted call: under the default `fail-closed` too, its holds
- * are written once Redis answers again (an empty restart), and its release finds it.
+ * Calls decided while Redis is away hold their channels as they would with it:
+ * - an emergency call counted by record() goes through whatever the policy, and under the
+ *   default `fail-closed` too its holds are written once Redis answers again (an empty
+ *   restart), and its release finds it;
+ * - under policy `local`, the in-process stand-in starts from the calls this process has in
+ *   progress: a peer whose channels were full before the outage stays full during it.
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
@@ -12,7 +15,7 @@ import { uniquePrefix } from './admission/stores.js';
 import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
 import { sleep } from './holds/harness.js';
 
-describe('CallGate: record() during an outage, fail-closed', function () {
+describe('CallGate: calls decided during an outage hold their channels', function () {
   this.timeout(30_000);
   let server: RedisServer | undefined;
   let redis: Redis | undefined;
@@ -24,6 +27,7 @@ describe('CallGate: record() during an outage, fail-closed', function () {
   it('the emergency call is written back when Redis returns empty, and its release frees it', async () => {
     server = await startRedisServer();
     redis = newRedisClient(server);
+    redis.on('error', () => undefined); // Redis killed on purpose
     const store = new RedisStore({ redis, prefix: uniquePrefix('record-outage'), holds: { graceMs: 200 } });
     const config = { inbound: { defaultPeer: [{ limit: 100, window: '1s' }, { channels: 10 }] } };
     const gate = await CallGate.create({ config, store, timeoutMs: 300 });
@@ -42,5 +46,26 @@ describe('CallGate: record() during an outage, fail-closed', function () {
     expect(await gate.release('sos')).to.equal('released');
     expect(await held()).to.equal(1);
     await gate.close();
+  });
+
+  it('policy local: the stand-in counts the calls in progress from before the outage', async () => {
+    server ??= await startRedisServer();
+    await server.restart();
+    const client = newRedisClient(server);
+    client.on('error', () => undefined);
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('local-outage'), holds: { graceMs: 200 } });
+    const config = { inbound: { defaultPeer: [{ limit: 100, window: '1s' }, { channels: 3 }] } };
+    const gate = await CallGate.create({ config, store, timeoutMs: 300, policy: 'local' });
+    gate.on('error', () => undefined);
+    for (const id of ['h1', 'h2', 'h3']) expect((await gate.admit({ callId: id, peer: 'p' })).admitted).to.equal(true);
+    await server.kill();
+    const x1 = await gate.admit({ callId: 'x1', peer: 'p' });
+    expect(x1).to.include({ admitted: false, limitedBy: 'peer:p', reason: 'channels', degraded: 'local' });
+    // a hang-up during the outage gives its channel back there too
+    expect(await gate.release('h1')).to.equal('deferred');
+    expect(await gate.admit({ callId: 'x2', peer: 'p' })).to.include({ admitted: true, degraded: 'local' });
+    expect(await gate.admit({ callId: 'x3', peer: 'p' })).to.include({ admitted: false, reason: 'channels' });
+    await gate.close();
+    client.disconnect();
   });
 });

@@ -8,7 +8,9 @@ import { checkIdArgument } from '../ids.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { checkFields, show } from '../input-fields.js';
 import type { SafeEmitter } from '../events.js';
+import { holdNames } from '../holds/ledger.js';
 import { MemoryStore } from '../store/memory-store.js';
+import { MAX_REASSERT_CALLS } from '../store/reassert.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 import type { AdmitResult, Hold, RefusalReason, StopSignal, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
@@ -200,6 +202,9 @@ export class Admission {
     return this.localPlans.forCall(input) as AdmissionPlan;
   }
 
+  /** The stand-in holds this process's calls in progress since the store last failed (seedLocal). */
+  private localSeeded = false;
+
   /** The stand-in of policy `local`, if it was ever used (its holds need releasing too). */
   get localStand(): MemoryStore | undefined {
     return this.local;
@@ -329,6 +334,7 @@ export class Admission {
         return this.emit(d);
       }
       if (shield && !result.admitted) shield.learn(plan, at, sentUs as number, result);
+      this.localSeeded = false; // the store answers: the next outage's stand-in starts afresh from the ledger
       return this.emit(decision(input.callId, plan, result));
     } finally {
       this.deciding.delete(input.callId);
@@ -380,7 +386,12 @@ export class Admission {
   }
 
   private localStore(): MemoryStore {
-    return (this.local ??= new MemoryStore());
+    const local = (this.local ??= new MemoryStore());
+    if (!this.localSeeded) {
+      this.localSeeded = true;
+      seedLocal(local, this.store);
+    }
+    return local;
   }
 
   private async degrade(
@@ -426,6 +437,30 @@ export class Admission {
   private emit(d: AdmissionDecision): AdmissionDecision {
     this.events.safeEmit(d.admitted ? 'admitted' : 'rejected', d);
     return d;
+  }
+}
+
+/**
+ * At an outage's first local decision, the stand-in learns the calls this process has in
+ * progress (the ledger's inbound calls, with their ends): their channels are held, so that a
+ * peer whose channels were full before the outage stays full during it. Idempotent: a call
+ * already there (from an earlier outage) is not counted twice, and one released since was
+ * released in the stand-in too.
+ */
+function seedLocal(local: MemoryStore, store: Store): void {
+  if (store.ledger === undefined) return;
+  const now = Date.now() * 1000;
+  for (const [tag, calls] of store.ledger.byTag(now, true, true)) {
+    const inbound = calls.filter((c) => c.direction === 'in');
+    for (let i = 0; i < inbound.length; i += MAX_REASSERT_CALLS)
+      local.reassertSync({
+        tag,
+        now,
+        mode: 'lost',
+        calls: inbound
+          .slice(i, i + MAX_REASSERT_CALLS)
+          .map((c) => ({ id: c.id, direction: 'in' as const, names: holdNames(c.hold), end: c.hold.end })),
+      });
   }
 }
 
