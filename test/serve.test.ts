@@ -412,6 +412,13 @@ describe('callgate serve (the command, on Redis)', function () {
       const o = await call(`${s.url}/v1/reserve`, { call_id: 'o1', route: ['A'] });
       expect(o.json).to.deep.include({ outcome: 'failed', reason: 'store-unavailable' });
       await s.waitFor(/unreachable; decisions follow policy fail-closed/);
+      // the operator's routes say the outage too: 503, never a 500 (a bug)
+      for (const url of ['/v1/state', '/v1/holds?bucket=peer:p1', '/v1/bans']) {
+        const r = await call(`${s.url}${url}`);
+        expect([r.status, r.json.error], url).to.deep.equal([503, 'store-unavailable']);
+      }
+      const reset = await call(`${s.url}/v1/reset`, { bucket: 'peer:p1' });
+      expect([reset.status, reset.json.error], '/v1/reset').to.deep.equal([503, 'store-unavailable']);
       await own.restart();
       expect(await ready()).to.equal(200);
       expect((await call(`${s.url}/v1/admit`, { call_id: 'r2', peer: 'p1' })).json.outcome).to.equal('admitted');

@@ -371,6 +371,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       return reply.code(400).send({ error: 'bad-request', message: err.message, problems: [err.message] });
     if (err instanceof DispatcherClosedError)
       return reply.code(503).send({ error: 'closing', message: 'the sidecar is shutting down' });
+    // an operator's route (state, holds, reset, bans…) while Redis is away: an outage, not a bug
+    if (err instanceof StoreUnavailableError)
+      return reply.code(503).send({ error: 'store-unavailable', message: err.message });
     const status = err.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       // fastify's own refusals (invalid JSON, body too large, unsupported media type): say where

@@ -1123,6 +1123,14 @@ export class RedisStore implements Store, OperableStore {
    * a hot path: its cost grows with the keyspace), each ban's end read with GET.
    */
   async bans(req: BansRequest = {}): Promise<BansResult> {
+    try {
+      return await this.readBans(req);
+    } catch (err) {
+      throw unavailable(err); // Redis away: StoreUnavailableError, as every other operation says it
+    }
+  }
+
+  private async readBans(req: BansRequest): Promise<BansResult> {
     const now = req.now ?? (await this.redisTimeUs());
     const esc = (s: string) => s.replace(/[*?[\]\\]/g, '\\$&');
     const match = `${esc(this.prefix)}${this.keys.hashTags ? '{*}:' : ''}attr:*:ban`;
