@@ -13,7 +13,7 @@ import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { AdmitRequest, AdmitResult, Store } from '../src/store/types.js';
 import { uniquePrefix } from './admission/stores.js';
-import { newRedisClient, startRedisServer, type RedisServer } from './helpers/redis.js';
+import { newRedisClient, redisForSuite } from './helpers/redis.js';
 
 /** Calls holding a channel at peer p now. */
 const held = async (store: Store) => (await store.holds({ tag: peerTag('p'), name: peerBucket('p') })).holds;
@@ -45,19 +45,15 @@ describe('CallGate: a release issued while its admission is decided', function (
   });
 
   describe('on Redis', () => {
-    let server: RedisServer | undefined;
+    const suite = redisForSuite();
     const clients: Redis[] = [];
-    before(async () => {
-      server = await startRedisServer();
-    });
-    after(async () => {
+    after(() => {
       for (const c of clients) c.disconnect();
-      await server?.stop();
     });
 
     it("a new gate's first call, released at once: released, nothing left held", async () => {
       for (let i = 0; i < 3; i++) {
-        const redis = newRedisClient(server!);
+        const redis = newRedisClient(suite.handle); // a new connection too: the first call of a new store
         clients.push(redis);
         const store = new RedisStore({ redis, prefix: uniquePrefix('order') });
         const gate = await CallGate.create({ config, store });
