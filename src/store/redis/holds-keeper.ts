@@ -333,8 +333,6 @@ export class HoldsKeeper {
       for (let i = 0; i < list.length; i += size) batches.push([lost, list.slice(i, i + size)]);
     }
     if (batches.length === 0) batches.push([mode === 'lost', []]); // the marker alone
-    // what this lane's earlier passes saw of the other processes
-    const seen = this.peers.get(lane);
     for (const [i, [lost, batch]] of batches.entries()) {
       const req: ReassertRequest = {
         tag,
@@ -362,13 +360,12 @@ export class HoldsKeeper {
       this.tokens.set(lane, r.token);
       // the grace waits for other processes' holds: a process that saw no other needs none
       const graceLeftMs = Math.max(0, (r.graceUntil - r.now) / 1000);
-      // (one look is not enough: processes started together register one after the other; a
-      // look is a pass, whatever its script calls, so the looks are apart in time)
+      // (one look is not enough: processes started together register one after the other)
+      const seen = this.peers.get(lane);
       if (graceLeftMs > 0 && (seen === undefined || seen.looks < 2 || seen.others > 0))
         graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
       // a store that lost its state also lost who was there: keep what was seen before
-      if (i === 0 && !r.markerMissing && !changed)
-        this.peers.set(lane, { others: r.others, looks: (seen?.looks ?? 0) + 1 });
+      if (!r.markerMissing && !changed) this.peers.set(lane, { others: r.others, looks: (seen?.looks ?? 0) + 1 });
       r.statuses.forEach((status, j) => {
         const c = batch[j]!;
         if (status === 'ended' || status === 'gone') {
