@@ -8,7 +8,7 @@ import { checkIdArgument } from '../ids.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { checkFields, show } from '../input-fields.js';
 import type { SafeEmitter } from '../events.js';
-import { holdNames } from '../holds/ledger.js';
+import { reassertCall } from '../holds/ledger.js';
 import { MemoryStore } from '../store/memory-store.js';
 import { MAX_REASSERT_CALLS } from '../store/reassert.js';
 import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
@@ -453,14 +453,7 @@ function seedLocal(local: MemoryStore, store: Store): void {
   for (const [tag, calls] of store.ledger.byTag(now, true, true)) {
     const inbound = calls.filter((c) => c.direction === 'in');
     for (let i = 0; i < inbound.length; i += MAX_REASSERT_CALLS)
-      local.reassertSync({
-        tag,
-        now,
-        mode: 'lost',
-        calls: inbound
-          .slice(i, i + MAX_REASSERT_CALLS)
-          .map((c) => ({ id: c.id, direction: 'in' as const, names: holdNames(c.hold), end: c.hold.end })),
-      });
+      local.reassertSync({ tag, now, mode: 'lost', calls: inbound.slice(i, i + MAX_REASSERT_CALLS).map(reassertCall) });
   }
 }
 

@@ -9,7 +9,7 @@
  * clock (Redis TIME); only calls decided on live time enter (a virtual clock's ends mean nothing
  * to a restarted Redis).
  */
-import type { Bucket } from '../store/types.js';
+import type { Bucket, ReassertCall } from '../store/types.js';
 
 /**
  * One side of a call: its hash tag, its buckets (inbound: the plan's own readonly list, shared,
@@ -61,6 +61,11 @@ export function holdNames(hold: LedgerHold): readonly string[] {
     channelNames.set(buckets, names);
   }
   return names;
+}
+
+/** A ledger call as a re-assertion writes it (types.ts, ReassertCall). */
+export function reassertCall(c: LedgerCall): ReassertCall {
+  return { id: c.id, direction: c.direction, names: holdNames(c.hold), end: c.hold.end };
 }
 
 export class HoldLedger {

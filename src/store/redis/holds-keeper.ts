@@ -41,9 +41,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { SafeEmitter } from '../../events.js';
-import { holdNames, type HoldLedger, type LedgerCall } from '../../holds/ledger.js';
+import { holdNames, reassertCall, type HoldLedger, type LedgerCall } from '../../holds/ledger.js';
 import { MAX_REASSERT_CALLS, SYNC_BATCH_CALLS } from '../reassert.js';
-import type { ReassertCall, ReassertRequest, ReassertResult, StoreEvents } from '../types.js';
+import type { ReassertRequest, ReassertResult, StoreEvents } from '../types.js';
 
 export interface HoldsKeeperOptions {
   readonly ledger: HoldLedger;
@@ -336,9 +336,7 @@ export class HoldsKeeper {
     for (const [i, [lost, batch]] of batches.entries()) {
       const req: ReassertRequest = {
         tag,
-        calls: batch.map(
-          (c): ReassertCall => ({ id: c.id, direction: c.direction, names: holdNames(c.hold), end: c.hold.end }),
-        ),
+        calls: batch.map(reassertCall),
         mode: lost ? 'lost' : 'sync',
         token: known,
         graceUs: this.opts.graceMs * 1000,
