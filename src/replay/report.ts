@@ -266,10 +266,11 @@ export function rejectedBy(by: Record<string, number>, shown = REJECTED_BY_SHOWN
   return `${head}, and ${rest.length} more buckets with ${calls} calls (--json lists all)`;
 }
 
-/** Why a level's "rejected" exceeds the summary's count for it: said next to the table. */
 /** What a level's peak is (the text table, the HTML). */
 export const PEAK_NOTE =
   'peak = most calls admitted in any window of the limit (a sliding window: the highest estimate a call was admitted under, counted before it)';
+
+/** Why a level's "rejected" exceeds the summary's count for it: said next to the table. */
 export const LEVEL_REJECTED_NOTE =
   'rejected = calls of the level refused by any of their levels, so one refusal counts at each level of the call; the summary line counts it once, under the level that refused';
 

@@ -202,10 +202,6 @@ export class DelayList {
   private sorted = true;
   max = 0;
 
-  get count(): number {
-    return this.n;
-  }
-
   add(us: number): void {
     if (this.n === this.values.length) {
       const grown = new Float64Array(this.n * 2);
