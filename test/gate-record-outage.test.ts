@@ -19,14 +19,16 @@ describe('CallGate: calls decided during an outage hold their channels', functio
   this.timeout(30_000);
   let server: RedisServer | undefined;
   let redis: Redis | undefined;
+  before(async () => {
+    server = await startRedisServer();
+  });
   after(async () => {
     redis?.disconnect();
     await server?.stop();
   });
 
   it('the emergency call is written back when Redis returns empty, and its release frees it', async () => {
-    server = await startRedisServer();
-    redis = newRedisClient(server);
+    redis = newRedisClient(server!);
     redis.on('error', () => undefined); // Redis killed on purpose
     const store = new RedisStore({ redis, prefix: uniquePrefix('record-outage'), holds: { graceMs: 200 } });
     const config = { inbound: { defaultPeer: [{ limit: 100, window: '1s' }, { channels: 10 }] } };
@@ -35,11 +37,11 @@ describe('CallGate: calls decided during an outage hold their channels', functio
     const held = async () => (await store.holds({ tag: peerTag('p'), name: peerBucket('p') })).holds;
     expect((await gate.admit({ callId: 'c1', peer: 'p' })).admitted).to.equal(true);
     await sleep(300); // the holds keeper has seen the store
-    await server.kill();
+    await server!.kill();
     const sos = await gate.record({ callId: 'sos', peer: 'p' });
     expect(sos).to.include({ admitted: true, forced: true, degraded: 'fail-closed' });
     expect((await gate.admit({ callId: 'c2', peer: 'p' })).admitted, 'an ordinary call is refused').to.equal(false);
-    await server.restart();
+    await server!.restart();
     let n = 0;
     for (let i = 0; i < 50 && (n = await held().catch(() => 0)) < 2; i++) await sleep(100);
     expect(n, 'c1 and the emergency call hold').to.equal(2);
@@ -49,16 +51,14 @@ describe('CallGate: calls decided during an outage hold their channels', functio
   });
 
   it('policy local: the stand-in counts the calls in progress from before the outage', async () => {
-    server ??= await startRedisServer();
-    await server.restart();
-    const client = newRedisClient(server);
+    const client = newRedisClient(server!);
     client.on('error', () => undefined);
     const store = new RedisStore({ redis: client, prefix: uniquePrefix('local-outage'), holds: { graceMs: 200 } });
     const config = { inbound: { defaultPeer: [{ limit: 100, window: '1s' }, { channels: 3 }] } };
     const gate = await CallGate.create({ config, store, timeoutMs: 300, policy: 'local' });
     gate.on('error', () => undefined);
     for (const id of ['h1', 'h2', 'h3']) expect((await gate.admit({ callId: id, peer: 'p' })).admitted).to.equal(true);
-    await server.kill();
+    await server!.kill();
     const x1 = await gate.admit({ callId: 'x1', peer: 'p' });
     expect(x1).to.include({ admitted: false, limitedBy: 'peer:p', reason: 'channels', degraded: 'local' });
     // a hang-up during the outage gives its channel back there too
