@@ -21,7 +21,7 @@ import { slotOf } from '../store/redis/slot.js';
 import { scripts, type ScriptName } from '../store/redis/scripts.js';
 import { type DemandParams, demandParams } from './demand.js';
 import { encodeId, carrierName } from '../store/keys.js';
-import { RedisKeys } from '../store/redis/redis-keys.js';
+import { RedisKeys, holdsKey, logKey } from '../store/redis/redis-keys.js';
 import { CARRIER_LEASE_WINDOW_US, leasedCarrier } from './carriers.js';
 import { laneTag, checkLanes, leasedLevel, OVERFLOW_TAG } from './lanes.js';
 import { reclaim, restore } from './lost.js';
@@ -278,7 +278,7 @@ export class LeaseCoordinator {
         const base = `${prefix}{${tag}}:global`;
         this.lanes.push({
           redis: d.redis,
-          keys: [`${base}:share`, `${base}:log`, `${base}:ch`],
+          keys: [`${base}:share`, logKey(base), holdsKey(base)],
           waitReplicas: d.waitReplicas ?? 0,
           overflow: tag === OVERFLOW_TAG,
           retired: tag === OVERFLOW_TAG && d.overflow !== true,

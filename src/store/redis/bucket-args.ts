@@ -5,6 +5,7 @@
  */
 import type { Bucket, Limit } from '../types.js';
 import { logRetention } from '../validate.js';
+import { holdsKey, logKey, windowKey } from './redis-keys.js';
 
 /** A bucket's part of the script arguments (lua/includes/buckets.lua), per bucket and tag. */
 export interface BucketArgs {
@@ -93,7 +94,7 @@ export function trimBound(t: number, r: number, L: number): number {
  */
 export function bucketArgsOf(tag: string, base: string, bucket: Bucket, leased = false): BucketArgs {
   const retention = logRetention(bucket);
-  const keys: string[] = retention > 0 ? [`${base}:log`] : [];
+  const keys: string[] = retention > 0 ? [logKey(base)] : [];
   const windows = new Map<number, number>();
   // sliding-log limits widest window first (admit.lua and admit-lone.lua skip a count a wider one decides)
   const ordered = [...bucket.limits].sort((x, y) => logWindow(y) - logWindow(x));
@@ -101,13 +102,13 @@ export function bucketArgsOf(tag: string, base: string, bucket: Bucket, leased =
   for (const lim of ordered) {
     let off = 0;
     if (lim.algorithm !== 'sliding-log') {
-      off = windows.get(lim.windowUs) ?? keys.push(`${base}:win:${lim.windowUs}`) - 1;
+      off = windows.get(lim.windowUs) ?? keys.push(windowKey(base, lim.windowUs)) - 1;
       windows.set(lim.windowUs, off);
     }
     limits.push(ALGO_CODE[lim.algorithm], String(lim.limit), String(lim.windowUs), String(off));
   }
   const channels = bucket.channels ?? 0;
-  const hoff = channels > 0 ? keys.push(`${base}:ch`) - 1 : 0;
+  const hoff = channels > 0 ? keys.push(holdsKey(base)) - 1 : 0;
   let m = ordered.length;
   const ban = bucket.ban;
   if (ban !== undefined) {

@@ -9,7 +9,7 @@ import { carrierTag } from '../keys.js';
 import { rateText } from '../slots.js';
 import type { Carrier, InspectRequest, Limit } from '../types.js';
 import { ArgsBuilder, bucketArgsOf } from './bucket-args.js';
-import type { RedisKeys } from './redis-keys.js';
+import { type RedisKeys, holdsKey } from './redis-keys.js';
 
 /** Buckets in one call, at most. */
 const CHUNK = 256;
@@ -99,7 +99,7 @@ export function carrierInspectArgv(
   const entries: string[] = [];
   for (const c of carriers) entries.push(keyOf(keys.carrier(c)), rateText(c), '', '0', '0', '0');
   carriers.forEach((c, i) => {
-    entries[6 * i + 2] = (c.channels ?? 0) > 0 ? keyOf(`${keys.carrier(c)}:ch`) : '0';
+    entries[6 * i + 2] = (c.channels ?? 0) > 0 ? keyOf(holdsKey(keys.carrier(c))) : '0';
   });
   carriers.forEach((c, i) => {
     if (!leased.has(c.name)) return;

@@ -14,6 +14,13 @@
 import { carrierTag } from '../keys.js';
 import type { Carrier } from '../types.js';
 
+/** A bucket's sliding log: `<base>:log` (base: RedisKeys.base of its tag and name). */
+export const logKey = (base: string): string => `${base}:log`;
+/** A bucket's fixed- and sliding-window counts of windows of `windowUs`: `<base>:win:<W>`. */
+export const windowKey = (base: string, windowUs: number): string => `${base}:win:${windowUs}`;
+/** A bucket's or a carrier's holds set (its calls in progress): `<base>:ch`. */
+export const holdsKey = (base: string): string => `${base}:ch`;
+
 export class RedisKeys {
   constructor(
     readonly prefix: string,
@@ -25,12 +32,12 @@ export class RedisKeys {
     return this.hashTags ? `${this.prefix}{${tag}}:${name}` : `${this.prefix}${name}`;
   }
 
-  /** A bucket's holds set (its calls in progress): `<base>:ch`. */
+  /** A bucket's holds set (its calls in progress). */
   holds(tag: string, name: string): string {
-    return `${this.base(tag, name)}:ch`;
+    return holdsKey(this.base(tag, name));
   }
 
-  /** A carrier's last slot; its holds are this key with `:ch`. */
+  /** A carrier's last slot; its holds are holdsKey of this key. */
   carrier(c: Pick<Carrier, 'name'>): string {
     return this.base(carrierTag(c.name), c.name);
   }
@@ -41,7 +48,7 @@ export class RedisKeys {
    */
   carrierLease(c: Pick<Carrier, 'name'>): readonly [share: string, slots: string, holds: string] {
     const key = this.carrier(c);
-    return [`${key}:share`, `${key}:slots`, `${key}:ch`];
+    return [`${key}:share`, `${key}:slots`, holdsKey(key)];
   }
 
   /** The inbound call record of call id `id` (encoded) on `tag`. */

@@ -109,7 +109,7 @@ import { isCluster, RedisConnection, unavailable } from './connection.js';
 import { bucketInspectCalls, carrierGroups } from './inspect-args.js';
 import { inspectedBuckets, inspectedCarriers } from './inspect-reply.js';
 import { KnownLogs } from './known-logs.js';
-import { RedisKeys } from './redis-keys.js';
+import { RedisKeys, holdsKey, logKey, windowKey } from './redis-keys.js';
 import { slotOf } from './slot.js';
 import {
   MAX_BATCH_LIMIT,
@@ -713,7 +713,7 @@ export class RedisStore implements Store, OperableStore {
 
   async count(req: CountRequest): Promise<CountResult> {
     checkCount(req);
-    const key = `${this.keys.base(req.tag, req.bucket)}:log`;
+    const key = logKey(this.keys.base(req.tag, req.bucket));
     const r = (await this.run('count', [key], [req.now ?? '', req.windowUs], req.signal)) as (string | number)[];
     return { count: Number(r[0]), now: Number(r[1]) };
   }
@@ -1212,9 +1212,9 @@ export class RedisStore implements Store, OperableStore {
   async reset(req: ResetRequest): Promise<ResetResult> {
     checkReset(req);
     const base = this.keys.base(req.tag, req.bucket.name);
-    const windows = counterWindows(req.bucket).map((w) => `${base}:win:${w}`);
+    const windows = counterWindows(req.bucket).map((w) => windowKey(base, w));
     const args = [req.now ?? '', this.keys.base(req.tag, '')];
-    const r = (await this.run('reset', [`${base}:log`, `${base}:ch`, ...windows], args, req.signal)) as (
+    const r = (await this.run('reset', [logKey(base), holdsKey(base), ...windows], args, req.signal)) as (
       | string
       | number
     )[];

@@ -5,7 +5,7 @@ import type { Pending } from './batcher.js';
 import { num } from './bucket-args.js';
 import { runsOf } from './call-runs.js';
 import { rateText } from '../slots.js';
-import type { RedisKeys } from './redis-keys.js';
+import { type RedisKeys, holdsKey } from './redis-keys.js';
 
 /** A reservation waiting for its batch. */
 export interface PendingReserve extends Pending<ReserveResult> {
@@ -92,7 +92,7 @@ export function reserveArgv(items: readonly PendingReserve[], clock: string, env
         rateText(c),
         String(c.maxWaitUs),
         String(channels),
-        channels > 0 ? keyOf(`${key}:ch`) : '0',
+        channels > 0 ? keyOf(holdsKey(key)) : '0',
       );
     }
     const id = entry.join(' ');
