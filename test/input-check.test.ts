@@ -64,4 +64,30 @@ describe('call input from JavaScript', () => {
     await refused(() => reserve({ callId: '', route: ['c1'] }), 'callId');
     await refused(() => gate.release(10n as never), 'callId', '10n');
   });
+
+  it('a route entry that is not a carrier id is refused at its position, a hole of a sparse array too', async () => {
+    const reserve = gate.reserve as (x: unknown) => Promise<unknown>;
+    const dispatch = gate.dispatch as (x: unknown) => Promise<unknown>;
+    // biome-ignore lint/suspicious/noSparseArray: the hole is the case
+    const sparse = [, 'c1'];
+    const cases: [unknown[], string][] = [
+      [sparse, 'route[0] must be a string, got a hole (route is a sparse array)'],
+      [['c1', undefined], 'route[1] must be a string, got undefined'],
+      [[null, 'c1'], 'route[0] must be a string, got null'],
+      [['c1', 'c1', 3], 'route[2] must be a string, got 3'],
+      [['c1', ''], 'route[1] must not be empty'],
+    ];
+    for (const [route, message] of cases) {
+      for (const op of [reserve, dispatch]) {
+        const err = await op.call(gate, { callId: 'o', route }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err, message).to.be.instanceOf(InvalidArgumentError);
+        expect((err as Error).message).to.equal(message);
+      }
+    }
+    // nothing taken: the carrier's slot is still free
+    expect(await gate.reserve({ callId: 'o', route: ['c1'] })).to.include({ outcome: 'dispatched', delayMs: 0 });
+  });
 });

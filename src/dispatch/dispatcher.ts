@@ -214,12 +214,14 @@ function checkInput(input: DispatchInput): void {
   if (typeof input !== 'object' || input === null) fail('dispatch input must be an object');
   checkFields(input, DISPATCH_FIELDS, 'dispatch input');
   checkIdArgument('callId', input.callId);
-  if (!Array.isArray(input.route) || !input.route.every((c) => typeof c === 'string')) {
-    fail(`route must be an array of carrier ids (strings), got ${show(input.route)}`);
+  const route: unknown = input.route;
+  if (!Array.isArray(route)) fail(`route must be an array of carrier ids (strings), got ${show(route)}`);
+  // by index, not every()/forEach(): those skip the holes of a sparse array (`[, 'A']`), which
+  // then reached the decision as an id `undefined`; each entry named by its position
+  for (let i = 0; i < route.length; i++) {
+    if (!(i in route)) fail(`route[${i}] must be a string, got a hole (route is a sparse array)`);
+    checkIdArgument(`route[${i}]`, route[i]);
   }
-  input.route.forEach((c, i) => {
-    checkIdArgument(`route[${i}]`, c);
-  });
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
     fail(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
   }
