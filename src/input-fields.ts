@@ -15,11 +15,35 @@ export function checkFields(input: object, allowed: ReadonlySet<string>, what: s
   );
 }
 
-/** A value as an error message shows it (JSON where it can be: a bigint or a cycle cannot). */
+/**
+ * A value as an error message shows it after "got": JSON for strings, plain objects and arrays;
+ * what JSON would misstate by its kind or as JavaScript writes it (NaN and Infinity are not
+ * `null`, a Set is not `{}`, a Date is not a string, a function is not its source).
+ */
 export function show(value: unknown): string {
+  switch (typeof value) {
+    case 'number':
+      return Object.is(value, -0) ? '-0' : String(value);
+    case 'bigint':
+      return `${value}n`;
+    case 'undefined':
+    case 'symbol':
+      return String(value);
+    case 'function':
+      return 'a function';
+  }
   try {
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) {
+        const ctor = (proto as { constructor?: { name?: unknown } }).constructor?.name;
+        const name =
+          typeof ctor === 'string' && ctor !== '' ? ctor : Object.prototype.toString.call(value).slice(8, -1);
+        return `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}`;
+      }
+    }
     return JSON.stringify(value) ?? String(value);
   } catch {
-    return typeof value === 'bigint' ? `${value}n` : Object.prototype.toString.call(value);
+    return 'an object'; // a cycle, a bigint inside, a revoked Proxy, a getter that throws
   }
 }

@@ -90,4 +90,27 @@ describe('call input from JavaScript', () => {
     // nothing taken: the carrier's slot is still free
     expect(await gate.reserve({ callId: 'o', route: ['c1'] })).to.include({ outcome: 'dispatched', delayMs: 0 });
   });
+
+  it('a refusal shows what came as it is: NaN is not null, a Set is not {}, a function is not its source', async () => {
+    const reserve = (x: unknown) =>
+      gate.reserve(x as never).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    const cases: [unknown, string][] = [
+      [{ callId: Number.NaN, route: ['c1'] }, 'callId must be a string, got NaN'],
+      [{ callId: -Infinity, route: ['c1'] }, 'callId must be a string, got -Infinity'],
+      [{ callId: () => 'o', route: ['c1'] }, 'callId must be a string, got a function'],
+      [{ callId: new Date(0), route: ['c1'] }, 'callId must be a string, got a Date'],
+      [{ callId: 'o', route: new Set(['c1']) }, 'route must be an array of carrier ids (strings), got a Set'],
+      [{ callId: 'o', route: new Map() }, 'route must be an array of carrier ids (strings), got a Map'],
+      [{ callId: 'o', route: { 0: 'c1' } }, 'route must be an array of carrier ids (strings), got {"0":"c1"}'],
+      [{ callId: 'o', route: [Number.NaN] }, 'route[0] must be a string, got NaN'],
+    ];
+    for (const [input, message] of cases) {
+      const err = await reserve(input);
+      expect(err, message).to.be.instanceOf(InvalidArgumentError);
+      expect((err as Error).message).to.equal(message);
+    }
+  });
 });
