@@ -91,6 +91,48 @@ describe('call input from JavaScript', () => {
     expect(await gate.reserve({ callId: 'o', route: ['c1'] })).to.include({ outcome: 'dispatched', delayMs: 0 });
   });
 
+  it('reserve and dispatch say what their input must be and what came, the value as given', async () => {
+    const outcome = (run: () => Promise<unknown>) =>
+      run().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    const reserve = (x: unknown) => outcome(() => gate.reserve(x as never));
+    const dispatch = (x: unknown, send?: unknown, opts?: unknown) =>
+      outcome(() => gate.dispatch(x as never, send as never, opts as never));
+    const cases: [Promise<unknown>, string][] = [
+      [reserve(null), 'reserve input must be an object { callId, route }, got null'],
+      [reserve('o'), 'reserve input must be an object { callId, route }, got "o"'],
+      // an array was refused for an unknown field "0"
+      [reserve(['c1']), 'reserve input must be an object { callId, route }, got ["c1"]'],
+      [dispatch(undefined), 'dispatch input must be an object { callId, route }, got undefined'],
+      [
+        reserve({ callId: 'o', rout: ['c1'] }),
+        'reserve input: unknown field "rout" (accepted: callId, route, at, durationUs)',
+      ],
+      // a string was shown without its quotes, as if it were the number
+      [
+        reserve({ callId: 'o', route: ['c1'], at: '5' }),
+        'at must be a non-negative integer number of microseconds, got "5"',
+      ],
+      [
+        reserve({ callId: 'o', route: ['c1'], at: {} }),
+        'at must be a non-negative integer number of microseconds, got {}',
+      ],
+      [
+        reserve({ callId: 'o', route: ['c1'], durationUs: 10n }),
+        'durationUs must be a non-negative integer number of microseconds, got 10n',
+      ],
+      [dispatch({ callId: 'o', route: ['c1'] }, 'c1'), 'send must be a function, got "c1"'],
+      [dispatch({ callId: 'o', route: ['c1'] }, undefined, { onReserved: 1 }), 'onReserved must be a function, got 1'],
+    ];
+    for (const [refusal, message] of cases) {
+      const err = await refusal;
+      expect(err, message).to.be.instanceOf(InvalidArgumentError);
+      expect((err as Error).message).to.equal(message);
+    }
+  });
+
   it('a refusal shows what came as it is: NaN is not null, a Set is not {}, a function is not its source', async () => {
     const reserve = (x: unknown) =>
       gate.reserve(x as never).then(

@@ -210,9 +210,11 @@ function fail(message: string): never {
 
 const DISPATCH_FIELDS: ReadonlySet<string> = new Set(['callId', 'route', 'at', 'durationUs']);
 
-function checkInput(input: DispatchInput): void {
-  if (typeof input !== 'object' || input === null) fail('dispatch input must be an object');
-  checkFields(input, DISPATCH_FIELDS, 'dispatch input');
+function checkInput(input: DispatchInput, op: 'reserve' | 'dispatch'): void {
+  // an array is an object too, whose indexes checkFields would call unknown fields ("0")
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    fail(`${op} input must be an object { callId, route }, got ${show(input)}`);
+  checkFields(input, DISPATCH_FIELDS, `${op} input`);
   checkIdArgument('callId', input.callId);
   const route: unknown = input.route;
   if (!Array.isArray(route)) fail(`route must be an array of carrier ids (strings), got ${show(route)}`);
@@ -223,10 +225,10 @@ function checkInput(input: DispatchInput): void {
     checkIdArgument(`route[${i}]`, route[i]);
   }
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
-    fail(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
+    fail(`at must be a non-negative integer number of microseconds, got ${show(input.at)}`);
   }
   if (input.durationUs !== undefined && !(Number.isSafeInteger(input.durationUs) && input.durationUs >= 0)) {
-    fail(`durationUs must be a non-negative integer number of microseconds, got ${String(input.durationUs)}`);
+    fail(`durationUs must be a non-negative integer number of microseconds, got ${show(input.durationUs)}`);
   }
 }
 
@@ -283,7 +285,7 @@ export class Dispatcher {
 
   /** The decision alone (replay, dry runs): takes the slot, holds nothing, emits nothing. */
   async reserve(input: DispatchInput): Promise<Reservation> {
-    checkInput(input);
+    checkInput(input, 'reserve');
     if (this.closed) throw new DispatcherClosedError();
     return (await this.decide(input, this.plan(input.route))).reservation;
   }
@@ -296,10 +298,10 @@ export class Dispatcher {
   dispatch(input: DispatchInput, send?: SendFn, opts: DispatchOptions = {}): Promise<DispatchResult> {
     let route: Route;
     try {
-      checkInput(input);
-      if (send !== undefined && typeof send !== 'function') fail('send must be a function');
+      checkInput(input, 'dispatch');
+      if (send !== undefined && typeof send !== 'function') fail(`send must be a function, got ${show(send)}`);
       if (opts?.onReserved !== undefined && typeof opts.onReserved !== 'function')
-        fail('onReserved must be a function');
+        fail(`onReserved must be a function, got ${show(opts.onReserved)}`);
       if (this.calls.has(input.callId)) fail(`call ${JSON.stringify(input.callId)} is already in progress`);
       route = this.plan(input.route);
     } catch (err) {
