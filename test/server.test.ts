@@ -372,11 +372,29 @@ describe('sidecar HTTP API (in process)', () => {
         { call_id: 'c', route: ['A', 7] },
         ['body.route[1]: expected a non-empty string of at most 256 characters, got 7'],
       ],
+      // an empty route was "got an array", as if an array were not expected
       [
         '/v1/reserve',
         { call_id: 'c', route: [] },
-        ['body.route: expected an array of 1 to 32 carrier ids, got an array'],
+        [
+          'body.route: expected an array of 1 to 32 carrier ids, got an empty array (a route names at least one carrier)',
+        ],
       ],
+      // 33 entries were "got 33", as if the number had come
+      [
+        '/v1/reserve',
+        { call_id: 'c', route: Array.from({ length: 33 }, (_, i) => `c${i}`) },
+        ['body.route: expected an array of 1 to 32 carrier ids, got an array of 33'],
+      ],
+      [
+        '/v1/reserve',
+        { call_id: 'c', route: [null, 'A', ''] },
+        [
+          'body.route[0]: expected a non-empty string of at most 256 characters, got null',
+          'body.route[2]: expected a non-empty string of at most 256 characters, got ""',
+        ],
+      ],
+      ['/v1/reserve', { call_id: 'c', route: 'A' }, ['body.route: expected an array of 1 to 32 carrier ids, got "A"']],
       [
         '/v1/reserve',
         { call_id: 'x'.repeat(300), route: ['A'] },
@@ -437,6 +455,10 @@ describe('sidecar HTTP API (in process)', () => {
     expect(q2.json.problems).to.deep.equal([
       'query.route: missing (expected an array of 1 to 32 carrier ids)',
       'query.extra: unknown field',
+    ]);
+    const q3 = await get(s.app, `/v1/reserve?call_id=c${'&route=A'.repeat(33)}`);
+    expect(q3.json.problems).to.deep.equal([
+      'query.route: expected an array of 1 to 32 carrier ids, got an array of 33',
     ]);
   });
 

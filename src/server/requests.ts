@@ -47,10 +47,16 @@ const accountWhat = `a string of at most ${MAX_ID_LENGTH} characters`;
 const account = atMostIdLength(accountWhat)(z.string({ error: expected(accountWhat) }));
 
 const routeWhat = `an array of 1 to ${MAX_ROUTE} carrier ids`;
+/**
+ * A route's bounds say what came in their own words: "got an array" for `[]` read as if any
+ * array were refused, and "got 33" for 33 entries as if the number 33 had come.
+ */
 const route = z
   .array(id, { error: expected(routeWhat) })
-  .min(1, { error: expected(routeWhat) })
-  .max(MAX_ROUTE, { error: (iss) => `expected ${routeWhat}, got ${String((iss.input as unknown[]).length)}` });
+  .min(1, { error: `expected ${routeWhat}, got an empty array (a route names at least one carrier)` })
+  .max(MAX_ROUTE, {
+    error: (iss) => `expected ${routeWhat}, got an array of ${String((iss.input as unknown[]).length)}`,
+  });
 
 const object = { error: expected('an object') };
 
