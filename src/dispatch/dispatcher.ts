@@ -2,7 +2,7 @@
  * Outbound dispatch: leaky-bucket pacing with reroute (DESIGN.md "Leaky bucket (outbound)").
  *
  * One `store.reserve` per call covers its whole route (configured carriers only, in route
- * order, first occurrence of a repeated id only): one atomic script on a single Redis; on a
+ * order, a repeated id tried again: see plan()): one atomic script on a single Redis; on a
  * Cluster, where each carrier has a shard of its own, one carrier at a time in issue order, with
  * the same decisions (RedisStore.reserve). The call is then held on the clock until its
  * slot and handed to `send(carrier)`.

@@ -56,7 +56,10 @@ const route = z
   .min(1, { error: `expected ${routeWhat}, got an empty array (a route names at least one carrier)` })
   .max(MAX_ROUTE, {
     error: (iss) => `expected ${routeWhat}, got an array of ${String((iss.input as unknown[]).length)}`,
-  });
+  })
+  .describe(
+    `Carrier ids in order of preference, 1 to ${MAX_ROUTE}: ids that are not configured carriers are skipped (listed in \`skipped\`), an id named twice is tried twice`,
+  );
 
 const object = { error: expected('an object') };
 
