@@ -133,6 +133,32 @@ describe('call input from JavaScript', () => {
     }
   });
 
+  it('admit says what its input must be and what came, the value as given', async () => {
+    const admit = (x: unknown) =>
+      gate.admit(x as never).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    const cases: [Promise<unknown>, string][] = [
+      [admit(undefined), 'admit input must be an object { callId, peer }, got undefined'],
+      [admit('a'), 'admit input must be an object { callId, peer }, got "a"'],
+      // an array was refused for an unknown field "0"
+      [admit(['a']), 'admit input must be an object { callId, peer }, got ["a"]'],
+      // a string was shown without its quotes, as if it were the number; an object as [object Object]
+      [admit({ callId: 'a', peer: 'p', at: '5' }), 'at must be a non-negative integer number of microseconds, got "5"'],
+      [admit({ callId: 'a', peer: 'p', at: {} }), 'at must be a non-negative integer number of microseconds, got {}'],
+      [
+        admit({ callId: 'a', peer: 'p', durationUs: Number.NaN }),
+        'durationUs must be a non-negative integer number of microseconds, got NaN',
+      ],
+    ];
+    for (const [refusal, message] of cases) {
+      const err = await refusal;
+      expect(err, message).to.be.instanceOf(InvalidArgumentError);
+      expect((err as Error).message).to.equal(message);
+    }
+  });
+
   it('a refusal shows what came as it is: NaN is not null, a Set is not {}, a function is not its source', async () => {
     const reserve = (x: unknown) =>
       gate.reserve(x as never).then(

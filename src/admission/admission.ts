@@ -126,8 +126,9 @@ const ADMIT_FIELDS: ReadonlySet<string> = new Set([
 ]);
 
 function checkInput(input: AdmitInput): void {
-  if (typeof input !== 'object' || input === null)
-    throw new InvalidArgumentError(`admit input must be an object, got ${String(input)}`);
+  // an array is an object too, whose indexes checkFields would call unknown fields ("0")
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw new InvalidArgumentError(`admit input must be an object { callId, peer }, got ${show(input)}`);
   checkFields(input, ADMIT_FIELDS, 'admit input');
   checkIdArgument('callId', input.callId);
   checkIdArgument('peer', input.peer);
@@ -142,11 +143,11 @@ function checkInput(input: AdmitInput): void {
     for (const [name, value] of Object.entries(input.fields)) checkIdArgument(`fields.${name}`, value, { empty: true });
   }
   if (input.at !== undefined && !(Number.isSafeInteger(input.at) && input.at >= 0)) {
-    throw new InvalidArgumentError(`at must be a non-negative integer number of microseconds, got ${String(input.at)}`);
+    throw new InvalidArgumentError(`at must be a non-negative integer number of microseconds, got ${show(input.at)}`);
   }
   if (input.durationUs !== undefined && !(Number.isSafeInteger(input.durationUs) && input.durationUs >= 0)) {
     throw new InvalidArgumentError(
-      `durationUs must be a non-negative integer number of microseconds, got ${String(input.durationUs)}`,
+      `durationUs must be a non-negative integer number of microseconds, got ${show(input.durationUs)}`,
     );
   }
 }
