@@ -221,6 +221,18 @@ describe('replay: a call id given again is a call of its own', function () {
     }
   });
 
+  it('an "out" row with an empty route is decided, rejected as all-routes-congested, not a problem', async () => {
+    // a call that names no carrier is one whose carriers none can take, as the contract's loop
+    // over an empty route decides it and as the library decides route: []; it stopped the whole
+    // replay before ("empty route")
+    const rows = ['1000000000.0,a,out,A', '1000000000.1,e1,out,', '1000000000.2,e2,out, | ', '1000000000.3,b,out,A'];
+    const cfg = { outbound: { carriers: { A: { cps: 10 } } } };
+    for (const store of [new MemoryStore(), new RedisStore({ redis, prefix: `t:replay:empty:${Date.now()}:` })]) {
+      expect(await replayRows('empty-route.csv', rows, cfg, store)).to.deep.equal(['a 0', 'e1 null', 'e2 null', 'b 0']);
+      if (store instanceof RedisStore) await store.clear();
+    }
+  });
+
   it('on Redis: the same decisions', async () => {
     const store = new RedisStore({ redis, prefix: `t:replay:repeat-out:${Date.now()}:` });
     try {

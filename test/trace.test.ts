@@ -389,8 +389,8 @@ describe('trace reader', () => {
           '1,c,sideways,p,,\n' + // 4
           '1,c,in,,,\n' + // 5
           '1,c,in,   ,,\n' + // 6
-          '1,c,out,p,,\n' + // 7
-          '1,c,out,p,, | \n' + // 8
+          '1,e7,out,p,,\n' + // 7: an empty route is a call naming no carrier, not a problem
+          '1,e8,out,p,, | \n' + // 8: the same
           '1,c,in,p\n' + // 9
           '1,c,in,p,,,extra\n' + // 10
           ',c,in,p,,\n' + // 11
@@ -399,14 +399,17 @@ describe('trace reader', () => {
           '2018-08-28T12:20:25,c,IN,p,,\n' + // 14: two problems
           '2,ok2,out,,,A\n', // 15
       );
-      expect(calls.map((c) => c.callId)).to.deep.equal(['ok1', 'ok2']);
+      expect(calls.map((c) => [c.callId, c.route])).to.deep.equal([
+        ['ok1', undefined],
+        ['e7', []],
+        ['e8', []],
+        ['ok2', ['A']],
+      ]);
       expect(problems).to.deep.equal([
         't.csv:3: column "time": bad time "abc"',
         't.csv:4: column "direction": unknown direction "sideways" (expected "in" or "out")',
         't.csv:5: column "peer": missing peer (required on "in" rows)',
         't.csv:6: column "peer": missing peer (required on "in" rows)',
-        't.csv:7: column "route": missing route (required on "out" rows)',
-        't.csv:8: column "route": empty route " | "',
         't.csv:9: expected 6 cells as in the header, found 4',
         't.csv:10: expected 6 cells as in the header, found 7',
         't.csv:11: column "time": missing time',
@@ -415,6 +418,12 @@ describe('trace reader', () => {
         't.csv:14: column "time": bad time "2018-08-28T12:20:25" (no zone: add Z or an offset such as +02:00)',
         't.csv:14: column "direction": unknown direction "IN" (expected "in" or "out")',
       ]);
+    });
+
+    it('"out" rows in a trace without a route column: each a problem, the column named', async () => {
+      const { calls, problems } = await read('time,call_id,direction,peer\n1,i,in,p\n2,o,out,p\n');
+      expect(calls.map((c) => c.callId)).to.deep.equal(['i']);
+      expect(problems).to.deep.equal(['t.csv:3: column "route": no route column (required with "out" rows)']);
     });
 
     it('rows of empty cells (a spreadsheet export) are skipped as blank lines', async () => {

@@ -2,8 +2,9 @@
  * Call-trace reader: the contract's "Call trace" CSV, streamed row by row.
  *
  * - Header row, columns by name in any order; unknown columns are ignored. `time`, `call_id`
- *   and `direction` are required columns; `peer` is required on `in` rows, `route` on `out`
- *   rows; `account` is optional (an empty cell means no account); `duration` is optional (an
+ *   and `direction` are required columns; `peer` is required on `in` rows, the `route` column
+ *   with `out` rows (an empty route cell is a call naming no carrier, rejected as
+ *   all-routes-congested); `account` is optional (an empty cell means no account); `duration` is optional (an
  *   empty cell means the call's end was never reported).
  * - Blank lines (empty or whitespace only) and lines whose first character is `#` are skipped.
  *   A `#` anywhere else is data: peer ids may contain it.
@@ -609,7 +610,10 @@ function decodeRow(
       .split('|')
       .map((s) => s.trim())
       .filter((s) => s !== '');
-    if (parts.length > 0) route = parts;
+    // an empty cell (or separators only) on an "out" row is a call that names no carrier: it is
+    // decided, rejected as all-routes-congested, as one whose carriers are none configured (and as
+    // the library decides route: []), never a problem that stops the whole replay
+    if (parts.length > 0 || direction === 'out') route = parts;
   }
 
   const durationText = cell('duration')?.trim() ?? '';
@@ -630,14 +634,7 @@ function decodeRow(
       bad(column, `${column === 'route' ? `carrier ${show(id!.slice(0, 40))}` : 'id'} ${problem}`);
   }
   if (direction === 'in' && peer === undefined) bad('peer', 'missing peer (required on "in" rows)');
-  if (direction === 'out' && route === undefined) {
-    bad(
-      'route',
-      routeText === undefined || routeText.trim() === ''
-        ? 'missing route (required on "out" rows)'
-        : `empty route ${show(routeText)}`,
-    );
-  }
+  if (direction === 'out' && route === undefined) bad('route', 'no route column (required with "out" rows)');
   if (!ok) return undefined;
 
   const call: TraceCall = { line, time: time!, callId, direction: direction! };
