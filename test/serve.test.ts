@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { laneOf, laneTag } from '../src/lease/lanes.js';
 import { rawCommand, startRedisServer, type RedisServer } from './helpers/redis.js';
 import { runNode } from './helpers/run.js';
@@ -89,6 +90,35 @@ describe('callgate serve (the command, on Redis)', function () {
       expect((r.json.sip as Json).status).to.equal(503);
     }
     expect((await call(`${a.url}/readyz`)).json).to.deep.equal({ status: 'ready', store: 'redis' });
+  });
+
+  it('a body declared latin1 or sent gzipped is a 415 over HTTP, counted nowhere; UTF-8 as is decides', async () => {
+    const s = await start(file('coding.json', limits(1)));
+    const admit = async (body: Buffer, headers: Record<string, string>) => {
+      const r = await fetch(`${s.url}/v1/admit`, { method: 'POST', body: new Uint8Array(body), headers });
+      return { status: r.status, acceptEncoding: r.headers.get('accept-encoding'), json: (await r.json()) as Json };
+    };
+    const reads = 'the sidecar reads application/json in UTF-8 (charset=utf-8 or none) with no content-encoding';
+    const refused = (message: string, acceptEncoding: string | null) => ({
+      status: 415,
+      acceptEncoding,
+      json: { error: 'unsupported-media-type', message, problems: [message] },
+    });
+    // the latin1 bytes of `Ã©` are the UTF-8 bytes of `é`: read as UTF-8, they were the call `é`
+    const latin1 = await admit(Buffer.from('{"call_id":"Ã©","peer":"p1"}', 'latin1'), {
+      'content-type': 'application/json; charset=latin1',
+    });
+    expect(latin1).to.deep.equal(refused(`body: got content-type "application/json; charset=latin1"; ${reads}`, null));
+    const gzip = await admit(gzipSync('{"call_id":"g","peer":"p1"}'), {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+    });
+    expect(gzip).to.deep.equal(refused(`body: got content-encoding "gzip"; ${reads}`, 'identity'));
+    // p1 takes one call in 10 s: the refused ones took nothing
+    const utf8 = await admit(Buffer.from('{"call_id":"é","peer":"p1"}'), {
+      'content-type': 'application/json; charset="UTF-8"',
+    });
+    expect([utf8.status, utf8.json.call_id, utf8.json.outcome]).to.deep.equal([200, 'é', 'admitted']);
   });
 
   for (const overflow of [[], ['--lease-overflow']])

@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import type { FastifyInstance } from 'fastify';
 import { VirtualClock } from '../src/clock.js';
 import { CallGate } from '../src/gate.js';
@@ -311,6 +312,128 @@ describe('sidecar HTTP API (in process)', () => {
     const r = await post(s.app, '/v1/admit', JSON.stringify({ call_id: 'c', peer: 'p1', pad: 'x'.repeat(2000) }));
     expect(r.status).to.equal(413);
     expect(r.json.error).to.equal('too-large');
+  });
+
+  it('a body in another charset or with a content coding: a 415 naming it, on every route that reads a body', async () => {
+    s = await setup();
+    const app = s.app;
+    const send = async (method: 'POST' | 'DELETE', url: string, payload: Buffer, headers: Record<string, string>) => {
+      const r = await app.inject({ method, url, payload, headers });
+      return { status: r.statusCode, json: r.json() as Json, acceptEncoding: r.headers['accept-encoding'] };
+    };
+    const reads = (type: string) =>
+      `the sidecar reads ${type} in UTF-8 (charset=utf-8 or none) with no content-encoding`;
+    const refused = (problems: string[], acceptEncoding?: string) => ({
+      status: 415,
+      json: { error: 'unsupported-media-type', message: problems[0], problems },
+      acceptEncoding,
+    });
+    const JSON_TYPE = 'application/json';
+    const FORM_TYPE = 'application/x-www-form-urlencoded';
+    // every route that takes a body (the POST routes of the API's own document), and one that
+    // takes none but whose body fastify reads all the same
+    const doc = (await get(app, '/v1/openapi.json')).json as { paths: Record<string, Record<string, unknown>> };
+    const posts = Object.entries(doc.paths)
+      .filter(([, ops]) => 'post' in ops)
+      .map(([path]) => path);
+    const bodies: Record<string, object> = {
+      '/v1/admit': { call_id: 'Ã©', peer: 'p1' },
+      '/v1/record': { call_id: 'Ã©', peer: 'p1' },
+      '/v1/reserve': { call_id: 'Ã©', route: ['A'] },
+      '/v1/release': { call_id: 'Ã©' },
+      '/v1/refresh': { call_id: 'Ã©' },
+      '/v1/reload': {},
+      '/v1/reset': { bucket: 'peer:p1' },
+    };
+    expect(posts.sort()).to.deep.equal(Object.keys(bodies).sort());
+    const routes: ['POST' | 'DELETE', string, object][] = [
+      ...Object.entries(bodies).map(([url, body]): ['POST', string, object] => ['POST', url, body]),
+      ['DELETE', '/v1/bans/caller/x', {}],
+    ];
+    for (const [method, url, body] of routes) {
+      const text = JSON.stringify(body);
+      // latin1 bytes of `Ã©` are the UTF-8 bytes of `é`: read as UTF-8 they were another id
+      const latin1 = await send(method, url, Buffer.from(text, 'latin1'), {
+        'content-type': 'application/json; charset=latin1',
+      });
+      expect(latin1, `${method} ${url} latin1`).to.deep.equal(
+        refused([`body: got content-type "application/json; charset=latin1"; ${reads(JSON_TYPE)}`]),
+      );
+      const gzip = await send(method, url, gzipSync(text), { 'content-type': JSON_TYPE, 'content-encoding': 'gzip' });
+      expect(gzip, `${method} ${url} gzip`).to.deep.equal(
+        refused([`body: got content-encoding "gzip"; ${reads(JSON_TYPE)}`], 'identity'),
+      );
+    }
+    // any charset but UTF-8, in any case, quoted or not; any coding but identity
+    const latin1Body = Buffer.from(JSON.stringify(bodies['/v1/admit']), 'latin1');
+    for (const type of [
+      'application/json; charset=ISO-8859-1',
+      'Application/JSON;Charset="Latin1"',
+      'application/json; charset=us-ascii',
+      'application/json; charset=utf-16',
+      'application/json; charset=',
+      'application/json; charset=utf-8; charset=latin1',
+    ]) {
+      const r = await send('POST', '/v1/admit', latin1Body, { 'content-type': type });
+      expect(r, type).to.deep.equal(refused([`body: got content-type ${JSON.stringify(type)}; ${reads(JSON_TYPE)}`]));
+    }
+    const text = JSON.stringify({ call_id: 'z', peer: 'p1' });
+    const encoded: [string, Buffer][] = [
+      ['deflate', deflateSync(text)],
+      ['br', brotliCompressSync(text)],
+      ['GZIP', gzipSync(text)],
+      ['identity, gzip', gzipSync(text)],
+      ['x-unknown', Buffer.from(text)],
+    ];
+    for (const [coding, payload] of encoded) {
+      const r = await send('POST', '/v1/admit', payload, { 'content-type': JSON_TYPE, 'content-encoding': coding });
+      expect(r, coding).to.deep.equal(
+        refused([`body: got content-encoding ${JSON.stringify(coding)}; ${reads(JSON_TYPE)}`], 'identity'),
+      );
+    }
+    // both: both named
+    const both = await send('POST', '/v1/admit', gzipSync(latin1Body), {
+      'content-type': 'application/json; charset=latin1',
+      'content-encoding': 'gzip',
+    });
+    expect(both).to.deep.equal(
+      refused(
+        [
+          `body: got content-type "application/json; charset=latin1"; ${reads(JSON_TYPE)}`,
+          `body: got content-encoding "gzip"; ${reads(JSON_TYPE)}`,
+        ],
+        'identity',
+      ),
+    );
+    // form bodies too (`%C3%A9` is `é` in UTF-8, `Ã©` in latin1)
+    const form = Buffer.from('call_id=%C3%A9&peer=p1');
+    expect(await send('POST', '/v1/admit', form, { 'content-type': `${FORM_TYPE}; charset=ISO-8859-1` })).to.deep.equal(
+      refused([`body: got content-type "${FORM_TYPE}; charset=ISO-8859-1"; ${reads(FORM_TYPE)}`]),
+    );
+    expect(
+      await send('POST', '/v1/admit', gzipSync(form), { 'content-type': FORM_TYPE, 'content-encoding': 'gzip' }),
+    ).to.deep.equal(refused([`body: got content-encoding "gzip"; ${reads(FORM_TYPE)}`], 'identity'));
+    // refused whole: none of them counted (p1 takes 2 calls a second, and the clock stood still)
+    expect((await post(app, '/v1/admit', { call_id: 'n1', peer: 'p1' })).json.outcome).to.equal('admitted');
+    expect((await post(app, '/v1/admit', { call_id: 'n2', peer: 'p1' })).json.outcome).to.equal('admitted');
+    // UTF-8, said so or not, sent as is: read, `é` the same id each way
+    const utf8 = Buffer.from(JSON.stringify({ call_id: 'é' }));
+    const ok = { status: 200, json: { call_id: 'é', released: false, outcome: 'not-held' }, acceptEncoding: undefined };
+    for (const headers of [
+      { 'content-type': 'application/json' } as Record<string, string>,
+      { 'content-type': 'application/json; charset=utf-8' },
+      { 'content-type': 'application/json; charset="UTF-8"' },
+      { 'content-type': 'Application/Json;CHARSET=Utf-8' },
+      { 'content-type': 'application/json; charset=utf8' },
+      { 'content-type': 'application/json', 'content-encoding': 'identity' },
+      { 'content-type': 'application/json; charset=utf-8', 'content-encoding': 'Identity' },
+    ])
+      expect(await send('POST', '/v1/release', utf8, headers), JSON.stringify(headers)).to.deep.equal(ok);
+    for (const type of [FORM_TYPE, `${FORM_TYPE}; charset=UTF-8`])
+      expect(
+        await send('POST', '/v1/release', Buffer.from('call_id=%C3%A9'), { 'content-type': type }),
+        type,
+      ).to.deep.equal(ok);
   });
 
   it("requests Node's HTTP parser refuses get the API's error shape (431, 400), on a real socket", async () => {

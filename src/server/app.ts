@@ -8,7 +8,8 @@
  *
  * A decision is always HTTP 200 with the decision as JSON (a refusal is an answer, not an
  * error). Bad input is a 400 naming every problem (`body.route[1]: expected ...`), never a 500;
- * a body over `bodyLimit` is a 413. With a token, every route but /healthz and /readyz needs
+ * a body over `bodyLimit` is a 413; one that is not JSON or a form, in UTF-8 as sent (no other
+ * charset, no content coding), a 415. With a token, every route but /healthz and /readyz needs
  * `Authorization: Bearer <token>`.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -31,6 +32,7 @@ import type { CallGate } from '../gate.js';
 import { listHolds, resetBucket, resetLine } from '../observe/operate.js';
 import { packageVersion } from '../package-root.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
+import { checkBodyCoding, UnsupportedBody } from './body-coding.js';
 import { parseJsonBody, parseUrlEncoded, type UrlEncoded } from './fields.js';
 import { openApiDocument } from './openapi.js';
 import { liftBan, listBans } from '../observe/bans.js';
@@ -163,10 +165,13 @@ export function buildApp(opts: AppOptions): FastifyInstance {
 
   // JSON and form bodies are read from their bytes (fields.ts): exact UTF-8 or refused by field,
   // no prototype field names. An empty JSON body is no body (curl -X POST -H 'content-type: application/json').
-  // fastify reads text/plain by default: a body of any other type than these two is a 415
+  // fastify reads text/plain by default: a body of any other type than these two is a 415, and so
+  // is one declared in another charset or sent compressed (body-coding.ts): fastify would hand
+  // over its bytes all the same, and they would be read as UTF-8 text.
   app.removeContentTypeParser('text/plain');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     try {
+      checkBodyCoding(req.headers, 'application/json');
       done(null, parseJsonBody(body as Buffer));
     } catch (err) {
       if (err instanceof SyntaxError) done(new BadRequest([`body: invalid JSON: ${err.message}`]), undefined);
@@ -174,7 +179,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }
   });
   // Form bodies (what many SIP servers' HTTP clients send by default) read like a query string.
-  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (_req, body, done) => {
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (req, body, done) => {
+    checkBodyCoding(req.headers, 'application/x-www-form-urlencoded');
     done(null, { form: parseUrlEncoded(body as Buffer) });
   });
 
@@ -364,6 +370,12 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof BadRequest) {
       return reply.code(400).send({ error: 'bad-request', message: err.problems[0], problems: err.problems });
+    }
+    if (err instanceof UnsupportedBody) {
+      if (err.coding) reply.header('accept-encoding', 'identity');
+      return reply
+        .code(415)
+        .send({ error: 'unsupported-media-type', message: err.problems[0], problems: err.problems });
     }
     // the library refused what the client sent (a check the request schema missed): still the
     // client's, never a 500
