@@ -121,6 +121,18 @@ describe('sidecar OpenAPI document (GET /v1/openapi.json)', () => {
     await check('POST', '/v1/admit', { call_id: 'x', peer: 'p1', pear: 1 }, 400);
     writeFileSync(configPath, '{"inbound": 5}');
     await check('POST', '/v1/reload', undefined, 422);
+    // every operation that takes a body lists the 415 of a body in another charset or compressed
+    for (const [path, ops] of Object.entries(doc.paths))
+      if (ops.post) expect(Object.keys(ops.post.responses), path).to.include('415');
+    const latin1 = await app.inject({
+      method: 'POST',
+      url: '/v1/admit',
+      payload: '{}',
+      headers: { 'content-type': 'application/json; charset=latin1' },
+    });
+    expect(latin1.statusCode).to.equal(415);
+    const validate = ajv.compile(doc.paths['/v1/admit']!.post.responses['415']!.content!['application/json']!.schema);
+    expect(validate(latin1.json()), latin1.body).to.equal(true);
     // every request field listed is one the sidecar takes; an unknown one is refused
     const admitFields = doc.paths['/v1/admit']!.get.parameters!.map((p) => p.name);
     expect(admitFields).to.deep.equal(['call_id', 'peer', 'account', 'caller', 'callee', 'source']);

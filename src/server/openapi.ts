@@ -144,6 +144,12 @@ interface RouteDoc {
 }
 
 const bad = { 400: errorAnswerSchema };
+
+/** What a body must be (app.ts, body-coding.ts): said on every operation that takes one. */
+const BODY =
+  'UTF-8 as sent: no charset or charset=utf-8, and no Content-Encoding (or identity). A body in another charset or with a content coding is a 415, never decoded.';
+const UNSUPPORTED =
+  'The body is neither JSON nor a form, or is declared in a charset other than UTF-8, or has a Content-Encoding other than identity (the answer then says Accept-Encoding: identity)';
 const DECISION = 'A decision is always 200: a refusal is an answer, not an error.';
 
 /** Every route the app may register, by path. */
@@ -239,6 +245,7 @@ function operation(
     } else {
       op.requestBody = {
         required: false,
+        description: BODY,
         content: { 'application/json': { schema }, 'application/x-www-form-urlencoded': { schema } },
       };
     }
@@ -248,6 +255,11 @@ function operation(
     responses[status] = {
       description: status === '200' ? 'OK' : 'Error',
       content: { 'application/json': { schema: jsonSchema(answer!) } },
+    };
+  if (op.requestBody)
+    responses['415'] = {
+      description: UNSUPPORTED,
+      content: { 'application/json': { schema: jsonSchema(errorAnswerSchema) } },
     };
   if (route.text) responses['200'] = { description: 'OK', content: { [route.text]: { schema: { type: 'string' } } } };
   if (token && !route.open) responses['401'] = { description: 'Missing or wrong bearer token' };
