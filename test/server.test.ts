@@ -549,11 +549,24 @@ describe('sidecar HTTP API (in process)', () => {
     // a path that does not decode: the API's shape (fastify's own before)
     const badPath = await s.app.inject({ method: 'DELETE', url: '/v1/bans/%ff/%' });
     expect([badPath.statusCode, (badPath.json() as Json).error]).to.deep.equal([400, 'bad-request']);
-    // a body the sidecar does not read (text/plain too, which fastify reads by default): 415
-    for (const type of ['text/plain', 'application/xml']) {
+    // a body the sidecar does not read (text/plain too, which fastify reads by default): 415,
+    // naming what came and what the sidecar reads
+    const reads =
+      'the sidecar reads application/json or application/x-www-form-urlencoded, in UTF-8 (charset=utf-8 or none) with no content-encoding';
+    for (const type of ['text/plain', 'application/xml', 'text/plain; charset=utf-8', 'json']) {
       const r = await post(s.app, '/v1/admit', 'call_id=c&peer=p1', { 'content-type': type });
-      expect([r.status, r.json.error], type).to.deep.equal([415, 'unsupported-media-type']);
+      const message = `body: got content-type ${JSON.stringify(type)}; ${reads}`;
+      expect(r, type).to.deep.equal({
+        status: 415,
+        json: { error: 'unsupported-media-type', message, problems: [message] },
+      });
     }
+    const untyped = await s.app.inject({ method: 'POST', url: '/v1/admit', payload: 'call_id=c&peer=p1' });
+    const message = `body: got no content-type; ${reads}`;
+    expect([untyped.statusCode, untyped.json()]).to.deep.equal([
+      415,
+      { error: 'unsupported-media-type', message, problems: [message] },
+    ]);
     // a key given twice in a JSON body (JSON.parse keeps the last): refused, nested too
     const twice = await post(s.app, '/v1/admit', '{"call_id":"dk2","call_id":"dk3","peer":"p1"}');
     expect([twice.status, twice.json.problems]).to.deep.equal([400, ['body.call_id: given twice']]);

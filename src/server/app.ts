@@ -84,6 +84,10 @@ function admitInput(r: AdmitRequestBody): AdmitInput {
   };
 }
 
+/** What a 415 for a body of another media type says the sidecar reads. */
+const BODIES_READ =
+  'the sidecar reads application/json or application/x-www-form-urlencoded, in UTF-8 (charset=utf-8 or none) with no content-encoding';
+
 /** Routes any client may call without the token (probes). */
 const OPEN_ROUTES = new Set(['/healthz', '/readyz']);
 
@@ -386,6 +390,12 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     // an operator's route (state, holds, reset, bans…) while Redis is away: an outage, not a bug
     if (err instanceof StoreUnavailableError)
       return reply.code(503).send({ error: 'store-unavailable', message: err.message });
+    // a body of a type no parser reads (text/plain, none at all): what came, and what is read
+    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      const type = req.headers['content-type'];
+      const message = `body: got ${type === undefined ? 'no content-type' : `content-type ${JSON.stringify(type)}`}; ${BODIES_READ}`;
+      return reply.code(415).send({ error: 'unsupported-media-type', message, problems: [message] });
+    }
     const status = err.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       // fastify's own refusals (invalid JSON, body too large, unsupported media type): say where
