@@ -114,6 +114,25 @@ describe('sidecar HTTP API (in process)', () => {
       time_us: T0 + 400_000,
       sip: { status: 503, reason: 'Service Unavailable', headers: { 'Retry-After': '1' } },
     });
+    // a media type is case-insensitive: fastify gives this one to the form parser, and it is a form
+    // (it was read as a JSON body: `body.form: unknown field`)
+    const upper = await s.app.inject({
+      method: 'POST',
+      url: '/v1/admit',
+      payload: 'call_id=c3&peer=p1',
+      headers: { 'content-type': 'Application/X-WWW-Form-Urlencoded; Charset=UTF-8' },
+    });
+    expect([upper.statusCode, upper.json()]).to.deep.equal([200, form.json()]);
+    const reset = await s.app.inject({
+      method: 'POST',
+      url: '/v1/reset',
+      payload: 'bucket=peer:nobody',
+      headers: { 'content-type': 'APPLICATION/X-WWW-FORM-URLENCODED' },
+    });
+    expect([reset.statusCode, (reset.json() as Json).message]).to.deep.equal([
+      400,
+      'form.bucket: bucket peer:nobody: the configuration has no peer "nobody" and no defaultPeer',
+    ]);
     // a POST without a body reads the query string
     const q = await s.app.inject({ method: 'POST', url: '/v1/admit?call_id=c4&peer=nobody' });
     expect(q.json()).to.deep.include({

@@ -33,7 +33,7 @@ import { listHolds, resetBucket, resetLine } from '../observe/operate.js';
 import { packageVersion } from '../package-root.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
 import { checkBodyCoding, UnsupportedBody } from './body-coding.js';
-import { parseJsonBody, parseUrlEncoded, type UrlEncoded } from './fields.js';
+import { parseJsonBody, parseUrlEncoded, UrlEncoded } from './fields.js';
 import { openApiDocument } from './openapi.js';
 import { liftBan, listBans } from '../observe/bans.js';
 import type { AdmitInput } from '../admission/admission.js';
@@ -202,9 +202,19 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     });
   }
 
+  /**
+   * The fields of a form body, as its parser left them; undefined for any other body. Told by
+   * what the parser made, not by the header again: a media type is case-insensitive (fastify
+   * gives `Application/X-WWW-Form-Urlencoded` to the form parser), a string prefix is not.
+   */
+  const formOf = (req: FastifyRequest): UrlEncoded | undefined => {
+    const body = req.body as { form?: unknown } | null | undefined;
+    return typeof body === 'object' && body !== null && body.form instanceof UrlEncoded ? body.form : undefined;
+  };
+
   /** The request's fields: the query for GET (and for a POST without body), else the body. */
   const read = <T extends z.ZodType>(schema: T, req: FastifyRequest): z.output<T> => {
-    const body = req.body as { form?: unknown } | undefined;
+    const body = req.body;
     if (req.method === 'GET' || body === undefined) return parseRequest(schema, req.query, 'query');
     // fields in the query beside a body would be ignored: the client meant something else
     const query = req.query as unknown as UrlEncoded;
@@ -212,24 +222,14 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       throw new BadRequest([
         'query: a request with a body takes its fields from the body alone (or send them all in the query, without a body)',
       ]);
-    if (
-      typeof body === 'object' &&
-      body !== null &&
-      'form' in body &&
-      req.headers['content-type']?.startsWith('application/x-www-form-urlencoded')
-    ) {
-      return parseRequest(schema, body.form, 'form');
-    }
+    const form = formOf(req);
+    if (form !== undefined) return parseRequest(schema, form, 'form');
     return parseRequest(schema, body, 'body');
   };
 
   /** Where read() took the fields from, for messages. */
   const whereOf = (req: FastifyRequest): 'query' | 'form' | 'body' =>
-    req.method === 'GET' || req.body === undefined
-      ? 'query'
-      : req.headers['content-type']?.startsWith('application/x-www-form-urlencoded')
-        ? 'form'
-        : 'body';
+    req.method === 'GET' || req.body === undefined ? 'query' : formOf(req) !== undefined ? 'form' : 'body';
 
   const both = (path: string, handler: (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>) => {
     app.post(path, handler);
