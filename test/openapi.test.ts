@@ -127,7 +127,7 @@ describe('sidecar OpenAPI document (GET /v1/openapi.json)', () => {
     const latin1 = await app.inject({
       method: 'POST',
       url: '/v1/admit',
-      payload: '{}',
+      payload: Buffer.from('{"peer":"Ã©"}', 'latin1'),
       headers: { 'content-type': 'application/json; charset=latin1' },
     });
     expect(latin1.statusCode).to.equal(415);

@@ -98,7 +98,8 @@ describe('callgate serve (the command, on Redis)', function () {
       const r = await fetch(`${s.url}/v1/admit`, { method: 'POST', body: new Uint8Array(body), headers });
       return { status: r.status, acceptEncoding: r.headers.get('accept-encoding'), json: (await r.json()) as Json };
     };
-    const reads = 'the sidecar reads application/json in UTF-8 (charset=utf-8 or none) with no content-encoding';
+    const reads =
+      'the sidecar reads application/json in UTF-8 (charset=utf-8 or none; an ASCII body in latin1 or us-ascii too) with no content-encoding';
     const refused = (message: string, acceptEncoding: string | null) => ({
       status: 415,
       acceptEncoding,

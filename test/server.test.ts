@@ -341,7 +341,7 @@ describe('sidecar HTTP API (in process)', () => {
       return { status: r.statusCode, json: r.json() as Json, acceptEncoding: r.headers['accept-encoding'] };
     };
     const reads = (type: string) =>
-      `the sidecar reads ${type} in UTF-8 (charset=utf-8 or none) with no content-encoding`;
+      `the sidecar reads ${type} in UTF-8 (charset=utf-8 or none; an ASCII body in latin1 or us-ascii too) with no content-encoding`;
     const refused = (problems: string[], acceptEncoding?: string) => ({
       status: 415,
       json: { error: 'unsupported-media-type', message: problems[0], problems },
@@ -361,13 +361,14 @@ describe('sidecar HTTP API (in process)', () => {
       '/v1/reserve': { call_id: 'Ã©', route: ['A'] },
       '/v1/release': { call_id: 'Ã©' },
       '/v1/refresh': { call_id: 'Ã©' },
-      '/v1/reload': {},
-      '/v1/reset': { bucket: 'peer:p1' },
+      // a byte above 0x7F in every body: an ASCII body declared latin1 is read (below)
+      '/v1/reload': { note: 'Ã©' },
+      '/v1/reset': { bucket: 'peer:Ã©' },
     };
     expect(posts.sort()).to.deep.equal(Object.keys(bodies).sort());
     const routes: ['POST' | 'DELETE', string, object][] = [
       ...Object.entries(bodies).map(([url, body]): ['POST', string, object] => ['POST', url, body]),
-      ['DELETE', '/v1/bans/caller/x', {}],
+      ['DELETE', '/v1/bans/caller/x', { note: 'Ã©' }],
     ];
     for (const [method, url, body] of routes) {
       const text = JSON.stringify(body);
@@ -453,6 +454,30 @@ describe('sidecar HTTP API (in process)', () => {
         await send('POST', '/v1/release', Buffer.from('call_id=%C3%A9'), { 'content-type': type }),
         type,
       ).to.deep.equal(ok);
+    // ASCII alone reads the same in every ASCII-compatible charset: declared latin1 (Java's form
+    // clients do) or us-ascii, it is read; `%41` is an escape of `A`, below 0x80
+    const okA = { ...ok, json: { ...ok.json, call_id: 'a-A' } };
+    for (const type of [`${JSON_TYPE}; charset=ISO-8859-1`, `${JSON_TYPE}; charset=us-ascii`])
+      expect(
+        await send('POST', '/v1/release', Buffer.from('{"call_id":"a-A"}'), { 'content-type': type }),
+        type,
+      ).to.deep.equal(okA);
+    for (const type of [`${FORM_TYPE}; charset=ISO-8859-1`, `${FORM_TYPE}; charset=windows-1252`])
+      expect(
+        await send('POST', '/v1/release', Buffer.from('call_id=a-%41'), { 'content-type': type }),
+        type,
+      ).to.deep.equal(okA);
+    // but not UTF-16, whose ASCII is not ASCII bytes, nor an escape of a byte above 0x7F in a form
+    expect(
+      await send('POST', '/v1/release', Buffer.from('call_id=a-%e9'), {
+        'content-type': `${FORM_TYPE}; charset=latin1`,
+      }),
+    ).to.deep.equal(refused([`body: got content-type "${FORM_TYPE}; charset=latin1"; ${reads(FORM_TYPE)}`]));
+    expect(
+      await send('POST', '/v1/release', Buffer.from('{"call_id":"a-A"}'), {
+        'content-type': `${JSON_TYPE}; charset=utf-16`,
+      }),
+    ).to.deep.equal(refused([`body: got content-type "${JSON_TYPE}; charset=utf-16"; ${reads(JSON_TYPE)}`]));
   });
 
   it("requests Node's HTTP parser refuses get the API's error shape (431, 400), on a real socket", async () => {
@@ -571,7 +596,7 @@ describe('sidecar HTTP API (in process)', () => {
     // a body the sidecar does not read (text/plain too, which fastify reads by default): 415,
     // naming what came and what the sidecar reads
     const reads =
-      'the sidecar reads application/json or application/x-www-form-urlencoded, in UTF-8 (charset=utf-8 or none) with no content-encoding';
+      'the sidecar reads application/json or application/x-www-form-urlencoded, in UTF-8 (charset=utf-8 or none; an ASCII body in latin1 or us-ascii too) with no content-encoding';
     for (const type of ['text/plain', 'application/xml', 'text/plain; charset=utf-8', 'json']) {
       const r = await post(s.app, '/v1/admit', 'call_id=c&peer=p1', { 'content-type': type });
       const message = `body: got content-type ${JSON.stringify(type)}; ${reads}`;

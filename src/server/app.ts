@@ -86,7 +86,7 @@ function admitInput(r: AdmitRequestBody): AdmitInput {
 
 /** What a 415 for a body of another media type says the sidecar reads. */
 const BODIES_READ =
-  'the sidecar reads application/json or application/x-www-form-urlencoded, in UTF-8 (charset=utf-8 or none) with no content-encoding';
+  'the sidecar reads application/json or application/x-www-form-urlencoded, in UTF-8 (charset=utf-8 or none; an ASCII body in latin1 or us-ascii too) with no content-encoding';
 
 /** Routes any client may call without the token (probes). */
 const OPEN_ROUTES = new Set(['/healthz', '/readyz']);
@@ -175,7 +175,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.removeContentTypeParser('text/plain');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     try {
-      checkBodyCoding(req.headers, 'application/json');
+      checkBodyCoding(req.headers, 'application/json', body as Buffer);
       done(null, parseJsonBody(body as Buffer));
     } catch (err) {
       if (err instanceof SyntaxError) done(new BadRequest([`body: invalid JSON: ${err.message}`]), undefined);
@@ -184,7 +184,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   });
   // Form bodies (what many SIP servers' HTTP clients send by default) read like a query string.
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (req, body, done) => {
-    checkBodyCoding(req.headers, 'application/x-www-form-urlencoded');
+    checkBodyCoding(req.headers, 'application/x-www-form-urlencoded', body as Buffer);
     done(null, { form: parseUrlEncoded(body as Buffer) });
   });
 

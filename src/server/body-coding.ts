@@ -25,6 +25,33 @@ export class UnsupportedBody extends Error {
 const UTF8 = new Set(['utf-8', 'utf8']);
 
 /**
+ * Charsets that write ASCII as ASCII: a body of ASCII bytes alone reads the same in them as in
+ * UTF-8, so one declared so is read (Java's form clients say ISO-8859-1 by default, for ids
+ * that are ASCII); a byte above 0x7F (or, in a form, an escape of one) is refused.
+ */
+const ASCII_COMPATIBLE = new Set([
+  'us-ascii',
+  'ascii',
+  'iso-8859-1',
+  'iso8859-1',
+  'latin1',
+  'iso-8859-15',
+  'windows-1252',
+  'cp1252',
+]);
+
+/** No byte above 0x7F, and in a form no percent-escape of one (`%80` to `%FF`). */
+function asciiOnly(body: Buffer, form: boolean): boolean {
+  for (let i = 0; i < body.length; i++) {
+    const b = body[i]!;
+    if (b > 0x7f) return false;
+    // '%' then a hex digit 8-9 or A-F (either case): an escape of a byte above 0x7F
+    if (form && b === 0x25 && i + 1 < body.length && /[89a-fA-F]/.test(String.fromCharCode(body[i + 1]!))) return false;
+  }
+  return true;
+}
+
+/**
  * Each parameter of a media type (RFC 9110 5.6.6): `;` then `name=value`, the value a token or
  * a quoted string (so a `;` inside quotes does not start a parameter).
  */
@@ -53,13 +80,17 @@ export function codingsOf(headers: IncomingHttpHeaders): string[] {
 
 /**
  * Throws UnsupportedBody when the request's body is not `mediaType` as UTF-8 bytes sent as they
- * are: a charset other than UTF-8, a content coding other than identity (both named if both).
+ * are: a charset other than UTF-8 (but an ASCII-compatible one for a body of ASCII alone), a
+ * content coding other than identity (both named if both).
  */
-export function checkBodyCoding(headers: IncomingHttpHeaders, mediaType: string): void {
+export function checkBodyCoding(headers: IncomingHttpHeaders, mediaType: string, body: Buffer): void {
   const contentType = headers['content-type'] ?? '';
-  const reads = `the sidecar reads ${mediaType} in UTF-8 (charset=utf-8 or none) with no content-encoding`;
+  const reads = `the sidecar reads ${mediaType} in UTF-8 (charset=utf-8 or none; an ASCII body in latin1 or us-ascii too) with no content-encoding`;
   const problems: string[] = [];
-  if (charsetsOf(contentType).some((c) => !UTF8.has(c.toLowerCase())))
+  const form = mediaType === 'application/x-www-form-urlencoded';
+  const readable = (c: string) =>
+    UTF8.has(c.toLowerCase()) || (ASCII_COMPATIBLE.has(c.toLowerCase()) && asciiOnly(body, form));
+  if (!charsetsOf(contentType).every(readable))
     problems.push(`body: got content-type ${JSON.stringify(contentType)}; ${reads}`);
   const coding = codingsOf(headers).length > 0;
   if (coding) problems.push(`body: got content-encoding ${JSON.stringify(headers['content-encoding'])}; ${reads}`);

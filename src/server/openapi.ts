@@ -147,7 +147,7 @@ const bad = { 400: errorAnswerSchema };
 
 /** What a body must be (app.ts, body-coding.ts): said on every operation that takes one. */
 const BODY =
-  'UTF-8 as sent: no charset or charset=utf-8, and no Content-Encoding (or identity). A body in another charset or with a content coding is a 415, never decoded.';
+  'UTF-8 as sent: no charset or charset=utf-8, and no Content-Encoding (or identity); a body of ASCII bytes alone may declare an ASCII-compatible charset (us-ascii, iso-8859-1, windows-1252). Another charset, a byte above 0x7F in one of those, or a content coding is a 415, never decoded.';
 const UNSUPPORTED =
   'The body is neither JSON nor a form, or is declared in a charset other than UTF-8, or has a Content-Encoding other than identity (the answer then says Accept-Encoding: identity)';
 const DECISION = 'A decision is always 200: a refusal is an answer, not an error.';
