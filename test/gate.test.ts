@@ -16,6 +16,7 @@ import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { scripts } from '../src/store/redis/scripts.js';
 import { newRedisClient } from './helpers/redis.js';
+import { orAfter } from './helpers/wait.js';
 import { forEachStore, S, T0, uniquePrefix, type StoreKind } from './admission/stores.js';
 
 const outcome = (d: AdmissionDecision): string => (d.admitted ? 'A' : d.limitedBy!);
@@ -111,6 +112,44 @@ describe('CallGate events', () => {
     });
     expect(outcome(await gate.admit({ callId: 'b', peer: 'p' }))).to.equal('peer:p');
     await gate.close();
+  });
+
+  it('a listener whose promise rejects is handled as one that throws: on error, never an unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const gate = await CallGate.create({ config, clock: new VirtualClock(T0) });
+    try {
+      const seen: string[] = [];
+      gate.on('admitted', async () => {
+        throw new Error('async boom in admitted');
+      });
+      gate.on('admitted', (d) => seen.push(d.callId)); // a later listener still runs
+      gate.on('rejected', () => Promise.reject('not even an Error'));
+      const errors: Error[] = [];
+      const twoErrors = new Promise<void>((resolve) =>
+        gate.on('error', (e) => {
+          errors.push(e);
+          if (errors.length === 2) resolve();
+        }),
+      );
+      // an 'error' listener whose promise rejects is dropped, as one that throws is
+      gate.on('error', async () => {
+        throw new Error('error listener fails too');
+      });
+      expect(outcome(await gate.admit({ callId: 'a', peer: 'p' }))).to.equal('A');
+      expect(outcome(await gate.admit({ callId: 'b', peer: 'p' }))).to.equal('peer:p');
+      expect(seen).to.deep.equal(['a']);
+      await orAfter(twoErrors, 5_000, undefined);
+      expect(errors.map((e) => e.message)).to.deep.equal(['async boom in admitted', 'not even an Error']);
+      expect(errors.every((e) => e instanceof Error)).to.equal(true);
+      // Node reports an unhandled rejection once the microtasks of the turn have run
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(unhandled).to.deep.equal([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await gate.close();
+    }
   });
 
   it('emits reloaded with the diff', async () => {

@@ -339,7 +339,7 @@ export class LeaseCoordinator {
       try {
         c.setLimit(leasedLevel(gate.config));
       } catch (err) {
-        gate.emit('error', err as Error);
+        gate.safeEmit('error', err as Error);
       }
     };
     gate.on('reloaded', follow);
@@ -362,7 +362,7 @@ export class LeaseCoordinator {
       try {
         c.setLimit(leasedCarrier(gate.config, carrier));
       } catch (err) {
-        gate.emit('error', err as Error);
+        gate.safeEmit('error', err as Error);
       }
     };
     gate.on('reloaded', follow);
