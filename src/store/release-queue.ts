@@ -32,7 +32,11 @@ export class ReleaseQueue {
     return this.pending.size;
   }
 
-  /** Keep a release that failed with `err`, to try again. */
+  /**
+   * Keep a release that failed with `err`, to try again. Not reported on 'error': the caller is
+   * told (`deferred`, and the gate's 'released' event), and a lost connection behind it is
+   * reported once, by the store.
+   */
   add(callId: string, err: Error): void {
     if (this.closed) {
       this.opts.onError(
@@ -40,8 +44,6 @@ export class ReleaseQueue {
       );
       return;
     }
-    if (this.pending.size === 0)
-      this.opts.onError(new StoreUnavailableError('store unavailable: releases are kept and retried', err));
     this.pending.delete(callId);
     if (this.pending.size >= this.opts.max) {
       const oldest = this.pending.keys().next().value!;
