@@ -27,7 +27,7 @@ import {
   type DispatcherEvents,
   type Reservation,
 } from './dispatch/dispatcher.js';
-import { InvalidArgumentError } from './errors/index.js';
+import { DispatcherClosedError, InvalidArgumentError } from './errors/index.js';
 import { checkIdArgument } from './ids.js';
 import { SafeEmitter } from './events.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
@@ -42,7 +42,8 @@ import type { HoldsReassertedEvent, StopSignal, Store, StoreLossEvent } from './
 /**
  * What release() did: `released` (the call held channels, now given back), `not-held` (nothing
  * held any more: released already, or its hold lapsed), `deferred` (the store is out of reach:
- * the release is retried in the background until it lands or the hold would have lapsed).
+ * the release is retried in the background until it lands or the hold would have lapsed, and
+ * tried a last time by close()).
  */
 export type ReleaseOutcome = 'released' | 'not-held' | 'deferred';
 
@@ -148,6 +149,10 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   readonly recorder?: TraceRecorder;
   private readonly timeoutMs: number;
   private readonly deferred: ReleaseQueue;
+  /** close() has ended the held outbound calls: release() is refused from then on (DispatcherClosedError). */
+  private releasesClosed = false;
+  /** Releases under way (release() not yet answered): close() lets them land or be kept for its last try. */
+  private readonly releasing = new Set<Promise<ReleaseOutcome>>();
 
   /** Load and validate the configuration (a file path, an object, or an already parsed one). */
   static async create(opts: CallGateOptions): Promise<CallGate> {
@@ -303,10 +308,23 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
    * level and on its carrier. Works from any routing process sharing the store, knowing only the
    * call id; a call of that id still waiting here to go out is cancelled. When the store is out
    * of reach the release is kept and retried in the background (`deferred`), so a hang-up seen
-   * during an outage still frees its channels once the store answers.
+   * during an outage still frees its channels once the store answers. Once close() has ended the
+   * held outbound calls it rejects with DispatcherClosedError, sending nothing: the gate no longer
+   * retries releases, and may have closed its store.
    */
   async release(callId: string): Promise<ReleaseOutcome> {
     checkCallId(callId);
+    if (this.releasesClosed)
+      throw new DispatcherClosedError(`the gate is closed: the release of call ${JSON.stringify(callId)} was not sent`);
+    const outcome = this.releaseOnce(callId);
+    this.releasing.add(outcome);
+    const settled = () => this.releasing.delete(outcome);
+    outcome.then(settled, settled);
+    return outcome;
+  }
+
+  /** release() of a gate that still takes releases. */
+  private async releaseOnce(callId: string): Promise<ReleaseOutcome> {
     this.dispatcher.cancel(callId);
     // an admission of this id still being decided here goes first: sent at once, the release
     // could land before it (a decision waiting out a recovery's grace, the first call of a new
@@ -464,12 +482,17 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /**
    * Stop taking calls. Held outbound calls are sent at their slot (`drain`, the default) or
-   * ended as cancelled (`cancel`). Closes the store.
+   * ended as cancelled (`cancel`); releases are taken until then (hang-ups during a drain). The
+   * releases under way land or are deferred, the deferred ones get a last try, then the store
+   * closes.
    */
   async close(opts: { mode?: 'drain' | 'cancel' } = {}): Promise<void> {
     this.watcher?.close();
     clearTimeout(this.watchTimer);
     await this.dispatcher.close(opts);
+    this.releasesClosed = true;
+    // (each bounded by the decision timeout)
+    await Promise.allSettled(this.releasing);
     await this.deferred.close();
     await this.store.close();
     await this.recorder?.close();

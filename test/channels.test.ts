@@ -11,8 +11,8 @@ import type { AdmissionDecision } from '../src/admission/admission.js';
 import { toSipResponse } from '../src/admission/sip.js';
 import { VirtualClock } from '../src/clock.js';
 import type { CallGateConfigInput } from '../src/config/index.js';
-import { StoreUnavailableError } from '../src/errors/index.js';
-import { CallGate, type ReleaseOutcome } from '../src/gate.js';
+import { DispatcherClosedError, StoreUnavailableError } from '../src/errors/index.js';
+import { CallGate, type ReleasedEvent, type ReleaseOutcome } from '../src/gate.js';
 import { carrierName, OUTBOUND_TAG, peerBucket, peerTag, accountBucket, accountTag } from '../src/store/keys.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
@@ -238,6 +238,16 @@ describe('release() while Redis is away', function () {
   });
   after(async () => server?.stop());
 
+  /** The calls holding peer pbx's channels on Redis under `prefix`, read by a store of its own (at `now`, else Redis TIME). */
+  const heldOnRedis = async (prefix: string, now?: number): Promise<number> => {
+    const reader = RedisStore.connect(server.url, { prefix });
+    try {
+      return (await reader.holds({ tag: peerTag('pbx'), name: peerBucket('pbx'), now })).holds;
+    } finally {
+      await reader.close();
+    }
+  };
+
   it('is deferred, retried in the background, and lands once Redis is back', async () => {
     const store = RedisStore.connect(server.url, { prefix: uniquePrefix('deferred') });
     const clock = new VirtualClock(T0);
@@ -333,6 +343,62 @@ describe('release() while Redis is away', function () {
     expect(await gate.release('m1')).to.equal('released');
     expect(gate.deferredReleases).to.equal(0);
     await gate.close();
+  });
+
+  for (const storeKind of ['memory', 'redis'] as const)
+    it(`after close(), on the ${storeKind} store: rejects with DispatcherClosedError, sends nothing, emits nothing`, async () => {
+      const prefix = uniquePrefix('after-close');
+      const store = storeKind === 'memory' ? new MemoryStore() : RedisStore.connect(server.url, { prefix });
+      const gate = await CallGate.create({ config, store, clock: new VirtualClock(T0), timeoutMs: 200 });
+      const errors: Error[] = [];
+      const events: ReleasedEvent[] = [];
+      gate.on('error', (e) => errors.push(e));
+      gate.on('released', (e) => events.push(e));
+      expect(outcome(await gate.admit({ callId: 'k1', peer: 'pbx' }))).to.equal('A');
+      await gate.close();
+      const err = await gate.release('k1').then(
+        (r) => r,
+        (e: unknown) => e,
+      );
+      expect(err).to.be.instanceOf(DispatcherClosedError);
+      expect((err as Error).message).to.equal('the gate is closed: the release of call "k1" was not sent');
+      expect(events).to.deep.equal([]);
+      expect(errors).to.deep.equal([]);
+      expect(gate.deferredReleases).to.equal(0);
+      // the call still holds its channel: nothing was sent
+      const held =
+        storeKind === 'memory'
+          ? (await store.holds({ tag: peerTag('pbx'), name: peerBucket('pbx'), now: T0 })).holds
+          : await heldOnRedis(prefix, T0);
+      expect(held).to.equal(1);
+    });
+
+  it('one under way when close() begins is not dropped: deferred, then landed by the last try, before close() resolves', async () => {
+    // Redis stalls (CLIENT PAUSE) with the release in its input: the release answers `deferred`
+    // at its deadline, after close() began; close() waits for it and gives it its last try, which
+    // lands once Redis runs again
+    const prefix = uniquePrefix('closing');
+    const store = RedisStore.connect(server.url, { prefix });
+    const admin = new Redis(server.url);
+    const gate = await CallGate.create({ config, store, timeoutMs: 500 });
+    const errors: Error[] = [];
+    const events: ReleaseOutcome[] = [];
+    gate.on('error', (e) => errors.push(e));
+    gate.on('released', (e) => events.push(e.outcome));
+    try {
+      expect(outcome(await gate.admit({ callId: 'u1', peer: 'pbx' }))).to.equal('A');
+      await admin.call('CLIENT', 'PAUSE', '750', 'ALL');
+      const released = gate.release('u1');
+      const closed = gate.close();
+      expect(await released).to.equal('deferred');
+      await closed;
+      expect(events).to.deep.equal(['deferred', 'released']);
+      expect(errors).to.deep.equal([]);
+      expect(await heldOnRedis(prefix)).to.equal(0);
+    } finally {
+      await gate.close();
+      admin.disconnect();
+    }
   });
 });
 

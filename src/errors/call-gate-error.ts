@@ -4,7 +4,7 @@
  * - ERR_STORE_UNAVAILABLE: StoreUnavailableError, Redis out of reach or too slow;
  * - ERR_CONFIG: ConfigError, a limit configuration that cannot be used;
  * - ERR_TRACE: TraceError, a call trace that cannot be used;
- * - ERR_DISPATCHER_CLOSED: DispatcherClosedError, a call handed over after close();
+ * - ERR_DISPATCHER_CLOSED: DispatcherClosedError, a call or a release handed over after close();
  * - ERR_OUTPUT: OutputError, the replay's decisions or report cannot be written (command line);
  * - ERR_INTERRUPTED: InterruptedError, a replay stopped by SIGINT / SIGTERM (command line).
  */

@@ -35,15 +35,15 @@ export class ReleaseQueue {
   /**
    * Keep a release that failed with `err`, to try again. Not reported on 'error': the caller is
    * told (`deferred`, and the gate's 'released' event), and a lost connection behind it is
-   * reported once, by the store.
+   * reported once, by the store. After close() nothing is kept: it throws (the caller tells
+   * whoever asked for the release), so a release is never said kept and then dropped.
    */
   add(callId: string, err: Error): void {
-    if (this.closed) {
-      this.opts.onError(
-        new StoreUnavailableError(`release of call ${JSON.stringify(callId)} lost: the engine is closed`, err),
+    if (this.closed)
+      throw new StoreUnavailableError(
+        `release of call ${JSON.stringify(callId)} failed and is not kept: the engine is closed`,
+        err,
       );
-      return;
-    }
     this.pending.delete(callId);
     if (this.pending.size >= this.opts.max) {
       const oldest = this.pending.keys().next().value!;
