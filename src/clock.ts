@@ -17,6 +17,12 @@ export interface Clock {
   now(): number | undefined;
   /** Run fn once the clock reaches `atUs` (at once if it already has); returns a canceller. */
   setTimer(atUs: number, fn: () => void): () => void;
+  /**
+   * Keep the process alive until the returned function is called: a clock whose timers do not
+   * (SystemClock) has it, for a draining close() to be waited for. A clock that moves only when
+   * told (VirtualClock) has none: holding the process would not move it.
+   */
+  keepAlive?(): () => void;
 }
 
 /**
@@ -28,7 +34,7 @@ const POLL_US = 1_500;
 
 /**
  * The real clock: timers are real timers, unref'd so held calls never keep a process alive (but
- * for their last `pollUs`). A timer fires on the first turn of the event loop at or after its
+ * for their last `pollUs`, and while keepAlive() is held: a draining close()). A timer fires on the first turn of the event loop at or after its
  * time (never before it): it sleeps until `pollUs` before, then polls with setImmediate (the
  * loop keeps serving I/O meanwhile, but spins: with many carriers at high cps that is CPU
  * spent). `pollUs` 0 sleeps all the way (a send then leaves up to ~1 ms late, which pacing at
@@ -65,6 +71,10 @@ export class SystemClock implements Clock {
       clearImmediate(immediate);
       timer = immediate = undefined;
     };
+  }
+  keepAlive(): () => void {
+    const alive = setInterval(() => undefined, 1 << 30);
+    return () => clearInterval(alive);
   }
 }
 

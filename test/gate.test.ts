@@ -7,6 +7,7 @@ import { expect } from 'chai';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import type { AdmissionDecision } from '../src/admission/admission.js';
 import { systemClockUs, VirtualClock } from '../src/clock.js';
@@ -16,6 +17,7 @@ import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { scripts } from '../src/store/redis/scripts.js';
 import { newRedisClient } from './helpers/redis.js';
+import { runNode } from './helpers/run.js';
 import { orAfter } from './helpers/wait.js';
 import { forEachStore, S, T0, uniquePrefix, type StoreKind } from './admission/stores.js';
 
@@ -527,6 +529,28 @@ describe('CallGate default store and close', () => {
     expect(gate.store).to.be.instanceOf(MemoryStore);
     expect(gate.store.kind).to.equal('memory');
     await gate.close();
+  });
+
+  it('a script that ends with a draining close() on the memory store lives until its held calls are sent', async function () {
+    this.timeout(60_000);
+    // nothing but the gate keeps this process alive: the hold timers do not, and a memory store
+    // has no socket (on Redis the connection did, until close() closes it)
+    const script = `
+      import { CallGate } from ${JSON.stringify(new URL('../src/index.ts', import.meta.url).href)};
+      const gate = await CallGate.create({ config: { outbound: { carriers: { A: { cps: 5, maxWait: '2s' } } } } });
+      const calls = ['o1', 'o2', 'o3'].map((callId) => gate.dispatch({ callId, route: ['A'] }, () => console.log('sent', callId)));
+      await gate.close();
+      console.log('closed', (await Promise.all(calls)).map((r) => r.outcome).join(' '));
+    `;
+    const run = await runNode(['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      timeoutMs: 30_000,
+    });
+    expect({ code: run.code, stdout: run.stdout, stderr: run.stderr }).to.deep.equal({
+      code: 0,
+      stdout: 'sent o1\nsent o2\nsent o3\nclosed dispatched dispatched dispatched\n',
+      stderr: '',
+    });
   });
 
   it('create() from a bad source throws ConfigError', async () => {

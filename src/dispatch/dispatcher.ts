@@ -45,7 +45,8 @@
  *   that then ends without going out (cancelled, closed, send failed) gives it back at once;
  *   a call sent holds it until release() (the hang-up) or until its hold lapses;
  * - close() resolves once every accepted call has ended, including sends in progress; bound sends
- *   with `sendTimeoutMs` if a send may never settle;
+ *   with `sendTimeoutMs` if a send may never settle. Meanwhile it keeps the process alive (the
+ *   clock's keepAlive: a real clock's timers do not);
  * - reserve() is a pure decision (it takes the slot but holds nothing and emits no event); it
  *   rejects on store trouble (StoreUnavailableError) and after close() (DispatcherClosedError);
  * - a route with no configured carrier is rejected without a store call, at `at`, else the
@@ -370,7 +371,15 @@ export class Dispatcher {
       for (const call of [...this.calls.values()]) if (call.state === 'holding') this.endHeld(call, 'closed');
     }
     if (this.calls.size === 0) return Promise.resolve();
-    return new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    // the hold timers do not keep the process alive, and on the memory store nothing else may:
+    // a process awaiting close() would exit with its held calls never sent
+    const release = this.clock.keepAlive?.();
+    return new Promise<void>((resolve) =>
+      this.idleWaiters.push(() => {
+        release?.();
+        resolve();
+      }),
+    );
   }
 
   // ---------------------------------------------------------------------------------------------
