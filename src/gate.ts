@@ -11,6 +11,7 @@ import {
   type AdmissionEvents,
   type AdmitInput,
   type StorePolicy,
+  checkAdmitInput,
 } from './admission/admission.js';
 import { SystemClock, systemClockUs, type Clock } from './clock.js';
 import {
@@ -149,7 +150,9 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   readonly recorder?: TraceRecorder;
   private readonly timeoutMs: number;
   private readonly deferred: ReleaseQueue;
-  /** close() has ended the held outbound calls: release() is refused from then on (DispatcherClosedError). */
+  /** close() began: admit() and record() are refused from then on (DispatcherClosedError). */
+  private closing = false;
+  /** close() has ended the held outbound calls: release() and refresh() are refused from then on (DispatcherClosedError). */
   private releasesClosed = false;
   /** Releases under way (release() not yet answered): close() lets them land or be kept for its last try. */
   private readonly releasing = new Set<Promise<ReleaseOutcome>>();
@@ -224,6 +227,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   /** May this inbound call in? Admitted calls count at every level; refused ones nowhere. */
   admit(input: AdmitInput): Promise<AdmissionDecision> {
     return this.timed('admit', () => {
+      if (this.closing) return this.closedCall(input, 'admitted');
       const d = this.admission.admit(input);
       return this.recorder ? d.then((x) => this.recorder!.inbound(input, x)) : d;
     });
@@ -232,8 +236,21 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   /** Count a call that must pass regardless (emergency): never refused, counted everywhere. */
   record(input: AdmitInput): Promise<AdmissionDecision> {
     return this.timed('record', () => {
+      if (this.closing) return this.closedCall(input, 'recorded');
       const d = this.admission.record(input);
       return this.recorder ? d.then((x) => this.recorder!.inbound(input, x)) : d;
+    });
+  }
+
+  /**
+   * An admit or record after close() began: refused (DispatcherClosedError), nothing counted. A
+   * call decided then would hold channels that no release of this gate could give back (its
+   * releases stop with close), until maxCallDuration.
+   */
+  private closedCall(input: AdmitInput, what: string): Promise<never> {
+    return Promise.resolve().then(() => {
+      checkAdmitInput(input);
+      throw new DispatcherClosedError(`the gate is closed: call ${JSON.stringify(input.callId)} was not ${what}`);
     });
   }
 
@@ -395,6 +412,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
    */
   async refresh(callId: string): Promise<boolean> {
     checkCallId(callId);
+    if (this.releasesClosed)
+      throw new DispatcherClosedError(`the gate is closed: the refresh of call ${JSON.stringify(callId)} was not sent`);
     const now = this.clock.now();
     const forUs = this.current.maxCallDurationUs;
     const local = this.admission.localStand?.refreshSync({ id: callId, forUs, now }).refreshed ?? 0;
@@ -487,12 +506,13 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
    * closes.
    */
   async close(opts: { mode?: 'drain' | 'cancel' } = {}): Promise<void> {
+    this.closing = true;
     this.watcher?.close();
     clearTimeout(this.watchTimer);
     await this.dispatcher.close(opts);
     this.releasesClosed = true;
-    // (each bounded by the decision timeout)
-    await Promise.allSettled(this.releasing);
+    // the admissions and releases under way end on the open store (each bounded by the decision timeout)
+    await Promise.allSettled([...this.admission.allInFlight(), ...this.releasing]);
     await this.deferred.close();
     await this.store.close();
     await this.recorder?.close();

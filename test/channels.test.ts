@@ -400,6 +400,42 @@ describe('release() while Redis is away', function () {
       admin.disconnect();
     }
   });
+
+  it('admit and record after close() began are refused, nothing counted; refresh after it too; one in flight ends first', async () => {
+    // a client of the caller's stays open after close(): an admission decided on it then would
+    // hold a channel that no release of this gate could give back (until maxCallDuration)
+    const prefix = uniquePrefix('admit-closed');
+    const redis = new Redis(server.url);
+    const store = new RedisStore({ redis, prefix });
+    const gate = await CallGate.create({ config, store, timeoutMs: 500 });
+    const refused = (p: Promise<unknown>) =>
+      p.then(
+        () => 'decided',
+        (e: unknown) => (e instanceof DispatcherClosedError ? (e as Error).message : String(e)),
+      );
+    try {
+      expect(outcome(await gate.admit({ callId: 'h1', peer: 'pbx' }))).to.equal('A');
+      const inFlight = gate.admit({ callId: 'h2', peer: 'pbx' });
+      const closed = gate.close();
+      expect(await refused(gate.admit({ callId: 'h3', peer: 'pbx' }))).to.equal(
+        'the gate is closed: call "h3" was not admitted',
+      );
+      expect(await refused(gate.record({ callId: 'h4', peer: 'pbx' }))).to.equal(
+        'the gate is closed: call "h4" was not recorded',
+      );
+      // bad input is still named as such
+      expect(await refused(gate.admit({ callId: '', peer: 'pbx' }))).to.match(/InvalidArgumentError.*callId/);
+      // the call in flight when close() began is decided on the open store, and close() waits for it
+      expect(outcome(await inFlight)).to.equal('A');
+      await closed;
+      expect(await refused(gate.refresh('h1'))).to.equal('the gate is closed: the refresh of call "h1" was not sent');
+      // h1 and h2 hold their channels; h3 and h4 were never counted
+      expect(await heldOnRedis(prefix)).to.equal(2);
+    } finally {
+      await gate.close();
+      redis.disconnect();
+    }
+  });
 });
 
 describe('channels on Redis, live (Redis TIME): every key expires, memory per held call is bounded', function () {

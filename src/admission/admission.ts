@@ -125,7 +125,8 @@ const ADMIT_FIELDS: ReadonlySet<string> = new Set([
   'fields',
 ]);
 
-function checkInput(input: AdmitInput): void {
+/** Refuse bad admit / record input (InvalidArgumentError), before any I/O. */
+export function checkAdmitInput(input: AdmitInput): void {
   // an array is an object too, whose indexes checkFields would call unknown fields ("0")
   if (typeof input !== 'object' || input === null || Array.isArray(input))
     throw new InvalidArgumentError(`admit input must be an object { callId, peer }, got ${show(input)}`);
@@ -230,9 +231,14 @@ export class Admission {
     return this.deciding.get(callId);
   }
 
+  /** Every store decision still being taken here (close() lets them end before the store closes). */
+  allInFlight(): Promise<AdmissionDecision>[] {
+    return this.deciding.values();
+  }
+
   /** A decision taken here at once (unknown peer, flood shield), else the store's, shared by a repeat meanwhile. */
   private admitNow(input: AdmitInput): Promise<AdmissionDecision> {
-    checkInput(input);
+    checkAdmitInput(input);
     const inFlight = this.deciding.get(input.callId);
     if (inFlight !== undefined) return inFlight;
     const plan = this.plans.forCall(input);
@@ -347,7 +353,7 @@ export class Admission {
    * level it touches, never refused. An unknown peer is counted at the levels that exist.
    */
   async record(input: AdmitInput): Promise<AdmissionDecision> {
-    checkInput(input);
+    checkAdmitInput(input);
     const at = input.at ?? this.clock.now();
     const plan = this.plans.forCall(input);
     const known = plan === UNKNOWN_PEER ? withoutPeer(this.plans.config, input) : plan;

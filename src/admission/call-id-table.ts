@@ -42,6 +42,13 @@ export class CallIdTable<V> {
     this.count = 0;
   }
 
+  /** Every value in the table (a copy: the table may change while it is used). */
+  values(): V[] {
+    const out: V[] = [];
+    for (let i = 0; i < this.keys.length; i++) if (this.keys[i] !== undefined) out.push(this.vals[i]!);
+    return out;
+  }
+
   get size(): number {
     return this.count;
   }
