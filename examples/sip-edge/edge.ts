@@ -32,6 +32,7 @@ import {
   type AdmissionDecision,
   admissionLevels,
   CallGate,
+  DispatcherClosedError,
   type DispatchResult,
   inspectGate,
   type Store,
@@ -365,8 +366,12 @@ export class SipEdge {
       })
       .then((d) => this.onAdmission(call, d))
       .catch((err: Error) => {
-        this.problem(err);
-        this.finalResponse(call, 500, 'Server Internal Error');
+        // an INVITE that came while the edge stops: refused as the engine closes, not a fault
+        if (err instanceof DispatcherClosedError) this.finalResponse(call, 503, 'Service Unavailable');
+        else {
+          this.problem(err);
+          this.finalResponse(call, 500, 'Server Internal Error');
+        }
         this.end(call);
       });
   }
