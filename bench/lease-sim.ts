@@ -17,6 +17,7 @@
  *   see different counts, and the leased level may admit a later call the reference refuses,
  *   so near or over the limit false% counts calls that traded places as well as calls lost.
  * spill: calls counted on the overflow lane (the rows with one), in % of offered.
+ * paused% / full% / chans%: the false refusals at 100 % by cause (causeRow).
  * convergence: how fast the shares follow a shift of demand (bench/lease-convergence.ts), median
  *   and worst over the shifts, in seconds.
  */
@@ -124,6 +125,49 @@ console.log('-- with an overflow lane (spill%: calls counted there), limits of 5
 for (const limit of [500, 1000])
   for (const lanes of [8, 16, 32])
     for (const load of [0.9, 0.95, 1.0, 1.2]) row(lanes, load, 50, true, { limit, overflow: true });
+
+/**
+ * At the limit, with an overflow lane: why the leased level refused what the reference admitted
+ * (lane without calls share and the overflow lane paused after a refusal, or full; channels),
+ * with the store's 50 ms pause and with none (every call its lane refuses asks the overflow lane).
+ */
+function causeRow(limit: number, lanes: number, pauseMs: number): void {
+  const arrivals = arrivalsFor(lanes, 1.0, SHIFT_US, limit);
+  const r = simulate(arrivals, {
+    lanes,
+    limit: { calls: limit, channels: Math.round(limit * 1.1) },
+    windowUs: 1_000_000,
+    tickUs: 50_000,
+    latencyUs: 2_000,
+    leaving: true,
+    seed: SEED,
+    params: { windowTicks: 20, up: 0.6, down: 0.2, headroom: 2, floor: { calls: 1, channels: 1 } },
+    overflow: true,
+    overflowPauseUs: pauseMs * 1000,
+  });
+  if (r.violations > 0) throw new Error(`over the limit: ${r.violations} admissions`);
+  const c = r.falseByCause;
+  console.log(
+    [
+      String(limit).padStart(6),
+      String(lanes).padStart(5),
+      `${pauseMs} ms`.padStart(6),
+      pct(r.falseRefusals, r.offered),
+      pct(c.overflowPaused, r.offered),
+      pct(c.overflowFull, r.offered),
+      pct(c.channels, r.offered),
+      pct(r.referenceAdmitted - r.admitted, r.offered),
+      pct(r.spilled, r.offered),
+    ].join(' '),
+  );
+}
+
+console.log('-- at 100 % with an overflow lane, 50 ms ticks: the false refusals by cause, in % of offered');
+console.log('   (paused: the overflow lane not asked, after it refused; full: it refused too), with the');
+console.log("   store's 50 ms pause and without one");
+console.log(' limit lanes  pause false% paused%  full% chans%  lost% spill%');
+for (const limit of [600, 1000])
+  for (const lanes of [8, 16]) for (const pause of [50, 0]) causeRow(limit, lanes, pause);
 
 /**
  * A lane cut off for 10 s (src/lease/lost.ts): leases of 300 ms renewed every tick, shrink

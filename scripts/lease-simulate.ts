@@ -83,6 +83,23 @@ export interface SimOptions {
    * Decided at once (live, two more round trips). Default false.
    */
   readonly overflow?: boolean;
+  /**
+   * How long the overflow lane is left unasked after it refused, at most (RedisStore's
+   * OVERFLOW_PAUSE_MS), µs. Default 50,000.
+   */
+  readonly overflowPauseUs?: number;
+}
+
+/** Why the leased level refused the calls the reference admitted (SimResult.falseByCause). */
+export interface FalseRefusalCauses {
+  /** Its lane lacked calls share (no overflow lane). */
+  calls: number;
+  /** Its lane lacked calls share, and the overflow lane was not asked: paused after a refusal. */
+  overflowPaused: number;
+  /** Its lane lacked calls share, and the overflow lane refused too. */
+  overflowFull: number;
+  /** Its lane lacked channels share (or the call reached it past its lease). */
+  channels: number;
 }
 
 export interface SimResult {
@@ -93,6 +110,8 @@ export interface SimResult {
   referenceAdmitted: number;
   /** Refused by the leased level, admitted by the reference. */
   falseRefusals: number;
+  /** The false refusals by cause. */
+  falseByCause: FalseRefusalCauses;
   /** Admitted by the leased level, refused by the reference (never over the limit: see maxInWindow). */
   extraAdmissions: number;
   /** Refused by a lane while the leased level's own total had room (calls and channels). */
@@ -262,6 +281,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
   // the overflow lane, when there is one: the last, after the lanes the arrivals name
   const overflow = o.overflow === true ? o.lanes : undefined;
   let overflowPausedUntil = Number.NEGATIVE_INFINITY;
+  const overflowPauseUs = o.overflowPauseUs ?? 50_000;
   let state = initialLease(o.limit, o.lanes + (overflow === undefined ? 0 : 1), o.params);
   const lanes: Lane[] = state.shares.map((share) => ({
     share,
@@ -297,6 +317,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     refusedChannels: 0,
     referenceAdmitted: 0,
     falseRefusals: 0,
+    falseByCause: { calls: 0, overflowPaused: 0, overflowFull: 0, channels: 0 },
     extraAdmissions: 0,
     roomRefusals: 0,
     maxInWindow: 0,
@@ -522,6 +543,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     const inUse = l.holds.inUse(a.t);
     let ok = true;
     let spilled = false;
+    let cause: keyof FalseRefusalCauses = 'calls';
     if (inWindow >= l.share.calls || a.t >= l.leaseEnd) {
       l.refusedCalls++;
       // refused by the level (for lack of share, or past its lease: its share is then 0): the
@@ -535,9 +557,11 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
           r.spilled++;
         } else {
           f.refusedCalls++;
-          overflowPausedUntil = a.t + Math.min(50_000, a.t < f.leaseEnd ? f.log.wait(a.t, W, f.share.calls) : W);
+          cause = 'overflowFull';
+          overflowPausedUntil =
+            a.t + Math.min(overflowPauseUs, a.t < f.leaseEnd ? f.log.wait(a.t, W, f.share.calls) : W);
         }
-      }
+      } else if (overflow !== undefined) cause = 'overflowPaused';
       if (!spilled) {
         ok = false;
         r.refusedCalls++;
@@ -546,6 +570,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     // its channel on its lane: none past the lane's lease (a spilled call's third step)
     if (ok && (inUse >= l.share.channels || a.t >= l.leaseEnd)) {
       ok = false;
+      cause = 'channels';
       l.refusedChannels++;
       r.refusedChannels++;
     }
@@ -569,6 +594,7 @@ export function simulate(arrivals: readonly Arrival[], o: SimOptions): SimResult
     } else {
       if (refOk) {
         r.falseRefusals++;
+        r.falseByCause[cause]++;
         if (o.record) r.falseRefusalList.push({ t: a.t, lane: a.lane });
       }
       if (total < limit.calls && totalInUse < limit.channels) r.roomRefusals++;
