@@ -22,6 +22,7 @@ import {
   type ConfigChange,
 } from './config/index.js';
 import {
+  checkCloseMode,
   Dispatcher,
   type DispatchInput,
   type DispatchResult,
@@ -152,10 +153,13 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   private readonly deferred: ReleaseQueue;
   /** close() began: admit() and record() are refused from then on (DispatcherClosedError). */
   private closing = false;
-  /** close() has ended the held outbound calls: release() and refresh() are refused from then on (DispatcherClosedError). */
+  /** close() has nothing left under way and closes the store: release() and refresh() are refused from then on (DispatcherClosedError). */
   private releasesClosed = false;
-  /** Releases under way (release() not yet answered): close() lets them land or be kept for its last try. */
-  private readonly releasing = new Set<Promise<ReleaseOutcome>>();
+  /**
+   * Releases, records and refreshes under way (not yet answered): close() lets them end on the
+   * open store (admissions under way: Admission.allInFlight).
+   */
+  private readonly underWay = new Set<Promise<unknown>>();
 
   /** Load and validate the configuration (a file path, an object, or an already parsed one). */
   static async create(opts: CallGateOptions): Promise<CallGate> {
@@ -238,7 +242,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     return this.timed('record', () => {
       if (this.closing) return this.closedCall(input, 'recorded');
       const d = this.admission.record(input);
-      return this.recorder ? d.then((x) => this.recorder!.inbound(input, x)) : d;
+      return this.tracked(this.recorder ? d.then((x) => this.recorder!.inbound(input, x)) : d);
     });
   }
 
@@ -325,19 +329,15 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
    * level and on its carrier. Works from any routing process sharing the store, knowing only the
    * call id; a call of that id still waiting here to go out is cancelled. When the store is out
    * of reach the release is kept and retried in the background (`deferred`), so a hang-up seen
-   * during an outage still frees its channels once the store answers. Once close() has ended the
-   * held outbound calls it rejects with DispatcherClosedError, sending nothing: the gate no longer
-   * retries releases, and may have closed its store.
+   * during an outage still frees its channels once the store answers. Once close() has nothing
+   * left under way it rejects with DispatcherClosedError, sending nothing: the gate no longer
+   * retries releases, and closes its store.
    */
   async release(callId: string): Promise<ReleaseOutcome> {
     checkCallId(callId);
     if (this.releasesClosed)
       throw new DispatcherClosedError(`the gate is closed: the release of call ${JSON.stringify(callId)} was not sent`);
-    const outcome = this.releaseOnce(callId);
-    this.releasing.add(outcome);
-    const settled = () => this.releasing.delete(outcome);
-    outcome.then(settled, settled);
-    return outcome;
+    return this.tracked(this.releaseOnce(callId));
   }
 
   /** release() of a gate that still takes releases. */
@@ -414,12 +414,29 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     checkCallId(callId);
     if (this.releasesClosed)
       throw new DispatcherClosedError(`the gate is closed: the refresh of call ${JSON.stringify(callId)} was not sent`);
+    return this.tracked(this.refreshOnce(callId));
+  }
+
+  private async refreshOnce(callId: string): Promise<boolean> {
     const now = this.clock.now();
     const forUs = this.current.maxCallDurationUs;
     const local = this.admission.localStand?.refreshSync({ id: callId, forUs, now }).refreshed ?? 0;
     const r = await this.storeCall((signal) => this.store.refresh({ id: callId, forUs, now, signal }));
     this.recorder?.refreshed(callId, r.now);
     return r.refreshed + local > 0;
+  }
+
+  /** `p`, counted under way until it settles (close() waits for it). */
+  private tracked<T>(p: Promise<T>): Promise<T> {
+    this.underWay.add(p);
+    const settled = () => this.underWay.delete(p);
+    p.then(settled, settled);
+    return p;
+  }
+
+  /** The admissions, releases, records and refreshes under way. */
+  private pendingCalls(): Promise<unknown>[] {
+    return [...this.admission.allInFlight(), ...this.underWay];
   }
 
   /** Releases kept for retrying while the store was out of reach. */
@@ -501,19 +518,23 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /**
    * Stop taking calls. Held outbound calls are sent at their slot (`drain`, the default) or
-   * ended as cancelled (`cancel`); releases are taken until then (hang-ups during a drain). The
-   * releases under way land or are deferred, the deferred ones get a last try, then the store
-   * closes.
+   * ended as cancelled (`cancel`); the calls under way end on the open store, releases still
+   * taken (hang-ups during the drain, of a call admitted meanwhile), the deferred ones get a last
+   * try; then, with nothing under way, releases are refused and the store closes.
    */
   async close(opts: { mode?: 'drain' | 'cancel' } = {}): Promise<void> {
+    checkCloseMode(opts?.mode); // before anything changes: a bad mode leaves the gate as it was
     this.closing = true;
     this.watcher?.close();
     clearTimeout(this.watchTimer);
     await this.dispatcher.close(opts);
+    // releases are taken while the store is open: the calls under way end (each bounded by the
+    // decision timeout), and an admission among them may end admitted, its hang-up still to come
+    for (let p = this.pendingCalls(); p.length > 0; p = this.pendingCalls()) await Promise.allSettled(p);
+    await this.deferred.close(); // its last try; a release failing from now on rejects, never 'deferred'
+    // (checked and set with no await between: no release slips in before the store closes)
+    for (let p = this.pendingCalls(); p.length > 0; p = this.pendingCalls()) await Promise.allSettled(p);
     this.releasesClosed = true;
-    // the admissions and releases under way end on the open store (each bounded by the decision timeout)
-    await Promise.allSettled([...this.admission.allInFlight(), ...this.releasing]);
-    await this.deferred.close();
     await this.store.close();
     await this.recorder?.close();
     this.store.events?.off('error', this.onStoreError);

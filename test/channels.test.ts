@@ -401,22 +401,28 @@ describe('release() while Redis is away', function () {
     }
   });
 
-  it('admit and record after close() began are refused, nothing counted; refresh after it too; one in flight ends first', async () => {
+  it('admit and record after close() began are refused, nothing counted; the calls under way end first, and are released', async () => {
     // a client of the caller's stays open after close(): an admission decided on it then would
     // hold a channel that no release of this gate could give back (until maxCallDuration)
     const prefix = uniquePrefix('admit-closed');
     const redis = new Redis(server.url);
+    const admin = new Redis(server.url);
     const store = new RedisStore({ redis, prefix });
-    const gate = await CallGate.create({ config, store, timeoutMs: 500 });
+    const gate = await CallGate.create({ config, store, timeoutMs: 1000 });
     const refused = (p: Promise<unknown>) =>
       p.then(
         () => 'decided',
         (e: unknown) => (e instanceof DispatcherClosedError ? (e as Error).message : String(e)),
       );
+    const order: string[] = [];
     try {
       expect(outcome(await gate.admit({ callId: 'h1', peer: 'pbx' }))).to.equal('A');
+      // the admission, the record and the refresh below wait for Redis while close() begins
+      await admin.call('CLIENT', 'PAUSE', '200', 'WRITE');
       const inFlight = gate.admit({ callId: 'h2', peer: 'pbx' });
-      const closed = gate.close();
+      const recorded = gate.record({ callId: 'h6', peer: 'pbx' }).then((d) => void order.push(`record ${d.admitted}`));
+      const refreshed = gate.refresh('h1').then((held) => void order.push(`refresh ${held}`));
+      const closed = gate.close().then(() => void order.push('closed'));
       expect(await refused(gate.admit({ callId: 'h3', peer: 'pbx' }))).to.equal(
         'the gate is closed: call "h3" was not admitted',
       );
@@ -425,15 +431,60 @@ describe('release() while Redis is away', function () {
       );
       // bad input is still named as such
       expect(await refused(gate.admit({ callId: '', peer: 'pbx' }))).to.match(/InvalidArgumentError.*callId/);
-      // the call in flight when close() began is decided on the open store, and close() waits for it
+      // the call in flight when close() began is decided on the open store, and its hang-up,
+      // while close() still runs, is released there: no channel left behind
       expect(outcome(await inFlight)).to.equal('A');
-      await closed;
+      expect(await gate.release('h2')).to.equal('released');
+      expect(await gate.release('h6')).to.equal('released');
+      await Promise.all([closed, recorded, refreshed]);
+      // close() resolved after the record and the refresh under way
+      expect(order.indexOf('closed')).to.equal(2);
+      expect(order.slice(0, 2).sort()).to.deep.equal(['record true', 'refresh true']);
+      expect(await refused(gate.release('h1'))).to.equal('the gate is closed: the release of call "h1" was not sent');
       expect(await refused(gate.refresh('h1'))).to.equal('the gate is closed: the refresh of call "h1" was not sent');
-      // h1 and h2 hold their channels; h3 and h4 were never counted
-      expect(await heldOnRedis(prefix)).to.equal(2);
+      // h1 holds its channel (nothing sent after close); h3 and h4 were never counted
+      expect(await heldOnRedis(prefix)).to.equal(1);
     } finally {
       await gate.close();
       redis.disconnect();
+      admin.disconnect();
+    }
+  });
+
+  it('an INVITE in flight when close() begins, admitted, then failed closed: its release lands', async () => {
+    // examples/sip-edge/edge.ts: admit, then dispatch (closed), 503, then release()
+    const prefix = uniquePrefix('inflight-release');
+    const store = RedisStore.connect(server.url, { prefix });
+    const admin = new Redis(server.url);
+    const gate = await CallGate.create({ config, store, timeoutMs: 1000 });
+    try {
+      await admin.call('CLIENT', 'PAUSE', '100', 'WRITE');
+      const chain = gate.admit({ callId: 'inv1', peer: 'pbx' }).then(async (d) => {
+        expect(d.admitted).to.equal(true);
+        const r = await gate.dispatch({ callId: 'inv1', route: ['B'] }, () => undefined);
+        expect([r.outcome, r.reason]).to.deep.equal(['failed', 'closed']);
+        return gate.release('inv1');
+      });
+      await gate.close({ mode: 'cancel' });
+      expect(await chain).to.equal('released');
+      expect(await heldOnRedis(prefix)).to.equal(0);
+    } finally {
+      await gate.close();
+      admin.disconnect();
+    }
+  });
+
+  it('close() with a bad mode rejects and changes nothing: admit still decides', async () => {
+    const gate = await CallGate.create({ config, store: new MemoryStore(), clock: new VirtualClock(T0) });
+    try {
+      const err = await gate.close({ mode: 'Cancel' as never }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((err as Error).message).to.equal('close mode must be drain or cancel, got "Cancel"');
+      expect(outcome(await gate.admit({ callId: 'm1', peer: 'pbx' }))).to.equal('A');
+    } finally {
+      await gate.close();
     }
   });
 });

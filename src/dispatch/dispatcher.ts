@@ -211,6 +211,12 @@ function fail(message: string): never {
 
 const DISPATCH_FIELDS: ReadonlySet<string> = new Set(['callId', 'route', 'at', 'durationUs']);
 
+/** A close() mode: `drain` (the default, undefined) or `cancel`; else InvalidArgumentError. */
+export function checkCloseMode(mode: unknown): void {
+  if (mode !== undefined && mode !== 'drain' && mode !== 'cancel')
+    fail(`close mode must be drain or cancel, got ${show(mode)}`);
+}
+
 function checkInput(input: DispatchInput, op: 'reserve' | 'dispatch'): void {
   // an array is an object too, whose indexes checkFields would call unknown fields ("0")
   if (typeof input !== 'object' || input === null || Array.isArray(input))
@@ -363,8 +369,11 @@ export class Dispatcher {
    */
   close(opts: { mode?: 'drain' | 'cancel' } = {}): Promise<void> {
     const mode = opts.mode ?? 'drain';
-    if (mode !== 'drain' && mode !== 'cancel')
-      return Promise.reject(new InvalidArgumentError(`close mode must be drain or cancel, got ${String(mode)}`));
+    try {
+      checkCloseMode(mode);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     this.closed = true;
     if (mode === 'cancel') {
       this.cancelling = true;
