@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { mulDivMod } from '../src/store/slots.js';
+import { exactWait, mulDivMod } from '../src/store/slots.js';
 import type { Store } from '../src/store/types.js';
 import { prng } from '../scripts/make-fixtures.js';
 import { redisForSuite } from './helpers/redis.js';
@@ -24,6 +24,38 @@ describe('slots: k intervals exact past 2^53', () => {
       const want = [Number(kr / BigInt(p)), Number(kr % BigInt(p))];
       expect(mulDivMod(k, r, p), `${k} * ${r} / ${p}`).to.deep.equal(want);
     }
+  });
+
+  it('exactWait compares with whole µs, rounds (halves up) and rounds up as the exact wait does', () => {
+    const rand = prng(11);
+    let nudged = 0;
+    for (let i = 0; i < 50_000; i++) {
+      const p = Math.floor(rand() * 2 ** (1 + (i % 50))) + 1;
+      // fractions near 0, near a half and near 1 too, where the plain sum loses them
+      const pick = i % 4;
+      const rest =
+        pick === 0
+          ? Math.min(p - 1, Math.floor(rand() * 3))
+          : pick === 1
+            ? Math.min(p - 1, Math.max(0, Math.floor(p / 2) + Math.floor(rand() * 3) - 1))
+            : pick === 2
+              ? Math.max(0, p - 1 - Math.floor(rand() * 3))
+              : Math.floor(rand() * p);
+      const ahead = Math.floor(rand() * 2 ** (1 + (i % 45)));
+      const w = exactWait(ahead, rest, p);
+      if (w !== ahead + rest / p) nudged++;
+      const label = `${ahead} + ${rest}/${p}`;
+      // exact: ahead + rest / p against whole M (M = ahead and ahead + 1 are the only close calls)
+      expect(w <= ahead, label).to.equal(rest === 0);
+      expect(w <= ahead + 1, label).to.equal(true);
+      expect(Math.ceil(w), label).to.equal(rest === 0 ? ahead : ahead + 1);
+      // halves up: ahead + 1 iff 2 rest >= p
+      expect(Math.round(w), label).to.equal(2 * rest >= p ? ahead + 1 : ahead);
+    }
+    // the two waits an independent probe found decided wrong
+    expect(exactWait(17, 1, 588235294117647) <= 17).to.equal(false);
+    expect(Math.round(exactWait(34928, 71574788496, 143149576993))).to.equal(34928);
+    expect(nudged, 'cases where the plain sum was wrong').to.be.above(100);
   });
 
   describe('a burst of 800 calls at cps 123456.789012345', () => {

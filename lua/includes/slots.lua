@@ -87,9 +87,40 @@ local function lastSlot(s)
   return s[1] + slotOffset(s[2], s[3])
 end
 
+-- The double next to x (a positive double), above it (direction 1) or below it (-1): x is
+-- m 2^e with 0.5 <= m < 1, its neighbours 2^(e - 53) away (2^(e - 54) below a power of two).
+local function adjacent(x, direction)
+  local m, e = math.frexp(x)
+  if direction < 0 and m == 0.5 then
+    return x - math.ldexp(1, e - 54)
+  end
+  return x + direction * math.ldexp(1, e - 53)
+end
+-- The wait ahead + rest / p µs (ahead whole, 0 <= rest < p) as the double that compares with any
+-- whole µs (maxWait), rounds to the nearest µs (halves up) and rounds up as the exact value does
+-- (src/store/slots.ts, exactWait: the same doubles): a fraction lost in the sum is kept as the
+-- next double above ahead, and the side of the half µs as the exact value's.
+local function exactWait(ahead, rest, p)
+  if rest == 0 then
+    return ahead
+  end
+  local wait = ahead + rest / p
+  if wait <= ahead then
+    wait = adjacent(ahead, 1)
+  end
+  local half = ahead + 0.5
+  if 2 * rest < p then
+    if wait >= half then
+      wait = adjacent(half, -1)
+    end
+  elseif wait < half then
+    wait = half
+  end
+  return wait
+end
 -- The next slot after state `s` (nil: none) for a call at t at `rate`: its base, its k and its
--- wait (0: the slot is t itself, a base of its own; else its whole µs exact). A state counted
--- at another rate (a reload changed it) is based again at its latest slot first.
+-- wait (0: the slot is t itself, a base of its own; else exactWait). A state counted at another
+-- rate (a reload changed it) is based again at its latest slot first.
 local function nextSlot(s, rate, t)
   if s == nil then
     return t, 0, 0
@@ -102,7 +133,7 @@ local function nextSlot(s, rate, t)
   -- since the base, whole µs first: exact while the base is a whole µs (a call's own time)
   local ahead = whole - (t - base)
   if ahead > 0 or (ahead == 0 and rest > 0) then
-    return base, k + 1, ahead + rest / rate[2]
+    return base, k + 1, exactWait(ahead, rest, rate[2])
   end
   return t, 0, 0
 end

@@ -102,6 +102,13 @@ export interface Reservation {
   readonly at: number;
   /** The slot taken, µs on the decision's clock; absent when rejected. */
   readonly slotAt?: number;
+  /**
+   * The wait from `at` to the slot, µs; absent when rejected. Exact where `slotAt` is not: a
+   * slot near today's dates as one number of µs steps in quarter-µs, while this wait compares,
+   * rounds (delayMs) and rounds up (a hold's end, `at` + its ceiling + the call's duration) as
+   * the exact one does.
+   */
+  readonly waitUs?: number;
 }
 
 export type DispatchOutcome = 'dispatched' | 'rejected' | 'cancelled' | 'failed';
@@ -120,6 +127,8 @@ export interface DispatchResult {
   /** Decision time, µs; absent when no decision was taken (store trouble, closed). */
   readonly at?: number;
   readonly slotAt?: number;
+  /** The wait from `at` to the slot, µs (see Reservation.waitUs). */
+  readonly waitUs?: number;
   /** The holding clock's time when send ran (or, without send, when the slot came). */
   readonly sentAt?: number;
   readonly error?: Error;
@@ -458,6 +467,7 @@ export class Dispatcher {
       reroutedFrom: route.ids.slice(0, res.index),
       at: res.now,
       slotAt: res.slotUs,
+      waitUs: res.waitUs,
     };
     const reservation = route.skipped ? { ...dispatched, skipped: route.skipped } : dispatched;
     const target = clockNow === undefined ? systemClockUs() + res.waitUs : res.slotUs;
@@ -651,7 +661,7 @@ export class Dispatcher {
       ...(r.skipped && { skipped: [...r.skipped] }),
       at: r.at,
     };
-    return r.slotAt === undefined ? { ...base, ...extra } : { ...base, slotAt: r.slotAt, ...extra };
+    return r.slotAt === undefined ? { ...base, ...extra } : { ...base, slotAt: r.slotAt, waitUs: r.waitUs, ...extra };
   }
 
   private finish(

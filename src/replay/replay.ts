@@ -226,9 +226,11 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   /** Per outbound id, its dispatch until it has ended (sent): the dispatcher's id until then. */
   const ending = new Map<string, Promise<unknown>>();
   const inHolds = inboundHolds(opts.config);
-  // a dispatched call's hold ends as the stores end it: rounded up to a whole µs (src/store/
-  // slots.ts; the slot here is one number of µs, within a quarter-µs of the stores' exact one)
-  const outEnd = (call: TraceCall, r: Reservation): number => Math.ceil(r.slotAt! + holdUs(call));
+  // a dispatched call's hold ends as the stores end it: its slot rounded up to a whole µs, plus
+  // its duration (src/store/slots.ts). From the exact wait, not the slot: as one number of µs
+  // the slot is within a quarter-µs of the stores' exact one, and its ceiling could be a µs
+  // short, so an id given again at the hold's last µs was taken as free
+  const outEnd = (call: TraceCall, r: Reservation): number => r.at + Math.ceil(r.waitUs!) + holdUs(call);
   const read = readTrace(opts.tracePath, { signal });
   const calls = check.sorted ? read : inTimeOrder(read, (c) => c.time, { chunkRows: opts.sortRunRows });
   const every = opts.progressEvery ?? 10_000;

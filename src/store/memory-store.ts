@@ -45,7 +45,7 @@ import {
   logRetention,
 } from './validate.js';
 import { checkInspect, inspectMemory } from './inspect-memory.js';
-import { carrierRate, lastSlot, nextSlot, type SlotState, slotHoldEnd, slotOffset } from './slots.js';
+import { carrierRate, lastSlot, nextSlot, nextSlotPassed, type SlotState, slotHoldEnd } from './slots.js';
 import type { BansRequest, BansResult, InspectRequest, InspectResult, UnbanRequest, UnbanResult } from './types.js';
 import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
 import {
@@ -306,8 +306,10 @@ export class MemoryStore implements Store, OperableStore {
       if (log.size === 0) this.logs.delete(key);
     }
     for (const [key, win] of this.windows) if ((win.w + 2) * win.windowUs <= t) this.windows.delete(key);
-    for (const [key, slot] of this.slots)
-      if (slot.base + slotOffset(slot.k + 1, slot.rate) <= t) this.slots.delete(key);
+    // exactly as the next call would see it: a slot as one number of µs near today's dates
+    // steps in quarter-µs, and a next slot 0.11 µs after t read as passed, so a call at t went
+    // at once where it had to wait (a wait over maxWait 0: another carrier)
+    for (const [key, slot] of this.slots) if (nextSlotPassed(slot, t)) this.slots.delete(key);
     for (const sets of [this.bucketHolds, this.carrierHolds]) {
       for (const [key, set] of sets) {
         set.trim(t);

@@ -153,9 +153,40 @@ export function lastSlot(s: SlotState): number {
   return s.base + slotOffset(s.k, s.rate);
 }
 
+const bits = new Float64Array(1);
+const bitsAsInt = new BigInt64Array(bits.buffer);
+
+/** The double next to x (a positive double), above it (+1) or below it (-1). */
+function adjacent(x: number, direction: 1 | -1): number {
+  bits[0] = x;
+  bitsAsInt[0]! += BigInt(direction);
+  return bits[0]!;
+}
+
+/**
+ * The wait `ahead + rest / p` µs (ahead whole, 0 <= rest < p) as the double that compares with
+ * any whole µs (maxWait), rounds to the nearest µs (halves up: delay_ms) and rounds up (a
+ * hold's end) as the exact value does. The plain sum did not: 17 + 1/588235294117647 µs is the
+ * double 17, a wait taken under a maxWait of 17 µs it exceeds, and 34928 + 0.49999999999999650
+ * is the double 34928.5, a delay rounded up. So a fraction lost in the sum is kept as the next
+ * double above `ahead`, and the side of the half µs as the exact value's (lua/includes/slots.lua
+ * computes the same doubles).
+ */
+export function exactWait(ahead: number, rest: number, p: number): number {
+  if (rest === 0) return ahead;
+  let wait = ahead + rest / p;
+  if (wait <= ahead) wait = adjacent(ahead, 1);
+  const half = ahead + 0.5;
+  if (2 * rest < p) {
+    if (wait >= half) wait = adjacent(half, -1);
+  } else if (wait < half) wait = half;
+  return wait;
+}
+
 /**
  * The next slot after `s` (undefined: none) for a call at t at `rate`: slot = max(t, last + I),
- * as a base and k, with its wait (0: the slot is t, a base of its own; else its whole µs exact).
+ * as a base and k, with its wait (0: the slot is t, a base of its own; else exactWait: whole µs
+ * exact, its fraction on the right side of every whole and half µs).
  * A state counted at another rate (a reload changed it) is based again at its latest slot first.
  */
 export function nextSlot(s: SlotState | undefined, rate: Rate, t: number): SlotState & { wait: number } {
@@ -169,8 +200,13 @@ export function nextSlot(s: SlotState | undefined, rate: Rate, t: number): SlotS
   // since the base, whole µs first: exact while the base is a whole µs (a call's own time)
   const ahead = whole - (t - base);
   return ahead > 0 || (ahead === 0 && rest > 0)
-    ? { base, k: k + 1, rate, wait: ahead + rest / rate.p }
+    ? { base, k: k + 1, rate, wait: exactWait(ahead, rest, rate.p) }
     : { base: t, k: 0, rate, wait: 0 };
+}
+
+/** Whether the next slot after `s` is at or before t, exactly: a call at t would start a base of its own (the state can go). */
+export function nextSlotPassed(s: SlotState, t: number): boolean {
+  return nextSlot(s, s.rate, t).k === 0;
 }
 
 /**
