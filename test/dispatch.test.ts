@@ -171,6 +171,7 @@ describe('Dispatcher', function () {
               reroutedFrom: [],
               at: T0,
               slotAt: T0 + i * 400_000,
+              waitUs: i * 400_000,
             });
           }
           // c5 waited exactly maxWait (2 s) and was taken; c6 would wait 2.4 s
@@ -222,6 +223,7 @@ describe('Dispatcher', function () {
             skipped: ['X', 'Y', 'Z'],
             at: T0,
             slotAt: T0,
+            waitUs: 0,
           });
           expect(r2).to.deep.equal({
             callId: 'r2',
@@ -233,6 +235,7 @@ describe('Dispatcher', function () {
             skipped: ['X', 'Y', 'Z'],
             at: T0,
             slotAt: T0,
+            waitUs: 0,
           });
           expect(r3).to.deep.equal({
             callId: 'r3',
@@ -244,6 +247,7 @@ describe('Dispatcher', function () {
             skipped: ['X', 'Y', 'Z'],
             at: T0,
             slotAt: T0,
+            waitUs: 0,
           });
           // C would wait 1 s > 500 ms
           expect(r4).to.deep.equal({
@@ -269,6 +273,7 @@ describe('Dispatcher', function () {
             reroutedFrom: ['B'],
             at: T0 + 600 * MS,
             slotAt: T0 + S,
+            waitUs: 400 * MS,
           });
         });
 
@@ -398,6 +403,7 @@ describe('Dispatcher', function () {
             reroutedFrom: [],
             at: T0,
             slotAt: T0 + 1500 * MS,
+            waitUs: 1500 * MS,
             sentAt: T0 + 1500 * MS, // the clock passes through each timer's time on its way
           });
           expect(results.map((r) => r.sentAt)).to.deep.equal([T0, T0 + 500 * MS, T0 + 1000 * MS, T0 + 1500 * MS]);
@@ -471,6 +477,7 @@ describe('Dispatcher', function () {
             reason: 'cancelled',
             at: T0,
             slotAt: T0 + S,
+            waitUs: S,
           });
           clock.advance(T0 + 10 * S);
           const r2 = await p2;
@@ -504,6 +511,7 @@ describe('Dispatcher', function () {
             reason: 'send-failed',
             at: T0,
             slotAt: T0,
+            waitUs: 0,
             sentAt: T0,
             error: boom,
           });
