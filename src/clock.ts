@@ -34,7 +34,8 @@ const POLL_US = 1_500;
 
 /**
  * The real clock: timers are real timers, unref'd so held calls never keep a process alive (but
- * for their last `pollUs`, and while keepAlive() is held: a draining close()). A timer fires on the first turn of the event loop at or after its
+ * for their last `pollUs`, and while keepAlive() is held: a draining close()). A timer fires on
+ * the first turn of the event loop at or after its
  * time (never before it): it sleeps until `pollUs` before, then polls with setImmediate (the
  * loop keeps serving I/O meanwhile, but spins: with many carriers at high cps that is CPU
  * spent). `pollUs` 0 sleeps all the way (a send then leaves up to ~1 ms late, which pacing at
