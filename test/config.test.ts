@@ -345,6 +345,20 @@ describe('config', () => {
           { cps: 2e-10 },
           'outbound.carriers.A.cps: expected a positive finite number, got 2e-10 (too small: at least 1e-9, a call every 31.7 years)',
         ],
+        // counted as p / q with p under 2^50: 1e21 reached Redis as "1e+21/1", which no script read
+        [
+          { cps: 1e15 },
+          'outbound.carriers.A.cps: expected a positive finite number, got 1000000000000000 (too large: below 1e15)',
+        ],
+        [
+          { cps: 1e21 },
+          'outbound.carriers.A.cps: expected a positive finite number, got 1e+21 (too large: below 1e15)',
+        ],
+        // past 2^51 µs a wait as a double steps in half-µs: no longer compared with maxWait exactly
+        [
+          { cps: 1, maxWait: 'PT2251799813.685248S' },
+          'outbound.carriers.A.maxWait: expected a duration under 2^51 µs (about 71 years), got 2251799813685248 µs',
+        ],
         [{ maxWait: '1s' }, 'outbound.carriers.A.cps: missing (expected a positive finite number)'],
         [{ cps: 1, maxWait: 'soon' }, 'outbound.carriers.A.maxWait: expected a duration >= 0, got "soon"'],
         [{ cps: 1, maxWait: '-1s' }, 'outbound.carriers.A.maxWait: expected a duration >= 0, got "-1s"'],

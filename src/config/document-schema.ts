@@ -56,11 +56,11 @@ const ids = <T extends z.ZodType>(what: string, value: T) =>
 const carrier = doc(
   z.strictObject({
     cps: doc(
-      z.number().min(1e-9),
-      'Calls per second sent to the carrier at most (1/cps apart); a fraction works, counted to 9 decimals (at least 1e-9).',
+      z.number().min(1e-9).lt(1e15),
+      'Calls per second sent to the carrier at most (1/cps apart); a fraction works, counted to 9 decimals (at least 1e-9, below 1e15).',
     ),
     maxWait: duration(
-      'The longest a call may wait for its slot before the next carrier of its route is tried (default 0)',
+      'The longest a call may wait for its slot before the next carrier of its route is tried (default 0; under 2^51 µs, about 71 years)',
     ).optional(),
     channels: count('Calls in progress on the carrier at once, at most.').optional(),
   }),

@@ -127,6 +127,16 @@ const bucketSchema = z
 const cpsError = expected('a positive finite number');
 /** The least cps: slots count a cps in billionths (src/store/slots.ts). */
 export const MIN_CPS = 1e-9;
+/**
+ * The cps is below this: slots count it as p / q with p under 2^50 (src/store/slots.ts), and a
+ * larger one reached Redis as "1e+21/1", which its scripts could not read.
+ */
+export const MAX_CPS = 1e15;
+/**
+ * A maxWait is under this (2^51 µs, about 71 years): past it a double steps in half-µs and more,
+ * and a wait compared with maxWait or rounded to delay_ms could be a µs off the exact one.
+ */
+export const MAX_WAIT_US = 2 ** 51;
 
 const carrierSchema = z
   .strictObject(
@@ -134,12 +144,20 @@ const carrierSchema = z
       // One check, so that a bad cps gives one problem. Slots count the cps in billionths
       // (src/store/slots.ts): one below a billionth, a call every 31.7 years, is refused as
       // "too small", as one whose interval 1e6 / cps overflows would be.
-      cps: z.number({ error: cpsError }).refine((cps) => cps >= MIN_CPS && Number.isFinite(cps), {
+      cps: z.number({ error: cpsError }).refine((cps) => cps >= MIN_CPS && cps < MAX_CPS, {
         error: expected('a positive finite number', (cps) =>
-          (cps as number) > 0 ? `too small: at least ${MIN_CPS}, a call every 31.7 years` : undefined,
+          (cps as number) >= MAX_CPS && Number.isFinite(cps)
+            ? 'too large: below 1e15'
+            : (cps as number) > 0 && (cps as number) < MIN_CPS
+              ? `too small: at least ${MIN_CPS}, a call every 31.7 years`
+              : undefined,
         ),
       }),
-      maxWait: durationSchema(false).optional(),
+      maxWait: durationSchema(false)
+        .refine((us) => us < MAX_WAIT_US, {
+          error: (iss) => `expected a duration under 2^51 µs (about 71 years), got ${String(iss.input)} µs`,
+        })
+        .optional(),
       channels: z.int({ error: positiveInteger }).positive({ error: positiveInteger }).optional(),
     },
     { error: expected('a carrier such as {"cps": 4, "maxWait": "PT1S"}') },
