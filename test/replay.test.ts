@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { loadConfigFile } from '../src/config/load.js';
 import { replay, type DecisionLine } from '../src/replay/replay.js';
+import { reportJson, reportText } from '../src/replay/report.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Store } from '../src/store/types.js';
@@ -396,6 +397,30 @@ describe('replay stopped by an AbortSignal', () => {
       );
       expect(error, path).to.be.instanceOf(TraceError);
       expect((error as TraceError).message).to.equal(`${path}: cannot read the trace: ${what}`);
+    }
+  });
+});
+
+describe('replay: a report at the last time a trace can state', () => {
+  it('a fixed window that ends past Number.MAX_SAFE_INTEGER µs is shown ending there, not a RangeError', async () => {
+    // the trace's latest time is 2^53 - 1 µs; a window of 1 s holding a call half a second before
+    // it ends past it, and the report's busiest window threw after the decisions were written
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'callgate-last-time-'));
+    try {
+      const tracePath = path.join(dir, 'trace.csv');
+      writeFileSync(tracePath, 'time,call_id,direction,peer\n9007199254.5,c1,in,P\n');
+      const config = parseConfig({
+        inbound: { peers: { P: [{ limit: 5, window: '1s', algorithm: 'fixed-window' }] } },
+      });
+      const r = await replay({ config, tracePath, store: new MemoryStore() });
+      const level = reportJson(r).levels.find((l) => l.level === 'peer:P')!;
+      expect(level.limits[0]!.busiest).to.deep.equal({
+        from: '2255-06-05T23:47:34.000000Z',
+        to: '2255-06-05T23:47:34.740991Z',
+      });
+      expect(reportText(r)).to.include('peer:P');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

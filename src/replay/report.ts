@@ -94,7 +94,14 @@ export function reportJson(r: ReplayResult): ReportJson {
       algorithm: p.limit.algorithm,
       peak: round2(p.peak),
       held: p.held,
-      busiest: p.busiest ? { from: formatTime(Math.max(0, p.busiest.fromUs)), to: formatTime(p.busiest.toUs) } : null,
+      // a fixed window of the trace's last µs may end past the last time a trace can state
+      // (Number.MAX_SAFE_INTEGER µs): it is shown ending there, not a RangeError after the decisions
+      busiest: p.busiest
+        ? {
+            from: formatTime(Math.max(0, p.busiest.fromUs)),
+            to: formatTime(Math.min(p.busiest.toUs, Number.MAX_SAFE_INTEGER)),
+          }
+        : null,
     }));
   const finite = (x: number): number | null => (Number.isFinite(x) ? ms(x) : null);
   const carriers = [...r.carriers.entries()].map(([id, c]) => ({
