@@ -120,7 +120,8 @@ describe('callgate replay (the command)', function () {
         'yesterday,c2,in,p1,,',
         '2024-01-01T00:00:01Z,c3,sideways,p1,,',
         '2024-01-01T00:00:02Z,c4,in,,,',
-        '2024-01-01T00:00:03Z,c5,out,,,',
+        // (an empty route is a call naming no carrier, decided: a carrier id over the bound is a problem)
+        `2024-01-01T00:00:03Z,c5,out,,,${'x'.repeat(300)}`,
         '2024-01-01T00:00:04Z,c6,in',
         '',
       ].join('\n'),
