@@ -20,6 +20,13 @@ async function refused(run: () => Promise<unknown>, ...words: string[]): Promise
   for (const w of words) expect((err as Error).message).to.include(w);
 }
 
+/** What a call rejected with, or undefined when it resolved. */
+const caught = (p: Promise<unknown>): Promise<unknown> =>
+  p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+
 /** Each refusal rejects with an InvalidArgumentError of exactly its message. */
 async function expectRefused(cases: [Promise<unknown>, string][]): Promise<void> {
   for (const [refusal, message] of cases) {
@@ -92,12 +99,7 @@ describe('call input from JavaScript', () => {
     ];
     for (const [route, message] of cases) {
       for (const op of [reserve, dispatch]) {
-        const err = await op.call(gate, { callId: 'o', route }).then(
-          () => undefined,
-          (e: unknown) => e,
-        );
-        expect(err, message).to.be.instanceOf(InvalidArgumentError);
-        expect((err as Error).message).to.equal(message);
+        await expectRefused([[op.call(gate, { callId: 'o', route }), message]]);
       }
     }
     // nothing taken: the carrier's slot is still free
@@ -105,14 +107,9 @@ describe('call input from JavaScript', () => {
   });
 
   it('reserve and dispatch say what their input must be and what came, the value as given', async () => {
-    const outcome = (run: () => Promise<unknown>) =>
-      run().then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-    const reserve = (x: unknown) => outcome(() => gate.reserve(x as never));
+    const reserve = (x: unknown) => caught(gate.reserve(x as never));
     const dispatch = (x: unknown, send?: unknown, opts?: unknown) =>
-      outcome(() => gate.dispatch(x as never, send as never, opts as never));
+      caught(gate.dispatch(x as never, send as never, opts as never));
     const cases: [Promise<unknown>, string][] = [
       [reserve(null), 'reserve input must be an object { callId, route }, got null'],
       [reserve('o'), 'reserve input must be an object { callId, route }, got "o"'],
@@ -143,11 +140,7 @@ describe('call input from JavaScript', () => {
   });
 
   it('admit says what its input must be and what came, the value as given', async () => {
-    const admit = (x: unknown) =>
-      gate.admit(x as never).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+    const admit = (x: unknown) => caught(gate.admit(x as never));
     const cases: [Promise<unknown>, string][] = [
       [admit(undefined), 'admit input must be an object { callId, peer }, got undefined'],
       [admit('a'), 'admit input must be an object { callId, peer }, got "a"'],
@@ -165,11 +158,7 @@ describe('call input from JavaScript', () => {
   });
 
   it('a refusal shows what came as it is: NaN is not null, a Set is not {}, a function is not its source', async () => {
-    const reserve = (x: unknown) =>
-      gate.reserve(x as never).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+    const reserve = (x: unknown) => caught(gate.reserve(x as never));
     const cases: [unknown, string][] = [
       [{ callId: Number.NaN, route: ['c1'] }, 'callId must be a string, got NaN'],
       [{ callId: -Infinity, route: ['c1'] }, 'callId must be a string, got -Infinity'],
