@@ -40,13 +40,15 @@ const ASCII_COMPATIBLE = new Set([
   'cp1252',
 ]);
 
+/** A hex digit 8-9, A-F or a-f: the first digit of an escape of a byte above 0x7F. */
+const highDigit = (b: number | undefined): boolean =>
+  b !== undefined && ((b >= 0x38 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66));
+
 /** No byte above 0x7F, and in a form no percent-escape of one (`%80` to `%FF`). */
 function asciiOnly(body: Buffer, form: boolean): boolean {
   for (let i = 0; i < body.length; i++) {
     const b = body[i]!;
-    if (b > 0x7f) return false;
-    // '%' then a hex digit 8-9 or A-F (either case): an escape of a byte above 0x7F
-    if (form && b === 0x25 && i + 1 < body.length && /[89a-fA-F]/.test(String.fromCharCode(body[i + 1]!))) return false;
+    if (b > 0x7f || (form && b === 0x25 && highDigit(body[i + 1]))) return false;
   }
   return true;
 }
@@ -88,8 +90,10 @@ export function checkBodyCoding(headers: IncomingHttpHeaders, mediaType: string,
   const reads = `the sidecar reads ${mediaType} in UTF-8 (charset=utf-8 or none; an ASCII body in latin1 or us-ascii too) with no content-encoding`;
   const problems: string[] = [];
   const form = mediaType === 'application/x-www-form-urlencoded';
-  const readable = (c: string) =>
-    UTF8.has(c.toLowerCase()) || (ASCII_COMPATIBLE.has(c.toLowerCase()) && asciiOnly(body, form));
+  const readable = (charset: string) => {
+    const c = charset.toLowerCase();
+    return UTF8.has(c) || (ASCII_COMPATIBLE.has(c) && asciiOnly(body, form));
+  };
   if (!charsetsOf(contentType).every(readable))
     problems.push(`body: got content-type ${JSON.stringify(contentType)}; ${reads}`);
   const coding = codingsOf(headers).length > 0;
