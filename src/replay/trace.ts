@@ -4,8 +4,8 @@
  * - Header row, columns by name in any order; unknown columns are ignored. `time`, `call_id`
  *   and `direction` are required columns; `peer` is required on `in` rows, the `route` column
  *   with `out` rows (an empty route cell is a call naming no carrier, rejected as
- *   all-routes-congested); `account` is optional (an empty cell means no account); `duration` is optional (an
- *   empty cell means the call's end was never reported).
+ *   all-routes-congested); `account` is optional (an empty cell means no account); `duration`
+ *   is optional (an empty cell means the call's end was never reported).
  * - Blank lines (empty or whitespace only) and lines whose first character is `#` are skipped.
  *   A `#` anywhere else is data: peer ids may contain it.
  * - A UTF-8 BOM, CRLF or LF line endings (mixed too) and a last line without a newline are fine.
