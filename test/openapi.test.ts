@@ -121,9 +121,21 @@ describe('sidecar OpenAPI document (GET /v1/openapi.json)', () => {
     await check('POST', '/v1/admit', { call_id: 'x', peer: 'p1', pear: 1 }, 400);
     writeFileSync(configPath, '{"inbound": 5}');
     await check('POST', '/v1/reload', undefined, 422);
-    // every operation that takes a body lists the 415 of a body in another charset or compressed
+    // every operation that takes a body lists the 415 of a body in another charset or compressed,
+    // and the 413 of one over the body limit
     for (const [path, ops] of Object.entries(doc.paths))
-      if (ops.post) expect(Object.keys(ops.post.responses), path).to.include('415');
+      if (ops.post) expect(Object.keys(ops.post.responses), path).to.include.members(['413', '415']);
+    const tooLarge = await app.inject({
+      method: 'POST',
+      url: '/v1/reserve',
+      payload: JSON.stringify({ call_id: 'big', route: ['A'], pad: 'x'.repeat(20_000) }),
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(tooLarge.statusCode).to.equal(413);
+    const validate413 = ajv.compile(
+      doc.paths['/v1/reserve']!.post.responses['413']!.content!['application/json']!.schema,
+    );
+    expect(validate413(tooLarge.json()), tooLarge.body).to.equal(true);
     const latin1 = await app.inject({
       method: 'POST',
       url: '/v1/admit',

@@ -150,6 +150,7 @@ const BODY =
   'UTF-8 as sent: no charset or charset=utf-8, and no Content-Encoding (or identity); a body of ASCII bytes alone may declare an ASCII-compatible charset (us-ascii, iso-8859-1, windows-1252). Another charset, a byte above 0x7F in one of those, or a content coding is a 415, never decoded.';
 const UNSUPPORTED =
   'The body is neither JSON nor a form, or is declared in a charset other than UTF-8, or has a Content-Encoding other than identity (the answer then says Accept-Encoding: identity)';
+const TOO_LARGE = 'The body is larger than the sidecar takes (`--body-limit`, 16384 bytes by default); it is not read';
 const DECISION = 'A decision is always 200: a refusal is an answer, not an error.';
 
 /** Every route the app may register, by path. */
@@ -256,11 +257,16 @@ function operation(
       description: status === '200' ? 'OK' : 'Error',
       content: { 'application/json': { schema: jsonSchema(answer!) } },
     };
-  if (op.requestBody)
+  if (op.requestBody) {
+    responses['413'] = {
+      description: TOO_LARGE,
+      content: { 'application/json': { schema: jsonSchema(errorAnswerSchema) } },
+    };
     responses['415'] = {
       description: UNSUPPORTED,
       content: { 'application/json': { schema: jsonSchema(errorAnswerSchema) } },
     };
+  }
   if (route.text) responses['200'] = { description: 'OK', content: { [route.text]: { schema: { type: 'string' } } } };
   if (token && !route.open) responses['401'] = { description: 'Missing or wrong bearer token' };
   op.responses = responses;
