@@ -363,7 +363,11 @@ describe('trace reader', () => {
           '4,d,in,p,,  \n' + // 5: blank too
           '5,e,in,p,, 2.25 \n' + // 6: trimmed
           '6,f,in,p,,1m\n' + // 7
-          '7,g,in,p,,-1\n', // 8
+          '7,g,in,p,,-1\n' + // 8
+          '8,h,in,p,,9007199254.740991\n' + // 9: the longest
+          '9,i,in,p,,9007199254.740992\n' + // 10: a µs longer
+          '10,j,in,p,,P104249DT23H47M34.740992S\n' + // 11: the same, ISO-8601
+          '11,k,in,p,,P1M\n', // 12
       );
       expect(calls.map((c) => [c.callId, c.durationUs])).to.deep.equal([
         ['a', 93_500_000],
@@ -371,11 +375,16 @@ describe('trace reader', () => {
         ['c', undefined],
         ['d', undefined],
         ['e', 2_250_000],
+        ['h', Number.MAX_SAFE_INTEGER],
       ]);
       expect(calls[2]).to.not.have.property('durationUs');
+      const longest = 'at most 9007199254.740991 s (P104249DT23H47M34.740991S, about 285 years)';
       expect(problems).to.deep.equal([
         't.csv:7: column "duration": bad duration "1m" (seconds such as 93.5, or ISO-8601 such as PT1M33.5S)',
         't.csv:8: column "duration": bad duration "-1" (seconds such as 93.5, or ISO-8601 such as PT1M33.5S)',
+        `t.csv:10: column "duration": duration "9007199254.740992" is longer than a trace takes: ${longest}`,
+        `t.csv:11: column "duration": duration "P104249DT23H47M34.740992S" is longer than a trace takes: ${longest}`,
+        't.csv:12: column "duration": bad duration "P1M": years and months have no fixed length (seconds such as 93.5, or ISO-8601 such as PT1M33.5S)',
       ]);
     });
   });

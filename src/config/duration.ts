@@ -32,7 +32,8 @@ const SHORT_UNITS: Readonly<Record<string, bigint>> = { ms: US_PER_MS, s: US_PER
 const SHORT_FORM = /^(\d+)(?:\.(\d+))?(ms|s|m|h)$/;
 
 const NOT_WHOLE_US = 'not a whole number of microseconds';
-const TOO_LONG = 'too long';
+/** The reason of a duration past Number.MAX_SAFE_INTEGER µs. */
+export const TOO_LONG = 'too long';
 
 /** Exact `int.frac × unitUs`, or undefined when that is not a whole number of microseconds. */
 function decimalTimes(int: string, frac: string, unitUs: bigint): bigint | undefined {

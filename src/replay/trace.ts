@@ -25,7 +25,7 @@ import { nonUtf8Lines } from '../utf8-lines.js';
 import { Readable, Transform, addAbortSignal, pipeline, type TransformCallback } from 'node:stream';
 import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
 import { DateTime, FixedOffsetZone } from 'luxon';
-import { parseDuration } from '../config/duration.js';
+import { parseDuration, TOO_LONG } from '../config/duration.js';
 import { TraceError, type TraceProblem } from '../errors/trace-error.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -157,6 +157,19 @@ export function parseCallDuration(text: string): number | undefined {
   if (!text.startsWith('P')) return undefined;
   const r = parseDuration(text);
   return r.ok ? r.us : undefined;
+}
+
+/** The longest duration a trace takes (Number.MAX_SAFE_INTEGER µs), in words. */
+const LONGEST_DURATION = 'at most 9007199254.740991 s (P104249DT23H47M34.740991S, about 285 years)';
+
+/** Why a duration cell that parseCallDuration refused is not one. */
+export function callDurationProblem(text: string): string {
+  const iso = text.startsWith('P') ? parseDuration(text) : undefined;
+  const reason = iso?.ok === false ? iso.reason : undefined;
+  // a well-formed duration only too long: say the bound, not the forms it already has
+  if (SECONDS_RE.test(text) || reason === TOO_LONG)
+    return `duration ${show(text)} is longer than a trace takes: ${LONGEST_DURATION}`;
+  return `bad duration ${show(text)}${reason ? `: ${reason}` : ''} (seconds such as 93.5, or ISO-8601 such as PT1M33.5S)`;
 }
 
 /** Microseconds since the epoch as ISO-8601 UTC with six fraction digits (exact; for reports). */
@@ -619,7 +632,7 @@ function decodeRow(
   const durationText = cell('duration')?.trim() ?? '';
   const durationUs = durationText === '' ? undefined : parseCallDuration(durationText);
   if (durationText !== '' && durationUs === undefined) {
-    bad('duration', `bad duration ${show(durationText)} (seconds such as 93.5, or ISO-8601 such as PT1M33.5S)`);
+    bad('duration', callDurationProblem(durationText));
   }
 
   // the bound of every entry point (ids.ts): a trace replays only what the engine would take
