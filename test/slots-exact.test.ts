@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { exactWait, mulDivMod } from '../src/store/slots.js';
+import { exactWait, mulDivMod, rateOf } from '../src/store/slots.js';
 import type { Store } from '../src/store/types.js';
 import { prng } from '../scripts/make-fixtures.js';
 import { redisForSuite } from './helpers/redis.js';
@@ -56,6 +56,28 @@ describe('slots: k intervals exact past 2^53', () => {
     expect(exactWait(17, 1, 588235294117647) <= 17).to.equal(false);
     expect(Math.round(exactWait(34928, 71574788496, 143149576993))).to.equal(34928);
     expect(nudged, 'cases where the plain sum was wrong').to.be.above(100);
+  });
+
+  it('a cps with more than 9 decimals paces as its nearest billionth, a half up, exactly', () => {
+    const rand = prng(17);
+    let checked = 0;
+    for (let i = 0; i < 20_000; i++) {
+      // a 5 alone past the 9th decimal: a tie, which the double product x × 1e9 put on either side
+      const int = Math.floor(rand() * 10 ** (i % 7));
+      const frac = `${String(Math.floor(rand() * 1e9)).padStart(9, '0')}5`;
+      const text = `${int}.${frac}`;
+      const cps = Number(text);
+      if (String(cps) !== text) continue; // its shortest spelling is another decimal
+      checked++;
+      const up = BigInt(int) * 1_000_000_000n + BigInt(frac.slice(0, 9)) + 1n;
+      const [p, q] = rateOf(cps).text.split('/').map(BigInt);
+      expect(p! * 1_000_000_000n, text).to.equal(up * q!);
+    }
+    expect(checked).to.be.above(10_000);
+    expect(rateOf(8.5044248245).text).to.equal('340176993/40000000'); // 8.504424825: went down
+    expect(rateOf(0.0000000015).text).to.equal('1/500000000'); // 2 billionths
+    expect(rateOf(0.333333333333).text).to.equal('333333333/1000000000'); // below the half: down
+    expect(rateOf(8123456.987654321).text).to.equal('101543212345679/12500000'); // to 8 decimals
   });
 
   describe('a burst of 800 calls at cps 123456.789012345', () => {

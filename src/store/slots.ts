@@ -46,14 +46,32 @@ function cached(key: string, make: () => Rate): Rate {
   return rate;
 }
 
-/** A positive number's shortest decimal spelling as an exact fraction a / b (b a power of 10), or undefined past 15 digits or 9 decimals. */
-function decimal(x: number): [a: number, b: number] | undefined {
+/** A positive number's shortest decimal spelling: its digits and their exponent (x = digits × 10^exp). */
+function spelling(x: number): { digits: string; exp: number } | undefined {
   const m = /^(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(String(x));
   if (m === null) return undefined;
   const digits = (m[1]! + (m[2] ?? '')).replace(/^0+(?=\d)/, '');
-  const exp = Number(m[3] ?? 0) - (m[2] ?? '').length;
-  if (digits.length > 15 || exp < -9) return undefined;
-  return exp > 0 ? [Number(digits) * 10 ** exp, 1] : [Number(digits), 10 ** -exp];
+  return { digits, exp: Number(m[3] ?? 0) - (m[2] ?? '').length };
+}
+
+/** A positive number's shortest decimal spelling as an exact fraction a / b (b a power of 10), or undefined past 15 digits or 9 decimals. */
+function decimal(x: number): [a: number, b: number] | undefined {
+  const d = spelling(x);
+  if (d === undefined || d.digits.length > 15 || d.exp < -9) return undefined;
+  return d.exp > 0 ? [Number(d.digits) * 10 ** d.exp, 1] : [Number(d.digits), 10 ** -d.exp];
+}
+
+/**
+ * `x` to `decimals` decimals, as the whole number of 10^-decimals it rounds to: exactly, from its
+ * decimal spelling, a half up (0.0000000015 to 9 decimals: 2). In doubles, `x × 10^9` fell on
+ * either side of a half (8.5044248245 × 1e9 just below it), so ties went either way.
+ */
+function roundedDecimal(x: number, decimals: number): number {
+  const { digits, exp } = spelling(x)!;
+  const shift = exp + decimals;
+  if (shift >= 0) return Number(BigInt(digits) * 10n ** BigInt(shift));
+  const unit = 10n ** BigInt(-shift);
+  return Number((BigInt(digits) + unit / 2n) / unit);
 }
 
 /** The rate of calls per second p / q (whole numbers), reduced, with its interval's parts. */
@@ -73,9 +91,9 @@ export function rateOf(cps: number): Rate {
     if (f !== undefined) return rateOfFraction(f[0], f[1]);
     // past what whole doubles carry exactly: the cps to a billionth, or to as many decimals as
     // keep p below 1e15 (mulDivMod's sums stay exact below 2^53; 8123456.987654321 to 8)
-    let q = 1e9;
-    while (q > 1 && cps * q >= 1e15) q /= 10;
-    return rateOfFraction(Math.round(cps * q), q);
+    let decimals = 9;
+    while (decimals > 0 && roundedDecimal(cps, decimals) >= 1e15) decimals--;
+    return rateOfFraction(roundedDecimal(cps, decimals), 10 ** decimals);
   });
 }
 
