@@ -85,6 +85,36 @@ describe('decisions that timed out while Redis was stalled are never counted whe
   }
 });
 
+describe('close() while Redis is stalled', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => {
+    server?.resume();
+    await server?.stop();
+  });
+
+  it('returns in seconds on a store that owns its connection (it waited for QUIT until Redis woke)', async () => {
+    const gate = await CallGate.create({
+      config,
+      store: RedisStore.connect(server.url, { prefix: uniquePrefix('q') }),
+    });
+    gate.on('error', () => {});
+    expect((await gate.admit({ callId: 'a', peer: 'p' })).admitted).to.equal(true);
+    server.pause();
+    try {
+      const started = Date.now();
+      const closed = await Promise.race([gate.close().then(() => 'closed'), sleep(10_000).then(() => 'pending')]);
+      expect(closed).to.equal('closed');
+      expect(Date.now() - started).to.be.below(4_000);
+    } finally {
+      server.resume();
+    }
+  });
+});
+
 describe('policy local during an outage: each process takes its share of the limits', function () {
   this.timeout(20_000);
   let server: RedisServer;

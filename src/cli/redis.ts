@@ -241,7 +241,5 @@ export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOption
   return redis;
 }
 
-/** Close a client: QUIT, or drop the connection when that fails. */
-export async function closeRedis(redis: Redis | Cluster): Promise<void> {
-  await redis.quit().catch(() => redis.disconnect());
-}
+/** Close a client: QUIT, or drop the connection when that fails or Redis does not answer in a second. */
+export { quitClient as closeRedis } from '../store/redis/connection.js';

@@ -335,16 +335,36 @@ export class RedisConnection {
     this.chunkStream = undefined;
   }
 
-  /** Stop listening to the client; `quit`: close it too (the store created it). */
+  /**
+   * Stop listening to the client; `quit`: close it too (the store created it), within a second
+   * even when Redis does not answer (quitClient: a stalled Redis held close() until it answered
+   * again, forever under a cut link; the commands still on the socket were given up by their
+   * deadlines already).
+   */
   async close(quit: boolean): Promise<void> {
     this.closing = true;
-    if (quit) await this.redis.quit().catch(() => this.redis.disconnect());
+    if (quit) await quitClient(this.redis);
     this.redis.off('error', this.onError);
     this.redis.off('close', this.onClose);
     this.redis.off('ready', this.onReady);
     this.redis.off('node error', this.onNodeLost);
     this.redis.off('-node', this.onNodeLost);
   }
+}
+
+/** How long quitClient waits for Redis to answer its QUIT before it closes the socket (ms). */
+const QUIT_WAIT_MS = 1000;
+
+/**
+ * Close a client: QUIT, and past `QUIT_WAIT_MS` without its answer (a stalled Redis, a cut link:
+ * QUIT comes after every command sent before it) the socket closed all the same.
+ */
+export async function quitClient(redis: Redis | Cluster): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), QUIT_WAIT_MS)));
+  const answer = await Promise.race([redis.quit().catch(() => 'failed' as const), late]);
+  clearTimeout(timer);
+  if (answer !== 'OK') redis.disconnect();
 }
 
 /**
