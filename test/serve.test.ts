@@ -462,6 +462,51 @@ describe('callgate serve (the command, on Redis)', function () {
     }
   });
 
+  it('a stalled Redis (SIGSTOP): the operator routes and /metrics answer in seconds, SIGTERM stops it', async () => {
+    const own = await startRedisServer();
+    try {
+      const config = file(
+        'stall.json',
+        JSON.stringify({ inbound: { peers: { p1: [{ limit: 100, window: 'PT1S' }, { channels: 5 }] } } }),
+      );
+      const s = await startSidecarProcess(['--config', config, '--store', 'redis', '--redis-url', own.url]);
+      sidecars.push(s);
+      expect((await call(`${s.url}/v1/admit`, { call_id: 'c1', peer: 'p1' })).json.outcome).to.equal('admitted');
+      own.pause();
+      // each answers within its bound (2 s), where before none answered until Redis woke
+      const timed = async (url: string, init?: RequestInit) => {
+        const started = Date.now();
+        const r = await fetch(`${s.url}${url}`, { ...init, signal: AbortSignal.timeout(6_000) });
+        return { ms: Date.now() - started, status: r.status, text: await r.text() };
+      };
+      for (const url of ['/v1/state', '/v1/holds?bucket=peer:p1', '/v1/bans']) {
+        const r = await timed(url);
+        expect(r.ms, url).to.be.below(4_000);
+        expect([r.status, (JSON.parse(r.text) as Json).error], url).to.deep.equal([503, 'store-unavailable']);
+      }
+      const reset = await timed('/v1/reset', {
+        method: 'POST',
+        body: JSON.stringify({ bucket: 'peer:p1' }),
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(reset.status, '/v1/reset').to.equal(503);
+      expect((JSON.parse(reset.text) as Json).message).to.match(/the reset was sent and may still apply/);
+      // a scrape gets the process' series, without the live ones, rather than timing out
+      const metrics = await timed('/metrics');
+      expect(metrics.ms, '/metrics').to.be.below(4_000);
+      expect(metrics.status).to.equal(200);
+      expect(metrics.text).to.match(/^callgate_decisions_total/m);
+      expect(metrics.text).to.not.match(/^callgate_channels_in_use\{/m);
+      // SIGTERM: it stops within seconds (it waited for Redis to answer its QUIT, forever under a cut)
+      const started = Date.now();
+      expect(await s.stop('SIGTERM', 15_000)).to.equal(0);
+      expect(Date.now() - started, 'stopped while Redis still slept').to.be.below(8_000);
+    } finally {
+      own.resume();
+      await own.stop();
+    }
+  });
+
   it('refuses to start, exit 2, one line: a non-loopback address without a token, a bad address, a bad file', async () => {
     const config = file('ok.json', limits(1));
     const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>

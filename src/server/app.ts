@@ -30,6 +30,7 @@ import { DispatcherClosedError } from '../errors/dispatcher-closed-error.js';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import type { CallGate } from '../gate.js';
 import { listHolds, resetBucket, resetLine } from '../observe/operate.js';
+import { pastDeadline, withDeadline } from '../store/timeout.js';
 import { packageVersion } from '../package-root.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
 import { checkBodyCoding, UnsupportedBody } from './body-coding.js';
@@ -71,6 +72,28 @@ export interface AppOptions {
 }
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024;
+
+/**
+ * How long an operator's route (/v1/state, /v1/holds, /v1/reset, /v1/bans) waits for the store,
+ * ms. Redis killed fails at once, but a stalled one (SIGSTOP, a cut link) answers nothing: the
+ * route answers 503 store-unavailable then, as the docs say, instead of never.
+ */
+export const OPERATOR_TIMEOUT_MS = 2000;
+
+/** An operator's read, bounded (OPERATOR_TIMEOUT_MS). */
+const operatorRead = <T>(run: () => Promise<T>): Promise<T> => withDeadline(() => run(), OPERATOR_TIMEOUT_MS);
+
+/** An operator's write, bounded: one that timed out may still land when Redis answers, and says so. */
+function operatorWrite<T>(what: string, run: () => Promise<T>): Promise<T> {
+  return withDeadline(() => run(), OPERATOR_TIMEOUT_MS).catch((err: unknown) => {
+    if (pastDeadline(err))
+      throw new StoreUnavailableError(
+        `${(err as Error).message}: ${what} was sent and may still apply when Redis answers`,
+        err,
+      );
+    throw err;
+  });
+}
 
 /** An admit request's fields as the gate takes them ('' attributes count as none). */
 function admitInput(r: AdmitRequestBody): AdmitInput {
@@ -293,11 +316,14 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   });
 
   // bans of attribute levels (docs/attributes.md): the list, and lifting one
-  app.get('/v1/bans', async () => ({ bans: (await listBans(gate.store, gate.clock.now())) ?? [] }));
+  app.get('/v1/bans', async () => ({ bans: (await operatorRead(() => listBans(gate.store, gate.clock.now()))) ?? [] }));
   app.delete('/v1/bans/:level/:value', async (req, reply) => {
     const { level, value } = req.params as { level: string; value: string };
     try {
-      return { level, value, ...(await liftBan(gate.config, gate.store, level, value, gate.clock.now())) };
+      const lifted = await operatorWrite('the ban', () =>
+        liftBan(gate.config, gate.store, level, value, gate.clock.now()),
+      );
+      return { level, value, ...lifted };
     } catch (err) {
       if (err instanceof InvalidArgumentError)
         return reply.code(404).send({ error: 'not-found', message: err.message });
@@ -309,7 +335,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     const r = read(stateRequest, req);
     if (!opts.state) return reply.code(501).send({ error: 'not-implemented', message: 'no state here' });
     try {
-      return await opts.state(r.peer ?? [], r.value ?? []);
+      const state = opts.state;
+      return await operatorRead(() => state(r.peer ?? [], r.value ?? []));
     } catch (err) {
       if (err instanceof InvalidArgumentError)
         return reply.code(400).send({ error: 'bad-request', message: err.message, problems: [err.message] });
@@ -335,14 +362,19 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     const target = r.bucket !== undefined ? { bucket: r.bucket } : { carrier: r.carrier! };
     const where = r.bucket !== undefined ? 'query.bucket' : 'query.carrier';
     return operatorInput(where, () =>
-      listHolds(gate.config, gate.store, target, { now: gate.clock.now(), ...(r.max !== undefined && { max: r.max }) }),
+      operatorRead(() =>
+        listHolds(gate.config, gate.store, target, {
+          now: gate.clock.now(),
+          ...(r.max !== undefined && { max: r.max }),
+        }),
+      ),
     );
   });
 
   app.post('/v1/reset', async (req) => {
     const r = read(resetRequest, req);
     const report = await operatorInput(`${whereOf(req)}.bucket`, () =>
-      resetBucket(gate.config, gate.store, r.bucket, { now: gate.clock.now() }),
+      operatorWrite('the reset', () => resetBucket(gate.config, gate.store, r.bucket, { now: gate.clock.now() })),
     );
     req.log.warn({ bucket: report.bucket, holds: report.holds.length }, resetLine(report));
     return report;

@@ -9,6 +9,12 @@ import type { StopSignal } from './types.js';
  */
 export const DEFAULT_TIMEOUT_MS = 500;
 
+const NO_ANSWER = 'store did not answer within';
+
+/** Whether `err` is withDeadline's: the call was given up, and may still land. */
+export const pastDeadline = (err: unknown): boolean =>
+  err instanceof StoreUnavailableError && err.message.startsWith(NO_ANSWER);
+
 /**
  * Bound one store call in time. Past `ms`, the decision stops waiting and rejects with
  * StoreUnavailableError, and the signal handed to the call is aborted: a store that has not
@@ -22,7 +28,7 @@ export function withDeadline<T>(call: (signal: StopSignal) => Promise<T>, ms: nu
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
       signal.aborted = true;
-      reject(new StoreUnavailableError(`store did not answer within ${ms} ms`));
+      reject(new StoreUnavailableError(`${NO_ANSWER} ${ms} ms`));
     }, ms);
     timer.unref();
     call(signal).then(
