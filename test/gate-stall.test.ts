@@ -9,6 +9,7 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import type { AdmissionDecision, StorePolicy } from '../src/admission/admission.js';
 import type { CallGateConfigInput } from '../src/config/index.js';
+import { StoreUnavailableError } from '../src/errors/index.js';
 import { CallGate } from '../src/gate.js';
 import { carrierName, OUTBOUND_TAG, peerBucket, peerTag } from '../src/store/keys.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
@@ -219,7 +220,21 @@ describe('while Redis is known to be down, the policy decides at once; back on R
       expect(Math.max(...took), `decision times ${took.map((x) => x.toFixed(1)).join(', ')} ms`).to.be.below(
         AT_ONCE_MS,
       );
+      // a hang-up is deferred at once too (it waited its whole timeout for the calls to come back),
+      // and a refresh fails at once
+      const landed = new Promise<string>((resolve) =>
+        gate.on('released', (e) => e.callId === 'up' && e.outcome !== 'deferred' && resolve(e.outcome)),
+      );
+      let t = performance.now();
+      expect(await gate.release('up')).to.equal('deferred');
+      expect(performance.now() - t, 'release').to.be.below(AT_ONCE_MS);
+      t = performance.now();
+      const refreshed = await gate.refresh('up').catch((e: Error) => e);
+      expect(performance.now() - t, 'refresh').to.be.below(AT_ONCE_MS);
+      expect(refreshed).to.be.instanceOf(StoreUnavailableError);
       await server.restart();
+      // the deferred release lands once the calls are back: the hold is given up, not left
+      expect(await landed, 'the deferred release, once Redis is back').to.equal('released');
       const restarted = Date.now();
       let d: AdmissionDecision;
       do {

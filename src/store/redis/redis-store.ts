@@ -616,6 +616,15 @@ export class RedisStore implements Store, OperableStore {
   }
 
   /**
+   * What a release or refresh waits for after a loss: this process's calls back on Redis (so
+   * that it finds its call); none while Redis is known to be down, where it fails at once (a
+   * release is then deferred, and retried) instead of waiting out its whole timeout.
+   */
+  private recovered(): Promise<void> | undefined {
+    return this.conn.knownDown ? undefined : this.keeper.recovered();
+  }
+
+  /**
    * What a decision counting channels on `tag` waits for after a loss: the tag's re-assertion
    * (holds-keeper.ts); none while Redis is known to be down, where the policy decides at once.
    */
@@ -985,7 +994,7 @@ export class RedisStore implements Store, OperableStore {
     };
     // after a loss, a release waits until this process's calls are back, so that it finds its call;
     // with hash tags, until the reservations issued before it are decided (their records located)
-    const recovered = this.afterOutbound(this.keeper.recovered(), req.direction);
+    const recovered = this.afterOutbound(this.recovered(), req.direction);
     if (this.keys.hashTags && req.direction !== 'in') this.outTags.delete(id);
     this.ledger.releasing(req.id, true);
     return (recovered === undefined ? send() : recovered.then(send)).then(
@@ -1012,7 +1021,7 @@ export class RedisStore implements Store, OperableStore {
     }
     const id = encodeId(req.id);
     const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now)), this.unmoved];
-    const recovered = this.afterOutbound(this.keeper.recovered(), undefined);
+    const recovered = this.afterOutbound(this.recovered(), undefined);
     const send = () => this.onRecords('refresh', id, undefined, args, req.now, req.signal);
     return (recovered === undefined ? send() : recovered.then(send)).then(async ([refreshed, now]) => {
       if (refreshed > 0 && req.now === undefined) this.ledger.extend(req.id, now + req.forUs);
