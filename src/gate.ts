@@ -222,7 +222,10 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   /** A store's trouble outside any call (a Redis outage, once per outage) goes out on 'error'. */
   private readonly onStoreError = (err: Error) => this.safeEmit('error', err);
   private readonly onStoreLoss = (e: StoreLossEvent) => this.safeEmit('storeLoss', e);
-  private readonly onReasserted = (e: HoldsReassertedEvent) => this.safeEmit('holdsReasserted', e);
+  private readonly onReasserted = (e: HoldsReassertedEvent) => {
+    this.admission.holdsChanged();
+    this.safeEmit('holdsReasserted', e);
+  };
 
   get config(): CallGateConfig {
     return this.current;

@@ -161,6 +161,44 @@ describe('policy local during an outage: each process takes its share of the lim
     expect(await admittedDuringOutage(undefined)).to.deep.equal({ p: 10, q: 8 });
   });
 
+  it('each outage starts from the calls in progress now: one released elsewhere since holds nothing', async () => {
+    const prefix = uniquePrefix('stale');
+    const one: CallGateConfigInput = { inbound: { peers: { p: [{ channels: 1 }] } } };
+    const store = RedisStore.connect(server.url, { prefix, holds: { syncMs: 500 } });
+    const gate = await CallGate.create({ config: one, store, policy: 'local', timeoutMs: 100 });
+    const other = await CallGate.create({ config: one, store: RedisStore.connect(server.url, { prefix }) });
+    for (const g of [gate, other]) g.on('error', () => {});
+    try {
+      await server.kill();
+      expect(await gate.admit({ callId: 'L1', peer: 'p' })).to.include({ admitted: true, degraded: 'local' });
+      await server.restart();
+      // L1 is written back once Redis answers, then released by the other process
+      const held = () =>
+        store.holds({ tag: peerTag('p'), name: peerBucket('p') }).then(
+          (h) => h.holds,
+          () => -1,
+        );
+      for (const until = Date.now() + 8_000; (await held()) !== 1 && Date.now() < until; ) await sleep(50);
+      expect(await held(), 'L1 written back').to.equal(1);
+      // (the other process may still be reconnecting: its release is then deferred, and lands)
+      const landed = new Promise<string>((resolve) =>
+        other.on('released', (e) => e.callId === 'L1' && e.outcome !== 'deferred' && resolve(e.outcome)),
+      );
+      await other.release('L1');
+      expect(await landed, 'released elsewhere').to.equal('released');
+      // a sync finds it gone; nothing is in progress anywhere now
+      for (const until = Date.now() + 5_000; (store.ledger?.size ?? 0) > 0 && Date.now() < until; ) await sleep(50);
+      expect(store.ledger?.size, "the gate's ledger forgot L1").to.equal(0);
+      await server.kill();
+      // the stand-in held L1 from the first outage and refused this call by channels
+      expect(await gate.admit({ callId: 'L2', peer: 'p' })).to.include({ admitted: true, degraded: 'local' });
+    } finally {
+      await gate.close();
+      await other.close();
+      await server.restart();
+    }
+  });
+
   it('a share outside (0, 1] is refused', async () => {
     for (const localShare of [0, -0.5, 1.5, Number.NaN]) {
       let err: unknown;

@@ -207,6 +207,15 @@ export class Admission {
   /** The stand-in holds this process's calls in progress since the store last failed (seedLocal). */
   private localSeeded = false;
 
+  /**
+   * The store's holds were written back or found gone (the holds keeper's pass after a loss, or
+   * a sync that found calls released elsewhere): the next outage's stand-in starts afresh from
+   * the ledger, even if no decision reached the store in between.
+   */
+  holdsChanged(): void {
+    this.localSeeded = false;
+  }
+
   /** The stand-in of policy `local`, if it was ever used (its holds need releasing too). */
   get localStand(): MemoryStore | undefined {
     return this.local;
@@ -448,14 +457,16 @@ export class Admission {
 }
 
 /**
- * At an outage's first local decision, the stand-in learns the calls this process has in
- * progress (the ledger's inbound calls, with their ends): their channels are held, so that a
- * peer whose channels were full before the outage stays full during it. Idempotent: a call
- * already there (from an earlier outage) is not counted twice, and one released since was
- * released in the stand-in too.
+ * At an outage's first local decision, the stand-in holds exactly the calls this process has in
+ * progress (the ledger's inbound calls, with their ends): a peer whose channels were full before
+ * the outage stays full during it. Its holds from an earlier outage go first: a call it let in
+ * then may have been released by another process since, or found gone by a sync, and held on
+ * here it refused calls until its maxCallDuration (its rate logs stay: the calls it let in still
+ * count in their windows).
  */
 function seedLocal(local: MemoryStore, store: Store): void {
   if (store.ledger === undefined) return;
+  local.dropHolds();
   const now = Date.now() * 1000;
   for (const [tag, calls] of store.ledger.byTag(now, true, true)) {
     const inbound = calls.filter((c) => c.direction === 'in');

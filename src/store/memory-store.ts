@@ -770,6 +770,18 @@ export class MemoryStore implements Store, OperableStore {
     return settle(() => this.reassertSync(req));
   }
 
+  /**
+   * Every hold and call record dropped, the logs kept: policy `local`'s stand-in starts each
+   * outage from the ledger (src/admission/admission.ts, seedLocal), not from calls that ended
+   * elsewhere since, while the calls it let in stay counted in their windows.
+   */
+  dropHolds(): void {
+    this.bucketHolds.clear();
+    this.carrierHolds.clear();
+    this.inCalls.clear();
+    this.outCalls.clear();
+  }
+
   async clear(): Promise<void> {
     this.markers.clear();
     this.logs.clear();
