@@ -7,6 +7,7 @@
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
+import { redisAnswers } from '../src/cli/redis.js';
 import { CallGate } from '../src/gate.js';
 import { listHolds, resetBucket } from '../src/observe/operate.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
@@ -62,6 +63,7 @@ const EXPECTED = [
   'count 0',
   'wait>=0 true',
   'left 0',
+  'ready',
 ];
 
 /** Where the user lives: admin connections to every node, and a store logged in as the user. */
@@ -69,6 +71,8 @@ interface Backend {
   admins: Redis[];
   /** A store as the user; `done` closes what it opened. */
   store(prefix: string): { store: RedisStore; done(): Promise<void> };
+  /** A client logged in as the user (the sidecar's own, for its ready check). */
+  client(): Redis | Cluster;
   stop(): Promise<void>;
 }
 
@@ -82,6 +86,7 @@ async function singleRedis(): Promise<Backend> {
       const store = RedisStore.connect(`redis://${USER}:${PASSWORD}@127.0.0.1:${server.port}`, { prefix });
       return { store, done: async () => undefined }; // the store owns its connection
     },
+    client: () => new Redis(server.port, '127.0.0.1', { username: USER, password: PASSWORD, maxRetriesPerRequest: 1 }),
     stop: async () => {
       admin.disconnect();
       await server.stop();
@@ -104,6 +109,11 @@ async function cluster(): Promise<Backend> {
       client.on('error', () => undefined); // a refused login surfaces through the commands
       return { store: new RedisStore({ redis: client, prefix }), done: async () => client.disconnect() };
     },
+    client: () =>
+      new Cluster(handle.nodes, {
+        redisOptions: { username: USER, password: PASSWORD, connectTimeout: 2_000, maxRetriesPerRequest: 1 },
+        clusterRetryStrategy: () => null,
+      }),
     stop: async () => {
       for (const a of admins) a.disconnect();
       await handle.stop();
@@ -188,6 +198,17 @@ function aclSuite(name: string, start: () => Promise<Backend>, rules: () => stri
           await store.clear();
           const left = (await Promise.all(backend.admins.map((a) => a.keys(`${prefix}*`)))).flat();
           out.push(`left ${left.length}`);
+          // the sidecar's /readyz as this user (a PING check never read ready: PING is not allowed)
+          const client = backend.client();
+          client.on('error', () => undefined);
+          try {
+            await redisAnswers(client);
+            out.push('ready');
+          } catch (err) {
+            out.push(`not ready: ${(err as Error).message}`);
+          } finally {
+            client.disconnect();
+          }
           return out;
         } finally {
           await gate.close();

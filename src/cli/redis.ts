@@ -241,5 +241,22 @@ export async function openRedis(args: RedisConnectionArgs, opts: OpenRedisOption
   return redis;
 }
 
+/**
+ * Whether Redis answers (the sidecar's /readyz): TIME within a second. TIME, not PING: the
+ * minimal ACL user (README) may run TIME, which every decision on Redis' clock needs, and not
+ * PING, so a PING check never read ready for such a user.
+ */
+export async function redisAnswers(redis: Redis | Cluster): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('Redis did not answer TIME within 1 s')), 1000);
+  });
+  try {
+    await Promise.race([redis.time(), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Close a client: QUIT, or drop the connection when that fails or Redis does not answer in a second. */
 export { quitClient as closeRedis } from '../store/redis/connection.js';

@@ -40,6 +40,7 @@ import {
   openRedis,
   redactSecrets,
   redactUrl,
+  redisAnswers,
   redisOptions,
   type RedisConnectionArgs,
 } from './redis.js';
@@ -262,11 +263,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     },
     logger: app.logger,
     ready: async () => {
-      if (!redis) return;
-      const timeout = new Promise<never>((_, reject) =>
-        setTimeout(() => reject(new Error('Redis did not answer PING within 1 s')), 1000).unref(),
-      );
-      await Promise.race([redis.ping(), timeout]);
+      if (redis) await redisAnswers(redis);
     },
     reload: () => gate.reload(args.config),
     metrics: registry,
