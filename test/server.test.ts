@@ -322,6 +322,11 @@ describe('sidecar HTTP API (in process)', () => {
     expect(
       (await post(s.app, '/v1/admit', { call_id: 'c', peer: 'p1' }, { authorization: `Bearer ${token}` })).json.outcome,
     ).to.equal('admitted');
+    // the scheme's name in any case (RFC 9110: case-insensitive); the token itself exactly
+    for (const authorization of [`bearer ${token}`, `BEARER ${token}`, `Bearer  ${token}`])
+      expect((await get(s.app, '/v1/state', { authorization })).status, authorization).to.equal(200);
+    for (const authorization of [`Bearer ${token.toUpperCase()}`, `Basic ${token}`, token, `Bearer ${token} x`])
+      expect((await get(s.app, '/v1/state', { authorization })).status, authorization).to.equal(401);
     expect((await get(s.app, '/healthz')).status).to.equal(200);
     expect((await get(s.app, '/readyz')).json).to.deep.equal({ status: 'ready', store: 'memory' });
   });

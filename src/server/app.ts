@@ -73,6 +73,9 @@ export interface AppOptions {
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024;
 
+/** `Authorization: Bearer <token>`, the scheme in any case, one space or more: the token. */
+const BEARER = /^bearer +(\S+)$/i;
+
 /**
  * How long an operator's route (/v1/state, /v1/holds, /v1/reset, /v1/bans) waits for the store,
  * ms. Redis killed fails at once, but a stalled one (SIGSTOP, a cut link) answers nothing: the
@@ -212,11 +215,12 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   });
 
   if (opts.token !== undefined) {
-    const expected = digest(`Bearer ${opts.token}`);
+    const expected = digest(opts.token);
     app.addHook('onRequest', async (req, reply) => {
       if (OPEN_ROUTES.has(req.url.split('?')[0]!)) return;
-      const given = req.headers.authorization;
-      if (typeof given !== 'string' || !timingSafeEqual(digest(given), expected)) {
+      // the scheme's name in any case, as HTTP's auth-scheme is (RFC 9110, 11.1): `bearer x` too
+      const given = BEARER.exec(req.headers.authorization ?? '')?.[1];
+      if (given === undefined || !timingSafeEqual(digest(given), expected)) {
         return reply
           .code(401)
           .header('www-authenticate', 'Bearer')
