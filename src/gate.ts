@@ -29,7 +29,7 @@ import {
   type DispatcherEvents,
   type Reservation,
 } from './dispatch/dispatcher.js';
-import { DispatcherClosedError, InvalidArgumentError } from './errors/index.js';
+import { DispatcherClosedError, InvalidArgumentError, StoreUnavailableError } from './errors/index.js';
 import { checkIdArgument } from './ids.js';
 import { SafeEmitter } from './events.js';
 import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-recorder.js';
@@ -38,7 +38,7 @@ import { leasedLevel } from './lease/lanes.js';
 import { MemoryStore } from './store/memory-store.js';
 import { widenHolds } from './holds/reload.js';
 import { ReleaseQueue } from './store/release-queue.js';
-import { DEFAULT_TIMEOUT_MS, withDeadline } from './store/timeout.js';
+import { DEFAULT_TIMEOUT_MS, pastDeadline, withDeadline } from './store/timeout.js';
 import type { HoldsReassertedEvent, StopSignal, Store, StoreLossEvent } from './store/types.js';
 
 /**
@@ -144,7 +144,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   private readonly admission: Admission;
   private readonly dispatcher: Dispatcher;
   private watcher?: FSWatcher;
-  /** The reloads started by watch(), in order. */
+  /** The reloads, one after the other (reload(): SIGHUP, an HTTP reload and a watched file alike). */
   private reloading: Promise<void> = Promise.resolve();
   private watchTimer?: NodeJS.Timeout;
   /** The trace recorder, when the `recordTrace` option is given (closed by close()). */
@@ -458,16 +458,38 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
 
   /**
    * Apply a new configuration from the next call on. It is validated completely first: a bad
-   * one throws ConfigError and the old one stays in force. Recorded counts survive.
+   * one throws ConfigError and the old one stays in force. Recorded counts survive. Reloads run
+   * one after the other, in the order they were asked for: a slow one (its holds written to a
+   * stalled Redis) is never overtaken by a later one that it would then undo.
    */
-  async reload(source: ConfigSource): Promise<ConfigChange[]> {
+  reload(source: ConfigSource): Promise<ConfigChange[]> {
+    const run = this.reloading.then(() => this.reloadNow(source));
+    this.reloading = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  private async reloadNow(source: ConfigSource): Promise<ConfigChange[]> {
     const next = await resolveConfig(source);
     checkLeasable(this.store, next);
     const changes = diffConfig(this.current, next);
     // a channel limit turned on counts the calls already in progress there (src/holds/reload.ts)
     const ledger = this.store.ledger;
-    if (ledger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0)
-      await this.store.writeLedger?.().catch((err: Error) => this.safeEmit('error', err));
+    const writeLedger = this.store.writeLedger?.bind(this.store);
+    if (ledger !== undefined && writeLedger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0)
+      await withDeadline(() => writeLedger(), this.timeoutMs).catch((err: Error) => {
+        // a stalled Redis: the holds are sent, not counted yet, and decisions on the new limit
+        // could pass it meanwhile; the old configuration stays (Redis down: the holds are written
+        // back, before any decision, once it answers, so the new one is safe to apply)
+        if (pastDeadline(err))
+          throw new StoreUnavailableError(
+            `not reloaded: Redis did not answer within ${this.timeoutMs} ms while the calls in progress were written for a channel limit turned on; the configuration in force is unchanged`,
+            err,
+          );
+        this.safeEmit('error', err);
+      });
     this.current = next;
     this.store.configChanged?.();
     this.admission.setConfig(next);
@@ -505,12 +527,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
       if (!changed) return;
       clearTimeout(this.watchTimer);
       this.watchTimer = setTimeout(() => {
-        this.reloading = this.reloading.then(() =>
-          this.reload(path).then(
-            () => undefined,
-            (err: Error) => this.safeEmit('error', err),
-          ),
-        );
+        this.reload(path).catch((err: Error) => this.safeEmit('error', err));
       }, debounceMs);
       this.watchTimer.unref();
     });

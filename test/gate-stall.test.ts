@@ -116,6 +116,48 @@ describe('close() while Redis is stalled', function () {
   });
 });
 
+describe('reload while Redis is stalled', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => {
+    server?.resume();
+    await server?.stop();
+  });
+
+  it('a channel limit turned on is refused in time; reloads apply in the order asked', async () => {
+    const plain: CallGateConfigInput = { inbound: { peers: { p: [{ limit: 1_000, window: 'PT60S' }] } } };
+    const withChannels = (n: number): CallGateConfigInput => ({
+      inbound: { peers: { p: [{ limit: 1_000, window: 'PT60S' }, { channels: n }] } },
+    });
+    const store = RedisStore.connect(server.url, { prefix: uniquePrefix('reload') });
+    const gate = await CallGate.create({ config: plain, store, timeoutMs: 300 });
+    gate.on('error', () => {});
+    try {
+      expect((await gate.admit({ callId: 'c1', peer: 'p' })).admitted).to.equal(true);
+      server.pause();
+      const started = Date.now();
+      // A turns channels on: its holds cannot be written; B, asked later, must not be undone by A
+      const a = gate.reload(withChannels(1)).then(
+        () => 'applied',
+        (e: Error) => e,
+      );
+      const b = gate.reload(withChannels(50)).then(() => 'applied');
+      const ra = await a;
+      expect(ra).to.be.instanceOf(StoreUnavailableError);
+      expect((ra as Error).message).to.match(/^not reloaded: Redis did not answer within 300 ms/);
+      expect(Date.now() - started, 'A answered within its timeout').to.be.below(2_000);
+      expect(await b).to.equal('applied');
+      expect(gate.config.inbound.peers.get('p')?.channels).to.equal(50);
+    } finally {
+      server.resume();
+      await gate.close();
+    }
+  });
+});
+
 describe('policy local during an outage: each process takes its share of the limits', function () {
   this.timeout(20_000);
   let server: RedisServer;
