@@ -116,6 +116,42 @@ describe('close() while Redis is stalled', function () {
   });
 });
 
+describe('calls let in by policy during a stall are written once Redis answers', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => {
+    server?.resume();
+    await server?.stop();
+  });
+
+  it('with no periodic sync (syncMs 0): within a second, and no store loss reported', async () => {
+    const store = RedisStore.connect(server.url, { prefix: uniquePrefix('unwritten'), holds: { syncMs: 0 } });
+    const gate = await CallGate.create({ config, store, policy: 'fail-closed', timeoutMs: 200 });
+    const losses: unknown[] = [];
+    gate.on('storeLoss', (e) => losses.push(e));
+    gate.on('error', () => {});
+    try {
+      expect((await gate.admit({ callId: 'a', peer: 'p' })).admitted).to.equal(true);
+      server.pause();
+      // an emergency call passes under any policy: its channel must count for everyone once Redis is back
+      expect(await gate.record({ callId: 'sos', peer: 'p' })).to.include({ admitted: true, degraded: 'fail-closed' });
+      await sleep(300);
+      server.resume();
+      const back = Date.now();
+      const held = () => store.holds({ tag: peerTag('p'), name: peerBucket('p') }).then((h) => h.holds);
+      while ((await held()) < 2 && Date.now() - back < 5_000) await sleep(20);
+      expect(await held(), 'a and sos hold').to.equal(2);
+      expect(Date.now() - back, 'written soon after Redis answered').to.be.below(1_500);
+      expect(losses, 'a first write of a policy decision is no loss').to.deep.equal([]);
+    } finally {
+      await gate.close();
+    }
+  });
+});
+
 describe('reload while Redis is stalled', function () {
   this.timeout(30_000);
   let server: RedisServer;

@@ -42,6 +42,7 @@ describe('call ledger: read in steps', () => {
       (calls) => {
         steps.push(calls.map((c) => c.id));
       },
+      undefined,
       1_000,
     );
     turning = false;
@@ -60,7 +61,7 @@ describe('call ledger: read in steps', () => {
 
   it('forgets ended calls on the way, as one read does', async () => {
     const ledger = ledgerOf(700);
-    await ledger.byTagInSteps(1_000, true, true, () => undefined, 64);
+    await ledger.byTagInSteps(1_000, true, true, () => undefined, undefined, 64);
     expect(ledger.size).to.equal(600); // the 100 calls ending at 500 µs are gone
     expect(ledger.get('c7')).to.equal(undefined);
     expect(ledger.get('c8')).to.not.equal(undefined);

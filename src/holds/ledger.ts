@@ -70,6 +70,8 @@ export function reassertCall(c: LedgerCall): ReassertCall {
 
 export class HoldLedger {
   private readonly calls = new Map<string, LedgerEntry>();
+  /** Told when a call enters unwritten (its store writes such calls as soon as it answers). */
+  onUnwritten?: () => void;
 
   get size(): number {
     return this.calls.size;
@@ -80,6 +82,7 @@ export class HoldLedger {
     let entry = this.calls.get(id);
     if (entry === undefined) this.calls.set(id, (entry = {}));
     entry[direction] = hold;
+    if (hold.unwritten) this.onUnwritten?.();
   }
 
   /** The call ended (released from this process): it is not written again. */
@@ -140,20 +143,21 @@ export class HoldLedger {
    * on a 2-core sandbox) it stopped every decision of the process meanwhile. `read` hears each
    * step's calls as soon as they are read, before the loop turns (a release sent from then on
    * sees what `read` marked); entries added or dropped meanwhile are seen or not, as a Map's
-   * iteration goes.
+   * iteration goes. `only`: the holds to read (default all).
    */
   async byTagInSteps(
     now: number,
     holding: boolean,
     releasing: boolean,
     read: (calls: readonly LedgerCall[]) => void,
+    only?: (hold: LedgerHold) => boolean,
     step = 4096,
   ): Promise<Map<string, LedgerCall[]>> {
     const tags = new Map<string, LedgerCall[]>();
     let chunk: LedgerCall[] = [];
     let seen = 0;
     for (const [id, entry] of this.calls) {
-      this.collect(id, entry, now, holding, releasing, tags, chunk);
+      this.collect(id, entry, now, holding, releasing, tags, chunk, only);
       if (++seen % step === 0) {
         read(chunk);
         chunk = [];
@@ -173,6 +177,7 @@ export class HoldLedger {
     releasing: boolean,
     tags: Map<string, LedgerCall[]>,
     out?: LedgerCall[],
+    only?: (hold: LedgerHold) => boolean,
   ): void {
     if (!releasing && entry.releasing) return;
     for (const direction of ['in', 'out'] as const) {
@@ -183,6 +188,7 @@ export class HoldLedger {
         continue;
       }
       if (holding && holdNames(hold).length === 0) continue;
+      if (only !== undefined && !only(hold)) continue;
       let list = tags.get(hold.tag);
       if (list === undefined) tags.set(hold.tag, (list = []));
       const call = { id, direction, hold, entry };

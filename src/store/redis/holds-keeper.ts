@@ -106,6 +106,7 @@ export class HoldsKeeper {
   private syncTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
   private secondLook?: NodeJS.Timeout;
+  private unwrittenTimer?: NodeJS.Timeout;
   private closed = false;
   /** When the last loss of the connection was seen (ms), 0: never. */
   private lastLoss = 0;
@@ -113,6 +114,7 @@ export class HoldsKeeper {
   private losses = 0;
 
   constructor(private readonly opts: HoldsKeeperOptions) {
+    opts.ledger.onUnwritten = () => this.unwrittenAdded();
     if (opts.syncMs > 0) {
       this.syncTimer = setInterval(() => this.kick('sync'), opts.syncMs);
       this.syncTimer.unref();
@@ -151,6 +153,27 @@ export class HoldsKeeper {
     for (const lane of this.lanes()) if (on === undefined || on(lane)) this.closeGate(lane);
     // a Cluster client stays 'ready' while one node fails over: try until that node answers
     this.retryLater();
+  }
+
+  /**
+   * A call decided by policy while Redis did not answer entered the ledger: write it as soon as
+   * Redis answers. After a lost connection the re-assertion does; after a stall (no connection
+   * lost) nothing else would before the next sync (never with `syncMs` 0), and meanwhile other
+   * processes' decisions would not count its channels.
+   */
+  private unwrittenAdded(): void {
+    if (this.closed || this.unwrittenTimer !== undefined) return;
+    this.unwrittenTimer = setTimeout(() => {
+      this.unwrittenTimer = undefined;
+      if (this.closed) return;
+      // a run under way may be waiting on the stalled Redis: this one goes after it (a lost
+      // pass, pending or running, writes unwritten calls too)
+      if (this.running !== undefined || this.lostPending || !this.opts.ready()) return this.unwrittenAdded();
+      this.running = this.run('unwritten')
+        .catch(() => this.unwrittenAdded())
+        .finally(() => (this.running = undefined));
+    }, RETRY_MS);
+    this.unwrittenTimer.unref();
   }
 
   private retryLater(): void {
@@ -252,8 +275,11 @@ export class HoldsKeeper {
       });
   }
 
-  /** One pass over the ledger; throws when Redis failed meanwhile (a `lost` pass is then retried). */
-  private async run(mode: 'lost' | 'sync'): Promise<void> {
+  /**
+   * One pass over the ledger; throws when Redis failed meanwhile (a `lost` pass is then retried).
+   * `unwritten`: only the calls decided by policy, never written yet (unwrittenAdded).
+   */
+  private async run(mode: PassMode): Promise<void> {
     // another instance behind the connection (a failover, a restart): its data may lag
     // (read after a loss, and once to know it: a sync pays nothing more)
     const instance = mode === 'lost' || this.instance === '' ? await this.opts.instance().catch(() => '') : '';
@@ -265,11 +291,15 @@ export class HoldsKeeper {
     // a sync leaves the calls being released alone; after a loss their releases wait for this run
     // read in steps, each marked as read: until its write is answered, a release sent of one of
     // these calls may land first
-    const tags = await this.opts.ledger.byTagInSteps(this.opts.now(), true, mode === 'lost', (calls) =>
-      this.opts.ledger.assertingAll(calls, true),
+    const tags = await this.opts.ledger.byTagInSteps(
+      this.opts.now(),
+      true,
+      mode === 'lost',
+      (calls) => this.opts.ledger.assertingAll(calls, true),
+      mode === 'unwritten' ? (hold) => hold.unwritten === true : undefined,
     );
     // on a single Redis one marker serves every tag: read it even when the ledger is empty
-    if (!this.opts.hashTags && tags.size === 0) tags.set('in', []);
+    if (!this.opts.hashTags && tags.size === 0 && mode !== 'unwritten') tags.set('in', []);
     let failed: unknown;
     let graceUntilMs = 0;
     await Promise.all(
@@ -314,25 +344,30 @@ export class HoldsKeeper {
   }
 
   /** Re-assert one tag's calls in batches; the end of its recovery grace (process clock, ms). */
-  private async reassertTag(tag: string, calls: LedgerCall[], mode: 'lost' | 'sync'): Promise<number> {
+  private async reassertTag(tag: string, calls: LedgerCall[], mode: PassMode): Promise<number> {
     // one marker per tag on a Cluster, one for the whole store on a single Redis
     const lane = this.opts.hashTags ? tag : '';
     const known = this.tokens.get(lane) ?? '';
     let reasserted = 0;
+    /** Calls written that Redis had held before (not first writes of policy decisions): a loss. */
+    let restored = 0;
     let gone = 0;
     let changed = false;
     let graceUntilMs = 0;
     // policy-decided calls were never written: whatever the mode, a missing record means not yet
     const groups: [boolean, typeof calls][] = [
       [true, calls.filter((c) => c.hold.unwritten === true)],
-      [mode === 'lost', calls.filter((c) => c.hold.unwritten !== true)],
+      [mode === 'lost', mode === 'unwritten' ? [] : calls.filter((c) => c.hold.unwritten !== true)],
     ];
     const batches: [boolean, typeof calls][] = [];
     for (const [lost, list] of groups) {
       const size = lost ? MAX_REASSERT_CALLS : SYNC_BATCH_CALLS;
       for (let i = 0; i < list.length; i += size) batches.push([lost, list.slice(i, i + size)]);
     }
-    if (batches.length === 0) batches.push([mode === 'lost', []]); // the marker alone
+    if (batches.length === 0) {
+      if (mode === 'unwritten') return 0; // nothing of it to write here
+      batches.push([mode === 'lost', []]); // the marker alone
+    }
     for (const [i, [lost, batch]] of batches.entries()) {
       const req: ReassertRequest = {
         tag,
@@ -372,12 +407,16 @@ export class HoldsKeeper {
           return;
         }
         if (status === 'unknown') return;
+        const firstWrite = c.hold.unwritten === true;
         c.hold.unwritten = undefined;
-        if (status === 'written') reasserted += holdNames(c.hold).length;
+        if (status !== 'written') return;
+        reasserted += holdNames(c.hold).length;
+        if (!firstWrite) restored++;
       });
     }
     const checked = calls.length;
-    if (reasserted > 0 || changed) {
+    // a call decided by policy written for the first time is no sign that Redis lost anything
+    if (restored > 0 || changed) {
       this.opts.events.safeEmit('storeLoss', { tag, cause: mode === 'lost' && !changed ? 'reconnect' : 'marker' });
     }
     // after a loss always (it says the holds are back); from a sync only when it changed something
@@ -402,6 +441,7 @@ export class HoldsKeeper {
     clearInterval(this.syncTimer);
     clearTimeout(this.retryTimer);
     clearTimeout(this.secondLook);
+    clearTimeout(this.unwrittenTimer);
     for (const lane of [...this.gates.keys()]) this.openGate(lane);
     for (const stop of this.graceWaits) stop();
     this.graceWaits.clear();
@@ -416,6 +456,9 @@ export class HoldsKeeper {
     clearTimeout(timer);
   }
 }
+
+/** A pass over the ledger: after a loss, the periodic one, or the first write of policy decisions. */
+type PassMode = 'lost' | 'sync' | 'unwritten';
 
 /** How long close() waits for a run in progress (ms). */
 const CLOSE_WAIT_MS = 1000;
