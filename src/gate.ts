@@ -3,6 +3,7 @@
  * one store and one clock, a configuration that can be reloaded (or watched) without losing
  * counts, and typed events whose listeners cannot break a decision.
  */
+import type { EventEmitter } from 'eventemitter3';
 import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import {
@@ -220,7 +221,30 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   }
 
   /** A store's trouble outside any call (a Redis outage, once per outage) goes out on 'error'. */
-  private readonly onStoreError = (err: Error) => this.safeEmit('error', err);
+  private readonly onStoreError = (err: Error) => {
+    // an outage that began before any 'error' listener (Redis down when the process starts, its
+    // report made during create()) is told to the first one added, rather than to nobody: the
+    // next report comes only with the next outage
+    if (this.listenerCount('error') === 0) this.unheard = err;
+    else this.safeEmit('error', err);
+  };
+
+  /** The store's trouble reported while no 'error' listener was there (onStoreError). */
+  private unheard?: Error;
+
+  override on<T extends EventEmitter.EventNames<CallGateEvents>>(
+    event: T,
+    fn: EventEmitter.EventListener<CallGateEvents, T>,
+    context?: unknown,
+  ): this {
+    super.on(event, fn, context);
+    const unheard = this.unheard;
+    if (event === 'error' && unheard !== undefined) {
+      this.unheard = undefined;
+      setImmediate(() => this.safeEmit('error', unheard));
+    }
+    return this;
+  }
   private readonly onStoreLoss = (e: StoreLossEvent) => this.safeEmit('storeLoss', e);
   private readonly onReasserted = (e: HoldsReassertedEvent) => {
     this.admission.holdsChanged();

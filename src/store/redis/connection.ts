@@ -159,9 +159,13 @@ export class RedisConnection {
     );
   }
 
-  /** The loss of the connection, once per outage (the first error or close after it was last ready). */
+  /**
+   * The loss of the connection, once per outage (the first error or close after it was last
+   * ready, that a listener heard: a connection refused while the store was being made, before
+   * its gate listened, is reported again at the next attempt).
+   */
   private report(reason: string, err?: Error): void {
-    if (this.lost) return;
+    if (this.lost || this.opts.events.listenerCount('error') === 0) return;
     this.lost = true;
     this.opts.events.safeEmit('error', new StoreUnavailableError(`Redis connection lost: ${reason}`, err));
   }
