@@ -361,7 +361,9 @@ describe('callgate serve (the command, on Redis)', function () {
     const w = await start(watched);
     expect((await call(`${w.url}/v1/admit`, { call_id: 'w1', peer: 'p1' })).json.outcome).to.equal('admitted');
     writeFileSync(watched, '{"inbound": {"peers": {"p1": [{"limit": -1, "window": "PT10S"}]}}}');
-    await w.waitFor(/inbound\.peers\.p1\[0\]\.limit: expected a positive integer/);
+    const bad = await w.waitFor(/inbound\.peers\.p1\[0\]\.limit: expected a positive integer/);
+    // said as a failed reload, as SIGHUP's is (it read "engine error (the configuration …)")
+    expect(bad).to.match(/reload on file change failed; the configuration in force is unchanged/);
     expect(
       (await call(`${w.url}/v1/admit`, { call_id: 'w2', peer: 'p1' })).json.outcome,
       'the old limit (1) stays',
@@ -457,6 +459,8 @@ describe('callgate serve (the command, on Redis)', function () {
         s.lines.filter((l) => /unreachable/.test(l)),
         'one line per outage',
       ).to.have.length(1);
+      // and no second, error-level line for it ("engine error (the configuration …)")
+      expect(s.lines.filter((l) => /engine error|"level":50/.test(l))).to.deep.equal([]);
     } finally {
       await own.stop();
     }

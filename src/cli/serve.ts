@@ -12,7 +12,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { StorePolicy } from '../admission/admission.js';
 import { loadConfigFile } from '../config/load.js';
-import { InvalidArgumentError } from '../errors/index.js';
+import { ConfigError, InvalidArgumentError } from '../errors/index.js';
 import { CallGate } from '../gate.js';
 import { LeaseCoordinator } from '../lease/coordinator.js';
 import {
@@ -307,7 +307,14 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
     log.info({ changes: changes.map((c) => `${c.kind} ${c.path}`) }, `configuration reloaded from ${args.config}`),
   );
   gate.on('warning', (w) => log.warn({ carriers: w.carriers }, w.message));
-  gate.on('error', (err) => log.error({ err: err.message }, 'engine error (the configuration in force is unchanged)'));
+  gate.on('error', (err) => {
+    // a reload of the watched file that failed: said as SIGHUP's is, so one search finds both
+    if (err instanceof ConfigError || err.message.startsWith('not reloaded:'))
+      log.error({ err: err.message }, 'reload on file change failed; the configuration in force is unchanged');
+    // the outage itself: this sidecar's client logs it, once (Redis at … unreachable)
+    else if (err.message.startsWith('Redis connection lost')) log.debug({ err: err.message }, 'Redis connection lost');
+    else log.error({ err: err.message }, 'engine error');
+  });
   // Redis lost this sidecar's holds (a restart or failover): say so, and how many came back
   gate.on('storeLoss', (e) => log.warn({ tag: e.tag, cause: e.cause }, 'Redis lost holds of calls in progress'));
   gate.on('holdsReasserted', (e) => {
