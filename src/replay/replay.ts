@@ -22,6 +22,7 @@ import { inboundHolds, RowIds } from './row-ids.js';
 import { TopValues } from './top-values.js';
 import { readTrace, validateTrace, type TraceCall } from './trace.js';
 import { inTimeOrder } from './time-order.js';
+import { PeerTagCheck } from './peer-tags.js';
 
 export type { DecisionLine };
 
@@ -119,8 +120,10 @@ export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   const { signal } = opts;
   signal?.throwIfAborted();
   refuseUnreadableTwice(opts.tracePath);
-  const check = await validateTrace(opts.tracePath, { signal });
+  const tags = opts.store.hashTags === true ? new PeerTagCheck(opts.config, opts.tracePath) : undefined;
+  const check = await validateTrace(opts.tracePath, { signal, ...(tags && { onCall: tags.see }) });
   if (check.problems.length > 0) throw new TraceError(check.problems, check.problemCount);
+  if (tags?.problem !== undefined) throw new TraceError([tags.problem]);
   const started = performance.now();
   const clock = new VirtualClock(check.first ?? 0);
   // a replay on a store that fails must stop, not turn the failure into decisions

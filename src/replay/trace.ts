@@ -711,9 +711,9 @@ export interface TraceValidation {
 /** One streaming pass over the trace: problems, number of good rows, and whether they are sorted. */
 export async function validateTrace(
   path: string,
-  opts?: { maxProblems?: number; signal?: AbortSignal },
+  opts?: { maxProblems?: number; signal?: AbortSignal; onCall?: (call: TraceCall) => void },
 ): Promise<TraceValidation> {
-  return validateCalls(readTrace, path, opts?.maxProblems, opts?.signal);
+  return validateCalls(readTrace, path, opts?.maxProblems, opts?.signal, opts?.onCall);
 }
 
 /** validateTrace over a stream (see readTraceFrom). */
@@ -730,6 +730,7 @@ async function validateCalls(
   path: string,
   maxProblems = 1000,
   signal?: AbortSignal,
+  onCall?: (call: TraceCall) => void,
 ): Promise<TraceValidation> {
   const problems: TraceProblem[] = [];
   let problemCount = 0;
@@ -743,6 +744,7 @@ async function validateCalls(
   };
   for await (const call of read(path, { onProblem, signal })) {
     calls++;
+    onCall?.(call);
     if (last !== undefined && call.time < last) sorted = false;
     if (first === undefined || call.time < first) first = call.time;
     if (last === undefined || call.time > last) last = call.time;

@@ -458,6 +458,11 @@ export interface HoldsReassertedEvent {
 export interface Store {
   /** 'memory' or 'redis', for reports and logs. */
   readonly kind: string;
+  /**
+   * Whether its keys carry hash tags (a Cluster): a call's keys then live on its plan's tag, and
+   * a peer named with two accounts is counted apart on each (docs/redis.md). Absent: no tags.
+   */
+  readonly hashTags?: boolean;
   /** Trouble outside any call; CallGate re-emits it on its own 'error' event. */
   readonly events?: EventEmitter<StoreEvents>;
   admit(req: AdmitRequest): Promise<AdmitResult>;

@@ -186,6 +186,10 @@ export class RedisStore implements Store, OperableStore {
   private readonly redis: Redis | Cluster;
   private readonly conn: RedisConnection;
   private readonly keys: RedisKeys;
+
+  get hashTags(): boolean {
+    return this.keys.hashTags;
+  }
   /** Lanes of the leased global level and where owners go (src/lease/lanes.ts); undefined: not leased. */
   private readonly lanes: LanePlan | undefined;
 
