@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -88,20 +88,28 @@ describe('operations examples with the real tools', function () {
       dir = mkdtempSync(join(tmpdir(), 'callgate-prometheus-'));
       gate = await CallGate.create({ config: { inbound: { peers: { p1: [{ limit: 2, window: 'PT10S' }] } } } });
       const { registry } = gateMetrics(gate);
-      app = buildApp({ gate, ready: async () => {}, reload: async () => [], metrics: registry });
+      // a sidecar with a token: /metrics needs it too, which examples/prometheus/scrape.yml sends
+      const token = 'a-scrape-token-of-some-length';
+      app = buildApp({ gate, ready: async () => {}, reload: async () => [], metrics: registry, token });
       const sidecar = await app.listen({ host: '127.0.0.1', port: 0 });
-      for (let i = 0; i < 5; i++) await app.inject({ method: 'GET', url: `/v1/admit?call_id=c${i}&peer=p1` });
+      const authorization = `Bearer ${token}`;
+      for (let i = 0; i < 5; i++)
+        await app.inject({ method: 'GET', url: `/v1/admit?call_id=c${i}&peer=p1`, headers: { authorization } });
 
+      // the example scrape job as shipped, its token file and target made this test's
+      const tokenFile = join(dir, 'callgate.token');
+      writeFileSync(tokenFile, token);
+      const scrape = readFileSync(join(ROOT, 'examples/prometheus/scrape.yml'), 'utf8')
+        .replace('/etc/prometheus/callgate.token', tokenFile)
+        .replace('127.0.0.1:8790', new URL(sidecar).host);
+      expect(scrape, 'the example names the token file and the target replaced').to.include(tokenFile);
       const config = join(dir, 'prometheus.yml');
       writeFileSync(
         config,
         [
           'global: { scrape_interval: 1s, evaluation_interval: 1s }',
           `rule_files: [${JSON.stringify(join(ROOT, 'examples/prometheus/callgate-alerts.yml'))}]`,
-          'scrape_configs:',
-          '  - job_name: callgate',
-          `    static_configs: [{ targets: ["${new URL(sidecar).host}"] }]`,
-          '',
+          scrape,
         ].join('\n'),
       );
       const port = await freePort();
