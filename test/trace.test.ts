@@ -516,6 +516,11 @@ describe('trace reader', () => {
       expect(await problemsOf('call_id,direction,peer,time\rc1,in,p,1\r')).to.have.length(1);
       // CRLF is fine
       expect((await read('time,call_id,direction,peer\r\n1,c1,in,p\r\n')).calls).to.have.length(1);
+      // a first comment line: the whole file read as that comment, "no header row" said nothing of CR
+      expect(await problemsOf(`# exported from the SBC\r${cr}`)).to.deep.equal([
+        't.csv:1: no header row: a comment line holds a carriage return, so the file reads as one comment line: lines must end in LF or CRLF, not CR alone (convert the file)',
+      ]);
+      expect((await read('# a comment\r\ntime,call_id,direction,peer\r\n1,c1,in,p\r\n')).calls).to.have.length(1);
     });
 
     it('a UTF-16 file is refused, with what to do', async () => {

@@ -325,6 +325,11 @@ class Utf8Lines extends Transform {
  * malformed CSV csv-parse fails and nothing after the failure is used.
  */
 class CommentBlanker extends Transform {
+  /**
+   * A comment line held a carriage return not followed by LF: lines ending in CR alone (an old
+   * Mac export), where a first `#` line runs to the end of the file and hides every row.
+   */
+  loneCrInComment = false;
   private inQuote = false;
   private atLineStart = true;
   private inComment = false;
@@ -364,6 +369,9 @@ class CommentBlanker extends Transform {
       if (this.inComment) {
         const nl = buf.indexOf(10, pos);
         const stop = nl === -1 ? len : nl;
+        const cr = buf.indexOf(13, pos);
+        // (a CR ending the chunk may have its LF in the next one)
+        if (cr !== -1 && cr + 1 < stop) this.loneCrInComment = true;
         (parts ??= []).push(buf.subarray(keepFrom, pos));
         keepFrom = stop;
         pos = stop;
@@ -480,7 +488,8 @@ async function* decodeStream(
   if (signal) addAbortSignal(signal, input); // an abort also ends a read that waits (a FIFO)
   const utf8 = new Utf8Lines();
   // pipeline forwards an error of any stage (ENOENT, EISDIR…) to the parser, failing the loop.
-  pipeline(input, utf8, new CommentBlanker(), parser, () => undefined);
+  const blanker = new CommentBlanker();
+  pipeline(input, utf8, blanker, parser, () => undefined);
 
   let cols: Partial<Record<Known, number>> | undefined;
   let names: string[] | undefined;
@@ -523,6 +532,13 @@ async function* decodeStream(
     input.destroy();
   }
   if (fatal !== undefined) rep({ file, line, message: describeCsvError(fatal.err, names) });
+  else if (cols === undefined && blanker.loneCrInComment)
+    rep({
+      file,
+      line: 1,
+      message:
+        'no header row: a comment line holds a carriage return, so the file reads as one comment line: lines must end in LF or CRLF, not CR alone (convert the file)',
+    });
   else if (cols === undefined)
     rep({ file, line: 1, message: 'no header row (the trace is empty, or only blank and comment lines)' });
 }
