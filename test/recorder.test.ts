@@ -5,7 +5,7 @@
  * reported without breaking a decision.
  */
 import { expect } from 'chai';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VirtualClock } from '../src/clock.js';
@@ -301,6 +301,15 @@ describe('recording live decisions as a trace', function () {
     const bad = await runNode([BIN, 'merge-traces', '--out', join(dir, 'x.csv'), a, b], { cwd: ROOT });
     expect(bad.code).to.equal(2);
     expect(bad.stderr).to.equal(`error: ${b}:2: column "time": bad time "never"\n`);
+    // `-` is no standard output here: refused, rather than a file named "-"
+    const dash = await runNode([BIN, 'merge-traces', '--out', '-', a], { cwd: dir });
+    expect([dash.code, dash.stderr]).to.deep.equal([
+      2,
+      'error: --out -: merge-traces writes a file, whole or not at all (a replay reads its trace twice): name one\n',
+    ]);
+    expect(existsSync(join(dir, '-'))).to.equal(false);
+    const one = await runNode([BIN, 'merge-traces', '--out', out, a], { cwd: ROOT });
+    expect(one.stdout).to.equal(`${out}: 1 call from 1 file\n`);
   });
 
   it('a failing disk is reported on the error event; decisions go on', async () => {
