@@ -41,12 +41,16 @@ describe('progress of long replays and what-ifs', function () {
   it('not on a terminal: one final line per long run on stderr, the report unchanged on stdout', async () => {
     const r = await runNode([BIN, 'replay', '--config', config, '--trace', trace], { cwd: ROOT });
     expect(r.code, r.stderr).to.equal(0);
-    expect(r.stderr).to.match(/^replay: 50000 calls in \d+\.\d s, \d+ calls\/s\n$/);
+    expect(r.stderr).to.match(
+      /^replay: 50000 calls in \d+\.\d s, \d+ calls\/s, the trace's check and sort included\n$/,
+    );
     expect(r.stdout).to.match(/^callgate replay on the memory store: 50000 calls/);
 
     const c = await runNode([BIN, 'replay', '--config', config, '--compare', old, '--trace', trace], { cwd: ROOT });
     expect(c.code, c.stderr).to.equal(0);
-    expect(c.stderr).to.match(/^what-if: 50000 calls in \d+\.\d s, \d+ calls\/s\n$/);
+    expect(c.stderr).to.match(
+      /^what-if: 50000 calls in \d+\.\d s, \d+ calls\/s, the trace's check and sort included\n$/,
+    );
     // 10 peers at 60/s instead of 50/s, 100 calls/s offered each for 50 s: 10 more admitted per peer and second
     expect(c.stdout).to.match(/\n5000 of 50000 calls decided differently/);
 
