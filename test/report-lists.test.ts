@@ -70,6 +70,13 @@ describe('replay report: long lists and what the counts mean', () => {
     expect(text).to.include('one refusal counts at each level of the call; the summary line counts it once');
     // the global level counts every refusal, the summary names none under global
     expect(summary).to.not.include('global');
+    // every column of every table has a name: as many words in a header as dash groups under it
+    // (the levels' last column, held / EXCEEDED, had none)
+    const lines = text.split('\n');
+    const tables = lines.flatMap((l, i) => (/^-+( +-+)*$/.test(l) ? [[lines[i - 1]!, l]] : []));
+    expect(tables.length).to.be.at.least(2);
+    for (const [header, dashes] of tables)
+      expect(header.trim().split(/ {2,}/).length, header).to.equal(dashes.split(/ +/).length);
     expect(html).to.include('and 20 more buckets');
     expect(html).to.include('one refusal counts at each level of the call');
     const data = JSON.parse(/<script id="data" type="application\/json">(.*?)<\/script>/s.exec(html)![1]!) as {

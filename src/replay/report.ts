@@ -193,7 +193,7 @@ export function levelTable(j: ReportJson, busiest = false): ReportTable {
       rows.push(row);
     });
   }
-  const header = ['level', 'offered', 'admitted', 'rejected', 'limit', 'peak', ''];
+  const header = ['level', 'offered', 'admitted', 'rejected', 'limit', 'peak', 'check'];
   return { header: busiest ? [...header, 'busiest window'] : header, rows };
 }
 
@@ -249,7 +249,7 @@ export function channelTable(j: ReportJson): ReportTable {
   for (const c of j.carriers)
     if (c.channels)
       rows.push([`carrier ${c.carrier}`, c.channels.limit, c.channels.peak, c.channels.held ? 'held' : 'EXCEEDED']);
-  return { header: ['level / carrier', 'channels', 'peak', ''], rows };
+  return { header: ['level / carrier', 'channels', 'peak', 'check'], rows };
 }
 
 /** Refusing buckets listed in the summary line at most; the rest are counted (the JSON has them all). */
@@ -275,7 +275,7 @@ export function rejectedBy(by: Record<string, number>, shown = REJECTED_BY_SHOWN
 
 /** What a level's peak is (the text table, the HTML). */
 export const PEAK_NOTE =
-  'peak = most calls admitted in any window of the limit (a sliding window: the highest estimate a call was admitted under, counted before it)';
+  'peak = most calls admitted in any window of the limit (a sliding window: the highest estimate a call was admitted under, counted before it); check = held, or EXCEEDED when some window went over the limit';
 
 /** Why a level's "rejected" exceeds the summary's count for it: said next to the table. */
 export const LEVEL_REJECTED_NOTE =
@@ -317,7 +317,10 @@ export function reportText(r: ReplayResult): string {
   }
   const channels = channelTable(j);
   if (channels.rows.length > 0) {
-    out.push('', 'Channels (peak = most calls in progress at once: each holds from its decision to its end)');
+    out.push(
+      '',
+      'Channels (peak = most calls in progress at once: each holds from its decision to its end; check = held, or EXCEEDED over the limit)',
+    );
     out.push(table(channels.header, channels.rows));
   }
   const attrs = attributeTable(j);
