@@ -33,6 +33,12 @@ describe('replay report: long lists and what the counts mean', () => {
     return { result, html: reportHtml({ result, series, config: cfg, configPath: 'c.json', tracePath }) };
   }
 
+  it('an id with a space, a comma or a parenthesis is quoted in the summary', () => {
+    expect(rejectedBy({ 'peer:sip:gw 7, east': 1117, 'account:a(1)': 2, 'peer:p1': 3, 'unknown-peer': 4 })).to.equal(
+      'peer:"sip:gw 7, east" 1117, account:"a(1)" 2, peer:p1 3, unknown-peer 4',
+    );
+  });
+
   it('few refusing buckets: all listed in level order; many: the top ten by refusals and a count of the rest', () => {
     expect(rejectedBy({ global: 2, 'peer:a': 5 })).to.equal('global 2, peer:a 5');
     const many = Object.fromEntries(
@@ -73,7 +79,7 @@ describe('replay report: long lists and what the counts mean', () => {
     // every column of every table has a name: as many words in a header as dash groups under it
     // (the levels' last column, held / EXCEEDED, had none)
     const lines = text.split('\n');
-    const tables = lines.flatMap((l, i) => (/^-+( +-+)*$/.test(l) ? [[lines[i - 1]!, l]] : []));
+    const tables = lines.flatMap((l, i): [string, string][] => (/^-+( +-+)*$/.test(l) ? [[lines[i - 1]!, l]] : []));
     expect(tables.length).to.be.at.least(2);
     for (const [header, dashes] of tables)
       expect(header.trim().split(/ {2,}/).length, header).to.equal(dashes.split(/ +/).length);

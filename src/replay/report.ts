@@ -262,15 +262,26 @@ export const REJECTED_BY_SHOWN = 10;
  */
 export function rejectedBy(by: Record<string, number>, shown = REJECTED_BY_SHOWN): string {
   const all = Object.entries(by);
-  if (all.length <= shown) return all.map(([k, v]) => `${k} ${v}`).join(', ');
+  if (all.length <= shown) return all.map(([k, v]) => `${bucketShown(k)} ${v}`).join(', ');
   const sorted = all.sort(([ka, a], [kb, b]) => b - a || levelOrder(ka, kb));
   const rest = sorted.slice(shown);
   const calls = rest.reduce((n, [, v]) => n + v, 0);
   const head = sorted
     .slice(0, shown)
-    .map(([k, v]) => `${k} ${v}`)
+    .map(([k, v]) => `${bucketShown(k)} ${v}`)
     .join(', ');
   return `${head}, and ${rest.length} more buckets with ${calls} calls (--json lists all)`;
+}
+
+/**
+ * A bucket as the summary line shows it: its id quoted (JSON) when it holds a space, a comma, a
+ * parenthesis or a quote, which would blur the list (`peer:"gw 7, east" 12, account:b 3`).
+ */
+function bucketShown(bucket: string): string {
+  const colon = bucket.indexOf(':');
+  if (colon < 0) return bucket;
+  const id = bucket.slice(colon + 1);
+  return /[\s,()"]/.test(id) ? `${bucket.slice(0, colon + 1)}${JSON.stringify(id)}` : bucket;
 }
 
 /** What a level's peak is (the text table, the HTML). */
