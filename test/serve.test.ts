@@ -530,6 +530,17 @@ describe('callgate serve (the command, on Redis)', function () {
     const addr = await run(['--listen', 'nowhere:99999']);
     expect(addr.code).to.equal(2);
     expect(addr.stderr).to.equal('error: --listen: expected PORT, HOST:PORT or [IPv6]:PORT, got "nowhere:99999"\n');
+    // every bad option at once, one line each (it said the first alone)
+    const many = await run(['--listen', '127.0.0.1:0', '--timeout-ms', '0', '--max-batch', '5000', '--prefix', 'a{b']);
+    expect(many.code).to.equal(2);
+    expect(many.stderr).to.equal(
+      [
+        'error: --timeout-ms: expected an integer from 1 to 60000, got 0',
+        'error: --max-batch needs --store redis: it sets how decisions go to Redis',
+        `error: --prefix must not contain '{' or '}', got "a{b"`,
+        '',
+      ].join('\n'),
+    );
     const missing = await runNode(
       [join(ROOT, 'bin/callgate.js'), 'serve', '--config', join(dir, 'absent.json'), '--listen', '127.0.0.1:0'],
       { cwd: ROOT },

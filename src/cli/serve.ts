@@ -92,43 +92,61 @@ function positiveInt(name: string, value: number, max: number): void {
     bad(`${name}: expected an integer from 1 to ${max}, got ${shownOption(value)}`);
 }
 
-/** Check everything a user typed before anything starts. */
+/**
+ * Check everything a user typed before anything starts: every problem, one line each (each
+ * check stops at its own first problem; a check that threw stopped the rest unseen).
+ */
 function checkArgs(args: ServeArgs): void {
-  positiveInt('--timeout-ms', args.timeoutMs, 60_000);
-  positiveInt('--body-limit', args.bodyLimit, 1024 * 1024);
-  if (!(Number.isSafeInteger(args.retryJitter) && args.retryJitter >= 0 && args.retryJitter <= 3600)) {
-    bad(`--retry-jitter: expected whole seconds from 0 to 3600, got ${shownOption(args.retryJitter)}`);
-  }
-  if (args.store === 'redis') checkRedisUrl(args.redisUrl);
-  if (
-    args.channelsStatus !== undefined &&
-    !(Number.isSafeInteger(args.channelsStatus) && args.channelsStatus >= 400 && args.channelsStatus <= 699)
-  ) {
-    bad(
-      `--channels-status: expected a SIP final response status from 400 to 699, got ${shownOption(args.channelsStatus)}`,
-    );
-  }
+  const problems: string[] = [];
+  const check = (run: () => void): void => {
+    try {
+      run();
+    } catch (err) {
+      if (!(err instanceof InvalidArgumentError)) throw err;
+      problems.push(err.message);
+    }
+  };
+  check(() => positiveInt('--timeout-ms', args.timeoutMs, 60_000));
+  check(() => positiveInt('--body-limit', args.bodyLimit, 1024 * 1024));
+  check(() => {
+    if (!(Number.isSafeInteger(args.retryJitter) && args.retryJitter >= 0 && args.retryJitter <= 3600))
+      bad(`--retry-jitter: expected whole seconds from 0 to 3600, got ${shownOption(args.retryJitter)}`);
+  });
+  if (args.store === 'redis') check(() => checkRedisUrl(args.redisUrl));
+  check(() => {
+    const status = args.channelsStatus;
+    if (status !== undefined && !(Number.isSafeInteger(status) && status >= 400 && status <= 699))
+      bad(`--channels-status: expected a SIP final response status from 400 to 699, got ${shownOption(status)}`);
+  });
   for (const [flag, v, max] of [
     ['--max-batch', args.maxBatch, MAX_BATCH_LIMIT],
     ['--max-in-flight', args.maxInFlight, MAX_IN_FLIGHT_LIMIT],
     ['--lone-up-to', args.loneUpTo, MAX_BATCH_LIMIT],
   ] as const) {
     if (v === undefined) continue;
-    if (args.store !== 'redis') bad(`${flag} needs --store redis: it sets how decisions go to Redis`);
-    positiveInt(flag, v, max);
+    check(() => {
+      if (args.store !== 'redis') bad(`${flag} needs --store redis: it sets how decisions go to Redis`);
+      positiveInt(flag, v, max);
+    });
   }
-  if (args.leaseLanes !== undefined) {
-    if (args.store !== 'redis') bad('--lease-lanes needs --store redis: lanes are hash tags of a Redis (Cluster)');
-  }
-  checkLeaseLanes(args);
-  if (args.leaseWaitReplicas !== undefined) {
-    if (!(Number.isSafeInteger(args.leaseWaitReplicas) && args.leaseWaitReplicas >= 0 && args.leaseWaitReplicas <= 16))
-      bad(`--lease-wait-replicas: expected an integer from 0 to 16, got ${shownOption(args.leaseWaitReplicas)}`);
-  }
-  if (args.leasedCarriers !== undefined && args.store !== 'redis')
-    bad('--leased-carriers needs --store redis: a carrier is leased across Redis deployments');
-  if (args.leaseRegions !== undefined && args.leaseLanes === undefined && args.leasedCarriers === undefined)
-    bad('--lease-regions needs --lease-lanes or --leased-carriers');
+  check(() => {
+    if (args.leaseLanes !== undefined && args.store !== 'redis')
+      bad('--lease-lanes needs --store redis: lanes are hash tags of a Redis (Cluster)');
+    checkLeaseLanes(args);
+  });
+  check(() => {
+    const n = args.leaseWaitReplicas;
+    if (n !== undefined && !(Number.isSafeInteger(n) && n >= 0 && n <= 16))
+      bad(`--lease-wait-replicas: expected an integer from 0 to 16, got ${shownOption(n)}`);
+  });
+  check(() => {
+    if (args.leasedCarriers !== undefined && args.store !== 'redis')
+      bad('--leased-carriers needs --store redis: a carrier is leased across Redis deployments');
+  });
+  check(() => {
+    if (args.leaseRegions !== undefined && args.leaseLanes === undefined && args.leasedCarriers === undefined)
+      bad('--lease-regions needs --lease-lanes or --leased-carriers');
+  });
   // a coordinator runs with lanes, or with regions for the leased carriers: the rest have none
   const coordinating = args.leaseLanes !== undefined || args.leaseRegions !== undefined;
   for (const [flag, v] of [
@@ -136,12 +154,14 @@ function checkArgs(args: ServeArgs): void {
     ['--lease-reply-timeout-ms', args.leaseReplyTimeoutMs],
     ['--lease-wait-replicas', args.leaseWaitReplicas],
   ] as const)
-    if (v !== undefined && !coordinating) bad(`${flag} needs --lease-lanes or --lease-regions`);
-  if (args.leaseTickMs !== undefined) positiveInt('--lease-tick-ms', args.leaseTickMs, 10_000);
-  if (args.leaseReplyTimeoutMs !== undefined) positiveInt('--lease-reply-timeout-ms', args.leaseReplyTimeoutMs, 10_000);
-  if (args.leaseRegions !== undefined) parseLeaseRegions(args.leaseRegions);
+    if (v !== undefined && !coordinating) problems.push(`${flag} needs --lease-lanes or --lease-regions`);
+  if (args.leaseTickMs !== undefined) check(() => positiveInt('--lease-tick-ms', args.leaseTickMs!, 10_000));
+  if (args.leaseReplyTimeoutMs !== undefined)
+    check(() => positiveInt('--lease-reply-timeout-ms', args.leaseReplyTimeoutMs!, 10_000));
+  if (args.leaseRegions !== undefined) check(() => parseLeaseRegions(args.leaseRegions!));
   if (args.prefix.includes('{') || args.prefix.includes('}'))
-    bad(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
+    problems.push(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
+  if (problems.length > 0) throw new InvalidArgumentError(problems.join('\n'));
 }
 
 /**
