@@ -434,6 +434,8 @@ describe('callgate serve (the command, on Redis)', function () {
       const down = await call(`${s.url}/readyz`);
       expect(down.status).to.equal(503);
       expect(down.json.status).to.equal('unavailable');
+      // in an operator's words, not ioredis' ("Stream isn't writeable and enableOfflineQueue …")
+      expect(down.json.message).to.not.match(/enableOfflineQueue|Stream isn't writeable/);
       expect((await call(`${s.url}/healthz`)).status, 'the process itself is up').to.equal(200);
       const d = await call(`${s.url}/v1/admit`, { call_id: 'r1', peer: 'p1' });
       expect(d.json).to.deep.include({
@@ -449,6 +451,7 @@ describe('callgate serve (the command, on Redis)', function () {
       for (const url of ['/v1/state', '/v1/holds?bucket=peer:p1', '/v1/bans']) {
         const r = await call(`${s.url}${url}`);
         expect([r.status, r.json.error], url).to.deep.equal([503, 'store-unavailable']);
+        expect(r.json.message, url).to.not.match(/enableOfflineQueue|Stream isn't writeable/);
       }
       const reset = await call(`${s.url}/v1/reset`, { bucket: 'peer:p1' });
       expect([reset.status, reset.json.error], '/v1/reset').to.deep.equal([503, 'store-unavailable']);

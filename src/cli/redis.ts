@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
+import { connectionReason } from '../store/redis/connection.js';
 import { RECOMMENDED_REDIS_OPTIONS } from '../store/redis/redis-store.js';
 
 export interface RedisConnectionArgs {
@@ -253,6 +254,8 @@ export async function redisAnswers(redis: Redis | Cluster): Promise<void> {
   });
   try {
     await Promise.race([redis.time(), late]);
+  } catch (err) {
+    throw new Error(connectionReason(err), { cause: err });
   } finally {
     clearTimeout(timer);
   }

@@ -398,5 +398,15 @@ export function unavailable(err: unknown): Error {
   if (e?.name === 'ReplyError' && SLOT_MOVING.test(e.message))
     return new StoreUnavailableError(`Redis unavailable: a slot being moved to another master (${e.message})`, err);
   if (e?.name === 'ReplyError') return err as Error;
-  return new StoreUnavailableError(`Redis unavailable: ${(err as Error).message}`, err);
+  return new StoreUnavailableError(`Redis unavailable: ${connectionReason(err)}`, err);
+}
+
+/**
+ * Why a command could not reach Redis, in an operator's words: ioredis says that it queues no
+ * command while disconnected ("Stream isn't writeable and enableOfflineQueue options is
+ * false"), which reads like a setting to change (found by the operator walkthrough).
+ */
+export function connectionReason(err: unknown): string {
+  const message = (err as Error | undefined)?.message ?? String(err);
+  return /Stream isn't writeable|enableOfflineQueue/.test(message) ? 'not connected (reconnecting)' : message;
 }
