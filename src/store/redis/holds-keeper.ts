@@ -288,30 +288,86 @@ export class HoldsKeeper {
       this.instance = instance;
     } else if (mode === 'lost') this.moved = false;
     if (mode === 'lost') await this.resendRecent();
-    // a sync leaves the calls being released alone; after a loss their releases wait for this run
-    // read in steps, each marked as read: until its write is answered, a release sent of one of
-    // these calls may land first
-    const tags = await this.opts.ledger.byTagInSteps(
+    // every batch of the pass compares with the markers seen before it (a first batch may write
+    // a missing marker anew: the later ones must still see that it changed)
+    const tokens = new Map(this.tokens);
+    const passes = new Map<string, TagPass>();
+    const passOf = (tag: string): TagPass => {
+      let pass = passes.get(tag);
+      if (pass === undefined) {
+        const lane = this.opts.hashTags ? tag : '';
+        pass = newTagPass(tag, lane, tokens.get(lane) ?? '');
+        passes.set(tag, pass);
+      }
+      return pass;
+    };
+    // the calls read and not yet in a batch, and the batches sent and not answered: both bounded,
+    // so that a pass holds a few hundred of the ledger's calls as objects, not all of them
+    let pending = 0;
+    let inFlight = 0;
+    // after a loss decisions wait for the pass: more at once; a sync runs beside them: few
+    const maxInFlight = mode === 'lost' ? LOST_BATCHES_IN_FLIGHT : SYNC_BATCHES_IN_FLIGHT;
+    let wake: (() => void) | undefined;
+    const send = (pass: TagPass, lost: boolean, batch: LedgerCall[]): void => {
+      inFlight++;
+      pass.chain = pass.chain
+        .then(() => this.sendBatch(pass, lost, batch))
+        .finally(() => {
+          inFlight--;
+          const w = wake;
+          wake = undefined;
+          w?.();
+        });
+    };
+    // policy-decided calls were never written: whatever the mode, a missing record means not yet
+    const flush = (pass: TagPass, all: boolean): void => {
+      for (const [i, list] of pass.pending.entries()) {
+        const lost = i === 0 || mode === 'lost';
+        const size = lost ? MAX_REASSERT_CALLS : SYNC_BATCH_CALLS;
+        while (list.length >= size || (all && list.length > 0)) {
+          const batch = list.splice(0, size);
+          pending -= batch.length;
+          send(pass, lost, batch);
+        }
+      }
+    };
+    // a sync leaves the calls being released alone; after a loss their releases wait for this
+    // run. Each call is marked as read at once: until its write is answered, a release sent of
+    // it may land first
+    await this.opts.ledger.eachInSteps(
       this.opts.now(),
       true,
       mode === 'lost',
-      (calls) => this.opts.ledger.assertingAll(calls, true),
       mode === 'unwritten' ? (hold) => hold.unwritten === true : undefined,
+      (call) => {
+        this.opts.ledger.assertingOne(call, true);
+        const pass = passOf(call.hold.tag);
+        pass.checked++;
+        pass.pending[call.hold.unwritten === true ? 0 : 1].push(call);
+        pending++;
+        flush(pass, false);
+        // calls over many tags, each short of a batch: send what is read
+        if (pending > MAX_PENDING_CALLS) for (const p of passes.values()) flush(p, true);
+        if (inFlight < maxInFlight) return undefined;
+        return new Promise<void>((resolve) => (wake = resolve));
+      },
     );
+    for (const pass of passes.values()) flush(pass, true);
     // on a single Redis one marker serves every tag: read it even when the ledger is empty
-    if (!this.opts.hashTags && tags.size === 0 && mode !== 'unwritten') tags.set('in', []);
+    if (!this.opts.hashTags && passes.size === 0 && mode !== 'unwritten') send(passOf('in'), mode === 'lost', []);
+    await Promise.all([...passes.values()].map((pass) => pass.chain));
     let failed: unknown;
     let graceUntilMs = 0;
     await Promise.all(
-      [...tags].map(async ([tag, calls]) => {
-        try {
-          const until = await this.reassertTag(tag, calls, mode);
-          if (until > graceUntilMs) graceUntilMs = until;
-          // gates open after a re-assertion only (a sync must not open those a loss closed meanwhile)
-          if (this.opts.hashTags && mode === 'lost') await this.openAfter(tag, until);
-        } catch (err) {
-          failed = err;
+      [...passes.values()].map(async (pass) => {
+        if (pass.failed !== undefined) {
+          failed = pass.failed;
+          return;
         }
+        const until = this.finishTag(pass, mode);
+        if (until > graceUntilMs) graceUntilMs = until;
+        // gates open after a re-assertion only (a sync must not open those a loss closed meanwhile)
+        if (this.opts.hashTags && mode === 'lost') await this.openAfter(pass.tag, until);
       }),
     );
     if (failed !== undefined) throw failed;
@@ -320,7 +376,7 @@ export class HoldsKeeper {
     this.recovering = undefined;
     if (!this.opts.hashTags) await this.openAfter('', graceUntilMs);
     // a tag closed at the loss whose calls all ended since has nothing to wait for
-    else for (const lane of [...this.gates.keys()]) if (!tags.has(lane)) this.openGate(lane);
+    else for (const lane of [...this.gates.keys()]) if (!passes.has(lane)) this.openGate(lane);
   }
 
   /** Open a lane's gate at `untilMs` (process clock), now if it passed. */
@@ -343,86 +399,69 @@ export class HoldsKeeper {
     if (!this.lostPending && !this.closed) this.openGate(lane);
   }
 
-  /** Re-assert one tag's calls in batches; the end of its recovery grace (process clock, ms). */
-  private async reassertTag(tag: string, calls: LedgerCall[], mode: PassMode): Promise<number> {
-    // one marker per tag on a Cluster, one for the whole store on a single Redis
-    const lane = this.opts.hashTags ? tag : '';
-    const known = this.tokens.get(lane) ?? '';
-    let reasserted = 0;
-    /** Calls written that Redis had held before (not first writes of policy decisions): a loss. */
-    let restored = 0;
-    let gone = 0;
-    let changed = false;
-    let graceUntilMs = 0;
-    // policy-decided calls were never written: whatever the mode, a missing record means not yet
-    const groups: [boolean, typeof calls][] = [
-      [true, calls.filter((c) => c.hold.unwritten === true)],
-      [mode === 'lost', mode === 'unwritten' ? [] : calls.filter((c) => c.hold.unwritten !== true)],
-    ];
-    const batches: [boolean, typeof calls][] = [];
-    for (const [lost, list] of groups) {
-      const size = lost ? MAX_REASSERT_CALLS : SYNC_BATCH_CALLS;
-      for (let i = 0; i < list.length; i += size) batches.push([lost, list.slice(i, i + size)]);
+  /** Write (or check) one batch of a tag's calls; a failure stops the tag's later batches. */
+  private async sendBatch(pass: TagPass, lost: boolean, batch: LedgerCall[]): Promise<void> {
+    if (pass.failed !== undefined) {
+      this.opts.ledger.assertingAll(batch, false); // never sent (the next run reads them again)
+      return;
     }
-    if (batches.length === 0) {
-      if (mode === 'unwritten') return 0; // nothing of it to write here
-      batches.push([mode === 'lost', []]); // the marker alone
+    const req: ReassertRequest = {
+      tag: pass.tag,
+      calls: batch.map(reassertCall),
+      mode: lost ? 'lost' : 'sync',
+      token: pass.known,
+      graceUs: this.opts.graceMs * 1000,
+      process: this.id,
+      processTtlUs: Math.max(3 * this.opts.syncMs, 15_000) * 1000,
+      restartGrace: this.moved,
+    };
+    let r: ReassertResult;
+    try {
+      r = await this.opts.reassert(req);
+    } catch (err) {
+      this.opts.ledger.assertingAll(batch, false); // not on its way (the next run reads it again)
+      pass.failed = err;
+      return;
     }
-    for (const [i, [lost, batch]] of batches.entries()) {
-      const req: ReassertRequest = {
-        tag,
-        calls: batch.map(reassertCall),
-        mode: lost ? 'lost' : 'sync',
-        token: known,
-        graceUs: this.opts.graceMs * 1000,
-        process: this.id,
-        processTtlUs: Math.max(3 * this.opts.syncMs, 15_000) * 1000,
-        restartGrace: this.moved,
-      };
-      let r: ReassertResult;
-      try {
-        r = await this.opts.reassert(req);
-      } catch (err) {
-        // neither this write nor those of the batches after it is on its way (the next run reads again)
-        for (const [, rest] of batches.slice(i)) this.opts.ledger.assertingAll(rest, false);
-        throw err;
+    this.opts.ledger.assertingAll(batch, false); // answered: a release sent from now on lands after it
+    const { lane, known } = pass;
+    if (known !== '' && r.token !== known) pass.changed = true;
+    if (r.markerMissing && known !== '') pass.changed = true;
+    this.tokens.set(lane, r.token);
+    // the grace waits for other processes' holds: a process that saw no other needs none
+    const graceLeftMs = Math.max(0, (r.graceUntil - r.now) / 1000);
+    // (one look is not enough: processes started together register one after the other)
+    const seen = this.peers.get(lane);
+    if (graceLeftMs > 0 && (seen === undefined || seen.looks < 2 || seen.others > 0))
+      pass.graceUntilMs = Math.max(pass.graceUntilMs, Date.now() + graceLeftMs);
+    // a store that lost its state also lost who was there: keep what was seen before
+    if (!r.markerMissing && !pass.changed) this.peers.set(lane, { others: r.others, looks: (seen?.looks ?? 0) + 1 });
+    r.statuses.forEach((status, j) => {
+      const c = batch[j]!;
+      if (status === 'ended' || status === 'gone') {
+        if (status === 'gone') pass.gone++;
+        this.opts.ledger.remove(c.id, c.direction);
+        return;
       }
-      this.opts.ledger.assertingAll(batch, false); // answered: a release sent from now on lands after it
-      if (known !== '' && r.token !== known) changed = true;
-      if (r.markerMissing && known !== '') changed = true;
-      this.tokens.set(lane, r.token);
-      // the grace waits for other processes' holds: a process that saw no other needs none
-      const graceLeftMs = Math.max(0, (r.graceUntil - r.now) / 1000);
-      // (one look is not enough: processes started together register one after the other)
-      const seen = this.peers.get(lane);
-      if (graceLeftMs > 0 && (seen === undefined || seen.looks < 2 || seen.others > 0))
-        graceUntilMs = Math.max(graceUntilMs, Date.now() + graceLeftMs);
-      // a store that lost its state also lost who was there: keep what was seen before
-      if (!r.markerMissing && !changed) this.peers.set(lane, { others: r.others, looks: (seen?.looks ?? 0) + 1 });
-      r.statuses.forEach((status, j) => {
-        const c = batch[j]!;
-        if (status === 'ended' || status === 'gone') {
-          if (status === 'gone') gone++;
-          this.opts.ledger.remove(c.id, c.direction);
-          return;
-        }
-        if (status === 'unknown') return;
-        const firstWrite = c.hold.unwritten === true;
-        c.hold.unwritten = undefined;
-        if (status !== 'written') return;
-        reasserted += holdNames(c.hold).length;
-        if (!firstWrite) restored++;
-      });
-    }
-    const checked = calls.length;
+      if (status === 'unknown') return;
+      const firstWrite = c.hold.unwritten === true;
+      c.hold.unwritten = undefined;
+      if (status !== 'written') return;
+      pass.reasserted += holdNames(c.hold).length;
+      if (!firstWrite) pass.restored++;
+    });
+  }
+
+  /** A tag's pass done: its events; the end of its recovery grace (process clock, ms). */
+  private finishTag(pass: TagPass, mode: PassMode): number {
+    const { tag, reasserted, gone, checked } = pass;
     // a call decided by policy written for the first time is no sign that Redis lost anything
-    if (restored > 0 || changed) {
-      this.opts.events.safeEmit('storeLoss', { tag, cause: mode === 'lost' && !changed ? 'reconnect' : 'marker' });
-    }
+    if (pass.restored > 0 || pass.changed)
+      this.opts.events.safeEmit('storeLoss', { tag, cause: mode === 'lost' && !pass.changed ? 'reconnect' : 'marker' });
     // after a loss always (it says the holds are back); from a sync only when it changed something
     if (mode === 'lost' || reasserted > 0 || gone > 0)
       this.opts.events.safeEmit('holdsReasserted', { tag, reasserted, gone, checked });
-    return graceUntilMs;
+    return pass.graceUntilMs;
   }
 
   /** Send again the releases of the last `recentMs` (tombstones first, so that no re-assertion brings them back). */
@@ -459,6 +498,53 @@ export class HoldsKeeper {
 
 /** A pass over the ledger: after a loss, the periodic one, or the first write of policy decisions. */
 type PassMode = 'lost' | 'sync' | 'unwritten';
+
+/**
+ * A pass's batches in flight at once, at most (one tag's go one after the other): a sync's few,
+ * beside the decisions it must not hold up; a re-assertion's more, since decisions wait for it.
+ */
+const SYNC_BATCHES_IN_FLIGHT = 4;
+const LOST_BATCHES_IN_FLIGHT = 16;
+/** Calls read and not yet in a batch, at most: past it, every tag's short batch is sent. */
+const MAX_PENDING_CALLS = 4096;
+
+/** One tag's part of a pass: its calls waiting for a batch, its batches in order, what they found. */
+interface TagPass {
+  readonly tag: string;
+  /** Its marker's lane: the tag on a Cluster, '' (one marker) on a single Redis. */
+  readonly lane: string;
+  /** The marker token seen before the pass ('' none yet). */
+  readonly known: string;
+  /** Calls read, waiting for a batch: those decided by policy (written whatever the mode), the rest. */
+  readonly pending: [LedgerCall[], LedgerCall[]];
+  /** Its batches, one after the other. */
+  chain: Promise<void>;
+  /** A batch failed: the later ones are not sent. */
+  failed?: unknown;
+  checked: number;
+  reasserted: number;
+  /** Calls written that Redis had held before (not first writes of policy decisions): a loss. */
+  restored: number;
+  gone: number;
+  changed: boolean;
+  graceUntilMs: number;
+}
+
+function newTagPass(tag: string, lane: string, known: string): TagPass {
+  return {
+    tag,
+    lane,
+    known,
+    pending: [[], []],
+    chain: Promise.resolve(),
+    checked: 0,
+    reasserted: 0,
+    restored: 0,
+    gone: 0,
+    changed: false,
+    graceUntilMs: 0,
+  };
+}
 
 /** How long close() waits for a run in progress (ms). */
 const CLOSE_WAIT_MS = 1000;
