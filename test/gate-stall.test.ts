@@ -107,7 +107,7 @@ describe('Redis down when the process starts', function () {
   });
 });
 
-describe('close() while Redis is stalled', function () {
+describe('while Redis is stalled (SIGSTOP): close, policy calls, reload', function () {
   this.timeout(30_000);
   let server: RedisServer;
   before(async () => {
@@ -118,7 +118,7 @@ describe('close() while Redis is stalled', function () {
     await server?.stop();
   });
 
-  it('returns in seconds on a store that owns its connection (it waited for QUIT until Redis woke)', async () => {
+  it('close() returns in seconds on a store that owns its connection (it waited for QUIT until Redis woke)', async () => {
     const gate = await CallGate.create({
       config,
       store: RedisStore.connect(server.url, { prefix: uniquePrefix('q') }),
@@ -135,20 +135,8 @@ describe('close() while Redis is stalled', function () {
       server.resume();
     }
   });
-});
 
-describe('calls let in by policy during a stall are written once Redis answers', function () {
-  this.timeout(30_000);
-  let server: RedisServer;
-  before(async () => {
-    server = await startRedisServer();
-  });
-  after(async () => {
-    server?.resume();
-    await server?.stop();
-  });
-
-  it('with no periodic sync (syncMs 0): within a second, and no store loss reported', async () => {
+  it('calls let in by policy are written once it answers, with no periodic sync (syncMs 0) too', async () => {
     const store = RedisStore.connect(server.url, { prefix: uniquePrefix('unwritten'), holds: { syncMs: 0 } });
     const gate = await CallGate.create({ config, store, policy: 'fail-closed', timeoutMs: 200 });
     const losses: unknown[] = [];
@@ -171,20 +159,8 @@ describe('calls let in by policy during a stall are written once Redis answers',
       await gate.close();
     }
   });
-});
 
-describe('reload while Redis is stalled', function () {
-  this.timeout(30_000);
-  let server: RedisServer;
-  before(async () => {
-    server = await startRedisServer();
-  });
-  after(async () => {
-    server?.resume();
-    await server?.stop();
-  });
-
-  it('a channel limit turned on is refused in time; reloads apply in the order asked', async () => {
+  it('a reload turning a channel limit on is refused in time; reloads apply in the order asked', async () => {
     const plain: CallGateConfigInput = { inbound: { peers: { p: [{ limit: 1_000, window: 'PT60S' }] } } };
     const withChannels = (n: number): CallGateConfigInput => ({
       inbound: { peers: { p: [{ limit: 1_000, window: 'PT60S' }, { channels: n }] } },
