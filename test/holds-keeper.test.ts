@@ -140,6 +140,27 @@ describe('holds keeper: releases elsewhere, sync, a loss without reconnect', fun
     expect(await held(a)).to.equal(0);
   });
 
+  it('a marker changed under a pass of policy decisions alone: the next whole pass writes the rest back', async () => {
+    // found by a review: the policy decisions' pass took the new marker as known, and the next
+    // sync took every other call's missing record for a release elsewhere and forgot it
+    const [a] = pair(uniquePrefix('keeper-unwritten'), 60_000);
+    a.events.on('error', () => undefined);
+    const losses: StoreLossEvent[] = [];
+    a.events.on('storeLoss', (e) => losses.push(e));
+    for (const id of ['f1', 'f2'])
+      expect((await a.admit({ tag, buckets: [bucket], hold: hold(id) })).admitted).to.equal(true);
+    await a.writeLedger(); // a sync: the marker is known
+    await clients[0]!.flushall(); // FLUSHALL behind the open connection: no loss seen
+    // a call let in by policy (as Admission's noteUnwritten adds it)
+    a.ledger.add('u1', 'in', { tag, buckets: [bucket], end: Date.now() * 1000 + 60_000_000, unwritten: true });
+    for (let i = 0; i < 100 && (await held(a)) < 3; i++) await sleep(20);
+    expect(await held(a), 'u1 written, then f1 and f2 by the whole pass it asked for').to.equal(3);
+    await a.writeLedger(); // and the periodic sync keeps them
+    expect(await held(a)).to.equal(3);
+    expect(a.ledger.size).to.equal(3);
+    expect(losses.map((e) => e.cause)).to.deep.equal(['marker']);
+  });
+
   it('a call released elsewhere just before an empty restart does not come back', async () => {
     const [a, b] = pair(uniquePrefix('keeper-tomb'), 200);
     for (const id of ['x', 'y'])

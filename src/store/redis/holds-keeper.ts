@@ -107,6 +107,7 @@ export class HoldsKeeper {
   private retryTimer?: NodeJS.Timeout;
   private secondLook?: NodeJS.Timeout;
   private unwrittenTimer?: NodeJS.Timeout;
+  private syncSoonTimer?: NodeJS.Timeout;
   private closed = false;
   /** When the last loss of the connection was seen (ms), 0: never. */
   private lastLoss = 0;
@@ -174,6 +175,18 @@ export class HoldsKeeper {
         .finally(() => (this.running = undefined));
     }, RETRY_MS);
     this.unwrittenTimer.unref();
+  }
+
+  /** A whole sync pass as soon as none runs (an unwritten pass found the marker changed). */
+  private syncSoon(): void {
+    if (this.closed || this.syncSoonTimer !== undefined) return;
+    this.syncSoonTimer = setTimeout(() => {
+      this.syncSoonTimer = undefined;
+      if (this.closed) return;
+      if (this.running !== undefined || this.lostPending || !this.opts.ready()) return this.syncSoon();
+      this.kick('sync');
+    }, RETRY_MS);
+    this.syncSoonTimer.unref();
   }
 
   private retryLater(): void {
@@ -296,7 +309,7 @@ export class HoldsKeeper {
       let pass = passes.get(tag);
       if (pass === undefined) {
         const lane = this.opts.hashTags ? tag : '';
-        pass = newTagPass(tag, lane, tokens.get(lane) ?? '');
+        pass = newTagPass(tag, lane, tokens.get(lane) ?? '', mode);
         passes.set(tag, pass);
       }
       return pass;
@@ -427,6 +440,13 @@ export class HoldsKeeper {
     const { lane, known } = pass;
     if (known !== '' && r.token !== known) pass.changed = true;
     if (r.markerMissing && known !== '') pass.changed = true;
+    // a pass of policy decisions alone writes no other call: a marker it finds changed is left
+    // to a whole pass (finishTag), which must still compare with the token seen before, or it
+    // would take every other call's missing record for a release elsewhere and forget it
+    if (pass.mode === 'unwritten') {
+      this.noteUnwrittenResults(pass, batch, r);
+      return;
+    }
     this.tokens.set(lane, r.token);
     // the grace waits for other processes' holds: a process that saw no other needs none
     const graceLeftMs = Math.max(0, (r.graceUntil - r.now) / 1000);
@@ -452,9 +472,30 @@ export class HoldsKeeper {
     });
   }
 
+  /** An unwritten pass's answer: each call written (or found ended, released) as a sync notes it. */
+  private noteUnwrittenResults(pass: TagPass, batch: LedgerCall[], r: ReassertResult): void {
+    r.statuses.forEach((status, j) => {
+      const c = batch[j]!;
+      if (status === 'ended' || status === 'gone') {
+        if (status === 'gone') pass.gone++;
+        this.opts.ledger.remove(c.id, c.direction);
+        return;
+      }
+      if (status === 'unknown') return;
+      c.hold.unwritten = undefined;
+      if (status === 'written') pass.reasserted += holdNames(c.hold).length;
+    });
+  }
+
   /** A tag's pass done: its events; the end of its recovery grace (process clock, ms). */
   private finishTag(pass: TagPass, mode: PassMode): number {
     const { tag, reasserted, gone, checked } = pass;
+    // the marker changed under a pass of policy decisions: a whole pass, soon, writes the rest
+    if (mode === 'unwritten') {
+      if (pass.changed) this.syncSoon();
+      if (reasserted > 0 || gone > 0) this.opts.events.safeEmit('holdsReasserted', { tag, reasserted, gone, checked });
+      return 0;
+    }
     // a call decided by policy written for the first time is no sign that Redis lost anything
     if (pass.restored > 0 || pass.changed)
       this.opts.events.safeEmit('storeLoss', { tag, cause: mode === 'lost' && !pass.changed ? 'reconnect' : 'marker' });
@@ -481,6 +522,7 @@ export class HoldsKeeper {
     clearTimeout(this.retryTimer);
     clearTimeout(this.secondLook);
     clearTimeout(this.unwrittenTimer);
+    clearTimeout(this.syncSoonTimer);
     for (const lane of [...this.gates.keys()]) this.openGate(lane);
     for (const stop of this.graceWaits) stop();
     this.graceWaits.clear();
@@ -515,6 +557,7 @@ interface TagPass {
   readonly lane: string;
   /** The marker token seen before the pass ('' none yet). */
   readonly known: string;
+  readonly mode: PassMode;
   /** Calls read, waiting for a batch: those decided by policy (written whatever the mode), the rest. */
   readonly pending: [LedgerCall[], LedgerCall[]];
   /** Its batches, one after the other. */
@@ -530,11 +573,12 @@ interface TagPass {
   graceUntilMs: number;
 }
 
-function newTagPass(tag: string, lane: string, known: string): TagPass {
+function newTagPass(tag: string, lane: string, known: string, mode: PassMode): TagPass {
   return {
     tag,
     lane,
     known,
+    mode,
     pending: [[], []],
     chain: Promise.resolve(),
     checked: 0,
