@@ -147,6 +147,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   private watcher?: FSWatcher;
   /** The reloads, one after the other (reload(): SIGHUP, an HTTP reload and a watched file alike). */
   private reloading: Promise<void> = Promise.resolve();
+  /** A reload widened the ledger's holds (a channel limit turned on) and they are not written yet. */
+  private widened = false;
   private watchTimer?: NodeJS.Timeout;
   /** The trace recorder, when the `recordTrace` option is given (closed by close()). */
   readonly recorder?: TraceRecorder;
@@ -502,7 +504,9 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     // a channel limit turned on counts the calls already in progress there (src/holds/reload.ts)
     const ledger = this.store.ledger;
     const writeLedger = this.store.writeLedger?.bind(this.store);
-    if (ledger !== undefined && writeLedger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0)
+    // (a reload refused before widened the ledger already: the next one must write it too)
+    if (ledger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0) this.widened = true;
+    if (this.widened && writeLedger !== undefined) {
       await withDeadline(() => writeLedger(), this.timeoutMs).catch((err: Error) => {
         // a stalled Redis: the holds are sent, not counted yet, and decisions on the new limit
         // could pass it meanwhile; the old configuration stays (Redis down: the holds are written
@@ -514,6 +518,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
           );
         this.safeEmit('error', err);
       });
+      this.widened = false;
+    }
     this.current = next;
     this.store.configChanged?.();
     this.admission.setConfig(next);

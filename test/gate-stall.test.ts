@@ -172,21 +172,76 @@ describe('while Redis is stalled (SIGSTOP): close, policy calls, reload', functi
       expect((await gate.admit({ callId: 'c1', peer: 'p' })).admitted).to.equal(true);
       server.pause();
       const started = Date.now();
-      // A turns channels on: its holds cannot be written; B, asked later, must not be undone by A
+      // A turns channels on: its holds cannot be written. B, asked later, runs after A (it was
+      // applied first, then undone by A once Redis woke) and is refused too: the calls A widened
+      // are still not written (it applied at once, their holds not counted)
       const a = gate.reload(withChannels(1)).then(
         () => 'applied',
         (e: Error) => e,
       );
-      const b = gate.reload(withChannels(50)).then(() => 'applied');
-      const ra = await a;
-      expect(ra).to.be.instanceOf(StoreUnavailableError);
-      expect((ra as Error).message).to.match(/^not reloaded: Redis did not answer within 300 ms/);
-      expect(Date.now() - started, 'A answered within its timeout').to.be.below(2_000);
-      expect(await b).to.equal('applied');
+      const b = gate.reload(withChannels(50)).then(
+        () => 'applied',
+        (e: Error) => e,
+      );
+      for (const r of [await a, await b]) {
+        expect(r).to.be.instanceOf(StoreUnavailableError);
+        expect((r as Error).message).to.match(/^not reloaded: Redis did not answer within 300 ms/);
+      }
+      expect(Date.now() - started, 'both answered within their timeouts').to.be.below(2_000);
+      expect(gate.config.inbound.peers.get('p')?.channels).to.equal(undefined);
+      server.resume();
+      // Redis answers: the next reload writes the calls in progress, then applies
+      expect(await gate.reload(withChannels(50))).to.have.length(1);
       expect(gate.config.inbound.peers.get('p')?.channels).to.equal(50);
+      expect((await store.holds({ tag: peerTag('p'), name: peerBucket('p') })).holds, 'c1 counts').to.equal(1);
     } finally {
       server.resume();
       await gate.close();
+    }
+  });
+});
+
+describe('reload just after an empty restart, Redis answering', function () {
+  this.timeout(30_000);
+  let server: RedisServer;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(async () => server?.stop());
+
+  it('a channel limit turned on during the recovery grace applies: its write does not wait out the grace', async () => {
+    // found by a review: the reload's write waited for the keeper's run, which waited out the
+    // grace (3 s here) past the decision timeout, and the reload was refused as if Redis slept
+    const plain: CallGateConfigInput = { inbound: { peers: { p: [{ limit: 1_000, window: 'PT60S' }] } } };
+    const withChannels: CallGateConfigInput = {
+      inbound: { peers: { p: [{ limit: 1_000, window: 'PT60S' }, { channels: 5 }] } },
+    };
+    const prefix = uniquePrefix('reload-grace');
+    const holds = { syncMs: 200, graceMs: 3_000 };
+    const other = RedisStore.connect(server.url, { prefix, holds });
+    other.events.on('error', () => undefined);
+    const store = RedisStore.connect(server.url, { prefix, holds });
+    const gate = await CallGate.create({ config: plain, store, timeoutMs: 500 });
+    gate.on('error', () => {});
+    try {
+      expect((await gate.admit({ callId: 'c1', peer: 'p' })).admitted).to.equal(true);
+      await sleep(1_500); // both synced: each has seen the other, so each waits out the grace
+      await server.restart();
+      const back = Date.now();
+      // Redis answers this store again (a decision without channels goes on Redis)
+      let d = await gate.admit({ callId: 'probe', peer: 'p' });
+      while (d.degraded !== undefined && Date.now() - back < 5_000) {
+        await sleep(50);
+        d = await gate.admit({ callId: `probe-${Date.now()}`, peer: 'p' });
+      }
+      expect(d.degraded).to.equal(undefined);
+      const started = Date.now();
+      expect(await gate.reload(withChannels)).to.have.length(1);
+      expect(Date.now() - started, 'not the grace').to.be.below(1_000);
+      expect(gate.config.inbound.peers.get('p')?.channels).to.equal(5);
+    } finally {
+      await gate.close();
+      await other.close();
     }
   });
 });

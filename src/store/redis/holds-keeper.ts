@@ -379,15 +379,17 @@ export class HoldsKeeper {
         }
         const until = this.finishTag(pass, mode);
         if (until > graceUntilMs) graceUntilMs = until;
-        // gates open after a re-assertion only (a sync must not open those a loss closed meanwhile)
-        if (this.opts.hashTags && mode === 'lost') await this.openAfter(pass.tag, until);
+        // gates open after a re-assertion only (a sync must not open those a loss closed
+        // meanwhile); the grace is waited out beside the run, not in it: a write asked for
+        // meanwhile (a reload's, runNow) waits for the run's writes, not for the grace
+        if (this.opts.hashTags && mode === 'lost') void this.openAfter(pass.tag, until);
       }),
     );
     if (failed !== undefined) throw failed;
     if (mode !== 'lost' || this.lostPending) return; // another loss came meanwhile: its own run opens
     this.recovering?.resolve();
     this.recovering = undefined;
-    if (!this.opts.hashTags) await this.openAfter('', graceUntilMs);
+    if (!this.opts.hashTags) void this.openAfter('', graceUntilMs);
     // a tag closed at the loss whose calls all ended since has nothing to wait for
     else for (const lane of [...this.gates.keys()]) if (!passes.has(lane)) this.openGate(lane);
   }
