@@ -327,6 +327,11 @@ describe('sidecar HTTP API (in process)', () => {
       expect((await get(s.app, '/v1/state', { authorization })).status, authorization).to.equal(200);
     for (const authorization of [`Bearer ${token.toUpperCase()}`, `Basic ${token}`, token, `Bearer ${token} x`])
       expect((await get(s.app, '/v1/state', { authorization })).status, authorization).to.equal(401);
+    await teardown(s);
+    // a token with spaces (a passphrase) is taken whole
+    s = await setup({ token: 'correct horse battery staple' });
+    const spaced = { authorization: 'bearer correct horse battery staple' };
+    expect((await get(s.app, '/v1/state', spaced)).status).to.equal(200);
     expect((await get(s.app, '/healthz')).status).to.equal(200);
     expect((await get(s.app, '/readyz')).json).to.deep.equal({ status: 'ready', store: 'memory' });
   });

@@ -73,8 +73,11 @@ export interface AppOptions {
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024;
 
-/** `Authorization: Bearer <token>`, the scheme in any case, one space or more: the token. */
-const BEARER = /^bearer +(\S+)$/i;
+/**
+ * `Authorization: Bearer <token>`, the scheme in any case, one space or more: the token, all the
+ * rest (a token may hold spaces: the sidecar takes any of 16 characters or more).
+ */
+const BEARER = /^bearer +(.+)$/i;
 
 /**
  * How long an operator's route (/v1/state, /v1/holds, /v1/reset, /v1/bans) waits for the store,
