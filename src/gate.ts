@@ -240,15 +240,40 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     context?: unknown,
   ): this {
     super.on(event, fn, context);
-    const unheard = this.unheard;
-    if (event === 'error' && unheard !== undefined) {
-      this.unheard = undefined;
-      setImmediate(() => this.safeEmit('error', unheard));
-    }
+    if (event === 'error') this.tellUnheard();
     return this;
+  }
+
+  // (eventemitter3's addListener and once do not go through on())
+  override addListener<T extends EventEmitter.EventNames<CallGateEvents>>(
+    event: T,
+    fn: EventEmitter.EventListener<CallGateEvents, T>,
+    context?: unknown,
+  ): this {
+    return this.on(event, fn, context);
+  }
+
+  override once<T extends EventEmitter.EventNames<CallGateEvents>>(
+    event: T,
+    fn: EventEmitter.EventListener<CallGateEvents, T>,
+    context?: unknown,
+  ): this {
+    super.once(event, fn, context);
+    if (event === 'error') this.tellUnheard();
+    return this;
+  }
+
+  /** An 'error' listener was added: the store's trouble none heard, told now (next turn). */
+  private tellUnheard(): void {
+    const unheard = this.unheard;
+    if (unheard === undefined) return;
+    this.unheard = undefined;
+    setImmediate(() => this.safeEmit('error', unheard));
   }
   private readonly onStoreLoss = (e: StoreLossEvent) => this.safeEmit('storeLoss', e);
   private readonly onReasserted = (e: HoldsReassertedEvent) => {
+    // the store answers again (a pass after a loss): an outage none heard is over, not news
+    this.unheard = undefined;
     this.admission.holdsChanged();
     this.safeEmit('holdsReasserted', e);
   };

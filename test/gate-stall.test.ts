@@ -88,23 +88,24 @@ describe('decisions that timed out while Redis was stalled are never counted whe
 
 describe('Redis down when the process starts', function () {
   this.timeout(10_000);
-  it("is told on 'error' once, to the listener added after create()", async () => {
-    // nothing listens on port 1: every connection attempt is refused, the first before any gate listens
-    const store = RedisStore.connect('redis://127.0.0.1:1');
-    await sleep(300);
-    const gate = await CallGate.create({ config, store, timeoutMs: 200 });
-    const errors: Error[] = [];
-    try {
-      gate.on('error', (e) => errors.push(e));
-      expect(await gate.admit({ callId: 'a', peer: 'p' })).to.include({ limitedBy: 'store-unavailable' });
-      for (let i = 0; i < 50 && errors.length === 0; i++) await sleep(20);
-      await sleep(500);
-      expect(errors.map((e) => e.name)).to.deep.equal(['StoreUnavailableError']);
-      expect(errors[0]!.message).to.match(/^Redis connection lost/);
-    } finally {
-      await gate.close();
-    }
-  });
+  for (const add of ['on', 'once', 'addListener'] as const)
+    it(`is told on 'error' once, to the listener added after create() (${add})`, async () => {
+      // nothing listens on port 1: every connection attempt is refused, the first before any gate listens
+      const store = RedisStore.connect('redis://127.0.0.1:1');
+      await sleep(300);
+      const gate = await CallGate.create({ config, store, timeoutMs: 200 });
+      const errors: Error[] = [];
+      try {
+        gate[add]('error', (e: Error) => errors.push(e));
+        expect(await gate.admit({ callId: 'a', peer: 'p' })).to.include({ limitedBy: 'store-unavailable' });
+        for (let i = 0; i < 50 && errors.length === 0; i++) await sleep(20);
+        await sleep(500);
+        expect(errors.map((e) => e.name)).to.deep.equal(['StoreUnavailableError']);
+        expect(errors[0]!.message).to.match(/^Redis connection lost/);
+      } finally {
+        await gate.close();
+      }
+    });
 });
 
 describe('while Redis is stalled (SIGSTOP): close, policy calls, reload', function () {
