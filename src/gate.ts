@@ -274,7 +274,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   private readonly onReasserted = (e: HoldsReassertedEvent) => {
     // the store answers again (a pass after a loss): an outage none heard is over, not news
     this.unheard = undefined;
-    this.admission.holdsChanged();
+    // calls found released elsewhere: policy local's stand-in must not hold them in the next outage
+    if (e.gone > 0) this.admission.holdsChanged();
     this.safeEmit('holdsReasserted', e);
   };
 

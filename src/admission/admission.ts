@@ -208,9 +208,9 @@ export class Admission {
   private localSeeded = false;
 
   /**
-   * The store's holds were written back or found gone (the holds keeper's pass after a loss, or
-   * a sync that found calls released elsewhere): the next outage's stand-in starts afresh from
-   * the ledger, even if no decision reached the store in between.
+   * A pass of the holds keeper found calls released elsewhere (gone from the ledger): the next
+   * outage's stand-in starts afresh from the ledger, even if no decision reached the store in
+   * between.
    */
   holdsChanged(): void {
     this.localSeeded = false;

@@ -771,15 +771,17 @@ export class MemoryStore implements Store, OperableStore {
   }
 
   /**
-   * Every hold and call record dropped, the logs kept: policy `local`'s stand-in starts each
-   * outage from the ledger (src/admission/admission.ts, seedLocal), not from calls that ended
-   * elsewhere since, while the calls it let in stay counted in their windows.
+   * Every hold, and the records of calls that held one, dropped; the logs kept: policy
+   * `local`'s stand-in starts each outage from the ledger (src/admission/admission.ts,
+   * seedLocal), not from calls that ended elsewhere since, while the calls it let in stay
+   * counted in their windows.
    */
   dropHolds(): void {
     this.bucketHolds.clear();
     this.carrierHolds.clear();
-    this.inCalls.clear();
-    this.outCalls.clear();
+    // a record that holds nothing stays: it still tells a repeated admission of its call
+    for (const calls of [this.inCalls, this.outCalls])
+      for (const [id, record] of calls) if (record.sets.length > 0) calls.delete(id);
   }
 
   async clear(): Promise<void> {
