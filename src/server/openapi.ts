@@ -183,30 +183,30 @@ export const ROUTE_DOCS: Readonly<Record<string, RouteDoc>> = {
   '/v1/reload': {
     summary: 'Reload the configuration file; a bad one leaves the one in force.',
     request: emptyRequest,
-    answers: { 200: reloadAnswerSchema, ...bad, 422: errorAnswerSchema },
+    answers: { 200: reloadAnswerSchema, ...bad, 422: errorAnswerSchema, 503: errorAnswerSchema },
   },
   '/v1/state': {
     summary: 'The live state of every limit.',
     request: stateRequest,
-    answers: { 200: stateAnswerSchema, ...bad, 501: errorAnswerSchema },
+    answers: { 200: stateAnswerSchema, ...bad, 501: errorAnswerSchema, 503: errorAnswerSchema },
   },
   '/v1/holds': {
     summary: 'The calls holding a bucket or a carrier now, earliest end first.',
     request: holdsRequest,
-    answers: { 200: holdsAnswerSchema, ...bad },
+    answers: { 200: holdsAnswerSchema, ...bad, 503: errorAnswerSchema },
   },
   '/v1/reset': {
     summary: "Empty a bucket's windows and holds (an operator's hand; logged).",
     request: resetRequest,
-    answers: { 200: resetAnswerSchema, ...bad },
+    answers: { 200: resetAnswerSchema, ...bad, 503: errorAnswerSchema },
   },
   '/v1/bans': {
     summary: 'The bans of attribute levels in force.',
-    answers: { 200: bansAnswerSchema },
+    answers: { 200: bansAnswerSchema, 503: errorAnswerSchema },
   },
   '/v1/bans/:level/:value': {
     summary: 'Lift the ban of a value on an attribute level, for every process.',
-    answers: { 200: unbanAnswerSchema, 404: errorAnswerSchema },
+    answers: { 200: unbanAnswerSchema, 404: errorAnswerSchema, 503: errorAnswerSchema },
   },
   '/v1/openapi.json': { summary: 'This document.', answers: { 200: z.record(z.string(), z.unknown()) } },
   '/metrics': { summary: 'Prometheus exposition.', answers: {}, text: 'text/plain' },
