@@ -382,20 +382,23 @@ export class HoldsKeeper {
         // gates open after a re-assertion only (a sync must not open those a loss closed
         // meanwhile); the grace is waited out beside the run, not in it: a write asked for
         // meanwhile (a reload's, runNow) waits for the run's writes, not for the grace
-        if (this.opts.hashTags && mode === 'lost') void this.openAfter(pass.tag, until);
+        if (this.opts.hashTags && mode === 'lost') void this.openAfter(pass.tag, until, this.losses);
       }),
     );
     if (failed !== undefined) throw failed;
     if (mode !== 'lost' || this.lostPending) return; // another loss came meanwhile: its own run opens
     this.recovering?.resolve();
     this.recovering = undefined;
-    if (!this.opts.hashTags) void this.openAfter('', graceUntilMs);
+    if (!this.opts.hashTags) void this.openAfter('', graceUntilMs, this.losses);
     // a tag closed at the loss whose calls all ended since has nothing to wait for
     else for (const lane of [...this.gates.keys()]) if (!passes.has(lane)) this.openGate(lane);
   }
 
-  /** Open a lane's gate at `untilMs` (process clock), now if it passed. */
-  private async openAfter(lane: string, untilMs: number): Promise<void> {
+  /**
+   * Open a lane's gate at `untilMs` (process clock), now if it passed, unless a loss came after
+   * the `losses`-th (the grace runs beside the keeper's runs: a later loss's own run opens it).
+   */
+  private async openAfter(lane: string, untilMs: number, losses: number): Promise<void> {
     if (!this.gates.has(lane)) return;
     const wait = untilMs - Date.now();
     if (wait > 0)
@@ -411,7 +414,7 @@ export class HoldsKeeper {
         };
         this.graceWaits.add(stop);
       });
-    if (!this.lostPending && !this.closed) this.openGate(lane);
+    if (!this.lostPending && !this.closed && this.losses === losses) this.openGate(lane);
   }
 
   /** Write (or check) one batch of a tag's calls; a failure stops the tag's later batches. */
