@@ -104,7 +104,13 @@ describe('CallGate when Redis goes away and comes back', function () {
     // first call: until a reply has told a RedisStore Redis' clock, its calls carry no deadline
     // (RedisStore's deadline()), and these clients (without RECOMMENDED_REDIS_OPTIONS) re-send a
     // call that was in flight when the connection broke: it would be counted after its refusal
-    for (const s of subjects) expect((await timed(s, { peer: 'r', at: T0 - 10 * S })).degraded).to.equal(undefined);
+    // (its first call loads the scripts: on a loaded machine it may pass the 150 ms timeout, and
+    // is then tried again, a few times at most, on peer r that no test counts)
+    for (const s of subjects) {
+      let d = await timed(s, { peer: 'r', at: T0 - 10 * S });
+      for (let i = 0; i < 5 && d.degraded !== undefined; i++) d = await timed(s, { peer: 'r', at: T0 - 10 * S });
+      expect(d.degraded).to.equal(undefined);
+    }
   });
 
   afterEach(async () => {
