@@ -106,8 +106,8 @@ export class HoldsKeeper {
   private syncTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
   private secondLook?: NodeJS.Timeout;
-  private unwrittenTimer?: NodeJS.Timeout;
-  private syncSoonTimer?: NodeJS.Timeout;
+  /** whenFree's timers, by name. */
+  private readonly freeTimers = new Map<'unwritten' | 'sync', NodeJS.Timeout>();
   private closed = false;
   /** When the last loss of the connection was seen (ms), 0: never. */
   private lastLoss = 0;
@@ -163,30 +163,33 @@ export class HoldsKeeper {
    * processes' decisions would not count its channels.
    */
   private unwrittenAdded(): void {
-    if (this.closed || this.unwrittenTimer !== undefined) return;
-    this.unwrittenTimer = setTimeout(() => {
-      this.unwrittenTimer = undefined;
-      if (this.closed) return;
-      // a run under way may be waiting on the stalled Redis: this one goes after it (a lost
-      // pass, pending or running, writes unwritten calls too)
-      if (this.running !== undefined || this.lostPending || !this.opts.ready()) return this.unwrittenAdded();
+    this.whenFree('unwritten', () => {
       this.running = this.run('unwritten')
         .catch(() => this.unwrittenAdded())
         .finally(() => (this.running = undefined));
-    }, RETRY_MS);
-    this.unwrittenTimer.unref();
+    });
   }
 
   /** A whole sync pass as soon as none runs (an unwritten pass found the marker changed). */
   private syncSoon(): void {
-    if (this.closed || this.syncSoonTimer !== undefined) return;
-    this.syncSoonTimer = setTimeout(() => {
-      this.syncSoonTimer = undefined;
+    this.whenFree('sync', () => this.kick('sync'));
+  }
+
+  /**
+   * `start` once no run is under way and Redis answers, looked at every RETRY_MS: a run under way
+   * may be waiting on a stalled Redis (a lost pass, pending or running, writes unwritten calls
+   * too). One timer per name.
+   */
+  private whenFree(name: 'unwritten' | 'sync', start: () => void): void {
+    if (this.closed || this.freeTimers.has(name)) return;
+    const timer = setTimeout(() => {
+      this.freeTimers.delete(name);
       if (this.closed) return;
-      if (this.running !== undefined || this.lostPending || !this.opts.ready()) return this.syncSoon();
-      this.kick('sync');
+      if (this.running !== undefined || this.lostPending || !this.opts.ready()) this.whenFree(name, start);
+      else start();
     }, RETRY_MS);
-    this.syncSoonTimer.unref();
+    timer.unref();
+    this.freeTimers.set(name, timer);
   }
 
   private retryLater(): void {
@@ -449,7 +452,7 @@ export class HoldsKeeper {
     // to a whole pass (finishTag), which must still compare with the token seen before, or it
     // would take every other call's missing record for a release elsewhere and forget it
     if (pass.mode === 'unwritten') {
-      this.noteUnwrittenResults(pass, batch, r);
+      this.noteStatuses(pass, batch, r);
       return;
     }
     this.tokens.set(lane, r.token);
@@ -461,6 +464,11 @@ export class HoldsKeeper {
       pass.graceUntilMs = Math.max(pass.graceUntilMs, Date.now() + graceLeftMs);
     // a store that lost its state also lost who was there: keep what was seen before
     if (!r.markerMissing && !pass.changed) this.peers.set(lane, { others: r.others, looks: (seen?.looks ?? 0) + 1 });
+    this.noteStatuses(pass, batch, r);
+  }
+
+  /** A batch's answer, call by call: forgotten when ended or released, else written (or there). */
+  private noteStatuses(pass: TagPass, batch: LedgerCall[], r: ReassertResult): void {
     r.statuses.forEach((status, j) => {
       const c = batch[j]!;
       if (status === 'ended' || status === 'gone') {
@@ -474,21 +482,6 @@ export class HoldsKeeper {
       if (status !== 'written') return;
       pass.reasserted += holdNames(c.hold).length;
       if (!firstWrite) pass.restored++;
-    });
-  }
-
-  /** An unwritten pass's answer: each call written (or found ended, released) as a sync notes it. */
-  private noteUnwrittenResults(pass: TagPass, batch: LedgerCall[], r: ReassertResult): void {
-    r.statuses.forEach((status, j) => {
-      const c = batch[j]!;
-      if (status === 'ended' || status === 'gone') {
-        if (status === 'gone') pass.gone++;
-        this.opts.ledger.remove(c.id, c.direction);
-        return;
-      }
-      if (status === 'unknown') return;
-      c.hold.unwritten = undefined;
-      if (status === 'written') pass.reasserted += holdNames(c.hold).length;
     });
   }
 
@@ -526,8 +519,8 @@ export class HoldsKeeper {
     clearInterval(this.syncTimer);
     clearTimeout(this.retryTimer);
     clearTimeout(this.secondLook);
-    clearTimeout(this.unwrittenTimer);
-    clearTimeout(this.syncSoonTimer);
+    for (const timer of this.freeTimers.values()) clearTimeout(timer);
+    this.freeTimers.clear();
     for (const lane of [...this.gates.keys()]) this.openGate(lane);
     for (const stop of this.graceWaits) stop();
     this.graceWaits.clear();
