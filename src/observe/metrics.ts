@@ -43,7 +43,7 @@ import { StoreUnavailableError } from '../errors/index.js';
 import type { CallGate, DecisionTiming } from '../gate.js';
 import type { HoldsReassertedEvent, StoreLossEvent } from '../store/types.js';
 import { inspectGate } from './inspect.js';
-import { withDeadline } from '../store/timeout.js';
+import { OPERATOR_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
 
 export interface MetricsOptions {
   /** Where the metrics go (default: a new Registry). */
@@ -89,9 +89,6 @@ export const DEFAULT_LATENCY_BUCKETS = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 ];
 export const DEFAULT_WAIT_BUCKETS = [0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-
-/** How long a scrape waits for the live series' store read, ms: far below Prometheus' 10 s scrape timeout. */
-const LIVE_TIMEOUT_MS = 2000;
 
 export interface GateMetrics {
   readonly registry: Registry;
@@ -211,7 +208,7 @@ export function gateMetrics(gate: CallGate, opts: MetricsOptions = {}): GateMetr
     const read = (): Promise<LiveState> => {
       // a store out of reach shows no live series rather than failing the whole scrape
       // (bounded: a stalled Redis answers nothing, and the scrape would time out, the target read as down)
-      pending ??= withDeadline(() => live(), LIVE_TIMEOUT_MS)
+      pending ??= withDeadline(live, OPERATOR_TIMEOUT_MS)
         .catch((): LiveState => ({ buckets: [], carriers: [] }))
         .finally(() => setImmediate(() => (pending = undefined)));
       return pending;

@@ -30,7 +30,7 @@ import { DispatcherClosedError } from '../errors/dispatcher-closed-error.js';
 import { InvalidArgumentError, StoreUnavailableError } from '../errors/index.js';
 import type { CallGate } from '../gate.js';
 import { listHolds, resetBucket, resetLine } from '../observe/operate.js';
-import { pastDeadline, withDeadline } from '../store/timeout.js';
+import { OPERATOR_TIMEOUT_MS, pastDeadline, withDeadline } from '../store/timeout.js';
 import { packageVersion } from '../package-root.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
 import { checkBodyCoding, UnsupportedBody } from './body-coding.js';
@@ -79,19 +79,12 @@ export const DEFAULT_BODY_LIMIT = 16 * 1024;
  */
 const BEARER = /^bearer +(.+)$/i;
 
-/**
- * How long an operator's route (/v1/state, /v1/holds, /v1/reset, /v1/bans) waits for the store,
- * ms. Redis killed fails at once, but a stalled one (SIGSTOP, a cut link) answers nothing: the
- * route answers 503 store-unavailable then, as the docs say, instead of never.
- */
-export const OPERATOR_TIMEOUT_MS = 2000;
-
 /** An operator's read, bounded (OPERATOR_TIMEOUT_MS). */
-const operatorRead = <T>(run: () => Promise<T>): Promise<T> => withDeadline(() => run(), OPERATOR_TIMEOUT_MS);
+const operatorRead = <T>(run: () => Promise<T>): Promise<T> => withDeadline(run, OPERATOR_TIMEOUT_MS);
 
 /** An operator's write, bounded: one that timed out may still land when Redis answers, and says so. */
 function operatorWrite<T>(what: string, run: () => Promise<T>): Promise<T> {
-  return withDeadline(() => run(), OPERATOR_TIMEOUT_MS).catch((err: unknown) => {
+  return withDeadline(run, OPERATOR_TIMEOUT_MS).catch((err: unknown) => {
     if (pastDeadline(err))
       throw new StoreUnavailableError(
         `${(err as Error).message}: ${what} was sent and may still apply when Redis answers`,

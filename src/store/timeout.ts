@@ -9,6 +9,14 @@ import type { StopSignal } from './types.js';
  */
 export const DEFAULT_TIMEOUT_MS = 500;
 
+/**
+ * How long an operator's read waits for the store, ms: the sidecar's /v1/state, /v1/holds,
+ * /v1/reset, /v1/bans, and the live series of /metrics. Redis killed fails at once, but a
+ * stalled one (SIGSTOP, a cut link) answers nothing: past this the read answers 503 (a scrape,
+ * no live series), far inside Prometheus' 10 s scrape timeout, instead of never.
+ */
+export const OPERATOR_TIMEOUT_MS = 2000;
+
 const NO_ANSWER = 'store did not answer within';
 
 /** Whether `err` is withDeadline's: the call was given up, and may still land. */
