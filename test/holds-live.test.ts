@@ -3,8 +3,8 @@
  * script that admits with channels: admit-lone-held.lua (a lone call), admit.lua deciding one
  * call, and admit.lua deciding a batch. The claims: a set is counted by its size while that is
  * below the limit, so a lapsed hold (a call never released, its hold over) stays in it until the
- * set fills up; at the limit the lapsed holds are dropped and the count is exact, so a lapsed
- * hold never refuses a call; a new set gets an expiry, and a set's expiry is only ever
+ * set fills up; at the limit the count is exact and the lapsed holds are dropped, 128 a call at
+ * most, so a lapsed hold never refuses a call and no call drops thousands at once; a new set gets an expiry, and a set's expiry is only ever
  * lengthened, never shortened by a shorter hold.
  */
 import { expect } from 'chai';
@@ -110,6 +110,27 @@ describe('a holds set on Redis TIME: counted by its size below its limit, exact 
         ]),
       ).to.deep.equal(['A', 'channels']);
       expect(await members(s.holdsKey)).to.deep.equal(['b', 'c', 'd']);
+    });
+
+    it(`${path}: at the limit, lapsed holds go 128 a call, the count exact meanwhile`, async () => {
+      // 300 lapsed holds (calls never released) in a set whose limit is 2: dropping them all at
+      // once held Redis for every decision queued behind; a call drops 128, the lowest scores
+      const s = setup(`steps-${path}:`, 2);
+      const t = (await rig.raw.time()).map(Number);
+      const past = t[0]! * S + t[1]! - S;
+      const lapsed = Array.from({ length: 300 }, (_, i) => [String(past - i), `old${i}`]).flat();
+      await rig.raw.zadd(s.holdsKey, ...lapsed);
+      await rig.raw.pexpire(s.holdsKey, 60_000);
+      expect(await decide(path, s, [['a', 10 * S]])).to.deep.equal(['A']);
+      expect(await rig.raw.zcard(s.holdsKey), '300 - 128 lapsed, and a').to.equal(173);
+      // the oldest went first: the 128 lowest scores, old299 .. old172
+      expect(await rig.raw.zscore(s.holdsKey, 'old172')).to.equal(null);
+      expect(await rig.raw.zscore(s.holdsKey, 'old171')).to.equal(String(past - 171));
+      // 44 lapsed left after the next; 'c' sees a and b only: refused, and the last 44 go
+      expect(await decide(path, s, [['b', 10 * S]])).to.deep.equal(['A']);
+      expect(await rig.raw.zcard(s.holdsKey)).to.equal(46);
+      expect(await decide(path, s, [['c', 10 * S]])).to.deep.equal(['channels']);
+      expect(await members(s.holdsKey)).to.deep.equal(['a', 'b']);
     });
 
     it(`${path}: a new set gets an expiry; a shorter hold never shortens it`, async () => {

@@ -31,13 +31,23 @@ end
 -- set's listpack entry by entry, and the trim at every write removed nothing but those lapsed
 -- holds: a set now keeps them only while it is below N, or until it expires. `n`: the set's
 -- size when the caller has it already (an earlier count of its group, not exact), else nil.
--- Returns the count and whether it is exact (lapsed holds dropped).
+-- At N or more the count is exact (ZCOUNT above t) and at most HOLDS_TRIM lapsed holds go per
+-- call, the lowest ranks (lapsed holds score lowest): a set that filled up with thousands of
+-- them (a limit far above the calls in progress, calls never released) dropped them all in one
+-- script, milliseconds with every decision queued behind it. Each call adds one hold and may
+-- drop HOLDS_TRIM, so lapsed holds never pile up faster than they go.
+-- Returns the count and whether it is exact.
+local HOLDS_TRIM = 128
 local function liveHolds(key, ts, N, n)
   n = n or redis.call('ZCARD', key)
   if n < N then
     return n, false
   end
-  return n - redis.call('ZREMRANGEBYSCORE', key, '-inf', ts), true
+  local live = redis.call('ZCOUNT', key, '(' .. ts, '+inf')
+  if live < n then
+    redis.call('ZREMRANGEBYRANK', key, 0, math.min(n - live, HOLDS_TRIM) - 1)
+  end
+  return live, true
 end
 
 -- Holds of set k with an end after t in Redis, counted once per group of calls at one time

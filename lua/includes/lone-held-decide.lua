@@ -15,14 +15,18 @@ do
     local ts = fmt('%d', t)
     -- the holds of a set with an end after t as far as a limit n needs them (includes/channels.lua,
     -- liveHolds and holdsAfter: on Redis TIME its size while below n, else its lapsed holds
-    -- dropped first; with a given now a ZCOUNT above t)
+    -- dropped first, 128 at most per call; with a given now a ZCOUNT above t)
     local function holdsNow(key, n)
       if live then
         local z = call('ZCARD', key)
         if z < n then
           return z, false
         end
-        return z - call('ZREMRANGEBYSCORE', key, '-inf', ts), true
+        local c = call('ZCOUNT', key, '(' .. ts, '+inf')
+        if c < z then
+          call('ZREMRANGEBYRANK', key, 0, math.min(z - c, 128) - 1)
+        end
+        return c, true
       end
       return call('ZCOUNT', key, '(' .. ts, '+inf'), true
     end
