@@ -1,9 +1,11 @@
 /**
  * npm run build && npx tsx bench/alloc.ts [--rate 10000] [--seconds 3] [--rounds 2] [--top 12]
- *   [--from dist|src|both] [--against DIR]
+ *   [--from dist|src|both] [--against DIR] [--channels]
  *
  * Bytes allocated per decision, and by which function: the three levels of `npm run bench`
- * (shield off) and rate-limiter-flexible's consume, each driven by the open loop at `--rate`
+ * (shield off; with `--channels` also the three levels with a channel limit each, every other
+ * admitted call released as soon as it is decided, as the open loop's row) and
+ * rate-limiter-flexible's consume, each driven by the open loop at `--rate`
  * for `--seconds` on a redis-server of its own, after a second of warm-up at half the rate.
  * Every allocation counts, those a young collection freed too: V8's sampling heap profiler
  * (one sample per 512 bytes on average, objects collected by minor and major GC included), the
@@ -25,7 +27,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { startRedisServer } from '../test/helpers/redis.js';
-import { ACCOUNTS, CONFIG_3, PEER_1 } from './limits.js';
+import { ACCOUNTS, CONFIG_3, CONFIG_3CH, PEER_1 } from './limits.js';
 import { callIdOf, openLoop } from './driver.js';
 import { builtEntry } from './shipped.js';
 import { zipfSequence } from './workload.js';
@@ -38,6 +40,7 @@ const { values } = parseArgs({
     top: { type: 'string', default: '12' },
     from: { type: 'string', default: 'dist' },
     against: { type: 'string' },
+    channels: { type: 'boolean', default: false },
   },
 });
 const RATE = Number(values.rate);
@@ -101,20 +104,24 @@ async function sampled(name: string, op: (i: number) => Promise<unknown>): Promi
   }
 }
 
-async function gateRow(root: string, from: string, label: string): Promise<Row> {
+async function gateRow(root: string, from: string, label: string, channels = false): Promise<Row> {
   const { CallGate, RedisStore } = (await import(entry(root, from))) as typeof import('../src/index.js');
   const server = await startRedisServer();
   const client = new Redis(server.port, '127.0.0.1');
   const gate = await CallGate.create({
-    config: CONFIG_3,
+    config: channels ? CONFIG_3CH : CONFIG_3,
     store: new RedisStore({ redis: client, prefix: 'alloc:' }),
     timeoutMs: 5000,
     shield: false,
   });
   try {
-    return await sampled(`callgate 3 levels${label}`, (i) => {
+    return await sampled(`callgate 3 levels${channels ? ' + channels' : ''}${label}`, (i) => {
       const p = seq[i]!;
-      return gate.admit({ callId: callIdOf('c', i), peer: `peer${p}`, account: `acct${p % ACCOUNTS}` });
+      const callId = callIdOf('c', i);
+      const decided = gate.admit({ callId, peer: `peer${p}`, account: `acct${p % ACCOUNTS}` });
+      if (!channels) return decided;
+      // the open loop's row: every other admitted call released at once (its release counted too)
+      return decided.then((d): Promise<unknown> | unknown => (d.admitted && (i & 1) === 1 ? gate.release(callId) : d));
     });
   } finally {
     await gate.close();
@@ -160,6 +167,7 @@ for (let round = 1; round <= ROUNDS; round++) {
     for (const from of FROM) {
       const l = label(root, from);
       rows.push(await gateRow(root, from, l === '' ? '' : ` (${l})`));
+      if (values.channels) rows.push(await gateRow(root, from, l === '' ? '' : ` (${l})`, true));
     }
   rows.push(await rlfRow());
 }
