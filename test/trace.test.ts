@@ -521,6 +521,10 @@ describe('trace reader', () => {
         't.csv:1: no header row: a comment line holds a carriage return, so the file reads as one comment line: lines must end in LF or CRLF, not CR alone (convert the file)',
       ]);
       expect((await read('# a comment\r\ntime,call_id,direction,peer\r\n1,c1,in,p\r\n')).calls).to.have.length(1);
+      // a lone CR inside a CRLF file joins two rows: the cell count says why
+      expect(await problemsOf('time,call_id,direction,peer\r\n1,a,in,p\r\n2,b,in,p\r3,c,in,p\r\n')).to.deep.equal([
+        't.csv:3: expected 4 cells as in the header, found 7: the row holds a carriage return not followed by LF, so two lines read as one: lines must end in LF or CRLF, not CR alone',
+      ]);
     });
 
     it('a UTF-16 file is refused, with what to do', async () => {

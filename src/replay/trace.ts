@@ -589,7 +589,11 @@ function decodeRow(
 ): TraceCall | undefined {
   const { cells, line } = row;
   if (cells.length !== width) {
-    report({ file, line, message: `expected ${width} cells as in the header, found ${cells.length}` });
+    // a line ending in CR alone inside a CRLF file (pasted from an old Mac export) joins two rows
+    const cr = cells.some((c) => c.includes('\r'))
+      ? ': the row holds a carriage return not followed by LF, so two lines read as one: lines must end in LF or CRLF, not CR alone'
+      : '';
+    report({ file, line, message: `expected ${width} cells as in the header, found ${cells.length}${cr}` });
     return undefined;
   }
   const cell = (name: Known): string | undefined => {
