@@ -123,6 +123,8 @@ describe('a holds set on Redis TIME: counted by its size below its limit, exact 
       await rig.raw.pexpire(s.holdsKey, 60_000);
       expect(await decide(path, s, [['a', 10 * S]])).to.deep.equal(['A']);
       expect(await rig.raw.zcard(s.holdsKey), '300 - 128 lapsed, and a').to.equal(173);
+      // no hold was in progress: the set's life is now a's, lapsed holds and all
+      expect(await rig.raw.pttl(s.holdsKey)).to.be.within(9_000, 10_001);
       // the oldest went first: the 128 lowest scores, old299 .. old172
       expect(await rig.raw.zscore(s.holdsKey, 'old172')).to.equal(null);
       expect(await rig.raw.zscore(s.holdsKey, 'old171')).to.equal(String(past - 171));
@@ -172,6 +174,27 @@ describe('a holds set on Redis TIME: counted by its size below its limit, exact 
       );
     });
   }
+
+  it('record on Redis TIME drops lapsed holds 128 at a time too', async () => {
+    // an emergency call recorded unconditionally (lua/record.lua) into a set of 300 lapsed holds
+    const redis = newRedisClient(rig.server);
+    const store = new RedisStore({ redis, prefix: 'rec128:', holds: { syncMs: 0 } });
+    try {
+      const s = setup('rec128:', 2);
+      const t = (await rig.raw.time()).map(Number);
+      const past = t[0]! * S + t[1]! - S;
+      await rig.raw.zadd(s.holdsKey, ...Array.from({ length: 300 }, (_, i) => [String(past - i), `old${i}`]).flat());
+      await rig.raw.pexpire(s.holdsKey, 60_000);
+      const bucket: Bucket = { name: 'p', limits: [], channels: 2 };
+      await store.record({ tag: 'acct', buckets: [bucket], hold: { id: 'sos', forUs: 10 * S } });
+      expect(await rig.raw.zcard(s.holdsKey), '300 - 128 lapsed, and sos').to.equal(173);
+      expect(await rig.raw.zscore(s.holdsKey, 'old172')).to.equal(null);
+      expect(await rig.raw.zscore(s.holdsKey, 'sos')).to.not.equal(null);
+      expect(await rig.raw.pttl(s.holdsKey)).to.be.within(9_000, 10_001);
+    } finally {
+      await store.close();
+    }
+  });
 
   it("reset with a caller-given time takes the bucket out of every record, a lapsed hold's too", async () => {
     // with a given now a record outlives its hold (a virtual-time floor): left naming the reset

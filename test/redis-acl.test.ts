@@ -11,6 +11,7 @@ import { redisAnswers } from '../src/cli/redis.js';
 import { CallGate } from '../src/gate.js';
 import { listHolds, resetBucket } from '../src/observe/operate.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
+import { RedisKeys } from '../src/store/redis/redis-keys.js';
 import {
   newRedisClient,
   startCluster,
@@ -160,6 +161,17 @@ function aclSuite(name: string, start: () => Promise<Backend>, rules: () => stri
         const gate = await CallGate.create({ config: CONFIG, store, policy: 'error', timeoutMs: 5_000 }); // live: Redis TIME
         try {
           const out: string[] = [];
+          // 200 lapsed holds in the peer's set (calls never released): the first admission at its
+          // limit drops 128 of them (ZRANGEBYSCORE and ZREM), the next the rest
+          const lapsed = backend.client();
+          try {
+            const [sec, us] = (await backend.admins[0]!.time()).map(Number);
+            const past = sec! * 1_000_000 + us! - 1_000_000;
+            const key = new RedisKeys(prefix, backend.admins.length > 1).holds('in', 'peer:p1');
+            await lapsed.zadd(key, ...Array.from({ length: 200 }, (_, i) => [String(past - i), `gone${i}`]).flat());
+          } finally {
+            lapsed.disconnect();
+          }
           for (const id of ['c1', 'c1', 'c2', 'c3']) {
             const d = await gate.admit({ callId: id, peer: 'p1', account: 'acme' });
             out.push(

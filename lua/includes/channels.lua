@@ -26,18 +26,32 @@ end
 
 -- The holds of set `key` with an end after t, on Redis TIME (times only grow), as far as a
 -- channel limit N needs them: the set's size (ZCARD, O(1)) while it is below N, since no more of
--- its holds can be live; at N or more, its lapsed holds (scores <= t: calls never released,
--- their process gone) are dropped and the count made exact. A ZCOUNT above t walked a small
--- set's listpack entry by entry, and the trim at every write removed nothing but those lapsed
--- holds: a set now keeps them only while it is below N, or until it expires. `n`: the set's
--- size when the caller has it already (an earlier count of its group, not exact), else nil.
--- At N or more the count is exact (ZCOUNT above t) and at most HOLDS_TRIM lapsed holds go per
--- call, the lowest ranks (lapsed holds score lowest): a set that filled up with thousands of
--- them (a limit far above the calls in progress, calls never released) dropped them all in one
--- script, milliseconds with every decision queued behind it. Each call adds one hold and may
--- drop HOLDS_TRIM, so lapsed holds never pile up faster than they go.
--- Returns the count and whether it is exact.
+-- its holds can be live; at N or more, the exact count (ZCOUNT above t), and lapsed holds
+-- (scores <= t: calls never released, their process gone) dropped, HOLDS_TRIM at most
+-- (dropLapsed). A ZCOUNT above t at every call walked a small set's listpack entry by entry,
+-- and the trim at every write removed nothing but those lapsed holds: a set keeps them while it
+-- is below N, and sheds them HOLDS_TRIM per script call that counts it at N or more, or leaves
+-- with them when it expires. `n`: the set's size when the caller has it already (an earlier
+-- count of its group, not exact), else nil. Returns the count and whether it is exact.
 local HOLDS_TRIM = 128
+
+-- Drop the holds of set `key` that ended at or before t, HOLDS_TRIM at most: the oldest. A set
+-- whose limit is far above its calls in progress fills up with thousands of lapsed holds (a
+-- routing process that crashed with its calls), and dropping them all in the one script that
+-- met the limit held Redis 15-23 ms at 100,000, every decision queued behind it. `lapsed`: how
+-- many there are. Only scores <= t are ever touched (ZRANGEBYSCORE and ZREM, which the minimal
+-- ACL user has: docs/redis.md), whatever `lapsed` says.
+local function dropLapsed(key, ts, lapsed)
+  if lapsed <= HOLDS_TRIM then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', ts)
+    return
+  end
+  local old = redis.call('ZRANGEBYSCORE', key, '-inf', ts, 'LIMIT', 0, HOLDS_TRIM)
+  if #old > 0 then
+    redis.call('ZREM', key, unpack(old))
+  end
+end
+
 local function liveHolds(key, ts, N, n)
   n = n or redis.call('ZCARD', key)
   if n < N then
@@ -45,7 +59,7 @@ local function liveHolds(key, ts, N, n)
   end
   local live = redis.call('ZCOUNT', key, '(' .. ts, '+inf')
   if live < n then
-    redis.call('ZREMRANGEBYRANK', key, 0, math.min(n - live, HOLDS_TRIM) - 1)
+    dropLapsed(key, ts, n - live)
   end
   return live, true
 end
@@ -71,14 +85,15 @@ end
 
 -- Record holds in a set at t, add `ends` (call id -> end) and keep the set until the latest.
 -- `stored`: on Redis TIME, the set's count by liveHolds before these holds, and `exact` whether
--- that count dropped its lapsed holds (nil otherwise: its ended holds, scores <= t, are dropped
--- first, and its expiry only ever lengthened, keepUntil). On Redis TIME lapsed holds wait for
--- liveHolds, and the count says whether the set was there: every callgate writer gives a holds
--- set an expiry as it makes it, so one that was there needs only PEXPIRE GT (one command, where
--- PTTL and PEXPIRE took two), and a new one (a count of 0: an empty set does not exist) a plain
--- PEXPIRE. GT leaves a key without an expiry as it is: a set there without one (written or
--- restored by another tool) gets one with NX when it fills up to its limit (an exact count), so
--- that it cannot keep lapsed holds for ever.
+-- that count was exact (nil otherwise: its ended holds, scores <= t, are dropped first, and its
+-- expiry only ever lengthened, keepUntil). On Redis TIME lapsed holds wait for liveHolds, and
+-- the count says whether the set holds a call in progress: every callgate writer gives a holds
+-- set an expiry as it makes it, so one with a hold in progress needs only PEXPIRE GT (one
+-- command, where PTTL and PEXPIRE took two), and one without (a count of 0: a new set, or one of
+-- lapsed holds only, whose life may end with this hold's) a plain PEXPIRE. GT leaves a key
+-- without an expiry as it is: a set there without one (written or restored by another tool)
+-- gets one with NX when it fills up to its limit (an exact count), so that it cannot keep
+-- lapsed holds for ever.
 local function writeHolds(key, ends, t, ts, floorMs, stored, exact)
   if stored == nil then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', ts)

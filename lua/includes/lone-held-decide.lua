@@ -14,8 +14,8 @@ do
   else
     local ts = fmt('%d', t)
     -- the holds of a set with an end after t as far as a limit n needs them (includes/channels.lua,
-    -- liveHolds and holdsAfter: on Redis TIME its size while below n, else its lapsed holds
-    -- dropped first, 128 at most per call; with a given now a ZCOUNT above t)
+    -- liveHolds, dropLapsed and holdsAfter: on Redis TIME its size while below n, else a ZCOUNT
+    -- above t, and its lapsed holds dropped, 128 at most; with a given now a ZCOUNT above t)
     local function holdsNow(key, n)
       if live then
         local z = call('ZCARD', key)
@@ -23,8 +23,11 @@ do
           return z, false
         end
         local c = call('ZCOUNT', key, '(' .. ts, '+inf')
-        if c < z then
-          call('ZREMRANGEBYRANK', key, 0, math.min(z - c, 128) - 1)
+        if z - c > 128 then
+          local old = call('ZRANGEBYSCORE', key, '-inf', ts, 'LIMIT', 0, 128)
+          call('ZREM', key, unpack(old))
+        elseif c < z then
+          call('ZREMRANGEBYSCORE', key, '-inf', ts)
         end
         return c, true
       end
@@ -58,8 +61,8 @@ do
       -- per log key index k: [k] its retention r, [-k] its size (0: new), its known trim bound, and
       -- the widest window's limit L
       local logs, known, widest = {}, {}, {}
-      -- per holds key index k: [k] its count (on Redis TIME a count of 0 means a new set:
-      -- includes/channels.lua, writeHolds), [-k] whether exact (lapsed holds dropped)
+      -- per holds key index k: [k] its count (on Redis TIME a count of 0 means no hold in
+      -- progress: includes/channels.lua, writeHolds), [-k] whether exact
       local stored = {}
       local k = 0
       local a = ao + 10
