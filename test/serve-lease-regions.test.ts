@@ -87,7 +87,11 @@ describe('callgate serve --lease-regions: a carrier leased across two regions by
     const config = join(dir, 'carriers.json');
     writeFileSync(
       config,
-      JSON.stringify({ outbound: { carriers: { x: { cps: CPS, maxWait: 'PT0.3S' }, y: { cps: 1000 } } } }),
+      // y waits up to a second: requests bunched by a loaded machine (two within its 1 ms slot)
+      // must all land there, not be refused by a maxWait of 0
+      JSON.stringify({
+        outbound: { carriers: { x: { cps: CPS, maxWait: 'PT0.3S' }, y: { cps: 1000, maxWait: 'PT1S' } } },
+      }),
     );
     const prefix = `cglr:${randomBytes(4).toString('hex')}:`;
     const [a, b] = await startPair(config, prefix, ['--leased-carriers', 'x']);
