@@ -21,9 +21,10 @@ local holdName = string.sub(KEYS[2], #base + 1)
 -- another master, a record that has left (or expired) fails the script here, changing nothing
 -- (ZRANGEBYSCORE rather than ZRANGE: the minimal ACL user has it, docs/redis.md). On Redis TIME
 -- only the holds in progress (end > now): lapsed ones (a set keeps them while below its limit,
--- and sheds them 128 at a time at it, includes/channels.lua, liveHolds) go with the set, their records expired with them. With a
--- caller-given time a record outlives its hold (a virtual-time floor), and a refresh at an
--- earlier time would bring the hold back: every member's record loses the bucket then.
+-- and sheds them 128 at a time at it, includes/channels.lua, liveHolds) go with the set, their
+-- records expired with them. With a caller-given time a record outlives its hold (a
+-- virtual-time floor), and a refresh at an earlier time would bring the hold back: every
+-- member's record loses the bucket then.
 local from = ARGV[1] == '' and '(' .. fmtInt(t) or '-inf'
 local members = redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'WITHSCORES')
 local records = {}
