@@ -130,8 +130,20 @@ export interface CallGateOptions {
   readonly maxDeferredReleases?: number;
 }
 
+/**
+ * A configuration as parseConfig yields it (CallGateConfig), taken as it is. By its whole shape:
+ * an input may use Maps for its peers too (configuration.md), and taken for a parsed one it went
+ * unvalidated, every decision then failing on what parseConfig would have refused.
+ */
 function isNormalized(c: ConfigSource): c is CallGateConfig {
-  return typeof c === 'object' && c !== null && (c as CallGateConfig).inbound?.peers instanceof Map;
+  if (typeof c !== 'object' || c === null) return false;
+  const n = c as Partial<CallGateConfig>;
+  return (
+    typeof n.maxCallDurationUs === 'number' &&
+    n.inbound?.peers instanceof Map &&
+    n.inbound.accounts instanceof Map &&
+    n.outbound?.carriers instanceof Map
+  );
 }
 
 async function resolveConfig(source: ConfigSource): Promise<CallGateConfig> {

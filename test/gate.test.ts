@@ -250,6 +250,39 @@ forEachStore('CallGate reload', (kind: () => StoreKind) => {
   });
 });
 
+describe('CallGate: a configuration object with Maps', () => {
+  it('is validated like any other: a bad one refused, a good one applied, on create and reload', async () => {
+    // peers as a Map was taken for a parsed configuration: never validated, every call then failed
+    let err: unknown;
+    try {
+      await CallGate.create({
+        config: { inbound: { peers: new Map([['p', [{ limit: 0, window: 'nonsense' }]]]) } } as never,
+      });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).to.be.instanceOf(ConfigError);
+    expect((err as ConfigError).problems.some((p) => p.startsWith('inbound.peers.p[0]'))).to.equal(true);
+    const gate = await CallGate.create({
+      config: { inbound: { peers: new Map([['p', [{ limit: 1, window: 'PT1S' }]]]) } },
+    });
+    try {
+      const decide = async (id: string, at: number) => (await gate.admit({ callId: id, peer: 'p', at })).admitted;
+      expect([await decide('m1', T0), await decide('m2', T0 + 1)]).to.deep.equal([true, false]);
+      const changes = await gate.reload({
+        inbound: { peers: new Map([['p', [{ limit: 2, window: 'PT1S' }]]]) },
+        outbound: { carriers: new Map([['c', { cps: 5 }]]) },
+      });
+      expect(changes.map((c) => c.path)).to.deep.equal(['inbound.peers.p', 'outbound.carriers.c']);
+      expect(await decide('m3', T0 + 2 * S)).to.equal(true);
+      // a parsed configuration is still taken as it is
+      await gate.reload(gate.config);
+    } finally {
+      await gate.close();
+    }
+  });
+});
+
 describe('CallGate watch(path)', function () {
   this.timeout(15_000);
   let dir: string;
