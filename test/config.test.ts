@@ -935,6 +935,17 @@ describe('config', () => {
       ]);
     });
 
+    it('refuses an alias before its anchor, or to no anchor, with its place (not a ReferenceError)', async () => {
+      const later = await file('later.yaml', 'inbound:\n  peers:\n    q: *a\n    p: &a [{limit: 10, window: 1s}]\n');
+      expect(await problemsOfAsync(loadConfigFile(later))).to.deep.equal([
+        `${later}: inbound.peers.q: alias *a at line 3, column 8 has no anchor &a before it (an anchor must come before its aliases)`,
+      ]);
+      const none = await file('none.yaml', 'inbound:\n  peers:\n    q: *nope\n');
+      expect(await problemsOfAsync(loadConfigFile(none))).to.deep.equal([
+        `${none}: inbound.peers.q: alias *nope at line 3, column 8 has no anchor &nope before it (an anchor must come before its aliases)`,
+      ]);
+    });
+
     it('refuses an alias inside its own anchor', async () => {
       const path = await file('cycle.yaml', 'inbound:\n  peers: &p\n    p1: *p\n');
       expect(await problemsOfAsync(loadConfigFile(path))).to.deep.equal([

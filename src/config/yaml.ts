@@ -83,7 +83,14 @@ function resolveAliases(root: unknown, source: string, place: (node: YamlNode) =
   const visit = (node: unknown): { node: unknown; size: number } => {
     if (isAlias(node)) {
       const target = anchors.get(node.source);
-      if (!target) return { node, size: 1 }; // yaml has already refused an unknown anchor
+      // yaml's parser reports neither an unknown anchor nor one defined further down (toJS()
+      // then threw a ReferenceError with its stack): an alias refers to an anchor above it
+      if (!target) {
+        problems.push(
+          `${source}: ${formatPath(path) || 'top level'}: alias *${node.source} at ${at(node)} has no anchor &${node.source} before it (an anchor must come before its aliases)`,
+        );
+        return { node, size: 1 };
+      }
       if (target.size === undefined) {
         problems.push(
           `${source}: ${formatPath(path) || 'top level'}: alias *${node.source} at ${at(node)} is inside its own anchor (a recursive structure)`,
