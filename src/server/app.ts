@@ -235,9 +235,16 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     return typeof body === 'object' && body !== null && body.form instanceof UrlEncoded ? body.form : undefined;
   };
 
+  /** Whether a request came with a body (a length above 0, or chunks), read or not. */
+  const hasBody = (req: FastifyRequest): boolean =>
+    req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+
   /** The request's fields: the query for GET (and for a POST without body), else the body. */
   const read = <T extends z.ZodType>(schema: T, req: FastifyRequest): z.output<T> => {
     const body = req.body;
+    // a GET's body is not read (fastify parses none): ignored, the client meant something else
+    if (req.method === 'GET' && hasBody(req))
+      throw new BadRequest(['body: a GET takes its fields from the query alone (or send them in a body with POST)']);
     if (req.method === 'GET' || body === undefined) return parseRequest(schema, req.query, 'query');
     // fields in the query beside a body would be ignored: the client meant something else
     const query = req.query as unknown as UrlEncoded;
