@@ -436,7 +436,10 @@ describe('attribute levels', () => {
           ]);
           expect(shown.bans.map((b) => b.value)).to.deep.equal(['203.0.113.0/24']);
           const bad = await app.inject({ method: 'GET', url: '/v1/state?value=nope:x', headers: auth });
-          expect(bad.statusCode).to.equal(400);
+          expect([bad.statusCode, bad.json().problems]).to.deep.equal([
+            400,
+            ['query.value: expected <level>:<value> of a configured attribute level, got "nope:x"'],
+          ]);
           const listed = (await app.inject({ method: 'GET', url: '/v1/bans', headers: auth })).json() as {
             bans: { level: string; value: string; remaining_ms: number }[];
           };

@@ -338,21 +338,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }
   });
 
-  app.get('/v1/state', async (req, reply) => {
-    const r = read(stateRequest, req);
-    if (!opts.state) return reply.code(501).send({ error: 'not-implemented', message: 'no state here' });
-    try {
-      const state = opts.state;
-      return await operatorRead(() => state(r.peer ?? [], r.value ?? []));
-    } catch (err) {
-      if (err instanceof InvalidArgumentError)
-        return reply.code(400).send({ error: 'bad-request', message: err.message, problems: [err.message] });
-      throw err;
-    }
-  });
-
-  // An operator's hand (src/observe/operate.ts): the calls holding a bucket or carrier, a reset.
-  // A bucket the configuration does not have is the caller's mistake: 400 naming the field.
+  // An operator's read or hand (src/observe/operate.ts): the state of buckets, the calls holding
+  // a bucket or carrier, a reset. A value or bucket the configuration does not have is the
+  // caller's mistake: 400 naming the field.
   const operatorInput = async <T>(where: string, run: () => Promise<T>): Promise<T> => {
     try {
       return await run();
@@ -361,6 +349,14 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       throw err;
     }
   };
+
+  app.get('/v1/state', async (req, reply) => {
+    const r = read(stateRequest, req);
+    if (!opts.state) return reply.code(501).send({ error: 'not-implemented', message: 'no state here' });
+    const state = opts.state;
+    // only an attribute value can be wrong (a peer the configuration lacks has its default limits)
+    return operatorInput('query.value', () => operatorRead(() => state(r.peer ?? [], r.value ?? [])));
+  });
 
   app.get('/v1/holds', async (req) => {
     const r = read(holdsRequest, req);
