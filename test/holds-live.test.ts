@@ -193,6 +193,7 @@ describe('a holds set on Redis TIME: counted by its size below its limit, exact 
       expect(await rig.raw.pttl(s.holdsKey)).to.be.within(9_000, 10_001);
     } finally {
       await store.close();
+      redis.disconnect(); // the store closes what it opened, not a client it was given
     }
   });
 
