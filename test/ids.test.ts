@@ -198,4 +198,23 @@ describe('ids: exact bytes or refused', () => {
       ],
     ]);
   });
+
+  it("a trace row's attribute values are held to the bound too, before any decision", async () => {
+    // the engine refuses them (admission.ts): passed by the check, a replay stopped part-way
+    const long = 'x'.repeat(MAX_ID_LENGTH + 1);
+    const csv = [
+      'time,call_id,direction,peer,caller,callee,source',
+      `2026-01-01T00:00:00Z,c1,in,p1,${long},,`,
+      `2026-01-01T00:00:01Z,c2,in,p1,,${long},`,
+      `2026-01-01T00:00:02Z,c3,in,p1,,,${long}`,
+      `2026-01-01T00:00:03Z,c4,in,p1,${'y'.repeat(MAX_ID_LENGTH)},,`,
+    ].join('\n');
+    const v = await validateTraceFrom([csv], 'inline');
+    expect(v.calls).to.equal(1);
+    expect(v.problems.map((p) => [p.line, p.column, p.message])).to.deep.equal([
+      [2, 'caller', 'id must be at most 256 characters (UTF-16 code units), got 257'],
+      [3, 'callee', 'id must be at most 256 characters (UTF-16 code units), got 257'],
+      [4, 'source', 'id must be at most 256 characters (UTF-16 code units), got 257'],
+    ]);
+  });
 });

@@ -655,12 +655,20 @@ function decodeRow(
     bad('duration', callDurationProblem(durationText));
   }
 
+  // attribute levels' values (docs/attributes.md): absent when the cell is missing or empty
+  const attributes: [name: 'caller' | 'callee' | 'source', value: string][] = [];
+  for (const name of ['caller', 'callee', 'source'] as const) {
+    const v = cell(name)?.trim();
+    if (v !== undefined && v !== '') attributes.push([name, v]);
+  }
+
   // the bound of every entry point (ids.ts): a trace replays only what the engine would take
   for (const [column, id] of [
     ['call_id', callId],
     ['peer', peer],
     ['account', account],
     ...(route ?? []).map((c) => ['route', c]),
+    ...attributes,
   ] as const) {
     const problem = id === undefined || id === '' ? undefined : idProblem(id);
     if (problem !== undefined)
@@ -675,10 +683,7 @@ function decodeRow(
   if (account !== undefined) call.account = account;
   if (route !== undefined) call.route = route;
   if (durationUs !== undefined) call.durationUs = durationUs;
-  for (const name of ['caller', 'callee', 'source'] as const) {
-    const v = cell(name)?.trim();
-    if (v !== undefined && v !== '') call[name] = v;
-  }
+  for (const [name, v] of attributes) call[name] = v;
   return call;
 }
 
