@@ -370,6 +370,29 @@ describe('attribute levels', () => {
         rmSync(dir, { recursive: true, force: true });
       }
     });
+
+    it('merge-traces finds the attribute columns past a BOM and comment lines, however many', async () => {
+      // read as the first 64 KiB, and a BOM before a comment taken for the header: the columns
+      // (and the values in them) were dropped without a word
+      const dir = mkdtempSync(join(tmpdir(), 'callgate-merge-attr-'));
+      try {
+        const bom = join(dir, 'bom.csv');
+        writeFileSync(bom, '\ufeff# exported\ntime,call_id,direction,peer,caller\n1700000002,x,in,p,+1555\n');
+        const long = join(dir, 'long.csv');
+        const comments = Array.from({ length: 2_000 }, (_, i) => `# comment ${i} ${'.'.repeat(40)}\n`).join('');
+        writeFileSync(long, `${comments}time,call_id,direction,peer,source\n1700000003,y,in,p,10.0.0.1\n`);
+        for (const [file, row] of [
+          [bom, '1700000002.000000,x,in,p,,,+1555,,,'],
+          [long, '1700000003.000000,y,in,p,,,,,10.0.0.1,'],
+        ] as const) {
+          const merged = join(dir, 'merged.csv');
+          await mergeTraces([file], merged);
+          expect(readFileSync(merged, 'utf8')).to.equal(`${TRACE_HEADER_ATTRIBUTES}\n${row}\n`);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
   });
 
   describe('operators: bans on Redis through the sidecar and the CLI', function () {

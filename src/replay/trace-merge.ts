@@ -7,7 +7,8 @@
  * streams it. Every input is validated as it is read: a bad row stops the merge with a
  * TraceError and no output file is left behind.
  */
-import { closeSync, openSync, readSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { OutputFile } from '../output-file.js';
 import { TRACE_HEADER, TRACE_HEADER_ATTRIBUTES, traceRow } from '../recording/trace-recorder.js';
 import { inTimeOrder } from './time-order.js';
@@ -19,21 +20,31 @@ export interface MergeResult {
   spilled: number;
 }
 
-/** Whether a trace's header (its first line that is neither blank nor a comment) names caller, callee or source. */
-function hasAttributeColumns(path: string): boolean {
-  let head = '';
+/**
+ * Whether a trace's header (its first line that is neither blank nor a comment, past a BOM)
+ * names caller, callee or source. Read line by line up to the header, however many comment
+ * lines come first: a fixed first 64 KiB, or a BOM before a first comment line, took a comment
+ * for the header and the merge dropped those columns without a word.
+ */
+async function hasAttributeColumns(path: string): Promise<boolean> {
+  let header = '';
   try {
-    const fd = openSync(path, 'r');
+    const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
     try {
-      const buf = Buffer.alloc(65_536);
-      head = buf.toString('utf8', 0, readSync(fd, buf, 0, buf.length, 0));
+      let first = true;
+      for await (let line of lines) {
+        if (first && line.charCodeAt(0) === 0xfeff) line = line.slice(1);
+        first = false;
+        if (line.trim() === '' || line.startsWith('#')) continue;
+        header = line;
+        break;
+      }
     } finally {
-      closeSync(fd);
+      lines.close();
     }
   } catch {
     return false; // the reader reports it
   }
-  const header = head.split(/\r?\n/).find((l) => l.trim() !== '' && !l.startsWith('#')) ?? '';
   return header.split(',').some((c) => ['caller', 'callee', 'source'].includes(c.trim().replace(/^"|"$/g, '')));
 }
 
@@ -45,7 +56,8 @@ export async function mergeTraces(
   // whole or not at all, and never over a directory or a device (see OutputFile)
   const out = await OutputFile.open(output, (name) => `the merged trace ${name}`);
   // rows carry the attribute columns when an input has one of them
-  const attributes = inputs.some(hasAttributeColumns);
+  let attributes = false;
+  for (const input of inputs) if (await hasAttributeColumns(input)) attributes = true;
   async function* rows(): AsyncGenerator<[time: number, row: string]> {
     for (const input of inputs)
       for await (const call of readTrace(input)) yield [call.time, traceRow(call, call.durationUs, attributes)];
