@@ -34,6 +34,7 @@ import {
   type Stats,
   type WriteStream,
 } from 'node:fs';
+import { basename, dirname, resolve as resolvePath } from 'node:path';
 import { promisify } from 'node:util';
 import { OutputError } from './errors/output-error.js';
 import { osReason } from './os-reason.js';
@@ -277,4 +278,56 @@ function isStdout(stats: Stats): boolean {
 
 function isSymlink(path: string): boolean {
   return lstatOrNone(path)?.isSymbolicLink() ?? false;
+}
+
+/**
+ * What a path names as a file to read or replace: its device and inode when it is a regular file,
+ * its absolute path in its real directory when it does not exist yet; undefined for standard
+ * output (`-` where `dash`) and for a device or FIFO, which is written in place (two outputs to
+ * /dev/null are no mistake).
+ */
+function fileIdentity(path: string, dash: boolean): string | undefined {
+  if (path === '' || (dash && path === '-')) return undefined;
+  try {
+    const stats = statSync(path);
+    return stats.isFile() ? `${stats.dev}:${stats.ino}` : undefined;
+  } catch {
+    try {
+      return resolvePath(realpathSync(dirname(path)), basename(path));
+    } catch {
+      return resolvePath(path);
+    }
+  }
+}
+
+/**
+ * Problems, one line each, where an output names the file of an input or of another output: the
+ * output would replace the input (a trace replaced by its own decisions), or one output the
+ * other. `outputs` and `inputs`: [option, path] (path undefined: not given); `dash` outputs take
+ * `-` for standard output.
+ */
+export function sameFileProblems(
+  outputs: readonly (readonly [option: string, path: string | undefined, dash: boolean])[],
+  inputs: readonly (readonly [option: string, path: string | undefined])[],
+): string[] {
+  const problems: string[] = [];
+  const seen: [option: string, id: string][] = [];
+  for (const [option, path] of inputs) {
+    const id = path === undefined ? undefined : fileIdentity(path, false);
+    if (id !== undefined) seen.push([option, id]);
+  }
+  const outputsFrom = seen.length;
+  for (const [option, path, dash] of outputs) {
+    const id = path === undefined ? undefined : fileIdentity(path, dash);
+    if (id === undefined) continue;
+    const other = seen.find((s) => s[1] === id);
+    if (other !== undefined)
+      problems.push(
+        seen.indexOf(other) < outputsFrom
+          ? `${option} ${JSON.stringify(path)} is the file of ${other[0]}: an output never replaces an input`
+          : `${option} ${JSON.stringify(path)} is the file of ${other[0]} too: one output would replace the other`,
+      );
+    else seen.push([option, id]);
+  }
+  return problems;
 }

@@ -321,6 +321,46 @@ describe('callgate replay (the command)', function () {
       expect(temporaries(dirname(nul))).to.deep.equal([]);
     });
 
+    it('an output that names an input, or another output, is refused before anything is read', async () => {
+      // --decisions over its own trace replaced the trace with decisions, exit 0
+      const config = join(sub, 'same.config.json');
+      const trace = join(sub, 'same.trace.csv');
+      writeFileSync(config, readFileSync(join(FIX, 'boundary.config.json')));
+      writeFileSync(trace, readFileSync(join(FIX, 'boundary.trace.csv')));
+      const traceBefore = readFileSync(trace, 'utf8');
+      const alias = join(sub, 'same.alias.csv');
+      linkSync(trace, alias); // another name of the same file
+      const base = ['replay', '--config', config, '--trace', trace];
+      const [overTrace, overConfig, overLink, twoOutputs, kamailio] = await Promise.all([
+        run([...base, '--decisions', trace]),
+        run([...base, '--html', config]),
+        run([...base, '--decisions', alias]),
+        run([...base, '--decisions', join(sub, 'both.out'), '--html', join(sub, 'both.out')]),
+        run(['kamailio', '--config', config, '--out', config]),
+      ]);
+      expectOneLine(
+        overTrace,
+        /^error: --decisions ".*same\.trace\.csv" is the file of --trace: an output never replaces an input$/,
+      );
+      expectOneLine(
+        overConfig,
+        /^error: --html ".*same\.config\.json" is the file of --config: an output never replaces an input$/,
+      );
+      expectOneLine(overLink, /^error: --decisions ".*same\.alias\.csv" is the file of --trace: /);
+      expectOneLine(
+        twoOutputs,
+        /^error: --html ".*both\.out" is the file of --decisions too: one output would replace the other$/,
+      );
+      expectOneLine(
+        kamailio,
+        /^error: --out ".*same\.config\.json" is the file of --config: an output never replaces an input$/,
+      );
+      expect(readFileSync(trace, 'utf8')).to.equal(traceBefore);
+      expect(readFileSync(config, 'utf8')).to.equal(readFileSync(join(FIX, 'boundary.config.json'), 'utf8'));
+      expect(existsSync(join(sub, 'both.out'))).to.equal(false);
+      expect(temporaries(sub)).to.deep.equal([]);
+    });
+
     it('--html and merge-traces --out follow the same rules: a device stays, a directory is refused', async function () {
       const nul = device(this, sub, 'null');
       const before = statSync(nul);

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { loadConfigFile } from '../config/index.js';
 import { kamailioCommands, kamailioInclude } from '../kamailio/redis-commands.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import { OutputFile } from '../output-file.js';
+import { OutputFile, sameFileProblems } from '../output-file.js';
 import { shownOption } from './int-option.js';
 import { checkLeasable, type LeaseArgs, leasedStoreOptions, leaseLanesOption } from './lease-lanes.js';
 
@@ -39,6 +39,8 @@ export function kamailioCommand(program: Command): void {
         throw new InvalidArgumentError(
           `--local-share: expected a number > 0 and <= 1, got ${shownOption(opts.localShare)}`,
         );
+      const clashes = sameFileProblems([['--out', opts.out, true]], [['--config', opts.config]]);
+      if (clashes.length > 0) throw new InvalidArgumentError(clashes.join('\n'));
       const config = await loadConfigFile(opts.config);
       checkLeasable(opts, config);
       // the lanes as the Node processes' stores take them

@@ -21,7 +21,7 @@ import { ReplaySeries } from '../replay/series.js';
 import { MemoryStore } from '../store/memory-store.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import type { Store } from '../store/types.js';
-import { OutputFile } from '../output-file.js';
+import { OutputFile, sameFileProblems } from '../output-file.js';
 import { osReason } from '../os-reason.js';
 import { checkLeasable, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
@@ -128,6 +128,19 @@ const pinned = (n: number) => (n === 0 ? '' : `, ${n} owner${n === 1 ? '' : 's'}
 
 async function replayInterruptibly(args: ReplayArgs, interruption: Interruption): Promise<void> {
   const { signal } = interruption;
+  // an output over an input (decisions over their own trace) or over another output: refused
+  const clashes = sameFileProblems(
+    [
+      ['--decisions', args.decisions, true],
+      ['--html', args.html, false],
+    ],
+    [
+      ['--config', args.config],
+      ['--trace', args.trace],
+      ['--compare', args.compare],
+    ],
+  );
+  if (clashes.length > 0) throw new InvalidArgumentError(clashes.join('\n'));
   const config = await loadConfigFile(args.config);
   signal.throwIfAborted(); // a large configuration takes a while to load
   const leased = leasedStore(args, config);
