@@ -423,4 +423,21 @@ describe('replay: a report at the last time a trace can state', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("a sliding window's peak just below its limit never reads as the limit beside held", async () => {
+    // two calls in [0, 1 s), then one at 1.000001 s admitted under 0 + 2 x 0.999999 = 1.999998
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'callgate-peak-'));
+    try {
+      const tracePath = path.join(dir, 'trace.csv');
+      writeFileSync(tracePath, 'time,call_id,direction,peer\n0.1,a,in,P\n0.2,b,in,P\n1.000001,c,in,P\n');
+      const config = parseConfig({
+        inbound: { peers: { P: [{ limit: 2, window: '1s', algorithm: 'sliding-window' }] } },
+      });
+      const r = await replay({ config, tracePath, store: new MemoryStore() });
+      const limit = reportJson(r).levels.find((l) => l.level === 'peer:P')!.limits[0]!;
+      expect([limit.peak, limit.held]).to.deep.equal([1.99, true]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

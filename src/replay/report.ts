@@ -80,6 +80,15 @@ const channelsJson = (c: ChannelPeak | undefined): { channels?: ChannelsJson } =
 const ms = (us: number): number => Math.round(us) / 1000;
 const round2 = (x: number): number => Math.round(x * 100) / 100;
 
+/**
+ * A peak as the report shows it: to 2 decimals, but below the limit when it stayed below it (a
+ * sliding window's estimate of 1.999998 under a limit of 2 read as 2, beside `held`).
+ */
+const shownPeak = (peak: number, limit: number): number => {
+  const shown = round2(peak);
+  return shown >= limit && peak < limit ? (Math.ceil(limit * 100) - 1) / 100 : shown;
+};
+
 function levelOrder(a: string, b: string): number {
   const rank = (k: string): number => (k === 'global' ? 0 : k.startsWith('account:') ? 1 : 2);
   return rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0);
@@ -92,7 +101,7 @@ export function reportJson(r: ReplayResult): ReportJson {
       limit: p.limit.limit,
       window: formatDuration(p.limit.windowUs),
       algorithm: p.limit.algorithm,
-      peak: round2(p.peak),
+      peak: shownPeak(p.peak, p.limit.limit),
       held: p.held,
       // a fixed window of the trace's last µs may end past the last time a trace can state
       // (Number.MAX_SAFE_INTEGER µs): it is shown ending there, not a RangeError after the decisions
