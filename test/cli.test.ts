@@ -632,6 +632,37 @@ describe('callgate (the program)', function () {
     for (const line of list) expect(line, 'a summary on the same line').to.match(/^ {2}\S.*\S {2,}\S/);
   });
 
+  it("an operator's wrong bucket, level or value is exit 2 before Redis is reached, not an outage", async () => {
+    // checked only once connected, they said "cannot reach Redis" (exit 1) with Redis away,
+    // and reset asked its [y/N] about a bucket that does not exist
+    const dir = mkdtempSync(join(tmpdir(), 'callgate-operate-'));
+    try {
+      const attr = join(dir, 'attr.json');
+      writeFileSync(
+        attr,
+        JSON.stringify({
+          inbound: {
+            defaultPeer: [{ limit: 5, window: '1s' }],
+            attributes: [{ name: 'caller', key: 'caller', limits: [{ limit: 3, window: '1s' }] }],
+          },
+        }),
+      );
+      const away = ['--redis-url', 'redis://127.0.0.1:1'];
+      const [holds, reset, unban, inspect] = await Promise.all([
+        run(['holds', '--config', attr, '--bucket', 'nope', ...away]),
+        run(['reset', '--config', attr, '--bucket', 'account:x', '--yes', ...away]),
+        run(['unban', '--config', attr, '--level', 'caller', '--value', 'x', ...away]),
+        run(['inspect', '--config', attr, '--value', 'nope:1', ...away]),
+      ]);
+      expectOneLine(holds, /^error: bucket "nope": expected global, account:<id> or peer:<id>, or caller:<value>$/);
+      expectOneLine(reset, /^error: bucket account:x: the configuration has no account "x"$/);
+      expectOneLine(unban, /^error: the attribute level "caller" has no ban$/);
+      expectOneLine(inspect, /^error: expected <level>:<value> of a configured attribute level, got "nope:1"$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('kamailio: the include on standard output; a prefix it cannot say: exit 2, one line', async () => {
     const cfg = 'examples/kamailio/limits.json';
     const ok = await run(['kamailio', '--config', cfg]);

@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { checkIdArgument } from '../ids.js';
 import { loadConfigFile } from '../config/load.js';
-import { inspectState, stateText } from '../observe/inspect.js';
+import { checkValues, inspectState, stateText } from '../observe/inspect.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import {
   checkLeasable,
@@ -31,6 +31,7 @@ export async function runInspect(args: InspectArgs, out: NodeJS.WritableStream =
   const config = await loadConfigFile(args.config);
   checkLeasable(args, config);
   const leasedCarriers = leasedCarrierIds(args.leasedCarriers, config);
+  checkValues(config, args.value ?? []); // before Redis: a wrong value is no outage
   const redis = await openRedis(args);
   try {
     const bans = (config.inbound.attributes ?? []).some((l) => l.ban !== undefined);

@@ -14,7 +14,7 @@ import { intOption, shownOption } from './int-option.js';
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import { holdsText, listHolds, resetBucket, resetLine } from '../observe/operate.js';
+import { holdsText, listHolds, locateBucket, resetBucket, resetLine } from '../observe/operate.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
 import { closeRedis, openRedis, redactUrl, redisOptions, type RedisConnectionArgs } from './redis.js';
@@ -66,7 +66,10 @@ export async function runHolds(args: HoldsArgs, out: NodeJS.WritableStream = pro
   if (!(Number.isSafeInteger(args.max) && args.max >= 1 && args.max <= 10_000))
     throw new InvalidArgumentError(`--max: expected an integer from 1 to 10000, got ${shownOption(args.max)}`);
   const config = await loadConfigFile(args.config);
-  if (args.bucket !== undefined) checkLeasable(args, config); // a carrier's holds do not depend on leasing
+  if (args.bucket !== undefined) {
+    checkLeasable(args, config); // a carrier's holds do not depend on leasing
+    locateBucket(config, args.bucket, false); // before Redis: a bucket the configuration lacks is no outage
+  }
   const target = args.bucket !== undefined ? { bucket: args.bucket } : { carrier: args.carrier! };
   const l = await onRedis(args, (store) => listHolds(config, store, target, { max: args.max }));
   out.write(args.json ? `${JSON.stringify(l)}\n` : holdsText(l));
@@ -97,7 +100,9 @@ async function confirm(question: string): Promise<boolean> {
 
 export async function runReset(args: ResetArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const config = await loadConfigFile(args.config);
-  checkLeasable(args, config); // before the confirmation: nothing to confirm for a command that cannot run
+  // before the confirmation (and Redis): nothing to confirm for a command that cannot run
+  checkLeasable(args, config);
+  locateBucket(config, args.bucket, false);
   if (!args.yes) {
     if (!process.stdin.isTTY)
       throw new InvalidArgumentError(

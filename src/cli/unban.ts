@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
-import { liftBan } from '../observe/bans.js';
+import { liftBan, unbanTarget } from '../observe/bans.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
 
@@ -18,6 +18,7 @@ export interface UnbanArgs extends RedisConnectionArgs {
 
 export async function runUnban(args: UnbanArgs, out: NodeJS.WritableStream = process.stdout): Promise<void> {
   const config = await loadConfigFile(args.config);
+  unbanTarget(config, args.level, args.value); // before Redis: a level without a ban is no outage
   const redis = await openRedis(args);
   try {
     const { lifted } = await liftBan(config, new RedisStore({ redis, prefix: args.prefix }), args.level, args.value);

@@ -52,6 +52,13 @@ function levelNamed(config: CallGateConfig, name: string): AttributeLevelConfig 
   return level;
 }
 
+/** The level whose ban of `value` may be lifted: throws InvalidArgumentError when none (no store needed). */
+export function unbanTarget(config: CallGateConfig, levelName: string, value: string): AttributeLevelConfig {
+  const level = levelNamed(config, levelName);
+  if (value === '') throw new InvalidArgumentError('value must be a non-empty string');
+  return level;
+}
+
 /**
  * Lift the ban of `value` (as `limited_by` shows it, or `#<slot>` of a shared bucket) on level
  * `levelName`, for every process sharing the store. `lifted`: it was banned.
@@ -63,8 +70,7 @@ export async function liftBan(
   value: string,
   now?: number,
 ): Promise<{ lifted: boolean }> {
-  const level = levelNamed(config, levelName);
-  if (value === '') throw new InvalidArgumentError('value must be a non-empty string');
+  const level = unbanTarget(config, levelName, value);
   if (store.unban === undefined) throw new InvalidArgumentError(`the ${store.kind} store cannot lift bans`);
   const bucket = /^#\d+$/.test(value) ? `attr:${level.name}:${value}` : attributeBucketName(level, value);
   const r = await store.unban({ tag: GLOBAL_TAG, bucket, ...(now !== undefined && { now }) });

@@ -111,6 +111,11 @@ interface Asked {
   laneTags?: readonly string[];
 }
 
+/** Throws InvalidArgumentError when a value asked for (`<level>:<value>`) names no configured level (no store needed). */
+export function checkValues(config: CallGateConfig, values: readonly string[]): void {
+  valueBuckets(config, values);
+}
+
 /** The buckets of attribute values asked for (`<level>:<value>`), under the global tag. */
 function valueBuckets(config: CallGateConfig, values: readonly string[]): Asked[] {
   return values.map((v) => {
