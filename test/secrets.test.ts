@@ -23,9 +23,9 @@ const COMMANDS: Record<string, string[]> = {
   replay: ['replay', '--config', CFG, '--trace', TRACE, '--store', 'redis'],
   serve: ['serve', '--config', CFG, '--store', 'redis', '--listen', '127.0.0.1:0', '--no-watch'],
   inspect: ['inspect', '--config', CFG],
-  holds: ['holds', '--config', CFG, '--bucket', 'peer:x'],
+  holds: ['holds', '--config', CFG, '--bucket', 'peer:gw-1'],
   release: ['release', '--call-id', 'c1'],
-  reset: ['reset', '--config', CFG, '--bucket', 'peer:x', '--yes'],
+  reset: ['reset', '--config', CFG, '--bucket', 'peer:gw-1', '--yes'],
 };
 
 interface Path {
