@@ -84,7 +84,7 @@ const round2 = (x: number): number => Math.round(x * 100) / 100;
  * A peak as the report shows it: to 2 decimals, but below the limit when it stayed below it (a
  * sliding window's estimate of 1.999998 under a limit of 2 read as 2, beside `held`).
  */
-const shownPeak = (peak: number, limit: number): number => {
+export const shownPeak = (peak: number, limit: number): number => {
   const shown = round2(peak);
   return shown >= limit && peak < limit ? (Math.ceil(limit * 100) - 1) / 100 : shown;
 };
