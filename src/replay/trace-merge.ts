@@ -7,8 +7,6 @@
  * streams it. Every input is validated as it is read: a bad row stops the merge with a
  * TraceError and no output file is left behind.
  */
-import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { OutputFile } from '../output-file.js';
 import { TRACE_HEADER, TRACE_HEADER_ATTRIBUTES, traceRow } from '../recording/trace-recorder.js';
 import { inTimeOrder } from './time-order.js';
@@ -21,31 +19,21 @@ export interface MergeResult {
 }
 
 /**
- * Whether a trace's header (its first line that is neither blank nor a comment, past a BOM)
- * names caller, callee or source. Read line by line up to the header, however many comment
- * lines come first: a fixed first 64 KiB, or a BOM before a first comment line, took a comment
- * for the header and the merge dropped those columns without a word.
+ * Whether a trace's header names caller, callee or source: the trace reader's own header (past
+ * a BOM, comments and blank lines, however many), read up to its first row. Its problems are
+ * left to the merge's own read, which reports them.
  */
 async function hasAttributeColumns(path: string): Promise<boolean> {
-  let header = '';
+  let found = false;
+  const onHeader = (columns: readonly string[]) => {
+    found = columns.some((c) => c === 'caller' || c === 'callee' || c === 'source');
+  };
   try {
-    const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
-    try {
-      let first = true;
-      for await (let line of lines) {
-        if (first && line.charCodeAt(0) === 0xfeff) line = line.slice(1);
-        first = false;
-        if (line.trim() === '' || line.startsWith('#')) continue;
-        header = line;
-        break;
-      }
-    } finally {
-      lines.close();
-    }
+    for await (const _call of readTrace(path, { onHeader, onProblem: () => undefined })) break;
   } catch {
     return false; // the reader reports it
   }
-  return header.split(',').some((c) => ['caller', 'callee', 'source'].includes(c.trim().replace(/^"|"$/g, '')));
+  return found;
 }
 
 export async function mergeTraces(
@@ -57,7 +45,7 @@ export async function mergeTraces(
   const out = await OutputFile.open(output, (name) => `the merged trace ${name}`);
   // rows carry the attribute columns when an input has one of them
   let attributes = false;
-  for (const input of inputs) if (await hasAttributeColumns(input)) attributes = true;
+  for (const input of inputs) if ((attributes = await hasAttributeColumns(input))) break;
   async function* rows(): AsyncGenerator<[time: number, row: string]> {
     for (const input of inputs)
       for await (const call of readTrace(input)) yield [call.time, traceRow(call, call.durationUs, attributes)];

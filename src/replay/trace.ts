@@ -216,6 +216,8 @@ export interface ReadTraceOptions {
   onProblem?: (problem: TraceProblem) => void;
   /** Stops reading: the reader then throws the signal's reason (at the latest at the next row). */
   signal?: AbortSignal;
+  /** Told the header's column names (trimmed, in file order) once it is read, before any row. */
+  onHeader?: (columns: readonly string[]) => void;
 }
 
 export const REQUIRED_COLUMNS = ['time', 'call_id', 'direction'] as const;
@@ -459,6 +461,7 @@ async function* decodeStream(
   file: string,
   report: (p: TraceProblem) => void,
   signal?: AbortSignal,
+  onHeader?: (columns: readonly string[]) => void,
 ): AsyncGenerator<TraceCall> {
   let thrownByReport: unknown;
   const rep = (p: TraceProblem): void => {
@@ -516,6 +519,7 @@ async function* decodeStream(
         cols = header.cols;
         names = cells.map((c) => c.trim());
         width = cells.length;
+        onHeader?.(names);
         continue;
       }
       const call = decodeRow(row, cols, width, file, rep, utf8.badLines);
@@ -703,7 +707,7 @@ function reporter(opts: ReadTraceOptions | undefined): (p: TraceProblem) => void
  * Without `onProblem`, the first problem throws a TraceError.
  */
 export function readTrace(path: string, opts?: ReadTraceOptions): AsyncGenerator<TraceCall> {
-  return decodeStream(createReadStream(path), path, reporter(opts), opts?.signal);
+  return decodeStream(createReadStream(path), path, reporter(opts), opts?.signal, opts?.onHeader);
 }
 
 /**
@@ -716,7 +720,7 @@ export function readTraceFrom(
   opts?: ReadTraceOptions,
 ): AsyncGenerator<TraceCall> {
   const stream = input instanceof Readable ? input : Readable.from(input, { objectMode: false });
-  return decodeStream(stream, file, reporter(opts), opts?.signal);
+  return decodeStream(stream, file, reporter(opts), opts?.signal, opts?.onHeader);
 }
 
 export interface TraceValidation {
