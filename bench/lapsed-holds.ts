@@ -18,6 +18,8 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
+import { peerBucket } from '../src/store/keys.js';
+import { RedisKeys } from '../src/store/redis/redis-keys.js';
 import { startRedisServer } from '../test/helpers/redis.js';
 import { builtEntry } from './shipped.js';
 
@@ -62,8 +64,9 @@ async function measure(root: string, path: 'lone' | 'batch', lapsed: number): Pr
     const shape = (i: number) => (path === 'lone' ? [`c${i}`] : [`c${i}`, `d${i}`]);
     await Promise.all(shape(-1).map((callId) => gate.admit({ callId, peer: 'p' })));
     for (const id of shape(-1)) await gate.release(id);
-    const [key] = (await admin.keys('lh:*')).filter((k) => !k.includes('call:'));
-    const holds = (await admin.type(key!)) === 'zset' ? key! : (await admin.keys('lh:*ch*'))[0]!;
+    // the peer's holds set on a single Redis (no hash tags: the tag is not in the name)
+    const holds = new RedisKeys('lh:', false).holds('', peerBucket('p'));
+    if ((await admin.zcard(holds)) !== 1) throw new Error(`${holds}: expected the one call in progress`);
     const [s, us] = (await admin.time()).map(Number);
     const past = s! * 1e6 + us! - 1e6;
     for (let i = 0; i < lapsed; i += 10_000) {
