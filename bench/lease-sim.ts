@@ -21,7 +21,7 @@
  * convergence: how fast the shares follow a shift of demand (bench/lease-convergence.ts), median
  *   and worst over the shifts, in seconds.
  */
-import { zipfArrivals } from '../scripts/lease-arrivals.js';
+import { swappingArrivals, zipfArrivals } from '../scripts/lease-arrivals.js';
 import { simulate } from '../scripts/lease-simulate.js';
 import { convergence } from './lease-convergence.js';
 
@@ -59,11 +59,24 @@ interface Variant {
   readonly overflow?: boolean;
   readonly latencyUs?: number;
   readonly headroom?: number;
+  /** Two lanes (regions), 80 % of the calls on one, the two swapping every 5 s (bench/lease-carriers.ts). */
+  readonly regions?: boolean;
 }
 
 function row(lanes: number, load: number, tickMs: number, leaving = true, v: Variant = {}): void {
-  const limit = v.limit === undefined ? LIMIT : { calls: v.limit, channels: Math.round(v.limit * 1.1) };
-  const arrivals = arrivalsFor(lanes, load, v.still ? Number.POSITIVE_INFINITY : SHIFT_US, limit.calls);
+  // regions: the carrier's channels of bench/lease-carriers.ts, 2 × the CPS × the 1 s hold
+  const limit =
+    v.limit === undefined ? LIMIT : { calls: v.limit, channels: Math.round(v.limit * (v.regions ? 2 : 1.1)) };
+  const arrivals = v.regions
+    ? swappingArrivals({
+        rate: limit.calls * load,
+        durationUs: SECONDS * 1e6,
+        busyShare: 0.8,
+        shiftUs: SHIFT_US,
+        meanHoldUs: 1_000_000,
+        seed: SEED,
+      })
+    : arrivalsFor(lanes, load, v.still ? Number.POSITIVE_INFINITY : SHIFT_US, limit.calls);
   const tickUs = tickMs * 1000;
   const headroom = v.headroom ?? 2;
   const r = simulate(arrivals, {
@@ -121,6 +134,28 @@ console.log('-- sizing: the limit over the lanes (calls per lane per window) at 
 console.log('   the limit in the last column (the rows above: 1,000)');
 for (const limit of [100, 500, 2000, 4000])
   for (const lanes of [8, 16, 32]) for (const load of [0.9, 0.95]) row(lanes, load, 50, true, { limit });
+console.log('-- the floor of a split budget: the coordinator at its best (no message delay, 1 ms ticks) beside');
+console.log('   2 ms and 50 ms ticks; 8 lanes of a limit of 600 (bench/lease-cluster.ts), with an overflow lane too');
+for (const load of [0.9, 0.95, 1.0])
+  for (const overflow of [false, true])
+    for (const [latencyUs, tick] of [
+      [2_000, 50],
+      [0, 1],
+    ] as const)
+      row(8, load, tick, true, { limit: 600, latencyUs, overflow });
+console.log('-- two regions (80 % of the calls in one, swapping every 5 s; bench/lease-carriers.ts), limits of');
+console.log(
+  '   100 and 600: messages of up to 40 ms each way with ticks of 200 and 80 ms, 2 ms and 50 ms, none and 1 ms',
+);
+for (const limit of [100, 600])
+  for (const load of [0.9, 0.95, 1.0])
+    for (const [latencyUs, tick] of [
+      [40_000, 200],
+      [40_000, 80],
+      [2_000, 50],
+      [0, 1],
+    ] as const)
+      row(2, load, tick, true, { limit, latencyUs, regions: true });
 console.log('-- with an overflow lane (spill%: calls counted there), limits of 500 and 1,000, 50 ms ticks');
 for (const limit of [500, 1000])
   for (const lanes of [8, 16, 32])

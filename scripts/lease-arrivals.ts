@@ -51,3 +51,23 @@ export function zipfArrivals(o: ArrivalOptions): Arrival[] {
   }
   return out;
 }
+
+/**
+ * Poisson calls over two lanes (two regions), `busyShare` of them on the busy one, the two
+ * swapping every `shiftUs`: the shape of bench/lease-carriers.ts, for the simulation.
+ */
+export function swappingArrivals(
+  o: Omit<ArrivalOptions, 'lanes' | 'zipf'> & { readonly busyShare: number },
+): Arrival[] {
+  const rand = prng(o.seed);
+  const out: Arrival[] = [];
+  let t = 0;
+  for (;;) {
+    t += expGapUs(rand, o.rate);
+    if (t >= o.durationUs) break;
+    const busy = o.shiftUs > 0 ? Math.floor(t / o.shiftUs) % 2 : 0;
+    const lane = rand() < o.busyShare ? busy : 1 - busy;
+    out.push({ t, lane, holdUs: Math.max(1, Math.round(-Math.log(1 - rand()) * o.meanHoldUs)) });
+  }
+  return out;
+}
