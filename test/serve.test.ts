@@ -530,6 +530,20 @@ describe('callgate serve (the command, on Redis)', function () {
     const short = await run(['--listen', '127.0.0.1:0'], { CALLGATE_TOKEN: 'short' });
     expect(short.code).to.equal(2);
     expect(short.stderr).to.equal('error: the token must be at least 16 characters long\n');
+    // a token no client can send (Node reads a header as latin1 and trims its ends): a trailing
+    // newline from a secret file, spaces at an end, a character past ASCII; each answered every
+    // request with a 401 before
+    for (const token of ['0123456789abcdef\n', ' 0123456789abcdef', '0123456789abcdéf']) {
+      const unsendable = await run(['--listen', '127.0.0.1:0'], { CALLGATE_TOKEN: token });
+      expect(unsendable.code).to.equal(2);
+      expect(unsendable.stderr).to.match(/^error: the token must be printable ASCII without spaces at either end/);
+    }
+    // an empty --token beside a CALLGATE_TOKEN: refused, not the token turned off
+    const empty = await run(['--listen', '127.0.0.1:0', '--token', ''], { CALLGATE_TOKEN: '0123456789abcdef' });
+    expect(empty.code).to.equal(2);
+    expect(empty.stderr).to.equal(
+      'error: --token is empty: give a token of 16 characters or more, or leave the option out (no token)\n',
+    );
     const addr = await run(['--listen', 'nowhere:99999']);
     expect(addr.code).to.equal(2);
     expect(addr.stderr).to.equal('error: --listen: expected PORT, HOST:PORT or [IPv6]:PORT, got "nowhere:99999"\n');

@@ -446,5 +446,13 @@ export function serveCommand(program: Command): void {
     )
     .option('--lease-tick-ms <ms>', "the coordinators' tick (default 50)", intOption)
     .option('--lease-reply-timeout-ms <ms>', 'how long a coordinator waits for a lane (default 250)', intOption)
-    .action(async (opts: ServeArgs) => runServe(opts));
+    .action(async (opts: ServeArgs) => {
+      // an empty --token says nothing: with CALLGATE_TOKEN set it would turn the token off
+      // without a word (an empty variable is how a deployment leaves the token unset)
+      if (opts.token === '' && cmd.getOptionValueSource('token') === 'cli')
+        throw new InvalidArgumentError(
+          '--token is empty: give a token of 16 characters or more, or leave the option out (no token)',
+        );
+      await runServe(opts);
+    });
 }

@@ -37,6 +37,13 @@ export function isLoopback(host: string): boolean {
 /** Refuse a non-loopback address without a token, saying what to do. */
 export function checkExposure(addr: ListenAddress, token: string | undefined): void {
   if (token !== undefined && token.length < 16) bad('the token must be at least 16 characters long');
+  // Node reads a header as latin1 and trims its ends: a token with a control character (a
+  // trailing newline from a secret file), a character above U+007E, or spaces at either end can
+  // never be sent, and every request would be a 401
+  if (token !== undefined && !/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(token))
+    bad(
+      'the token must be printable ASCII without spaces at either end (a trailing newline from a file?): no client could send it in an Authorization header',
+    );
   if (token === undefined && !isLoopback(addr.host)) {
     bad(
       `--listen ${addr.host}:${addr.port} is not a loopback address: anyone who reaches it could admit, reserve and release calls. ` +
