@@ -469,6 +469,27 @@ describe('attribute levels', () => {
           expect(listed.bans.map((b) => `${b.level}:${b.value}`)).to.deep.equal(['src:203.0.113.0/24']);
           expect(listed.bans[0]!.remaining_ms).to.be.within(3_500_000, 3_600_000);
           expect((await app.inject({ method: 'DELETE', url: '/v1/bans/src/x' })).statusCode).to.equal(401);
+          // no field beyond the path: a query or a body is a 400, not a filter or a level ignored;
+          // an empty value a 400 (it was a 404, as if the request were right and the ban missing)
+          const refusedWith = async (method: 'GET' | 'DELETE', url: string, payload?: object) => {
+            const r = await app.inject({ method, url, headers: auth, ...(payload && { payload }) });
+            return [r.statusCode, r.json().error];
+          };
+          expect(await refusedWith('GET', '/v1/bans?level=src')).to.deep.equal([400, 'bad-request']);
+          expect(await refusedWith('GET', '/v1/bans', { level: 'src' })).to.deep.equal([400, 'bad-request']);
+          expect(await refusedWith('DELETE', '/v1/bans/src/x?level=caller')).to.deep.equal([400, 'bad-request']);
+          expect(await refusedWith('DELETE', '/v1/bans/src/x', { level: 'caller' })).to.deep.equal([
+            400,
+            'bad-request',
+          ]);
+          expect(await refusedWith('DELETE', '/v1/bans/src/')).to.deep.equal([400, 'bad-request']);
+          // a value as long as an id may be (256) reaches the route, past find-my-way's default
+          // of 100 for a path parameter (a 400 "exceeding the max param length" before): here
+          // the level's own answer, it has no ban; one past 256 is still refused
+          expect(
+            (await app.inject({ method: 'DELETE', url: `/v1/bans/caller/${'9'.repeat(256)}`, headers: auth })).json(),
+          ).to.deep.equal({ error: 'not-found', message: 'the attribute level "caller" has no ban' });
+          expect(await refusedWith('DELETE', `/v1/bans/caller/${'9'.repeat(257)}`)).to.deep.equal([400, 'bad-request']);
           expect(
             (await app.inject({ method: 'DELETE', url: '/v1/bans/caller/x', headers: auth })).json(),
           ).to.deep.include({ error: 'not-found' });

@@ -123,6 +123,16 @@ describe('sidecar HTTP API (in process)', () => {
       headers: { 'content-type': 'Application/X-WWW-Form-Urlencoded; Charset=UTF-8' },
     });
     expect([upper.statusCode, upper.json()]).to.deep.equal([200, form.json()]);
+    // an empty form body is no body, as an empty JSON body is: the fields come from the query
+    // (`curl -d '' '…/v1/admit?call_id=…'`; a 400 "a request with a body takes its fields from
+    // the body alone" before)
+    const emptyForm = await s.app.inject({
+      method: 'POST',
+      url: '/v1/admit?call_id=c4&peer=p2',
+      payload: '',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect([emptyForm.statusCode, emptyForm.json().call_id]).to.deep.equal([200, 'c4']);
     const reset = await s.app.inject({
       method: 'POST',
       url: '/v1/reset',
@@ -524,6 +534,14 @@ describe('sidecar HTTP API (in process)', () => {
     // and the server still answers
     const ok = await exchange('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     expect(ok.split(' ')[1]).to.equal('200');
+    // bytes that are not HTTP behind a whole request (pipelined, or in the same TCP read): the
+    // request is decided (a call admitted), so its answer comes first, then the 400. The 400
+    // came alone, read by the client as the admit's answer, while the call held its channel.
+    const both = await exchange('GET /v1/admit?call_id=pg1&peer=p1 HTTP/1.1\r\nHost: x\r\n\r\nNOT-HTTP\r\n\r\n');
+    const [first, second] = both.split(/(?=HTTP\/1\.1 )/);
+    expect(parse(first!).status).to.equal(200);
+    expect(parse(first!).json).to.include({ call_id: 'pg1', outcome: 'admitted' });
+    expect(parse(second!).status).to.equal(400);
   });
 
   it('bad requests: 400 naming the field and what was expected', async () => {

@@ -13,7 +13,7 @@
  * `Authorization: Bearer <token>`.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, {
   LogController,
@@ -32,6 +32,7 @@ import type { CallGate } from '../gate.js';
 import { listHolds, resetBucket, resetLine } from '../observe/operate.js';
 import { OPERATOR_TIMEOUT_MS, pastDeadline, withDeadline } from '../store/timeout.js';
 import { packageVersion } from '../package-root.js';
+import { MAX_ID_LENGTH } from '../ids.js';
 import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
 import { checkBodyCoding, UnsupportedBody } from './body-coding.js';
 import { parseJsonBody, parseUrlEncoded, UrlEncoded } from './fields.js';
@@ -125,6 +126,16 @@ function digest(s: string): Buffer {
 function writeClientError(err: Error & { code?: string }, socket: Duplex): void {
   // a reset connection has nothing to answer to
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  // Bad bytes pipelined behind a good request (or bundled in one TCP read with it): that request
+  // is already being decided (a call admitted, a channel held). Its answer is owed first; written
+  // now, the error would be read as its answer and the decision lost. (Bad bytes in the body of
+  // the request in flight, or its timeout, are that request's own error: answered at once.)
+  const owed = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (owed && !owed.writableFinished && owed.req?.complete === true) {
+    owed.once('finish', () => setImmediate(() => writeClientError(err, socket)));
+    owed.once('close', () => setImmediate(() => writeClientError(err, socket)));
+    return;
+  }
   const [status, error, message] =
     err.code === 'HPE_HEADER_OVERFLOW'
       ? [431, 'headers-too-large', 'request headers too large']
@@ -163,6 +174,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     clientErrorHandler: writeClientError,
     // the query read as form bodies are (fields.ts): exact UTF-8 or refused, decoded once
     routerOptions: {
+      // a path parameter (DELETE /v1/bans/:level/:value) is an id of up to MAX_ID_LENGTH
+      // characters, decoded: find-my-way's default of 100 answered a longer ban value with a 400
+      maxParamLength: MAX_ID_LENGTH,
       querystringParser: (query: string) => parseUrlEncoded(query) as unknown as Record<string, string>,
     },
   });
@@ -207,7 +221,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   // Form bodies (what many SIP servers' HTTP clients send by default) read like a query string.
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (req, body, done) => {
     checkBodyCoding(req.headers, 'application/x-www-form-urlencoded', body as Buffer);
-    done(null, { form: parseUrlEncoded(body as Buffer) });
+    // an empty form is no body (curl -d '' with the fields in the query), as an empty JSON body is
+    done(null, (body as Buffer).length === 0 ? undefined : { form: parseUrlEncoded(body as Buffer) });
   });
 
   if (opts.token !== undefined) {
@@ -323,9 +338,16 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   });
 
   // bans of attribute levels (docs/attributes.md): the list, and lifting one
-  app.get('/v1/bans', async () => ({ bans: (await operatorRead(() => listBans(gate.store, gate.clock.now()))) ?? [] }));
+  // neither route takes a field beyond its path: a query or a body is refused, not ignored (a
+  // `?level=source` read as a filter that silently did nothing)
+  app.get('/v1/bans', async (req) => {
+    read(emptyRequest, req);
+    return { bans: (await operatorRead(() => listBans(gate.store, gate.clock.now()))) ?? [] };
+  });
   app.delete('/v1/bans/:level/:value', async (req, reply) => {
+    read(emptyRequest, req);
     const { level, value } = req.params as { level: string; value: string };
+    if (value === '') throw new BadRequest(['path: the value is empty (DELETE /v1/bans/<level>/<value>)']);
     try {
       const lifted = await operatorWrite('the ban', () =>
         liftBan(gate.config, gate.store, level, value, gate.clock.now()),

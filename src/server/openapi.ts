@@ -202,11 +202,11 @@ export const ROUTE_DOCS: Readonly<Record<string, RouteDoc>> = {
   },
   '/v1/bans': {
     summary: 'The bans of attribute levels in force.',
-    answers: { 200: bansAnswerSchema, 503: errorAnswerSchema },
+    answers: { 200: bansAnswerSchema, ...bad, 503: errorAnswerSchema },
   },
   '/v1/bans/:level/:value': {
     summary: 'Lift the ban of a value on an attribute level, for every process.',
-    answers: { 200: unbanAnswerSchema, 404: errorAnswerSchema, 503: errorAnswerSchema },
+    answers: { 200: unbanAnswerSchema, ...bad, 404: errorAnswerSchema, 503: errorAnswerSchema },
   },
   '/v1/openapi.json': { summary: 'This document.', answers: { 200: z.record(z.string(), z.unknown()) } },
   '/metrics': { summary: 'Prometheus exposition.', answers: {}, text: 'text/plain' },
