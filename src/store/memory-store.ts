@@ -160,9 +160,12 @@ class HoldSet {
     const end = this.byId.get(id);
     if (end === undefined) return false;
     this.byId.delete(id);
-    // the first live index with this end, then the one of this id among equal ends
-    let i = this.upper(end - 1);
-    while (this.ids[i] !== id) i++;
+    // the first live index with this end (a lower bound: `end - 1` is `end` itself past 2^53, where
+    // upper(end - 1) skipped every equal end and the scan below never met `id`), then the one of
+    // this id among equal ends, never past them
+    let i = firstAtLeast(this.ends, this.head, end);
+    while (i < this.ends.length && this.ids[i] !== id) i++;
+    if (i === this.ends.length) return true; // unreachable while byId and ends agree
     this.ends.splice(i, 1);
     this.ids.splice(i, 1);
     return true;
@@ -179,6 +182,17 @@ class HoldSet {
       out.push({ id: this.ids[i]!, endUs: this.ends[i]! });
     return out;
   }
+}
+
+/** Index of the first element of sorted[lo..] that is >= x. */
+function firstAtLeast(sorted: readonly number[], lo: number, x: number): number {
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]! < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** A call's record (one per id and direction): its end and the hold sets it holds a channel in. */

@@ -618,6 +618,7 @@ const chBoth = withChannels(bucket(peerBucket('ch both'), SL(1, S)), 1);
 const chOther = bucket(peerBucket('ch other'));
 const chDup = withChannels(bucket(peerBucket('ch dup'), SL(2, S)), 5);
 const chAcc = withChannels(bucket(accountBucket('ch {acc}'), SL(100, S)), 3);
+const chFar = withChannels(bucket(peerBucket('ch far'), SL(100, S)), 5);
 const chPeerA = withChannels(bucket(peerBucket('ch a:1')), 1);
 const CA = carrierCh('chA', 100_000, S, 2); // 10 cps, maxWait 1 s, 2 channels
 const CB = carrier('chB', 100_000, 0); // no channel limit
@@ -701,6 +702,19 @@ const channels: Case[] = [
       release('r2', T0 + 65 * S, 0), // its record lapsed: released nothing (and is dropped)
       release('nobody', T0 + 65 * S, 0),
       on(accountTag('ch {acc}'), [chAcc, chPeerA]).holds(0, T0 + 65 * S, 1),
+    ],
+  },
+  {
+    // past 2^53 µs an end minus 1 is the end itself: the memory store's release looked for the
+    // hold from the first end above `end - 1`, passed it, and scanned on forever
+    name: 'channels: a hold ending past 2^53 µs is released (two of them with one end)',
+    ops: [
+      on(peerTag('ch far'), [chFar]).call(T0, 'f1', Number.MAX_SAFE_INTEGER, ok),
+      on(peerTag('ch far'), [chFar]).call(T0, 'f2', Number.MAX_SAFE_INTEGER, ok),
+      on(peerTag('ch far'), [chFar]).holds(0, T0, 2),
+      release('f2', T0 + 1, 1),
+      release('f1', T0 + 2, 1),
+      on(peerTag('ch far'), [chFar]).holds(0, T0 + 2, 0),
     ],
   },
   {
