@@ -16,10 +16,24 @@ import type { RedisKeys } from './redis-keys.js';
 /** Pause between attempts of a locator write that failed, ms. */
 const LOCATOR_RETRY_MS = 200;
 
+/** One locator write under way (CallLocators.begin). */
+interface LocatorWrite {
+  /** No later write of the same locator was issued since. */
+  readonly current: () => boolean;
+  readonly end: () => void;
+}
+
 export class CallLocators {
   private closed = false;
   /** Call ids whose locator is being written. */
   private readonly writing = new Map<string, Promise<void>>();
+  /**
+   * Per locator key with a write under way (first attempt or retries), the latest write issued:
+   * a newer one (a reservation that moved to another carrier, the id decided again) supersedes
+   * it, and an older write's retry landing after it would name a record the call no longer has,
+   * whose hold no release could then find.
+   */
+  private readonly latest = new Map<string, symbol>();
 
   constructor(
     private readonly conn: RedisConnection,
@@ -45,6 +59,7 @@ export class CallLocators {
     const until = Date.now() + this.ttlMs(forUs, virtual);
     const key = this.keys.locator(id);
     const value = this.keys.inboundRecord(tag, id);
+    const write = this.begin(key);
     const attempt = (): Promise<'written' | 'exists' | 'failed'> => {
       const px = Math.max(1, until - Date.now());
       const sent = nx ? this.conn.redis.set(key, value, 'PX', px, 'NX') : this.conn.redis.set(key, value, 'PX', px);
@@ -53,10 +68,33 @@ export class CallLocators {
         () => 'failed',
       );
     };
-    return attempt().then((first) => {
-      if (first === 'failed') this.retry(id, until, attempt);
+    return this.firstAttempt(attempt).then((first) => {
+      if (first === 'failed') this.retry(id, until, attempt, write);
+      else write.end();
       return first;
     });
+  }
+
+  /**
+   * `attempt` once the connection is ready: sent before (a store just made, a reconnection),
+   * without an offline queue it failed at once, and the call answered with its locator
+   * written only by a retry 200 ms later. At once when Redis is known to be down.
+   */
+  private firstAttempt<T>(attempt: () => Promise<T>): Promise<T> {
+    const wait = this.conn.notReady(undefined);
+    return wait === undefined ? attempt() : wait.then(attempt, attempt);
+  }
+
+  /** A locator write of `key` begins: whether it is still the latest issued, and its end. */
+  private begin(key: string): LocatorWrite {
+    const mine = Symbol(key);
+    this.latest.set(key, mine);
+    return {
+      current: () => this.latest.get(key) === mine,
+      end: () => {
+        if (this.latest.get(key) === mine) this.latest.delete(key);
+      },
+    };
   }
 
   /**
@@ -64,12 +102,21 @@ export class CallLocators {
    * in the background until it lands or `until` (ms, Date.now) passes; tracked, so that a
    * release of `id` from this process waits for it. Nothing once the store is closing.
    */
-  private retry(id: string, until: number, attempt: () => Promise<unknown>): void {
-    if (this.closed) return;
+  private retry(id: string, until: number, attempt: () => Promise<unknown>, write: LocatorWrite): void {
+    if (this.closed) {
+      write.end();
+      return;
+    }
     const retried = (async () => {
-      while (!this.closed && Date.now() < until) {
-        await new Promise((resolve) => setTimeout(resolve, LOCATOR_RETRY_MS).unref());
-        if ((await attempt()) !== 'failed') return;
+      try {
+        while (!this.closed && Date.now() < until) {
+          await new Promise((resolve) => setTimeout(resolve, LOCATOR_RETRY_MS).unref());
+          // superseded by a later write of the same locator: that one names the record
+          if (!write.current()) return;
+          if ((await attempt()) !== 'failed') return;
+        }
+      } finally {
+        write.end();
       }
     })();
     this.track(id, retried);
@@ -88,6 +135,7 @@ export class CallLocators {
   locateOut(id: string, record: string, ms: number, get: boolean): Promise<string | null | undefined> {
     const until = Date.now() + ms;
     const key = this.keys.outboundLocator(id);
+    const write = this.begin(key);
     const attempt = (): Promise<string | null | undefined | 'failed'> => {
       const px = Math.max(1, until - Date.now());
       const sent = get ? this.conn.redis.set(key, record, 'PX', px, 'GET') : this.conn.redis.set(key, record, 'PX', px);
@@ -96,9 +144,12 @@ export class CallLocators {
         () => 'failed' as const,
       );
     };
-    return attempt().then((first) => {
-      if (first !== 'failed') return first;
-      this.retry(id, until, attempt);
+    return this.firstAttempt(attempt).then((first) => {
+      if (first !== 'failed') {
+        write.end();
+        return first;
+      }
+      this.retry(id, until, attempt, write);
       return undefined;
     });
   }
@@ -109,12 +160,15 @@ export class CallLocators {
    */
   async restoreOut(id: string, before: string | null): Promise<void> {
     const key = this.keys.outboundLocator(id);
+    const write = this.begin(key); // the re-reservation's own write, if retrying, gives up
     try {
       const ms = before === null ? -1 : await this.conn.redis.pttl(before);
       if (ms > 0) await this.conn.redis.set(key, before!, 'PX', ms);
       else this.conn.redis.del(key).catch(() => undefined);
     } catch {
       // best effort: a stale locator names a record that is gone, which a release finds empty
+    } finally {
+      write.end();
     }
   }
 
