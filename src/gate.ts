@@ -329,9 +329,25 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   reserve(input: DispatchInput): Promise<Reservation> {
     return this.timed('reserve', () => {
       const r = this.dispatcher.reserve(input);
-      return this.recorder ? r.then((x) => this.recorder!.outbound(input, x)) : r;
+      // a release of this id issued meanwhile goes after it (releaseOnce), and close() lets it end
+      // on the open store, as an admission under way
+      const id = (input as { callId?: unknown } | null)?.callId;
+      if (typeof id === 'string') {
+        const set = this.reserving.get(id) ?? new Set<Promise<unknown>>();
+        set.add(r);
+        this.reserving.set(id, set);
+        const done = () => {
+          set.delete(r);
+          if (set.size === 0 && this.reserving.get(id) === set) this.reserving.delete(id);
+        };
+        r.then(done, done);
+      }
+      return this.tracked(this.recorder ? r.then((x) => this.recorder!.outbound(input, x)) : r);
     });
   }
+
+  /** Reservations (reserve()) under way, by call id: a release of the id waits for them. */
+  private readonly reserving = new Map<string, Set<Promise<unknown>>>();
 
   /** Reserve, hold the call for its offset on the engine's clock, then hand it to `send`. */
   dispatch(
@@ -416,8 +432,16 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     // after its INVITE)
     const deciding = this.admission.inFlight(callId);
     if (deciding !== undefined) await deciding.catch(() => undefined);
+    // likewise a reservation of this id still being decided here (reserve(): the sidecar's
+    // /v1/reserve): sent at once, the release could land first (a reservation waiting out a
+    // recovery's grace) and the reservation then hold its carrier channel until maxCallDuration
+    const reserving = this.reserving.get(callId);
+    if (reserving !== undefined) await Promise.allSettled([...reserving]);
+    // read before the store is asked: a clock that throws is the caller's fault, not an outage
+    // to retry the release through (it was deferred, and retried every second)
+    const now = this.clock.now();
     try {
-      const r = await this.releaseInStore(callId);
+      const r = await this.releaseInStore(callId, now);
       const outcome = r.released ? 'released' : 'not-held';
       this.safeEmit('released', { callId, outcome, at: r.at });
       return outcome;
@@ -430,8 +454,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   }
 
   /** One release in the store (and in the `local` policy's stand-in): whether something was held, and when. */
-  private async releaseInStore(callId: string): Promise<{ released: boolean; at: number }> {
-    const now = this.clock.now();
+  private async releaseInStore(callId: string, now = this.clock.now()): Promise<{ released: boolean; at: number }> {
     const local = this.admission.localStand?.releaseSync({ id: callId, now }).released ?? 0;
     const r = await this.storeCall((signal) => {
       const answer = this.store.release({ id: callId, now, signal });

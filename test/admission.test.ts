@@ -75,6 +75,14 @@ forEachStore('admission contract', (kind: () => StoreKind, storeName) => {
         (e: unknown) => e,
       );
       expect((err as Error | undefined)?.message).to.equal('clock broken');
+      // a release too: rejected with the clock's error, not deferred and retried every second
+      // as if the store were out of reach
+      const released = await g.release('x').then(
+        (outcome) => outcome,
+        (e: unknown) => (e as Error).message,
+      );
+      expect(released).to.equal('clock broken');
+      expect(g.deferredReleases).to.equal(0);
     });
   });
 

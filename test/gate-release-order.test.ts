@@ -8,10 +8,10 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
-import { peerBucket, peerTag } from '../src/store/keys.js';
+import { carrierName, OUTBOUND_TAG, peerBucket, peerTag } from '../src/store/keys.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import type { AdmitRequest, AdmitResult, Store } from '../src/store/types.js';
+import type { AdmitRequest, AdmitResult, ReserveRequest, ReserveResult, Store } from '../src/store/types.js';
 import { uniquePrefix } from './admission/stores.js';
 import { newRedisClient, redisForSuite } from './helpers/redis.js';
 
@@ -26,7 +26,15 @@ class SlowStore extends MemoryStore {
     await new Promise((r) => setTimeout(r, 50));
     return super.admit(req);
   }
+  override async reserve(req: ReserveRequest): Promise<ReserveResult> {
+    await new Promise((r) => setTimeout(r, 50));
+    return super.reserve(req);
+  }
 }
+
+const carriers = { outbound: { carriers: { A: { cps: 100, maxWait: 'PT1S', channels: 5 } } } };
+/** Calls holding a channel of carrier A now. */
+const heldOnA = async (store: Store) => (await store.holds({ tag: OUTBOUND_TAG, name: carrierName('A') })).holds;
 
 describe('CallGate: a release issued while its admission is decided', function () {
   this.timeout(20_000);
@@ -41,6 +49,20 @@ describe('CallGate: a release issued while its admission is decided', function (
     expect(d.admitted).to.equal(true);
     expect(outcome).to.equal('released');
     expect(await held(store)).to.equal(0);
+    await gate.close();
+  });
+
+  it("a reservation (the sidecar's /v1/reserve) the same: the release waits, then frees its carrier channel", async () => {
+    const store = new SlowStore();
+    const gate = await CallGate.create({ config: carriers, store });
+    const [r, outcome] = await Promise.all([
+      gate.reserve({ callId: 'o1', route: ['A'] }),
+      new Promise((res) => setTimeout(res, 5)).then(() => gate.release('o1')),
+    ]);
+    expect(r.outcome).to.equal('dispatched');
+    // it answered not-held, landing before the reservation, which then held A's channel
+    expect(outcome).to.equal('released');
+    expect(await heldOnA(store)).to.equal(0);
     await gate.close();
   });
 
@@ -63,6 +85,17 @@ describe('CallGate: a release issued while its admission is decided', function (
         expect(await held(store), `round ${i}`).to.equal(0);
         await gate.close();
       }
+    });
+
+    it('close() while a reservation is under way: it ends on the open store, dispatched', async () => {
+      const gate = await CallGate.create({
+        config: carriers,
+        store: RedisStore.connect(suite.handle.url, { prefix: uniquePrefix('order-close') }),
+      });
+      const reserving = gate.reserve({ callId: 'c1', route: ['A'] });
+      await gate.close();
+      // it failed with "Redis connection closed": close() did not wait for it
+      expect((await reserving).outcome).to.equal('dispatched');
     });
   });
 });
