@@ -426,6 +426,8 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   /** release() of a gate that still takes releases. */
   private async releaseOnce(callId: string): Promise<ReleaseOutcome> {
     this.dispatcher.cancel(callId);
+    // a call held here for its slot gave its carrier channel back as it was cancelled, just now
+    const gaveBack = this.dispatcher.givingBack(callId);
     // an admission of this id still being decided here goes first: sent at once, the release
     // could land before it (a decision waiting out a recovery's grace, the first call of a new
     // gate) and find nothing, leaving the call held until maxCallDuration (a CANCEL right
@@ -442,7 +444,7 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     const now = this.clock.now();
     try {
       const r = await this.releaseInStore(callId, now);
-      const outcome = r.released ? 'released' : 'not-held';
+      const outcome = r.released || (await gaveBack) === true ? 'released' : 'not-held';
       this.safeEmit('released', { callId, outcome, at: r.at });
       return outcome;
     } catch (err) {

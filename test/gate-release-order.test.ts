@@ -8,6 +8,7 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
+import { VirtualClock } from '../src/clock.js';
 import { carrierName, OUTBOUND_TAG, peerBucket, peerTag } from '../src/store/keys.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
@@ -34,7 +35,8 @@ class SlowStore extends MemoryStore {
 
 const carriers = { outbound: { carriers: { A: { cps: 100, maxWait: 'PT1S', channels: 5 } } } };
 /** Calls holding a channel of carrier A now. */
-const heldOnA = async (store: Store) => (await store.holds({ tag: OUTBOUND_TAG, name: carrierName('A') })).holds;
+const heldOnA = async (store: Store, now?: number) =>
+  (await store.holds({ tag: OUTBOUND_TAG, name: carrierName('A'), ...(now !== undefined && { now }) })).holds;
 
 describe('CallGate: a release issued while its admission is decided', function () {
   this.timeout(20_000);
@@ -63,6 +65,27 @@ describe('CallGate: a release issued while its admission is decided', function (
     // it answered not-held, landing before the reservation, which then held A's channel
     expect(outcome).to.equal('released');
     expect(await heldOnA(store)).to.equal(0);
+    await gate.close();
+  });
+
+  it('a dispatched call held for its slot, released: released (its channel given back), not not-held', async () => {
+    const clock = new VirtualClock(1_700_000_000_000_000);
+    const store = new MemoryStore();
+    const gate = await CallGate.create({
+      config: { outbound: { carriers: { A: { cps: 2, maxWait: 'PT2S', channels: 5 } } } },
+      store,
+      clock,
+    });
+    const first = gate.dispatch({ callId: 'd1', route: ['A'] });
+    const second = gate.dispatch({ callId: 'd2', route: ['A'] }); // its slot 500 ms ahead: held
+    while (gate.held < 1) await new Promise((r) => setImmediate(r));
+    expect(await heldOnA(store, clock.now())).to.equal(2);
+    // the cancel gave the channel back and the release then found nothing: it said not-held,
+    // "released already, or lapsed"
+    expect(await gate.release('d2')).to.equal('released');
+    expect((await second).outcome).to.equal('cancelled');
+    expect(await heldOnA(store, clock.now())).to.equal(1);
+    expect((await first).outcome).to.equal('dispatched');
     await gate.close();
   });
 

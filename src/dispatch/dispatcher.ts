@@ -645,9 +645,30 @@ export class Dispatcher {
    */
   private giveBack(callId: string): void {
     // on the engine's clock (a virtual one in replay), else the store's
-    this.store
-      .release({ id: callId, direction: 'out', now: this.clock.now() })
-      .catch((err: unknown) => this.events.safeEmit('error', toError(err)));
+    const back = this.store.release({ id: callId, direction: 'out', now: this.clock.now() }).then(
+      (r) => r.released > 0,
+      (err: unknown) => {
+        this.events.safeEmit('error', toError(err));
+        return false;
+      },
+    );
+    this.givenBack.set(callId, back);
+    void back.then(() => {
+      if (this.givenBack.get(callId) === back) this.givenBack.delete(callId);
+    });
+  }
+
+  /** Per call id, a give-back under way (giveBack): whether it freed a channel. */
+  private readonly givenBack = new Map<string, Promise<boolean>>();
+
+  /**
+   * The give-back under way of the call `callId` ended here (cancel() of a held call, a send
+   * that failed): whether it freed a carrier channel; undefined when none is under way. A
+   * release right behind a cancel() answers `released` by it, not `not-held` (the channel was
+   * given back, by the cancel).
+   */
+  givingBack(callId: string): Promise<boolean> | undefined {
+    return this.givenBack.get(callId);
   }
 
   private decided(
