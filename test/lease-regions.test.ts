@@ -14,6 +14,7 @@ import { RedisStore } from '../src/store/redis/redis-store.js';
 import { expectLocalDecisions, lastSecond, offerPhase, type RegionRow, regionsRig } from './helpers/regions.js';
 import { maxInWindow } from './helpers/window.js';
 import { leasedConfig } from './helpers/lease-load.js';
+import { scripts } from '../src/store/redis/scripts.js';
 
 const LIMIT = 100;
 const CHANNELS = 400;
@@ -131,4 +132,49 @@ describe('a leased global level over two regions, 40 ms apart', function () {
         await Promise.all([gateA.close(), gateB.close()]);
       }
     });
+});
+
+describe('a ticking coordinator and a lane 150 ms away', function () {
+  this.timeout(30_000);
+  const rig = regionsRig(150);
+
+  it('reads the far lane about once a round trip: it does not wait for its grants first', async () => {
+    const prefix = `t:far-ticks:${Date.now()}:`;
+    const { a, b, client, farUrl } = rig.regions;
+    // every command region B runs, read on its own connection (not through the link)
+    const monitor = await client(b.url).monitor();
+    const observeSha = scripts()['lease-observe'].sha;
+    // per lane of region B (its lane and its unused overflow lane, both read every tick)
+    const readings = new Map<string, number>();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args[0]?.toLowerCase() === 'evalsha' && args[1] === observeSha)
+        readings.set(args[3]!, (readings.get(args[3]!) ?? 0) + 1);
+    });
+    const coordinator = new LeaseCoordinator({
+      deployments: [
+        { redis: client(a.url), lanes: 1, prefix },
+        { redis: client(farUrl, true), lanes: 1, prefix },
+      ],
+      limit: { calls: LIMIT, windowUs: 1_000_000 },
+      tickMs: 10, // as often as the link allows
+      replyTimeoutMs: 1_000,
+      leaderTtlMs: 5_000,
+    }).start();
+    await sleep(5_000);
+    await coordinator.stop();
+    monitor.disconnect();
+    // a 300 ms round trip: a tick of a reading and its grants, each awaited, reads the far lane
+    // every 600 ms (at most 9 times in 5 s); with the grants left in flight, every 300 ms (at
+    // most 17; the first second goes to taking the leadership and the first shares)
+    console.log(`      region B's lanes read ${[...readings.values()].join(' and ')} times in 5 s`);
+    expect(readings.size).to.equal(2);
+    for (const n of readings.values()) expect(n).to.be.at.least(11);
+    // every grant landed before stop() returned: the lanes of both regions hold the whole limit
+    let held = 0;
+    for (const url of [a.url, b.url]) {
+      const redis = client(url);
+      for (const key of await redis.keys(`${prefix}*:share`)) held += Number(await redis.hget(key, 'c'));
+    }
+    expect(held).to.equal(LIMIT);
+  });
 });

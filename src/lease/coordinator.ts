@@ -181,8 +181,9 @@ type Observed = LaneObservation & { now: number; share: Budget; leaseEnd: number
 /**
  * Weight of a new sample in a lane's smoothed horizon. A share granted at a tick is in force
  * until the next tick's order lands on the lane: one tick after it was planned when the lanes
- * answer at once, much more across regions (a region 80 ms away makes a 50 ms tick take ~165
- * ms, and a lane here waits ~160 ms of each for its order: the far lane's reading and shrink).
+ * answer at once, much more across regions (a region 80 ms away makes a 50 ms tick take one
+ * round trip for its readings and one more when it shrinks a lane there, and a lane here waits
+ * that long for its order).
  */
 const HORIZON_WEIGHT = 0.3;
 
@@ -215,6 +216,13 @@ export class LeaseCoordinator {
   private views: LaneView[] = [];
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  /**
+   * The last tick's grants, while in flight: a ticking coordinator does not wait for them (the
+   * next tick's readings go behind them on each lane's connection, and are answered after
+   * them), so that a tick across a far region takes its readings' and shrinks' round trips, not
+   * a third for the grants. Awaited by the next step, tick() and stop().
+   */
+  private granting: Promise<void> | undefined;
   private stopped = false;
   private lastReport: LeaseTickReport = { leader: false, term: 0, lost: [] };
   /** Per lane, the refusals for lack of share read while this process led (refusals). */
@@ -307,6 +315,7 @@ export class LeaseCoordinator {
     this.unfollow();
     if (this.timer) clearTimeout(this.timer);
     await this.running;
+    await this.granting?.catch(() => undefined);
     if (this.leading) {
       this.leading = false;
       this.state = undefined;
@@ -400,7 +409,7 @@ export class LeaseCoordinator {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
       const began = performance.now();
-      this.running = this.tick()
+      this.running = this.tickOnce()
         .then(() => undefined)
         .catch(() => {
           // a failed tick (the home Redis away) leads nothing: the lanes keep their leases until they end
@@ -410,11 +419,27 @@ export class LeaseCoordinator {
     }, ms);
   }
 
-  /** One tick (public for tests that step the coordinator themselves). */
+  /**
+   * One tick, its grants landed (or failed) before it returns (public for tests that step the
+   * coordinator themselves, and read the lanes' shares after it).
+   */
   async tick(): Promise<LeaseTickReport> {
+    await this.tickOnce();
+    await this.guard(this.landed());
+    return this.reported();
+  }
+
+  /** One tick; its grants may still be in flight when it returns (the timer's tick). */
+  private async tickOnce(): Promise<LeaseTickReport> {
     if (!(await this.lead())) return (this.lastReport = { leader: false, term: this.term, lost: [] });
+    await this.guard(this.step());
+    return this.reported();
+  }
+
+  /** `work` (a step, or its grants), a newer leader or a term that went back giving the leadership up. */
+  private async guard(work: Promise<void>): Promise<void> {
     try {
-      await this.step();
+      await work;
     } catch (err) {
       if (!(err instanceof Stale)) throw err;
       // a newer leader, or a term counter that went back (its Redis restarted empty): give the
@@ -426,12 +451,22 @@ export class LeaseCoordinator {
         () => undefined,
       );
     }
+  }
+
+  private reported(): LeaseTickReport {
     return (this.lastReport = {
       leader: this.leading,
       term: this.term,
       ...(this.state && { state: this.state }),
       lost: this.views.flatMap((v, i) => (v.lost ? [i] : [])),
     });
+  }
+
+  /** The last tick's grants, once they have landed or failed (a Stale one rethrown). */
+  private async landed(): Promise<void> {
+    const g = this.granting;
+    this.granting = undefined;
+    await g;
   }
 
   /** Renew ('kept', the state saved) or take ('new') the leadership; false: another leads. */
@@ -524,6 +559,8 @@ export class LeaseCoordinator {
 
   private async step(): Promise<void> {
     const observed = await Promise.all(this.lanes.map((_, i) => this.observe(i)));
+    // the last tick's grants went before these readings on each lane's connection: answered by now
+    await this.landed();
     // a lane may hold a later lease end than this coordinator saved (a predecessor's order that
     // landed after its last save): what the lane says is taken, so nothing is reclaimed early
     observed.forEach((o, i) => {
@@ -625,14 +662,16 @@ export class LeaseCoordinator {
     // (a leadership lost or taken afresh since the tick began: nothing saved, nothing granted)
     if ((await this.lead(this.saved())) !== 'kept') return;
     const grants = new Map(settled.grants.map((g) => [g.lane, g.amount]));
-    await Promise.all(
+    const granting = Promise.all(
       this.views.map(async (v, i) => {
         if (v.lost || lostFlags[i]) return;
         const amount = grants.get(i);
         if (amount === undefined && shrunk.has(i)) return; // renewed by its shrink
         await this.order(i, 'lease-grant', [amount?.calls ?? 0, amount?.channels ?? 0, ends[i]!, this.windowUs]);
       }),
-    );
+    ).then(() => undefined);
+    granting.catch(() => undefined); // awaited later (landed); never an unhandled rejection meanwhile
+    this.granting = granting;
   }
 
   private saved(): Saved {
