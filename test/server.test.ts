@@ -542,6 +542,19 @@ describe('sidecar HTTP API (in process)', () => {
     expect(parse(first!).status).to.equal(200);
     expect(parse(first!).json).to.include({ call_id: 'pg1', outcome: 'admitted' });
     expect(parse(second!).status).to.equal(400);
+    // CONNECT (Node closed the socket without an answer) and an Expect it cannot meet (Node's 417
+    // without a body): in the API's error shape
+    const connect = parse(await exchange('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'));
+    expect(connect).to.deep.equal({
+      status: 404,
+      json: {
+        error: 'not-found',
+        message: 'no route CONNECT example.com:443',
+        problems: ['no route CONNECT example.com:443'],
+      },
+    });
+    const expectation = parse(await exchange('GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\n\r\n'));
+    expect([expectation.status, expectation.json.error]).to.deep.equal([417, 'expectation-failed']);
   });
 
   it('bad requests: 400 naming the field and what was expected', async () => {
@@ -562,6 +575,8 @@ describe('sidecar HTTP API (in process)', () => {
       ],
       ['/v1/admit', { call_id: 'c', peer: 'p1', pear: 'x' }, ['body.pear: unknown field']],
       ['/v1/admit', [1, 2], ['body: expected an object, got an array']],
+      // it was read as an object without fields: "body.call_id: missing", "body.peer: missing"
+      ['/v1/admit', null, ['body: expected an object, got null']],
       [
         '/v1/reserve',
         { call_id: 'c', route: ['A', 7] },
@@ -612,6 +627,18 @@ describe('sidecar HTTP API (in process)', () => {
       expect(r.json.problems, JSON.stringify(body)).to.deep.equal(problems);
       expect(r.json.message).to.equal(problems[0]);
     }
+    // a byte order mark, named (it was "invalid JSON: Unexpected token '\ufeff'", and in a form an
+    // unknown field whose name showed nothing wrong)
+    const bom = ['body: starts with a byte order mark (EF BB BF); send it without one'];
+    const jsonBom = await post(s.app, '/v1/admit', '\ufeff{"call_id":"b","peer":"p1"}');
+    expect([jsonBom.status, jsonBom.json.problems]).to.deep.equal([400, bom]);
+    const formBom = await s.app.inject({
+      method: 'POST',
+      url: '/v1/admit',
+      payload: '\ufeffcall_id=b&peer=p1',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect([formBom.statusCode, formBom.json().problems]).to.deep.equal([400, bom]);
     // a body nested thousands deep: refused before it is walked (it overflowed the stack: a 500)
     const deep = await post(s.app, '/v1/admit', `{"call_id":${'['.repeat(2000)}${']'.repeat(2000)},"peer":"p1"}`);
     expect([deep.status, deep.json.problems]).to.deep.equal([400, ['body: nested deeper than 64 levels']]);

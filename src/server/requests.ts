@@ -135,9 +135,9 @@ export function parseRequest<T extends z.ZodType>(
 ): z.output<T> {
   const value =
     where === 'body'
-      ? input === undefined || input === null || input === ''
+      ? input === undefined || input === ''
         ? {}
-        : input
+        : input // (a JSON body of `null` is no object: said so, not read as one without fields)
       : fromStrings(input, where, LIST_FIELDS.get(schema) ?? NONE);
   const r = schema.safeParse(value);
   if (r.success) return r.data;
