@@ -174,6 +174,8 @@ describe('callgate serve --lease-regions: a carrier leased across two regions by
       [['--leased-carriers', 'x', '--lease-regions', `${url},`], /--lease-regions: an empty entry/],
       [['--leased-carriers', 'x', '--lease-regions', 'cluster:nope'], /invalid --lease-regions entry "nope"/],
       [['--leased-carriers', 'x', '--lease-regions', `${url},${url}`], /--lease-regions: a region is listed twice/],
+      // the same Redis spelled another way: each counted its own share of one hash, the level halved
+      [['--leased-carriers', 'x', '--lease-regions', `${url},${url}/`], /--lease-regions: a region is listed twice/],
       [['--leased-carriers', 'x', '--lease-tick-ms', '50'], /--lease-tick-ms needs --lease-lanes or --lease-regions/],
       [
         ['--leased-carriers', 'x', '--lease-regions', url, '--lease-tick-ms', '0'],

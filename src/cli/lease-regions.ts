@@ -25,7 +25,15 @@ export function parseLeaseRegions(list: string): LeaseRegion[] {
     checkRedisUrl(url, '--lease-regions entry');
     return { url, cluster };
   });
-  if (new Set(regions.map((r) => r.url)).size !== regions.length)
+  // the same Redis spelled twice (a trailing '/', a default port, a host's case) is one region:
+  // listed twice, its lanes were counted twice and the level halved. (Two seed nodes of one
+  // Cluster cannot be told apart here: the coordinator should check at start, e.g. by writing a
+  // nonce under each deployment's prefix and reading it back on the others.)
+  const same = (u: string): string => {
+    const x = new URL(u);
+    return `${x.protocol}//${x.hostname.toLowerCase()}:${x.port || '6379'}/${x.pathname.replace(/^\/+|\/+$/g, '') || '0'}`;
+  };
+  if (new Set(regions.map((r) => same(r.url))).size !== regions.length)
     throw new InvalidArgumentError('--lease-regions: a region is listed twice');
   return regions;
 }

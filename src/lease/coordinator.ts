@@ -106,7 +106,10 @@ export interface LeaseCoordinatorOptions {
    */
   readonly holdsGraceMs?: number;
   readonly params?: Partial<DemandParams>;
-  /** This candidate's id (default: random). */
+  /**
+   * This candidate's id (default: random). A random part is added to it: two candidates given
+   * one id (a hostname) both took the leadership as their own, and both granted.
+   */
   readonly id?: string;
 }
 
@@ -244,24 +247,48 @@ export class LeaseCoordinator {
         throw new InvalidArgumentError(`${name} must be a non-negative integer, got ${String(v)}`);
     this.limit = { calls, channels };
     this.windowUs = windowUs;
-    this.tickMs = positive('tickMs', opts.tickMs ?? 50);
-    this.replyMs = positive('replyTimeoutMs', opts.replyTimeoutMs ?? 250);
-    this.leaderTtlMs = positive('leaderTtlMs', opts.leaderTtlMs ?? 1_000);
+    this.tickMs = timing('tickMs', opts.tickMs ?? 50);
+    this.replyMs = timing('replyTimeoutMs', opts.replyTimeoutMs ?? 250);
+    // sent to SET PX / PEXPIRE: a whole number of ms (1000.5 made every lead() fail, silently)
+    this.leaderTtlMs = Math.ceil(timing('leaderTtlMs', opts.leaderTtlMs ?? 1_000));
     this.holdsGraceMs = positive('holdsGraceMs', opts.holdsGraceMs ?? 5_000);
     // a slow tick (three round trips at the reply timeout) or a successor's takeover: the
     // lanes keep admitting meanwhile
-    this.leaseUs = positive('leaseMs', opts.leaseMs ?? this.leaderTtlMs + 3 * this.replyMs) * 1000;
-    this.skewUs = (opts.skewMs ?? 50) * 1000;
-    this.params = demandParams(windowUs, this.tickMs, opts.params);
-    this.id = opts.id ?? randomBytes(8).toString('hex');
+    this.leaseUs = timing('leaseMs', opts.leaseMs ?? this.leaderTtlMs + 3 * this.replyMs) * 1000;
+    // a negative skew makes a silent lane's lease look ended early: its share was granted
+    // elsewhere while it still admitted (30 calls in a window of a 20 limit)
+    const skewMs = opts.skewMs ?? 50;
+    if (!(typeof skewMs === 'number' && Number.isFinite(skewMs) && skewMs >= 0))
+      throw new InvalidArgumentError(`skewMs must be a non-negative number, got ${JSON.stringify(skewMs)}`);
+    this.skewUs = skewMs * 1000;
+    this.params = demandParams(windowUs, this.tickMs, checkParams(opts.params));
+    // the leader key holds the id and a nonce of this instance: two candidates given the same id
+    // (a hostname) both took {1, term} as their own leadership and both granted (limit exceeded)
+    if (opts.id !== undefined && (typeof opts.id !== 'string' || opts.id === ''))
+      throw new InvalidArgumentError(`id must be a non-empty string, got ${JSON.stringify(opts.id)}`);
+    this.id = `${opts.id ?? 'c'}:${randomBytes(8).toString('hex')}`;
     const carrier = opts.carrier;
     this.carrier = carrier;
     if (carrier !== undefined && (typeof carrier !== 'string' || carrier === ''))
       throw new InvalidArgumentError(`carrier must be a carrier id, got ${JSON.stringify(carrier)}`);
     if (carrier !== undefined && windowUs !== CARRIER_LEASE_WINDOW_US)
       throw new InvalidArgumentError(`a leased carrier's window is ${CARRIER_LEASE_WINDOW_US} µs (calls per second)`);
+    const seen = new Map<Redis | Cluster, Set<string>>();
     for (const [n, d] of opts.deployments.entries()) {
       const prefix = d.prefix ?? 'callgate:';
+      if (/[{}]/.test(prefix)) throw new InvalidArgumentError(`deployments[${n}].prefix must not contain '{' or '}'`);
+      // the same keys twice: each alias counted its own share of one hash (the level halved)
+      const prefixes = seen.get(d.redis) ?? new Set<string>();
+      if (prefixes.has(prefix))
+        throw new InvalidArgumentError(`deployments[${n}] repeats an earlier deployment (the same client and prefix)`);
+      seen.set(d.redis, prefixes.add(prefix));
+      const w = d.waitReplicas ?? 0;
+      if (!(Number.isSafeInteger(w) && w >= 0 && w <= 16))
+        throw new InvalidArgumentError(
+          `deployments[${n}].waitReplicas must be an integer from 0 to 16, got ${String(w)}`,
+        );
+      if (d.overflow !== undefined && typeof d.overflow !== 'boolean')
+        throw new InvalidArgumentError(`deployments[${n}].overflow must be a boolean`);
       if (carrier !== undefined) {
         // one lane per deployment: the carrier's share, slot log and holds there
         if (d.lanes !== undefined || d.overflow !== undefined)
@@ -328,6 +355,16 @@ export class LeaseCoordinator {
    * one on taking over. A new window applies from the next tick (shares stay counts of calls).
    */
   setLimit(limit: { readonly calls: number; readonly channels?: number; readonly windowUs?: number }): void {
+    // checked before anything changes (a bad limit was stored, then every tick threw)
+    for (const [name, v, least] of [
+      ['calls', limit.calls, 0],
+      ['channels', limit.channels ?? 0, 0],
+      ['windowUs', limit.windowUs ?? this.windowUs, 1],
+    ] as const)
+      if (!(Number.isSafeInteger(v) && v >= least))
+        throw new InvalidArgumentError(`limit.${name} must be an integer >= ${least}, got ${String(v)}`);
+    if (this.carrier !== undefined && (limit.windowUs ?? this.windowUs) !== CARRIER_LEASE_WINDOW_US)
+      throw new InvalidArgumentError(`a leased carrier's window is ${CARRIER_LEASE_WINDOW_US} µs (calls per second)`);
     this.limit = { calls: limit.calls, channels: limit.channels ?? 0 };
     if (limit.windowUs !== undefined && limit.windowUs !== this.windowUs) {
       this.windowUs = limit.windowUs;
@@ -870,10 +907,45 @@ export class LeaseCoordinator {
   }
 }
 
-/** The leasable global level of a configuration: one sliding-log limit, channels or none. */
+/** `v` if a positive finite number, else InvalidArgumentError naming `name`. */
 function positive(name: string, v: number): number {
-  if (!(Number.isFinite(v) && v > 0))
-    throw new InvalidArgumentError(`${name} must be a positive number, got ${String(v)}`);
+  if (!(typeof v === 'number' && Number.isFinite(v) && v > 0))
+    throw new InvalidArgumentError(`${name} must be a positive number, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/**
+ * The demand rule's overrides (demand.ts), checked: a NaN weight froze the shares at an even
+ * split. `up` and `down` in (0, 1], `headroom` and the floor's numbers finite and >= 0.
+ */
+function checkParams(p: Partial<DemandParams> | undefined): Partial<DemandParams> | undefined {
+  if (p === undefined) return undefined;
+  const fraction = (name: string, v: unknown) => {
+    if (v !== undefined && !(typeof v === 'number' && v > 0 && v <= 1))
+      throw new InvalidArgumentError(`params.${name} must be a number in (0, 1], got ${JSON.stringify(v)}`);
+  };
+  const atLeast0 = (name: string, v: unknown) => {
+    if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v >= 0))
+      throw new InvalidArgumentError(`params.${name} must be a finite number >= 0, got ${JSON.stringify(v)}`);
+  };
+  fraction('up', p.up);
+  fraction('down', p.down);
+  atLeast0('headroom', p.headroom);
+  if (p.floor !== undefined) {
+    atLeast0('floor.calls', p.floor.calls);
+    atLeast0('floor.channels', p.floor.channels);
+  }
+  if (p.windowTicks !== undefined) positive('params.windowTicks', p.windowTicks);
+  return p;
+}
+
+/** Longest delay setTimeout takes: above it Node fires after 1 ms (tickMs 1e12 ticked every ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A positive duration a timer can wait (ms). */
+function timing(name: string, v: number): number {
+  positive(name, v);
+  if (v > MAX_TIMER_MS) throw new InvalidArgumentError(`${name} must be at most ${MAX_TIMER_MS} ms, got ${v}`);
   return v;
 }
 
