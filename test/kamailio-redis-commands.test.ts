@@ -348,6 +348,18 @@ describe('callgate kamailio: ndb_redis templates decide as the library', functio
     expect(await redis.exists(`${prefix}{p:q2}:peer:q2:ch`, `${prefix}{p:q2}:call:in:k4`)).to.equal(2);
   });
 
+  it("two peer/account pairs that would share one table key (':' in an id) are refused", () => {
+    // account "a:b" with peer "c", account "a" with peer "b:c": both "a:b:c"; the later template
+    // silently replaced the earlier, and one peer's calls were decided on the other's keys
+    const colliding = parseConfig({
+      inbound: {
+        peers: { 'b:c': [{ limit: 10, window: 'PT1S' }], c: [{ limit: 10, window: 'PT1S' }] },
+        accounts: { a: [{ limit: 50, window: 'PT1S' }], 'a:b': [{ limit: 7, window: 'PT1S' }] },
+      },
+    });
+    expect(() => kamailioInclude(kamailioCommands(colliding), 'limits.json')).to.throw(/table key "a:b:c" names both/);
+  });
+
   it('the records pattern matches a record key prefix of its prefix, and nothing else', () => {
     const re = new RegExp(recordsPattern('cg.x:').replace('[:space:]', '\\s'));
     for (const ok of ['cg.x:call:in:', 'cg.x:{in:2.1}:call:in:', 'cg.x:{p:odd%0020peer}:call:in:'])

@@ -381,6 +381,19 @@ const LOAD_ROUTE = [
  * `rec` (a value) and `hold_s` / `hold_u` (maxCallDuration: whole seconds, and µs past them).
  */
 export function kamailioInclude(cmds: KamailioCommands, source: string): string {
+  // "<account>:<peer>" is ambiguous when an id holds ':' (account "a:b" + peer "c" and account
+  // "a" + peer "b:c"): the later template silently replaced the earlier in the htable
+  const owners = new Map<string, string>();
+  for (const t of cmds.templates) {
+    const key = `${t.account}:${t.peer}`;
+    const was = owners.get(key);
+    const who = `peer ${JSON.stringify(t.peer)}${t.account === '' ? '' : ` with account ${JSON.stringify(t.account)}`}`;
+    if (was !== undefined)
+      throw new InvalidArgumentError(
+        `Kamailio's table key ${JSON.stringify(key)} names both ${was} and ${who}: rename one (':' in an id)`,
+      );
+    owners.set(key, who);
+  }
   const lines = [
     // the file's name as JSON writes it: a line break in it would end the comment, and what
     // followed would be read as Kamailio's configuration
