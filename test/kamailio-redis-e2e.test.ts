@@ -490,11 +490,12 @@ describe('Kamailio on callgate’s Redis (examples/kamailio/kamailio-redis.cfg):
           String(r.name === `round-${peerA}` ? A_CALLS : B_CALLS),
         );
       await bDone;
-      // every hang-up's release was answered BUSY (logged once, at the hang-up)
-      expect(
-        [...kamailio.log().matchAll(/Redis cannot take the release of \S+ yet: BUSY/g)].length,
-        'releases answered BUSY',
-      ).to.equal(A_CALLS + B_CALLS);
+      // every hang-up's release was answered BUSY (logged at the hang-up: by call id, since a
+      // BYE the caller sent again, its answer late on a loaded machine, logs its call twice)
+      const busyIds = new Set(
+        [...kamailio.log().matchAll(/Redis cannot take the release of (\S+) yet: BUSY/g)].map((m) => m[1]),
+      );
+      expect(busyIds.size, 'calls whose release was answered BUSY').to.equal(A_CALLS + B_CALLS);
       const resumed = Date.now();
       // B's releases within the rounds it takes to go round the table
       const bBy = resumed + (Math.ceil((A_CALLS + B_CALLS) / ROUND) + 3) * 1_000;
