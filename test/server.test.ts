@@ -553,6 +553,16 @@ describe('sidecar HTTP API (in process)', () => {
         problems: ['no route CONNECT example.com:443'],
       },
     });
+    // HTTP/1.1 without Host: Node's bare 400 had no body
+    const hostless = parse(await exchange('GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n'));
+    expect(hostless).to.deep.equal({
+      status: 400,
+      json: {
+        error: 'bad-request',
+        message: 'request: HTTP/1.1 without a Host header',
+        problems: ['request: HTTP/1.1 without a Host header'],
+      },
+    });
     const expectation = parse(await exchange('GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\n\r\n'));
     expect([expectation.status, expectation.json.error]).to.deep.equal([417, 'expectation-failed']);
   });

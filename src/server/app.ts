@@ -179,6 +179,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     exposeHeadRoutes: false,
     // a client that never finishes its request does not hold a socket forever
     requestTimeout: 30_000,
+    // an HTTP/1.1 request without Host: refused by the hook below in the API's error shape
+    // (Node's own answer was a bare 400 without a body)
+    http: { requireHostHeader: false },
     // a path fastify cannot decode (`/v1/bans/%ff/%`): the API's error shape, not fastify's
     frameworkErrors: (err, _req, reply) => {
       const message = `path: ${err.message}`;
@@ -258,6 +261,16 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     refuseBom(body as Buffer);
     // an empty form is no body (curl -d '' with the fields in the query), as an empty JSON body is
     done(null, (body as Buffer).length === 0 ? undefined : { form: parseUrlEncoded(body as Buffer) });
+  });
+
+  app.addHook('onRequest', async (req, reply) => {
+    if (req.raw.httpVersion === '1.1' && req.headers.host === undefined) {
+      const message = 'request: HTTP/1.1 without a Host header';
+      return reply
+        .code(400)
+        .header('connection', 'close')
+        .send({ error: 'bad-request', message, problems: [message] });
+    }
   });
 
   if (opts.token !== undefined) {
