@@ -15,7 +15,7 @@ import { LeaseCoordinator } from '../src/lease/coordinator.js';
 import { inspectGate, stateText, type GateState } from '../src/observe/inspect.js';
 import { listHolds, resetBucket } from '../src/observe/operate.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
-import { newRedisClient, redisRig } from './helpers/redis.js';
+import { redisRig } from './helpers/redis.js';
 import { runNode } from './helpers/run.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -47,15 +47,7 @@ const counts = (s: GateState) =>
 describe('inspect a leased deployment', function () {
   this.timeout(60_000);
   const rig = redisRig();
-  const clients: ReturnType<typeof newRedisClient>[] = [];
-  const client = () => {
-    const c = newRedisClient(rig.server);
-    clients.push(c);
-    return c;
-  };
-  after(() => {
-    for (const c of clients) c.disconnect();
-  });
+  const client = () => rig.client();
 
   async function gateOn(prefix: string, leased: boolean) {
     const store = new RedisStore({

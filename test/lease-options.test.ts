@@ -4,26 +4,17 @@
  * limit or stop admitting without a word.
  */
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
 import { CallGate } from '../src/gate.js';
 import { InvalidArgumentError } from '../src/errors/index.js';
 import { LeaseCoordinator, type LeaseCoordinatorOptions } from '../src/lease/coordinator.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import { leasedConfig } from './helpers/lease-load.js';
-import { newRedisClient, redisRig } from './helpers/redis.js';
+import { redisRig } from './helpers/redis.js';
 
 describe('LeaseCoordinator: options and setLimit checked; one leader per id given', function () {
   this.timeout(30_000);
   const rig = redisRig();
-  const clients: Redis[] = [];
-  const client = () => {
-    const c = newRedisClient(rig.server);
-    clients.push(c);
-    return c;
-  };
-  after(() => {
-    for (const c of clients) c.disconnect();
-  });
+  const client = () => rig.client();
 
   const base = (prefix: string): LeaseCoordinatorOptions => ({
     deployments: [{ redis: rig.raw, lanes: 2, prefix }],

@@ -20,7 +20,7 @@ import { inspectState } from '../src/observe/inspect.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
 import type { Bucket } from '../src/store/types.js';
 import { falseRefusals, leasedConfig, offerLoad, type Decided } from './helpers/lease-load.js';
-import { clusterRig, newRedisClient, rawCommand, redisRig } from './helpers/redis.js';
+import { clusterRig, rawCommand, redisRig } from './helpers/redis.js';
 import { maxInWindow } from './helpers/window.js';
 
 const W = 1_000_000;
@@ -49,15 +49,7 @@ function acmeLane(): number {
 describe('the overflow lane of a leased global level', function () {
   this.timeout(60_000);
   const rig = redisRig();
-  const clients: Redis[] = [];
-  const client = () => {
-    const c = newRedisClient(rig.server);
-    clients.push(c);
-    return c;
-  };
-  afterEach(() => {
-    for (const c of clients.splice(0)) c.disconnect();
-  });
+  const client = () => rig.client();
   /** A gate on a store leased over LANES lanes with an overflow lane, the flood shield off. */
   const leasedGate = (conf: ReturnType<typeof config>, prefix: string) =>
     CallGate.create({

@@ -651,15 +651,24 @@ export function clusterRig(masters = 3): { readonly handle: RedisClusterHandle; 
 
 /**
  * In a `describe`: a redis-server of the suite's own, started before its tests and stopped after
- * them, with a plain client to it. Read `rig.server` and `rig.raw` inside the tests.
+ * them, with a plain client to it. Read `rig.server` and `rig.raw` inside the tests;
+ * `rig.client()` makes another client (for a store or a coordinator), disconnected after them.
  */
-export function redisRig(): { readonly server: RedisServer; readonly raw: Redis } {
-  const rig = {} as { server: RedisServer; raw: Redis };
+export function redisRig(): { readonly server: RedisServer; readonly raw: Redis; client(): Redis } {
+  const clients: Redis[] = [];
+  const rig = {
+    client(): Redis {
+      const c = newRedisClient(rig.server);
+      clients.push(c);
+      return c;
+    },
+  } as { server: RedisServer; raw: Redis; client(): Redis };
   before(async () => {
     rig.server = await startRedisServer();
     rig.raw = newRedisClient(rig.server);
   });
   after(async () => {
+    for (const c of clients.splice(0)) c.disconnect();
     rig.raw?.disconnect();
     await rig.server?.stop();
   });
