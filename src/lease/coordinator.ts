@@ -238,13 +238,11 @@ export class LeaseCoordinator {
   constructor(opts: LeaseCoordinatorOptions) {
     if (opts.deployments.length === 0) throw new InvalidArgumentError('a lease needs at least one deployment of lanes');
     const { calls, windowUs, channels = 0 } = opts.limit;
-    for (const [name, v] of [
-      ['limit.calls', calls],
-      ['limit.windowUs', windowUs],
-      ['limit.channels', channels],
-    ] as const)
-      if (!(Number.isSafeInteger(v) && v >= (name === 'limit.windowUs' ? 1 : 0)))
-        throw new InvalidArgumentError(`${name} must be a non-negative integer, got ${String(v)}`);
+    const carrier = opts.carrier;
+    if (carrier !== undefined && (typeof carrier !== 'string' || carrier === ''))
+      throw new InvalidArgumentError(`carrier must be a carrier id, got ${JSON.stringify(carrier)}`);
+    checkLimit(calls, channels, windowUs, carrier);
+    this.carrier = carrier;
     this.limit = { calls, channels };
     this.windowUs = windowUs;
     this.tickMs = timing('tickMs', opts.tickMs ?? 50);
@@ -267,12 +265,6 @@ export class LeaseCoordinator {
     if (opts.id !== undefined && (typeof opts.id !== 'string' || opts.id === ''))
       throw new InvalidArgumentError(`id must be a non-empty string, got ${JSON.stringify(opts.id)}`);
     this.id = `${opts.id ?? 'c'}:${randomBytes(8).toString('hex')}`;
-    const carrier = opts.carrier;
-    this.carrier = carrier;
-    if (carrier !== undefined && (typeof carrier !== 'string' || carrier === ''))
-      throw new InvalidArgumentError(`carrier must be a carrier id, got ${JSON.stringify(carrier)}`);
-    if (carrier !== undefined && windowUs !== CARRIER_LEASE_WINDOW_US)
-      throw new InvalidArgumentError(`a leased carrier's window is ${CARRIER_LEASE_WINDOW_US} µs (calls per second)`);
     const seen = new Map<Redis | Cluster, Set<string>>();
     for (const [n, d] of opts.deployments.entries()) {
       const prefix = d.prefix ?? 'callgate:';
@@ -356,15 +348,7 @@ export class LeaseCoordinator {
    */
   setLimit(limit: { readonly calls: number; readonly channels?: number; readonly windowUs?: number }): void {
     // checked before anything changes (a bad limit was stored, then every tick threw)
-    for (const [name, v, least] of [
-      ['calls', limit.calls, 0],
-      ['channels', limit.channels ?? 0, 0],
-      ['windowUs', limit.windowUs ?? this.windowUs, 1],
-    ] as const)
-      if (!(Number.isSafeInteger(v) && v >= least))
-        throw new InvalidArgumentError(`limit.${name} must be an integer >= ${least}, got ${String(v)}`);
-    if (this.carrier !== undefined && (limit.windowUs ?? this.windowUs) !== CARRIER_LEASE_WINDOW_US)
-      throw new InvalidArgumentError(`a leased carrier's window is ${CARRIER_LEASE_WINDOW_US} µs (calls per second)`);
+    checkLimit(limit.calls, limit.channels ?? 0, limit.windowUs ?? this.windowUs, this.carrier);
     this.limit = { calls: limit.calls, channels: limit.channels ?? 0 };
     if (limit.windowUs !== undefined && limit.windowUs !== this.windowUs) {
       this.windowUs = limit.windowUs;
@@ -905,6 +889,22 @@ export class LeaseCoordinator {
       ...args.map((a) => (typeof a === 'number' ? String(Math.round(a)) : a)),
     );
   }
+}
+
+/**
+ * A leased level's limit (the constructor's, and setLimit's): whole calls and channels from 0, a
+ * window of 1 µs or more, and a leased carrier's window of 1 s.
+ */
+function checkLimit(calls: number, channels: number, windowUs: number, carrier: string | undefined): void {
+  for (const [name, v, least] of [
+    ['calls', calls, 0],
+    ['channels', channels, 0],
+    ['windowUs', windowUs, 1],
+  ] as const)
+    if (!(Number.isSafeInteger(v) && v >= least))
+      throw new InvalidArgumentError(`limit.${name} must be an integer >= ${least}, got ${String(v)}`);
+  if (carrier !== undefined && windowUs !== CARRIER_LEASE_WINDOW_US)
+    throw new InvalidArgumentError(`a leased carrier's window is ${CARRIER_LEASE_WINDOW_US} µs (calls per second)`);
 }
 
 /** `v` if a positive finite number, else InvalidArgumentError naming `name`. */
