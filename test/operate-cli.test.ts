@@ -157,6 +157,15 @@ for (const [name, start] of backends)
           2,
           'error: bucket peer:zz: the configuration has no peer "zz" and no defaultPeer\n',
         ]);
+        // a brace in the prefix would put every key on one Cluster slot of its own
+        const braced = await runNode(
+          [join(ROOT, 'bin/callgate.js'), 'release', '--call-id', 'x', ...backend.args, '--prefix', 'a{b'],
+          { cwd: ROOT },
+        );
+        expect([braced.code, braced.stderr]).to.deep.equal([
+          2,
+          `error: --prefix must not contain '{' or '}', got "a{b"\n`,
+        ]);
       } finally {
         await gate.close();
         client.disconnect();

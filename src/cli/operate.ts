@@ -15,6 +15,7 @@ import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { holdsText, listHolds, locateBucket, resetBucket, resetLine } from '../observe/operate.js';
+import { prefixProblem } from '../store/redis/redis-keys.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
 import { closeRedis, openRedis, redactUrl, redisOptions, type RedisConnectionArgs } from './redis.js';
@@ -43,8 +44,8 @@ export interface ResetArgs extends OperateArgs {
 
 /** Run `fn` on a store over the command's Redis, closed afterwards. */
 async function onRedis<T>(args: OperateArgs, fn: (store: RedisStore) => Promise<T>): Promise<T> {
-  if (args.prefix.includes('{') || args.prefix.includes('}'))
-    throw new InvalidArgumentError(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
+  const problem = prefixProblem('--prefix', args.prefix);
+  if (problem !== undefined) throw new InvalidArgumentError(problem);
   checkLeaseLanes(args);
   const redis = await openRedis(args);
   const store = new RedisStore({

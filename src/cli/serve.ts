@@ -30,6 +30,7 @@ import { gateMetrics, inspectLive } from '../observe/metrics.js';
 import { buildApp } from '../server/app.js';
 import { checkExposure, DEFAULT_LISTEN, parseListen } from '../server/listen.js';
 import { MemoryStore } from '../store/memory-store.js';
+import { prefixProblem } from '../store/redis/redis-keys.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { MAX_BATCH_LIMIT, MAX_IN_FLIGHT_LIMIT } from '../store/redis/redis-store-options.js';
 import { DEFAULT_TIMEOUT_MS } from '../store/timeout.js';
@@ -159,8 +160,8 @@ function checkArgs(args: ServeArgs): void {
   if (args.leaseReplyTimeoutMs !== undefined)
     check(() => positiveInt('--lease-reply-timeout-ms', args.leaseReplyTimeoutMs!, 10_000));
   if (args.leaseRegions !== undefined) check(() => parseLeaseRegions(args.leaseRegions!));
-  if (args.prefix.includes('{') || args.prefix.includes('}'))
-    problems.push(`--prefix must not contain '{' or '}', got ${JSON.stringify(args.prefix)}`);
+  const prefix = prefixProblem('--prefix', args.prefix);
+  if (prefix !== undefined) problems.push(prefix);
   if (problems.length > 0) throw new InvalidArgumentError(problems.join('\n'));
 }
 

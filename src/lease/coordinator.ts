@@ -21,7 +21,7 @@ import { slotOf } from '../store/redis/slot.js';
 import { scripts, type ScriptName } from '../store/redis/scripts.js';
 import { type DemandParams, demandParams } from './demand.js';
 import { encodeId, carrierName } from '../store/keys.js';
-import { RedisKeys, holdsKey, logKey } from '../store/redis/redis-keys.js';
+import { RedisKeys, holdsKey, logKey, prefixProblem } from '../store/redis/redis-keys.js';
 import { CARRIER_LEASE_WINDOW_US, leasedCarrier } from './carriers.js';
 import { laneTag, checkLanes, leasedLevel, OVERFLOW_TAG } from './lanes.js';
 import { reclaim, restore } from './lost.js';
@@ -268,7 +268,8 @@ export class LeaseCoordinator {
     const seen = new Map<Redis | Cluster, Set<string>>();
     for (const [n, d] of opts.deployments.entries()) {
       const prefix = d.prefix ?? 'callgate:';
-      if (/[{}]/.test(prefix)) throw new InvalidArgumentError(`deployments[${n}].prefix must not contain '{' or '}'`);
+      const problem = prefixProblem(`deployments[${n}].prefix`, prefix);
+      if (problem !== undefined) throw new InvalidArgumentError(problem);
       // the same keys twice: each alias counted its own share of one hash (the level halved)
       const prefixes = seen.get(d.redis) ?? new Set<string>();
       if (prefixes.has(prefix))

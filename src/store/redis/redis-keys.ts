@@ -21,6 +21,15 @@ export const windowKey = (base: string, windowUs: number): string => `${base}:wi
 /** A bucket's or a carrier's holds set (its calls in progress): `<base>:ch`. */
 export const holdsKey = (base: string): string => `${base}:ch`;
 
+/**
+ * Why `prefix` cannot start a store's keys, or undefined when it can: a brace would open or close
+ * a Cluster hash tag of its own, and every key of the store would land on one slot (or on the
+ * wrong one). `what` names the prefix in the message (an option, a flag).
+ */
+export function prefixProblem(what: string, prefix: string): string | undefined {
+  return /[{}]/.test(prefix) ? `${what} must not contain '{' or '}', got ${JSON.stringify(prefix)}` : undefined;
+}
+
 export class RedisKeys {
   constructor(
     readonly prefix: string,

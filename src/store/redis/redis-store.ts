@@ -109,7 +109,7 @@ import { isCluster, RedisConnection, unavailable } from './connection.js';
 import { bucketInspectCalls, carrierGroups } from './inspect-args.js';
 import { inspectedBuckets, inspectedCarriers } from './inspect-reply.js';
 import { KnownLogs } from './known-logs.js';
-import { RedisKeys, holdsKey, logKey, windowKey } from './redis-keys.js';
+import { RedisKeys, holdsKey, logKey, prefixProblem, windowKey } from './redis-keys.js';
 import { slotOf } from './slot.js';
 import {
   MAX_BATCH_LIMIT,
@@ -258,8 +258,8 @@ export class RedisStore implements Store, OperableStore {
   constructor(opts: RedisStoreOptions) {
     this.redis = opts.redis;
     this.prefix = opts.prefix ?? 'callgate:';
-    if (/[{}]/.test(this.prefix))
-      throw new InvalidArgumentError(`prefix must not contain '{' or '}', got ${JSON.stringify(this.prefix)}`);
+    const problem = prefixProblem('prefix', this.prefix);
+    if (problem !== undefined) throw new InvalidArgumentError(problem);
     this.keys = new RedisKeys(this.prefix, opts.hashTags ?? isCluster(opts.redis));
     this.unmoved = isCluster(opts.redis) ? '' : '1';
     this.leaseOverflow = opts.lease?.overflow === true;
