@@ -47,7 +47,7 @@ import {
 import { checkInspect, inspectMemory } from './inspect-memory.js';
 import { carrierRate, lastSlot, nextSlot, nextSlotPassed, type SlotState, slotHoldEnd } from './slots.js';
 import type { BansRequest, BansResult, InspectRequest, InspectResult, UnbanRequest, UnbanResult } from './types.js';
-import { firstAbove, windowCounts, windowIndex, windowLimit } from './window.js';
+import { firstAbove, firstAtLeast, windowCounts, windowIndex, windowLimit } from './window.js';
 import {
   checkListHolds,
   checkReset,
@@ -182,17 +182,6 @@ class HoldSet {
       out.push({ id: this.ids[i]!, endUs: this.ends[i]! });
     return out;
   }
-}
-
-/** Index of the first element of sorted[lo..] that is >= x. */
-function firstAtLeast(sorted: readonly number[], lo: number, x: number): number {
-  let hi = sorted.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (sorted[mid]! < x) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 /** A call's record (one per id and direction): its end and the hold sets it holds a channel in. */

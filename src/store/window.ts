@@ -21,6 +21,17 @@ export function firstAbove(sorted: readonly number[], lo: number, x: number): nu
   return lo;
 }
 
+/** Index of the first element of sorted[lo..] at or above x (sorted.length when none). */
+export function firstAtLeast(sorted: readonly number[], lo: number, x: number): number {
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]! < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /**
  * The counts of t's fixed window k and of window k - 1, from the two latest windows kept
  * ({ w: latest window, c: its count, p: the count of w - 1 }), as lua/includes/buckets.lua
