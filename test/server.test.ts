@@ -346,6 +346,46 @@ describe('sidecar HTTP API (in process)', () => {
     expect((await get(s.app, '/readyz')).json).to.deep.equal({ status: 'ready', store: 'memory' });
   });
 
+  it('Expect: 100-continue: the 100 only once the token and the length pass, on a real socket', async () => {
+    const token = 'a-token-of-at-least-16';
+    s = await setup({ token, bodyLimit: 1024 });
+    const address = await s.app.listen({ host: '127.0.0.1', port: 0 });
+    const port = Number(new URL(address).port);
+    const body = '{"call_id":"e1","peer":"p1"}';
+    /** Send the head, then the body once the sidecar says 100; all it wrote, and whether the body went. */
+    const exchange = (headers: string, contentLength = body.length) =>
+      new Promise<{ answer: string; bodySent: boolean }>((resolve, reject) => {
+        const head =
+          `POST /v1/admit HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${contentLength}\r\nExpect: 100-continue\r\nConnection: close\r\n${headers}\r\n`;
+        const socket = createConnection({ host: '127.0.0.1', port }, () => socket.write(head));
+        let answer = '';
+        let bodySent = false;
+        socket.setEncoding('utf8');
+        socket.on('data', (d: string) => {
+          answer += d;
+          if (!bodySent && answer.startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
+            bodySent = true;
+            socket.write(body);
+          }
+        });
+        socket.on('error', reject);
+        socket.on('close', () => resolve({ answer, bodySent }));
+      });
+    const status = (answer: string) => answer.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, '').split(' ')[1];
+    // the token right: 100, then the body, then the decision
+    const ok = await exchange(`Authorization: Bearer ${token}\r\n`);
+    expect([ok.bodySent, status(ok.answer)]).to.deep.equal([true, '200']);
+    expect(ok.answer).to.include('"outcome":"admitted"');
+    // no token, or a body declared over the limit: the final answer without a 100 (Node sent the
+    // 100 at once, and the client its whole body to be refused)
+    const unauthorized = await exchange('');
+    expect([unauthorized.bodySent, status(unauthorized.answer)]).to.deep.equal([false, '401']);
+    expect(unauthorized.answer).to.include('"error":"unauthorized"');
+    const large = await exchange(`Authorization: Bearer ${token}\r\n`, 4096);
+    expect([large.bodySent, status(large.answer)]).to.deep.equal([false, '413']);
+  });
+
   it('a body over the limit is a 413 (and is not read into memory)', async () => {
     s = await setup({ bodyLimit: 1024 });
     const r = await post(s.app, '/v1/admit', JSON.stringify({ call_id: 'c', peer: 'p1', pad: 'x'.repeat(2000) }));

@@ -217,6 +217,21 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       .end(body);
   });
 
+  // Expect: 100-continue: the 100 is sent once the request has passed the token and its declared
+  // length is within the body limit (preParsing), not at once as Node does: a client told to go
+  // on sent its whole body to a sidecar that then answered 401 or 413. Refused before its body,
+  // the request's connection is closed after the answer (Node: no 100 sent, no keep-alive).
+  app.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    app.server.emit('request', req, res);
+  });
+  app.addHook('preParsing', (req, reply, payload, done) => {
+    const declared = Number(req.headers['content-length'] ?? 0);
+    const limit = req.routeOptions.bodyLimit ?? opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
+    if (/(?:^|\W)100-continue(?:$|\W)/i.test(req.headers.expect ?? '') && !(declared > limit))
+      reply.raw.writeContinue();
+    done(null, payload);
+  });
+
   // every route, for the OpenAPI document (generated once, at its first request)
   const routes: { method: string; url: string }[] = [];
   app.addHook('onRoute', (r) => {
