@@ -389,6 +389,129 @@ Content-Length: 0
     expect(edge.summary()).to.include({ rerouted: 1, congested: 1, released: 1 });
   });
 
+  it('bad input: 400 for what it cannot relay, a BYE outside the dialog 481, no crash, no stall, no leak', async () => {
+    await start({
+      inbound: { peers: { p1: [{ limit: 50, window: 'PT1S' }, { channels: 1 }], p2: [] } },
+      outbound: { carriers: { A: { cps: 50, maxWait: 'PT1S' }, B: { cps: 50 } } },
+    });
+    const options = async (callId: string) => {
+      const at = performance.now();
+      caller.send(
+        `OPTIONS sip:${HOST}:${port} SIP/2.0
+Via: SIP/2.0/UDP ${HOST}:${caller.port};branch=z9hG4bK-${callId}
+From: <sip:caller@${HOST}:${caller.port}>;tag=o
+To: <sip:${HOST}:${port}>
+Call-ID: ${callId}
+CSeq: 1 OPTIONS
+Content-Length: 0
+
+`,
+        port,
+      );
+      const ok = (await caller.next(isStatus(callId, 200, 'OPTIONS'))) as sip.Response;
+      // the edge's own answers carry a To tag (RFC 3261 8.2.6.2)
+      expect(ok.headers.to.params.tag).to.match(/^[0-9a-f]{16}$/);
+      return performance.now() - at;
+    };
+    // a Route, Record-Route or Path URI the stack cannot parse (or write: it threw in a timer,
+    // and the process died with the call's channels held): 400, no decision
+    for (const [callId, extra] of [
+      ['r1', 'Route: <foo>\n'],
+      ['r2', `Record-Route: <sip:${HOST}:${port};lr>, <foo>\n`],
+      ['r3', 'Path: <sip:[2001:db8::1];lr>\n'],
+      ['r4', 'CSeq: 2 BYE\n'], // a second CSeq: joined, and not the method's
+    ] as const) {
+      caller.send(invite({ callId, from: caller, edge: port, extra }), port);
+      await caller.next((m) => (m as sip.Response).status === 400 && m.headers['call-id'] === callId);
+    }
+    // a Call-ID callgate refuses (over 256 characters): 400, not 500
+    const long = 'x'.repeat(300);
+    caller.send(invite({ callId: long, from: caller, edge: port }), port);
+    await caller.next(isStatus(long, 400));
+    // a P-Asserted-Identity with no address, from an unknown source: the From user decides (403), not a 500
+    other.send(
+      invite({ callId: 'pai', from: other, user: 'nobody', edge: port, extra: 'P-Asserted-Identity: ;x\n' }),
+      port,
+    );
+    const forbidden = (await other.next(isStatus('pai', 403))) as sip.Response;
+    expect(forbidden.headers.to.params.tag).to.match(/^[0-9a-f]{16}$/);
+    // whitespace datagrams: the stack's parser is quadratic in them (ten of 64 KB held the edge 8 s)
+    for (let k = 0; k < 10; k++) caller.send('\r\n '.repeat(5_400), port);
+    caller.send(' '.repeat(60_000), port);
+    expect(await options('o1'), 'ms for an OPTIONS behind them').to.be.below(1_000);
+
+    // a call up; a BYE with its Call-ID and From tag but another To tag is not its dialog: 481,
+    // never relayed, and the call keeps its channel (it was released, and p1 took a second call)
+    caller.send(invite({ callId: 'd1', from: caller, edge: port }), port);
+    const inv = (await carrierA.next(isRequest('d1', 'INVITE'))) as sip.Request;
+    carrierA.send(answer(inv, 200, 'OK', 'callee-d1', carrierA.port), port);
+    await caller.next(isStatus('d1', 200));
+    caller.send(
+      inDialog('BYE', { callId: 'd1', from: caller, fromTag: 't-d1', toTag: 'bogus', cseq: 2, edge: port }),
+      port,
+    );
+    await caller.next(isStatus('d1', 481, 'BYE'));
+    // Max-Forwards 0 inside the dialog: 483, not relayed with -1
+    caller.send(
+      inDialog('INFO', {
+        callId: 'd1',
+        from: caller,
+        fromTag: 't-d1',
+        toTag: 'callee-d1',
+        cseq: 3,
+        edge: port,
+      }).replace('Max-Forwards: 70', 'Max-Forwards: 0'),
+      port,
+    );
+    await caller.next(isStatus('d1', 483, 'INFO'));
+    await carrierA.none((m) => (m as sip.Request).method === 'BYE' || (m as sip.Request).method === 'INFO', 200);
+    expect(await edge.holds()).to.deep.equal({ 'peer:p1': 1 });
+    caller.send(invite({ callId: 'd2', from: caller, edge: port }), port);
+    expect(((await caller.next(isStatus('d2', 503))) as sip.Response).headers.warning).to.match(/peer:p1 channels/);
+    // the right BYE ends it
+    caller.send(
+      inDialog('BYE', { callId: 'd1', from: caller, fromTag: 't-d1', toTag: 'callee-d1', cseq: 4, edge: port }),
+      port,
+    );
+    await carrierA.next(isRequest('d1', 'BYE'));
+    expect(await options('o2')).to.be.below(1_000);
+    expect(await edge.holds()).to.deep.equal({ 'peer:p1': 0 });
+    expect(edge.summary()).to.include({ errors: 0, byes: 1, released: 1 });
+  });
+
+  it('a call silent for maxCallDuration ends and frees its channels; one whose dialog goes on is refreshed', async () => {
+    await start({
+      maxCallDuration: 'PT2S',
+      inbound: { peers: { p1: [{ limit: 50, window: 'PT1S' }, { channels: 2 }], p2: [] } },
+      outbound: { carriers: { A: { cps: 50, maxWait: 'PT1S' }, B: { cps: 50 } } },
+    });
+    for (const callId of ['quiet', 'talking']) {
+      caller.send(invite({ callId, from: caller, edge: port }), port);
+      const inv = (await carrierA.next(isRequest(callId, 'INVITE'))) as sip.Request;
+      carrierA.send(answer(inv, 200, 'OK', `callee-${callId}`, carrierA.port), port);
+      await caller.next(isStatus(callId, 200));
+    }
+    // 'talking' shows itself every 400 ms (session timers' re-INVITEs or UPDATEs would); 'quiet'
+    // never does, and never ends (its BYE lost). Both were refreshed for ever: p1 stayed full.
+    for (let k = 1; k <= 9; k++) {
+      await new Promise((r) => setTimeout(r, 400));
+      caller.send(
+        inDialog('INFO', {
+          callId: 'talking',
+          from: caller,
+          fromTag: 't-talking',
+          toTag: 'callee-talking',
+          cseq: k + 1,
+          edge: port,
+        }),
+        port,
+      );
+    }
+    expect(await edge.holds()).to.deep.equal({ 'peer:p1': 1 });
+    expect(edge.summary()).to.include({ released: 1, inProgress: 1 });
+    expect(edge.summary().refreshed).to.be.at.least(1);
+  });
+
   it('configuration: every problem at once, with its path', async () => {
     const bad = {
       listen: '127.0.0.1',

@@ -22,10 +22,11 @@
  * Channels: an admitted call holds its channels (inbound levels, and its carrier's) from its
  * decision; they are released (gate.release) when it ends: BYE from either side, a failure final
  * response, CANCEL, or a refusal after admission (no route, store trouble). A call in progress
- * is refreshed every half maxCallDuration, so a long call does not lapse; one whose end is never
- * seen lapses after maxCallDuration, and its entry is dropped then.
+ * is refreshed every half maxCallDuration while its dialog shows life, so a long call with
+ * session timers does not lapse; one silent for maxCallDuration (its end never seen) ends then,
+ * as its holds lapse. The UDP transport (udp.ts) is the edge's own, guarding the stack's parser.
  */
-import { createSocket } from 'node:dgram';
+import { createHash, randomBytes } from 'node:crypto';
 import * as hdr from 'hdr-histogram-js';
 import sip from 'sip';
 import {
@@ -34,16 +35,19 @@ import {
   CallGate,
   DispatcherClosedError,
   type DispatchResult,
+  InvalidArgumentError,
   inspectGate,
   type Store,
   toSipResponse,
 } from 'callgate';
 import type { EdgeConfig, HostPort, IdentifyBy } from './config.js';
+import { type UdpTransport, udpTransport } from './udp.js';
 
 /** How long an ended call stays in the table (64 × T1: a transaction's whole life). */
 const LINGER_MS = 32_000;
 /** The process clock in µs, for latencies. */
 const nowUs = (): number => Math.round(performance.now() * 1000);
+/** The sweep's period at most (ms): a quarter of maxCallDuration when that is shorter. */
 const SWEEP_MS = 5_000;
 const ALLOW = 'INVITE, ACK, BYE, CANCEL, OPTIONS';
 
@@ -82,6 +86,8 @@ interface EdgeCall {
   expiresAt: number;
   /** ms (Date.now) of its decision or last refresh. */
   refreshedAt: number;
+  /** ms (Date.now) of the last message of its dialog (its INVITE at first): a sign it goes on. */
+  activeAt: number;
 }
 
 export interface EdgeOptions {
@@ -140,22 +146,13 @@ export interface EdgeSummary {
   forwardUs: { count: number; p50: number; p99: number; max: number };
 }
 
-/** Throws when the UDP port is taken: the stack's socket has no 'error' listener, so a bind failure there would crash the process. */
-async function checkPortFree(at: HostPort): Promise<void> {
-  const socket = createSocket('udp4');
-  await new Promise<void>((resolve, reject) => {
-    socket.once('error', (err) => reject(new Error(`cannot listen on udp ${at.host}:${at.port}: ${err.message}`)));
-    socket.bind(at.port, at.host, () => resolve());
-  }).finally(() => new Promise<void>((r) => socket.close(() => r())).catch(() => undefined));
-}
-
 const uriUser = (uri: string | sip.Uri | undefined): string | undefined =>
   uri === undefined ? undefined : sip.parseUri(uri)?.user || undefined;
 
 export class SipEdge {
   readonly gate: CallGate;
   readonly config: EdgeConfig;
-  private readonly transport: sip.Transport;
+  private readonly transport: UdpTransport;
   private readonly transactions: sip.TransactionLayer;
   private readonly calls = new Map<string, EdgeCall>();
   private readonly random: () => number;
@@ -187,6 +184,8 @@ export class SipEdge {
   private readonly releaseOutcomes: Record<string, number> = {};
   private finalHolds: Record<string, number> = {};
   private readonly refused: Record<string, number> = {};
+  /** Makes the To tag of the edge's own answers (one per Call-ID, unguessable). */
+  private readonly tagSecret = randomBytes(16);
 
   /** Create the engine, then listen (UDP). */
   static async start(opts: EdgeOptions): Promise<SipEdge> {
@@ -196,13 +195,17 @@ export class SipEdge {
       policy: opts.config.policy,
       timeoutMs: opts.config.timeoutMs,
     });
+    const edge = new SipEdge(gate, opts);
     try {
-      await checkPortFree(opts.config.listen);
+      await edge.transport.ready;
     } catch (err) {
+      clearInterval(edge.sweeper);
+      edge.transactions.destroy();
       await gate.close();
-      throw err;
+      const { host, port } = opts.config.listen;
+      throw new Error(`cannot listen on udp ${host}:${port}: ${(err as Error).message}`);
     }
-    return new SipEdge(gate, opts);
+    return edge;
   }
 
   private constructor(gate: CallGate, opts: EdgeOptions) {
@@ -214,9 +217,13 @@ export class SipEdge {
     const { host, port } = this.config.listen;
     this.recordRoute = { uri: sip.parseUri(`sip:${this.config.advertise}:${port};lr`)!, params: {} };
     const options = { address: host, port, publicAddress: this.config.advertise, udp: true, tcp: false };
-    this.transport = sip.makeTransport(options, (m, remote) => this.guard(() => this.onMessage(m, remote)));
+    this.transport = udpTransport(
+      options,
+      (m, remote) => this.guard(() => this.onMessage(m, remote)),
+      (err) => this.problem(err),
+    );
     this.transactions = sip.makeTransactionLayer(options, this.transport.open.bind(this.transport));
-    this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
+    this.sweeper = setInterval(() => this.sweep(), Math.max(100, Math.min(SWEEP_MS, this.maxCallMs() / 4)));
     this.sweeper.unref();
   }
 
@@ -345,9 +352,21 @@ export class SipEdge {
       answered: false,
       expiresAt: Date.now() + this.maxCallMs(),
       refreshedAt: Date.now(),
+      activeAt: Date.now(),
     };
     this.calls.set(callId, call);
     this.counts.invites++;
+    try {
+      this.decide(call, rq, from);
+    } catch (err) {
+      // answered 500 by onMessage; the entry lingers as an ended call, not for maxCallDuration
+      this.end(call);
+      throw err;
+    }
+  }
+
+  private decide(call: EdgeCall, rq: sip.Request, from: HostPort): void {
+    const { callId } = call;
     const who = this.identify(rq, from);
     call.peer = who.peer;
     call.account = this.config.peers.get(who.peer)?.account;
@@ -368,6 +387,8 @@ export class SipEdge {
       .catch((err: Error) => {
         // an INVITE that came while the edge stops: refused as the engine closes, not a fault
         if (err instanceof DispatcherClosedError) this.finalResponse(call, 503, 'Service Unavailable');
+        // an id callgate refuses (a Call-ID or user of over 256 characters): the caller's fault
+        else if (err instanceof InvalidArgumentError) this.finalResponse(call, 400, 'Bad Request');
         else {
           this.problem(err);
           this.finalResponse(call, 500, 'Server Internal Error');
@@ -390,7 +411,14 @@ export class SipEdge {
       } else if (by === 'pai') {
         const pai = rq.headers['p-asserted-identity'];
         if (typeof pai === 'string') {
-          const user = uriUser(sip.parseAOR({ s: pai, i: 0 }).uri);
+          // an unparsable identity names no one: the next method decides
+          const user = (() => {
+            try {
+              return uriUser(sip.parseAOR({ s: pai, i: 0 }).uri);
+            } catch {
+              return undefined;
+            }
+          })();
           if (user) return { peer: user, by };
         }
       } else {
@@ -498,6 +526,7 @@ export class SipEdge {
   }
 
   private onCarrierResponse(call: EdgeCall, rs: sip.Response): void {
+    call.activeAt = Date.now();
     rs.headers.via.shift();
     const tag = rs.headers.to.params.tag;
     if (tag) call.calleeTag = tag;
@@ -562,6 +591,7 @@ export class SipEdge {
   private onAck(rq: sip.Request): void {
     const call = this.calls.get(rq.headers['call-id']);
     if (!call?.answered || rq.headers.from.params.tag !== call.callerTag) return; // stray: dropped
+    call.activeAt = Date.now();
     const ack = this.relayed(rq, call, true);
     ack.headers.via.unshift({ params: { branch: sip.generateBranch() } });
     const cn = this.transport.open(this.addressOf(call, true), (err) => this.problem(err));
@@ -572,15 +602,30 @@ export class SipEdge {
     }
   }
 
-  /** BYE and any other request inside a dialog: to the other side; BYE ends the call. */
+  /**
+   * BYE and any other request inside a dialog: to the other side; BYE ends the call. The dialog
+   * is its Call-ID and both tags (RFC 3261 12.2.2): a BYE with the caller's From tag and any
+   * other To tag was relayed (the carrier answered 481, the call went on) and ended the call
+   * here, its channels free while it was still up.
+   */
   private onInDialog(rq: sip.Request): void {
     const call = this.calls.get(rq.headers['call-id']);
-    const tag = rq.headers.from.params.tag;
-    const downstream = call !== undefined && tag === call.callerTag;
-    if (!call?.carrier || (!downstream && tag !== call.calleeTag)) {
+    const from = rq.headers.from.params.tag;
+    const to = rq.headers.to.params.tag;
+    const known = call?.carrier !== undefined && call.calleeTag !== undefined;
+    const downstream = known && from === call.callerTag && to === call.calleeTag;
+    const upstream = known && from === call.calleeTag && to === call.callerTag;
+    if (!call || !(downstream || upstream)) {
       this.respond(rq, 481, 'Call/Transaction Does Not Exist');
       return;
     }
+    const maxForwards = Number(rq.headers['max-forwards'] ?? 70);
+    if (!(Number.isSafeInteger(maxForwards) && maxForwards > 0)) {
+      if (maxForwards === 0) this.respond(rq, 483, 'Too Many Hops');
+      else this.respond(rq, 400, 'Bad Max-Forwards');
+      return;
+    }
+    call.activeAt = Date.now();
     const out = this.relayed(rq, call, downstream);
     this.request(out, this.addressOf(call, downstream), (rs) => {
       rs.headers.via.shift();
@@ -628,10 +673,20 @@ export class SipEdge {
     this.transactions.createClientTransaction(cn, rq, (rs) => this.guard(() => onResponse(rs)));
   }
 
-  /** A response to a request we received (through its server transaction). */
+  /**
+   * A response to a request we received (through its server transaction). One the edge makes
+   * itself carries a To tag (RFC 3261 8.2.6.2), the same for every answer of one Call-ID (a 487
+   * and the 200 to its CANCEL).
+   */
   private respond(rq: sip.Request, status: number, reason: string, headers?: Record<string, unknown>): void {
     const rs = sip.makeResponse(rq, status, reason, headers && { headers });
+    if (status > 100 && rs.headers.to.params.tag === undefined)
+      rs.headers.to = { ...rs.headers.to, params: { ...rs.headers.to.params, tag: this.localTag(rq) } };
     this.transactions.getServer(rs)?.send(rs);
+  }
+
+  private localTag(rq: sip.Request): string {
+    return createHash('sha256').update(this.tagSecret).update(rq.headers['call-id']).digest('hex').slice(0, 16);
   }
 
   /** A response from downstream, our Via removed, to the transaction it answers. */
@@ -673,11 +728,17 @@ export class SipEdge {
     return this.gate.config.maxCallDurationUs / 1000;
   }
 
-  /** Drop ended calls past their linger, and refresh the holds of calls in progress every half maxCallDuration. */
+  /**
+   * Drop ended calls past their linger; end a call silent for maxCallDuration (no message of its
+   * dialog: its BYE was lost, or its caller and carrier vanished), as its holds lapse; refresh
+   * the holds of the others every half maxCallDuration (a call with session timers, RFC 4028,
+   * shows itself by its re-INVITEs or UPDATEs and lasts as long as they come).
+   */
   private sweep(): void {
     const now = Date.now();
     for (const [id, call] of this.calls) {
       if (call.expiresAt <= now) this.calls.delete(id);
+      else if (call.phase !== 'ended' && call.admitted && now - call.activeAt >= this.maxCallMs()) this.end(call);
       else if (call.phase !== 'ended' && call.admitted && now - call.refreshedAt >= this.maxCallMs() / 2) {
         call.refreshedAt = now;
         call.expiresAt = now + this.maxCallMs();
