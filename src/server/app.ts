@@ -145,9 +145,14 @@ function writeClientError(err: Error & { code?: string }, socket: Duplex): void 
   writeAnswer(socket, status, error, message, err);
 }
 
+/** The API's error body for one problem: `message` is it, `problems` lists it alone. */
+function errorBody(error: string, message: string): { error: string; message: string; problems: string[] } {
+  return { error, message, problems: [message] };
+}
+
 /** An answer in the API's error shape written on the socket itself, which is then closed. */
 function writeAnswer(socket: Duplex, status: number, error: string, message: string, err?: Error): void {
-  const body = JSON.stringify({ error, message, problems: [message] });
+  const body = JSON.stringify(errorBody(error, message));
   if (socket.writable)
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
@@ -185,7 +190,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     // a path fastify cannot decode (`/v1/bans/%ff/%`): the API's error shape, not fastify's
     frameworkErrors: (err, _req, reply) => {
       const message = `path: ${err.message}`;
-      void (reply as unknown as FastifyReply).code(400).send({ error: 'bad-request', message, problems: [message] });
+      void (reply as unknown as FastifyReply).code(400).send(errorBody('bad-request', message));
     },
     // requests Node's HTTP parser refuses (headers too large, bad framing, a client too slow)
     // never reach a route: their answer in the API's error shape too
@@ -207,7 +212,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   });
   app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     const message = `Expect: ${JSON.stringify(req.headers.expect ?? '')} is not supported (only 100-continue)`;
-    const body = JSON.stringify({ error: 'expectation-failed', message, problems: [message] });
+    const body = JSON.stringify(errorBody('expectation-failed', message));
     res
       .writeHead(417, {
         'content-type': 'application/json; charset=utf-8',
@@ -281,10 +286,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.addHook('onRequest', async (req, reply) => {
     if (req.raw.httpVersion === '1.1' && req.headers.host === undefined) {
       const message = 'request: HTTP/1.1 without a Host header';
-      return reply
-        .code(400)
-        .header('connection', 'close')
-        .send({ error: 'bad-request', message, problems: [message] });
+      return reply.code(400).header('connection', 'close').send(errorBody('bad-request', message));
     }
   });
 
@@ -503,8 +505,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }
     // the library refused what the client sent (a check the request schema missed): still the
     // client's, never a 500
-    if (err instanceof InvalidArgumentError)
-      return reply.code(400).send({ error: 'bad-request', message: err.message, problems: [err.message] });
+    if (err instanceof InvalidArgumentError) return reply.code(400).send(errorBody('bad-request', err.message));
     if (err instanceof DispatcherClosedError)
       return reply.code(503).send({ error: 'closing', message: 'the sidecar is shutting down' });
     // an operator's route (state, holds, reset, bans…) while Redis is away: an outage, not a bug
@@ -514,17 +515,17 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
       const type = req.headers['content-type'];
       const message = `body: got ${type === undefined ? 'no content-type' : `content-type ${JSON.stringify(type)}`}; ${BODIES_READ}`;
-      return reply.code(415).send({ error: 'unsupported-media-type', message, problems: [message] });
+      return reply.code(415).send(errorBody('unsupported-media-type', message));
     }
     const status = err.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       // fastify's own refusals (invalid JSON, body too large, unsupported media type): say where
       const message = err.code?.startsWith('FST_ERR_CTP') ? `body: ${err.message}` : err.message;
-      return reply.code(status).send({
-        error: status === 413 ? 'too-large' : status === 415 ? 'unsupported-media-type' : 'bad-request',
-        message,
-        problems: [message],
-      });
+      return reply
+        .code(status)
+        .send(
+          errorBody(status === 413 ? 'too-large' : status === 415 ? 'unsupported-media-type' : 'bad-request', message),
+        );
     }
     req.log.error({ err }, 'request failed');
     return reply.code(500).send({ error: 'internal', message: err.message });
