@@ -420,10 +420,24 @@ Content-Length: 0
       ['r2', `Record-Route: <sip:${HOST}:${port};lr>, <foo>\n`],
       ['r3', 'Path: <sip:[2001:db8::1];lr>\n'],
       ['r4', 'CSeq: 2 BYE\n'], // a second CSeq: joined, and not the method's
+      ['r5', 'Constructor: x\n'], // relayed as `function Object() { [native code] }: x`
+      ['r6', 'Call-ID: other\n'], // two Call-IDs, joined into one
     ] as const) {
       caller.send(invite({ callId, from: caller, edge: port, extra }), port);
-      await caller.next((m) => (m as sip.Response).status === 400 && m.headers['call-id'] === callId);
+      await caller.next((m) => (m as sip.Response).status === 400 && m.headers['call-id'].startsWith(callId));
     }
+    // a body shorter than its Content-Length (RFC 3261 18.3): 400; bytes past a length of 0:
+    // dropped (they went on to the carrier as a body of 15 bytes)
+    caller.send(
+      invite({ callId: 'cl1', from: caller, edge: port }).replace('Content-Length: 0', 'Content-Length: 500'),
+      port,
+    );
+    await caller.next((m) => (m as sip.Response).status === 400 && m.headers['call-id'] === 'cl1');
+    caller.send(`${invite({ callId: 'cl0', from: caller, edge: port })}v=0 trailing`, port);
+    const cl0 = (await carrierA.next(isRequest('cl0', 'INVITE'))) as sip.Request;
+    expect(cl0.content ?? '').to.equal('');
+    carrierA.send(answer(cl0, 486, 'Busy Here', 'callee-cl0'), port); // the call ends, its channel free
+    await caller.next(isStatus('cl0', 486));
     // a Call-ID callgate refuses (over 256 characters): 400, not 500
     const long = 'x'.repeat(300);
     caller.send(invite({ callId: long, from: caller, edge: port }), port);
@@ -476,7 +490,7 @@ Content-Length: 0
     await carrierA.next(isRequest('d1', 'BYE'));
     expect(await options('o2')).to.be.below(1_000);
     expect(await edge.holds()).to.deep.equal({ 'peer:p1': 0 });
-    expect(edge.summary()).to.include({ errors: 0, byes: 1, released: 1 });
+    expect(edge.summary()).to.include({ errors: 0, byes: 1, released: 2, carrierFailures: 1 });
   });
 
   it('a call silent for maxCallDuration ends and frees its channels; one whose dialog goes on is refreshed', async () => {

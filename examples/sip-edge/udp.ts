@@ -7,10 +7,11 @@
  *   bytes must go over TCP, RFC 3261 18.1.1), leading CRLFs are skipped (7.5) and one that then
  *   starts with other whitespace is dropped. The stack's parser is quadratic in both: ten 64 KB
  *   datagrams of whitespace held the edge for 8 s.
- * - A message the edge cannot relay safely (problemOf) is answered 400 if it is a request other
- *   than ACK, and otherwise dropped: an unparsable Route, Record-Route or Path URI made the
- *   stack throw when it wrote the message, in a timer, and the process died with the call's
- *   channels held.
+ * - A message the edge cannot relay safely or whole (problemOf: a header name that is no token,
+ *   a body shorter than its Content-Length, a bad Call-ID or CSeq, ...) is answered 400 if it is
+ *   a request other than ACK, and otherwise dropped. Among them: an unparsable Route,
+ *   Record-Route or Path URI made the stack throw when it wrote the message, in a timer, and
+ *   the process died with the call's channels held.
  * - Out: a message that cannot be written is reported, never thrown from a timer.
  */
 import { createSocket } from 'node:dgram';
@@ -20,9 +21,20 @@ import sip from 'sip';
 export const MAX_DATAGRAM = 16_384;
 const CRLF = 0x0d0a;
 
+/** A header name as RFC 3261 25.1 spells a token (lower-cased by the stack). */
+const TOKEN = /^[-!%*_+`'~.a-z0-9]+$/;
+
 /** Why the stack cannot carry `m` whole, or undefined. */
 export function problemOf(m: sip.Message): string | undefined {
   const h = m.headers;
+  // the stack looks names up in a plain object: `Constructor:` came out as `function Object()…`
+  for (const name of Object.keys(h)) if (!TOKEN.test(name)) return 'Bad header name';
+  const length = h['content-length'] as unknown;
+  if (length !== undefined) {
+    // a body shorter than said (RFC 3261 18.3); the stack cut a longer one to the length
+    if (!(Number.isSafeInteger(length) && (length as number) >= 0)) return 'Bad Content-Length';
+    if ((length as number) > Buffer.byteLength(m.content ?? '', 'binary')) return 'Body shorter than Content-Length';
+  }
   if (!Array.isArray(h.via) || h.via.length === 0 || !h['call-id'] || !h.to || !h.from || !h.cseq)
     return 'Missing Via, Call-ID, From, To or CSeq';
   if (typeof h['call-id'] !== 'string' || h['call-id'].includes(',')) return 'Bad Call-ID';
@@ -46,7 +58,10 @@ function parseDatagram(buf: Buffer): sip.Message | undefined {
   if (at >= buf.length || buf[at] === 0x20 || buf[at] === 0x09 || buf[at] === 0x0d || buf[at] === 0x0a)
     return undefined;
   try {
-    return sip.parse(at === 0 ? buf : buf.subarray(at));
+    const m = sip.parse(at === 0 ? buf : buf.subarray(at));
+    // the stack took a length of 0 for none, and the bytes after the headers for the body (18.3: dropped)
+    if (m !== undefined && m.headers['content-length'] === 0) m.content = '';
+    return m;
   } catch {
     return undefined;
   }
