@@ -454,6 +454,23 @@ Content-Length: 0
     caller.send(' '.repeat(60_000), port);
     expect(await options('o1'), 'ms for an OPTIONS behind them').to.be.below(1_000);
 
+    // a call's answer from anywhere but its carrier (a forged 486): dropped, the call goes on;
+    // a CANCEL with another branch than its INVITE's (RFC 3261 9.2): 481, nothing cancelled
+    other.send(invite({ callId: 'fg', from: other, user: 'p2', edge: port }), port);
+    const fg = (await carrierA.next(isRequest('fg', 'INVITE'))) as sip.Request;
+    other.send(answer(fg, 486, 'Busy Here', 'forged'), port);
+    other.send(
+      invite({ callId: 'fg', from: other, user: 'p2', edge: port, branch: 'z9hG4bK-not-its' })
+        .replace(/^INVITE /, 'CANCEL ')
+        .replace('CSeq: 1 INVITE', 'CSeq: 1 CANCEL'),
+      port,
+    );
+    await other.next(isStatus('fg', 481, 'CANCEL'));
+    await other.none(isStatus('fg', 486), 300);
+    await carrierA.none(isRequest('fg', 'CANCEL'), 0);
+    carrierA.send(answer(fg, 486, 'Busy Here', 'callee-fg'), port); // its carrier's answer ends it
+    await other.next(isStatus('fg', 486));
+
     // a call up; a BYE with its Call-ID and From tag but another To tag is not its dialog: 481,
     // never relayed, and the call keeps its channel (it was released, and p1 took a second call)
     caller.send(invite({ callId: 'd1', from: caller, edge: port }), port);
@@ -490,7 +507,7 @@ Content-Length: 0
     await carrierA.next(isRequest('d1', 'BYE'));
     expect(await options('o2')).to.be.below(1_000);
     expect(await edge.holds()).to.deep.equal({ 'peer:p1': 0 });
-    expect(edge.summary()).to.include({ errors: 0, byes: 1, released: 2, carrierFailures: 1 });
+    expect(edge.summary()).to.include({ errors: 0, byes: 1, released: 3, carrierFailures: 2 });
   });
 
   it('a call silent for maxCallDuration ends and frees its channels; one whose dialog goes on is refreshed', async () => {

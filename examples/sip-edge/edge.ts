@@ -88,6 +88,8 @@ interface EdgeCall {
   refreshedAt: number;
   /** ms (Date.now) of the last message of its dialog (its INVITE at first): a sign it goes on. */
   activeAt: number;
+  /** Where each request the edge sent for the call went, by its Via branch: its answers come from there. */
+  readonly sentTo: Map<string, sip.Address>;
 }
 
 export interface EdgeOptions {
@@ -287,8 +289,13 @@ export class SipEdge {
 
   private onMessage(m: sip.Message, remote: sip.Remote): void {
     if (!('method' in m) || m.method === undefined) {
-      // a response: to its client transaction, or dropped (no transaction: a stray)
-      this.transactions.getClient(m)?.message(m, remote);
+      // a response: to its client transaction, or dropped (no transaction: a stray). Only from
+      // where its request went (our Via asks for that: rport, RFC 3581):
+      // the stack's branches are 1 of 10^6, and a 486 forged by anyone who knew the Call-ID
+      // ended the call here, its channels free, while the carrier kept it
+      const sentTo = this.calls.get(m.headers['call-id'])?.sentTo.get(m.headers.via[0]!.params.branch ?? '');
+      if (sentTo?.address === remote.address && sentTo.port === remote.port)
+        this.transactions.getClient(m)?.message(m, remote);
       return;
     }
     const rq = m;
@@ -353,6 +360,7 @@ export class SipEdge {
       expiresAt: Date.now() + this.maxCallMs(),
       refreshedAt: Date.now(),
       activeAt: Date.now(),
+      sentTo: new Map(),
     };
     this.calls.set(callId, call);
     this.counts.invites++;
@@ -521,7 +529,7 @@ export class SipEdge {
     call.carrier = carrier;
     call.phase = 'forwarded';
     if (call.delayMs === 0) this.forwardHist.recordValue(Math.max(1, nowUs() - call.inAt));
-    this.request(out, target, (rs) => this.onCarrierResponse(call, rs));
+    this.request(call, out, target, (rs) => this.onCarrierResponse(call, rs));
     return new Promise<void>((resolve) => setImmediate(resolve));
   }
 
@@ -553,7 +561,8 @@ export class SipEdge {
 
   private onCancel(rq: sip.Request): void {
     const call = this.calls.get(rq.headers['call-id']);
-    if (!call) {
+    // a CANCEL matches its INVITE's transaction: the same top Via branch (RFC 3261 9.2)
+    if (!call || rq.headers.via[0]?.params.branch !== call.invite.headers.via[0]?.params.branch) {
       this.respond(rq, 481, 'Call/Transaction Does Not Exist');
       return;
     }
@@ -584,7 +593,7 @@ export class SipEdge {
       },
     };
     delete cancel.headers.to.params.tag;
-    this.request(cancel, this.config.carriers.get(call.carrier!)!, () => undefined);
+    this.request(call, cancel, this.config.carriers.get(call.carrier!)!, () => undefined);
   }
 
   /** ACK of a 2xx (a new transaction): on to the carrier. */
@@ -627,7 +636,7 @@ export class SipEdge {
     }
     call.activeAt = Date.now();
     const out = this.relayed(rq, call, downstream);
-    this.request(out, this.addressOf(call, downstream), (rs) => {
+    this.request(call, out, this.addressOf(call, downstream), (rs) => {
       rs.headers.via.shift();
       if (rs.status > 100) this.upstream(rs);
     });
@@ -665,12 +674,18 @@ export class SipEdge {
 
   // --- messages out -----------------------------------------------------------------------------
 
-  /** A request through a client transaction of the stack (retransmitted until answered). */
-  private request(rq: sip.Request, target: HostPort | sip.Address, onResponse: (rs: sip.Response) => void): void {
+  /** A request of a call through a client transaction of the stack (retransmitted until answered). */
+  private request(
+    call: EdgeCall,
+    rq: sip.Request,
+    target: HostPort | sip.Address,
+    onResponse: (rs: sip.Response) => void,
+  ): void {
     if (rq.method !== 'CANCEL') rq.headers.via.unshift({ params: {} }); // our Via; the transaction sets its branch
     const address = 'host' in target ? { protocol: 'UDP', address: target.host, port: target.port } : target;
     const cn = this.transport.open(address, (err) => this.problem(err));
     this.transactions.createClientTransaction(cn, rq, (rs) => this.guard(() => onResponse(rs)));
+    call.sentTo.set(rq.headers.via[0]!.params.branch ?? '', address);
   }
 
   /**
