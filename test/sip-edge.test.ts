@@ -510,6 +510,23 @@ Content-Length: 0
     expect(edge.summary()).to.include({ errors: 0, byes: 1, released: 3, carrierFailures: 2 });
   });
 
+  it("a defaultPeer's refusals are counted under peer:*, not one count per From user", async () => {
+    await start({
+      inbound: { peers: { p1: [{ limit: 1, window: 'PT1S' }] }, defaultPeer: [{ limit: 1, window: 'PT10S' }] },
+      outbound: { carriers: { A: { cps: 100, maxWait: 'PT1S' }, B: { cps: 100 } } },
+    });
+    for (const user of ['u1', 'u2', 'u1', 'u2']) {
+      const callId = `${user}-${randomBytes(3).toString('hex')}`;
+      other.send(invite({ callId, from: other, user, edge: port }), port);
+      await other.next((m) => m.headers['call-id'] === callId && (m as sip.Response).status >= 100);
+    }
+    caller.send(invite({ callId: 'k1', from: caller, edge: port }), port);
+    caller.send(invite({ callId: 'k2', from: caller, edge: port }), port);
+    await caller.next(isStatus('k2', 503));
+    await other.none((m) => (m as sip.Response).status === 500, 100);
+    expect(edge.summary().refused).to.deep.equal({ 'peer:* rate': 2, 'peer:p1 rate': 1 });
+  });
+
   it('a call silent for maxCallDuration ends and frees its channels; one whose dialog goes on is refreshed', async () => {
     await start({
       maxCallDuration: 'PT2S',

@@ -445,12 +445,15 @@ export class SipEdge {
         d.limitedBy === 'unknown-peer' || d.limitedBy === 'store-unavailable'
           ? d.limitedBy
           : `${d.limitedBy} ${d.reason ?? 'rate'}`;
-      // an attribute level's refusals count under its name: its values (callers, addresses) are unbounded
+      // an attribute level's refusals count under its name, a defaultPeer's peers under
+      // `peer:*`: their values (callers, addresses, From users) are unbounded
       const colon = key.indexOf(':');
       const level = colon > 0 ? key.slice(0, colon) : '';
       const counted = (this.gate.config.inbound.attributes ?? []).some((l) => l.name === level)
         ? `${level} ${d.reason ?? 'rate'}`
-        : key;
+        : level === 'peer' && !this.gate.config.inbound.peers.has(key.slice(colon + 1, key.lastIndexOf(' ')))
+          ? `peer:* ${d.reason ?? 'rate'}`
+          : key;
       this.refused[counted] = (this.refused[counted] ?? 0) + 1;
       const rs = toSipResponse(d, { jitterSeconds: this.config.retryAfterJitter, random: this.random })!;
       const headers: Record<string, unknown> = { warning: this.warning(key) };
