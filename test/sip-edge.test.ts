@@ -202,6 +202,14 @@ describe('SIP edge, message by message (examples/sip-edge)', function () {
     caller.send(invite({ callId: 'c2', from: caller, edge: port, branch: 'z9hG4bK-again' }), port);
     await caller.next(isStatus('c2', 482));
     expect(edge.summary()).to.include({ decisions: decided, merged: 1 });
+    // the caller's new attempt after its 503 (the same Call-ID, CSeq 2): a decision of its own
+    // (it was 482 for 32 s), refused again while c1 holds p1's channel
+    caller.send(
+      invite({ callId: 'c2', from: caller, edge: port, branch: 'z9hG4bK-retry' }).replace('CSeq: 1', 'CSeq: 2'),
+      port,
+    );
+    await caller.next(isStatus('c2', 503));
+    expect(edge.summary()).to.include({ decisions: decided + 1, merged: 1 });
 
     // unknown source and user: 403; a source not in the table named by its From user (p2): admitted
     other.send(invite({ callId: 'u1', from: other, user: 'nobody', edge: port }), port);
@@ -230,15 +238,15 @@ describe('SIP edge, message by message (examples/sip-edge)', function () {
     await carrierA.next(isRequest('c3', 'INVITE'));
     const s = edge.summary();
     expect(s).to.include({
-      invites: 5,
-      decisions: 5,
+      invites: 6,
+      decisions: 6,
       admitted: 3,
       answered: 1,
       carrierFailures: 1,
       byes: 1,
       released: 2,
     });
-    expect(s.refused).to.deep.equal({ 'peer:p1 rate': 1, 'unknown-peer': 1 });
+    expect(s.refused).to.deep.equal({ 'peer:p1 rate': 2, 'unknown-peer': 1 });
     expect(await edge.holds()).to.deep.equal({ 'account:acme': 1, 'peer:p1': 1, 'carrier:A': 1 }); // c3 in progress
   });
 

@@ -16,7 +16,8 @@
  *
  * One decision per call: retransmissions of an INVITE are absorbed by its server transaction; a
  * second INVITE with a Call-ID already seen (a new transaction) gets 482 Loop Detected (RFC 3261
- * 8.2.2.2, merged request) and no decision. The call table is keyed by Call-ID; an ended call is
+ * 8.2.2.2, merged request) and no decision, unless it is the caller's new attempt (a higher
+ * CSeq) after a refusal. The call table is keyed by Call-ID; an ended call is
  * kept LINGER_MS to recognise late messages.
  *
  * Channels: an admitted call holds its channels (inbound levels, and its carrier's) from its
@@ -330,7 +331,19 @@ export class SipEdge {
 
   private onInvite(rq: sip.Request, from: HostPort): void {
     const callId = rq.headers['call-id'];
-    if (this.calls.has(callId)) {
+    const prior = this.calls.get(callId);
+    // a Call-ID seen before: a merged request (482), unless it is the caller's new attempt after
+    // a refusal (its From tag, a higher CSeq: RFC 3261 8.2.2.2 merges only the same CSeq), which
+    // gets a decision of its own. Never after an admission: that call's release may still be on
+    // its way, and would free the new attempt's channels.
+    const retry =
+      prior !== undefined &&
+      prior.phase === 'ended' &&
+      !prior.admitted &&
+      !prior.maybeHeld &&
+      rq.headers.from.params.tag === prior.callerTag &&
+      rq.headers.cseq.seq > prior.invite.headers.cseq.seq;
+    if (prior !== undefined && !retry) {
       this.counts.merged++;
       this.respond(rq, 482, 'Loop Detected');
       return;
