@@ -135,7 +135,7 @@ describe('SIP edge, message by message (examples/sip-edge)', function () {
   let edge: SipEdge;
   let port: number;
 
-  async function start(limits: EdgeConfigInput['limits'], route = ['A', 'B']) {
+  async function start(limits: EdgeConfigInput['limits'], route = ['A', 'B'], timerCMs?: number) {
     port = await freeUdpPort();
     const config = await parseEdgeConfig({
       listen: `${HOST}:${port}`,
@@ -145,7 +145,7 @@ describe('SIP edge, message by message (examples/sip-edge)', function () {
       carriers: { A: { address: `${HOST}:${carrierA.port}` }, B: { address: `${HOST}:${carrierB.port}` } },
       retryAfterJitter: 2,
     });
-    edge = await SipEdge.start({ config, random: () => 0.99 });
+    edge = await SipEdge.start({ config, random: () => 0.99, ...(timerCMs !== undefined && { timerCMs }) });
   }
 
   beforeEach(async () => {
@@ -516,6 +516,32 @@ Content-Length: 0
     expect(await options('o2')).to.be.below(1_000);
     expect(await edge.holds()).to.deep.equal({ 'peer:p1': 0 });
     expect(edge.summary()).to.include({ errors: 0, byes: 1, released: 3, carrierFailures: 2 });
+  });
+
+  it('Timer C: a carrier that rings and never answers is cancelled, the caller gets 408, the channels come back', async () => {
+    await start(
+      {
+        inbound: { peers: { p1: [{ limit: 50, window: 'PT1S' }, { channels: 1 }], p2: [] } },
+        outbound: { carriers: { A: { cps: 50, maxWait: 'PT1S' }, B: { cps: 50 } } },
+      },
+      ['A'],
+      400,
+    );
+    caller.send(invite({ callId: 'ring', from: caller, edge: port }), port);
+    const inv = (await carrierA.next(isRequest('ring', 'INVITE'))) as sip.Request;
+    // a 180 now and again restarts it: the call is still ringing after 2 x 400 ms
+    for (let k = 0; k < 3; k++) {
+      carrierA.send(answer(inv, 180, 'Ringing', 'callee-ring'), port);
+      await caller.next(isStatus('ring', 180));
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(await edge.holds()).to.deep.equal({ 'peer:p1': 1 });
+    // then nothing: 400 ms on, CANCEL to the carrier, 408 to the caller (it rang for ever)
+    const cancel = (await carrierA.next(isRequest('ring', 'CANCEL'))) as sip.Request;
+    expect(cancel.headers.via[0]!.params.branch).to.equal(inv.headers.via[0]!.params.branch);
+    await caller.next(isStatus('ring', 408));
+    expect(await edge.holds()).to.deep.equal({ 'peer:p1': 0 });
+    expect(edge.summary()).to.include({ released: 1, errors: 0 });
   });
 
   it("a defaultPeer's refusals are counted under peer:*, not one count per From user", async () => {

@@ -44,6 +44,8 @@ import {
 import type { EdgeConfig, HostPort, IdentifyBy } from './config.js';
 import { type UdpTransport, udpTransport } from './udp.js';
 
+/** Timer C by default (RFC 3261 16.6: more than 3 minutes). */
+const TIMER_C_MS = 180_000;
 /** How long an ended call stays in the table (64 × T1: a transaction's whole life). */
 const LINGER_MS = 32_000;
 /** The process clock in µs, for latencies. */
@@ -91,6 +93,8 @@ interface EdgeCall {
   activeAt: number;
   /** Where each request the edge sent for the call went, by its Via branch: its answers come from there. */
   readonly sentTo: Map<string, sip.Address>;
+  /** Timer C of its forwarded INVITE, while no final answer came. */
+  timerC?: NodeJS.Timeout;
 }
 
 export interface EdgeOptions {
@@ -101,6 +105,8 @@ export interface EdgeOptions {
   readonly random?: () => number;
   /** Where problems go (default: nowhere; the CLI prints them). */
   readonly onProblem?: (err: Error) => void;
+  /** Timer C (RFC 3261 16.6): how long a forwarded INVITE may go without a final answer after its last provisional one (ms; default 180,000). */
+  readonly timerCMs?: number;
 }
 
 type Histogram = ReturnType<typeof hdr.build>;
@@ -160,6 +166,7 @@ export class SipEdge {
   private readonly calls = new Map<string, EdgeCall>();
   private readonly random: () => number;
   private readonly onProblem: (err: Error) => void;
+  private readonly timerCMs: number;
   private readonly recordRoute: sip.NameAddr;
   private readonly sweeper: NodeJS.Timeout;
   private stopping?: Promise<void>;
@@ -216,6 +223,7 @@ export class SipEdge {
     this.config = opts.config;
     this.random = opts.random ?? Math.random;
     this.onProblem = opts.onProblem ?? (() => undefined);
+    this.timerCMs = opts.timerCMs ?? TIMER_C_MS;
     gate.on('error', (err) => this.problem(err));
     const { host, port } = this.config.listen;
     this.recordRoute = { uri: sip.parseUri(`sip:${this.config.advertise}:${port};lr`)!, params: {} };
@@ -241,6 +249,7 @@ export class SipEdge {
       await this.gate.close({ mode: 'cancel' });
       this.transactions.destroy();
       this.transport.destroy();
+      for (const call of this.calls.values()) clearTimeout(call.timerC);
       this.calls.clear();
     })());
   }
@@ -546,7 +555,30 @@ export class SipEdge {
     call.phase = 'forwarded';
     if (call.delayMs === 0) this.forwardHist.recordValue(Math.max(1, nowUs() - call.inAt));
     this.request(call, out, target, (rs) => this.onCarrierResponse(call, rs));
+    this.armTimerC(call);
     return new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
+  /**
+   * (Re)start Timer C (RFC 3261 16.6 step 11, 16.7): a carrier that rings and never answers
+   * kept the call, and its channels, for good (the stack's INVITE transaction has no timer once
+   * a provisional answer came). When it fires: CANCEL to the carrier, 408 to the caller, and
+   * the call ends. (Without any provisional answer, the transaction's Timer B ends it first.)
+   */
+  private armTimerC(call: EdgeCall): void {
+    clearTimeout(call.timerC);
+    call.timerC = setTimeout(
+      () =>
+        this.guard(() => {
+          if (call.finalSent || call.phase === 'ended') return;
+          call.cancelRequested = true;
+          this.maybeCancel(call);
+          this.finalResponse(call, 408, 'Request Timeout');
+          this.end(call);
+        }),
+      this.timerCMs,
+    );
+    call.timerC.unref();
   }
 
   private onCarrierResponse(call: EdgeCall, rs: sip.Response): void {
@@ -557,11 +589,13 @@ export class SipEdge {
     const contact = Array.isArray(rs.headers.contact) ? rs.headers.contact[0]?.uri : undefined;
     if (contact) call.calleeContact = typeof contact === 'string' ? contact : sip.stringifyUri(contact);
     if (rs.status < 200) {
+      if (rs.status > 100) this.armTimerC(call);
       call.proceeding = true;
       if (rs.status > 100) this.upstream(rs); // 100 Trying is hop by hop
       this.maybeCancel(call);
       return;
     }
+    clearTimeout(call.timerC); // a final answer
     if (rs.status < 300) {
       if (!call.answered) this.counts.answered++;
       call.answered = true;
@@ -738,6 +772,7 @@ export class SipEdge {
 
   /** The call ended: its channels are released (once), and it lingers a while for late messages. */
   private end(call: EdgeCall): void {
+    clearTimeout(call.timerC);
     if (call.phase === 'ended') return;
     call.phase = 'ended';
     call.expiresAt = Date.now() + LINGER_MS;
