@@ -282,6 +282,19 @@ describe('callgate replay (the command)', function () {
       expect(statSync(full).isCharacterDevice()).to.equal(true);
       expect(temporaries(dirname(full))).to.deep.equal([]);
     });
+
+    it('an output that fails after another was written whole: neither replaces its file', async function () {
+      const full = device(this, sub, 'full');
+      const keep = join(sub, 'keep.jsonl');
+      writeFileSync(keep, 'OLD\n');
+      // the decisions were renamed over keep.jsonl before the HTML report failed
+      expectOneLine(
+        await run(replayArgs('campaign', '--decisions', keep, '--html', full)),
+        /^error: cannot write the HTML report .*full: no space left on device.*\(ENOSPC\)$/,
+      );
+      expect(readFileSync(keep, 'utf8')).to.equal('OLD\n');
+      expect(temporaries(sub)).to.deep.equal([]);
+    });
   });
 
   describe('--decisions never replaces what is not a regular file', () => {

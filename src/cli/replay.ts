@@ -210,7 +210,8 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
         }).then((c) => ({ ...c, old: c.baseline }))
       : { result: await replay({ ...common, config, store }), whatif: undefined, old: undefined };
     bar.finish();
-    await writer?.commit();
+    // the outputs take their names once everything is written, the report too: a report that
+    // cannot be written (a full disk) leaves the old files in place, as any failure does
     if (htmlOut) {
       await htmlOut.write(
         reportHtml({
@@ -223,7 +224,6 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
           baselineSeries,
         }),
       );
-      await htmlOut.commit();
     }
     const lease = leased?.summary;
     if (args.json)
@@ -241,6 +241,8 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
         : '';
       await writeReport(reportOut, `${reportText(result) + (whatif ? `\n${compareText(whatif)}` : '') + leaseLine}\n`);
     }
+    await writer?.commit();
+    await htmlOut?.commit();
   } catch (err) {
     bar.abort();
     abortOutputs();
