@@ -254,6 +254,18 @@ describe('callgate replay (the command)', function () {
         await run(['replay', '--config', cfg, '--trace', fifo]),
         /trace-fifo: cannot read the trace: it is a FIFO, and a replay reads its trace twice$/,
       );
+      // merge-traces too reads each input twice: it hung on the FIFO's second open, then merged
+      // what the next writer sent; a directory was a raw EISDIR
+      const merged = join(sub, 'merged.csv');
+      expectOneLine(
+        await run(['merge-traces', '--out', merged, fifo]),
+        /trace-fifo: cannot read the trace: it is a FIFO, and merge-traces reads each input twice$/,
+      );
+      expectOneLine(
+        await run(['merge-traces', '--out', merged, join(FIX, 'boundary.trace.csv'), sub]),
+        /: cannot read the trace: it is a directory$/,
+      );
+      expect(existsSync(merged)).to.equal(false);
     });
 
     it('standard output closed by its reader (| true): the report, or the decisions', async () => {

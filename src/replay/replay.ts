@@ -7,7 +7,6 @@
  * decision is made. A sorted trace then streams (flat memory); an unsorted one is sorted in runs
  * spilled to temporary files and merged (time-order.ts: bounded memory too).
  */
-import { statSync, type Stats } from 'node:fs';
 import type { AdmissionDecision } from '../admission/admission.js';
 import { VirtualClock } from '../clock.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
@@ -20,7 +19,7 @@ import { carriersPassed, newCarrier, newLevel, type CarrierStats, type LevelStat
 import { TraceError } from '../errors/trace-error.js';
 import { inboundHolds, RowIds } from './row-ids.js';
 import { TopValues } from './top-values.js';
-import { readTrace, validateTrace, type TraceCall } from './trace.js';
+import { readTrace, refuseUnreadableTwice, validateTrace, type TraceCall } from './trace.js';
 import { inTimeOrder } from './time-order.js';
 import { PeerTagCheck } from './peer-tags.js';
 
@@ -98,28 +97,10 @@ function dispatchHeld(
   return { reserved, ended };
 }
 
-/**
- * The trace is read twice (checked, then replayed): a FIFO or a device gives its data once, and
- * waits for a writer before that. A missing file is left to the reader, which names the reason.
- */
-function refuseUnreadableTwice(path: string): void {
-  let stats: Stats;
-  try {
-    stats = statSync(path);
-  } catch {
-    return;
-  }
-  if (stats.isFile()) return;
-  const what = stats.isDirectory()
-    ? 'it is a directory'
-    : `it is ${stats.isFIFO() ? 'a FIFO' : 'not a regular file'}, and a replay reads its trace twice`;
-  throw new TraceError([{ file: path, line: 0, message: `cannot read the trace: ${what}` }]);
-}
-
 export async function replay(opts: ReplayOptions): Promise<ReplayResult> {
   const { signal } = opts;
   signal?.throwIfAborted();
-  refuseUnreadableTwice(opts.tracePath);
+  refuseUnreadableTwice(opts.tracePath, 'a replay reads its trace twice');
   const tags = opts.store.hashTags === true ? new PeerTagCheck(opts.config, opts.tracePath) : undefined;
   const check = await validateTrace(opts.tracePath, { signal, ...(tags && { onCall: tags.see }) });
   if (check.problems.length > 0) throw new TraceError(check.problems, check.problemCount);

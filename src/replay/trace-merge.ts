@@ -10,7 +10,7 @@
 import { OutputFile } from '../output-file.js';
 import { TRACE_HEADER, TRACE_HEADER_ATTRIBUTES, traceRow } from '../recording/trace-recorder.js';
 import { inTimeOrder } from './time-order.js';
-import { readTrace } from './trace.js';
+import { readTrace, refuseUnreadableTwice } from './trace.js';
 
 export interface MergeResult {
   rows: number;
@@ -41,6 +41,9 @@ export async function mergeTraces(
   output: string,
   opts: { chunkRows?: number } = {},
 ): Promise<MergeResult> {
+  // each input is read twice (its header, then its rows): a FIFO hung on the second open, and
+  // the merge then took what the next writer sent for the file
+  for (const input of inputs) refuseUnreadableTwice(input, 'merge-traces reads each input twice');
   // whole or not at all, and never over a directory or a device (see OutputFile)
   const out = await OutputFile.open(output, (name) => `the merged trace ${name}`);
   // rows carry the attribute columns when an input has one of them

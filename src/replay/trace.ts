@@ -20,7 +20,7 @@
  */
 import { idProblem } from '../ids.js';
 import { isUtf8 } from 'node:buffer';
-import { createReadStream } from 'node:fs';
+import { createReadStream, statSync, type Stats } from 'node:fs';
 import { nonUtf8Lines } from '../utf8-lines.js';
 import { Readable, Transform, addAbortSignal, pipeline, type TransformCallback } from 'node:stream';
 import { parse, type CsvError, type Options as CsvOptions, type Parser } from 'csv-parse';
@@ -706,6 +706,26 @@ function reporter(opts: ReadTraceOptions | undefined): (p: TraceProblem) => void
  * Streams the rows of a trace in file order (not sorted: see validateTrace, and time-order.ts for the sort).
  * Without `onProblem`, the first problem throws a TraceError.
  */
+/**
+ * A trace read twice (a replay checks it, then replays it; merge-traces looks for its columns,
+ * then merges it) must be a regular file: a FIFO or a device gives its data once, and waits for
+ * a writer before that. `why` says who reads it twice. A missing file is left to the reader,
+ * which names the reason.
+ */
+export function refuseUnreadableTwice(path: string, why: string): void {
+  let stats: Stats;
+  try {
+    stats = statSync(path);
+  } catch {
+    return;
+  }
+  if (stats.isFile()) return;
+  const what = stats.isDirectory()
+    ? 'it is a directory'
+    : `it is ${stats.isFIFO() ? 'a FIFO' : 'not a regular file'}, and ${why}`;
+  throw new TraceError([{ file: path, line: 0, message: `cannot read the trace: ${what}` }]);
+}
+
 export function readTrace(path: string, opts?: ReadTraceOptions): AsyncGenerator<TraceCall> {
   return decodeStream(createReadStream(path), path, reporter(opts), opts?.signal, opts?.onHeader);
 }
