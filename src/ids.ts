@@ -29,3 +29,22 @@ export function checkIdArgument(what: string, id: unknown, opts: { empty?: boole
   const problem = idProblem(id, opts);
   if (problem !== undefined) throw new InvalidArgumentError(`${what} ${problem}`);
 }
+
+/**
+ * What a terminal acts on or reorders text by: controls (C0, DEL, C1: escape sequences, a
+ * carriage return), line and paragraph separators, bidi embeddings, overrides and isolates.
+ */
+const UNPRINTABLE = /[\p{Cc}\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
+const UNPRINTABLE_ALL = new RegExp(UNPRINTABLE.source, 'gu');
+
+/** Whether `text` holds a character printable() escapes. */
+export const hasUnprintable = (text: string): boolean => UNPRINTABLE.test(text);
+
+/**
+ * `text` (an id from traffic, a caller's number) safe on an operator's terminal: each control,
+ * separator and bidi character as `\uXXXX`. A caller chose those bytes: printed raw in a text
+ * report, an escape sequence cleared the screen and set the window title.
+ */
+export function printable(text: string): string {
+  return text.replace(UNPRINTABLE_ALL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}

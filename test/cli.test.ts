@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { laneTag } from '../src/lease/lanes.js';
 import { writeTrace } from '../scripts/gen-trace.js';
+import { hasUnprintable } from '../src/ids.js';
 import { getRedis, type RedisHandle } from './helpers/redis.js';
 import { runNode, type Run } from './helpers/run.js';
 
@@ -80,6 +81,26 @@ describe('callgate replay (the command)', function () {
     expect(r.stdout).to.match(/callgate replay on the memory store: 2450 calls/);
     expect(r.stdout).to.match(/Every limit held in every window\./);
     expect(r.stderr).to.equal('');
+  });
+
+  it("ids from traffic reach the terminal escaped: a caller's escape sequence does not act", async () => {
+    // a caller number, a peer and call ids with an OSC title, a screen clear, a bidi override
+    const evil = '+1\u001b]0;OWNED\u0007\u001b[2J\u202e';
+    const rows = Array.from({ length: 60 }, (_, i) => `${1709640000 + i / 100},c${i}${evil},in,p${evil},,,,"${evil}"`);
+    const trace = join(dir, 'evil.trace.csv');
+    writeFileSync(trace, `time,call_id,direction,peer,account,route,duration,caller\n${rows.join('\n')}\n`);
+    const tight = join(dir, 'tight.json');
+    writeFileSync(tight, JSON.stringify({ inbound: { defaultPeer: [{ limit: 5, window: '1s' }] } }));
+    for (const args of [
+      ['replay', '--config', 'examples/limits/attributes.json', '--trace', trace],
+      ['replay', '--config', tight, '--compare', 'examples/limits/attributes.json', '--trace', trace],
+    ]) {
+      const r = await run(args);
+      expect(r.code, r.stderr).to.equal(0);
+      const raw = r.stdout.split('\n').filter(hasUnprintable);
+      expect(raw, args.join(' ')).to.deep.equal([]);
+      expect(r.stdout).to.include('\\u001b]0;OWNED\\u0007\\u001b[2J\\u202e');
+    }
   });
 
   it('--decisions - writes JSON Lines on stdout (one per call) and moves the report to stderr', async () => {

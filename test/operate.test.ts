@@ -10,6 +10,7 @@ import { VirtualClock } from '../src/clock.js';
 import { InvalidArgumentError } from '../src/errors/index.js';
 import { CallGate } from '../src/gate.js';
 import { inspectState } from '../src/observe/inspect.js';
+import { hasUnprintable } from '../src/ids.js';
 import { holdsText, listHolds, resetBucket, resetLine } from '../src/observe/operate.js';
 import { buildApp } from '../src/server/app.js';
 import { MemoryStore } from '../src/store/memory-store.js';
@@ -304,3 +305,20 @@ for (const [name, start] of backends) {
     });
   });
 }
+
+describe('holds and reset lines on a terminal', () => {
+  it("a call id's escape sequence or bidi override is shown escaped, never acted on", () => {
+    const id = 'a\u001b]0;OWNED\u0007\u202eb';
+    const text = holdsText({
+      target: 'peer:p1',
+      limit: 1,
+      total: 1,
+      holds: [{ call_id: id, end_us: 1_700_000_000_000_000, left_ms: 1_000 }],
+      time_us: 1_700_000_000_000_000,
+    });
+    expect(text).to.include('a\\u001b]0;OWNED\\u0007\\u202eb');
+    const line = resetLine({ bucket: 'peer:p1', events: 1, windows: 0, holds: [id], time_us: 1_700_000_000_000_000 });
+    expect(line).to.include('"a\\u001b]0;OWNED\\u0007\\u202eb"');
+    for (const shown of [text, line]) expect(shown.split('\n').filter(hasUnprintable)).to.deep.equal([]);
+  });
+});

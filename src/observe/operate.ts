@@ -14,6 +14,7 @@
 import { attributeBucket } from '../admission/attributes.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
+import { printable } from '../ids.js';
 import {
   GLOBAL_BUCKET,
   GLOBAL_TAG,
@@ -197,7 +198,7 @@ export async function resetBucket(
 
 /** The log line of a reset: what was removed, naming the calls (at most 20, then a count). */
 export function resetLine(r: ResetReport): string {
-  const shown = r.holds.slice(0, 20).map((id) => JSON.stringify(id));
+  const shown = r.holds.slice(0, 20).map((id) => printable(JSON.stringify(id)));
   const more = r.holds.length > 20 ? ` and ${r.holds.length - 20} more` : '';
   const calls = r.holds.length > 0 ? `: ${shown.join(', ')}${more}` : '';
   return `reset ${r.bucket}: removed ${r.events} events, ${r.windows} window counters, ${r.holds.length} holds${calls}`;
@@ -209,7 +210,7 @@ export function holdsText(l: HoldsListing): string {
   if (l.holds.length === 0) return `${head}\n`;
   const rows = [
     ['call id', 'ends at', 'in'],
-    ...l.holds.map((h) => [h.call_id, isoUs(h.end_us), formatLeft(h.left_ms)]),
+    ...l.holds.map((h) => [printable(h.call_id), isoUs(h.end_us), formatLeft(h.left_ms)]),
   ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   const table = rows

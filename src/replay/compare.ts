@@ -7,6 +7,7 @@
  * decisions of the faster one wait for the other.
  */
 import type { CallGateConfig } from '../config/types.js';
+import { printable } from '../ids.js';
 import type { Store } from '../store/types.js';
 import { replay, type DecisionLine, type ReplayResult } from './replay.js';
 import type { ReplaySeries } from './series.js';
@@ -350,11 +351,18 @@ const TEXT_GROUPS = 25;
 
 /** The what-if section of the text report. */
 export function compareText(w: CompareJson): string {
-  const out: string[] = ['', `What-if: ${w.config} (new) against ${w.baseline_config} (old)`, w.summary, ''];
-  const mw = Math.max(...w.totals.map((t) => t.metric.length), 6);
-  const nw = Math.max(...w.totals.flatMap((t) => [String(t.old).length, String(t.new).length]), 3);
+  // ids, labels and file names as a terminal may show them (printable)
+  const out: string[] = [
+    '',
+    printable(`What-if: ${w.config} (new) against ${w.baseline_config} (old)`),
+    printable(w.summary),
+    '',
+  ];
+  const totals = w.totals.map((t) => ({ ...t, metric: printable(t.metric) }));
+  const mw = Math.max(...totals.map((t) => t.metric.length), 6);
+  const nw = Math.max(...totals.flatMap((t) => [String(t.old).length, String(t.new).length]), 3);
   out.push(`${pad('', mw)}  ${pad('old', nw, true)}  ${pad('new', nw, true)}  change`);
-  for (const t of w.totals) {
+  for (const t of totals) {
     const c = t.new - t.old;
     out.push(`${pad(t.metric, mw)}  ${pad(t.old, nw, true)}  ${pad(t.new, nw, true)}  ${c > 0 ? `+${c}` : c}`);
   }
@@ -363,7 +371,9 @@ export function compareText(w: CompareJson): string {
     for (const g of w.groups.slice(0, TEXT_GROUPS)) {
       const more = g.count > g.calls.length ? ', …' : '';
       out.push(
-        `  ${g.direction === 'in' ? 'in ' : 'out'}  ${g.from} → ${g.to}: ${g.count} (${g.calls.join(', ')}${more})`,
+        printable(
+          `  ${g.direction === 'in' ? 'in ' : 'out'}  ${g.from} → ${g.to}: ${g.count} (${g.calls.join(', ')}${more})`,
+        ),
       );
     }
     if (w.groups.length > TEXT_GROUPS)

@@ -6,6 +6,7 @@
  * in progress at once next to it; totals and replay speed. A table or one JSON object.
  */
 import { formatDuration } from '../config/duration.js';
+import { hasUnprintable, printable } from '../ids.js';
 import type { ReplayResult } from './replay.js';
 import type { ChannelPeak, LevelStats } from './stats.js';
 import { formatTime } from './trace.js';
@@ -166,7 +167,7 @@ export function reportJson(r: ReplayResult): ReportJson {
 }
 
 function table(header: string[], rows: (string | number)[][]): string {
-  const cells = [header, ...rows.map((r) => r.map(String))];
+  const cells = [header, ...rows.map((r) => r.map((c) => printable(String(c))))];
   const widths = header.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
   const line = (r: string[]) =>
     r
@@ -284,13 +285,16 @@ export function rejectedBy(by: Record<string, number>, shown = REJECTED_BY_SHOWN
 
 /**
  * A bucket as the summary line shows it: its id quoted (JSON) when it holds a space, a comma, a
- * parenthesis or a quote, which would blur the list (`peer:"gw 7, east" 12, account:b 3`).
+ * parenthesis or a quote, which would blur the list (`peer:"gw 7, east" 12, account:b 3`), or
+ * a character a terminal acts on (escaped: printable).
  */
 function bucketShown(bucket: string): string {
   const colon = bucket.indexOf(':');
   if (colon < 0) return bucket;
   const id = bucket.slice(colon + 1);
-  return /[\s,()"]/.test(id) ? `${bucket.slice(0, colon + 1)}${JSON.stringify(id)}` : bucket;
+  return /[\s,()"]/.test(id) || hasUnprintable(id)
+    ? `${bucket.slice(0, colon + 1)}${printable(JSON.stringify(id))}`
+    : bucket;
 }
 
 /** What a level's peak is (the text table, the HTML). */
