@@ -103,6 +103,19 @@ describe('callgate replay (the command)', function () {
     }
   });
 
+  it('--html - writes the page on stdout and moves the report to stderr; not beside --decisions -', async () => {
+    const r = await run(replayArgs('boundary', '--html', '-'));
+    expect(r.code, r.stderr).to.equal(0);
+    expect(r.stdout).to.match(/^<!doctype html>/i);
+    expect(r.stderr).to.match(/^callgate replay on the memory store/);
+    expect(existsSync(join(ROOT, '-')), 'a file named -').to.equal(false);
+    const both = await run(replayArgs('boundary', '--html', '-', '--decisions', '-'));
+    expect([both.code, both.stderr]).to.deep.equal([
+      2,
+      'error: --decisions - and --html -: both would go to standard output, mixed; name a file for one\n',
+    ]);
+  });
+
   it('--decisions - writes JSON Lines on stdout (one per call) and moves the report to stderr', async () => {
     const r = await run(replayArgs('boundary', '--decisions', '-'));
     expect(r.code, r.stderr).to.equal(0);

@@ -132,7 +132,7 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
   const clashes = sameFileProblems(
     [
       ['--decisions', args.decisions, true],
-      ['--html', args.html, false],
+      ['--html', args.html, true],
     ],
     [
       ['--config', args.config],
@@ -140,6 +140,8 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
       ['--compare', args.compare],
     ],
   );
+  if (args.decisions === '-' && args.html === '-')
+    clashes.push('--decisions - and --html -: both would go to standard output, mixed; name a file for one');
   if (clashes.length > 0) throw new InvalidArgumentError(clashes.join('\n'));
   const config = await loadConfigFile(args.config);
   signal.throwIfAborted(); // a large configuration takes a while to load
@@ -170,7 +172,9 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
         (writer = await OutputFile.open(args.decisions, (name) => `decisions to ${name}`, { signal, dash: true })),
       );
     if (args.html !== undefined)
-      outputs.push((htmlOut = await OutputFile.open(args.html, (name) => `the HTML report ${name}`, { signal })));
+      outputs.push(
+        (htmlOut = await OutputFile.open(args.html, (name) => `the HTML report ${name}`, { signal, dash: true })),
+      );
     store = leased ?? (await openStore(args, signal));
     // what-if: the old configuration on a store of its own
     baselineStore = baseline
@@ -210,8 +214,9 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
         }).then((c) => ({ ...c, old: c.baseline }))
       : { result: await replay({ ...common, config, store }), whatif: undefined, old: undefined };
     bar.finish();
-    // the outputs take their names once everything is written, the report too: a report that
-    // cannot be written (a full disk) leaves the old files in place, as any failure does
+    // files take their names once everything is written, the report too: a report that cannot
+    // be written (a full disk) leaves the old files in place, as any failure does. Standard
+    // output has no name to take: flushed first, its failure (a reader gone) is the one error.
     if (htmlOut) {
       await htmlOut.write(
         reportHtml({
@@ -225,6 +230,7 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
         }),
       );
     }
+    for (const o of outputs) if (o.toStdout) await o.commit();
     const lease = leased?.summary;
     if (args.json)
       await writeReport(
@@ -241,8 +247,7 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
         : '';
       await writeReport(reportOut, `${reportText(result) + (whatif ? `\n${compareText(whatif)}` : '') + leaseLine}\n`);
     }
-    await writer?.commit();
-    await htmlOut?.commit();
+    for (const o of outputs) if (!o.toStdout) await o.commit();
   } catch (err) {
     bar.abort();
     abortOutputs();
