@@ -5,6 +5,8 @@
  * the bundled traces; the CLI's what-if and its clear errors.
  */
 import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfigFile } from '../src/config/load.js';
 import { laneOf, leasedLevel } from '../src/lease/lanes.js';
@@ -373,6 +375,35 @@ describe('callgate replay --lease-lanes', function () {
     );
     expect(pinnedOut.report.calls.total).to.equal(out.report.calls.total);
     expect(pinnedOut.whatif.differing).to.not.equal(out.whatif.differing);
+  });
+
+  it('a limit below lanes × floor: a slow busy lane gets its unit (it was refused every call, for ever)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'callgate-lease-floor-'));
+    try {
+      const config = join(dir, 'small.json');
+      writeFileSync(
+        config,
+        JSON.stringify({
+          maxCallDuration: 'PT60S',
+          inbound: {
+            global: [{ limit: 5, window: '1s' }, { channels: 3 }],
+            peers: { p: [{ limit: 2, window: '1s' }] },
+          },
+        }),
+      );
+      const trace = join(dir, 'slow.csv');
+      const rows = Array.from({ length: 300 }, (_, i) => `${1709640000 + 2 * i},c${i},in,p,,,1`);
+      writeFileSync(trace, `time,call_id,direction,peer,account,route,duration\n${rows.join('\n')}\n`);
+      // one call every 2 s, each 1 s long: far under both limits, on whichever lane p hashes to
+      for (const lanes of ['4', '5', '8', '16']) {
+        const r = await run('--config', config, '--trace', trace, '--lease-lanes', lanes, '--json');
+        expect(r.code, r.stderr).to.equal(0);
+        // at most the first call, before the first tick moves a unit to p's lane
+        expect(JSON.parse(r.stdout).report.inbound.admitted, `${lanes} lanes`).to.be.at.least(299);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   const bad: [string, string[], RegExp][] = [

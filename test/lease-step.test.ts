@@ -88,6 +88,16 @@ describe('lease: the coordinator step', () => {
     ).to.deep.equal([65, 35]);
   });
 
+  it('a limit below lanes × floor: the units go to the lanes that want more, not to the lowest', () => {
+    // 8 lanes, a limit of 5: every base is the floor (1), so the parts tie at 5/8; lane 6 is
+    // busy but slow (its want above the floor only by headroom). By index alone lanes 0-4 got
+    // the units at every tick, and lane 6 none, ever (300 of 300 calls refused in a replay)
+    const idle = { base: 1, headroom: 0 };
+    const wants = Array.from({ length: 8 }, (_, i) => (i === 6 ? { base: 1, headroom: 0.3 } : idle));
+    expect(targetsFor(5, wants)).to.deep.equal([1, 1, 1, 1, 0, 0, 1, 0]);
+    expect(splitProportional(2, [1, 1, 1], [0, 5, 1])).to.deep.equal([0, 1, 1]);
+  });
+
   it('moves unused share from an idle lane to a refusing one, never below what the idle lane used', () => {
     let s = initialLease({ calls: 100, channels: 20 }, 2, P);
     expect(s.shares).to.deep.equal([

@@ -51,9 +51,10 @@ export function applyShrink(share: number, target: number, used: number): { shar
 
 /**
  * Splits `total` (an integer >= 0) into integers proportional to `weights` (largest remainder),
- * so that the parts sum to `total` exactly. All weights 0: an even split.
+ * so that the parts sum to `total` exactly. All weights 0: an even split. Equal remainders go
+ * to the larger `tiebreak` first, then to the lower index.
  */
-export function splitProportional(total: number, weights: readonly number[]): number[] {
+export function splitProportional(total: number, weights: readonly number[], tiebreak?: readonly number[]): number[] {
   const n = weights.length;
   if (n === 0) return [];
   let w = 0;
@@ -61,7 +62,10 @@ export function splitProportional(total: number, weights: readonly number[]): nu
   const raw = weights.map((x) => (w > 0 ? (total * Math.max(0, x)) / w : total / n));
   const parts = raw.map(Math.floor);
   let left = total - parts.reduce((a, b) => a + b, 0);
-  const order = raw.map((r, i) => [r - Math.floor(r), i] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+  const tb = (i: number) => tiebreak?.[i] ?? 0;
+  const order = raw
+    .map((r, i) => [r - Math.floor(r), i] as const)
+    .sort((a, b) => b[0] - a[0] || tb(b[1]) - tb(a[1]) || a[1] - b[1]);
   for (let k = 0; left > 0; k = (k + 1) % n, left--) parts[order[k]![1]]! += 1;
   return parts;
 }

@@ -133,7 +133,14 @@ export function targetsFor(limit: number, wants: readonly Want[]): number[] {
   if (sb >= limit) real = base.map((b) => (limit * b) / sb);
   else if (sb + sh >= limit) real = base.map((b, i) => b + (sh > 0 ? ((limit - sb) * head[i]!) / sh : 0));
   else real = base.map((b, i) => b + head[i]! + (limit - sb - sh) / base.length);
-  return splitProportional(limit, real);
+  // equal remainders go to the lane that wants more: a limit below lanes × floor splits into
+  // equal parts under 1, and by index alone the same low lanes got every unit at every tick;
+  // a busy lane of a higher index (its want under the floor, so no larger) never got one
+  return splitProportional(
+    limit,
+    real,
+    wants.map((w) => w.base + w.headroom),
+  );
 }
 
 /** Cut one resource's planned grants to what the pool holds (in proportion, never above a plan). */
