@@ -122,11 +122,12 @@ export function udpTransport(
     )
       open(remote).send(sip.makeResponse(m, 400, problem));
   });
-  socket.on('error', onProblem);
+  // a bind failure is start()'s error alone; once bound, the socket's errors are problems
   const ready = new Promise<void>((resolve, reject) => {
     socket.once('error', reject);
     socket.bind(options.port, options.address, () => {
       socket.off('error', reject);
+      socket.on('error', onProblem);
       resolve();
     });
   });
