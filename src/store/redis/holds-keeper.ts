@@ -464,17 +464,15 @@ export class HoldsKeeper {
       pass.graceUntilMs = Math.max(pass.graceUntilMs, Date.now() + graceLeftMs);
     // a store that lost its state also lost who was there: keep what was seen before. And a
     // marker still in its grace has not heard from every process yet (they register as they
-    // write their calls back): what it says of the others is kept only if larger, and is no
-    // look. A sync run just after this process wrote a new marker, before the others' calls
-    // came back, read "no other"; at the next empty restart it then took itself for alone,
-    // waited for no one, and admitted past a channel limit (test/holds-restart.test.ts)
+    // write their calls back): what it says of the others counts only if larger. A sync run
+    // just after this process wrote a new marker, before the others' calls came back, read "no
+    // other"; at the next empty restart it then took itself for alone, waited for no one, and
+    // admitted past a channel limit (test/holds-restart.test.ts)
     if (!r.markerMissing && !pass.changed)
-      this.peers.set(
-        lane,
-        graceLeftMs > 0
-          ? { others: Math.max(r.others, seen?.others ?? 0), looks: seen?.looks ?? 0 }
-          : { others: r.others, looks: (seen?.looks ?? 0) + 1 },
-      );
+      this.peers.set(lane, {
+        others: graceLeftMs > 0 ? Math.max(r.others, seen?.others ?? 0) : r.others,
+        looks: (seen?.looks ?? 0) + 1,
+      });
     this.noteStatuses(pass, batch, r);
   }
 
