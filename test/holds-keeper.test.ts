@@ -11,7 +11,9 @@
  *   (the release on its way when the connection broke, held back by Redis until after the read).
  *   The order is made, not waited for: a store whose re-assertions wait for the test, and
  *   `CLIENT PAUSE WRITE` on the real server;
- * - a decision issued just as the connection breaks waits for the holds to come back.
+ * - a decision issued just as the connection breaks waits for the holds to come back;
+ * - a process that once saw another keeps waiting out the recovery grace for it after an empty
+ *   restart, even when a sync in an earlier grace read no other (the other not back yet).
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
@@ -66,10 +68,10 @@ describe('holds keeper: releases elsewhere, sync, a loss without reconnect', fun
   after(async () => {
     await server?.stop();
   });
-  const ordered = (prefix: string) => {
+  const ordered = (prefix: string, graceMs = 300) => {
     const redis = newRedisClient(server!);
     clients.push(redis);
-    const s = new OrderedStore({ redis, prefix, holds: { syncMs: 0, graceMs: 300 } });
+    const s = new OrderedStore({ redis, prefix, holds: { syncMs: 0, graceMs } });
     stores.push(s);
     s.events.on('error', () => undefined);
     return s;
@@ -219,6 +221,53 @@ describe('holds keeper: releases elsewhere, sync, a loss without reconnect', fun
     expect((await decided!).admitted).to.equal(false);
     expect(await held(a)).to.equal(1);
     expect((await a.release({ id: 'x' })).released).to.equal(1);
+  });
+
+  it("a sync in a new marker's grace, before another process wrote back: the next empty restart still waits for it", async () => {
+    const prefix = uniquePrefix('keeper-grace');
+    const [a, b] = [ordered(prefix, 2_000), ordered(prefix, 2_000)];
+    const two = { ...bucket, channels: 2 };
+    expect((await a.admit({ tag, buckets: [two], hold: hold('a1') })).admitted).to.equal(true);
+    expect((await b.admit({ tag, buckets: [two], hold: hold('b1') })).admitted).to.equal(true);
+    // each registers; a looks twice and sees b
+    await b.writeLedger();
+    await a.writeLedger();
+    await a.writeLedger();
+    // b's write-back after a loss waits for the test (letB: once it is there)
+    let blocked: (() => void) | undefined;
+    b.before = (req) => (req.mode === 'lost' ? new Promise<void>((go) => (blocked = go)) : Promise.resolve());
+    const letB = async () => {
+      for (let i = 0; i < 200 && blocked === undefined; i++) await sleep(10);
+      expect(blocked, "b's write-back").to.not.equal(undefined);
+      const go = blocked!;
+      blocked = undefined;
+      go();
+    };
+    const backs: number[] = [];
+    a.events.on('holdsReasserted', () => backs.push(Date.now()));
+    const restartedEmpty = async () => {
+      const n = backs.length;
+      await server!.restart();
+      for (let i = 0; i < 200 && backs.length === n; i++) await sleep(10);
+      expect(backs.length, 'a wrote its calls back').to.be.above(n);
+    };
+    // first empty restart: a is back first (a new marker, in its grace) and syncs before b
+    // registers again: that sync reads no other process
+    await restartedEmpty();
+    await a.writeLedger();
+    await letB();
+    for (let i = 0; i < 100 && (await held(a)) < 2; i++) await sleep(10);
+    expect(await held(a), 'a1 and b1 back').to.equal(2);
+    await sleep(2_100); // the grace is over
+    // second empty restart: a, back first again, must wait out the grace for b (which it saw
+    // before): a decision taken at once would not count b1, which comes back next
+    await restartedEmpty();
+    const a2 = a.admit({ tag, buckets: [two], hold: hold('a2') });
+    // (a decision that does not wait is back within ms; only then may b write back)
+    await Promise.race([a2, sleep(300)]);
+    await letB();
+    expect((await a2).admitted, 'a2 waited for b1: refused').to.equal(false);
+    expect(await held(a)).to.equal(2);
   });
 
   it('the periodic sync forgets a call released by another process', async () => {
