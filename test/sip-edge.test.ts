@@ -434,6 +434,12 @@ Content-Length: 0
       caller.send(invite({ callId, from: caller, edge: port, extra }), port);
       await caller.next((m) => (m as sip.Response).status === 400 && m.headers['call-id'].startsWith(callId));
     }
+    // a Max-Forwards that is no number (RFC 3261 20.22): 400, not 483 Too Many Hops
+    caller.send(
+      invite({ callId: 'mf', from: caller, edge: port }).replace('Max-Forwards: 70', 'Max-Forwards: many'),
+      port,
+    );
+    expect(((await caller.next(isStatus('mf', 400))) as sip.Response).reason).to.equal('Bad Max-Forwards');
     // a body shorter than its Content-Length (RFC 3261 18.3): 400; bytes past a length of 0:
     // dropped (they went on to the carrier as a body of 15 bytes)
     caller.send(

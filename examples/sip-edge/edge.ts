@@ -155,6 +155,9 @@ export interface EdgeSummary {
   forwardUs: { count: number; p50: number; p99: number; max: number };
 }
 
+/** A request's Max-Forwards (udp.ts checked its form), 70 when it has none (RFC 3261 16.6). */
+const hopsLeft = (rq: sip.Request): number => Number(rq.headers['max-forwards'] ?? 70);
+
 const uriUser = (uri: string | sip.Uri | undefined): string | undefined =>
   uri === undefined ? undefined : sip.parseUri(uri)?.user || undefined;
 
@@ -357,11 +360,7 @@ export class SipEdge {
       this.respond(rq, 482, 'Loop Detected');
       return;
     }
-    const maxForwards = Number(rq.headers['max-forwards'] ?? 70);
-    if (!(maxForwards > 0)) {
-      this.respond(rq, 483, 'Too Many Hops');
-      return;
-    }
+    if (this.noHopsLeft(rq)) return;
     const contact = Array.isArray(rq.headers.contact) ? rq.headers.contact[0]?.uri : undefined;
     const call: EdgeCall = {
       callId,
@@ -547,7 +546,7 @@ export class SipEdge {
     const out = sip.copyMessage(call.invite);
     const user = uriUser(call.invite.uri);
     out.uri = `sip:${user ? `${user}@` : ''}${target.host}:${target.port}`;
-    out.headers['max-forwards'] = Number(call.invite.headers['max-forwards'] ?? 70) - 1;
+    out.headers['max-forwards'] = hopsLeft(call.invite) - 1;
     out.headers.route = this.foreignRoutes(out.headers.route);
     out.headers['record-route'] = [this.recordRoute, ...(out.headers['record-route'] ?? [])];
     call.out = out;
@@ -678,12 +677,7 @@ export class SipEdge {
       this.respond(rq, 481, 'Call/Transaction Does Not Exist');
       return;
     }
-    const maxForwards = Number(rq.headers['max-forwards'] ?? 70);
-    if (!(Number.isSafeInteger(maxForwards) && maxForwards > 0)) {
-      if (maxForwards === 0) this.respond(rq, 483, 'Too Many Hops');
-      else this.respond(rq, 400, 'Bad Max-Forwards');
-      return;
-    }
+    if (this.noHopsLeft(rq)) return;
     call.activeAt = Date.now();
     const out = this.relayed(rq, call, downstream);
     this.request(call, out, this.addressOf(call, downstream), (rs) => {
@@ -696,10 +690,17 @@ export class SipEdge {
     }
   }
 
+  /** A request that may not be relayed (Max-Forwards 0) was answered 483. */
+  private noHopsLeft(rq: sip.Request): boolean {
+    if (hopsLeft(rq) > 0) return false;
+    this.respond(rq, 483, 'Too Many Hops');
+    return true;
+  }
+
   /** A copy of an in-dialog request for the other side: one hop less, our Route gone, addressed to its Contact. */
   private relayed(rq: sip.Request, call: EdgeCall, downstream: boolean): sip.Request {
     const out = sip.copyMessage(rq);
-    out.headers['max-forwards'] = Number(rq.headers['max-forwards'] ?? 70) - 1;
+    out.headers['max-forwards'] = hopsLeft(rq) - 1;
     out.headers.route = this.foreignRoutes(out.headers.route);
     const contact = downstream ? call.calleeContact : call.callerContact;
     if (contact && (out.headers.route ?? []).length === 0) out.uri = contact;

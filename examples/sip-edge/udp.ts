@@ -41,6 +41,9 @@ export function problemOf(m: sip.Message): string | undefined {
   const { seq, method } = h.cseq;
   if (!(Number.isSafeInteger(seq) && seq >= 0 && seq < 2 ** 31)) return 'Bad CSeq';
   if ('method' in m && m.method !== undefined && method !== m.method) return 'CSeq method differs';
+  // 1*DIGIT (RFC 3261 20.22); a request with none is relayed with 70 (hopsLeft)
+  const hops = h['max-forwards'] as unknown;
+  if (hops !== undefined && !(typeof hops === 'string' && /^\d{1,9}$/.test(hops.trim()))) return 'Bad Max-Forwards';
   for (const name of ['route', 'record-route', 'path'] as const) {
     const list = h[name] as unknown;
     if (list === undefined) continue;
