@@ -276,6 +276,16 @@ function isStdout(stats: Stats): boolean {
   }
 }
 
+/** Whether output `path` is standard output: `-` (where `dash`), or the file standard output is. */
+function writesStdout(path: string, dash: boolean): boolean {
+  if (dash && path === '-') return true;
+  try {
+    return isStdout(statSync(path));
+  } catch {
+    return false;
+  }
+}
+
 function isSymlink(path: string): boolean {
   return lstatOrNone(path)?.isSymbolicLink() ?? false;
 }
@@ -317,6 +327,12 @@ export function sameFileProblems(
     if (id !== undefined) seen.push([option, id]);
   }
   const outputsFrom = seen.length;
+  // standard output, by `-` or by a name of its file (/dev/stdout, a redirection's target)
+  const toStdout = outputs.filter(([, path, dash]) => path !== undefined && writesStdout(path, dash));
+  if (toStdout.length > 1)
+    problems.push(
+      `${toStdout.map(([option, path]) => `${option} ${path === '-' ? '-' : JSON.stringify(path)}`).join(' and ')}: both would go to standard output, mixed; name a file for one`,
+    );
   for (const [option, path, dash] of outputs) {
     const id = path === undefined ? undefined : fileIdentity(path, dash);
     if (id === undefined) continue;

@@ -114,6 +114,12 @@ describe('callgate replay (the command)', function () {
       2,
       'error: --decisions - and --html -: both would go to standard output, mixed; name a file for one\n',
     ]);
+    // by the name of standard output's file too
+    const named = await run(replayArgs('boundary', '--html', '-', '--decisions', '/dev/stdout'));
+    expect([named.code, named.stderr]).to.deep.equal([
+      2,
+      'error: --decisions "/dev/stdout" and --html -: both would go to standard output, mixed; name a file for one\n',
+    ]);
   });
 
   it('--decisions - writes JSON Lines on stdout (one per call) and moves the report to stderr', async () => {

@@ -140,8 +140,6 @@ async function replayInterruptibly(args: ReplayArgs, interruption: Interruption)
       ['--compare', args.compare],
     ],
   );
-  if (args.decisions === '-' && args.html === '-')
-    clashes.push('--decisions - and --html -: both would go to standard output, mixed; name a file for one');
   if (clashes.length > 0) throw new InvalidArgumentError(clashes.join('\n'));
   const config = await loadConfigFile(args.config);
   signal.throwIfAborted(); // a large configuration takes a while to load
