@@ -357,4 +357,50 @@ describe('holds keeper: releases elsewhere, sync, a loss without reconnect', fun
     expect(await held(a)).to.equal(2);
     expect((await a.release({ id: 'f1' })).released).to.equal(1);
   });
+
+  /** A store with hash tags (a Cluster's key layout: locators) on the single server, and its raw client. */
+  const tagged = (prefix: string) => {
+    const redis = newRedisClient(server!);
+    clients.push(redis);
+    const s = new RedisStore({ redis, prefix, hashTags: true, holds: { syncMs: 0, graceMs: 300 } });
+    stores.push(s);
+    s.events.on('error', () => undefined);
+    return { s, raw: redis };
+  };
+
+  it('hash tags: a call whose locator was lost is still released by the process that admitted it', async () => {
+    const prefix = uniquePrefix('keeper-own');
+    const { s: a, raw } = tagged(prefix);
+    expect((await a.admit({ tag, buckets: [bucket], hold: hold('o1') })).admitted).to.equal(true);
+    // its locator written to a master deposed before its replica copied it: gone
+    expect(await raw.del(`${prefix}{c:o1}:loc`)).to.equal(1);
+    expect((await a.release({ id: 'o1' })).released).to.equal(1);
+    expect(await held(a)).to.equal(0);
+  });
+
+  it('hash tags: a release answered late, then retried, is sent again after a loss with what it first found', async () => {
+    const prefix = uniquePrefix('keeper-retry');
+    const { s: a, raw } = tagged(prefix);
+    expect((await a.admit({ tag, buckets: [bucket], hold: hold('r1') })).admitted).to.equal(true);
+    const record = `${prefix}{${tag}}:call:in:r1`;
+    const [set] = await raw.keys(`${prefix}*:ch`);
+    const saved = { record: await raw.dumpBuffer(record), score: await raw.zscore(set!, 'r1') };
+    expect(saved.record).to.not.equal(null);
+    expect((await a.release({ id: 'r1' })).released).to.equal(1);
+    // the retry of a deferred release: nothing left where the first attempt found the call
+    expect((await a.release({ id: 'r1' })).released).to.equal(0);
+    // the first attempt had landed on a master deposed before its replica copied it: the call
+    // is back on the new master, and the process's connection to it is lost and made again
+    await raw.restore(record, 0, saved.record!, 'REPLACE');
+    await raw.zadd(set!, saved.score!, 'r1');
+    expect(await held(a)).to.equal(1);
+    const connection = String(await raw.client('ID'));
+    const admin = newRedisClient(server!);
+    clients.push(admin);
+    await admin.client('KILL', 'ID', connection);
+    // (no call left in the ledger: no re-assertion to wait for; the re-sent release, or nothing)
+    for (let i = 0; i < 50 && (await held(a)) > 0; i++) await sleep(20);
+    expect(await held(a)).to.equal(0);
+    expect(await raw.exists(record)).to.equal(0);
+  });
 });

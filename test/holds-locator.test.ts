@@ -4,11 +4,13 @@
  * connection) issued the moment the admit answered always finds the call.
  */
 import { expect } from 'chai';
-import type { Cluster } from 'ioredis';
-import { RedisStore } from '../src/store/redis/redis-store.js';
+import { Cluster as IORedisCluster, type Cluster } from 'ioredis';
+import { RECOMMENDED_REDIS_OPTIONS, RedisStore } from '../src/store/redis/redis-store.js';
 import { peerTag } from '../src/store/keys.js';
 import { uniquePrefix } from './admission/stores.js';
-import { newClusterClient, redisRig, startCluster, type RedisClusterHandle } from './helpers/redis.js';
+import { newClusterClient, rawCommand, redisRig, startCluster, type RedisClusterHandle } from './helpers/redis.js';
+import { clusterOk, startReplicatedCluster, type ReplicatedCluster } from './holds/cluster.js';
+import { sleep } from './holds/harness.js';
 import { CallGate } from '../src/gate.js';
 import { listHolds } from '../src/observe/operate.js';
 
@@ -79,6 +81,51 @@ describe('locators with hash tags: a reservation sent before the connection is r
     } finally {
       await gate.close();
       await other.close();
+    }
+  });
+});
+
+describe('a Cluster master deposed without a lost connection (its replica took over)', function () {
+  this.timeout(60_000);
+  let cluster: ReplicatedCluster | undefined;
+  const clients: Cluster[] = [];
+  after(async () => {
+    for (const c of clients) c.disconnect();
+    await cluster?.stop();
+  });
+
+  it('every tag is written again: a locator lost with the old master comes back', async () => {
+    cluster = await startReplicatedCluster();
+    const prefix = uniquePrefix('holds-deposed');
+    const redis = new IORedisCluster(cluster.nodes, { redisOptions: RECOMMENDED_REDIS_OPTIONS });
+    clients.push(redis);
+    const store = new RedisStore({ redis, prefix, holds: { syncMs: 0 } });
+    try {
+      const tag = peerTag('dep');
+      const bucket = { name: 'peer:dep', limits: [], channels: 10 };
+      for (const id of ['d1', 'd2'])
+        expect((await store.admit({ tag, buckets: [bucket], hold: { id, forUs: 60_000_000 } })).admitted).to.equal(
+          true,
+        );
+      // d1's locator was written to a master that went before its replica copied it
+      const locator = `${prefix}{c:d1}:loc`;
+      expect(await redis.del(locator)).to.equal(1);
+      const back: string[] = [];
+      store.events.on('holdsReasserted', (e) => back.push(e.tag));
+      // a graceful failover of the calls' master: nothing lost, no connection lost; the
+      // client learns of it from the MOVED its next command gets
+      const victim = await cluster.masterOf(`${prefix}{${tag}}:x`);
+      await rawCommand(cluster.replicas[victim]!.port, ['CLUSTER', 'FAILOVER']);
+      await clusterOk(cluster.replicas[victim]!.port);
+      for (let i = 0; i < 100 && back.length === 0; i++) {
+        await store.holds({ tag, name: bucket.name }).catch(() => undefined);
+        await sleep(50);
+      }
+      expect(back).to.include(tag);
+      expect(await redis.get(locator)).to.equal(`${prefix}{${tag}}:call:in:d1`);
+      expect((await store.holds({ tag, name: bucket.name })).holds).to.equal(2);
+    } finally {
+      await store.close();
     }
   });
 });

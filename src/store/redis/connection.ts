@@ -23,6 +23,12 @@ export interface ConnectionOptions {
    * what the process knew of the server's data may not hold for the server it reconnects to.
    */
   readonly lost: (node?: string) => void;
+  /**
+   * Called when a Cluster master serves no slot any more (`host:port`): its replica took over,
+   * often without any connection lost (a master frozen past the node timeout). What it answered
+   * since its replica last copied it, and what it runs when it wakes, is not on the new master.
+   */
+  readonly deposed?: (node: string) => void;
   /** Called when the connection is ready again (after a loss too). */
   readonly ready?: () => void;
 }
@@ -94,6 +100,16 @@ export class RedisConnection {
     this.opts.ready?.();
   };
   /** 'node error' (err, 'host:port') or '-node' (the node's client). */
+  /** Per slot, its master at the last look (Cluster): one no longer among them was deposed. */
+  private masters: (string | undefined)[] = [];
+  private readonly onRefresh = () => {
+    const before = this.masters;
+    this.masters = (this.redis as Cluster).slots.map((s) => s?.[0]);
+    const now = new Set(this.masters);
+    const deposed = new Set<string>();
+    for (const node of before) if (node !== undefined && !now.has(node)) deposed.add(node);
+    for (const node of deposed) this.opts.deposed?.(node);
+  };
   private readonly onNodeLost = (a: unknown, key?: unknown) => {
     const options = (a as Partial<Redis> | undefined)?.options;
     this.opts.lost(typeof key === 'string' ? key : options ? `${options.host}:${options.port}` : undefined);
@@ -122,6 +138,10 @@ export class RedisConnection {
     // on a Cluster, one node's connection lost (its failover) is a 'node error' or '-node'
     redis.on('node error', this.onNodeLost);
     redis.on('-node', this.onNodeLost);
+    if (this.cluster) {
+      this.masters = (redis as Cluster).slots.map((s) => s?.[0]);
+      redis.on('refresh', this.onRefresh);
+    }
     if (redis.status === 'ready') this.checkVersion();
   }
 
@@ -353,6 +373,7 @@ export class RedisConnection {
     this.redis.off('ready', this.onReady);
     this.redis.off('node error', this.onNodeLost);
     this.redis.off('-node', this.onNodeLost);
+    this.redis.off('refresh', this.onRefresh);
   }
 }
 

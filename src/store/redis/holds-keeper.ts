@@ -3,7 +3,7 @@
  * again when Redis may have lost it.
  *
  * When. After every loss of the connection (a restart, a failover, a network cut: on a Cluster,
- * one node's), once Redis answers again, every call of the ledger is re-asserted in mode `lost`
+ * one node's, or a master deposed while its connection stayed open), once Redis answers again, every call of the ledger is re-asserted in mode `lost`
  * (lua/reassert.lua: a missing record is written again, with its original end); and every
  * `syncMs` in mode `sync`, which finds a tag whose generation marker changed without the
  * connection noticing (FLUSHALL, eviction), writes the calls decided by policy while Redis was
@@ -240,11 +240,21 @@ export class HoldsKeeper {
     await this.opts.resend(id, groups).catch(() => undefined);
   }
 
-  /** A call was released from this process: its record keys, for a re-send after a loss. */
+  /**
+   * A call was released from this process: its record keys, for a re-send after a loss. Those of
+   * an earlier release of the id are kept too: a retry of a deferred release finds no record
+   * (nor locator) where the first attempt, answered late, dropped them, and that attempt may
+   * have landed on a master deposed before its replica copied it.
+   */
   released(id: string, groups: readonly (readonly string[])[]): void {
+    const before = this.recent.get(id)?.groups ?? [];
     this.recent.delete(id);
     if (this.recent.size >= MAX_RECENT) this.recent.delete(this.recent.keys().next().value!);
-    this.recent.set(id, { at: Date.now(), groups });
+    const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((k, i) => k === b[i]);
+    this.recent.set(id, {
+      at: Date.now(),
+      groups: [...before.filter((g) => !groups.some((h) => same(g, h))), ...groups],
+    });
   }
 
   private lanes(): string[] {

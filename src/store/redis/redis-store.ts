@@ -303,6 +303,13 @@ export class RedisStore implements Store, OperableStore {
         // a Cluster node lost: only the tags it serves may have lost holds (the others decide on)
         this.keeper?.lost(node === undefined ? undefined : (tag) => this.servedBy(tag, node));
       },
+      // everything may have lost writes, not only the tags it served: the locators of calls
+      // decided elsewhere too (written on the locator's own slot); a re-assertion of every tag
+      // writes them again, and the releases of the last moments are sent again
+      deposed: () => {
+        this.known.forget();
+        this.keeper?.lost();
+      },
       ready: () => this.keeper?.ready(),
     });
     const batching = {
@@ -948,9 +955,10 @@ export class RedisStore implements Store, OperableStore {
     return { waitUs: Number(r[0]), now: Number(r[1]) };
   }
 
-  /** Run `name` on every group of call records of `id`; the sum of the first reply fields, and the time. */
+  /** Run `name` on every group of call records of `callId` (`id` encoded); the sum of the first reply fields, and the time. */
   private onRecords(
     name: 'release' | 'refresh',
+    callId: string,
     id: string,
     direction: 'in' | 'out' | undefined,
     args: (string | number)[],
@@ -958,7 +966,12 @@ export class RedisStore implements Store, OperableStore {
     signal: StopSignal | undefined,
     seen?: (groups: string[][]) => void,
   ): Promise<[number, number]> {
-    const run = (groups: string[][]): Promise<[number, number]> => {
+    // with hash tags, the records this process's ledger places the call in, beside those its
+    // locators name: a locator lost with its shard (written to a master that was deposed
+    // before its replica copied it) must not hide a call this process decided
+    const own = this.ownRecords(callId, id, direction);
+    const run = (found: string[][]): Promise<[number, number]> => {
+      const groups = [...found, ...own.filter((key) => !found.some((g) => g.includes(key))).map((key) => [key])];
       seen?.(groups);
       return Promise.all(groups.map((keys) => this.run(name, keys, args, signal) as Promise<number[]>)).then(
         (replies) => [
@@ -969,6 +982,17 @@ export class RedisStore implements Store, OperableStore {
     };
     const groups = this.locators.recordGroups(id, direction, signal);
     return Array.isArray(groups) ? run(groups) : groups.then(run);
+  }
+
+  /** The record keys of call `callId` (`id` encoded) that this process's ledger names (hash tags only). */
+  private ownRecords(callId: string, id: string, direction: 'in' | 'out' | undefined): string[] {
+    if (!this.keys.hashTags) return [];
+    const entry = this.ledger.get(callId);
+    if (entry === undefined) return [];
+    return [
+      ...(entry.in !== undefined && direction !== 'out' ? [this.keys.inboundRecord(entry.in.tag, id)] : []),
+      ...(entry.out !== undefined && direction !== 'in' ? [this.keys.outboundRecord(entry.out.tag, id)] : []),
+    ];
   }
 
   release(req: ReleaseRequest): Promise<ReleaseResult> {
@@ -988,6 +1012,7 @@ export class RedisStore implements Store, OperableStore {
       if (req.now === undefined) ticket = this.keeper.releaseSent(req.id);
       return this.onRecords(
         'release',
+        req.id,
         id,
         req.direction,
         [req.now ?? '', id, tomb, '', this.unmoved],
@@ -1026,7 +1051,7 @@ export class RedisStore implements Store, OperableStore {
     const id = encodeId(req.id);
     const args = [req.now ?? '', id, req.forUs, String(this.ttlFloor(req.now)), this.unmoved];
     const recovered = this.afterOutbound(this.recovered(), undefined);
-    const send = () => this.onRecords('refresh', id, undefined, args, req.now, req.signal);
+    const send = () => this.onRecords('refresh', req.id, id, undefined, args, req.now, req.signal);
     return (recovered === undefined ? send() : recovered.then(send)).then(async ([refreshed, now]) => {
       if (refreshed > 0 && req.now === undefined) this.ledger.extend(req.id, now + req.forUs);
       if (this.keys.hashTags && refreshed > 0)
