@@ -37,7 +37,7 @@ import { TraceRecorder, type TraceRecorderOptions } from './recording/trace-reco
 import { leasedCarrier } from './lease/carriers.js';
 import { leasedLevel } from './lease/lanes.js';
 import { MemoryStore } from './store/memory-store.js';
-import { widenHolds } from './holds/reload.js';
+import { turnsChannelsOn, widenHolds } from './holds/reload.js';
 import { ReleaseQueue } from './store/release-queue.js';
 import { DEFAULT_TIMEOUT_MS, pastDeadline, withDeadline } from './store/timeout.js';
 import type { HoldsReassertedEvent, StopSignal, Store, StoreLossEvent } from './store/types.js';
@@ -567,25 +567,41 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     // a channel limit turned on counts the calls already in progress there (src/holds/reload.ts)
     const ledger = this.store.ledger;
     const writeLedger = this.store.writeLedger?.bind(this.store);
-    // (a reload refused before widened the ledger already: the next one must write it too)
-    if (ledger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0) this.widened = true;
-    if (this.widened && writeLedger !== undefined) {
-      await withDeadline(() => writeLedger(), this.timeoutMs).catch((err: Error) => {
-        // a stalled Redis: the holds are sent, not counted yet, and decisions on the new limit
-        // could pass it meanwhile; the old configuration stays (Redis down: the holds are written
-        // back, before any decision, once it answers, so the new one is safe to apply)
-        if (pastDeadline(err))
-          throw new StoreUnavailableError(
-            `not reloaded: Redis did not answer within ${this.timeoutMs} ms while the calls in progress were written for a channel limit turned on; the configuration in force is unchanged`,
-            err,
-          );
-        this.safeEmit('error', err);
-      });
-      this.widened = false;
+    let resume: (() => void) | undefined;
+    if (ledger !== undefined && writeLedger !== undefined && turnsChannelsOn(this.current, next)) {
+      // new admissions wait until the calls in progress are counted on the new limit, so that
+      // none is decided on the old configuration after that (it would hold nothing there) nor
+      // on the new one before; those under way enter the ledger first (each within its deadline)
+      const underWay = this.admission.allInFlight();
+      this.admission.holdBack(new Promise<void>((r) => (resume = r)));
+      await Promise.allSettled(underWay);
     }
-    this.current = next;
-    this.store.configChanged?.();
-    this.admission.setConfig(next);
+    try {
+      // (a reload refused before widened the ledger already: the next one must write it too)
+      if (ledger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0) this.widened = true;
+      if (this.widened && writeLedger !== undefined) {
+        await withDeadline(() => writeLedger(), this.timeoutMs).catch((err: Error) => {
+          // a stalled Redis: the holds are sent, not counted yet, and decisions on the new limit
+          // could pass it meanwhile; the old configuration stays (Redis down: the holds are written
+          // back, before any decision, once it answers, so the new one is safe to apply)
+          if (pastDeadline(err))
+            throw new StoreUnavailableError(
+              `not reloaded: Redis did not answer within ${this.timeoutMs} ms while the calls in progress were written for a channel limit turned on; the configuration in force is unchanged`,
+              err,
+            );
+          this.safeEmit('error', err);
+        });
+        this.widened = false;
+      }
+      this.current = next;
+      this.store.configChanged?.();
+      this.admission.setConfig(next);
+    } finally {
+      resume?.();
+    }
+    // an emergency call (record(), never held back) decided on the old configuration meanwhile
+    if (ledger !== undefined && writeLedger !== undefined && widenHolds(ledger, next, Date.now() * 1000) > 0)
+      await withDeadline(() => writeLedger(), this.timeoutMs).catch((err: Error) => this.safeEmit('error', err));
     this.safeEmit('reloaded', changes);
     this.warnUnrouted(next);
     return changes;

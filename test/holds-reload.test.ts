@@ -8,6 +8,7 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import type { CallGateConfigInput } from '../src/config/types.js';
+import type { AdmitRequest, AdmitResult } from '../src/store/types.js';
 import { CallGate } from '../src/gate.js';
 import { peerBucket, peerTag } from '../src/store/keys.js';
 import { RedisStore } from '../src/store/redis/redis-store.js';
@@ -56,5 +57,33 @@ describe('a reload that turns a channel limit on counts the calls in progress', 
     expect(await a.release('b0')).to.equal('released');
     expect((await b.admit({ callId: 'new2', peer: 'p1' })).admitted).to.equal(true);
     expect((await b.admit({ callId: 'new3', peer: 'p1' })).admitted).to.equal(false);
+  });
+
+  it('calls under way as the reload begins, and those asked for during it, count too', async () => {
+    const prefix = uniquePrefix('holds-reload-race');
+    const redis = newRedisClient(handle);
+    clients.push(redis);
+    // admissions of ids 'slow*' reach Redis only when the test lets them (in flight meanwhile)
+    let letGo!: () => void;
+    const slow = new Promise<void>((r) => (letGo = r));
+    class SlowStore extends RedisStore {
+      override admit(req: AdmitRequest): Promise<AdmitResult> {
+        return req.hold?.id.startsWith('slow') ? slow.then(() => super.admit(req)) : super.admit(req);
+      }
+    }
+    const gate = await CallGate.create({ config: open, store: new SlowStore({ redis, prefix }) });
+    gates.push(gate);
+    for (let i = 0; i < 3; i++) expect((await gate.admit({ callId: `c${i}`, peer: 'p1' })).admitted).to.equal(true);
+    const underWay = [0, 1].map((i) => gate.admit({ callId: `slow${i}`, peer: 'p1' }));
+    const reloaded = gate.reload(limited);
+    await new Promise((r) => setTimeout(r, 50));
+    // asked for while the reload waits: decided on the new limit, after the calls were counted
+    const during = [0, 1].map((i) => gate.admit({ callId: `during${i}`, peer: 'p1' }));
+    letGo();
+    await reloaded;
+    expect((await Promise.all(underWay)).map((d) => d.admitted)).to.deep.equal([true, true]);
+    expect((await Promise.all(during)).map((d) => d.admitted)).to.deep.equal([true, false]);
+    const held = await gate.store.holds({ tag: peerTag('p1'), name: peerBucket('p1') });
+    expect(held.holds).to.equal(6);
   });
 });

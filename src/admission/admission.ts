@@ -168,6 +168,8 @@ export class Admission {
    * kept: a repeat is decided again, with the same outcome while the shield holds.
    */
   private readonly deciding = new CallIdTable<Promise<AdmissionDecision>>();
+  /** New decisions wait for this (holdBack), undefined almost always. */
+  private held?: Promise<void>;
   private readonly localShare: number;
   /** The stand-in's plans: the limits scaled by localShare (built on first need, per configuration). */
   private localPlans?: PlanCache;
@@ -240,6 +242,19 @@ export class Admission {
     return this.deciding.get(callId);
   }
 
+  /**
+   * New admissions wait until `until` settles (a reload writing the calls in progress for a
+   * channel limit it turns on); they count as under way meanwhile (a release of the same id
+   * waits for its decision; close() lets them end).
+   */
+  holdBack(until: Promise<void>): void {
+    this.held = until;
+    const done = () => {
+      if (this.held === until) this.held = undefined;
+    };
+    until.then(done, done);
+  }
+
   /** Every store decision still being taken here (close() lets them end before the store closes). */
   allInFlight(): Promise<AdmissionDecision>[] {
     return this.deciding.values();
@@ -250,6 +265,14 @@ export class Admission {
     checkAdmitInput(input);
     const inFlight = this.deciding.get(input.callId);
     if (inFlight !== undefined) return inFlight;
+    if (this.held !== undefined) {
+      const waiting: Promise<AdmissionDecision> = this.held.then(() => {
+        if (this.deciding.get(input.callId) === waiting) this.deciding.delete(input.callId);
+        return this.admitNow(input);
+      });
+      this.deciding.set(input.callId, waiting);
+      return waiting;
+    }
     const plan = this.plans.forCall(input);
     const at = input.at ?? this.clock.now();
     if (plan === UNKNOWN_PEER) {

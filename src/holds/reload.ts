@@ -29,6 +29,17 @@ export function channelsIn(config: CallGateConfig): (name: string) => boolean {
   return (name) => on.has(name) || (defaultOn && name.startsWith('peer:') && !configuredPeers.has(name));
 }
 
+/** Whether `after` has a channel limit on an inbound bucket where `before` had none. */
+export function turnsChannelsOn(before: CallGateConfig, after: CallGateConfig): boolean {
+  const had = channelsIn(before);
+  const { global, accounts, peers, defaultPeer } = after.inbound;
+  if (global?.channels !== undefined && !had(GLOBAL_BUCKET)) return true;
+  for (const [id, b] of accounts) if (b.channels !== undefined && !had(accountBucket(id))) return true;
+  for (const [id, b] of peers) if (b.channels !== undefined && !had(peerBucket(id))) return true;
+  // a peer of the default's: any name that is not a configured peer
+  return defaultPeer?.channels !== undefined && before.inbound.defaultPeer?.channels === undefined;
+}
+
 /**
  * Give every inbound call of the ledger a hold in each of its buckets that has a channel limit
  * under `config` and where it holds none yet; those calls are marked to be written. Returns how
