@@ -373,6 +373,37 @@ describe('callgate serve (the command, on Redis)', function () {
     expect((await call(`${w.url}/v1/admit`, { call_id: 'w3', peer: 'p1' })).json.outcome).to.equal('admitted');
   });
 
+  it('a SIGHUP while it starts is a reload once it is up; one while it stops is nothing; never its end', async () => {
+    const stalled = await startRedisServer();
+    try {
+      stalled.pause(); // the start waits for Redis: a long window for signals
+      const config = file('early.json', limits(1));
+      const s = await startSidecarProcess(
+        ['--config', config, '--store', 'redis', '--redis-url', stalled.url, '--no-watch'],
+        {},
+        20_000,
+        (child) => {
+          // while modules load (from 0.1 s, once Node runs the command), while Redis does not answer
+          for (const ms of [300, 700, 1_200]) setTimeout(() => child.kill('SIGHUP'), ms);
+          setTimeout(() => stalled.resume(), 1_800);
+        },
+      );
+      await s.waitFor(/configuration reloaded/);
+      expect((await call(`${s.url}/v1/admit`, { call_id: 'e1', peer: 'p1' })).json.outcome).to.equal('admitted');
+      // a stop that takes a while (Redis stalls as the store closes): a SIGHUP meanwhile
+      stalled.pause();
+      s.child.kill('SIGTERM');
+      await s.waitFor(/stopping: finishing requests in flight/);
+      s.child.kill('SIGHUP');
+      setTimeout(() => stalled.resume(), 300);
+      expect(await s.exited, s.lines.join('\n')).to.equal(0);
+      expect(s.lines.some((l) => /"msg":"stopped"/.test(l))).to.equal(true);
+    } finally {
+      stalled.resume();
+      await stalled.stop();
+    }
+  });
+
   it('SIGTERM: requests in flight are answered with real decisions, then it exits 0, releasing no channel', async () => {
     const prefix = `cgserve:${randomBytes(4).toString('hex')}:`;
     const config = file(

@@ -185,7 +185,37 @@ function leaseTiming(args: ServeArgs): {
   return { tickMs, replyTimeoutMs, leaderTtlMs, leaseMs: leaderTtlMs + tickMs + 4 * replyTimeoutMs };
 }
 
+/** A SIGHUP heard before the sidecar listened for it (bin/callgate.js, or startSidecar's own start). */
+interface EarlyHup {
+  heard: boolean;
+  readonly listener: () => void;
+}
+const EARLY_HUP = Symbol.for('callgate.earlyHup');
+
+/** The listener noting SIGHUPs until the sidecar's own is on: the command's, else one of its own. */
+function earlyHup(): EarlyHup {
+  const g = globalThis as { [EARLY_HUP]?: EarlyHup };
+  let early = g[EARLY_HUP];
+  if (early === undefined) {
+    const own: EarlyHup = { heard: false, listener: () => (own.heard = true) };
+    early = own;
+    process.on('SIGHUP', early.listener);
+  }
+  g[EARLY_HUP] = undefined;
+  return early;
+}
+
 export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
+  // a SIGHUP while it starts (Node's default: the process ends) is a reload once it is up
+  const early = earlyHup();
+  try {
+    return await startSidecarHearing(args, early);
+  } finally {
+    process.off('SIGHUP', early.listener);
+  }
+}
+
+async function startSidecarHearing(args: ServeArgs, early: EarlyHup): Promise<Sidecar> {
   checkArgs(args);
   const address = parseListen(args.listen);
   const token = args.token === '' ? undefined : args.token;
@@ -344,6 +374,7 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   if (args.watch) gate.watch(args.config);
 
   const onHup = () => {
+    if (stopping !== undefined) return; // stopping: nothing to reload (and no end by SIGHUP)
     gate
       .reload(args.config)
       .catch((err: Error) =>
@@ -355,7 +386,6 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
   const stopped = new Promise<void>((r) => (resolveStopped = r));
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
-      process.off('SIGHUP', onHup);
       process.off('SIGTERM', onTerm);
       process.off('SIGINT', onTerm);
       log.info('stopping: finishing requests in flight');
@@ -366,10 +396,14 @@ export async function startSidecar(args: ServeArgs): Promise<Sidecar> {
       await Promise.all(leaseClients.map((c) => closeRedis(c)));
       if (redis) await closeRedis(redis);
       log.info('stopped');
+      // onHup stays (a no-op now): without a listener a SIGHUP until the exit would end the
+      // process by signal, which systemd takes for a clean stop
       resolveStopped();
     })());
   const onTerm = () => void stop();
   process.on('SIGHUP', onHup);
+  process.off('SIGHUP', early.listener);
+  if (early.heard) onHup();
   process.on('SIGTERM', onTerm);
   process.on('SIGINT', onTerm);
 

@@ -34,17 +34,22 @@ export async function leaseGauges(url: string): Promise<Map<string, number>> {
   return values;
 }
 
-/** Run `callgate serve ARGS --listen 127.0.0.1:0` and wait until it listens (or fails). */
+/**
+ * Run `callgate serve ARGS --listen 127.0.0.1:0` and wait until it listens (or fails);
+ * `onSpawn` gets the process at once (signals while it starts).
+ */
 export async function startSidecarProcess(
   args: string[],
   env: NodeJS.ProcessEnv = {},
   timeoutMs = 20_000,
+  onSpawn?: (child: ChildProcess) => void,
 ): Promise<SidecarProcess> {
   const child = spawn(process.execPath, [BIN, 'serve', '--listen', '127.0.0.1:0', ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
   });
   live.add(child);
+  onSpawn?.(child);
   const lines: string[] = [];
   const waiters: { re: RegExp; resolve: (l: string) => void }[] = [];
   const onText = (() => {
