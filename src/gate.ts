@@ -4,8 +4,6 @@
  * counts, and typed events whose listeners cannot break a decision.
  */
 import type { EventEmitter } from 'eventemitter3';
-import { watch, type FSWatcher } from 'node:fs';
-import { basename, dirname } from 'node:path';
 import {
   Admission,
   type AdmissionDecision,
@@ -38,6 +36,7 @@ import { leasedCarrier } from './lease/carriers.js';
 import { leasedLevel } from './lease/lanes.js';
 import { MemoryStore } from './store/memory-store.js';
 import { turnsChannelsOn, widenHolds } from './holds/reload.js';
+import { ConfigWatch } from './config/watch.js';
 import { ReleaseQueue } from './store/release-queue.js';
 import { DEFAULT_TIMEOUT_MS, pastDeadline, withDeadline } from './store/timeout.js';
 import type { HoldsReassertedEvent, StopSignal, Store, StoreLossEvent } from './store/types.js';
@@ -156,12 +155,11 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   private current: CallGateConfig;
   private readonly admission: Admission;
   private readonly dispatcher: Dispatcher;
-  private watcher?: FSWatcher;
+  private watcher?: ConfigWatch;
   /** The reloads, one after the other (reload(): SIGHUP, an HTTP reload and a watched file alike). */
   private reloading: Promise<void> = Promise.resolve();
   /** A reload widened the ledger's holds (a channel limit turned on) and they are not written yet. */
   private widened = false;
-  private watchTimer?: NodeJS.Timeout;
   /** The trace recorder, when the `recordTrace` option is given (closed by close()). */
   readonly recorder?: TraceRecorder;
   private readonly timeoutMs: number;
@@ -621,28 +619,20 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
   }
 
   /**
-   * Reload whenever the file changes; a bad new file is reported on 'error' and ignored.
-   *
-   * The directory is watched, not the file: editors and config maps replace a file by rename
-   * (or a symlink swap, Kubernetes' `..data`), after which a watch on the old inode would never
-   * fire again. Reloads run one after the other, so the last file written is the one in force.
+   * Reload whenever the file changes (src/config/watch.ts: its directory is watched, and the
+   * directory of the file a link points to); a bad new file is reported on 'error' and
+   * ignored. Reloads run one after the other, so the last file written is the one in force.
    */
   watch(path: string, debounceMs = 100): void {
     this.watcher?.close();
-    clearTimeout(this.watchTimer);
-    const file = basename(path);
-    this.watcher = watch(dirname(path), (_event, name) => {
-      const changed = name === null || name === file || String(name).startsWith('..');
-      if (!changed) return;
-      clearTimeout(this.watchTimer);
-      this.watchTimer = setTimeout(() => {
+    this.watcher = new ConfigWatch(
+      path,
+      debounceMs,
+      () => {
         this.reload(path).catch((err: Error) => this.safeEmit('error', err));
-      }, debounceMs);
-      this.watchTimer.unref();
-    });
-    // An FSWatcher 'error' with no listener would crash the process.
-    this.watcher.on('error', (err) => this.safeEmit('error', err));
-    this.watcher.unref();
+      },
+      (err) => this.safeEmit('error', err),
+    );
   }
 
   /**
@@ -655,7 +645,6 @@ export class CallGate extends SafeEmitter<CallGateEvents> {
     checkCloseMode(opts?.mode); // before anything changes: a bad mode leaves the gate as it was
     this.closing = true;
     this.watcher?.close();
-    clearTimeout(this.watchTimer);
     await this.dispatcher.close(opts);
     // releases are taken while the store is open: the calls under way end (each bounded by the
     // decision timeout), and an admission among them may end admitted, its hang-up still to come

@@ -4,7 +4,7 @@
  * trip whatever the number of levels and windows).
  */
 import { expect } from 'chai';
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -358,6 +358,49 @@ describe('CallGate watch(path)', function () {
     writeFileSync(file, limits(2));
     await reloaded;
     expect(await admitted(gate, 4, T0)).to.equal(2);
+  });
+});
+
+describe('CallGate.watch: a link to a file in another directory', () => {
+  let dir: string;
+  let gate: CallGate | undefined;
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'callgate-watch-link-'));
+  });
+  afterEach(async () => {
+    await gate?.close();
+    gate = undefined;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('an edit of the file the link points to applies; so does one after the link points elsewhere', async () => {
+    const limits = (n: number) => JSON.stringify({ inbound: { peers: { p: [{ limit: n, window: 'PT1S' }] } } });
+    for (const d of ['etc', 'real', 'other']) mkdirSync(path.join(dir, d));
+    const [link, real, other] = [
+      path.join(dir, 'etc', 'limits.json'),
+      path.join(dir, 'real', 'limits.json'),
+      path.join(dir, 'other', 'l.json'),
+    ];
+    writeFileSync(real, limits(1));
+    writeFileSync(other, limits(5));
+    symlinkSync(real, link);
+    gate = await CallGate.create({ config: link });
+    gate.watch(link, 50);
+    let reloaded = nextEvent<[ConfigChange[]]>(gate, 'reloaded', 3_000);
+    writeFileSync(real, limits(3));
+    await reloaded;
+    expect(gate.config.inbound.peers.get('p')!.limits[0]!.limit).to.equal(3);
+    // the link now names another file, elsewhere: its edits count, the old target's do not
+    reloaded = nextEvent<[ConfigChange[]]>(gate, 'reloaded', 3_000);
+    const tmp = path.join(dir, 'etc', '.tmp-link');
+    symlinkSync(other, tmp);
+    renameSync(tmp, link);
+    await reloaded;
+    expect(gate.config.inbound.peers.get('p')!.limits[0]!.limit).to.equal(5);
+    reloaded = nextEvent<[ConfigChange[]]>(gate, 'reloaded', 3_000);
+    writeFileSync(other, limits(7));
+    await reloaded;
+    expect(gate.config.inbound.peers.get('p')!.limits[0]!.limit).to.equal(7);
   });
 });
 
