@@ -285,8 +285,14 @@ describe('config', () => {
         [{ limit: '10', window: '1s' }, 'inbound.peers.p[0].limit: expected a positive integer, got "10"'],
         [
           { limit: 1e20, window: '1s' },
-          'inbound.peers.p[0].limit: expected a positive integer, got 100000000000000000000',
+          'inbound.peers.p[0].limit: expected a positive integer, got 100000000000000000000 (above 2^53 - 1, the largest whole number read exactly)',
         ],
+        // 9007199254740993 in the file reads 9007199254740992: the message says why
+        [
+          { limit: 2 ** 53, window: '1s' },
+          'inbound.peers.p[0].limit: expected a positive integer, got 9007199254740992 (above 2^53 - 1, the largest whole number read exactly)',
+        ],
+
         [{ window: '1s' }, 'inbound.peers.p[0].limit: missing (expected a positive integer)'],
         [{ limit: 1 }, 'inbound.peers.p[0].window: missing (expected a positive duration)'],
         [{ limit: 1, window: 'abc' }, 'inbound.peers.p[0].window: expected a positive duration, got "abc"'],
@@ -998,6 +1004,22 @@ describe('config', () => {
       reordered.inbound.peers.peer45.reverse();
       reordered.inbound.peers.peer45[0]!.window = '1m'; // same value, other spelling
       expect(diffConfig(base(), parseConfig(reordered))).to.deep.equal([]);
+      // a cps that paces alike (the scripts take 5/2 for both), prefixes in another order
+      const level = (prefixes: string[]) => ({ name: 'dst', key: 'callee', match: { prefixes }, limits: [] });
+      const a = parseConfig({
+        inbound: { attributes: [level(['1', '44'])] },
+        outbound: { carriers: { A: { cps: 2.5 } } },
+      });
+      const b = parseConfig({
+        inbound: { attributes: [level(['44', '1'])] },
+        outbound: { carriers: { A: { cps: 2.5000000001 } } },
+      });
+      expect(diffConfig(a, b)).to.deep.equal([]);
+      const c = parseConfig({
+        inbound: { attributes: [level(['44', '2'])] },
+        outbound: { carriers: { A: { cps: 2.500000001 } } },
+      });
+      expect(diffConfig(a, c).map((x) => x.path)).to.deep.equal(['inbound.attributes.dst', 'outbound.carriers.A']);
     });
 
     it('reports added, removed and changed buckets and carriers', () => {

@@ -6,9 +6,10 @@
  * A bucket's limits are compared as a set of (limit, window, algorithm) plus its channel limit:
  * reordering the limits of a bucket is no change, since every limit is checked. An empty list of
  * limits is present (a known peer, or a global bucket that counts without limiting): absent → []
- * is `added`. Carriers compare by cps, maxWait and channels. A new maxCallDuration is `changed`
+ * is `added`. Carriers compare by rate (as paced), maxWait and channels. A new maxCallDuration is `changed`
  * at `maxCallDuration` (it applies to calls decided from then on).
  */
+import { carrierRate } from '../store/slots.js';
 import type { Limit } from '../store/types.js';
 import { formatPath } from './path.js';
 import type { AttributeLevelConfig, BucketConfig, CallGateConfig, CarrierConfig } from './types.js';
@@ -42,8 +43,18 @@ function sameBucket(a: BucketConfig, b: BucketConfig): boolean {
 
 /** Two attribute levels alike: every key, limits compared as buckets are. */
 function sameLevel(a: AttributeLevelConfig, b: AttributeLevelConfig): boolean {
+  // prefixes match longest first, whatever their order
+  const match = (m: AttributeLevelConfig['match']) =>
+    m !== undefined && 'prefixes' in m ? { prefixes: [...m.prefixes].sort() } : (m ?? null);
   const rest = (l: AttributeLevelConfig) =>
-    JSON.stringify([l.key, l.match ?? null, l.order, l.maxValues ?? null, l.ban ?? null, [...l.overrides.keys()]]);
+    JSON.stringify([
+      l.key,
+      match(l.match),
+      l.order,
+      l.maxValues ?? null,
+      l.ban ?? null,
+      [...l.overrides.keys()].sort(),
+    ]);
   return (
     rest(a) === rest(b) &&
     sameBucket(a.limits, b.limits) &&
@@ -54,8 +65,10 @@ function sameLevel(a: AttributeLevelConfig, b: AttributeLevelConfig): boolean {
   );
 }
 
+/** Two carriers alike: the same rate as the scripts take it (2.5 and 2.5000000001 pace alike), wait and channels. */
 function sameCarrier(a: CarrierConfig, b: CarrierConfig): boolean {
-  return a.cps === b.cps && a.maxWaitUs === b.maxWaitUs && a.channels === b.channels;
+  const rate = (c: CarrierConfig) => carrierRate({ name: '', ...c }).text;
+  return rate(a) === rate(b) && a.maxWaitUs === b.maxWaitUs && a.channels === b.channels;
 }
 
 function kindOf<T>(a: T | undefined, b: T | undefined, same: (a: T, b: T) => boolean): ConfigChangeKind | undefined {

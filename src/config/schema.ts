@@ -23,13 +23,26 @@ interface RawIssue {
 }
 
 /** Error text "expected <what>, got <value>", or "missing (expected <what>)" for an absent field. */
+/**
+ * Why a number the file gave reads as another one: past 2^53 - 1 a JSON or YAML reader keeps only
+ * the nearest double (9007199254740993 reads 9007199254740992).
+ */
+function beyondExact(input: unknown): string | undefined {
+  if (typeof input !== 'number' || !Number.isFinite(input)) return undefined;
+  return Math.abs(input) > Number.MAX_SAFE_INTEGER
+    ? 'above 2^53 - 1, the largest whole number read exactly'
+    : undefined;
+}
+
 function expected(what: string, note?: (input: unknown) => string | undefined, topLevel = false) {
   return (iss: RawIssue): string | undefined => {
     if (iss.code === 'unrecognized_keys') return undefined; // expanded per key by the formatter
     if (iss.input === undefined) return `missing (expected ${what})`;
     // below the top, null is mostly a YAML key with nothing after it (`inbound:` alone)
     const extra =
-      iss.input === null && !topLevel ? 'an empty value: in YAML, a key with nothing after it' : note?.(iss.input);
+      iss.input === null && !topLevel
+        ? 'an empty value: in YAML, a key with nothing after it'
+        : (note?.(iss.input) ?? beyondExact(iss.input));
     return `expected ${what}, got ${describeValue(iss.input)}${extra ? ` (${extra})` : ''}`;
   };
 }
