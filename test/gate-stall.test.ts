@@ -161,6 +161,27 @@ describe('while Redis stalls (SIGSTOP) or restarts: close, policy calls, reload'
     }
   });
 
+  it('policy local: a decision as Redis wakes waits for the calls let in during the stall', async () => {
+    const two: CallGateConfigInput = {
+      inbound: { peers: { p: [{ limit: 1_000, window: 'PT60S' }, { channels: 2 }] } },
+    };
+    const store = RedisStore.connect(server.url, { prefix: uniquePrefix('wake'), holds: { syncMs: 0 } });
+    const gate = await CallGate.create({ config: two, store, policy: 'local', timeoutMs: 200 });
+    gate.on('error', () => {});
+    try {
+      expect((await gate.admit({ callId: 'c1', peer: 'p' })).admitted).to.equal(true);
+      server.pause();
+      expect(await gate.admit({ callId: 'c2', peer: 'p' })).to.include({ admitted: true, degraded: 'local' });
+      server.resume();
+      // decided on Redis as soon as it answers, it counted c1 alone: admitted, a third call on 2
+      const c3 = await gate.admit({ callId: 'c3', peer: 'p' });
+      expect([c3.admitted, c3.reason, c3.degraded]).to.deep.equal([false, 'channels', undefined]);
+      expect((await store.holds({ tag: peerTag('p'), name: peerBucket('p') })).holds).to.equal(2);
+    } finally {
+      await gate.close();
+    }
+  });
+
   it('a reload turning a channel limit on is refused in time; reloads apply in the order asked', async () => {
     const plain: CallGateConfigInput = { inbound: { peers: { p: [{ limit: 1_000, window: 'PT60S' }] } } };
     const withChannels = (n: number): CallGateConfigInput => ({

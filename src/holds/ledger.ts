@@ -70,8 +70,8 @@ export function reassertCall(c: LedgerCall): ReassertCall {
 
 export class HoldLedger {
   private readonly calls = new Map<string, LedgerEntry>();
-  /** Told when a call enters unwritten (its store writes such calls as soon as it answers). */
-  onUnwritten?: () => void;
+  /** Told when a call enters unwritten, with its tag (its store writes such calls as soon as it answers). */
+  onUnwritten?: (tag: string) => void;
 
   get size(): number {
     return this.calls.size;
@@ -82,7 +82,7 @@ export class HoldLedger {
     let entry = this.calls.get(id);
     if (entry === undefined) this.calls.set(id, (entry = {}));
     entry[direction] = hold;
-    if (hold.unwritten) this.onUnwritten?.();
+    if (hold.unwritten) this.onUnwritten?.(hold.tag);
   }
 
   /** The call ended (released from this process): it is not written again. */

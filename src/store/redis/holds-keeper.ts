@@ -84,6 +84,12 @@ export interface ReleaseTicket {
 export class HoldsKeeper {
   /** Per lane (tag, or '' on a single Redis): decisions wait for this while its calls are re-asserted. */
   private readonly gates = new Map<string, Promise<void>>();
+  /**
+   * Per lane, while calls decided by policy (unwritten) wait for their first write: decisions
+   * there wait too. `added`: calls made unwritten so far (a pass opens the gate only when none
+   * came after it read the ledger).
+   */
+  private readonly unwrittenGates = new Map<string, { gate: Promise<void>; open: () => void; added: number }>();
   /** The marker token last seen per tag (single Redis: under '', one for all). */
   /** This process's id among those sharing the store (lua/reassert.lua, KEYS[2]). */
   private readonly id = randomBytes(6).toString('base64url');
@@ -115,7 +121,7 @@ export class HoldsKeeper {
   private losses = 0;
 
   constructor(private readonly opts: HoldsKeeperOptions) {
-    opts.ledger.onUnwritten = () => this.unwrittenAdded();
+    opts.ledger.onUnwritten = (tag) => this.unwrittenAdded(tag);
     if (opts.syncMs > 0) {
       this.syncTimer = setInterval(() => this.kick('sync'), opts.syncMs);
       this.syncTimer.unref();
@@ -124,8 +130,14 @@ export class HoldsKeeper {
 
   /** The wait a new decision on `tag` must make first, if any (undefined: none, the common case). */
   gate(tag: string): Promise<void> | undefined {
-    if (this.gates.size === 0) return undefined;
-    return this.gates.get(this.opts.hashTags ? tag : '');
+    if (this.gates.size === 0 && this.unwrittenGates.size === 0) return undefined;
+    const lane = this.opts.hashTags ? tag : '';
+    const lost = this.gates.get(lane);
+    const unwritten = this.unwrittenGates.get(lane)?.gate;
+    // a decision waits for the calls decided by policy: write them now, not at the next look
+    if (unwritten !== undefined) this.writeUnwrittenNow();
+    if (lost === undefined || unwritten === undefined) return lost ?? unwritten;
+    return Promise.all([lost, unwritten]).then(() => undefined);
   }
 
   /**
@@ -162,12 +174,31 @@ export class HoldsKeeper {
    * lost) nothing else would before the next sync (never with `syncMs` 0), and meanwhile other
    * processes' decisions would not count its channels.
    */
-  private unwrittenAdded(): void {
-    this.whenFree('unwritten', () => {
-      this.running = this.run('unwritten')
-        .catch(() => this.unwrittenAdded())
-        .finally(() => (this.running = undefined));
-    });
+  private unwrittenAdded(tag: string): void {
+    // decisions on its lane wait for the write: taken on Redis before it, they would not count
+    // this call (a local admission during a stall, then a decision as Redis wakes)
+    const lane = this.opts.hashTags ? tag : '';
+    const held = this.unwrittenGates.get(lane);
+    if (held !== undefined) held.added++;
+    else {
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      this.unwrittenGates.set(lane, { gate, open, added: 1 });
+    }
+    this.writeUnwrittenSoon();
+  }
+
+  /** A pass of the calls decided by policy once Redis answers (again after a failed one). */
+  private writeUnwrittenSoon(): void {
+    this.whenFree('unwritten', () => this.writeUnwrittenNow());
+  }
+
+  /** That pass now, unless a run is under way (it writes them too) or Redis is away. */
+  private writeUnwrittenNow(): void {
+    if (this.closed || this.running !== undefined || this.lostPending || !this.opts.ready()) return;
+    this.running = this.run('unwritten')
+      .catch(() => this.writeUnwrittenSoon())
+      .finally(() => (this.running = undefined));
   }
 
   /** A whole sync pass as soon as none runs (an unwritten pass found the marker changed). */
@@ -306,6 +337,8 @@ export class HoldsKeeper {
    * `unwritten`: only the calls decided by policy, never written yet (unwrittenAdded).
    */
   private async run(mode: PassMode): Promise<void> {
+    // the calls made unwritten so far, per lane: this pass writes them (it reads the ledger after)
+    const unwrittenBefore = new Map([...this.unwrittenGates].map(([lane, g]) => [lane, g.added]));
     // another instance behind the connection (a failover, a restart): its data may lag
     // (read after a loss, and once to know it: a sync pays nothing more)
     const instance = mode === 'lost' || this.instance === '' ? await this.opts.instance().catch(() => '') : '';
@@ -399,6 +432,14 @@ export class HoldsKeeper {
       }),
     );
     if (failed !== undefined) throw failed;
+    // every pass writes the calls decided by policy that it read: their lanes decide again,
+    // unless more such calls came since it began (the pass for them opens it)
+    for (const [lane, added] of unwrittenBefore) {
+      const held = this.unwrittenGates.get(lane);
+      if (held === undefined || held.added !== added) continue;
+      this.unwrittenGates.delete(lane);
+      held.open();
+    }
     if (mode !== 'lost' || this.lostPending) return; // another loss came meanwhile: its own run opens
     this.recovering?.resolve();
     this.recovering = undefined;
@@ -541,6 +582,8 @@ export class HoldsKeeper {
     for (const timer of this.freeTimers.values()) clearTimeout(timer);
     this.freeTimers.clear();
     for (const lane of [...this.gates.keys()]) this.openGate(lane);
+    for (const held of this.unwrittenGates.values()) held.open();
+    this.unwrittenGates.clear();
     for (const stop of this.graceWaits) stop();
     this.graceWaits.clear();
     this.recovering?.resolve();
