@@ -373,6 +373,38 @@ describe('callgate serve (the command, on Redis)', function () {
     expect((await call(`${w.url}/v1/admit`, { call_id: 'w3', peer: 'p1' })).json.outcome).to.equal('admitted');
   });
 
+  it('a Redis that stalls: one line when a decision gives up on it, one when it answers again', async () => {
+    const stalled = await startRedisServer();
+    try {
+      const config = file('stall.json', limits(100));
+      const s = await startSidecarProcess([
+        '--config',
+        config,
+        '--store',
+        'redis',
+        '--redis-url',
+        stalled.url,
+        '--timeout-ms',
+        '200',
+      ]);
+      expect((await call(`${s.url}/v1/admit`, { call_id: 's0', peer: 'p1' })).json.outcome).to.equal('admitted');
+      stalled.pause();
+      for (let i = 1; i <= 3; i++)
+        expect((await call(`${s.url}/v1/admit`, { call_id: `s${i}`, peer: 'p1' })).json.limited_by).to.equal(
+          'store-unavailable',
+        );
+      await s.waitFor(/did not answer a decision within 200 ms; decisions follow policy fail-closed while it does not/);
+      stalled.resume();
+      expect((await call(`${s.url}/v1/admit`, { call_id: 's4', peer: 'p1' })).json.outcome).to.equal('admitted');
+      await s.waitFor(/answers decisions again/);
+      expect(s.lines.filter((l) => /did not answer a decision/.test(l))).to.have.length(1);
+      await s.stop();
+    } finally {
+      stalled.resume();
+      await stalled.stop();
+    }
+  });
+
   it('a SIGHUP while it starts is a reload once it is up; one while it stops is nothing; never its end', async () => {
     const stalled = await startRedisServer();
     try {
