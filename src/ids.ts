@@ -31,20 +31,31 @@ export function checkIdArgument(what: string, id: unknown, opts: { empty?: boole
 }
 
 /**
- * What a terminal acts on or reorders text by: controls (C0, DEL, C1: escape sequences, a
- * carriage return), line and paragraph separators, bidi embeddings, overrides and isolates.
+ * What a terminal acts on, reorders text by, or shows as nothing: controls (C0, DEL, C1:
+ * escape sequences, a carriage return), line and paragraph separators, format characters (bidi
+ * marks, embeddings, overrides and isolates, zero-width spaces and joiners, BOM), surrogates.
  */
-const UNPRINTABLE = /[\p{Cc}\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\u2028\u2029]/u;
 const UNPRINTABLE_ALL = new RegExp(UNPRINTABLE.source, 'gu');
+const ESCAPED_ALL = new RegExp(`${UNPRINTABLE.source.slice(0, -1)}\\\\]`, 'gu');
 
-/** Whether `text` holds a character printable() escapes. */
+/** Whether `text` holds a character printable() escapes (a backslash aside). */
 export const hasUnprintable = (text: string): boolean => UNPRINTABLE.test(text);
+
+const escapeOne = (c: string): string => (c === '\\' ? '\\\\' : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 /**
  * `text` (an id from traffic, a caller's number) safe on an operator's terminal: each control,
- * separator and bidi character as `\uXXXX`. A caller chose those bytes: printed raw in a text
- * report, an escape sequence cleared the screen and set the window title.
+ * separator, format character and lone surrogate as `\uXXXX`, and a backslash as `\\`, so
+ * that two ids never look alike (bash's `$'…'` reads what is shown back into the id). A caller
+ * chose those bytes: printed raw in a text report, an escape sequence cleared the screen and set
+ * the window title.
  */
 export function printable(text: string): string {
-  return text.replace(UNPRINTABLE_ALL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return text.replace(ESCAPED_ALL, escapeOne);
+}
+
+/** `value` as JSON (quoted, its backslashes escaped there), with what JSON leaves raw escaped as printable() does. */
+export function printableJson(value: string): string {
+  return JSON.stringify(value).replace(UNPRINTABLE_ALL, escapeOne);
 }

@@ -9,7 +9,7 @@
  * unless given --yes. Its report names what was removed, on stderr (a log line) and stdout.
  */
 import { createInterface } from 'node:readline/promises';
-import { checkIdArgument } from '../ids.js';
+import { checkIdArgument, printable, printableJson } from '../ids.js';
 import { intOption, shownOption } from './int-option.js';
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
@@ -66,6 +66,7 @@ export async function runHolds(args: HoldsArgs, out: NodeJS.WritableStream = pro
     throw new InvalidArgumentError('give one of --bucket global|account:<id>|peer:<id> or --carrier <id>');
   if (!(Number.isSafeInteger(args.max) && args.max >= 1 && args.max <= 10_000))
     throw new InvalidArgumentError(`--max: expected an integer from 1 to 10000, got ${shownOption(args.max)}`);
+  if (args.carrier !== undefined) checkIdArgument('--carrier', args.carrier);
   const config = await loadConfigFile(args.config);
   if (args.bucket !== undefined) {
     checkLeasable(args, config); // a carrier's holds do not depend on leasing
@@ -84,8 +85,8 @@ export async function runRelease(args: ReleaseArgs, out: NodeJS.WritableStream =
   else
     out.write(
       r.released > 0
-        ? `released call ${JSON.stringify(args.callId)}: its channels are free\n`
-        : `call ${JSON.stringify(args.callId)} held nothing (released already, or its hold lapsed)\n`,
+        ? `released call ${printableJson(args.callId)}: its channels are free\n`
+        : `call ${printableJson(args.callId)} held nothing (released already, or its hold lapsed)\n`,
     );
 }
 
@@ -107,9 +108,9 @@ export async function runReset(args: ResetArgs, out: NodeJS.WritableStream = pro
   if (!args.yes) {
     if (!process.stdin.isTTY)
       throw new InvalidArgumentError(
-        `reset ${args.bucket} needs a confirmation: run it in a terminal, or add --yes to skip it`,
+        `reset ${printable(args.bucket)} needs a confirmation: run it in a terminal, or add --yes to skip it`,
       );
-    const question = `Reset ${args.bucket} on ${redactUrl(args.redisUrl)} (prefix ${args.prefix})? Its counts and the holds of its calls in progress are removed. [y/N] `;
+    const question = `Reset ${printable(args.bucket)} on ${redactUrl(args.redisUrl)} (prefix ${args.prefix})? Its counts and the holds of its calls in progress are removed. [y/N] `;
     if (!(await confirm(question))) {
       process.stderr.write('reset cancelled: nothing removed\n');
       return;

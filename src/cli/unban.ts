@@ -4,6 +4,7 @@
  */
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
+import { printable } from '../ids.js';
 import { liftBan, unbanTarget } from '../observe/bans.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { closeRedis, openRedis, redisOptions, type RedisConnectionArgs } from './redis.js';
@@ -22,7 +23,7 @@ export async function runUnban(args: UnbanArgs, out: NodeJS.WritableStream = pro
   const redis = await openRedis(args);
   try {
     const { lifted } = await liftBan(config, new RedisStore({ redis, prefix: args.prefix }), args.level, args.value);
-    const what = `${args.level}:${args.value}`;
+    const what = printable(`${args.level}:${args.value}`);
     out.write(
       args.json
         ? `${JSON.stringify({ level: args.level, value: args.value, lifted })}\n`

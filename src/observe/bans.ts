@@ -5,7 +5,9 @@
 import { attributeBucketName } from '../admission/attributes.js';
 import type { AttributeLevelConfig, CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
+import { checkIdArgument } from '../ids.js';
 import { GLOBAL_TAG } from '../store/keys.js';
+import { decodeId } from '../store/operations.js';
 import type { Store } from '../store/types.js';
 
 export interface BanState {
@@ -19,11 +21,6 @@ export interface BanState {
   /** When the ban ends, µs since the epoch, and the time left, whole ms. */
   until_us: number;
   remaining_ms: number;
-}
-
-/** The inverse of encodeId (store/keys.ts): `%XXXX` back to its UTF-16 code unit. */
-export function decodeId(encoded: string): string {
-  return encoded.replace(/%([0-9A-F]{4})/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
 }
 
 /** The bans in force on `store` (undefined when the store cannot list them). */
@@ -52,10 +49,24 @@ function levelNamed(config: CallGateConfig, name: string): AttributeLevelConfig 
   return level;
 }
 
+/**
+ * Whether `value` names a bucket shared past maxValues (`#<slot>`, as the listing shows it)
+ * rather than a value: only on a level with maxValues, and not a value of its own (an override).
+ * A value `#5` on a level without maxValues is the caller's `#5`.
+ */
+function sharedSlot(level: AttributeLevelConfig, value: string): boolean {
+  return level.maxValues !== undefined && /^#\d+$/.test(value) && !level.overrides.has(value);
+}
+
 /** The level whose ban of `value` may be lifted: throws InvalidArgumentError when none (no store needed). */
 export function unbanTarget(config: CallGateConfig, levelName: string, value: string): AttributeLevelConfig {
   const level = levelNamed(config, levelName);
   if (value === '') throw new InvalidArgumentError('value must be a non-empty string');
+  checkIdArgument('value', value); // as a call's value could be: at most 256 characters, well-formed
+  if (sharedSlot(level, value) && Number(value.slice(1)) >= level.maxValues!)
+    throw new InvalidArgumentError(
+      `the attribute level "${level.name}" shares its values over ${level.maxValues} buckets, #0 to #${level.maxValues! - 1}: there is no ${value}`,
+    );
   return level;
 }
 
@@ -72,7 +83,7 @@ export async function liftBan(
 ): Promise<{ lifted: boolean }> {
   const level = unbanTarget(config, levelName, value);
   if (store.unban === undefined) throw new InvalidArgumentError(`the ${store.kind} store cannot lift bans`);
-  const bucket = /^#\d+$/.test(value) ? `attr:${level.name}:${value}` : attributeBucketName(level, value);
+  const bucket = sharedSlot(level, value) ? `attr:${level.name}:${value}` : attributeBucketName(level, value);
   const r = await store.unban({ tag: GLOBAL_TAG, bucket, ...(now !== undefined && { now }) });
   return { lifted: r.lifted };
 }

@@ -36,6 +36,7 @@ import { listBans, type BanState } from './bans.js';
 import { attributeBucket } from '../admission/attributes.js';
 import { bucketLaneTags, type LanePlan } from '../lease/lanes.js';
 import { InvalidArgumentError } from '../errors/index.js';
+import { textTable } from '../text-table.js';
 
 export interface LimitState {
   limit: number;
@@ -308,17 +309,8 @@ export function stateText(s: GateState): string {
       ...(leased ? share : []),
     ]);
   }
-  const table = (t: string[][]) => {
-    const widths = t[0]!.map((_, i) => Math.max(...t.map((r) => r[i]!.length)));
-    return t
-      .map((r) =>
-        r
-          .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
-          .join('  ')
-          .trimEnd(),
-      )
-      .join('\n');
-  };
+  // every cell printable: buckets, carriers and banned values come from traffic
+  const table = (t: string[][]) => textTable(t);
   const head = `callgate state at ${new Date(s.time_us / 1000).toISOString()} (${s.store} store)`;
   const parts = [head];
   parts.push(s.buckets.length > 0 ? table(rows) : 'no inbound buckets configured');

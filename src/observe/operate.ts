@@ -14,7 +14,8 @@
 import { attributeBucket } from '../admission/attributes.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import { printable } from '../ids.js';
+import { idProblem, printable, printableJson } from '../ids.js';
+import { textTable } from '../text-table.js';
 import {
   GLOBAL_BUCKET,
   GLOBAL_TAG,
@@ -81,16 +82,19 @@ export function locateBucket(
   const kind = colon < 0 ? '' : label.slice(0, colon);
   const id = label.slice(colon + 1);
   if (colon < 0 || id === '') bad(`bucket ${JSON.stringify(label)}: ${hint}`);
+  // the id a call could have named (as the sidecar's requests are checked)
+  const problem = idProblem(id);
+  if (problem !== undefined) bad(`bucket ${printable(label.slice(0, colon + 1))}…: its id ${problem}`);
   if (kind === 'account') {
     const limits = accounts.get(id);
-    if (limits === undefined) bad(`bucket ${label}: the configuration has no account ${JSON.stringify(id)}`);
+    if (limits === undefined) bad(`bucket ${printable(label)}: the configuration has no account ${JSON.stringify(id)}`);
     const name = accountBucket(id);
     return { bucket: bucketOf(name, limits), tags: onLanes?.(name) ?? [platform ? GLOBAL_TAG : accountTag(id)] };
   }
   if (kind === 'peer') {
     const limits = peers.get(id) ?? defaultPeer;
     if (limits === undefined)
-      bad(`bucket ${label}: the configuration has no peer ${JSON.stringify(id)} and no defaultPeer`);
+      bad(`bucket ${printable(label)}: the configuration has no peer ${JSON.stringify(id)} and no defaultPeer`);
     const tags =
       onLanes?.(peerBucket(id)) ??
       (platform ? [GLOBAL_TAG] : tagged ? [peerTag(id), ...[...accounts.keys()].map(accountTag)] : [peerTag(id)]);
@@ -198,29 +202,21 @@ export async function resetBucket(
 
 /** The log line of a reset: what was removed, naming the calls (at most 20, then a count). */
 export function resetLine(r: ResetReport): string {
-  const shown = r.holds.slice(0, 20).map((id) => printable(JSON.stringify(id)));
+  const shown = r.holds.slice(0, 20).map((id) => printableJson(id));
   const more = r.holds.length > 20 ? ` and ${r.holds.length - 20} more` : '';
   const calls = r.holds.length > 0 ? `: ${shown.join(', ')}${more}` : '';
-  return `reset ${r.bucket}: removed ${r.events} events, ${r.windows} window counters, ${r.holds.length} holds${calls}`;
+  return `reset ${printable(r.bucket)}: removed ${r.events} events, ${r.windows} window counters, ${r.holds.length} holds${calls}`;
 }
 
 /** A listing as a terminal table. */
 export function holdsText(l: HoldsListing): string {
-  const head = `${l.target}: ${l.total} calls in progress${l.limit !== undefined ? ` (limit ${l.limit})` : ''}`;
+  const head = `${printable(l.target)}: ${l.total} calls in progress${l.limit !== undefined ? ` (limit ${l.limit})` : ''}`;
   if (l.holds.length === 0) return `${head}\n`;
   const rows = [
     ['call id', 'ends at', 'in'],
-    ...l.holds.map((h) => [printable(h.call_id), isoUs(h.end_us), formatLeft(h.left_ms)]),
+    ...l.holds.map((h) => [h.call_id, isoUs(h.end_us), formatLeft(h.left_ms)]),
   ];
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  const table = rows
-    .map((r) =>
-      r
-        .map((c, i) => c.padEnd(widths[i]!))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  const table = textTable(rows, { allLeft: true });
   const more = l.total > l.holds.length ? `\n(${l.total - l.holds.length} more not listed)` : '';
   return `${head}\n${table}${more}\n`;
 }

@@ -6,7 +6,8 @@
  * in progress at once next to it; totals and replay speed. A table or one JSON object.
  */
 import { formatDuration } from '../config/duration.js';
-import { hasUnprintable, printable } from '../ids.js';
+import { hasUnprintable, printableJson } from '../ids.js';
+import { textTable } from '../text-table.js';
 import type { ReplayResult } from './replay.js';
 import type { ChannelPeak, LevelStats } from './stats.js';
 import { formatTime } from './trace.js';
@@ -167,14 +168,7 @@ export function reportJson(r: ReplayResult): ReportJson {
 }
 
 function table(header: string[], rows: (string | number)[][]): string {
-  const cells = [header, ...rows.map((r) => r.map((c) => printable(String(c))))];
-  const widths = header.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
-  const line = (r: string[]) =>
-    r
-      .map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
-      .join('  ')
-      .trimEnd();
-  return [line(cells[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.slice(1).map(line)].join('\n');
+  return textTable([header, ...rows], { rule: true });
 }
 
 /** A table of the report: its header and rows (the text and the HTML report draw the same cells). */
@@ -292,9 +286,7 @@ function bucketShown(bucket: string): string {
   const colon = bucket.indexOf(':');
   if (colon < 0) return bucket;
   const id = bucket.slice(colon + 1);
-  return /[\s,()"]/.test(id) || hasUnprintable(id)
-    ? `${bucket.slice(0, colon + 1)}${printable(JSON.stringify(id))}`
-    : bucket;
+  return /[\s,()"]/.test(id) || hasUnprintable(id) ? `${bucket.slice(0, colon + 1)}${printableJson(id)}` : bucket;
 }
 
 /** What a level's peak is (the text table, the HTML). */

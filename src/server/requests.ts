@@ -34,13 +34,23 @@ const idWhat = `a non-empty string of at most ${MAX_ID_LENGTH} characters`;
  * 500: the refine counts units. max() stays for the OpenAPI document's maxLength (JSON Schema
  * counts code points too), and stops the checks where it fails, so a field gets one problem.
  */
-const atMostIdLength = (what: string) => (s: z.ZodString) => {
-  const error = (iss: { input?: unknown }) =>
-    `expected ${what}, got ${String((iss.input as string).length)} characters`;
-  return s.max(MAX_ID_LENGTH, { error, abort: true }).refine((v) => v.length <= MAX_ID_LENGTH, { error });
-};
+const atMostIdLength =
+  (what: string, max = MAX_ID_LENGTH) =>
+  (s: z.ZodString) => {
+    const error = (iss: { input?: unknown }) =>
+      `expected ${what}, got ${String((iss.input as string).length)} characters`;
+    return s.max(max, { error, abort: true }).refine((v) => v.length <= max, { error });
+  };
 
 const id = atMostIdLength(idWhat)(z.string({ error: expected(idWhat) }).min(1, { error: expected(idWhat) }));
+
+/** A bucket as operators name it: `<kind>:<id>`, a level name (at most 64) and an id (locateBucket checks the id). */
+const MAX_BUCKET_LABEL = 64 + 1 + MAX_ID_LENGTH;
+const bucketWhat = `a non-empty string of at most ${MAX_BUCKET_LABEL} characters`;
+const bucketLabel = atMostIdLength(
+  bucketWhat,
+  MAX_BUCKET_LABEL,
+)(z.string({ error: expected(bucketWhat) }).min(1, { error: expected(bucketWhat) }));
 
 /** An account may be empty ('' counts as none, as in a trace). */
 const accountWhat = `a string of at most ${MAX_ID_LENGTH} characters`;
@@ -156,7 +166,7 @@ export function parseRequest<T extends z.ZodType>(
 /** GET /v1/holds: `bucket` (global, account:<id>, peer:<id>) or `carrier`, and at most `max` calls listed. */
 export const holdsRequest = z.strictObject(
   {
-    bucket: id.optional(),
+    bucket: bucketLabel.optional(),
     carrier: id.optional(),
     max: z
       .string({ error: expected('an integer from 1 to 10000') })
@@ -168,4 +178,4 @@ export const holdsRequest = z.strictObject(
   object,
 );
 /** POST /v1/reset: the bucket to empty. */
-export const resetRequest = z.strictObject({ bucket: id }, object);
+export const resetRequest = z.strictObject({ bucket: bucketLabel }, object);
