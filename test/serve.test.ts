@@ -52,14 +52,19 @@ describe('callgate serve (the command, on Redis)', function () {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const start = async (config: string, more: string[] = [], prefix = `cgserve:${randomBytes(4).toString('hex')}:`) => {
+  const start = async (
+    config: string,
+    more: string[] = [],
+    prefix = `cgserve:${randomBytes(4).toString('hex')}:`,
+    url = redis.url,
+  ) => {
     const s = await startSidecarProcess([
       '--config',
       config,
       '--store',
       'redis',
       '--redis-url',
-      redis.url,
+      url,
       '--prefix',
       prefix,
       '--timeout-ms',
@@ -377,16 +382,8 @@ describe('callgate serve (the command, on Redis)', function () {
     const stalled = await startRedisServer();
     try {
       const config = file('stall.json', limits(100));
-      const s = await startSidecarProcess([
-        '--config',
-        config,
-        '--store',
-        'redis',
-        '--redis-url',
-        stalled.url,
-        '--timeout-ms',
-        '200',
-      ]);
+      // (the last --timeout-ms given wins)
+      const s = await start(config, ['--timeout-ms', '200'], undefined, stalled.url);
       expect((await call(`${s.url}/v1/admit`, { call_id: 's0', peer: 'p1' })).json.outcome).to.equal('admitted');
       stalled.pause();
       for (let i = 1; i <= 3; i++)
@@ -398,7 +395,6 @@ describe('callgate serve (the command, on Redis)', function () {
       expect((await call(`${s.url}/v1/admit`, { call_id: 's4', peer: 'p1' })).json.outcome).to.equal('admitted');
       await s.waitFor(/answers decisions again/);
       expect(s.lines.filter((l) => /did not answer a decision/.test(l))).to.have.length(1);
-      await s.stop();
     } finally {
       stalled.resume();
       await stalled.stop();
