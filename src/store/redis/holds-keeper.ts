@@ -3,19 +3,21 @@
  * again when Redis may have lost it.
  *
  * When. After every loss of the connection (a restart, a failover, a network cut: on a Cluster,
- * one node's, or a master deposed while its connection stayed open), once Redis answers again, every call of the ledger is re-asserted in mode `lost`
- * (lua/reassert.lua: a missing record is written again, with its original end); and every
- * `syncMs` in mode `sync`, which finds a tag whose generation marker changed without the
- * connection noticing (FLUSHALL, eviction), writes the calls decided by policy while Redis was
- * away, and forgets the calls released by another process (their record is gone under an
- * unchanged marker). The hot path pays nothing: no decision script reads the marker.
+ * one node's, or a master deposed while its connection stayed open), once Redis answers again,
+ * every call of the ledger is re-asserted in mode `lost` (lua/reassert.lua: a missing record is
+ * written again, with its original end); and every `syncMs` in mode `sync`, which finds a tag
+ * whose generation marker changed without the connection noticing (FLUSHALL, eviction), writes
+ * the calls decided by policy while Redis was away, and forgets the calls released by another
+ * process (their record is gone under an unchanged marker). The hot path pays nothing: no
+ * decision script reads the marker.
  *
  * Decisions wait. While a tag's calls are being re-asserted after a loss, new admissions and
  * reservations on that tag (single Redis: all) wait for it, bounded by their own deadline (then
  * the store-trouble policy decides, as for any outage): a decision taken meanwhile would count
  * against holds that are about to come back. When the marker was missing (Redis came back
  * empty), they wait until the marker's recovery grace ends too, which gives the other processes
- * the time to reconnect and write theirs.
+ * the time to reconnect and write theirs. Calls decided by policy (the store away or stalled)
+ * hold back the decisions of their tag until their first write (unwrittenAdded).
  *
  * Releases of other processes. A release this process sent in the last `recentMs` is sent
  * again after a loss, leaving a tombstone, so that a process re-asserting that call afterwards
