@@ -23,6 +23,7 @@ export type {
   AdmissionEvents,
   AdmitInput,
   DegradedEvent,
+  StoreStallEvent,
   StorePolicy,
 } from './admission/admission.js';
 export { admissionLevels } from './admission/plan.js';

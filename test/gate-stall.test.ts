@@ -168,6 +168,8 @@ describe('while Redis stalls (SIGSTOP) or restarts: close, policy calls, reload'
     const store = RedisStore.connect(server.url, { prefix: uniquePrefix('wake'), holds: { syncMs: 0 } });
     const gate = await CallGate.create({ config: two, store, policy: 'local', timeoutMs: 200 });
     gate.on('error', () => {});
+    const stalls: boolean[] = [];
+    gate.on('storeStall', (e) => stalls.push(e.stalled));
     try {
       expect((await gate.admit({ callId: 'c1', peer: 'p' })).admitted).to.equal(true);
       server.pause();
@@ -177,6 +179,8 @@ describe('while Redis stalls (SIGSTOP) or restarts: close, policy calls, reload'
       const c3 = await gate.admit({ callId: 'c3', peer: 'p' });
       expect([c3.admitted, c3.reason, c3.degraded]).to.deep.equal([false, 'channels', undefined]);
       expect((await store.holds({ tag: peerTag('p'), name: peerBucket('p') })).holds).to.equal(2);
+      // said once as the stall began, once as Redis decided again (no lost connection: no 'error')
+      expect(stalls).to.deep.equal([true, false]);
     } finally {
       await gate.close();
     }

@@ -228,6 +228,15 @@ export class SipEdge {
     this.onProblem = opts.onProblem ?? (() => undefined);
     this.timerCMs = opts.timerCMs ?? TIMER_C_MS;
     gate.on('error', (err) => this.problem(err));
+    // a Redis that stalls keeps its connection: no 'error', so say it once here
+    gate.on('storeStall', (e) => {
+      if (e.stalled)
+        this.problem(
+          new Error(
+            `Redis did not answer a decision within ${e.timeoutMs} ms; decisions follow the policy while it does not`,
+          ),
+        );
+    });
     const { host, port } = this.config.listen;
     this.recordRoute = { uri: sip.parseUri(`sip:${this.config.advertise}:${port};lr`)!, params: {} };
     const options = { address: host, port, publicAddress: this.config.advertise, udp: true, tcp: false };

@@ -11,7 +11,7 @@ import type { SafeEmitter } from '../events.js';
 import { reassertCall } from '../holds/ledger.js';
 import { MemoryStore } from '../store/memory-store.js';
 import { MAX_REASSERT_CALLS } from '../store/reassert.js';
-import { DEFAULT_TIMEOUT_MS, withDeadline } from '../store/timeout.js';
+import { DEFAULT_TIMEOUT_MS, pastDeadline, withDeadline } from '../store/timeout.js';
 import type { AdmitResult, Hold, RefusalReason, StopSignal, Store } from '../store/types.js';
 import { PlanCache, UNKNOWN_PEER, type AdmissionPlan } from './plan.js';
 import type { CallAttributes } from './attributes.js';
@@ -81,11 +81,23 @@ export interface DegradedEvent {
   readonly error: Error;
 }
 
+/**
+ * The store stopped answering decisions with its connection open (a Redis that stalls: SIGSTOP,
+ * a link that drops packets), or answers them again: `stalled` true once, when the first
+ * decision gives up on it (the decision timeout), false at the first decision it takes again.
+ */
+export interface StoreStallEvent {
+  readonly stalled: boolean;
+  /** The decision timeout, ms. */
+  readonly timeoutMs: number;
+}
+
 export interface AdmissionEvents {
   error: [Error];
   admitted: [AdmissionDecision];
   rejected: [AdmissionDecision];
   degraded: [DegradedEvent];
+  storeStall: [StoreStallEvent];
 }
 
 export interface AdmissionOptions {
@@ -208,6 +220,8 @@ export class Admission {
 
   /** The stand-in holds this process's calls in progress since the store last failed (seedLocal). */
   private localSeeded = false;
+  /** Decisions gave up on the store since it last answered one (storeStall). */
+  private stalled = false;
 
   /**
    * A pass of the holds keeper found calls released elsewhere (gone from the ledger): the next
@@ -374,6 +388,7 @@ export class Admission {
       }
       if (shield && !result.admitted) shield.learn(plan, at, sentUs as number, result);
       this.localSeeded = false; // the store answers: the next outage's stand-in starts afresh from the ledger
+      if (this.stalled) this.stallEnds();
       return this.emit(decision(input.callId, plan, result));
     } finally {
       this.deciding.delete(input.callId);
@@ -398,7 +413,9 @@ export class Admission {
         const r = await this.call((signal) => this.store.record({ ...req, signal }));
         now = r.now;
         duplicate = r.duplicate === true;
+        if (this.stalled) this.stallEnds();
       } catch (err) {
+        this.stallBegins(err);
         if (err instanceof InvalidArgumentError || this.policy === 'error') throw err;
         degraded = this.policy;
         this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error: err as Error });
@@ -417,6 +434,18 @@ export class Admission {
       ...(degraded && { degraded }),
       ...(duplicate && { duplicate }),
     });
+  }
+
+  /** A decision gave up on the store (its timeout): the first since it last answered is a stall. */
+  private stallBegins(err: unknown): void {
+    if (this.stalled || !pastDeadline(err)) return;
+    this.stalled = true;
+    this.events.safeEmit('storeStall', { stalled: true, timeoutMs: this.timeoutMs });
+  }
+
+  private stallEnds(): void {
+    this.stalled = false;
+    this.events.safeEmit('storeStall', { stalled: false, timeoutMs: this.timeoutMs });
   }
 
   /** A store call, bounded by the decision timeout (not needed in process). */
@@ -440,6 +469,7 @@ export class Admission {
     hold: Hold,
     error: Error,
   ): Promise<AdmissionDecision> {
+    this.stallBegins(error);
     if (error instanceof InvalidArgumentError || this.policy === 'error') throw error;
     this.events.safeEmit('degraded', { callId: input.callId, policy: this.policy, error });
     const now = at ?? Date.now() * 1000;

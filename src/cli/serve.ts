@@ -33,7 +33,7 @@ import { MemoryStore } from '../store/memory-store.js';
 import { prefixProblem } from '../store/redis/redis-keys.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { MAX_BATCH_LIMIT, MAX_IN_FLIGHT_LIMIT } from '../store/redis/redis-store-options.js';
-import { DEFAULT_TIMEOUT_MS, pastDeadline } from '../store/timeout.js';
+import { DEFAULT_TIMEOUT_MS } from '../store/timeout.js';
 import type { Store } from '../store/types.js';
 import {
   checkRedisUrl,
@@ -371,35 +371,14 @@ async function startSidecarHearing(args: ServeArgs, early: EarlyHup): Promise<Si
   gate.on('holdsReasserted', (e) => {
     if (e.reasserted > 0) log.info({ tag: e.tag, reasserted: e.reasserted }, 'holds of calls in progress written back');
   });
-  if (redis) {
-    // a Redis that stalls (SIGSTOP, a link that drops packets) keeps its connection: no 'error'
-    // says so, yet every decision waits its timeout and follows the policy. One line when the
-    // first decision gives up on it, one when a decision is Redis' own again
-    let stalled = false;
-    const stall = () => {
-      if (stalled) return;
-      stalled = true;
+  // a Redis that stalls keeps its connection: no 'error' says so (the library's storeStall does)
+  gate.on('storeStall', (e) => {
+    if (e.stalled)
       log.warn(
-        `Redis at ${redactUrl(args.redisUrl)} did not answer a decision within ${args.timeoutMs} ms; decisions follow policy ${args.policy} while it does not`,
+        `Redis at ${redactUrl(args.redisUrl)} did not answer a decision within ${e.timeoutMs} ms; decisions follow policy ${args.policy} while it does not`,
       );
-    };
-    gate.on('degraded', (e) => {
-      if (pastDeadline(e.error)) stall();
-    });
-    gate.on('decided', (t) => {
-      if (t.error !== undefined) {
-        if (pastDeadline(t.error)) stall(); // a reservation fails on store trouble
-        return;
-      }
-      const d = t.decision;
-      // Redis' own decision again (not the policy's, the flood shield's, or an unknown peer's)
-      if (!stalled || d === undefined) return;
-      if ('admitted' in d && (d.degraded !== undefined || d.shielded === true || d.limitedBy === 'unknown-peer'))
-        return;
-      stalled = false;
-      log.info(`Redis at ${redactUrl(args.redisUrl)} answers decisions again`);
-    });
-  }
+    else log.info(`Redis at ${redactUrl(args.redisUrl)} answers decisions again`);
+  });
   if (args.watch) gate.watch(args.config);
 
   const onHup = () => {
