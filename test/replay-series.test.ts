@@ -226,13 +226,9 @@ describe('replay time series', () => {
         const at = t0 + s * 1e6 + i;
         series.inboundCall(at, true);
         series.levelCall('peer:busy', 1, at, 'admitted', [calls]);
-        series.levelCall(
-          `peer:p${Math.floor(rand() * 3000)}`,
-          1,
-          at,
-          i % 2 === 0 ? 'admitted' : 'rejected',
-          i % 2 === 0 ? [1] : undefined,
-        );
+        const peer = `peer:p${Math.floor(rand() * 3000)}`;
+        series.levelCall(peer, 1, at, i % 2 === 0 ? 'admitted' : 'rejected', i % 2 === 0 ? [1] : undefined);
+        series.levelChannel(peer, at, i % 3); // with a channel limit: a channel series each
         n++;
       }
       perSecond.set(s, calls);
@@ -253,9 +249,13 @@ describe('replay time series', () => {
     // the 3000 minor peers share the budget at a coarser step
     const minor = Object.entries(json.levels).filter(([k]) => k !== 'peer:busy');
     expect(minor).to.have.length(3000);
-    const listed = minor.reduce((a, [, s]) => a + s.idx.length, 0);
+    // their rate and channel series together (the channel series were once left at the main step)
+    const minorChannels = Object.entries(json.levelChannels).filter(([k]) => k !== 'peer:busy');
+    expect(minorChannels).to.have.length(3000);
+    const listed = [...minor, ...minorChannels].reduce((a, [, s]) => a + s.idx.length, 0);
     expect(listed).to.be.at.most(LEVEL_BUDGET);
     expect(minor[0]![1].step).to.be.greaterThan(30);
+    expect(minorChannels[0]![1].step).to.equal(minor[0]![1].step);
     // at the main step they would have needed more than the budget
     expect(n).to.be.greaterThan(LEVEL_BUDGET);
     const size = JSON.stringify(json).length;

@@ -173,7 +173,7 @@ function channelBins(m: Map<string, Bins>, key: string): Bins {
 
 /** Most buckets on one chart's time axis. */
 export const MAX_POINTS = 4_000;
-/** Most buckets listed over the series of all levels but the busiest: beyond, they get coarser. */
+/** Most buckets listed over the series of all levels but the busiest (rates and channels): beyond, they get coarser. */
 export const LEVEL_BUDGET = 200_000;
 const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
 
@@ -340,7 +340,8 @@ export function seriesJson(s: ReplaySeries, firstUs: number, keep: ReadonlySet<s
   );
   const span = last - origin + 1;
   const step = stepFor(span);
-  const minor = [...s.levels.entries()].filter(([k]) => !keep.has(k));
+  // the channel series of those levels count in the budget too (one per level with a channel limit)
+  const minor = [...s.levels.entries(), ...s.levelChannels.entries()].filter(([k]) => !keep.has(k));
   let minorStep = step;
   while (minorStep < span && minor.reduce((n, [, b]) => n + bucketCount(b, origin, minorStep), 0) > LEVEL_BUDGET) {
     minorStep = NICE_STEPS.find((x) => x > minorStep) ?? minorStep * 2;
@@ -367,8 +368,8 @@ export function seriesJson(s: ReplaySeries, firstUs: number, keep: ReadonlySet<s
       sent: bucketize(c.slots, origin, step, [{ name: 'sent', max: 0 }]),
     };
   }
-  const channels = (m: Map<string, Bins>) =>
-    Object.fromEntries([...m].map(([k, b]) => [k, channelBuckets(b, origin, step, last)]));
+  const channels = (m: Map<string, Bins>, stepOf: (key: string) => number) =>
+    Object.fromEntries([...m].map(([k, b]) => [k, channelBuckets(b, origin, stepOf(k), last)]));
   return {
     origin,
     step,
@@ -376,8 +377,8 @@ export function seriesJson(s: ReplaySeries, firstUs: number, keep: ReadonlySet<s
     ...totalsJson(s, origin, step),
     levels,
     carriers,
-    levelChannels: channels(s.levelChannels),
-    carrierChannels: channels(s.carrierChannels),
+    levelChannels: channels(s.levelChannels, (k) => (keep.has(k) ? step : minorStep)),
+    carrierChannels: channels(s.carrierChannels, () => step),
   };
 }
 
