@@ -133,4 +133,43 @@ describe('operator output: ids from traffic', () => {
       await gate.close();
     }
   });
+
+  it('bans are listed 1,000 at most by default, the soonest to end first, with their total', async () => {
+    const gate = await CallGate.create({
+      config: {
+        inbound: {
+          defaultPeer: [],
+          attributes: [
+            {
+              name: 'caller',
+              key: 'caller' as const,
+              limits: [{ limit: 1, window: 'PT10S' }],
+              ban: { over: 1, within: 'PT10S', for: 'PT5M' },
+            },
+          ],
+        },
+      },
+      store: new MemoryStore(),
+      clock: new VirtualClock(T0),
+    });
+    const app = buildApp({ gate, ready: async () => {}, reload: async () => [] });
+    try {
+      // 1,200 callers banned, each a microsecond after the one before (its ban ends later too)
+      for (let v = 0; v < 1_200; v++)
+        for (let i = 0; i < 3; i++) await gate.admit({ callId: `b${v}-${i}`, peer: 'p', caller: `c${v}`, at: T0 + v });
+      const listed = (await app.inject({ method: 'GET', url: '/v1/bans' })).json() as {
+        bans: { value: string }[];
+        total: number;
+      };
+      expect([listed.bans.length, listed.total, listed.bans[0]!.value]).to.deep.equal([1_000, 1_200, 'c0']);
+      const few = (await app.inject({ method: 'GET', url: '/v1/bans?max=2' })).json() as { bans: { value: string }[] };
+      expect(few.bans.map((b) => b.value)).to.deep.equal(['c0', 'c1']);
+      expect((await app.inject({ method: 'GET', url: '/v1/bans?max=0' })).statusCode).to.equal(400);
+      const text = stateText(await inspectGate(gate, { bans: true }));
+      expect(text).to.include('(200 more bans not listed; --json lists them all)');
+    } finally {
+      await app.close();
+      await gate.close();
+    }
+  });
 });

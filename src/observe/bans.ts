@@ -37,6 +37,17 @@ export async function listBans(store: Store, now?: number): Promise<BanState[] |
   return out;
 }
 
+/** Bans an operator's listing shows unless asked for more (as holds: GET /v1/holds, `callgate holds`). */
+export const BANS_SHOWN = 1000;
+
+/** The first `max` bans, the soonest to end first, and how many there are in all. */
+export function bansPage(bans: readonly BanState[], max = BANS_SHOWN): { bans: BanState[]; total: number } {
+  const sorted = [...bans].sort(
+    (a, b) => a.until_us - b.until_us || a.level.localeCompare(b.level) || a.value.localeCompare(b.value),
+  );
+  return { bans: sorted.slice(0, max), total: bans.length };
+}
+
 function levelNamed(config: CallGateConfig, name: string): AttributeLevelConfig {
   const level = (config.inbound.attributes ?? []).find((l) => l.name === name);
   if (level === undefined) {

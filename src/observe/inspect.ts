@@ -32,7 +32,7 @@ import {
 } from '../store/keys.js';
 import type { CallGate } from '../gate.js';
 import type { Bucket, Limit, Store } from '../store/types.js';
-import { listBans, type BanState } from './bans.js';
+import { bansPage, listBans, type BanState } from './bans.js';
 import { attributeBucket } from '../admission/attributes.js';
 import { bucketLaneTags, type LanePlan } from '../lease/lanes.js';
 import { InvalidArgumentError } from '../errors/index.js';
@@ -316,15 +316,21 @@ export function stateText(s: GateState): string {
   parts.push(s.buckets.length > 0 ? table(rows) : 'no inbound buckets configured');
   parts.push(s.carriers.length > 0 ? table(carrierRows) : 'no carriers configured');
   if (s.bans !== undefined) {
+    // the soonest to end first, at most BANS_SHOWN (a flood can ban every caller it used)
+    const page = bansPage(s.bans);
     const banRows = [['ban', 'value', 'ends', 'left']];
-    for (const b of s.bans)
+    for (const b of page.bans)
       banRows.push([
         b.level,
         b.value,
         new Date(b.until_us / 1000).toISOString(),
         `${Math.ceil(b.remaining_ms / 1000)} s`,
       ]);
-    parts.push(s.bans.length > 0 ? table(banRows) : 'no bans in force');
+    const more =
+      page.total > page.bans.length
+        ? `\n(${page.total - page.bans.length} more bans not listed; --json lists them all)`
+        : '';
+    parts.push(s.bans.length > 0 ? `${table(banRows)}${more}` : 'no bans in force');
   }
   return `${parts.join('\n\n')}\n`;
 }

@@ -37,13 +37,14 @@ import { admitAnswer, reserveAnswer, reserveFailed } from './answers.js';
 import { checkBodyCoding, UnsupportedBody } from './body-coding.js';
 import { parseJsonBody, parseUrlEncoded, UrlEncoded } from './fields.js';
 import { openApiDocument } from './openapi.js';
-import { liftBan, listBans } from '../observe/bans.js';
+import { bansPage, liftBan, listBans } from '../observe/bans.js';
 import type { AdmitInput } from '../admission/admission.js';
 import {
   BadRequest,
   admitRequest,
   callRequest,
   emptyRequest,
+  bansRequest,
   holdsRequest,
   parseRequest,
   resetRequest,
@@ -402,12 +403,12 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }
   });
 
-  // bans of attribute levels (docs/attributes.md): the list, and lifting one
-  // neither route takes a field beyond its path: a query or a body is refused, not ignored (a
-  // `?level=source` read as a filter that silently did nothing)
+  // bans of attribute levels (docs/attributes.md): the list (at most `max`, the soonest to end
+  // first, and their total), and lifting one; no other field: a query or a body is refused, not
+  // ignored (a `?level=source` read as a filter that silently did nothing)
   app.get('/v1/bans', async (req) => {
-    read(emptyRequest, req);
-    return { bans: (await operatorRead(() => listBans(gate.store, gate.clock.now()))) ?? [] };
+    const { max } = read(bansRequest, req);
+    return bansPage((await operatorRead(() => listBans(gate.store, gate.clock.now()))) ?? [], max);
   });
   app.delete('/v1/bans/:level/:value', async (req, reply) => {
     read(emptyRequest, req);

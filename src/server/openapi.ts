@@ -11,6 +11,7 @@ import {
   admitRequest,
   callRequest,
   emptyRequest,
+  bansRequest,
   holdsRequest,
   reserveRequest,
   resetRequest,
@@ -109,6 +110,7 @@ export const bansAnswerSchema = z.strictObject({
       remaining_ms: z.number().int(),
     }),
   ),
+  total: z.number().int().describe('Bans in force, listed or not'),
 });
 
 export const unbanAnswerSchema = z.strictObject({ level: z.string(), value: z.string(), lifted: z.boolean() });
@@ -201,7 +203,8 @@ export const ROUTE_DOCS: Readonly<Record<string, RouteDoc>> = {
     answers: { 200: resetAnswerSchema, ...bad, 503: errorAnswerSchema },
   },
   '/v1/bans': {
-    summary: 'The bans of attribute levels in force.',
+    summary: 'The bans of attribute levels in force: at most max (default 1,000), the soonest to end first.',
+    request: bansRequest,
     answers: { 200: bansAnswerSchema, ...bad, 503: errorAnswerSchema },
   },
   '/v1/bans/:level/:value': {

@@ -163,19 +163,24 @@ export function parseRequest<T extends z.ZodType>(
   throw new BadRequest([...new Set(lines)]);
 }
 
+/** `max` of an operator's listing (a query string): 1 to 10,000. */
+const listMax = z
+  .string({ error: expected('an integer from 1 to 10000') })
+  .regex(/^[1-9]\d{0,4}$/, { error: expected('an integer from 1 to 10000') })
+  .transform(Number)
+  .refine((n) => n <= 10_000, { error: expected('an integer from 1 to 10000') });
+
 /** GET /v1/holds: `bucket` (global, account:<id>, peer:<id>) or `carrier`, and at most `max` calls listed. */
 export const holdsRequest = z.strictObject(
   {
     bucket: bucketLabel.optional(),
     carrier: id.optional(),
-    max: z
-      .string({ error: expected('an integer from 1 to 10000') })
-      .regex(/^[1-9]\d{0,4}$/, { error: expected('an integer from 1 to 10000') })
-      .transform(Number)
-      .refine((n) => n <= 10_000, { error: expected('an integer from 1 to 10000') })
-      .optional(),
+    max: listMax.optional(),
   },
   object,
 );
+
+/** GET /v1/bans: at most `max` bans listed (the soonest to end first). */
+export const bansRequest = z.strictObject({ max: listMax.optional() }, object);
 /** POST /v1/reset: the bucket to empty. */
 export const resetRequest = z.strictObject({ bucket: bucketLabel }, object);
