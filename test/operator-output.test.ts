@@ -10,6 +10,8 @@ import { CallGate } from '../src/gate.js';
 import { printable, printableJson } from '../src/ids.js';
 import { liftBan, listBans } from '../src/observe/bans.js';
 import { inspectGate, stateText } from '../src/observe/inspect.js';
+import { locateBucket } from '../src/observe/operate.js';
+import { parseConfig } from '../src/config/index.js';
 import { buildApp } from '../src/server/app.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 
@@ -171,5 +173,23 @@ describe('operator output: ids from traffic', () => {
       await app.close();
       await gate.close();
     }
+  });
+
+  it('holds and reset name a bucket shared past maxValues as the bans listing shows it: #<slot>', () => {
+    const level = (extra: object) => ({
+      name: 'caller',
+      key: 'caller' as const,
+      limits: [{ limit: 1, window: 'PT10S' }],
+      ...extra,
+    });
+    const slotted = parseConfig({ inbound: { defaultPeer: [], attributes: [level({ maxValues: 100 })] } });
+    expect(locateBucket(slotted, 'caller:#34', false).bucket.name).to.equal('attr:caller:#34');
+    expect(() => locateBucket(slotted, 'caller:#100', false)).to.throw(
+      InvalidArgumentError,
+      /#0 to #99: there is no #100/,
+    );
+    // without maxValues, #34 is a caller's value like any other
+    const plain = parseConfig({ inbound: { defaultPeer: [], attributes: [level({})] } });
+    expect(locateBucket(plain, 'caller:#34', false).bucket.name).to.equal('attr:caller:%002334');
   });
 });

@@ -138,6 +138,27 @@ export function banThreshold(over: number, cfg: BucketConfig): number | undefine
   return Math.max(1, Math.ceil(over * Math.min(...cfg.limits.map((l) => l.limit))));
 }
 
+/**
+ * Whether an operator's `value` names a bucket shared past maxValues (`#<slot>`, as the bans
+ * listing shows it) rather than a value: only on a level with maxValues, and not a value of its
+ * own (an override). A value `#5` on a level without maxValues is the caller's `#5`.
+ */
+export function isSharedSlot(level: AttributeLevelConfig, value: string): boolean {
+  return level.maxValues !== undefined && /^#\d+$/.test(value) && !level.overrides.has(value);
+}
+
+/** Why `#<slot>` names no slot of `level` (past maxValues), or undefined. */
+export function slotProblem(level: AttributeLevelConfig, value: string): string | undefined {
+  if (!isSharedSlot(level, value) || Number(value.slice(1)) < level.maxValues!) return undefined;
+  return `the attribute level "${level.name}" shares its values over ${level.maxValues} buckets, #0 to #${level.maxValues! - 1}: there is no ${value}`;
+}
+
+/** The bucket an operator names by `value` (as limited_by shows it, or `#<slot>`: isSharedSlot). */
+export function namedAttributeBucket(level: AttributeLevelConfig, value: string): Bucket {
+  const bucket = attributeBucket(level, value);
+  return isSharedSlot(level, value) ? { ...bucket, name: `attr:${level.name}:${value}` } : bucket;
+}
+
 /** The bucket `value` of `level` counts in. */
 export function attributeBucket(level: AttributeLevelConfig, value: string): Bucket {
   const cfg = level.overrides.get(value) ?? level.limits;

@@ -2,7 +2,7 @@
  * Bans of attribute levels (docs/attributes.md), for an operator: the bans in force, by level and
  * value (`callgate inspect`, GET /v1/bans), and lifting one (`callgate unban`, DELETE /v1/bans/…).
  */
-import { attributeBucketName } from '../admission/attributes.js';
+import { namedAttributeBucket, slotProblem } from '../admission/attributes.js';
 import type { AttributeLevelConfig, CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { checkIdArgument } from '../ids.js';
@@ -60,24 +60,13 @@ function levelNamed(config: CallGateConfig, name: string): AttributeLevelConfig 
   return level;
 }
 
-/**
- * Whether `value` names a bucket shared past maxValues (`#<slot>`, as the listing shows it)
- * rather than a value: only on a level with maxValues, and not a value of its own (an override).
- * A value `#5` on a level without maxValues is the caller's `#5`.
- */
-function sharedSlot(level: AttributeLevelConfig, value: string): boolean {
-  return level.maxValues !== undefined && /^#\d+$/.test(value) && !level.overrides.has(value);
-}
-
 /** The level whose ban of `value` may be lifted: throws InvalidArgumentError when none (no store needed). */
 export function unbanTarget(config: CallGateConfig, levelName: string, value: string): AttributeLevelConfig {
   const level = levelNamed(config, levelName);
   if (value === '') throw new InvalidArgumentError('value must be a non-empty string');
   checkIdArgument('value', value); // as a call's value could be: at most 256 characters, well-formed
-  if (sharedSlot(level, value) && Number(value.slice(1)) >= level.maxValues!)
-    throw new InvalidArgumentError(
-      `the attribute level "${level.name}" shares its values over ${level.maxValues} buckets, #0 to #${level.maxValues! - 1}: there is no ${value}`,
-    );
+  const problem = slotProblem(level, value);
+  if (problem !== undefined) throw new InvalidArgumentError(problem);
   return level;
 }
 
@@ -94,7 +83,7 @@ export async function liftBan(
 ): Promise<{ lifted: boolean }> {
   const level = unbanTarget(config, levelName, value);
   if (store.unban === undefined) throw new InvalidArgumentError(`the ${store.kind} store cannot lift bans`);
-  const bucket = sharedSlot(level, value) ? `attr:${level.name}:${value}` : attributeBucketName(level, value);
+  const bucket = namedAttributeBucket(level, value).name;
   const r = await store.unban({ tag: GLOBAL_TAG, bucket, ...(now !== undefined && { now }) });
   return { lifted: r.lifted };
 }

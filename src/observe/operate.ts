@@ -11,7 +11,7 @@
  * account's on its lane (locateBucket). Attribute levels' buckets (`caller:<value>`, ...) are found too; a reset does not lift a
  * ban (DELETE /v1/bans does).
  */
-import { attributeBucket } from '../admission/attributes.js';
+import { namedAttributeBucket, slotProblem } from '../admission/attributes.js';
 import type { BucketConfig, CallGateConfig } from '../config/types.js';
 import { InvalidArgumentError } from '../errors/index.js';
 import { idProblem, printable, printableJson } from '../ids.js';
@@ -103,7 +103,10 @@ export function locateBucket(
   // an attribute level: `<level>:<value>`, the value as limited_by shows it (after its match)
   const level = attributes.find((l) => l.name === kind);
   if (level === undefined) bad(`bucket ${JSON.stringify(label)}: ${hint}`);
-  return { bucket: attributeBucket(level, id), tags: [GLOBAL_TAG] };
+  // `#<slot>`: a bucket shared past maxValues, as the bans listing names it
+  const slot = slotProblem(level, id);
+  if (slot !== undefined) bad(`bucket ${printable(label)}: ${slot}`);
+  return { bucket: namedAttributeBucket(level, id), tags: [GLOBAL_TAG] };
 }
 
 export interface HoldsListing {
