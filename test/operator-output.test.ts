@@ -16,6 +16,15 @@ import { buildApp } from '../src/server/app.js';
 import { MemoryStore } from '../src/store/memory-store.js';
 
 const T0 = 1_700_000_000_000_000;
+/** An attribute level on callers' numbers, 1 call per 10 s; `extra`: more of its fields. */
+const callerLevel = (extra: object = {}) => ({
+  name: 'caller',
+  key: 'caller' as const,
+  limits: [{ limit: 1, window: 'PT10S' }],
+  ...extra,
+});
+/** A ban at the first refusal past the limit, for 5 minutes. */
+const BANNED = { ban: { over: 1, within: 'PT10S', for: 'PT5M' } };
 const ESC = '\u001b';
 
 describe('operator output: ids from traffic', () => {
@@ -50,14 +59,7 @@ describe('operator output: ids from traffic', () => {
     const config = {
       inbound: {
         defaultPeer: [],
-        attributes: [
-          {
-            name: 'caller',
-            key: 'caller' as const,
-            limits: [{ limit: 1, window: 'PT10S' }],
-            ban: { over: 1, within: 'PT10S', for: 'PT5M' },
-          },
-        ],
+        attributes: [callerLevel(BANNED)],
       },
     };
     const clock = new VirtualClock(T0);
@@ -77,13 +79,7 @@ describe('operator output: ids from traffic', () => {
   });
 
   it("unban: a caller's value '#5' is that value where the level has no maxValues; a slot past maxValues is refused", async () => {
-    const level = (extra: object) => ({
-      name: 'caller',
-      key: 'caller' as const,
-      limits: [{ limit: 1, window: 'PT10S' }],
-      ban: { over: 1, within: 'PT10S', for: 'PT5M' },
-      ...extra,
-    });
+    const level = (extra: object) => callerLevel({ ...BANNED, ...extra });
     const gate = await CallGate.create({
       config: { inbound: { defaultPeer: [], attributes: [level({})] } },
       store: new MemoryStore(),
@@ -141,14 +137,7 @@ describe('operator output: ids from traffic', () => {
       config: {
         inbound: {
           defaultPeer: [],
-          attributes: [
-            {
-              name: 'caller',
-              key: 'caller' as const,
-              limits: [{ limit: 1, window: 'PT10S' }],
-              ban: { over: 1, within: 'PT10S', for: 'PT5M' },
-            },
-          ],
+          attributes: [callerLevel(BANNED)],
         },
       },
       store: new MemoryStore(),
@@ -176,12 +165,7 @@ describe('operator output: ids from traffic', () => {
   });
 
   it('holds and reset name a bucket shared past maxValues as the bans listing shows it: #<slot>', () => {
-    const level = (extra: object) => ({
-      name: 'caller',
-      key: 'caller' as const,
-      limits: [{ limit: 1, window: 'PT10S' }],
-      ...extra,
-    });
+    const level = callerLevel;
     const slotted = parseConfig({ inbound: { defaultPeer: [], attributes: [level({ maxValues: 100 })] } });
     expect(locateBucket(slotted, 'caller:#34', false).bucket.name).to.equal('attr:caller:#34');
     expect(() => locateBucket(slotted, 'caller:#100', false)).to.throw(
