@@ -14,7 +14,7 @@ import { intOption, shownOption } from './int-option.js';
 import type { Command } from 'commander';
 import { loadConfigFile } from '../config/load.js';
 import { InvalidArgumentError } from '../errors/index.js';
-import { holdsText, listHolds, locateBucket, resetBucket, resetLine } from '../observe/operate.js';
+import { holdsText, LISTED_BY_DEFAULT, listHolds, locateBucket, resetBucket, resetLine } from '../observe/operate.js';
 import { prefixProblem } from '../store/redis/redis-keys.js';
 import { RedisStore } from '../store/redis/redis-store.js';
 import { checkLeasable, checkLeaseLanes, leasedStoreOptions, leaseLanesOption, type LeaseArgs } from './lease-lanes.js';
@@ -134,7 +134,7 @@ export function operateCommands(program: Command): void {
     'their global level is leased over N lanes: read the lanes',
   )
     .option('--prefix <prefix>', 'their key prefix', 'callgate:')
-    .option('--max <n>', 'list at most this many calls (the total is always shown)', intOption, 1000)
+    .option('--max <n>', 'list at most this many calls (the total is always shown)', intOption, LISTED_BY_DEFAULT)
     .option('--json', 'one JSON object (as GET /v1/holds)')
     .action(async (opts: HoldsArgs) => runHolds(opts));
 

@@ -8,6 +8,7 @@ import { InvalidArgumentError } from '../errors/index.js';
 import { checkIdArgument } from '../ids.js';
 import { GLOBAL_TAG } from '../store/keys.js';
 import { decodeId } from '../store/operations.js';
+import { LISTED_BY_DEFAULT } from './operate.js';
 import type { Store } from '../store/types.js';
 
 export interface BanState {
@@ -37,11 +38,8 @@ export async function listBans(store: Store, now?: number): Promise<BanState[] |
   return out;
 }
 
-/** Bans an operator's listing shows unless asked for more (as holds: GET /v1/holds, `callgate holds`). */
-export const BANS_SHOWN = 1000;
-
 /** The first `max` bans, the soonest to end first, and how many there are in all. */
-export function bansPage(bans: readonly BanState[], max = BANS_SHOWN): { bans: BanState[]; total: number } {
+export function bansPage(bans: readonly BanState[], max = LISTED_BY_DEFAULT): { bans: BanState[]; total: number } {
   const sorted = [...bans].sort(
     (a, b) => a.until_us - b.until_us || a.level.localeCompare(b.level) || a.value.localeCompare(b.value),
   );

@@ -309,14 +309,13 @@ export function stateText(s: GateState): string {
       ...(leased ? share : []),
     ]);
   }
-  // every cell printable: buckets, carriers and banned values come from traffic
-  const table = (t: string[][]) => textTable(t);
+  // (textTable: every cell printable; buckets, carriers and banned values come from traffic)
   const head = `callgate state at ${new Date(s.time_us / 1000).toISOString()} (${s.store} store)`;
   const parts = [head];
-  parts.push(s.buckets.length > 0 ? table(rows) : 'no inbound buckets configured');
-  parts.push(s.carriers.length > 0 ? table(carrierRows) : 'no carriers configured');
+  parts.push(s.buckets.length > 0 ? textTable(rows) : 'no inbound buckets configured');
+  parts.push(s.carriers.length > 0 ? textTable(carrierRows) : 'no carriers configured');
   if (s.bans !== undefined) {
-    // the soonest to end first, at most BANS_SHOWN (a flood can ban every caller it used)
+    // the soonest to end first, at most LISTED_BY_DEFAULT (a flood can ban every caller it used)
     const page = bansPage(s.bans);
     const banRows = [['ban', 'value', 'ends', 'left']];
     for (const b of page.bans)
@@ -330,7 +329,7 @@ export function stateText(s: GateState): string {
       page.total > page.bans.length
         ? `\n(${page.total - page.bans.length} more bans not listed; --json lists them all)`
         : '';
-    parts.push(s.bans.length > 0 ? `${table(banRows)}${more}` : 'no bans in force');
+    parts.push(s.bans.length > 0 ? `${textTable(banRows)}${more}` : 'no bans in force');
   }
   return `${parts.join('\n\n')}\n`;
 }

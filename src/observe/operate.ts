@@ -121,6 +121,9 @@ export interface HoldsListing {
   readonly time_us: number;
 }
 
+/** Calls or bans an operator's listing shows unless asked for more (holds, GET /v1/holds, the bans). */
+export const LISTED_BY_DEFAULT = 1000;
+
 export interface OperateOptions {
   /** Time to act at, µs (default: the store's clock). */
   readonly now?: number;
@@ -164,7 +167,7 @@ export async function listHolds(
     target: target.bucket,
     ...(bucket.channels !== undefined && { limit: bucket.channels }),
     total,
-    holds: listing(holds.slice(0, opts.max ?? 1000), now!),
+    holds: listing(holds.slice(0, opts.max ?? LISTED_BY_DEFAULT), now!),
     time_us: now!,
   };
 }

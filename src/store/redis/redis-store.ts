@@ -971,7 +971,10 @@ export class RedisStore implements Store, OperableStore {
     // before its replica copied it) must not hide a call this process decided
     const own = this.ownRecords(callId, id, direction);
     const run = (found: string[][]): Promise<[number, number]> => {
-      const groups = [...found, ...own.filter((key) => !found.some((g) => g.includes(key))).map((key) => [key])];
+      const groups =
+        own.length === 0
+          ? found
+          : [...found, ...own.filter((key) => !found.some((g) => g.includes(key))).map((key) => [key])];
       seen?.(groups);
       return Promise.all(groups.map((keys) => this.run(name, keys, args, signal) as Promise<number[]>)).then(
         (replies) => [
